@@ -1,0 +1,63 @@
+# Ember: every set-up step lives here, so a fresh machine needs only `make test` or `make demo`.
+# The development build is a plain CMake/Ninja build per CPython version (incremental in seconds);
+# `pip install .` builds the same CMakeLists through scikit-build-core.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# CPython 3.12 and 3.13 run the bytecode tests; found through pyenv when they are not on PATH.
+PY312 ?= $(shell command -v python3.12 2>/dev/null || ls $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -n1)
+PY313 ?= $(shell command -v python3.13 2>/dev/null || ls $$HOME/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | tail -n1)
+JOBS ?= $(shell nproc)
+PYTEST_ARGS ?=
+
+.PHONY: all build build-all test test-bytecode demo bench clean
+
+all: build
+
+$(VENV)/.ready:
+	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 nanobind scikit-build-core cmake ninja pytest numpy
+	touch $@
+
+# build/<tag>/ holds one CMake tree per interpreter; the extension is copied next to the package.
+define build_for
+	@mkdir -p build/$(1)
+	@test -f build/$(1)/build.ninja || $(VENV)/bin/cmake -S . -B build/$(1) -G Ninja \
+	    -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	    -DPython_EXECUTABLE=$(2) \
+	    -Dnanobind_DIR=$$($(PY) -m nanobind --cmake_dir) > /dev/null
+	$(VENV)/bin/ninja -C build/$(1) -j $(JOBS) > build/$(1)/last-build.log || (cat build/$(1)/last-build.log; exit 1)
+	cp build/$(1)/_C*.so python/ember/
+endef
+
+build: $(VENV)/.ready
+	$(call build_for,py311,$(abspath $(PY)))
+	@mkdir -p build/bin && cp build/py311/ember-opt build/bin/
+
+build/venv%/.ready: $(VENV)/.ready
+	$(PY$*) -m venv build/venv$*
+	build/venv$*/bin/python -m pip install -q pytest
+	touch $@
+
+build-all: build build/venv312/.ready build/venv313/.ready
+	$(call build_for,py312,$(abspath build/venv312/bin/python))
+	$(call build_for,py313,$(abspath build/venv313/bin/python))
+
+test-bytecode: build-all
+	cd tests && ../build/venv312/bin/python -m pytest -q -p no:cacheprovider bytecode $(PYTEST_ARGS)
+	cd tests && ../build/venv313/bin/python -m pytest -q -p no:cacheprovider bytecode $(PYTEST_ARGS)
+
+test: build-all
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-bytecode
+
+demo: build
+	PYTHONPATH=python $(PY) -m ember.demo
+
+bench: build
+	PYTHONPATH=python $(PY) -m ember.bench cpu
+
+clean:
+	rm -rf build python/ember/_C*.so

@@ -1,0 +1,181 @@
+// Ember's graph IR: a straight-line program of tensor operations captured from one Python frame.
+//
+// Semantics. A Graph has typed inputs (tensors read from the frame through a source such as
+// `L['self'].linear.weight`), a list of nodes in execution order, and outputs. Each node applies
+// one op to arguments and defines zero or more result values. An op is either a core op of
+// ops.def, whose semantics Ember knows (and later lowers), or a `torch` node that names the torch
+// callable it applies: every torch callable can be captured, and runs through torch until Ember
+// has a lowering for it.
+//
+// Arguments mirror a torch call: positional arguments and keyword arguments, each a value
+// reference, a literal (None, bool, int, float, string, dtype, device, slice, ellipsis) or a
+// list/tuple of arguments. Nodes run in order; a node whose target ends in `_` (or that an op
+// declares mutating) writes its first tensor argument in place, and the graph keeps that order.
+//
+// Every value has a TensorType: dtype, symbolic sizes and strides (src/sym), device and
+// requires_grad. Value names are their ids (`%0`, `%1`, ...): stable, so printing is
+// deterministic.
+//
+// Text form (printer.cpp / parser.cpp; docs/ir.md has the grammar):
+//   graph @forward(%0: f32[4, 8]{8, 1} cpu "L['x']", %1: f32[8, 8]{8, 1} cpu grad "L['self'].w") {
+//     %2 = matmul(%0, %1) : f32[4, 8]{8, 1} cpu grad
+//     %3 = torch "torch.nn.functional.gelu"(%2, approximate="tanh") : f32[4, 8]{8, 1} cpu grad
+//     return (%3)
+//   }
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "sym/expr.h"
+
+namespace ember::ir {
+
+enum class Op : uint16_t {
+#define EMBER_OP(Enum, name, target, arity, family) Enum,
+#include "ir/ops.def"
+#undef EMBER_OP
+  TorchCall,  // generic capture: any torch callable, named by Node::target
+};
+
+enum class OpFamily : uint8_t { Pointwise, Reduction, View, Matmul, Factory, Normalization, Data, Other };
+
+struct OpInfo {
+  const char* name;          // text-form name
+  const char* torch_target;  // callable the eager executor applies ("" for TorchCall)
+  int arity;                 // leading tensor operands; -1 variadic
+  OpFamily family;
+};
+const OpInfo& op_info(Op op);
+std::optional<Op> op_from_name(std::string_view name);
+
+// dtypes, in torch's spelling for `torch_name` and Ember's short text form for `name`.
+enum class DType : uint8_t {
+  Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64, Complex64, Complex128,
+  Float8E4M3FN, Float8E5M2,
+};
+const char* dtype_name(DType dt);        // "b8", "u8", "i8", ..., "f32", "bf16", "c64", "f8e4m3fn"
+const char* dtype_torch_name(DType dt);  // "bool", "uint8", ..., "float32", "bfloat16"
+std::optional<DType> dtype_from_name(std::string_view name);        // short form
+std::optional<DType> dtype_from_torch_name(std::string_view name);  // "float32" (no "torch.")
+int dtype_itemsize(DType dt);
+
+struct Device {
+  std::string type = "cpu";  // torch's device type: cpu, cuda, meta, mps, xpu, ...
+  int index = -1;            // -1: no index
+  std::string str() const;   // "cpu", "cuda:0"
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+};
+std::optional<Device> device_from_string(std::string_view text);
+
+struct TensorType {
+  DType dtype = DType::Float32;
+  std::vector<sym::Expr> sizes;
+  std::vector<sym::Expr> strides;
+  Device device;
+  bool requires_grad = false;
+  std::string str() const;  // "f32[4, 8]{8, 1} cpu grad"
+  bool operator==(const TensorType& o) const;
+};
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+
+struct Slice {
+  std::optional<int64_t> start, stop, step;
+};
+struct Ellipsis {};
+struct NoneLiteral {};
+
+// A constant argument. Strings also carry enum-like torch arguments ("tanh", "mean").
+using Literal = std::variant<NoneLiteral, bool, int64_t, double, std::string, DType, Device, Slice, Ellipsis>;
+
+struct Arg {
+  enum class Kind : uint8_t { Value, Literal, List, Tuple };
+  Kind kind = Kind::Literal;
+  ValueId value = -1;
+  Literal literal;
+  std::vector<Arg> items;
+
+  static Arg of_value(ValueId v);
+  static Arg of_literal(Literal lit);
+  static Arg list(std::vector<Arg> items);
+  static Arg tuple(std::vector<Arg> items);
+};
+
+struct Value {
+  ValueId id = -1;
+  TensorType type;
+  NodeId producer = -1;  // -1 for graph inputs
+};
+
+struct Node {
+  NodeId id = -1;
+  Op op = Op::TorchCall;
+  std::string target;  // TorchCall only: qualified callable name, e.g. "torch.nn.functional.gelu"
+  std::vector<Arg> args;
+  std::vector<std::pair<std::string, Arg>> kwargs;
+  std::vector<ValueId> results;
+  // How results come back from the callable: one tensor, or a tuple/list of `results.size()`.
+  enum class ResultForm : uint8_t { Single, Tuple, List, None } result_form = ResultForm::Single;
+
+  // The callable's qualified name: Node::target for TorchCall, the op table's otherwise.
+  std::string_view callable() const;
+  bool mutates_first_arg() const;  // in-place op: target's last component ends in '_'
+};
+
+struct GraphInput {
+  ValueId value = -1;
+  std::string source;  // where the frame reads it, e.g. "L['self'].linear.weight"
+};
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
+
+  // Builder.
+  ValueId add_input(TensorType type, std::string source);
+  // Appends a node and returns its id; its results get fresh values of `result_types`.
+  NodeId add_node(Op op, std::string target, std::vector<Arg> args,
+                  std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorType> result_types,
+                  Node::ResultForm form);
+  void set_outputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+
+  // Access.
+  const std::string& name() const { return name_; }
+  const std::vector<GraphInput>& inputs() const { return inputs_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::vector<Node>& mutable_nodes() { return nodes_; }
+  const std::vector<Value>& values() const { return values_; }
+  const Value& value(ValueId id) const { return values_.at(id); }
+  const Node& node(NodeId id) const { return nodes_.at(id); }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+ private:
+  std::string name_;
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<GraphInput> inputs_;
+  std::vector<ValueId> outputs_;
+};
+
+// Text form. print() then parse() gives back an equal graph; parse() throws ParseError with a
+// line:column on malformed text.
+std::string print(const Graph& graph);
+struct ParseError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+Graph parse(std::string_view text);
+
+// Structural checks: ids dense and in order, every use defined before it, operand counts match
+// the op table, results typed, outputs defined. Returns one message per problem (empty: valid).
+std::vector<std::string> verify(const Graph& graph);
+
+}  // namespace ember::ir

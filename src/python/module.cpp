@@ -1,0 +1,25 @@
+// The extension module ember._C: thin bindings only; each area registers its own submodule.
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+namespace ember::python {
+void bind_ir(nb::module_& m);
+void bind_bytecode(nb::module_& m);
+void bind_guards(nb::module_& m);
+void bind_eval_frame(nb::module_& m);
+void bind_compiler(nb::module_& m);
+}  // namespace ember::python
+
+NB_MODULE(_C, m) {
+  using namespace ember::python;
+  auto ir = m.def_submodule("ir", "Graph IR: parse, print, verify");
+  bind_ir(ir);
+  auto bytecode = m.def_submodule("bytecode", "Normalized bytecode decoder");
+  bind_bytecode(bytecode);
+  auto guards = m.def_submodule("guards", "Guards and tensor metadata");
+  bind_guards(guards);
+  auto eval_frame = m.def_submodule("eval_frame", "Frame hook and compiled regions");
+  bind_eval_frame(eval_frame);
+  bind_compiler(m);
+}
