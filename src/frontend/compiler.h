@@ -1,0 +1,46 @@
+// Compiler: the FrameCompiler of one ember.compile() call. It traces a frame with the symbolic
+// interpreter, and turns the trace into a cache entry: the guards, the graph run by the backend,
+// the side effects to replay and the plan of the return value. A frame it cannot trace gets an
+// entry that runs it eagerly under the guards read so far (the same inputs would fail the same
+// way), and the reason is reported; under fullgraph=True the call raises ember.Unsupported.
+//
+// Events (compiles, fallbacks, recompiles, the cache limit) go to a Python listener, which
+// logs them (EMBER_LOGS) and collects them for ember.explain.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+
+#include "frontend/eval_frame.h"
+#include "frontend/interp/interpreter.h"
+#include "frontend/interp/torch_table.h"
+#include "support/options.h"
+
+namespace ember::frontend {
+
+class Compiler : public FrameCompiler {
+ public:
+  // `listener(event: str, info: dict)`; `unsupported_error`: the ember.Unsupported class.
+  Compiler(CompileOptions options, TorchTable table, PyObject* listener, PyObject* unsupported_error);
+  ~Compiler() override;
+
+  std::unique_ptr<CacheEntry> compile(const FrameView& frame, bool* error) override;
+  void on_cache_limit(PyCodeObject* code, const std::string& guard) override;
+  void on_cache_hit() override;
+  void on_recompile(PyCodeObject* code, const std::string& guard) override;
+
+  const CompileOptions& options() const { return options_; }
+
+ private:
+  // Sends an event to the listener; returns false with the listener's error set.
+  bool emit(const char* event, PyObject* info);
+
+  CompileOptions options_;
+  TorchTable table_;
+  CodeInfoCache codes_;
+  PyRef listener_;
+  PyRef unsupported_error_;
+};
+
+}  // namespace ember::frontend

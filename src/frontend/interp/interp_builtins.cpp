@@ -1,0 +1,392 @@
+// Python builtins, functions of the operator module, and methods of the containers the trace
+// builds, implemented over Vars. Constants go through the real builtin (constant folding).
+#include <algorithm>
+#include <cstring>
+
+#include "frontend/interp/interpreter.h"
+
+namespace ember::frontend {
+
+namespace {
+
+std::string str_of(PyObject* s) {
+  const char* c = PyUnicode_AsUTF8(s);
+  if (!c) throw PythonError();
+  return c;
+}
+
+// operator-module names of binary operators, by NB_* number (0..12); in-place forms add 13.
+constexpr const char* kBinaryNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod",
+                                        "or_", "pow", "rshift", "sub", "truediv", "xor"};
+constexpr const char* kCompareNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+}  // namespace
+
+VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs) {
+  const CallableKind& kind = trace_.table.classify(fn);
+  const std::string& name = kind.detail;
+  auto need = [&](size_t lo, size_t hi) {
+    if (args.size() < lo || args.size() > hi) unsupported(name + "() with " + std::to_string(args.size()) + " arguments");
+  };
+  auto folded = [&]() -> VarRef {
+    if (VarRef v = constant_call(fn, args, kwargs)) return v;
+    unsupported(name + "() on values that are not constants: " + (args.empty() ? std::string("()") : describe(*args[0])));
+  };
+
+  if (kind.kind == CallableKind::Operator) {
+    for (int i = 0; i < 13; ++i) {
+      if (name == kBinaryNames[i]) {
+        need(2, 2);
+        return binary_op(i, args[0], args[1]);
+      }
+      if (name == std::string("i") + kBinaryNames[i] || (i == 1 && name == "iand") || (i == 7 && name == "ior")) {
+        need(2, 2);
+        return binary_op(i + 13, args[0], args[1]);
+      }
+    }
+    for (int i = 0; i < 6; ++i) {
+      if (name == kCompareNames[i]) {
+        need(2, 2);
+        return compare(i, args[0], args[1]);
+      }
+    }
+    if (name == "getitem") {
+      need(2, 2);
+      return subscript(args[0], args[1]);
+    }
+    if (name == "setitem") {
+      need(3, 3);
+      store_subscript(args[0], args[1], args[2]);
+      return trace_.none();
+    }
+    if (name == "neg") return unary("neg", 0, args.at(0));
+    if (name == "pos") return unary("positive", 1, args.at(0));
+    if (name == "invert" || name == "inv") return unary("bitwise_not", 2, args.at(0));
+    if (name == "not_") return trace_.constant(PyRef::borrow(truthy(args.at(0)) ? Py_False : Py_True));
+    if (name == "truth") return trace_.constant(PyRef::borrow(truthy(args.at(0)) ? Py_True : Py_False));
+    if (name == "is_" || name == "is_not") {
+      need(2, 2);
+      bool same = identical(args[0], args[1]);
+      return trace_.constant(PyRef::borrow((same == (name == "is_")) ? Py_True : Py_False));
+    }
+    if (name == "contains") {
+      need(2, 2);
+      return trace_.constant(PyRef::borrow(contains(args[0], args[1]) ? Py_True : Py_False));
+    }
+    return folded();
+  }
+
+  if (name == "len") {
+    need(1, 1);
+    return length(args[0]);
+  }
+  if (name == "isinstance") {
+    need(2, 2);
+    return isinstance(args[0], args[1]);
+  }
+  if (name == "getattr" || name == "hasattr") {
+    need(2, name == "getattr" ? 3 : 2);
+    PyObject* n = Trace::as_constant(*args[1]);
+    if (!n || !PyUnicode_Check(n)) unsupported(name + "() with a non-constant attribute name");
+    VarRef v;
+    try {
+      v = get_attr(args[0], str_of(n));
+    } catch (Unsupported& u) {
+      // Only a missing attribute is answered here; anything else is still unsupported.
+      if (u.reason.find("has no attribute") == std::string::npos) throw;
+      if (name == "hasattr") return trace_.constant(PyRef::borrow(Py_False));
+      if (args.size() == 3) return args[2];
+      throw;
+    }
+    return name == "hasattr" ? trace_.constant(PyRef::borrow(Py_True)) : v;
+  }
+  if (name == "setattr") {
+    need(3, 3);
+    PyObject* n = Trace::as_constant(*args[1]);
+    if (!n || !PyUnicode_Check(n)) unsupported("setattr() with a non-constant attribute name");
+    store_attr(args[0], str_of(n), args[2]);
+    return trace_.none();
+  }
+  if (name == "type") {
+    need(1, 1);
+    const VarRef& v = args[0];
+    if (v->kind == VarKind::Tensor) return trace_.constant(v->as<TensorVar>().py_type);
+    if (v->kind == VarKind::Tuple && !v->as<SequenceVar>().named_type)
+      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyTuple_Type)));
+    if (v->kind == VarKind::Tuple || v->kind == VarKind::List) {
+      auto& s = v->as<SequenceVar>();
+      if (s.named_type) return trace_.constant(s.named_type);
+      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));
+    }
+    if (v->kind == VarKind::Dict) return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
+    if (v->kind == VarKind::Object)
+      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->as<ObjectVar>().obj.get()))));
+    unsupported("type() of " + describe(*v));
+  }
+  if (name == "enumerate") {
+    need(1, 2);
+    int64_t start = 0;
+    if (args.size() == 2) {
+      PyObject* s = Trace::as_constant(*args[1]);
+      if (!s || !PyLong_Check(s)) unsupported("enumerate() with a non-constant start");
+      start = PyLong_AsLongLong(s);
+    }
+    for (auto& [k, v] : kwargs) {
+      PyObject* s = Trace::as_constant(*v);
+      if (k != "start" || !s || !PyLong_Check(s)) unsupported("enumerate() with unexpected keyword arguments");
+      start = PyLong_AsLongLong(s);
+    }
+    std::vector<VarRef> items;
+    int64_t i = start;
+    for (auto& x : iterate(args[0]))
+      items.push_back(make_tuple({trace_.constant(PyRef::steal(PyLong_FromLongLong(i++))), x}));
+    return std::make_shared<IteratorVar>(std::move(items));
+  }
+  if (name == "zip") {
+    if (!kwargs.empty()) unsupported("zip() with keyword arguments");
+    std::vector<std::vector<VarRef>> seqs;
+    size_t n = SIZE_MAX;
+    for (auto& a : args) {
+      seqs.push_back(iterate(a));
+      n = std::min(n, seqs.back().size());
+    }
+    if (seqs.empty()) n = 0;
+    std::vector<VarRef> items;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<VarRef> row;
+      for (auto& s : seqs) row.push_back(s[i]);
+      items.push_back(make_tuple(std::move(row)));
+    }
+    return std::make_shared<IteratorVar>(std::move(items));
+  }
+  if (name == "reversed") {
+    need(1, 1);
+    std::vector<VarRef> items = iterate(args[0]);
+    std::reverse(items.begin(), items.end());
+    return std::make_shared<IteratorVar>(std::move(items));
+  }
+  if (name == "iter") {
+    need(1, 1);
+    return std::make_shared<IteratorVar>(iterate(args[0]));
+  }
+  if (name == "next") {
+    need(1, 2);
+    if (args[0]->kind != VarKind::Iterator) unsupported("next() on " + describe(*args[0]));
+    auto& it = args[0]->as<IteratorVar>();
+    if (it.position < it.items.size()) return it.items[it.position++];
+    if (args.size() == 2) return args[1];
+    unsupported("next() on an exhausted iterator (StopIteration)");
+  }
+  if (name == "list" || name == "tuple") {
+    need(0, 1);
+    std::vector<VarRef> items = args.empty() ? std::vector<VarRef>{} : iterate(args[0]);
+    return name == "list" ? make_list(std::move(items)) : make_tuple(std::move(items));
+  }
+  if (name == "dict") {
+    need(0, 1);
+    auto d = std::make_shared<DictVar>();
+    if (args.size() == 1) {
+      if (args[0]->kind == VarKind::Dict) {
+        d->keys = args[0]->as<DictVar>().keys;
+        d->values = args[0]->as<DictVar>().values;
+      } else {
+        for (auto& pair : iterate(args[0])) {
+          std::vector<VarRef> kv = iterate(pair);
+          PyObject* k = kv.size() == 2 ? Trace::as_constant(*kv[0]) : nullptr;
+          if (!k) unsupported("dict() from pairs with non-constant keys");
+          d->keys.push_back(PyRef::borrow(k));
+          d->values.push_back(kv[1]);
+        }
+      }
+    }
+    for (auto& [k, v] : kwargs) {
+      d->keys.push_back(PyRef::steal(PyUnicode_FromString(k.c_str())));
+      d->values.push_back(v);
+    }
+    return d;
+  }
+  if (name == "map") {
+    if (args.size() < 2 || !kwargs.empty()) unsupported("map() with unexpected arguments");
+    std::vector<std::vector<VarRef>> seqs;
+    size_t n = SIZE_MAX;
+    for (size_t i = 1; i < args.size(); ++i) {
+      seqs.push_back(iterate(args[i]));
+      n = std::min(n, seqs.back().size());
+    }
+    std::vector<VarRef> items;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<VarRef> row;
+      for (auto& s : seqs) row.push_back(s[i]);
+      items.push_back(call(args[0], std::move(row), {}));
+    }
+    return std::make_shared<IteratorVar>(std::move(items));
+  }
+  if (name == "super") {
+    if (args.size() == 2) {
+      PyObject* c = Trace::as_constant(*args[0]);
+      if (!c || !PyType_Check(c)) unsupported("super() with a class that is not known at trace time");
+      return std::make_shared<SuperVar>(PyRef::borrow(c), args[1]);
+    }
+    need(0, 0);
+    // Zero-argument super(): the __class__ cell and the first argument of the calling code.
+    auto& names = info_.localsplus_names;
+    auto it = std::find(names.begin(), names.end(), "__class__");
+    if (it == names.end() || info_.argcount == 0) unsupported("super() without a __class__ cell");
+    VarRef cls = load_deref(static_cast<int>(it - names.begin()));
+    VarRef self = locals_[0];
+    if (self && self->kind == VarKind::Cell) self = self->as<CellVar>().contents;
+    PyObject* c = Trace::as_constant(*cls);
+    if (!self || !c || !PyType_Check(c)) unsupported("super() outside a method");
+    return std::make_shared<SuperVar>(PyRef::borrow(c), self);
+  }
+  if (name == "abs" && args.size() == 1 && args[0]->kind == VarKind::Tensor) return unary("abs", 3, args[0]);
+  if (name == "sum" && !args.empty() && args[0]->kind != VarKind::Object) {
+    VarRef acc = args.size() > 1 ? args[1] : trace_.constant(PyRef::steal(PyLong_FromLong(0)));
+    for (auto& x : iterate(args[0])) acc = binary_op(0, acc, x);
+    return acc;
+  }
+  if ((name == "min" || name == "max" || name == "any" || name == "all" || name == "sorted") && args.size() == 1 &&
+      args[0]->kind != VarKind::Object) {
+    // Over a container of constants: fold on a real tuple of them.
+    std::vector<VarRef> items = iterate(args[0]);
+    PyRef t = PyRef::steal(PyTuple_New(items.size()));
+    for (size_t i = 0; i < items.size(); ++i) {
+      PyObject* c = Trace::as_constant(*items[i]);
+      if (!c) unsupported(name + "() over values that are not constants (" + describe(*items[i]) + ")");
+      Py_INCREF(c);
+      PyTuple_SET_ITEM(t.get(), i, c);
+    }
+    std::vector<VarRef> one{trace_.constant(std::move(t))};
+    if (VarRef v = constant_call(fn, one, kwargs)) return v;
+  }
+  if (name == "print") unsupported("print() inside compiled code");
+  if (name == "id") unsupported("id() depends on object identity");
+  return folded();
+}
+
+VarRef Interpreter::call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
+                                          Kwargs& kwargs) {
+  if (!kwargs.empty()) unsupported(name + "() with keyword arguments on " + describe(*self));
+  bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
+                  name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__";
+  if (mutating && self->source) unsupported(name + "() would mutate " + self->source->str() + ", an object of the caller");
+  if (self->kind == VarKind::List || self->kind == VarKind::Tuple) {
+    auto& items = self->as<SequenceVar>().items;
+    bool is_list = self->kind == VarKind::List;
+    if (is_list && name == "append" && args.size() == 1) {
+      items.push_back(args[0]);
+      return trace_.none();
+    }
+    if (is_list && name == "extend" && args.size() == 1) {
+      for (auto& x : iterate(args[0])) items.push_back(x);
+      return trace_.none();
+    }
+    if (is_list && name == "insert" && args.size() == 2) {
+      PyObject* i = Trace::as_constant(*args[0]);
+      if (!i || !PyLong_Check(i)) unsupported("list.insert() at a non-constant index");
+      int64_t at = PyLong_AsLongLong(i), n = items.size();
+      if (at < 0) at = std::max<int64_t>(0, at + n);
+      items.insert(items.begin() + std::min(at, n), args[1]);
+      return trace_.none();
+    }
+    if (is_list && name == "pop" && args.size() <= 1) {
+      int64_t at = -1;
+      if (args.size() == 1) {
+        PyObject* i = Trace::as_constant(*args[0]);
+        if (!i || !PyLong_Check(i)) unsupported("list.pop() at a non-constant index");
+        at = PyLong_AsLongLong(i);
+      }
+      int64_t n = items.size();
+      if (at < 0) at += n;
+      if (at < 0 || at >= n) unsupported("pop from an empty list or an index out of range");
+      VarRef v = items[at];
+      items.erase(items.begin() + at);
+      return v;
+    }
+    if (is_list && name == "copy" && args.empty()) return make_list(items);
+    if (is_list && name == "clear" && args.empty()) {
+      items.clear();
+      return trace_.none();
+    }
+    if ((name == "index" || name == "count") && args.size() == 1) {
+      int64_t count = 0, first = -1;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (identical(items[i], args[0]) || [&] {
+              PyObject* a = Trace::as_constant(*items[i]);
+              PyObject* b = Trace::as_constant(*args[0]);
+              return a && b && PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+            }()) {
+          if (first < 0) first = i;
+          ++count;
+        }
+      }
+      if (name == "index" && first < 0) unsupported("index() of a value not in the sequence");
+      return trace_.constant(PyRef::steal(PyLong_FromLongLong(name == "index" ? first : count)));
+    }
+    if (name == "__getitem__" && args.size() == 1) return subscript(self, args[0]);
+  }
+  if (self->kind == VarKind::Dict) {
+    auto& d = self->as<DictVar>();
+    if (name == "keys" || name == "values" || name == "items") {
+      if (!args.empty()) unsupported("dict." + name + "() with arguments");
+      std::vector<VarRef> out;
+      for (size_t i = 0; i < d.keys.size(); ++i) {
+        VarRef k = trace_.constant(d.keys[i]);
+        out.push_back(name == "keys" ? k : name == "values" ? d.values[i] : make_tuple({k, d.values[i]}));
+      }
+      return make_tuple(std::move(out));
+    }
+    if ((name == "get" || name == "pop" || name == "__getitem__" || name == "setdefault") && !args.empty() &&
+        args.size() <= 2) {
+      PyObject* k = Trace::as_constant(*args[0]);
+      if (!k) unsupported("dict." + name + "() with a non-constant key");
+      int at = d.find(k);
+      if (at < 0) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (name == "__getitem__") unsupported("KeyError in dict lookup");
+        if (name == "pop" && args.size() == 1) unsupported("KeyError in dict.pop()");
+        VarRef dflt = args.size() == 2 ? args[1] : trace_.none();
+        if (name == "setdefault") {
+          d.keys.push_back(PyRef::borrow(k));
+          d.values.push_back(dflt);
+        }
+        return dflt;
+      }
+      VarRef v = d.values[at];
+      if (name == "pop") {
+        d.keys.erase(d.keys.begin() + at);
+        d.values.erase(d.values.begin() + at);
+      }
+      return v;
+    }
+    if (name == "update" && args.size() == 1) {
+      if (args[0]->kind != VarKind::Dict) unsupported("dict.update() from a non-dict");
+      auto& src = args[0]->as<DictVar>();
+      for (size_t i = 0; i < src.keys.size(); ++i) {
+        int at = d.find(src.keys[i].get());
+        if (at >= 0) {
+          d.values[at] = src.values[i];
+        } else {
+          d.keys.push_back(src.keys[i]);
+          d.values.push_back(src.values[i]);
+        }
+      }
+      return trace_.none();
+    }
+    if (name == "__setitem__" && args.size() == 2) {
+      store_subscript(self, args[0], args[1]);
+      return trace_.none();
+    }
+    if (name == "copy" && args.empty()) {
+      auto c = std::make_shared<DictVar>();
+      c->keys = d.keys;
+      c->values = d.values;
+      return c;
+    }
+    if (name == "__contains__" && args.size() == 1)
+      return trace_.constant(PyRef::borrow(contains(self, args[0]) ? Py_True : Py_False));
+  }
+  unsupported("method " + name + "() of " + describe(*self));
+}
+
+}  // namespace ember::frontend

@@ -1,0 +1,325 @@
+// Calls in the symbolic interpreter: argument binding and inlining of Python functions and
+// nn.Module forwards, torch callables as graph nodes, builtins, and constant folding.
+#include <algorithm>
+
+#include "frontend/interp/interpreter.h"
+
+namespace ember::frontend {
+
+namespace {
+
+std::string str_of(PyObject* s) {
+  const char* c = PyUnicode_AsUTF8(s);
+  if (!c) throw PythonError();
+  return c;
+}
+
+PyObject* pyname(const std::string& s) {
+  PyObject* o = PyUnicode_FromStringAndSize(s.data(), s.size());
+  if (!o) throw PythonError();
+  return o;
+}
+
+bool has_tensor(const VarRef& v) {
+  switch (v->kind) {
+    case VarKind::Tensor:
+      return true;
+    case VarKind::Tuple:
+    case VarKind::List:
+      for (auto& x : v->as<SequenceVar>().items)
+        if (has_tensor(x)) return true;
+      return false;
+    case VarKind::Dict:
+      for (auto& x : v->as<DictVar>().values)
+        if (has_tensor(x)) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void Interpreter::call_from_stack(int argc, PyObject* kwnames) {
+  std::vector<VarRef> args = pop_n(argc);
+  VarRef b = pop();
+  VarRef a = pop();
+  VarRef fn;
+  if (a->kind == VarKind::Null) {
+    fn = b;
+  } else if (b->kind == VarKind::Null) {
+    fn = a;
+  } else {
+    fn = a;
+    args.insert(args.begin(), b);
+  }
+  Kwargs kwargs;
+  if (kwnames) {
+    Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+    size_t first = args.size() - n;
+    for (Py_ssize_t i = 0; i < n; ++i) kwargs.emplace_back(str_of(PyTuple_GET_ITEM(kwnames, i)), args[first + i]);
+    args.resize(first);
+  }
+  push(call(fn, std::move(args), std::move(kwargs)));
+}
+
+VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs) {
+  switch (fn->kind) {
+    case VarKind::Function: {
+      auto& f = fn->as<FunctionVar>();
+      return inline_function(f.code.get(), Globals{f.globals.get(), f.globals_source}, f.defaults,
+                             f.kwdefaults.get(), f.closure, std::move(args), std::move(kwargs),
+                             "function " + str_of(f.qualname.get()));
+    }
+    case VarKind::BoundMethod: {
+      auto& bm = fn->as<BoundMethodVar>();
+      args.insert(args.begin(), bm.self);
+      return call(bm.func, std::move(args), std::move(kwargs));
+    }
+    case VarKind::GradModeExit:
+      trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
+      return trace_.none();
+    case VarKind::Object:
+      return call_object(fn, fn->as<ObjectVar>().obj.get(), args, kwargs);
+    default:
+      unsupported("calling " + describe(*fn));
+  }
+}
+
+VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs) {
+  const TorchTable& table = trace_.table;
+  if (PyMethod_Check(obj)) {
+    PyObject* self = PyMethod_GET_SELF(obj);
+    SourceRef self_src = fn->source ? Source::attr(fn->source, "__self__") : nullptr;
+    args.insert(args.begin(), self_src ? trace_.wrap(self, self_src) : trace_.constant(PyRef::borrow(self)));
+    VarRef func = trace_.constant(PyRef::borrow(PyMethod_GET_FUNCTION(obj)));
+    return call(func, std::move(args), std::move(kwargs));
+  }
+  if (PyObject_IsInstance(obj, table.module_type.get()) == 1) return call_module(fn, std::move(args), std::move(kwargs));
+  // Methods of the containers the trace models: list.append(xs, v), xs.append(v), d.items(), ...
+  if (Py_IS_TYPE(obj, &PyMethodDescr_Type) && !args.empty() &&
+      (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::Dict)) {
+    VarRef self = args[0];
+    args.erase(args.begin());
+    return call_container_method(self, str_of(reinterpret_cast<PyMethodDescrObject*>(obj)->d_common.d_name), args,
+                                 kwargs);
+  }
+
+  const CallableKind& kind = table.classify(obj);
+  bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
+                 std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });
+  switch (kind.kind) {
+    case CallableKind::CoreOp:
+    case CallableKind::TorchOp:
+    case CallableKind::Query:
+      if (!tensors) {
+        if (VarRef folded = constant_call(obj, args, kwargs)) return folded;
+        unsupported("call to " + table.name_of(obj) + " without tensor arguments");
+      }
+      return trace_.call_torch(obj, args, kwargs);
+    case CallableKind::Factory:
+      return trace_.call_torch(obj, args, kwargs);
+    case CallableKind::Pure:
+      if (tensors) return trace_.call_torch(obj, args, kwargs);
+      if (VarRef folded = constant_call(obj, args, kwargs)) return folded;
+      unsupported("call to " + table.name_of(obj) + " with arguments that are not constants");
+    case CallableKind::Builtin:
+    case CallableKind::Operator:
+      return call_builtin(obj, args, kwargs);
+    case CallableKind::Inline: {
+      if (PyFunction_Check(obj)) return inline_real_function(obj, fn->source, std::move(args), std::move(kwargs));
+      // A callable object whose type's __call__ is Python code.
+      static PyObject* dunder_call = PyUnicode_InternFromString("__call__");
+      PyObject* call_fn = _PyType_Lookup(Py_TYPE(obj), dunder_call);
+      if (!call_fn || !PyFunction_Check(call_fn)) unsupported("call to " + table.name_of(obj));
+      args.insert(args.begin(), fn);
+      return inline_real_function(call_fn, nullptr, std::move(args), std::move(kwargs));
+    }
+    case CallableKind::GradMode: {
+      bool enabled = obj != table.no_grad_type.get();
+      if (obj == table.set_grad_enabled_type.get()) {
+        if (args.size() != 1 || !kwargs.empty()) unsupported("set_grad_enabled() with unexpected arguments");
+        PyObject* c = Trace::as_constant(*args[0]);
+        if (!c || !PyBool_Check(c)) unsupported("set_grad_enabled() with a non-constant mode");
+        enabled = c == Py_True;
+        // As a plain call (not a with-block) the mode changes at once; as a context manager,
+        // BEFORE_WITH applies the same mode again, which is harmless.
+        trace_.set_grad_enabled(enabled);
+      } else if (!args.empty() || !kwargs.empty()) {
+        unsupported("grad-mode context with arguments");
+      }
+      return std::make_shared<GradModeVar>(enabled);
+    }
+    case CallableKind::IsGradEnabled:
+      return trace_.constant(PyRef::borrow(trace_.grad_enabled ? Py_True : Py_False));
+    case CallableKind::Constant:
+      return trace_.constant(kind.constant);
+    case CallableKind::Unsupported:
+      unsupported(kind.detail);
+  }
+  unsupported("call to " + table.name_of(obj));
+}
+
+VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs) {
+  PyRef t = PyRef::steal(PyTuple_New(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef c = Trace::materialize(*args[i]);
+    if (!c) return nullptr;
+    PyTuple_SET_ITEM(t.get(), i, c.release());
+  }
+  PyRef kw;
+  if (!kwargs.empty()) {
+    kw = PyRef::steal(PyDict_New());
+    for (auto& [k, v] : kwargs) {
+      PyRef c = Trace::materialize(*v);
+      if (!c) return nullptr;
+      if (PyDict_SetItemString(kw.get(), k.c_str(), c.get()) < 0) throw PythonError();
+    }
+  }
+  PyObject* r = PyObject_Call(fn, t.get(), kw.get());
+  if (!r) {
+    PyErr_Clear();
+    unsupported("constant call to " + trace_.table.name_of(fn) + " raised an exception");
+  }
+  return trace_.constant(PyRef::steal(r));
+}
+
+VarRef Interpreter::call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs) {
+  PyObject* m = module->as<ObjectVar>().obj.get();
+  static const char* kHookDicts[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"};
+  for (const char* name : kHookDicts) {
+    PyRef d = PyRef::steal(PyObject_GetAttrString(m, name));
+    if (!d) {
+      PyErr_Clear();
+      continue;
+    }
+    if (PyDict_Check(d.get()) && PyDict_GET_SIZE(d.get()) > 0) unsupported("call of a module with hooks");
+  }
+  if (!module->source) unsupported("call of a module that is not reachable from the frame");
+  trace_.guards.no_hooks(module->source);
+  // Python's lookup: an instance attribute named forward wins over the class's method.
+  PyObject* dict = PyObject_GenericGetDict(m, nullptr);
+  PyRef keep = PyRef::steal(dict);
+  if (dict) {
+    if (PyObject* f = PyDict_GetItemString(dict, "forward")) {
+      VarRef fv = trace_.wrap(f, Source::attr(module->source, "forward"));
+      return call(fv, std::move(args), std::move(kwargs));
+    }
+  } else {
+    PyErr_Clear();
+  }
+  static PyObject* forward_name = PyUnicode_InternFromString("forward");
+  PyObject* forward = _PyType_Lookup(Py_TYPE(m), forward_name);
+  if (!forward || !PyFunction_Check(forward)) unsupported("module without a Python forward()");
+  args.insert(args.begin(), module);
+  return inline_real_function(forward, nullptr, std::move(args), std::move(kwargs));
+}
+
+VarRef Interpreter::inline_real_function(PyObject* func, const SourceRef& func_source, std::vector<VarRef> args,
+                                         Kwargs kwargs) {
+  PyObject* code = PyFunction_GET_CODE(func);
+  PyObject* globals = PyFunction_GET_GLOBALS(func);
+  std::vector<VarRef> defaults;
+  if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) {
+      PyObject* item = PyTuple_GET_ITEM(d, i);
+      defaults.push_back(func_source ? trace_.wrap(item, Source::item(Source::attr(func_source, "__defaults__"), i))
+                                     : trace_.constant(PyRef::borrow(item)));
+    }
+  }
+  std::shared_ptr<DictVar> kwdefaults;
+  if (PyObject* kd = PyFunction_GET_KW_DEFAULTS(func)) {
+    kwdefaults = std::make_shared<DictVar>();
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kd, &pos, &k, &v)) {
+      kwdefaults->keys.push_back(PyRef::borrow(k));
+      kwdefaults->values.push_back(
+          func_source ? trace_.wrap(v, Source::dict_item(Source::attr(func_source, "__kwdefaults__"), str_of(k)))
+                      : trace_.constant(PyRef::borrow(v)));
+    }
+  }
+  std::vector<VarRef> closure;
+  if (PyObject* cells = PyFunction_GET_CLOSURE(func)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cells); ++i) {
+      auto cell = std::make_shared<CellVar>();
+      cell->real = PyRef::borrow(PyTuple_GET_ITEM(cells, i));
+      if (func_source)
+        cell->source = Source::attr(Source::item(Source::attr(func_source, "__closure__"), i), "cell_contents");
+      closure.push_back(cell);
+    }
+  }
+  SourceRef globals_base;
+  if (globals != trace_.frame.globals && func_source) globals_base = Source::attr(func_source, "__globals__");
+  return inline_function(code, Globals{globals, globals_base}, defaults, kwdefaults.get(), std::move(closure),
+                         std::move(args), std::move(kwargs), "function " + trace_.table.name_of(func));
+}
+
+VarRef Interpreter::inline_function(PyObject* code, Globals globals, const std::vector<VarRef>& defaults,
+                                    const DictVar* kwdefaults, std::vector<VarRef> closure,
+                                    std::vector<VarRef> args, Kwargs kwargs, const std::string& what) {
+  if (depth_ + 1 > trace_.options.inline_depth_limit) unsupported("inlining depth limit reached (recursion?) at " + what);
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+    unsupported("call to a generator or coroutine function (" + what + ")");
+  const CodeInfo& info = codes_.get(co);
+  std::vector<VarRef> locals(info.localsplus_names.size());
+  int npos = info.argcount;
+  // Positional arguments, then *args.
+  std::vector<VarRef> extra;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) < npos) {
+      locals[i] = args[i];
+    } else {
+      extra.push_back(args[i]);
+    }
+  }
+  if (!extra.empty() && !info.varargs) unsupported(what + " takes " + std::to_string(npos) + " positional arguments");
+  int nkwonly = info.kwonlyargcount;
+  int slot_varargs = npos + nkwonly;
+  int slot_varkw = slot_varargs + (info.varargs ? 1 : 0);
+  if (info.varargs) locals[slot_varargs] = make_tuple(extra);
+  std::shared_ptr<DictVar> varkw;
+  if (info.varkeywords) {
+    varkw = std::make_shared<DictVar>();
+    locals[slot_varkw] = varkw;
+  }
+  for (auto& [name, value] : kwargs) {
+    int slot = -1;
+    for (int i = info.posonlyargcount; i < npos + nkwonly; ++i)
+      if (info.localsplus_names[i] == name) slot = i;
+    if (slot >= 0) {
+      if (locals[slot]) unsupported(what + " got multiple values for argument '" + name + "'");
+      locals[slot] = value;
+    } else if (varkw) {
+      varkw->keys.push_back(PyRef::steal(pyname(name)));
+      varkw->values.push_back(value);
+    } else {
+      unsupported(what + " got an unexpected keyword argument '" + name + "'");
+    }
+  }
+  // Defaults fill the last positional parameters; keyword-only ones come from kwdefaults.
+  int first_default = npos - static_cast<int>(defaults.size());
+  for (int i = 0; i < npos; ++i) {
+    if (locals[i]) continue;
+    if (i >= first_default) {
+      locals[i] = defaults[i - first_default];
+    } else {
+      unsupported(what + " missing required argument '" + info.localsplus_names[i] + "'");
+    }
+  }
+  for (int i = npos; i < npos + nkwonly; ++i) {
+    if (locals[i]) continue;
+    int at = -1;
+    if (kwdefaults) {
+      PyRef key = PyRef::steal(pyname(info.localsplus_names[i]));
+      at = kwdefaults->find(key.get());
+    }
+    if (at < 0) unsupported(what + " missing required keyword argument '" + info.localsplus_names[i] + "'");
+    locals[i] = kwdefaults->values[at];
+  }
+  Interpreter child(trace_, codes_, info, std::move(globals), std::move(locals), std::move(closure), depth_ + 1);
+  return child.run();
+}
+
+}  // namespace ember::frontend

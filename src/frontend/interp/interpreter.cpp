@@ -1,0 +1,728 @@
+// The opcode loop of the symbolic interpreter: stack, locals, cells, jumps, containers.
+// Calls live in interp_calls.cpp; attributes, items and operators in interp_objects.cpp.
+#include "frontend/interp/interpreter.h"
+
+#include <algorithm>
+
+namespace ember::frontend {
+
+using bytecode::Instruction;
+using bytecode::Opcode;
+
+namespace {
+
+std::string to_string(PyObject* str) {
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(str, &n);
+  if (!s) throw PythonError();
+  return std::string(s, n);
+}
+
+std::vector<std::string> tuple_strings(PyObject* code, const char* attr) {
+  PyRef t = PyRef::steal(PyObject_GetAttrString(code, attr));
+  if (!t) throw PythonError();
+  std::vector<std::string> out;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t.get()); ++i) out.push_back(to_string(PyTuple_GET_ITEM(t.get(), i)));
+  return out;
+}
+
+}  // namespace
+
+const CodeInfo& CodeInfoCache::get(PyCodeObject* code) {
+  auto it = infos_.find(reinterpret_cast<PyObject*>(code));
+  if (it != infos_.end()) return *it->second;
+  auto info = std::make_unique<CodeInfo>();
+  PyObject* co = reinterpret_cast<PyObject*>(code);
+  info->code = PyRef::borrow(co);
+  info->decoded = bytecode::decode(code);
+  std::vector<std::string> varnames = tuple_strings(co, "co_varnames");
+  std::vector<std::string> cellvars = tuple_strings(co, "co_cellvars");
+  std::vector<std::string> freevars = tuple_strings(co, "co_freevars");
+  info->localsplus_names = varnames;
+  for (const auto& c : cellvars)
+    if (std::find(varnames.begin(), varnames.end(), c) == varnames.end()) info->localsplus_names.push_back(c);
+  for (const auto& f : freevars) info->localsplus_names.push_back(f);
+  info->nfree = static_cast<int>(freevars.size());
+  info->argcount = code->co_argcount;
+  info->posonlyargcount = code->co_posonlyargcount;
+  info->kwonlyargcount = code->co_kwonlyargcount;
+  info->varargs = code->co_flags & CO_VARARGS;
+  info->varkeywords = code->co_flags & CO_VARKEYWORDS;
+  info->filename = to_string(code->co_filename);
+  info->name = to_string(code->co_qualname);
+  return *(infos_[co] = std::move(info));
+}
+
+Interpreter::Interpreter(Trace& trace, CodeInfoCache& codes, const CodeInfo& info, Globals globals,
+                         std::vector<VarRef> locals, std::vector<VarRef> closure, int depth)
+    : trace_(trace),
+      codes_(codes),
+      info_(info),
+      globals_(std::move(globals)),
+      locals_(std::move(locals)),
+      closure_(std::move(closure)),
+      depth_(depth) {
+  locals_.resize(info_.localsplus_names.size());
+}
+
+VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes) {
+  const FrameView& frame = trace.frame;
+  const CodeInfo& info = codes.get(frame.code);
+  std::vector<VarRef> locals(info.localsplus_names.size());
+  int nargs = frame.argument_count();
+  for (int i = 0; i < nargs; ++i) {
+    if (!frame.localsplus[i]) continue;
+    locals[i] = trace.wrap(frame.localsplus[i], Source::local(i, info.localsplus_names[i]));
+  }
+  std::vector<VarRef> closure;
+  PyObject* cells = frame.closure();
+  size_t first_free = info.localsplus_names.size() - info.nfree;
+  for (int i = 0; i < info.nfree; ++i) {
+    auto cell = std::make_shared<CellVar>();
+    cell->real = PyRef::borrow(PyTuple_GET_ITEM(cells, i));
+    cell->source = Source::closure(i, info.localsplus_names[first_free + i]);
+    closure.push_back(cell);
+  }
+  Interpreter interp(trace, codes, info, Globals{frame.globals, nullptr}, std::move(locals), std::move(closure), 0);
+  return interp.run();
+}
+
+VarRef Interpreter::pop() {
+  if (stack_.empty()) unsupported("bytecode popped an empty stack (malformed bytecode?)");
+  VarRef v = std::move(stack_.back());
+  stack_.pop_back();
+  return v;
+}
+
+VarRef& Interpreter::peek(int depth) {
+  if (depth < 1 || static_cast<size_t>(depth) > stack_.size()) unsupported("stack underflow");
+  return stack_[stack_.size() - depth];
+}
+
+std::vector<VarRef> Interpreter::pop_n(int n) {
+  if (n < 0 || static_cast<size_t>(n) > stack_.size()) unsupported("stack underflow");
+  std::vector<VarRef> out(stack_.end() - n, stack_.end());
+  stack_.resize(stack_.size() - n);
+  return out;
+}
+
+void Interpreter::unsupported(const std::string& reason) const {
+  Unsupported u(reason);
+  u.filename = info_.filename;
+  u.line = current_ ? current_->line : -1;
+  throw u;
+}
+
+PyObject* Interpreter::name_at(int index) const {
+  return PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(info_.code.get())->co_names, index);
+}
+
+PyObject* Interpreter::const_at(int index) const {
+  return PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(info_.code.get())->co_consts, index);
+}
+
+VarRef Interpreter::run() {
+  const auto& code = info_.decoded.instructions;
+  while (!returned_) {
+    if (ip_ >= code.size()) unsupported("ran past the end of the bytecode");
+    if (++trace_.instructions > trace_.options.instruction_limit)
+      unsupported("trace exceeded the instruction limit (an unbounded loop?)");
+    current_ = &code[ip_++];
+    try {
+      step(*current_);
+    } catch (Unsupported& u) {
+      // Keep the innermost location: an inlined callee's line is the most precise one.
+      if (u.line < 0 && current_) {
+        u.filename = info_.filename;
+        u.line = current_->line;
+      }
+      throw;
+    }
+  }
+  return result_;
+}
+
+VarRef Interpreter::load_deref(int slot) {
+  VarRef cell = locals_.at(slot);
+  if (!cell || cell->kind != VarKind::Cell) unsupported("LOAD_DEREF of a slot that holds no cell");
+  auto& c = cell->as<CellVar>();
+  if (!c.contents && c.real) {
+    PyObject* value = PyCell_GET(c.real.get());
+    if (!value) unsupported("free variable referenced before assignment");
+    c.contents = c.source ? trace_.wrap(value, c.source) : trace_.constant(PyRef::borrow(value));
+  }
+  if (!c.contents) unsupported("variable referenced before assignment");
+  return c.contents;
+}
+
+void Interpreter::step(const Instruction& ins) {
+  switch (ins.op) {
+    case Opcode::Nop:
+      return;
+    case Opcode::LoadFast: {
+      VarRef v = locals_.at(ins.arg);
+      if (!v) unsupported("local variable '" + info_.localsplus_names[ins.arg] + "' referenced before assignment");
+      push(v);
+      return;
+    }
+    case Opcode::LoadFastAndClear: {
+      VarRef v = locals_.at(ins.arg);
+      push(v ? v : make_null());
+      locals_[ins.arg] = nullptr;
+      return;
+    }
+    case Opcode::StoreFast: {
+      VarRef v = pop();
+      locals_.at(ins.arg) = v->kind == VarKind::Null ? nullptr : v;
+      return;
+    }
+    case Opcode::DeleteFast:
+      locals_.at(ins.arg) = nullptr;
+      return;
+    case Opcode::LoadConst:
+      push(trace_.constant(PyRef::borrow(const_at(ins.arg))));
+      return;
+    case Opcode::LoadGlobal: {
+      VarRef v = load_global(to_string(name_at(ins.arg)));
+      bool null_after = bytecode::version_traits().null_after_callable;
+      if (ins.arg2 && !null_after) push(make_null());
+      push(v);
+      if (ins.arg2 && null_after) push(make_null());
+      return;
+    }
+    case Opcode::StoreGlobal:
+      trace_.record_setglobal(globals_.dict, to_string(name_at(ins.arg)), pop());
+      return;
+    case Opcode::LoadAttr: {
+      VarRef obj = pop();
+      push(get_attr(obj, to_string(name_at(ins.arg))));
+      return;
+    }
+    case Opcode::LoadMethod: {
+      VarRef obj = pop();
+      load_method(obj, to_string(name_at(ins.arg)));
+      return;
+    }
+    case Opcode::LoadSuperAttr: {
+      VarRef self = pop();
+      VarRef cls = pop();
+      pop();  // the global `super`
+      PyObject* c = Trace::as_constant(*cls);
+      if (!c || !PyType_Check(c)) unsupported("super() with a class that is not known at trace time");
+      SuperVar sup(PyRef::borrow(c), self);
+      std::string name = to_string(name_at(ins.arg));
+      VarRef attr = super_attr(sup, name);
+      bool method = ins.arg2 & 1;
+      if (method && attr->kind == VarKind::BoundMethod) {
+        auto& bm = attr->as<BoundMethodVar>();
+        push(bm.func);
+        push(bm.self);
+      } else if (method) {
+        bool null_after = bytecode::version_traits().null_after_callable;
+        if (!null_after) push(make_null());
+        push(attr);
+        if (null_after) push(make_null());
+      } else {
+        push(attr);
+      }
+      return;
+    }
+    case Opcode::StoreAttr: {
+      VarRef obj = pop();
+      VarRef value = pop();
+      store_attr(obj, to_string(name_at(ins.arg)), value);
+      return;
+    }
+    case Opcode::DeleteAttr:
+      unsupported("del of an attribute");
+    case Opcode::LoadDeref:
+      push(load_deref(ins.arg));
+      return;
+    case Opcode::StoreDeref: {
+      VarRef cell = locals_.at(ins.arg);
+      if (!cell || cell->kind != VarKind::Cell) unsupported("STORE_DEREF of a slot that holds no cell");
+      auto& c = cell->as<CellVar>();
+      if (c.real) unsupported("assignment to a nonlocal variable of an enclosing function outside the compiled frame");
+      c.contents = pop();
+      return;
+    }
+    case Opcode::LoadClosure: {
+      VarRef cell = locals_.at(ins.arg);
+      if (!cell || cell->kind != VarKind::Cell) unsupported("LOAD_CLOSURE of a slot that holds no cell");
+      push(cell);
+      return;
+    }
+    case Opcode::MakeCell: {
+      auto cell = std::make_shared<CellVar>();
+      cell->contents = locals_.at(ins.arg);
+      locals_[ins.arg] = cell;
+      return;
+    }
+    case Opcode::CopyFreeVars: {
+      size_t first = locals_.size() - ins.arg;
+      if (closure_.size() != static_cast<size_t>(ins.arg)) unsupported("closure does not match the code's free variables");
+      for (int i = 0; i < ins.arg; ++i) locals_[first + i] = closure_[i];
+      return;
+    }
+    case Opcode::ReturnValue:
+      result_ = pop();
+      returned_ = true;
+      return;
+    case Opcode::ReturnConst:
+      result_ = trace_.constant(PyRef::borrow(const_at(ins.arg)));
+      returned_ = true;
+      return;
+    case Opcode::PopTop:
+      pop();
+      return;
+    case Opcode::PopN:
+      pop_n(ins.arg);
+      return;
+    case Opcode::Copy:
+      push(peek(ins.arg));
+      return;
+    case Opcode::Swap:
+      std::swap(peek(1), peek(ins.arg));
+      return;
+    case Opcode::PushNull:
+      push(make_null());
+      return;
+    case Opcode::KwNames:
+      kwnames_ = PyRef::borrow(const_at(ins.arg));
+      return;
+    case Opcode::Call: {
+      PyRef names = std::move(kwnames_);
+      kwnames_ = PyRef();
+      call_from_stack(ins.arg, names.get());
+      return;
+    }
+    case Opcode::CallKw: {
+      VarRef names = pop();
+      PyObject* n = Trace::as_constant(*names);
+      if (!n || !PyTuple_Check(n)) unsupported("CALL_KW without a constant names tuple");
+      PyRef keep = PyRef::borrow(n);
+      call_from_stack(ins.arg, keep.get());
+      return;
+    }
+    case Opcode::CallFunctionEx: {
+      VarRef kw = (ins.arg & 1) ? pop() : nullptr;
+      VarRef posargs = pop();
+      VarRef b = pop();
+      VarRef a = pop();
+      VarRef fn = a->kind == VarKind::Null ? b : a;
+      std::vector<VarRef> args;
+      if (a->kind != VarKind::Null && b->kind != VarKind::Null) args.push_back(b);
+      for (auto& x : iterate(posargs)) args.push_back(x);
+      Kwargs kwargs;
+      if (kw) {
+        if (kw->kind != VarKind::Dict) unsupported("**kwargs that is not a dict known at trace time");
+        auto& d = kw->as<DictVar>();
+        for (size_t i = 0; i < d.keys.size(); ++i) {
+          if (!PyUnicode_Check(d.keys[i].get())) unsupported("**kwargs with a non-string key");
+          kwargs.emplace_back(to_string(d.keys[i].get()), d.values[i]);
+        }
+      }
+      push(call(fn, std::move(args), std::move(kwargs)));
+      return;
+    }
+    case Opcode::CallIntrinsic1:
+      unsupported("CALL_INTRINSIC_1 " + std::to_string(ins.arg));
+    case Opcode::MakeFunction: {
+      VarRef code = pop();
+      PyObject* co = Trace::as_constant(*code);
+      if (!co || !PyCode_Check(co)) unsupported("MAKE_FUNCTION without a code constant");
+      auto fn = std::make_shared<FunctionVar>();
+      fn->code = PyRef::borrow(co);
+      fn->globals = PyRef::borrow(globals_.dict);
+      fn->globals_source = globals_.base;
+      fn->name = PyRef::borrow(reinterpret_cast<PyCodeObject*>(co)->co_name);
+      fn->qualname = PyRef::borrow(reinterpret_cast<PyCodeObject*>(co)->co_qualname);
+      for (int flag : {0x08, 0x04, 0x02, 0x01}) {
+        if (!(ins.arg & flag)) continue;
+        VarRef attr = pop();
+        if (flag == 0x08) {
+          fn->closure = iterate(attr);
+        } else if (flag == 0x02) {
+          if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
+          fn->kwdefaults = std::static_pointer_cast<DictVar>(attr);
+        } else if (flag == 0x01) {
+          fn->defaults = iterate(attr);
+        }
+      }
+      push(fn);
+      return;
+    }
+    case Opcode::SetFunctionAttribute: {
+      VarRef fnv = pop();
+      VarRef attr = pop();
+      if (fnv->kind != VarKind::Function) unsupported("SET_FUNCTION_ATTRIBUTE on a non-function");
+      auto& fn = fnv->as<FunctionVar>();
+      if (ins.arg == 0x08) fn.closure = iterate(attr);
+      if (ins.arg == 0x02) {
+        if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
+        fn.kwdefaults = std::static_pointer_cast<DictVar>(attr);
+      }
+      if (ins.arg == 0x01) fn.defaults = iterate(attr);
+      push(fnv);
+      return;
+    }
+    case Opcode::BinaryOp: {
+      VarRef rhs = pop();
+      VarRef lhs = pop();
+      push(binary_op(ins.arg, lhs, rhs));
+      return;
+    }
+    case Opcode::BinarySubscr: {
+      VarRef index = pop();
+      VarRef obj = pop();
+      push(subscript(obj, index));
+      return;
+    }
+    case Opcode::StoreSubscr: {
+      VarRef index = pop();
+      VarRef obj = pop();
+      VarRef value = pop();
+      store_subscript(obj, index, value);
+      return;
+    }
+    case Opcode::DeleteSubscr:
+      unsupported("del of an item");
+    case Opcode::BinarySlice: {
+      VarRef stop = pop();
+      VarRef start = pop();
+      VarRef obj = pop();
+      push(subscript(obj, build_slice(start, stop, trace_.none())));
+      return;
+    }
+    case Opcode::StoreSlice: {
+      VarRef stop = pop();
+      VarRef start = pop();
+      VarRef obj = pop();
+      VarRef value = pop();
+      store_subscript(obj, build_slice(start, stop, trace_.none()), value);
+      return;
+    }
+    case Opcode::BuildSlice: {
+      VarRef step = ins.arg == 3 ? pop() : trace_.none();
+      VarRef stop = pop();
+      VarRef start = pop();
+      push(build_slice(start, stop, step));
+      return;
+    }
+    case Opcode::BuildTuple:
+      push(make_tuple(pop_n(ins.arg)));
+      return;
+    case Opcode::BuildList:
+      push(make_list(pop_n(ins.arg)));
+      return;
+    case Opcode::BuildSet: {
+      std::vector<VarRef> items = pop_n(ins.arg);
+      PyRef set = PyRef::steal(PySet_New(nullptr));
+      for (auto& it : items) {
+        PyObject* c = Trace::as_constant(*it);
+        if (!c) unsupported("a set of values that are not constants");
+        if (PySet_Add(set.get(), c) < 0) throw PythonError();
+      }
+      push(trace_.constant(std::move(set)));
+      return;
+    }
+    case Opcode::BuildMap: {
+      std::vector<VarRef> kv = pop_n(2 * ins.arg);
+      auto d = std::make_shared<DictVar>();
+      for (int i = 0; i < ins.arg; ++i) {
+        PyObject* k = Trace::as_constant(*kv[2 * i]);
+        if (!k) unsupported("a dict key that is not a constant");
+        int at = d->find(k);
+        if (at >= 0) {
+          d->values[at] = kv[2 * i + 1];
+        } else {
+          d->keys.push_back(PyRef::borrow(k));
+          d->values.push_back(kv[2 * i + 1]);
+        }
+      }
+      push(d);
+      return;
+    }
+    case Opcode::BuildConstKeyMap: {
+      VarRef keys = pop();
+      std::vector<VarRef> values = pop_n(ins.arg);
+      PyObject* k = Trace::as_constant(*keys);
+      if (!k || !PyTuple_Check(k)) unsupported("BUILD_CONST_KEY_MAP without constant keys");
+      auto d = std::make_shared<DictVar>();
+      for (int i = 0; i < ins.arg; ++i) {
+        d->keys.push_back(PyRef::borrow(PyTuple_GET_ITEM(k, i)));
+        d->values.push_back(values[i]);
+      }
+      push(d);
+      return;
+    }
+    case Opcode::BuildString: {
+      std::vector<VarRef> parts = pop_n(ins.arg);
+      std::string s;
+      for (auto& p : parts) {
+        PyObject* c = Trace::as_constant(*p);
+        if (!c || !PyUnicode_Check(c)) unsupported("string building from a non-constant");
+        s += to_string(c);
+      }
+      push(trace_.constant(PyRef::steal(PyUnicode_FromStringAndSize(s.data(), s.size()))));
+      return;
+    }
+    case Opcode::ListAppend: {
+      VarRef v = pop();
+      VarRef list = peek(ins.arg);
+      if (list->kind != VarKind::List) unsupported("LIST_APPEND to a non-list");
+      list->as<SequenceVar>().items.push_back(v);
+      return;
+    }
+    case Opcode::ListExtend: {
+      VarRef it = pop();
+      VarRef list = peek(ins.arg);
+      if (list->kind != VarKind::List) unsupported("LIST_EXTEND to a non-list");
+      for (auto& x : iterate(it)) list->as<SequenceVar>().items.push_back(x);
+      return;
+    }
+    case Opcode::SetAdd:
+    case Opcode::SetUpdate:
+      unsupported("set comprehension or set update");
+    case Opcode::MapAdd: {
+      VarRef value = pop();
+      VarRef key = pop();
+      VarRef d = peek(ins.arg);
+      PyObject* k = Trace::as_constant(*key);
+      if (d->kind != VarKind::Dict || !k) unsupported("dict comprehension with a non-constant key");
+      auto& dv = d->as<DictVar>();
+      int at = dv.find(k);
+      if (at >= 0) {
+        dv.values[at] = value;
+      } else {
+        dv.keys.push_back(PyRef::borrow(k));
+        dv.values.push_back(value);
+      }
+      return;
+    }
+    case Opcode::DictUpdate:
+    case Opcode::DictMerge: {
+      VarRef update = pop();
+      VarRef d = peek(ins.arg);
+      if (d->kind != VarKind::Dict || update->kind != VarKind::Dict) unsupported("dict update from a non-dict");
+      auto& dst = d->as<DictVar>();
+      auto& src = update->as<DictVar>();
+      for (size_t i = 0; i < src.keys.size(); ++i) {
+        int at = dst.find(src.keys[i].get());
+        if (at >= 0 && ins.op == Opcode::DictMerge) unsupported("duplicate keyword argument");
+        if (at >= 0) {
+          dst.values[at] = src.values[i];
+        } else {
+          dst.keys.push_back(src.keys[i]);
+          dst.values.push_back(src.values[i]);
+        }
+      }
+      return;
+    }
+    case Opcode::ListToTuple: {
+      VarRef list = pop();
+      push(make_tuple(iterate(list)));
+      return;
+    }
+    case Opcode::UnpackSequence: {
+      std::vector<VarRef> items = iterate(pop());
+      if (items.size() != static_cast<size_t>(ins.arg)) unsupported("unpacking a sequence of the wrong length");
+      for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+      return;
+    }
+    case Opcode::UnpackEx: {
+      std::vector<VarRef> items = iterate(pop());
+      size_t before = ins.arg & 0xff, after = ins.arg >> 8;
+      if (items.size() < before + after) unsupported("unpacking a sequence that is too short");
+      for (size_t i = 0; i < after; ++i) push(items[items.size() - 1 - i]);
+      push(make_list(std::vector<VarRef>(items.begin() + before, items.end() - after)));
+      for (size_t i = 0; i < before; ++i) push(items[before - 1 - i]);
+      return;
+    }
+    case Opcode::CompareOp: {
+      VarRef rhs = pop();
+      VarRef lhs = pop();
+      push(compare(ins.arg, lhs, rhs));
+      return;
+    }
+    case Opcode::IsOp: {
+      VarRef rhs = pop();
+      VarRef lhs = pop();
+      bool same = identical(lhs, rhs);
+      push(trace_.constant(PyRef::borrow((same != (ins.arg == 1)) ? Py_True : Py_False)));
+      return;
+    }
+    case Opcode::ContainsOp: {
+      VarRef container = pop();
+      VarRef item = pop();
+      bool in = contains(container, item);
+      push(trace_.constant(PyRef::borrow((in != (ins.arg == 1)) ? Py_True : Py_False)));
+      return;
+    }
+    case Opcode::UnaryNegative:
+      push(unary("neg", 0, pop()));
+      return;
+    case Opcode::UnaryPositive:
+      push(unary("positive", 1, pop()));
+      return;
+    case Opcode::UnaryInvert:
+      push(unary("bitwise_not", 2, pop()));
+      return;
+    case Opcode::UnaryNot: {
+      bool t = truthy(pop());
+      push(trace_.constant(PyRef::borrow(t ? Py_False : Py_True)));
+      return;
+    }
+    case Opcode::ToBool: {
+      bool t = truthy(pop());
+      push(trace_.constant(PyRef::borrow(t ? Py_True : Py_False)));
+      return;
+    }
+    case Opcode::PopJumpIfTrue:
+    case Opcode::PopJumpIfFalse: {
+      bool t = truthy(pop());
+      if (t == (ins.op == Opcode::PopJumpIfTrue)) ip_ = ins.target;
+      return;
+    }
+    case Opcode::PopJumpIfNone:
+    case Opcode::PopJumpIfNotNone: {
+      VarRef v = pop();
+      PyObject* c = Trace::as_constant(*v);
+      bool is_none = c == Py_None;
+      if (is_none == (ins.op == Opcode::PopJumpIfNone)) ip_ = ins.target;
+      return;
+    }
+    case Opcode::JumpIfTrueOrPop:
+    case Opcode::JumpIfFalseOrPop: {
+      bool t = truthy(peek());
+      if (t == (ins.op == Opcode::JumpIfTrueOrPop)) {
+        ip_ = ins.target;
+      } else {
+        pop();
+      }
+      return;
+    }
+    case Opcode::Jump:
+      ip_ = ins.target;
+      return;
+    case Opcode::GetIter: {
+      VarRef v = pop();
+      if (v->kind == VarKind::Iterator) {
+        push(v);
+      } else {
+        push(std::make_shared<IteratorVar>(iterate(v)));
+      }
+      return;
+    }
+    case Opcode::ForIter: {
+      VarRef it = peek();
+      if (it->kind != VarKind::Iterator) unsupported("FOR_ITER over a non-iterator");
+      auto& iv = it->as<IteratorVar>();
+      if (iv.position >= iv.items.size()) {
+        pop();
+        ip_ = ins.target;
+      } else {
+        push(iv.items[iv.position++]);
+      }
+      return;
+    }
+    case Opcode::BeforeWith: {
+      VarRef ctx = pop();
+      if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts are supported)");
+      bool previous = trace_.grad_enabled;
+      trace_.set_grad_enabled(ctx->as<GradModeVar>().enabled);
+      push(std::make_shared<GradModeExitVar>(previous));
+      push(trace_.none());
+      return;
+    }
+    case Opcode::WithExceptStart:
+    case Opcode::PushExcInfo:
+    case Opcode::PopExcept:
+    case Opcode::Reraise:
+    case Opcode::CheckExcMatch:
+      unsupported("exception handling (" + std::string(ins.opname) + ")");
+    case Opcode::RaiseVarargs:
+      unsupported("raise statement reached during tracing");
+    case Opcode::LoadAssertionError:
+      push(trace_.constant(PyRef::borrow(PyExc_AssertionError)));
+      return;
+    case Opcode::FormatSimple:
+      push(format_value(pop(), nullptr));
+      return;
+    case Opcode::FormatWithSpec: {
+      VarRef spec = pop();
+      VarRef v = pop();
+      push(format_value(v, spec));
+      return;
+    }
+    case Opcode::ConvertValue: {
+      VarRef v = pop();
+      PyObject* c = Trace::as_constant(*v);
+      if (!c) unsupported("formatting a value that is not a constant: " + describe(*v));
+      PyObject* r = ins.arg == 1 ? PyObject_Str(c) : ins.arg == 2 ? PyObject_Repr(c) : PyObject_ASCII(c);
+      if (!r) throw PythonError();
+      push(trace_.constant(PyRef::steal(r)));
+      return;
+    }
+    case Opcode::ImportName: {
+      VarRef fromlist = pop();
+      VarRef level = pop();
+      PyObject* name = name_at(ins.arg);
+      PyObject* modules = PyImport_GetModuleDict();
+      PyObject* mod = PyDict_GetItemWithError(modules, name);
+      PyObject* fl = Trace::as_constant(*fromlist);
+      PyObject* lv = Trace::as_constant(*level);
+      if (!mod || !fl || !lv || PyLong_AsLong(lv) != 0) unsupported("import of a module that is not loaded yet");
+      if (fl == Py_None) {
+        // `import a.b` binds the top package `a`.
+        std::string full = to_string(name);
+        std::string top = full.substr(0, full.find('.'));
+        PyObject* topmod = PyDict_GetItemString(modules, top.c_str());
+        if (!topmod) unsupported("import of a module that is not loaded yet");
+        push(trace_.constant(PyRef::borrow(topmod)));
+      } else {
+        push(trace_.constant(PyRef::borrow(mod)));
+      }
+      return;
+    }
+    case Opcode::ImportFrom: {
+      VarRef mod = peek();
+      push(get_attr(mod, to_string(name_at(ins.arg))));
+      return;
+    }
+    case Opcode::GetLen:
+      push(length(peek()));
+      return;
+    case Opcode::LoadName:
+      unsupported("module-level code (LOAD_NAME)");
+    case Opcode::Unsupported:
+      unsupported(std::string("unsupported bytecode ") + ins.opname);
+  }
+  unsupported(std::string("unhandled instruction ") + bytecode::opcode_name(ins.op));
+}
+
+VarRef Interpreter::load_global(const std::string& name) {
+  if (VarRef v = trace_.overlay_global(globals_.dict, name)) return v;
+  PyRef key = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), name.size()));
+  PyObject* value = PyDict_GetItemWithError(globals_.dict, key.get());
+  if (value) {
+    SourceRef src;
+    if (globals_.dict == trace_.frame.globals) {
+      src = Source::global(name);
+    } else if (globals_.base) {
+      src = Source::dict_item(globals_.base, name);
+    }
+    return src ? trace_.wrap(value, src) : trace_.constant(PyRef::borrow(value));
+  }
+  if (PyErr_Occurred()) throw PythonError();
+  PyObject* builtins = trace_.frame.builtins;
+  if (PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);
+  value = PyDict_GetItemWithError(builtins, key.get());
+  if (!value) {
+    if (PyErr_Occurred()) throw PythonError();
+    unsupported("name '" + name + "' is not defined");
+  }
+  return trace_.constant(PyRef::borrow(value));
+}
+
+}  // namespace ember::frontend

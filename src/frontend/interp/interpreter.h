@@ -1,0 +1,132 @@
+// The symbolic interpreter: runs one code object's normalized bytecode (bytecode/ops.def) over
+// Vars instead of Python objects, recording tensor operations into the Trace's graph.
+//
+// One Interpreter runs one frame: the compiled frame itself, or a function it calls, which is
+// inlined by running a child Interpreter over the callee's code with the same Trace. Python
+// values known at trace time are computed for real (constant folding); tensor operations become
+// graph nodes; anything else throws Unsupported, and the whole frame then runs eagerly.
+// Loops are unrolled: the interpreter simply follows the jumps.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "frontend/bytecode/instruction.h"
+#include "frontend/interp/trace.h"
+#include "frontend/interp/variables.h"
+
+namespace ember::frontend {
+
+// What the interpreter needs to know about a code object, computed once per code.
+struct CodeInfo {
+  PyRef code;
+  bytecode::DecodedCode decoded;
+  std::vector<std::string> localsplus_names;  // varnames, then cells that are not arguments, then frees
+  int argcount = 0, posonlyargcount = 0, kwonlyargcount = 0;
+  bool varargs = false, varkeywords = false;
+  int nfree = 0;
+  std::string filename, name;
+};
+
+class CodeInfoCache {
+ public:
+  const CodeInfo& get(PyCodeObject* code);
+
+ private:
+  std::unordered_map<PyObject*, std::unique_ptr<CodeInfo>> infos_;
+};
+
+using Kwargs = std::vector<std::pair<std::string, VarRef>>;
+
+class Interpreter {
+ public:
+  struct Globals {
+    PyObject* dict = nullptr;   // borrowed: the code's globals
+    SourceRef base;             // a source for `dict` itself when it is not the frame's globals
+  };
+
+  Interpreter(Trace& trace, CodeInfoCache& codes, const CodeInfo& info, Globals globals,
+              std::vector<VarRef> locals, std::vector<VarRef> closure, int depth);
+
+  // Runs the code to its return; returns the returned Var.
+  VarRef run();
+
+  // Entry for the compiled frame: binds the frame's arguments and closure from the Trace's frame.
+  static VarRef run_frame(Trace& trace, CodeInfoCache& codes);
+
+ private:
+  // Stack.
+  void push(VarRef v) { stack_.push_back(std::move(v)); }
+  VarRef pop();
+  VarRef& peek(int depth = 1);  // 1 = top of stack
+  std::vector<VarRef> pop_n(int n);
+
+  void step(const bytecode::Instruction& ins);
+  [[noreturn]] void unsupported(const std::string& reason) const;
+
+  // Names and constants of the code.
+  PyObject* name_at(int index) const;   // borrowed
+  PyObject* const_at(int index) const;  // borrowed
+  VarRef load_global(const std::string& name);
+  VarRef load_deref(int slot);
+
+  // Calls (interp_calls.cpp).
+  VarRef call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs);
+  void call_from_stack(int argc, PyObject* kwnames);
+  VarRef call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs);
+  VarRef call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
+  VarRef call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
+                               Kwargs& kwargs);
+  VarRef inline_function(PyObject* code, Globals globals, const std::vector<VarRef>& defaults,
+                         const DictVar* kwdefaults, std::vector<VarRef> closure, std::vector<VarRef> args,
+                         Kwargs kwargs, const std::string& what);
+  VarRef inline_real_function(PyObject* func, const SourceRef& func_source, std::vector<VarRef> args,
+                              Kwargs kwargs);
+  VarRef call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs);
+  VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
+
+  // Attributes, items, iteration, operators (interp_objects.cpp).
+  VarRef get_attr(const VarRef& obj, const std::string& name);
+  // Pushes what LOAD_METHOD pushes: [method, self] or the NULL form.
+  void load_method(const VarRef& obj, const std::string& name);
+  VarRef module_attr(const VarRef& module, const std::string& name);
+  VarRef object_attr(const VarRef& obj, PyObject* o, const std::string& name);
+  VarRef tensor_attr(const VarRef& t, const std::string& name);
+  VarRef super_attr(const SuperVar& sup, const std::string& name);
+  VarRef class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source);
+  void store_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  VarRef subscript(const VarRef& obj, const VarRef& index);
+  void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
+  std::vector<VarRef> iterate(const VarRef& v);
+  VarRef binary_op(int nb, const VarRef& lhs, const VarRef& rhs);
+  VarRef compare(int op, const VarRef& lhs, const VarRef& rhs);
+  VarRef unary(const char* torch_name, int py_op, const VarRef& v);
+  bool truthy(const VarRef& v);
+  bool contains(const VarRef& container, const VarRef& item);
+  bool identical(const VarRef& a, const VarRef& b);
+  VarRef length(const VarRef& v);
+  VarRef isinstance(const VarRef& obj, const VarRef& cls);
+  VarRef build_slice(const VarRef& start, const VarRef& stop, const VarRef& step);
+  VarRef format_value(const VarRef& v, const VarRef& spec);
+
+  Trace& trace_;
+  CodeInfoCache& codes_;
+  const CodeInfo& info_;
+  Globals globals_;
+  std::vector<VarRef> locals_;
+  std::vector<VarRef> closure_;
+  std::vector<VarRef> stack_;
+  PyRef kwnames_;  // pending KW_NAMES
+  int depth_;
+  size_t ip_ = 0;
+  const bytecode::Instruction* current_ = nullptr;
+  VarRef result_;
+  bool returned_ = false;
+};
+
+}  // namespace ember::frontend

@@ -1,0 +1,116 @@
+// Reading the torch table from Python, and the memoized classification of callables.
+#include "frontend/interp/torch_table.h"
+
+#include <stdexcept>
+
+#include "frontend/interp/trace.h"
+
+namespace ember::frontend {
+
+namespace {
+
+PyRef field(PyObject* table, const char* name) {
+  PyRef v = PyRef::steal(PyObject_GetAttrString(table, name));
+  if (!v) {
+    PyErr_Clear();
+    throw std::runtime_error(std::string("ember torch table has no field '") + name + "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+TorchTable TorchTable::from_python(PyObject* py) {
+  TorchTable t;
+  t.torch = field(py, "torch");
+  t.tensor_type = field(py, "tensor_type");
+  t.module_type = field(py, "module_type");
+  t.module_list_type = field(py, "module_list_type");
+  t.sequential_type = field(py, "sequential_type");
+  t.module_dict_type = field(py, "module_dict_type");
+  t.size_type = field(py, "size_type");
+  t.dtype_type = field(py, "dtype_type");
+  t.device_type = field(py, "device_type");
+  t.no_grad_type = field(py, "no_grad_type");
+  t.enable_grad_type = field(py, "enable_grad_type");
+  t.set_grad_enabled_type = field(py, "set_grad_enabled_type");
+  t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
+  t.inplace_callables = field(py, "inplace_callables");
+  t.qualname = field(py, "qualname");
+  t.classify_fn = field(py, "classify");
+  t.make_meta = field(py, "make_meta");
+  PyRef op_callables = field(py, "op_callables");  // dict: op name -> callable
+  for (size_t i = 0; i <= static_cast<size_t>(ir::Op::TorchCall); ++i) {
+    auto op = static_cast<ir::Op>(i);
+    if (op == ir::Op::TorchCall) {
+      t.op_callables.emplace_back();
+      continue;
+    }
+    PyObject* c = PyDict_GetItemString(op_callables.get(), ir::op_info(op).name);
+    if (!c) throw std::runtime_error(std::string("ember torch table has no callable for op '") + ir::op_info(op).name + "'");
+    t.op_callables.push_back(PyRef::borrow(c));
+  }
+  for (int i = 0; i <= static_cast<int>(ir::DType::Float8E5M2); ++i) {
+    const char* name = ir::dtype_torch_name(static_cast<ir::DType>(i));
+    PyObject* d = PyObject_GetAttrString(t.torch.get(), name);
+    if (!d) {
+      PyErr_Clear();
+      t.dtype_objects_.emplace_back();
+      continue;
+    }
+    t.dtype_objects_.push_back(PyRef::steal(d));
+  }
+  return t;
+}
+
+PyObject* TorchTable::dtype_object(ir::DType dt) const { return dtype_objects_.at(static_cast<size_t>(dt)).get(); }
+
+const std::string& TorchTable::name_of(PyObject* fn) const {
+  auto it = names_.find(fn);
+  if (it != names_.end()) return it->second.second;
+  PyRef r = PyRef::steal(PyObject_CallOneArg(qualname.get(), fn));
+  if (!r) throw PythonError();
+  const char* s = PyUnicode_AsUTF8(r.get());
+  if (!s) throw PythonError();
+  return names_.emplace(fn, std::make_pair(PyRef::borrow(fn), std::string(s))).first->second.second;
+}
+
+const CallableKind& TorchTable::classify(PyObject* fn) const {
+  auto it = kinds_.find(fn);
+  if (it != kinds_.end()) return it->second.second;
+  PyRef r = PyRef::steal(PyObject_CallOneArg(classify_fn.get(), fn));
+  if (!r) throw PythonError();
+  if (!PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 2) throw std::runtime_error("classify() must return a pair");
+  std::string kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 0));
+  PyObject* detail = PyTuple_GET_ITEM(r.get(), 1);
+  CallableKind k;
+  static const std::pair<const char*, CallableKind::Kind> kNames[] = {
+      {"core", CallableKind::CoreOp},       {"torch", CallableKind::TorchOp},
+      {"query", CallableKind::Query},       {"factory", CallableKind::Factory},
+      {"pure", CallableKind::Pure},         {"builtin", CallableKind::Builtin},
+      {"operator", CallableKind::Operator}, {"inline", CallableKind::Inline},
+      {"grad_mode", CallableKind::GradMode}, {"is_grad_enabled", CallableKind::IsGradEnabled},
+      {"constant", CallableKind::Constant}, {"unsupported", CallableKind::Unsupported},
+  };
+  bool found = false;
+  for (auto& [n, kk] : kNames) {
+    if (kind == n) {
+      k.kind = kk;
+      found = true;
+    }
+  }
+  if (!found) throw std::runtime_error("classify() returned an unknown kind '" + kind + "'");
+  if (k.kind == CallableKind::Constant) {
+    k.constant = PyRef::borrow(detail);
+  } else if (PyUnicode_Check(detail)) {
+    k.detail = PyUnicode_AsUTF8(detail);
+  }
+  if (k.kind == CallableKind::CoreOp) {
+    auto op = ir::op_from_name(k.detail);
+    if (!op) throw std::runtime_error("classify() named an unknown core op '" + k.detail + "'");
+    k.op = *op;
+  }
+  return kinds_.emplace(fn, std::make_pair(PyRef::borrow(fn), std::move(k))).first->second.second;
+}
+
+}  // namespace ember::frontend

@@ -1,0 +1,68 @@
+// TorchTable: the torch objects and tables the interpreter consults, read once from
+// python/ember/ops.py (the Python side owns the table of torch callables; C++ owns the logic).
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/pyref.h"
+#include "ir/graph.h"
+
+namespace ember::frontend {
+
+// How the interpreter treats a call to a given callable; decided by python/ember/ops.py.
+struct CallableKind {
+  enum Kind : uint8_t {
+    CoreOp,         // a graph node of core op `op`
+    TorchOp,        // a graph node naming the callable (generic capture)
+    Query,          // a tensor method answered from metadata (size, dim, ...): a constant, no node
+    Factory,        // a graph node even without tensor arguments (torch.zeros, torch.arange, ...)
+    Pure,           // evaluated at trace time when every argument is a constant (math.sqrt, ...)
+    Builtin,        // a Python builtin the interpreter implements (`detail` is its name)
+    Operator,       // a function of the operator module (`detail` is its name)
+    Inline,         // Python code the interpreter inlines
+    GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
+    IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
+    Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
+    Unsupported,    // `detail` says why
+  };
+  Kind kind = Unsupported;
+  ir::Op op = ir::Op::TorchCall;
+  std::string detail;
+  PyRef constant;
+};
+
+struct TorchTable {
+  PyRef torch;             // the torch module
+  PyRef tensor_type;       // torch.Tensor
+  PyRef module_type;       // torch.nn.Module
+  PyRef module_list_type, sequential_type, module_dict_type;
+  PyRef size_type, dtype_type, device_type;
+  PyRef no_grad_type, enable_grad_type, set_grad_enabled_type;
+  PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
+  PyRef core_ops;          // dict: callable -> core op name (ops.def)
+  PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
+  PyRef qualname;          // function(callable) -> qualified name
+  PyRef classify_fn;       // function(callable) -> (kind, detail), see CallableKind
+  PyRef make_meta;         // function(sizes, strides, dtype, requires_grad) -> meta tensor
+  std::vector<PyRef> op_callables;  // per ir::Op: the callable the eager executor applies
+
+  // Reads every field from the Python table object; throws std::runtime_error naming a missing one.
+  static TorchTable from_python(PyObject* table);
+
+  PyObject* dtype_object(ir::DType dt) const;  // borrowed torch.float32 etc.
+  // Classifies a callable (memoized; keeps the callable alive). Throws PythonError on failure.
+  const CallableKind& classify(PyObject* fn) const;
+  // The qualified name of a callable (memoized).
+  const std::string& name_of(PyObject* fn) const;
+
+ private:
+  std::vector<PyRef> dtype_objects_;
+  mutable std::unordered_map<PyObject*, std::pair<PyRef, CallableKind>> kinds_;
+  mutable std::unordered_map<PyObject*, std::pair<PyRef, std::string>> names_;
+};
+
+}  // namespace ember::frontend

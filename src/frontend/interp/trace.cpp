@@ -1,0 +1,546 @@
+// Trace: wrapping frame values (guards, graph inputs), torch calls as graph nodes with metadata
+// from meta tensors, grad-mode changes, side effects and the plan of the return value.
+#include "frontend/interp/trace.h"
+
+#include <functional>
+
+#include "frontend/eval_frame.h"
+
+namespace ember::frontend {
+
+namespace {
+
+std::string py_str(PyObject* o) {
+  PyRef s = PyRef::steal(PyObject_Str(o));
+  if (!s) throw PythonError();
+  const char* c = PyUnicode_AsUTF8(s.get());
+  if (!c) throw PythonError();
+  return c;
+}
+
+// The message of the pending Python error, which is cleared.
+std::string take_error() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  std::string msg = type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
+  if (value) {
+    PyObject* s = PyObject_Str(value);
+    if (s) {
+      const char* c = PyUnicode_AsUTF8(s);
+      if (c) msg += ": " + std::string(c);
+      Py_DECREF(s);
+    }
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
+  return msg;
+}
+
+bool is_plain_constant(PyObject* o) {
+  return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) ||
+         PyBytes_CheckExact(o) || PyComplex_CheckExact(o);
+}
+
+// Reads dtype, sizes, strides and requires_grad of a (meta) tensor through attributes.
+ir::TensorType meta_type(PyObject* t) {
+  ir::TensorType type;
+  PyRef dtype = PyRef::steal(PyObject_GetAttrString(t, "dtype"));
+  PyRef shape = PyRef::steal(PyObject_GetAttrString(t, "shape"));
+  PyRef stride = PyRef::steal(PyObject_CallMethod(t, "stride", nullptr));
+  PyRef rg = PyRef::steal(PyObject_GetAttrString(t, "requires_grad"));
+  if (!dtype || !shape || !stride || !rg) throw PythonError();
+  std::string name = py_str(dtype.get());
+  auto dt = ir::dtype_from_torch_name(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
+  if (!dt) throw Unsupported("tensor of dtype " + name);
+  type.dtype = *dt;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i)
+    type.sizes.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(stride.get()); ++i)
+    type.strides.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(stride.get(), i)));
+  type.requires_grad = rg.get() == Py_True;
+  return type;
+}
+
+// Runs a meta computation under the trace's grad mode.
+class GradModeScope {
+ public:
+  GradModeScope(const TorchTable& table, bool enabled) : table_(table) {
+    previous_ = PyObject_IsTrue(PyRef::steal(PyObject_CallMethod(table.torch.get(), "is_grad_enabled", nullptr)).get());
+    set(enabled);
+  }
+  ~GradModeScope() { set(previous_); }
+
+ private:
+  void set(bool enabled) {
+    PyObject* r = PyObject_CallOneArg(table_.set_grad_enabled_fn.get(), enabled ? Py_True : Py_False);
+    if (!r) PyErr_Clear();
+    Py_XDECREF(r);
+  }
+  const TorchTable& table_;
+  int previous_;
+};
+
+}  // namespace
+
+Trace::Trace(const TorchTable& t, const FrameView& f, const CompileOptions& o) : table(t), frame(f), options(o) {
+  grad_enabled = GlobalState::current().grad_enabled;
+}
+
+VarRef Trace::constant(PyRef obj) { return make_object(std::move(obj)); }
+
+VarRef Trace::none() { return make_object(PyRef::borrow(Py_None)); }
+
+PyObject* Trace::as_constant(const Var& v) {
+  return v.kind == VarKind::Object ? static_cast<const ObjectVar&>(v).obj.get() : nullptr;
+}
+
+PyRef Trace::materialize(const Var& v) {
+  switch (v.kind) {
+    case VarKind::Object:
+      return static_cast<const ObjectVar&>(v).obj;
+    case VarKind::Tuple:
+    case VarKind::List: {
+      auto& items = static_cast<const SequenceVar&>(v).items;
+      PyRef out = PyRef::steal(v.kind == VarKind::Tuple ? PyTuple_New(items.size()) : PyList_New(items.size()));
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyRef x = materialize(*items[i]);
+        if (!x) return PyRef();
+        if (v.kind == VarKind::Tuple) {
+          PyTuple_SET_ITEM(out.get(), i, x.release());
+        } else {
+          PyList_SET_ITEM(out.get(), i, x.release());
+        }
+      }
+      return out;
+    }
+    case VarKind::Dict: {
+      auto& d = static_cast<const DictVar&>(v);
+      PyRef out = PyRef::steal(PyDict_New());
+      for (size_t i = 0; i < d.keys.size(); ++i) {
+        PyRef x = materialize(*d.values[i]);
+        if (!x || PyDict_SetItem(out.get(), d.keys[i].get(), x.get()) < 0) return PyRef();
+      }
+      return out;
+    }
+    default:
+      return PyRef();
+  }
+}
+
+bool Trace::is_tensor_type(PyObject* type) const {
+  return PyType_Check(type) && PyObject_IsSubclass(type, table.tensor_type.get()) == 1;
+}
+
+VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
+  std::string key = source->str();
+  auto it = by_source_.find(key);
+  if (it != by_source_.end()) return it->second;
+  VarRef v;
+  PyTypeObject* type = Py_TYPE(obj);
+  if (is_tensor_type(reinterpret_cast<PyObject*>(type))) {
+    v = wrap_tensor(obj, source);
+  } else if (is_plain_constant(obj)) {
+    guards.equals(source, obj);
+    v = make_object(PyRef::borrow(obj), source);
+  } else if (PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.size_type.get())) ||
+             PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
+    guards.equals(source, obj);
+    v = make_object(PyRef::borrow(obj), source);
+  } else if (PyTuple_Check(obj) || PyList_CheckExact(obj)) {
+    bool is_tuple = PyTuple_Check(obj);
+    guards.type_match(source, type);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    guards.length(source, n);
+    std::vector<VarRef> items;
+    for (Py_ssize_t i = 0; i < n; ++i) items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
+    auto seq = std::make_shared<SequenceVar>(is_tuple ? VarKind::Tuple : VarKind::List, std::move(items));
+    if (is_tuple && !PyTuple_CheckExact(obj)) seq->named_type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
+    v = seq;
+  } else if (PyDict_CheckExact(obj)) {
+    guards.type_match(source, type);
+    PyRef keys = PyRef::steal(PyDict_Keys(obj));
+    PyRef keys_tuple = PyRef::steal(PyList_AsTuple(keys.get()));
+    guards.dict_keys(source, keys_tuple.get());
+    auto d = std::make_shared<DictVar>();
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(obj, &pos, &k, &val)) {
+      if (!PyUnicode_Check(k)) throw Unsupported("dict with a non-string key read from the frame at " + key);
+      d->keys.push_back(PyRef::borrow(k));
+      d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
+    }
+    v = d;
+  } else if (PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.dtype_type.get())) || PyModule_Check(obj) ||
+             PyFunction_Check(obj) || PyCFunction_Check(obj) || PyType_Check(obj) || PyMethod_Check(obj) ||
+             PyObject_IsInstance(obj, table.module_type.get()) == 1) {
+    guards.id_match(source, obj);
+    v = make_object(PyRef::borrow(obj), source);
+  } else {
+    // Any other object: its type is guarded here, and every attribute the trace reads from it
+    // gets its own guard through its source.
+    guards.type_match(source, type);
+    v = make_object(PyRef::borrow(obj), source);
+  }
+  v->source = source;
+  by_source_[key] = v;
+  return v;
+}
+
+VarRef Trace::wrap_tensor(PyObject* obj, const SourceRef& source) {
+  TensorMeta meta;
+  if (!read_tensor_meta(obj, &meta)) throw Unsupported("tensor at " + source->str() + " that Ember cannot describe (sparse, nested or an unknown dtype)");
+  guards.tensor_match(source, meta);
+  guards.capture(source);
+  ir::TensorType type;
+  type.dtype = meta.dtype;
+  for (int64_t s : meta.sizes) type.sizes.push_back(s);
+  for (int64_t s : meta.strides) type.strides.push_back(s);
+  type.device = meta.device;
+  type.requires_grad = meta.requires_grad;
+  ir::ValueId value = graph.add_input(type, source->str());
+  PyRef sizes = PyRef::steal(PyTuple_New(meta.sizes.size()));
+  PyRef strides = PyRef::steal(PyTuple_New(meta.strides.size()));
+  for (size_t i = 0; i < meta.sizes.size(); ++i) PyTuple_SET_ITEM(sizes.get(), i, PyLong_FromLongLong(meta.sizes[i]));
+  for (size_t i = 0; i < meta.strides.size(); ++i) PyTuple_SET_ITEM(strides.get(), i, PyLong_FromLongLong(meta.strides[i]));
+  PyRef m = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
+                                                      table.dtype_object(meta.dtype),
+                                                      meta.requires_grad ? Py_True : Py_False, nullptr));
+  if (!m) throw PythonError();
+  auto t = std::make_shared<TensorVar>();
+  t->value = value;
+  t->type = std::move(type);
+  t->meta = std::move(m);
+  t->py_type = PyRef::borrow(reinterpret_cast<PyObject*>(meta.type));
+  return t;
+}
+
+std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
+  if (o == Py_None) return ir::NoneLiteral{};
+  if (PyBool_Check(o)) return o == Py_True;
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return std::nullopt;
+    return static_cast<int64_t>(v);
+  }
+  if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
+  if (PyUnicode_CheckExact(o)) return std::string(PyUnicode_AsUTF8(o));
+  if (o == Py_Ellipsis) return ir::Ellipsis{};
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.dtype_type.get()))) {
+    std::string name = py_str(o);
+    auto dt = ir::dtype_from_torch_name(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
+    if (!dt) return std::nullopt;
+    return *dt;
+  }
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
+    auto d = ir::device_from_string(py_str(o));
+    if (!d) return std::nullopt;
+    return *d;
+  }
+  if (PySlice_Check(o)) {
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    ir::Slice slice;
+    std::optional<int64_t>* parts[] = {&slice.start, &slice.stop, &slice.step};
+    PyObject* objs[] = {s->start, s->stop, s->step};
+    for (int i = 0; i < 3; ++i) {
+      if (objs[i] == Py_None) continue;
+      if (!PyLong_CheckExact(objs[i])) return std::nullopt;
+      *parts[i] = PyLong_AsLongLong(objs[i]);
+    }
+    return slice;
+  }
+  return std::nullopt;
+}
+
+ir::Arg Trace::lower_arg(const VarRef& v, PyRef* meta_value) {
+  switch (v->kind) {
+    case VarKind::Tensor:
+      *meta_value = v->as<TensorVar>().meta;
+      return ir::Arg::of_value(v->as<TensorVar>().value);
+    case VarKind::Object: {
+      PyObject* o = v->as<ObjectVar>().obj.get();
+      *meta_value = PyRef::borrow(o);
+      if (auto lit = literal_of(o)) return ir::Arg::of_literal(*lit);
+      if (PyTuple_Check(o) || PyList_Check(o)) {
+        // A constant tuple (or torch.Size): lowered item by item.
+        std::vector<ir::Arg> items;
+        PyRef copy;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+          VarRef item = make_object(PyRef::borrow(PySequence_Fast_GET_ITEM(o, i)));
+          items.push_back(lower_arg(item, &copy));
+        }
+        return PyList_Check(o) ? ir::Arg::list(std::move(items)) : ir::Arg::tuple(std::move(items));
+      }
+      throw Unsupported(std::string("an argument of type ") + Py_TYPE(o)->tp_name + " cannot be passed to a graph op");
+    }
+    case VarKind::Tuple:
+    case VarKind::List: {
+      auto& items = v->as<SequenceVar>().items;
+      bool is_tuple = v->kind == VarKind::Tuple;
+      PyRef metas = PyRef::steal(is_tuple ? PyTuple_New(items.size()) : PyList_New(items.size()));
+      std::vector<ir::Arg> args;
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyRef m;
+        args.push_back(lower_arg(items[i], &m));
+        if (is_tuple) {
+          PyTuple_SET_ITEM(metas.get(), i, m.release());
+        } else {
+          PyList_SET_ITEM(metas.get(), i, m.release());
+        }
+      }
+      *meta_value = std::move(metas);
+      return is_tuple ? ir::Arg::tuple(std::move(args)) : ir::Arg::list(std::move(args));
+    }
+    default:
+      throw Unsupported(describe(*v) + " cannot be passed to a graph op");
+  }
+}
+
+ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& args,
+                               const std::vector<std::pair<std::string, VarRef>>& kwargs) const {
+  auto device_of_const = [&](PyObject* o) -> std::optional<ir::Device> {
+    if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.device_type.get())) || PyUnicode_Check(o))
+      return ir::device_from_string(py_str(o));
+    return std::nullopt;
+  };
+  for (auto& [k, v] : kwargs) {
+    if (k != "device") continue;
+    PyObject* c = as_constant(*v);
+    if (c && PyLong_Check(c)) return ir::Device{"cuda", static_cast<int>(PyLong_AsLong(c))};
+    if (c && c != Py_None)
+      if (auto d = device_of_const(c)) return *d;
+  }
+  const std::string& name = table.name_of(callable);
+  auto ends_with = [&](const char* suffix) {
+    std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends_with(".cpu")) return ir::Device{"cpu", -1};
+  if (ends_with(".cuda")) {
+    PyObject* c = args.size() > 1 ? as_constant(*args[1]) : nullptr;
+    return ir::Device{"cuda", c && PyLong_Check(c) ? static_cast<int>(PyLong_AsLong(c)) : 0};
+  }
+  if (ends_with(".to")) {
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i]->kind == VarKind::Tensor) return args[i]->as<TensorVar>().type.device;
+      PyObject* c = as_constant(*args[i]);
+      if (c && !PyObject_TypeCheck(c, reinterpret_cast<PyTypeObject*>(table.dtype_type.get())))
+        if (auto d = device_of_const(c)) return *d;
+    }
+  }
+  // Otherwise the device of the tensor operands: a non-CPU operand wins (CPU scalars mix in).
+  const ir::Device* first = nullptr;
+  std::function<const ir::Device*(const VarRef&)> scan = [&](const VarRef& v) -> const ir::Device* {
+    if (v->kind == VarKind::Tensor) {
+      const ir::Device& d = v->as<TensorVar>().type.device;
+      if (!first) first = &d;
+      return d.type != "cpu" ? &d : nullptr;
+    }
+    if (v->kind == VarKind::Tuple || v->kind == VarKind::List)
+      for (auto& x : v->as<SequenceVar>().items)
+        if (auto* d = scan(x)) return d;
+    return nullptr;
+  };
+  for (auto& a : args)
+    if (auto* d = scan(a)) return *d;
+  for (auto& [k, v] : kwargs)
+    if (auto* d = scan(v)) return *d;
+  return first ? *first : ir::Device{"cpu", -1};
+}
+
+VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
+                         const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+  const CallableKind& kind = table.classify(callable);
+  const std::string& name = table.name_of(callable);
+  PyRef meta_args = PyRef::steal(PyTuple_New(args.size()));
+  std::vector<ir::Arg> ir_args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyRef m;
+    ir_args.push_back(lower_arg(args[i], &m));
+    PyTuple_SET_ITEM(meta_args.get(), i, m.release());
+  }
+  PyRef meta_kwargs;
+  std::vector<std::pair<std::string, ir::Arg>> ir_kwargs;
+  if (!kwargs.empty()) meta_kwargs = PyRef::steal(PyDict_New());
+  for (auto& [k, v] : kwargs) {
+    PyRef m;
+    ir_kwargs.emplace_back(k, lower_arg(v, &m));
+    if (PyDict_SetItemString(meta_kwargs.get(), k.c_str(), m.get()) < 0) throw PythonError();
+  }
+
+  PyRef result;
+  {
+    RegionPause pause;
+    GradModeScope mode(table, grad_enabled);
+    result = PyRef::steal(PyObject_Call(callable, meta_args.get(), meta_kwargs.get()));
+  }
+  if (!result) throw Unsupported(name + " failed on meta tensors (" + take_error() + ")");
+
+  PyObject* r = result.get();
+  std::vector<PyObject*> metas;
+  ir::Node::ResultForm form = ir::Node::ResultForm::Single;
+  PyRef named_type;
+  if (is_tensor_type(reinterpret_cast<PyObject*>(Py_TYPE(r)))) {
+    metas.push_back(r);
+  } else if (r == Py_None && kind.kind != CallableKind::Query) {
+    form = ir::Node::ResultForm::None;
+  } else if ((PyTuple_Check(r) || PyList_CheckExact(r)) && PySequence_Fast_GET_SIZE(r) > 0 &&
+             kind.kind != CallableKind::Query) {
+    form = PyTuple_Check(r) ? ir::Node::ResultForm::Tuple : ir::Node::ResultForm::List;
+    if (PyTuple_Check(r) && !PyTuple_CheckExact(r)) named_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(r)));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(r); ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(r, i);
+      if (!is_tensor_type(reinterpret_cast<PyObject*>(Py_TYPE(item))))
+        throw Unsupported(name + " returns a sequence holding a " + Py_TYPE(item)->tp_name);
+      metas.push_back(item);
+    }
+  } else if (kind.kind == CallableKind::Query) {
+    return constant(std::move(result));
+  } else {
+    throw Unsupported(name + " returns a " + std::string(Py_TYPE(r)->tp_name) + ", not a tensor (data-dependent value)");
+  }
+
+  ir::Device device = infer_device(callable, args, kwargs);
+  std::vector<ir::TensorType> types;
+  for (PyObject* m : metas) {
+    ir::TensorType t = meta_type(m);
+    t.device = device;
+    types.push_back(std::move(t));
+  }
+  ir::Op op = kind.kind == CallableKind::CoreOp ? kind.op : ir::Op::TorchCall;
+  ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
+                                   std::move(ir_kwargs), types, form);
+  callables.push_back(PyRef::borrow(callable));
+  const ir::Node& n = graph.node(node);
+
+  bool inplace = n.mutates_first_arg() || PySet_Contains(table.inplace_callables.get(), callable) == 1;
+  if (form == ir::Node::ResultForm::None) return none();
+  std::vector<VarRef> out;
+  for (size_t i = 0; i < metas.size(); ++i) {
+    if (i == 0 && inplace && !args.empty() && args[0]->kind == VarKind::Tensor && metas[0] == args[0]->as<TensorVar>().meta.get()) {
+      // An in-place op returns its first argument: move that Var (and every alias of it) to the
+      // new value, so later reads see the mutation.
+      auto& t = args[0]->as<TensorVar>();
+      t.value = n.results[0];
+      t.type = types[0];
+      out.push_back(args[0]);
+      continue;
+    }
+    auto t = std::make_shared<TensorVar>();
+    t->value = n.results[i];
+    t->type = types[i];
+    t->meta = PyRef::borrow(metas[i]);
+    t->py_type = table.tensor_type;
+    out.push_back(t);
+  }
+  if (form == ir::Node::ResultForm::Single) return out[0];
+  auto seq = std::make_shared<SequenceVar>(form == ir::Node::ResultForm::List ? VarKind::List : VarKind::Tuple, std::move(out));
+  seq->named_type = named_type;
+  return seq;
+}
+
+void Trace::set_grad_enabled(bool enabled) {
+  if (enabled == grad_enabled) return;
+  graph.add_node(ir::Op::TorchCall, table.name_of(table.set_grad_enabled_fn.get()), {ir::Arg::of_literal(enabled)}, {},
+                 {}, ir::Node::ResultForm::None);
+  callables.push_back(table.set_grad_enabled_fn);
+  grad_enabled = enabled;
+}
+
+void Trace::record_setattr(const VarRef& obj, const std::string& name, const VarRef& value) {
+  SideEffect e;
+  e.kind = SideEffect::Kind::SetAttr;
+  e.target = obj->source;
+  e.name = name;
+  e.value = value;
+  side_effects.push_back(std::move(e));
+  attr_overlay_[{obj->as<ObjectVar>().obj.get(), name}] = value;
+}
+
+void Trace::record_setglobal(PyObject* globals, const std::string& name, const VarRef& value) {
+  SideEffect e;
+  e.kind = SideEffect::Kind::SetGlobal;
+  e.globals = PyRef::borrow(globals);
+  e.name = name;
+  e.value = value;
+  side_effects.push_back(std::move(e));
+  global_overlay_[{globals, name}] = value;
+}
+
+VarRef Trace::overlay_attr(PyObject* obj, const std::string& name) const {
+  auto it = attr_overlay_.find({obj, name});
+  return it == attr_overlay_.end() ? nullptr : it->second;
+}
+
+VarRef Trace::overlay_global(PyObject* globals, const std::string& name) const {
+  auto it = global_overlay_.find({globals, name});
+  return it == global_overlay_.end() ? nullptr : it->second;
+}
+
+ValuePlan Trace::plan_value(const VarRef& v) {
+  ValuePlan p;
+  switch (v->kind) {
+    case VarKind::Tensor: {
+      ir::ValueId id = v->as<TensorVar>().value;
+      auto it = output_index_.find(id);
+      if (it == output_index_.end()) {
+        it = output_index_.emplace(id, static_cast<int>(outputs_.size())).first;
+        outputs_.push_back(id);
+      }
+      p.kind = ValuePlan::Kind::GraphOutput;
+      p.output = it->second;
+      return p;
+    }
+    case VarKind::Object: {
+      PyObject* o = v->as<ObjectVar>().obj.get();
+      if (v->source && !is_plain_constant(o)) {
+        p.kind = ValuePlan::Kind::FromSource;
+        p.source = v->source;
+      } else {
+        p.kind = ValuePlan::Kind::Const;
+        p.constant = v->as<ObjectVar>().obj;
+      }
+      return p;
+    }
+    case VarKind::Tuple:
+    case VarKind::List:
+    case VarKind::Dict: {
+      if (v->source) {
+        // Read from the frame and never mutated (the trace refuses that): the caller's object.
+        p.kind = ValuePlan::Kind::FromSource;
+        p.source = v->source;
+        return p;
+      }
+      if (v->kind == VarKind::Dict) {
+        auto& d = v->as<DictVar>();
+        p.kind = ValuePlan::Kind::Dict;
+        p.constant = PyRef::steal(PyTuple_New(d.keys.size()));
+        for (size_t i = 0; i < d.keys.size(); ++i) {
+          PyTuple_SET_ITEM(p.constant.get(), i, PyRef(d.keys[i]).release());
+          p.items.push_back(plan_value(d.values[i]));
+        }
+        return p;
+      }
+      auto& s = v->as<SequenceVar>();
+      p.kind = s.named_type ? ValuePlan::Kind::Named : v->kind == VarKind::Tuple ? ValuePlan::Kind::Tuple : ValuePlan::Kind::List;
+      p.constant = s.named_type;
+      for (auto& x : s.items) p.items.push_back(plan_value(x));
+      return p;
+    }
+    default:
+      throw Unsupported("returning or storing " + describe(*v) + " from compiled code");
+  }
+}
+
+ValuePlan Trace::finish(const VarRef& result) {
+  ValuePlan plan = plan_value(result);
+  for (auto& e : side_effects) e.plan = plan_value(e.value);
+  graph.set_outputs(outputs_);
+  return plan;
+}
+
+}  // namespace ember::frontend

@@ -1,0 +1,126 @@
+// Trace: the state one symbolic interpretation of a frame builds — the graph, the guards, the
+// side effects to replay and the bookkeeping that makes reading the same source twice give the
+// same Var. The interpreter (interpreter.h) drives it; the compiler (compiler.cpp) turns a
+// finished Trace into a cache entry.
+#pragma once
+
+#include <Python.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "frontend/guards.h"
+#include "frontend/interp/torch_table.h"
+#include "frontend/interp/variables.h"
+#include "ir/graph.h"
+#include "support/options.h"
+
+namespace ember::frontend {
+
+// Thrown when the interpreter meets something it cannot capture; the frame then runs eagerly.
+// `filename`/`line` name the user's source line where it happened.
+struct Unsupported : std::exception {
+  Unsupported(std::string r) : reason(std::move(r)) {}
+  const char* what() const noexcept override { return reason.c_str(); }
+  std::string reason;
+  std::string filename;
+  int line = -1;
+};
+
+// Thrown when a Python error is set during tracing in a way that is not the user's program
+// failing (a bug or an environment problem): the compile aborts with that error.
+struct PythonError : std::exception {
+  const char* what() const noexcept override { return "python error"; }
+};
+
+// How to rebuild a Python value after the graph ran: the frame's return value, or the value a
+// side effect stores.
+struct ValuePlan {
+  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named };
+  Kind kind = Kind::Const;
+  PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys tuple
+  int output = -1;         // GraphOutput: index into Graph::outputs()
+  SourceRef source;        // FromSource
+  std::vector<ValuePlan> items;
+};
+
+struct SideEffect {
+  enum class Kind : uint8_t { SetAttr, SetGlobal };
+  Kind kind = Kind::SetAttr;
+  SourceRef target;  // SetAttr: the object
+  PyRef globals;     // SetGlobal: the dict
+  std::string name;
+  VarRef value;     // during the trace
+  ValuePlan plan;   // after finish()
+};
+
+class Trace {
+ public:
+  Trace(const TorchTable& table, const FrameView& frame, const CompileOptions& options);
+
+  const TorchTable& table;
+  const FrameView& frame;
+  const CompileOptions& options;
+
+  ir::Graph graph{"frame"};
+  GuardSet guards;
+  std::vector<PyRef> callables;  // per node: the callable the executor applies
+  std::vector<SideEffect> side_effects;
+  bool grad_enabled = true;      // grad mode at this point of the trace
+  int64_t instructions = 0;
+
+  // Reads a value the frame reaches through `source`: guards it and wraps it (tensors become
+  // graph inputs). Reading the same source again returns the same Var.
+  VarRef wrap(PyObject* obj, const SourceRef& source);
+  // Wraps a value made at trace time (no source, no guard).
+  VarRef constant(PyRef obj);
+  VarRef none();
+
+  // Applies a torch callable to Vars: a graph node whose result metadata comes from running
+  // the callable on meta tensors. Returns the result Var(s); metadata queries return constants.
+  VarRef call_torch(PyObject* callable, const std::vector<VarRef>& args,
+                    const std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // Records a grad-mode change as a graph node and applies it to later meta computations.
+  void set_grad_enabled(bool enabled);
+
+  // Attribute writes and global writes are replayed after the graph; later reads in the trace
+  // see them through these overlays.
+  void record_setattr(const VarRef& obj, const std::string& name, const VarRef& value);
+  void record_setglobal(PyObject* globals, const std::string& name, const VarRef& value);
+  VarRef overlay_attr(PyObject* obj, const std::string& name) const;
+  VarRef overlay_global(PyObject* globals, const std::string& name) const;
+
+  // The plan that rebuilds `v` after the graph runs; adds graph outputs as needed.
+  ValuePlan plan_value(const VarRef& v);
+  // Ends the trace: plans the return value and the side effects, sets the graph's outputs.
+  ValuePlan finish(const VarRef& result);
+
+  // A borrowed Python value for a Var that must be a trace-time constant, or nullptr.
+  static PyObject* as_constant(const Var& v);
+  // A real Python value for a Var built only of constants (tuples and lists of constants are
+  // rebuilt), or a null PyRef.
+  static PyRef materialize(const Var& v);
+  // The core op's callable (ops.def torch target), borrowed.
+  PyObject* op_callable(ir::Op op) const { return table.op_callables[static_cast<size_t>(op)].get(); }
+  bool is_tensor_type(PyObject* type) const;
+
+ private:
+  VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
+  ir::Arg lower_arg(const VarRef& v, PyRef* meta_value);
+  std::optional<ir::Literal> literal_of(PyObject* obj) const;
+  ir::Device infer_device(PyObject* callable, const std::vector<VarRef>& args,
+                          const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
+
+  std::unordered_map<std::string, VarRef> by_source_;
+  std::map<std::pair<PyObject*, std::string>, VarRef> attr_overlay_;
+  std::map<std::pair<PyObject*, std::string>, VarRef> global_overlay_;
+  std::unordered_map<ir::ValueId, int> output_index_;
+  std::vector<ir::ValueId> outputs_;
+};
+
+}  // namespace ember::frontend

@@ -1,0 +1,71 @@
+// Var constructors and descriptions.
+#include "frontend/interp/variables.h"
+
+namespace ember::frontend {
+
+VarRef make_object(PyRef obj, SourceRef source) {
+  auto v = std::make_shared<ObjectVar>(std::move(obj));
+  v->source = std::move(source);
+  return v;
+}
+
+VarRef make_tuple(std::vector<VarRef> items) { return std::make_shared<SequenceVar>(VarKind::Tuple, std::move(items)); }
+
+VarRef make_list(std::vector<VarRef> items) { return std::make_shared<SequenceVar>(VarKind::List, std::move(items)); }
+
+int DictVar::find(PyObject* key) const {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].get() == key) return static_cast<int>(i);
+    int r = PyObject_RichCompareBool(keys[i].get(), key, Py_EQ);
+    if (r < 0) {
+      PyErr_Clear();
+      continue;
+    }
+    if (r) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string describe(const Var& v) {
+  switch (v.kind) {
+    case VarKind::Null:
+      return "NULL";
+    case VarKind::Object: {
+      PyObject* o = static_cast<const ObjectVar&>(v).obj.get();
+      std::string s = std::string(Py_TYPE(o)->tp_name);
+      PyObject* r = PyObject_Repr(o);
+      if (r) {
+        const char* c = PyUnicode_AsUTF8(r);
+        if (c && std::string(c).size() <= 60) s += " " + std::string(c);
+        Py_DECREF(r);
+      }
+      PyErr_Clear();
+      return s;
+    }
+    case VarKind::Tensor:
+      return "tensor " + static_cast<const TensorVar&>(v).type.str();
+    case VarKind::Tuple:
+      return "tuple[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
+    case VarKind::List:
+      return "list[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
+    case VarKind::Dict:
+      return "dict[" + std::to_string(static_cast<const DictVar&>(v).keys.size()) + "]";
+    case VarKind::Function:
+      return "function made in the trace";
+    case VarKind::BoundMethod:
+      return "bound method";
+    case VarKind::Cell:
+      return "cell";
+    case VarKind::Iterator:
+      return "iterator";
+    case VarKind::Super:
+      return "super()";
+    case VarKind::GradMode:
+      return "grad-mode context";
+    case VarKind::GradModeExit:
+      return "grad-mode exit";
+  }
+  return "value";
+}
+
+}  // namespace ember::frontend

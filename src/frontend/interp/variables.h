@@ -1,0 +1,143 @@
+// The abstract values of the symbolic interpreter ("variables").
+//
+// Each Python value the traced code handles is a Var: a tensor (a graph value with its metadata),
+// a Python object known at trace time (constants, modules, functions, classes, user objects),
+// a container of Vars built or read by the trace, a function made by the trace (lambdas,
+// closures), a bound method, a closure cell, an iterator, a super() proxy or a grad-mode context.
+// A Var read from the frame remembers its Source, so guards can check it on later calls and the
+// runtime can read it again (tensors become graph inputs through their source).
+//
+// Vars are shared (`VarRef`): `y = x` copies the reference, so an in-place op that moves a tensor
+// Var to its new graph value is seen through every alias, as in Python.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/pyref.h"
+#include "frontend/source.h"
+#include "ir/graph.h"
+
+namespace ember::frontend {
+
+struct Var;
+using VarRef = std::shared_ptr<Var>;
+
+enum class VarKind : uint8_t {
+  Null,         // the NULL a call sequence pushes
+  Object,       // a real Python object (constant or not), maybe with a source
+  Tensor,       // a graph value
+  Tuple,
+  List,
+  Dict,
+  Function,     // a function made by MAKE_FUNCTION during the trace
+  BoundMethod,  // self + function (user method, or a torch method descriptor)
+  Cell,         // a closure cell
+  Iterator,     // a materialized iterator over Vars
+  Super,        // super() proxy
+  GradMode,     // torch.no_grad() / enable_grad() / set_grad_enabled(b) context
+  GradModeExit, // the bound __exit__ of an entered GradMode context
+};
+
+struct Var {
+  explicit Var(VarKind k) : kind(k) {}
+  virtual ~Var() = default;
+  const VarKind kind;
+  SourceRef source;  // where the frame holds this value; null if the trace made it
+
+  template <class T>
+  T& as() {
+    return static_cast<T&>(*this);
+  }
+};
+
+struct NullVar : Var {
+  NullVar() : Var(VarKind::Null) {}
+};
+
+struct ObjectVar : Var {
+  explicit ObjectVar(PyRef o) : Var(VarKind::Object), obj(std::move(o)) {}
+  PyRef obj;
+};
+
+struct TensorVar : Var {
+  TensorVar() : Var(VarKind::Tensor) {}
+  ir::ValueId value = -1;
+  ir::TensorType type;
+  PyRef meta;     // a meta-device tensor with the same dtype, sizes, strides and requires_grad
+  PyRef py_type;  // the Python type (torch.Tensor, nn.Parameter, a subclass)
+};
+
+// Tuple and List share the item vector; a List built by the trace may be mutated, a List read
+// from the frame may not (that would be a side effect on the caller's object).
+struct SequenceVar : Var {
+  SequenceVar(VarKind k, std::vector<VarRef> xs) : Var(k), items(std::move(xs)) {}
+  std::vector<VarRef> items;
+  PyRef named_type;  // a namedtuple / torch.Size type to rebuild, or null for plain tuple/list
+};
+
+struct DictVar : Var {
+  DictVar() : Var(VarKind::Dict) {}
+  std::vector<PyRef> keys;  // constant keys, insertion order
+  std::vector<VarRef> values;
+  int find(PyObject* key) const;  // -1 if absent; may set a Python error on unhashable keys
+};
+
+struct FunctionVar : Var {
+  FunctionVar() : Var(VarKind::Function) {}
+  PyRef code;
+  PyRef globals;
+  SourceRef globals_source;  // a source for `globals` when it is not the frame's globals
+  PyRef name, qualname;
+  std::vector<VarRef> defaults;
+  std::shared_ptr<DictVar> kwdefaults;  // may be null
+  std::vector<VarRef> closure;          // CellVars
+};
+
+struct BoundMethodVar : Var {
+  BoundMethodVar(VarRef s, VarRef f) : Var(VarKind::BoundMethod), self(std::move(s)), func(std::move(f)) {}
+  VarRef self;
+  VarRef func;
+};
+
+struct CellVar : Var {
+  CellVar() : Var(VarKind::Cell) {}
+  VarRef contents;      // null while empty (or not yet read from `real`)
+  PyRef real;           // a cell of the real function's closure, read lazily through `source`
+};
+
+struct IteratorVar : Var {
+  explicit IteratorVar(std::vector<VarRef> xs) : Var(VarKind::Iterator), items(std::move(xs)) {}
+  std::vector<VarRef> items;
+  size_t position = 0;
+};
+
+struct SuperVar : Var {
+  SuperVar(PyRef c, VarRef s) : Var(VarKind::Super), cls(std::move(c)), self(std::move(s)) {}
+  PyRef cls;  // lookups start after this class in type(self).__mro__
+  VarRef self;
+};
+
+struct GradModeVar : Var {
+  explicit GradModeVar(bool e) : Var(VarKind::GradMode), enabled(e) {}
+  bool enabled;
+};
+
+struct GradModeExitVar : Var {
+  explicit GradModeExitVar(bool p) : Var(VarKind::GradModeExit), previous(p) {}
+  bool previous;
+};
+
+inline VarRef make_null() { return std::make_shared<NullVar>(); }
+VarRef make_object(PyRef obj, SourceRef source = nullptr);
+VarRef make_tuple(std::vector<VarRef> items);
+VarRef make_list(std::vector<VarRef> items);
+
+// A short description for messages: "tensor f32[4, 8]", "int 3", "list[2]", "function foo".
+std::string describe(const Var& v);
+
+}  // namespace ember::frontend

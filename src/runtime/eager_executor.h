@@ -1,0 +1,56 @@
+// The eager executor: runs a graph node by node through torch, driven from C++.
+//
+// It is the "eager" backend, the reference for testing capture, and (until code generation
+// lands) what backend="ember" runs. Each node calls its torch callable with the node's arguments;
+// literal arguments are converted to Python objects once, at construction. Values are released
+// after their last use, as eager PyTorch would release them.
+#pragma once
+
+#include <Python.h>
+
+#include <functional>
+#include <vector>
+
+#include "frontend/pyref.h"
+#include "ir/graph.h"
+
+namespace ember::runtime {
+
+class EagerExecutor {
+ public:
+  using LiteralToPython = std::function<PyRef(const ir::Literal&)>;
+  // `callables[i]` is the callable of graph node i.
+  EagerExecutor(const ir::Graph& graph, const std::vector<PyRef>& callables, const LiteralToPython& convert);
+
+  // Runs the graph on `inputs` (borrowed, one per graph input). On success fills `outputs` with
+  // new references (one per graph output) and returns true; on failure returns false with the
+  // Python error set and every intermediate released.
+  bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const;
+
+ private:
+  struct ArgTemplate {
+    enum class Kind : uint8_t { Const, Slot, Tuple, List } kind = Kind::Const;
+    PyRef constant;
+    int slot = -1;
+    std::vector<ArgTemplate> items;
+  };
+  struct Step {
+    PyRef callable;
+    std::vector<ArgTemplate> args;  // positional, then keyword values
+    PyRef kwnames;                  // tuple of keyword names, or null
+    size_t npositional = 0;
+    ir::Node::ResultForm form = ir::Node::ResultForm::Single;
+    std::vector<int> results;
+    std::vector<int> release_after;  // values whose last use is this step
+  };
+
+  static ArgTemplate make_template(const ir::Arg& arg, const LiteralToPython& convert);
+  static PyObject* build(const ArgTemplate& t, PyObject* const* env, bool* owned);
+
+  std::vector<Step> steps_;
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  size_t num_values_ = 0;
+};
+
+}  // namespace ember::runtime

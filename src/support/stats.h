@@ -1,0 +1,24 @@
+// Process-wide counters behind ember.stats(): observability only (never configuration), reset by
+// ember.reset(). Updated with the GIL held.
+#pragma once
+
+#include <cstdint>
+
+namespace ember {
+
+struct Stats {
+  uint64_t frames_compiled = 0;  // frames traced into a graph
+  uint64_t cache_hits = 0;
+  uint64_t recompiles = 0;
+  uint64_t graph_breaks = 0;
+  uint64_t eager_frames = 0;     // frames the compiler declined (they run eagerly)
+  uint64_t kernels_compiled = 0;
+  uint64_t codegen_failures = 0;
+  uint64_t graphs = 0;           // graphs built
+  uint64_t ops_captured = 0;     // graph nodes built
+  double trace_seconds = 0;      // time spent tracing
+};
+
+Stats& stats();
+
+}  // namespace ember
