@@ -5,9 +5,10 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-# CPython 3.12 and 3.13 run the bytecode tests; found through pyenv when they are not on PATH.
-PY312 ?= $(shell command -v python3.12 2>/dev/null || ls $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | tail -n1)
-PY313 ?= $(shell command -v python3.13 2>/dev/null || ls $$HOME/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | tail -n1)
+# CPython 3.12 and 3.13 run the bytecode tests: a pyenv install first (a pyenv shim on PATH exists
+# but fails when that version is not the active one), else whatever PATH offers.
+PY312 ?= $(or $(lastword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12)),$(shell command -v python3.12))
+PY313 ?= $(or $(lastword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13)),$(shell command -v python3.13))
 JOBS ?= $(shell nproc)
 PYTEST_ARGS ?=
 

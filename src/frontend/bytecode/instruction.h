@@ -42,13 +42,30 @@ struct ExceptionTableEntry {
 struct DecodedCode {
   std::vector<Instruction> instructions;
   std::vector<ExceptionTableEntry> exception_table;
-  // Index of the first instruction at or after a byte offset (for resume points and line lookups).
+  // For each 2-byte code unit: the instruction it belongs to (EXTENDED_ARG prefix or opcode unit),
+  // or, for an inline CACHE unit, the instruction after it (instructions.size() at the end).
+  std::vector<int32_t> unit_index;
+  // Index of the instruction at a byte offset: one that starts there, or whose opcode unit is there
+  // (a frame's last instruction points past EXTENDED_ARG prefixes); else the first one after it.
+  // Offsets at or past the end give instructions.size().
   int32_t index_at_offset(uint32_t offset) const;
 };
 
-// Decodes `code`. Throws std::runtime_error for malformed bytecode (never for unknown opcodes,
-// which decode as Opcode::Unsupported with their name).
+// Decodes `code`. Needs the GIL. Throws std::runtime_error for malformed bytecode and for a CPython
+// other than 3.11-3.13 (never for unknown opcodes, which decode as Opcode::Unsupported with their name).
 DecodedCode decode(PyCodeObject* code);
+
+// How one opcode number of the running interpreter decodes: the kind it usually becomes (FORMAT_VALUE,
+// LOAD_ATTR, CALL_INTRINSIC_1 and the fused ops may become others, see docs/bytecode.md) and the
+// name of the decoding rule. For diagnostics and coverage tests; every opcode in `opcode.opmap` has one.
+struct OpcodeInfo {
+  int number = 0;
+  const char* name = "";  // CPython's name, or "<opcode N>" for numbers the interpreter does not define
+  Opcode op = Opcode::Unsupported;
+  const char* rule = "";
+  int caches = 0;         // inline CACHE units that follow the opcode
+};
+std::vector<OpcodeInfo> opcode_table();
 
 // The facts about the running CPython that the interpreter needs as data.
 struct VersionTraits {
