@@ -24,6 +24,8 @@ class Compiler : public FrameCompiler {
   // `listener(event: str, info: dict)`; `unsupported_error`: the ember.Unsupported class.
   Compiler(CompileOptions options, TorchTable table, PyObject* listener, PyObject* unsupported_error);
   ~Compiler() override;
+  Compiler(const Compiler&) = delete;
+  Compiler& operator=(const Compiler&) = delete;
 
   std::unique_ptr<CacheEntry> compile(const FrameView& frame, bool* error) override;
   void on_cache_limit(PyCodeObject* code, const std::string& guard) override;

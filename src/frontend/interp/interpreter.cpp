@@ -656,12 +656,16 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::ConvertValue: {
-      VarRef v = pop();
-      PyObject* c = Trace::as_constant(*v);
-      if (!c) unsupported("formatting a value that is not a constant: " + describe(*v));
-      PyObject* r = ins.arg == 1 ? PyObject_Str(c) : ins.arg == 2 ? PyObject_Repr(c) : PyObject_ASCII(c);
-      if (!r) throw PythonError();
-      push(trace_.constant(PyRef::steal(r)));
+      // arg2 = 1: the value sits under the format spec (3.11/3.12 FORMAT_VALUE with both).
+      VarRef& slot = peek(ins.arg2 + 1);
+      PyRef c = Trace::materialize(*slot);
+      if (!c) unsupported("formatting a value that is not a constant: " + describe(*slot));
+      PyObject* r = ins.arg == 1 ? PyObject_Str(c.get()) : ins.arg == 2 ? PyObject_Repr(c.get()) : PyObject_ASCII(c.get());
+      if (!r) {
+        PyErr_Clear();
+        unsupported("str()/repr() of a constant raised an exception");
+      }
+      slot = trace_.constant(PyRef::steal(r));
       return;
     }
     case Opcode::ImportName: {

@@ -35,6 +35,9 @@ struct CodeInfo {
 
 class CodeInfoCache {
  public:
+  CodeInfoCache() = default;
+  CodeInfoCache(const CodeInfoCache&) = delete;
+  CodeInfoCache& operator=(const CodeInfoCache&) = delete;
   const CodeInfo& get(PyCodeObject* code);
 
  private:

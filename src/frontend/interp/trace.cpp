@@ -58,9 +58,9 @@ ir::TensorType meta_type(PyObject* t) {
   if (!dt) throw Unsupported("tensor of dtype " + name);
   type.dtype = *dt;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i)
-    type.sizes.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
+    type.sizes.push_back(static_cast<int64_t>(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i))));
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(stride.get()); ++i)
-    type.strides.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(stride.get(), i)));
+    type.strides.push_back(static_cast<int64_t>(PyLong_AsLongLong(PyTuple_GET_ITEM(stride.get(), i))));
   type.requires_grad = rg.get() == Py_True;
   return type;
 }

@@ -1,0 +1,219 @@
+"""Ember's public API: compile, explain, stats, reset, disable, Unsupported (DESIGN.md)."""
+import dataclasses
+import functools
+import logging
+import threading
+import warnings
+
+from . import options as _options
+
+_log = logging.getLogger("ember")
+
+
+class Unsupported(RuntimeError):
+    """Raised under fullgraph=True when a frame cannot be captured; names the reason and the line."""
+
+
+def _core():
+    from . import _C
+    return _C
+
+
+# ---------------------------------------------------------------------------------------------
+# Events from the C++ compiler: logging (EMBER_LOGS) and collection for explain().
+
+_collectors = threading.local()
+_logged_once = set()
+_warned_limit = set()
+
+
+def _ensure_log_handler():
+    if _log.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[ember:%(name)s] %(message)s"))
+    _log.addHandler(handler)
+    _log.setLevel(logging.INFO)
+
+
+def _listener(event, info):
+    for collector in getattr(_collectors, "stack", ()):
+        collector.append((event, info))
+    channels = _options.log_channels()
+    if channels:
+        _ensure_log_handler()
+    if event == "compile":
+        if "graph" in channels:
+            _log.getChild("graph").info("graph for %s (%s:%s):\n%s", info["code"], info["filename"], info["lineno"],
+                                        info["graph"])
+        if "guards" in channels:
+            _log.getChild("guards").info("guards for %s:\n%s", info["code"], info["guards"])
+        if "perf" in channels:
+            _log.getChild("perf").info("traced %s: %d ops in %.2f ms", info["code"], info["ops"],
+                                       info["seconds"] * 1e3)
+    elif event == "fallback":
+        key = (info["filename"], info["lineno"], info["reason"])
+        if ("fallbacks" in channels or "graph_breaks" in channels) and key not in _logged_once:
+            _logged_once.add(key)
+            _log.getChild("fallbacks").info("%s runs eagerly: %s (%s:%s)", info["code"], info["reason"],
+                                            info["filename"], info["lineno"])
+    elif event == "recompile":
+        if "recompiles" in channels:
+            _log.getChild("recompiles").info("recompiling %s: guard failed: %s", info["code"], info["guard"])
+    elif event == "cache_limit":
+        key = (info["filename"], info["lineno"])
+        if key not in _warned_limit:
+            _warned_limit.add(key)
+            warnings.warn(
+                f"ember: {info['code']} ({info['filename']}:{info['lineno']}) was recompiled {info['limit']} times "
+                f"and now runs eagerly; the guard that kept failing: {info['guard']}", stacklevel=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# compile
+
+def _new_compiler(backend, mode, dynamic, fullgraph, options):
+    from .ops import table
+    opts = _options.compile_options(backend, mode, dynamic, fullgraph, options)
+    return _core().Compiler(opts, table, _listener, Unsupported)
+
+
+def _compiled_callable(fn, compiler):
+    C = _core()
+    compiled = C.CompiledFunction(fn, compiler)
+    try:
+        functools.update_wrapper(compiled, fn)
+    except (AttributeError, TypeError):
+        pass
+    return compiled
+
+
+def _make_optimized_module_class():
+    import torch
+
+    class OptimizedModule(torch.nn.Module):
+        """A module whose calls run compiled; attributes and state come from the original."""
+
+        def __init__(self, mod, compiled):
+            super().__init__()
+            self._orig_mod = mod
+            object.__setattr__(self, "_ember_compiled", compiled)
+
+        def __call__(self, *args, **kwargs):
+            return self._ember_compiled(*args, **kwargs)
+
+        def forward(self, *args, **kwargs):
+            return self._ember_compiled(*args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._modules["_orig_mod"], name)
+
+    return OptimizedModule
+
+
+_optimized_module_class = None
+
+
+def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
+    """Compile a function or an nn.Module (like torch.compile); usable as a decorator."""
+    if model is None:
+        return functools.partial(compile, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph,
+                                 options=options)
+    if not callable(model):
+        raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
+    compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
+    import torch
+    if isinstance(model, torch.nn.Module):
+        global _optimized_module_class
+        if _optimized_module_class is None:
+            _optimized_module_class = _make_optimized_module_class()
+        return _optimized_module_class(model, _core().CompiledFunction(model, compiler))
+    return _compiled_callable(model, compiler)
+
+
+# ---------------------------------------------------------------------------------------------
+# explain, stats, reset, disable
+
+@dataclasses.dataclass
+class BreakReason:
+    reason: str
+    filename: str
+    lineno: int
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list
+    op_count: int
+    graphs: list
+    guards: list
+    compile_seconds: float = 0.0
+
+    def __str__(self):
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {self.op_count}"]
+        for r in self.break_reasons:
+            lines.append(f"Break: {r.reason} ({r.filename}:{r.lineno})")
+        for g in self.graphs:
+            lines.append(g)
+        return "\n".join(lines)
+
+
+def explain(fn, **compile_kwargs):
+    """explain(fn)(*args, **kwargs) compiles fn afresh, runs it once and reports what was captured."""
+
+    def run(*args, **kwargs):
+        events = []
+        stack = getattr(_collectors, "stack", None)
+        if stack is None:
+            stack = _collectors.stack = []
+        stack.append(events)
+        try:
+            compile(fn, **compile_kwargs)(*args, **kwargs)
+        finally:
+            stack.remove(events)
+        compiles = [info for event, info in events if event == "compile"]
+        breaks = [BreakReason(info["reason"], info["filename"], info["lineno"])
+                  for event, info in events if event == "fallback"]
+        return ExplainOutput(
+            graph_count=len(compiles),
+            graph_break_count=len(breaks),
+            break_reasons=breaks,
+            op_count=sum(info["ops"] for info in compiles),
+            graphs=[info["graph"] for info in compiles],
+            guards=[info["guards"] for info in compiles],
+            compile_seconds=sum(info["seconds"] for info in compiles),
+        )
+
+    return run
+
+
+def stats():
+    """Counters since the last ember.reset()."""
+    return dict(_core().stats())
+
+
+def reset():
+    """Forget every compiled frame and zero the counters."""
+    C = _core()
+    C.clear_all_caches()
+    C.reset_stats()
+    _logged_once.clear()
+    _warned_limit.clear()
+
+
+def disable(fn):
+    """Run `fn` without compiling it or anything it calls."""
+    C = _core()
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return C.call_disabled(fn, args, kwargs)
+
+    wrapper._ember_disabled = True
+    return wrapper

@@ -1,0 +1,313 @@
+"""The table of torch callables: how Ember's interpreter treats each callable it meets.
+
+`classify(fn)` answers with a pair (kind, detail); the C++ interpreter memoizes it per callable.
+Kinds: "core" (a core op of src/ir/ops.def; detail = op name), "torch" (a graph node naming the
+callable), "query" (a Tensor method answered from metadata), "factory" (a node even without tensor
+arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
+interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
+"is_grad_enabled", "constant" (detail = the value it always returns), "unsupported" (detail = why).
+"""
+import builtins
+import math
+import operator
+import os
+import sys
+import sysconfig
+import types
+
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------------------------
+# Core ops (src/ir/ops.def): name -> the torch target the op table names.
+
+def _resolve(path):
+    obj = sys.modules[path.split(".")[0]]
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _core_targets():
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "ops.def"),
+                  os.path.join(os.path.dirname(os.path.dirname(here)), "src", "ir", "ops.def")]
+    for path in candidates:
+        if os.path.exists(path):
+            break
+    else:
+        raise ImportError("ember: the op table ops.def was not found next to the package")
+    targets = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("EMBER_OP("):
+                parts = [p.strip().strip('"') for p in line[len("EMBER_OP("):-1].split(",")]
+                targets[parts[1]] = parts[2]
+    return targets
+
+
+CORE_TARGETS = _core_targets()
+op_callables = {name: _resolve(target) for name, target in CORE_TARGETS.items()}
+
+# Callables with the core op's semantics and argument order: the target itself, and the Tensor
+# method of the same name (self first).
+_core_by_callable = {}
+for _name, _fn in op_callables.items():
+    _core_by_callable[_fn] = _name
+    _method = getattr(torch.Tensor, _name, None)
+    if _method is not None and _name not in ("view", "expand", "contiguous"):
+        _core_by_callable.setdefault(_method, _name)
+
+# ---------------------------------------------------------------------------------------------
+# Other tables
+
+# Tensor methods whose result is metadata, answered at trace time from the meta tensor.
+TENSOR_QUERIES = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "is_floating_point",
+    "is_complex", "element_size", "is_signed", "get_device", "storage_offset", "is_inference",
+    "is_nested", "is_sparse", "has_names", "__len__",
+})
+
+FACTORIES = {
+    torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.linspace, torch.logspace,
+    torch.eye, torch.rand, torch.randn, torch.randint, torch.randperm, torch.tensor, torch.as_tensor,
+    torch.empty_strided, torch.scalar_tensor, torch.zeros_like, torch.ones_like, torch.full_like,
+    torch.empty_like, torch.rand_like, torch.randn_like, torch.randint_like,
+}
+
+# Functions that only read metadata or compute on Python values: folded at trace time.
+PURE_TORCH = {
+    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype, torch.finfo,
+    torch.iinfo, torch.Size, torch.device, torch.dtype, torch.numel, torch.promote_types,
+    torch.result_type, torch.can_cast, torch.is_storage,
+}
+
+CONSTANTS = [
+    ("torch.compiler.is_compiling", True),
+    ("torch.compiler.is_dynamo_compiling", True),
+    ("torch.jit.is_scripting", False),
+    ("torch.jit.is_tracing", False),
+    ("torch._jit_internal.is_scripting", False),
+    ("torch._C._get_tracing_state", None),
+    ("torch.overrides.has_torch_function", False),
+    ("torch.overrides.has_torch_function_unary", False),
+    ("torch.overrides.has_torch_function_variadic", False),
+    ("torch._C._has_torch_function", False),
+    ("torch._C._has_torch_function_unary", False),
+    ("torch._C._has_torch_function_variadic", False),
+]
+_constants = {}
+for _path, _value in CONSTANTS:
+    try:
+        _constants[_resolve(_path)] = _value
+    except AttributeError:
+        pass
+
+BUILTIN_NAMES = (
+    "len", "isinstance", "issubclass", "getattr", "hasattr", "setattr", "type", "range", "enumerate", "zip",
+    "reversed", "sorted", "list", "tuple", "dict", "min", "max", "abs", "sum", "any", "all", "int", "float",
+    "bool", "str", "iter", "next", "callable", "super", "map", "round", "divmod", "pow", "hash", "repr",
+    "format", "slice", "print", "id", "chr", "ord", "frozenset", "set",
+)
+_builtins = {getattr(builtins, n): n for n in BUILTIN_NAMES}
+
+# Modules whose Python functions are graph nodes as a whole (torch's functional API).
+GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
+
+inplace_callables = {getattr(operator, "i" + n) for n in (
+    "add", "and", "floordiv", "lshift", "matmul", "mul", "mod", "or", "pow", "rshift", "sub", "truediv", "xor")}
+inplace_callables.add(operator.setitem)
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+_STDLIB_MODULES = set(sys.stdlib_module_names)
+
+# Public names of torch callables, for readable IR ("torch.add", not "torch._C._VariableFunctions.add").
+_public_names = {}
+
+
+def _index_public(prefix, namespace):
+    for attr in dir(namespace):
+        try:
+            obj = getattr(namespace, attr)
+        except Exception:
+            continue
+        if callable(obj):
+            try:
+                _public_names.setdefault(obj, f"{prefix}.{attr}")
+            except TypeError:
+                pass
+
+
+_index_public("torch.nn.functional", F)
+_index_public("torch", torch)
+_index_public("torch.Tensor", torch.Tensor)
+_index_public("operator", operator)
+_index_public("math", math)
+
+
+def qualname(fn):
+    try:
+        name = _public_names.get(fn)
+    except TypeError:
+        name = None
+    if name:
+        return name
+    if isinstance(fn, types.ModuleType):
+        return fn.__name__
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        return "torch.Tensor." + fn.__name__
+    if isinstance(fn, operator.attrgetter):
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    if module == "_operator":
+        module = "operator"
+    qn = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if module and qn:
+        return f"{module}.{qn}"
+    return repr(fn)
+
+
+def _module_of(fn):
+    module = getattr(fn, "__module__", None)
+    if isinstance(module, str):
+        return module
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None:
+        return getattr(objclass, "__module__", "") or ""
+    self = getattr(fn, "__self__", None)
+    if isinstance(self, types.ModuleType):
+        return self.__name__
+    return ""
+
+
+def _is_torch_module_name(name):
+    return name == "torch" or name.startswith("torch.")
+
+
+def _is_stdlib_module_name(name):
+    return name.split(".")[0].lstrip("_") in _STDLIB_MODULES or name.split(".")[0] in _STDLIB_MODULES
+
+
+def _file_of(fn):
+    code = getattr(fn, "__code__", None)
+    return os.path.abspath(code.co_filename) if code is not None else ""
+
+
+def classify(fn):
+    try:
+        return _classify(fn)
+    except Exception as e:  # a callable whose attributes raise: never let that escape the trace
+        return ("unsupported", f"call to {fn!r} ({type(e).__name__} while inspecting it)")
+
+
+def _classify(fn):
+    if getattr(fn, "_ember_disabled", False):
+        return ("unsupported", f"call to {qualname(fn)}, which is marked ember.disable()")
+    if isinstance(fn, types.ModuleType):
+        name = fn.__name__
+        if _is_torch_module_name(name) or _is_stdlib_module_name(name):
+            return ("pure", "")
+        return ("unsupported", f"module {name}")
+    if fn is torch.no_grad or fn is torch.enable_grad or fn is torch.set_grad_enabled:
+        return ("grad_mode", "")
+    if fn is torch.is_grad_enabled:
+        return ("is_grad_enabled", "")
+    try:
+        if fn in _constants:
+            return ("constant", _constants[fn])
+        if fn in _core_by_callable:
+            return ("core", _core_by_callable[fn])
+        if fn in _builtins:
+            return ("builtin", _builtins[fn])
+        if fn in FACTORIES:
+            return ("factory", qualname(fn))
+        if fn in PURE_TORCH:
+            return ("pure", "")
+    except TypeError:  # unhashable callable
+        pass
+    module = _module_of(fn)
+    if module in ("_operator", "operator") and not isinstance(fn, type):
+        return ("operator", fn.__name__)
+    if module == "math":
+        return ("pure", "")
+    if isinstance(fn, operator.attrgetter):
+        return ("torch", "")
+    objclass = getattr(fn, "__objclass__", None)
+    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+        if fn.__name__ in TENSOR_QUERIES:
+            return ("query", fn.__name__)
+        if fn.__name__ in ("item", "tolist", "numpy", "data_ptr", "__bool__", "__int__", "__float__",
+                           "__index__", "backward", "register_hook", "untyped_storage", "storage"):
+            return ("unsupported", f"Tensor.{fn.__name__}() needs real data (data-dependent)")
+        return ("torch", "")
+    if isinstance(fn, types.FunctionType):
+        if getattr(fn, "__name__", "") in TENSOR_QUERIES and module == "torch._tensor":
+            return ("query", fn.__name__)
+        path = _file_of(fn)
+        if _is_torch_module_name(module) or path.startswith(_TORCH_DIR):
+            if module.startswith(GRAPH_MODULES):
+                return ("torch", "")
+            if module.startswith("torch.nn.modules."):
+                return ("inline", "")
+            return ("unsupported", f"call to {qualname(fn)} (torch internals that Ember does not trace)")
+        if path.startswith(_EMBER_DIR):
+            return ("unsupported", f"call to Ember's own {qualname(fn)}")
+        if path.startswith(_STDLIB_DIRS) and "site-packages" not in path:
+            return ("unsupported", f"call to the standard library's {qualname(fn)}")
+        return ("inline", "")
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                       types.WrapperDescriptorType, types.MethodWrapperType)):
+        self = getattr(fn, "__self__", None)
+        if _is_torch_module_name(module) or isinstance(self, torch._C.TensorBase):
+            return ("torch", "")
+        if isinstance(self, (str, bytes, int, float, complex, tuple, frozenset, type(None))):
+            return ("pure", "")  # a method of an immutable constant: "{}".format, (1, 2).index
+        if _is_stdlib_module_name(module):
+            return ("pure", "") if module in ("math", "cmath") else (
+                "unsupported", f"call to {qualname(fn)}")
+        return ("unsupported", f"call to {qualname(fn)} (a C function Ember does not know)")
+    if isinstance(fn, type):
+        if issubclass(fn, torch.nn.Module):
+            return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
+        return ("unsupported", f"constructing an instance of {fn.__module__}.{fn.__qualname__}")
+    call = getattr(type(fn), "__call__", None)
+    if isinstance(call, types.FunctionType) and not _file_of(call).startswith(_TORCH_DIR):
+        return ("inline", "")
+    return ("unsupported", f"call to {qualname(fn)}")
+
+
+def make_meta(sizes, strides, dtype, requires_grad):
+    t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+class TorchTable:
+    """The object the C++ TorchTable reads its fields from (src/frontend/interp/torch_table.h)."""
+
+    torch = torch
+    tensor_type = torch.Tensor
+    module_type = torch.nn.Module
+    module_list_type = torch.nn.ModuleList
+    sequential_type = torch.nn.Sequential
+    module_dict_type = torch.nn.ModuleDict
+    size_type = torch.Size
+    dtype_type = torch.dtype
+    device_type = torch.device
+    no_grad_type = torch.no_grad
+    enable_grad_type = torch.enable_grad
+    set_grad_enabled_type = torch.set_grad_enabled
+    set_grad_enabled_fn = torch._C._set_grad_enabled
+    inplace_callables = inplace_callables
+    op_callables = op_callables
+    qualname = staticmethod(qualname)
+    classify = staticmethod(classify)
+    make_meta = staticmethod(make_meta)
+
+
+table = TorchTable()
