@@ -201,7 +201,11 @@ class GraphParser {
     at = pos_;
     while (pos_ < text_.size() && (is_name_char(text_[pos_]) || text_[pos_] == ':')) ++pos_;
     std::string_view dev = text_.substr(at, pos_ - at);
-    if (dev.empty()) fail("expected a device (cpu, cuda:0, ...) after the strides, found " + found());
+    // Keywords are never devices: `f32[4]{1}` followed by `return` lacks its device.
+    if (dev.empty() || dev == "return" || dev == "grad" || dev == "torch") {
+      pos_ = at;
+      fail("expected a device (cpu, cuda:0, ...) after the strides, found " + found());
+    }
     auto device = device_from_string(dev);
     if (!device) fail_at("invalid device '" + std::string(dev) + "'", at);
     t.device = *device;
@@ -407,6 +411,7 @@ class GraphParser {
     call_args(node);
 
     std::vector<TensorType> types;
+    size_t call_end = pos_;
     size_t colon_at = (skip_space(), pos_);
     if (consume(':')) {
       std::string_view w = word();
@@ -429,7 +434,7 @@ class GraphParser {
       }
     } else {
       node.result_form = Node::ResultForm::None;
-      if (!results.empty()) fail_at("expected ':' and the result types after the call", colon_at);
+      if (!results.empty()) fail_at("expected ':' and the result types after the call", call_end);
     }
     for (size_t i = 0; i < results.size(); ++i) {
       define(results[i].first, std::move(types[i]), node.id, results[i].second);

@@ -117,6 +117,15 @@ class Verifier {
       report(who + ": the first argument of " + op.name + " must be a tensor operand (%N)");
   }
 
+  // The first argument an in-place op writes: a tensor, or tensors (the _foreach_*_ ops).
+  static bool writes_tensors(const Node& n) {
+    if (n.args.empty()) return false;
+    const Arg& first = n.args[0];
+    if (first.kind == Arg::Kind::Value) return true;
+    return (first.kind == Arg::Kind::List || first.kind == Arg::Kind::Tuple) && !first.items.empty() &&
+           std::all_of(first.items.begin(), first.items.end(), [](const Arg& x) { return x.kind == Arg::Kind::Value; });
+  }
+
   void check_node(const Node& n) {
     std::string who = "node " + std::to_string(n.id) + " (" +
                       (n.op == Op::TorchCall ? "torch \"" + n.target + "\"" : std::string(op_info(n.op).name)) + ")";
@@ -126,8 +135,8 @@ class Verifier {
     for (size_t i = 0; i < n.args.size(); ++i) check_uses(n.args[i], "argument " + std::to_string(i), who);
     for (const auto& [name, a] : n.kwargs) check_uses(a, "keyword argument " + name, who);
     if (n.op != Op::TorchCall) check_arity(n, who);
-    if (n.mutates_first_arg() && (n.args.empty() || n.args[0].kind != Arg::Kind::Value))
-      report(who + ": an in-place op writes its first argument, which must be a tensor (%N)");
+    if (n.mutates_first_arg() && !writes_tensors(n))
+      report(who + ": an in-place op writes its first argument, which must be a tensor (%N) or a list of them");
 
     switch (n.result_form) {
       case Node::ResultForm::Single:
