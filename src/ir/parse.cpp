@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <cstdio>
 #include <map>
 
 #include "ir/graph.h"
@@ -18,6 +19,15 @@ namespace {
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+// A character for an error message; bytes outside ASCII are shown by value, since a lone byte of
+// a UTF-8 sequence would make the message itself invalid text.
+std::string quoted_char(char c) {
+  unsigned char u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return "'" + std::string(1, c) + "'";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
+  return buf;
+}
 // Ids index a vector, so an absurd id in the text must not allocate gigabytes.
 constexpr ValueId kMaxValueId = (1 << 24) - 1;
 }  // namespace
@@ -96,7 +106,7 @@ class GraphParser {
     if (pos_ >= text_.size()) return "end of input";
     std::string_view w = word();
     if (!w.empty()) return "'" + std::string(w) + "'";
-    return "'" + std::string(1, text_[pos_]) + "'";
+    return quoted_char(text_[pos_]);
   }
 
   [[noreturn]] void fail(const std::string& message) { fail_at(message, pos_); }
@@ -145,7 +155,7 @@ class GraphParser {
           out += static_cast<char>(byte);
           break;
         }
-        default: fail_at("unknown escape '\\" + std::string(1, e) + "' in a string", pos_ - 2);
+        default: fail_at("unknown escape \\ followed by " + quoted_char(e) + " in a string", pos_ - 2);
       }
     }
   }

@@ -3,7 +3,8 @@
 // Output depends only on the graph (value names are ids, kwargs keep their order), so printing
 // is deterministic. Literals are spelled so that they parse back to the same variant alternative
 // and the same bits: a float always shows '.', 'e', inf or nan, and uses the shortest digits that
-// round-trip (std::to_chars); strings escape quotes, backslashes and control bytes.
+// round-trip (std::to_chars); strings escape quotes, backslashes, control bytes and bytes that
+// are not well-formed UTF-8, so the text is always valid UTF-8.
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -25,23 +26,50 @@ std::string format_float(double v) {
   return s;
 }
 
+// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates)
+// starting at s[i], or 0 if none does.
+size_t utf8_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return byte(k) >= lo && byte(k) <= hi; };
+  unsigned b = byte(0);
+  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    bool second = b == 0xE0 ? cont(1, 0xA0) : b == 0xED ? cont(1, 0x80, 0x9F) : cont(1);
+    return second && cont(2) ? 3 : 0;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    bool second = b == 0xF0 ? cont(1, 0x90) : b == 0xF4 ? cont(1, 0x80, 0x8F) : cont(1);
+    return second && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// Printable ASCII and well-formed UTF-8 stay as they are (the text stays valid UTF-8); every
+// other byte is escaped.
 std::string quote(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          char esc[8];
-          std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(c));
-          out += esc;
-        } else {
-          out += c;  // bytes >= 0x80 (UTF-8) pass through
-        }
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else if (size_t n = u >= 0x80 ? utf8_length(s, i) : 0) {
+      out.append(s.substr(i, n));
+      i += n - 1;
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", u);
+      out += esc;
     }
   }
   return out + "\"";

@@ -5,8 +5,10 @@
 //     its coefficient collected (`2*s0`, not `s0 + s0`); terms sorted by the total order of
 //     their coefficient-free part; a nonzero constant comes last.
 //   - Mul: two or more factors, never a Mul among them; a constant coefficient (never 0 or 1)
-//     comes first, the other factors follow sorted. A constant times a single sum is distributed
-//     (`2*(s0 + 1)` is `2*s0 + 2`) so linear expressions have one spelling.
+//     comes first, the other factors follow sorted. A coefficient is distributed over the first
+//     sum among the factors (`2*(s0 + 1)` is `2*s0 + 2`), so linear expressions have one
+//     spelling and a product with a sum never carries a coefficient (which keeps the printed
+//     form a fixed point of parsing, whatever the association).
 //   - FloorDiv, Mod: Python semantics (round toward -inf; the remainder takes the divisor's sign).
 //   - Max, Min: two operands, sorted (both are commutative).
 // Equal canonical trees are equal expressions; the converse holds for the linear expressions of
@@ -112,14 +114,7 @@ struct ExprBuilder {
   }
 
   static Expr scale(const Expr& rest, int64_t coefficient) {
-    if (coefficient == 1) return rest;
-    std::vector<Expr> factors;
-    factors.push_back(Expr(coefficient));
-    if (rest.kind() == ExprKind::Mul)
-      for (const Expr& f : rest.operands()) factors.push_back(f);
-    else
-      factors.push_back(rest);
-    return node(ExprKind::Mul, std::move(factors));
+    return coefficient == 1 ? rest : mul({Expr(coefficient), rest});
   }
 
   static Expr add(const std::vector<Expr>& terms) {
@@ -176,10 +171,13 @@ struct ExprBuilder {
     }
     if (rest.empty()) return Expr(coefficient);
     std::stable_sort(rest.begin(), rest.end(), less);
-    if (coefficient != 1 && rest.size() == 1 && rest[0].kind() == ExprKind::Add) {
+    auto sum = std::find_if(rest.begin(), rest.end(), [](const Expr& f) { return f.kind() == ExprKind::Add; });
+    if (coefficient != 1 && sum != rest.end()) {
       std::vector<Expr> terms;
-      for (const Expr& t : rest[0].operands()) terms.push_back(mul({Expr(coefficient), t}));
-      return add(terms);
+      for (const Expr& t : sum->operands()) terms.push_back(mul({Expr(coefficient), t}));
+      *sum = add(terms);
+      coefficient = 1;
+      std::stable_sort(rest.begin(), rest.end(), less);
     }
     if (coefficient == 1 && rest.size() == 1) return rest[0];
     if (coefficient != 1) rest.insert(rest.begin(), Expr(coefficient));

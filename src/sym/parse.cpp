@@ -7,6 +7,8 @@
 //   atom  := INT | NAME | ('max' | 'min') '(' sum ',' sum ')' | '(' sum ')'
 // `-` directly before an integer makes a negative literal, so INT64_MIN parses. Everything
 // goes through the simplifying constructors, so the result is canonical whatever the spelling.
+#include <cstdio>
+
 #include "sym/expr.h"
 
 namespace ember::sym {
@@ -21,6 +23,16 @@ namespace {
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+
+// A character for an error message; bytes outside ASCII are shown by value, since a lone byte of
+// a UTF-8 sequence would make the message itself invalid text.
+std::string quoted_char(char c) {
+  unsigned char u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return "'" + std::string(1, c) + "'";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
+  return buf;
+}
 
 class ExprParser {
  public:
@@ -46,7 +58,7 @@ class ExprParser {
   [[noreturn]] void fail(const std::string& reason, size_t at) const { throw ExprParseError(reason, at); }
   std::string found() const {
     if (pos_ >= text_.size()) return "end of text";
-    return "'" + std::string(1, text_[pos_]) + "'";
+    return quoted_char(text_[pos_]);
   }
 
  private:

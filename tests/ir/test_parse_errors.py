@@ -47,6 +47,8 @@ CASES = [
     ("graph @g() {\n", "2:1", "expected an op name"),
     (graph() + "graph @h() {\n  return ()\n}\n", "4:1", "after the end of the graph"),
     (graph(inputs=f"%0: {T4}"), "1:27", "expected a string"),
+    (graph(f'%1 = torch "f"(%0, \u00ef) : {T4}'), "2:22", "found byte 0xc3"),
+    (graph(f'%1 = neg(%0) : f32[s0 \u00ef]{{1}} cpu'), "2:25", "expected ']' after the sizes, found byte 0xc3"),
 ]
 
 
@@ -61,3 +63,33 @@ def test_parse_error_names_line_column(ir, text, location, words):
 
 def test_parse_error_is_a_value_error(ir):
     assert issubclass(ir.ParseError, ValueError)
+
+
+def test_mutated_text_parses_or_fails_cleanly(ir):
+    """Random edits of valid graphs: a ParseError with line:column, or a graph whose printed form
+    parses back to the same text; verify() never fails on what parse() accepts."""
+    import random
+    from .test_roundtrip import ROUND_TRIP
+    seed = 7
+    rng = random.Random(seed)
+    texts = sorted(ROUND_TRIP.values())
+    pieces = list('%@()[]{},:="\\.-+*/ 0123456789aefxz\n') + ["torch", "None", "tuple(", "//", "grad", "...", "\u00e9"]
+    parsed = 0
+    for i in range(3000):
+        text = rng.choice(texts)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(text) + 1)
+            if rng.random() < 0.5:
+                text = text[:at] + rng.choice(pieces) + text[at:]
+            else:
+                text = text[:at] + text[at + rng.randint(1, 4):]
+        try:
+            g = ir.parse(text)
+        except ir.ParseError as e:
+            assert str(e).split(":")[0].isdigit(), f"seed {seed} case {i}: {e}"
+            continue
+        parsed += 1
+        ir.verify(g)
+        printed = ir.print(g)
+        assert ir.print(ir.parse(printed)) == printed, f"seed {seed} case {i}: {text!r}"
+    assert parsed > 50  # the edits must not all be fatal, or this tests only the error path

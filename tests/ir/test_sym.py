@@ -93,3 +93,33 @@ def test_parse_errors_name_the_column(ir, text, column, words):
     assert str(info.value).startswith(f"column {column}: "), str(info.value)
     assert words in str(info.value)
 
+
+
+def _random_expr(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["s0", "s1", "s2", str(rng.randint(-6, 6))])
+    op = rng.choice(["+", "-", "*", "//", "%", "max", "min", "neg"])
+    a = _random_expr(rng, depth - 1)
+    if op == "neg":
+        return f"-({a})"
+    if op in ("//", "%"):  # divisors: nonzero constants or symbols (never 0 below)
+        b = rng.choice(["s0", "s1", str(rng.choice([-4, -3, -2, -1, 1, 2, 3, 4, 6, 8]))])
+        return f"({a}) {op} ({b})"
+    b = _random_expr(rng, depth - 1)
+    if op in ("max", "min"):
+        return f"{op}({a}, {b})"
+    return f"({a}) {op} ({b})"
+
+
+def test_simplification_preserves_value(ir):
+    """Random expressions: the canonical form evaluates (as Python) to the same integer, and is a fixed point."""
+    import random
+    seed = 1234
+    rng = random.Random(seed)
+    for _ in range(400):
+        text = _random_expr(rng, 4)
+        canonical = ir.simplify_expr(text)
+        assert ir.simplify_expr(canonical) == canonical, f"seed {seed}: {text!r}"
+        for _ in range(5):
+            env = {s: rng.choice([-7, -3, -2, -1, 1, 2, 3, 5, 8]) for s in ("s0", "s1", "s2")}
+            assert eval(canonical, {}, env) == eval(text, {}, env), f"seed {seed}: {text!r} -> {canonical!r} at {env}"
