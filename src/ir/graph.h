@@ -16,7 +16,7 @@
 // requires_grad. Value names are their ids (`%0`, `%1`, ...): stable, so printing is
 // deterministic.
 //
-// Text form (printer.cpp / parser.cpp; docs/ir.md has the grammar):
+// Text form (print.cpp / parse.cpp; docs/ir.md has the grammar):
 //   graph @forward(%0: f32[4, 8]{8, 1} cpu "L['x']", %1: f32[8, 8]{8, 1} cpu grad "L['self'].w") {
 //     %2 = matmul(%0, %1) : f32[4, 8]{8, 1} cpu grad
 //     %3 = torch "torch.nn.functional.gelu"(%2, approximate="tanh") : f32[4, 8]{8, 1} cpu grad
@@ -128,7 +128,9 @@ struct Node {
 
   // The callable's qualified name: Node::target for TorchCall, the op table's otherwise.
   std::string_view callable() const;
-  bool mutates_first_arg() const;  // in-place op: target's last component ends in '_'
+  // In-place op: the callable's last component ends in '_' (`add_`, not a dunder such as
+  // `__getitem__`), or is an in-place operator (`__iadd__`, `__setitem__`, `operator.iadd`, ...).
+  bool mutates_first_arg() const;
 };
 
 struct GraphInput {
@@ -147,6 +149,10 @@ class Graph {
                   std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorType> result_types,
                   Node::ResultForm form);
   void set_outputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  // Removes the nodes whose `remove[id]` is true, with their result values, then renumbers the
+  // remaining values and nodes densely, keeping their order. Throws std::logic_error if a kept
+  // node or an output uses a removed value.
+  void remove_nodes(const std::vector<bool>& remove);
 
   // Access.
   const std::string& name() const { return name_; }
@@ -164,6 +170,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<GraphInput> inputs_;
   std::vector<ValueId> outputs_;
+  friend class GraphParser;  // builds graphs exactly as written, malformed ones included, for verify()
 };
 
 // Text form. print() then parse() gives back an equal graph; parse() throws ParseError with a

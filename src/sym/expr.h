@@ -4,7 +4,9 @@
 // shapes are constant expressions, so dynamic shapes need no change to the IRs that hold them.
 // Constructors simplify as they build (constant folding, flattening and sorting of sums and
 // products, x*1, x+0, floordiv/mod by 1), so two expressions that are equal after
-// simplification compare equal structurally and print the same.
+// simplification compare equal structurally and print the same. Arithmetic on constants that
+// leaves int64 throws std::overflow_error; a floordiv or mod by the constant 0 throws
+// std::domain_error.
 //
 // Text form (printer and parser agree): integers, symbols `s0`, `batch`, `+`, `*`, `//`, `%`,
 // `-` (as `+ -1*x`), `max(a, b)`, `min(a, b)`, parentheses.
@@ -12,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +30,7 @@ class Expr {
   Expr() : Expr(int64_t{0}) {}
   Expr(int64_t value);  // NOLINT: constants convert implicitly, as in `sizes.push_back(4)`
   Expr(int value) : Expr(int64_t{value}) {}
-  static Expr symbol(std::string name);
+  static Expr symbol(std::string name);  // name: [A-Za-z_][A-Za-z0-9_]*, else invalid_argument
 
   ExprKind kind() const;
   bool is_constant() const { return kind() == ExprKind::Constant; }
@@ -54,7 +57,19 @@ class Expr {
   friend struct ExprBuilder;
 };
 
-// Parses the text form; throws std::invalid_argument naming the position on bad input.
+// Thrown by the parsers below. `reason` says what is wrong, `offset` is where (a byte offset
+// into the text), so a parser that embeds expressions (the graph IR's) can report its own
+// line:column; what() reads "column N: reason".
+struct ExprParseError : std::invalid_argument {
+  ExprParseError(std::string reason, size_t offset);
+  std::string reason;
+  size_t offset;
+};
+
+// Parses the whole text as one expression.
 Expr parse_expr(std::string_view text);
+// Parses the longest expression starting at `pos` (leading whitespace skipped) and leaves `pos`
+// just after it: for parsers of IRs that embed expressions, e.g. `f32[s0 // 2, 8]`.
+Expr parse_expr_prefix(std::string_view text, size_t& pos);
 
 }  // namespace ember::sym

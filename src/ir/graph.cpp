@@ -1,0 +1,281 @@
+// Graph IR basics: dtype and device tables, tensor types, arguments, nodes and the builder.
+//
+// The builder keeps the invariants the verifier checks (dense ids in definition order, every
+// value with a producer, arguments that name existing values) and throws std::invalid_argument
+// on a call that would break one, so a frontend bug surfaces where it happens.
+#include <algorithm>
+#include <array>
+#include <climits>
+
+#include "ir/graph.h"
+
+namespace ember::ir {
+
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;
+  const char* torch_name;
+  int itemsize;
+};
+
+// In DType's order, so the enum indexes it.
+constexpr DTypeInfo kDTypes[] = {
+    {DType::Bool, "b8", "bool", 1},
+    {DType::UInt8, "u8", "uint8", 1},
+    {DType::Int8, "i8", "int8", 1},
+    {DType::Int16, "i16", "int16", 2},
+    {DType::Int32, "i32", "int32", 4},
+    {DType::Int64, "i64", "int64", 8},
+    {DType::Float16, "f16", "float16", 2},
+    {DType::BFloat16, "bf16", "bfloat16", 2},
+    {DType::Float32, "f32", "float32", 4},
+    {DType::Float64, "f64", "float64", 8},
+    {DType::Complex64, "c64", "complex64", 8},
+    {DType::Complex128, "c128", "complex128", 16},
+    {DType::Float8E4M3FN, "f8e4m3fn", "float8_e4m3fn", 1},
+    {DType::Float8E5M2, "f8e5m2", "float8_e5m2", 1},
+};
+
+// torch's other spellings of the same dtypes (torch.float is torch.float32); accepted, never printed.
+constexpr std::pair<const char*, DType> kTorchAliases[] = {
+    {"half", DType::Float16},   {"float", DType::Float32},       {"double", DType::Float64},
+    {"short", DType::Int16},    {"int", DType::Int32},           {"long", DType::Int64},
+    {"cfloat", DType::Complex64}, {"cdouble", DType::Complex128},
+};
+
+const DTypeInfo& info(DType dt) {
+  const DTypeInfo& i = kDTypes[static_cast<size_t>(dt)];
+  if (i.dtype != dt) throw std::logic_error("dtype table out of order with enum DType");
+  return i;
+}
+
+bool is_device_type_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+void check_value_args(const Arg& arg, size_t value_count, std::string_view op) {
+  switch (arg.kind) {
+    case Arg::Kind::Value:
+      if (arg.value < 0 || static_cast<size_t>(arg.value) >= value_count)
+        throw std::invalid_argument("add_node(" + std::string(op) + "): argument %" + std::to_string(arg.value) +
+                                    " is not a value of this graph");
+      return;
+    case Arg::Kind::Literal:
+      return;
+    case Arg::Kind::List:
+    case Arg::Kind::Tuple:
+      for (const Arg& item : arg.items) check_value_args(item, value_count, op);
+      return;
+  }
+}
+
+}  // namespace
+
+const char* dtype_name(DType dt) { return info(dt).name; }
+const char* dtype_torch_name(DType dt) { return info(dt).torch_name; }
+int dtype_itemsize(DType dt) { return info(dt).itemsize; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const DTypeInfo& i : kDTypes)
+    if (name == i.name) return i.dtype;
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_torch_name(std::string_view name) {
+  for (const DTypeInfo& i : kDTypes)
+    if (name == i.torch_name) return i.dtype;
+  for (const auto& [alias, dt] : kTorchAliases)
+    if (name == alias) return dt;
+  return std::nullopt;
+}
+
+std::string Device::str() const { return index < 0 ? type : type + ":" + std::to_string(index); }
+
+// "type" or "type:index": type in [a-z0-9_]+ starting with a letter or '_', index a decimal
+// without sign or leading zeros, so every accepted string prints back the same.
+std::optional<Device> device_from_string(std::string_view text) {
+  size_t colon = text.find(':');
+  std::string_view type = text.substr(0, colon);
+  if (type.empty() || (type[0] >= '0' && type[0] <= '9')) return std::nullopt;
+  if (!std::all_of(type.begin(), type.end(), is_device_type_char)) return std::nullopt;
+  Device device{std::string(type), -1};
+  if (colon == std::string_view::npos) return device;
+  std::string_view digits = text.substr(colon + 1);
+  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+  int index = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    index = index * 10 + (c - '0');
+  }
+  device.index = index;
+  return device;
+}
+
+std::string TensorType::str() const {
+  auto join = [](const std::vector<sym::Expr>& xs) {
+    std::string out;
+    for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + xs[i].str();
+    return out;
+  };
+  std::string out = std::string(dtype_name(dtype)) + "[" + join(sizes) + "]{" + join(strides) + "} " + device.str();
+  if (requires_grad) out += " grad";
+  return out;
+}
+
+bool TensorType::operator==(const TensorType& o) const {
+  return dtype == o.dtype && sizes == o.sizes && strides == o.strides && device == o.device &&
+         requires_grad == o.requires_grad;
+}
+
+Arg Arg::of_value(ValueId v) {
+  Arg a;
+  a.kind = Kind::Value;
+  a.value = v;
+  return a;
+}
+
+Arg Arg::of_literal(Literal lit) {
+  Arg a;
+  a.kind = Kind::Literal;
+  a.literal = std::move(lit);
+  return a;
+}
+
+Arg Arg::list(std::vector<Arg> items) {
+  Arg a;
+  a.kind = Kind::List;
+  a.items = std::move(items);
+  return a;
+}
+
+Arg Arg::tuple(std::vector<Arg> items) {
+  Arg a;
+  a.kind = Kind::Tuple;
+  a.items = std::move(items);
+  return a;
+}
+
+std::string_view Node::callable() const {
+  if (op == Op::TorchCall) return target;
+  return op_info(op).torch_target;
+}
+
+bool Node::mutates_first_arg() const {
+  // Python's in-place operators, as dunders (`torch.Tensor.__iadd__`) or in module operator.
+  static constexpr std::array<std::string_view, 15> kInPlaceOperators = {
+      "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul",
+      "iand", "ior",  "ixor", "ilshift",  "irshift",   "setitem", "delitem"};
+  auto in_place_operator = [](std::string_view name) {
+    return std::find(kInPlaceOperators.begin(), kInPlaceOperators.end(), name) != kInPlaceOperators.end();
+  };
+  std::string_view name = callable();
+  size_t dot = name.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
+  bool dunder = last.size() > 4 && last.substr(0, 2) == "__" && last.substr(last.size() - 2) == "__";
+  if (dunder) return in_place_operator(last.substr(2, last.size() - 4));
+  if (module == "operator") return in_place_operator(last);
+  return !last.empty() && last.back() == '_';
+}
+
+ValueId Graph::add_input(TensorType type, std::string source) {
+  ValueId id = static_cast<ValueId>(values_.size());
+  values_.push_back(Value{id, std::move(type), -1});
+  inputs_.push_back(GraphInput{id, std::move(source)});
+  return id;
+}
+
+NodeId Graph::add_node(Op op, std::string target, std::vector<Arg> args,
+                       std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorType> result_types,
+                       Node::ResultForm form) {
+  std::string_view op_name = op == Op::TorchCall ? std::string_view(target) : op_info(op).name;
+  if (op == Op::TorchCall && target.empty())
+    throw std::invalid_argument("add_node: a torch node needs the qualified name of its callable");
+  if (op != Op::TorchCall && !target.empty())
+    throw std::invalid_argument("add_node: core op '" + std::string(op_name) + "' takes no target (got '" + target + "')");
+  if (form == Node::ResultForm::Single && result_types.size() != 1)
+    throw std::invalid_argument("add_node(" + std::string(op_name) + "): ResultForm::Single needs one result type, got " +
+                                std::to_string(result_types.size()));
+  if (form == Node::ResultForm::None && !result_types.empty())
+    throw std::invalid_argument("add_node(" + std::string(op_name) + "): ResultForm::None takes no result types, got " +
+                                std::to_string(result_types.size()));
+  for (const Arg& a : args) check_value_args(a, values_.size(), op_name);
+  for (const auto& kw : kwargs) check_value_args(kw.second, values_.size(), op_name);
+
+  Node node;
+  node.id = static_cast<NodeId>(nodes_.size());
+  node.op = op;
+  node.target = std::move(target);
+  node.args = std::move(args);
+  node.kwargs = std::move(kwargs);
+  node.result_form = form;
+  for (TensorType& type : result_types) {
+    ValueId id = static_cast<ValueId>(values_.size());
+    values_.push_back(Value{id, std::move(type), node.id});
+    node.results.push_back(id);
+  }
+  nodes_.push_back(std::move(node));
+  return nodes_.back().id;
+}
+
+void Graph::remove_nodes(const std::vector<bool>& remove) {
+  if (remove.size() != nodes_.size())
+    throw std::invalid_argument("remove_nodes: " + std::to_string(remove.size()) + " flags for " +
+                                std::to_string(nodes_.size()) + " nodes");
+  std::vector<bool> value_removed(values_.size(), false);
+  for (const Node& n : nodes_)
+    if (remove[n.id])
+      for (ValueId r : n.results) value_removed.at(r) = true;
+
+  std::vector<ValueId> new_value(values_.size(), -1);
+  ValueId next_value = 0;
+  for (const Value& v : values_)
+    if (!value_removed[v.id]) new_value[v.id] = next_value++;
+  std::vector<NodeId> new_node(nodes_.size(), -1);
+  NodeId next_node = 0;
+  for (const Node& n : nodes_)
+    if (!remove[n.id]) new_node[n.id] = next_node++;
+
+  // Check every use first, so a refused call leaves the graph as it was.
+  auto check = [&](const Arg& arg, const std::string& user, auto& self) -> void {
+    if (arg.kind == Arg::Kind::Value && new_value.at(arg.value) < 0)
+      throw std::logic_error("remove_nodes: " + user + " uses %" + std::to_string(arg.value) + ", whose node is removed");
+    for (const Arg& item : arg.items) self(item, user, self);
+  };
+  for (const Node& n : nodes_) {
+    if (remove[n.id]) continue;
+    for (const Arg& a : n.args) check(a, "node " + std::to_string(n.id), check);
+    for (const auto& kw : n.kwargs) check(kw.second, "node " + std::to_string(n.id), check);
+  }
+  for (ValueId out : outputs_)
+    if (new_value.at(out) < 0)
+      throw std::logic_error("remove_nodes: the graph's outputs use %" + std::to_string(out) + ", whose node is removed");
+
+  auto renumber = [&](Arg& arg, auto& self) -> void {
+    if (arg.kind == Arg::Kind::Value) arg.value = new_value[arg.value];
+    for (Arg& item : arg.items) self(item, self);
+  };
+  std::vector<Node> kept_nodes;
+  for (Node& n : nodes_) {
+    if (remove[n.id]) continue;
+    for (Arg& a : n.args) renumber(a, renumber);
+    for (auto& kw : n.kwargs) renumber(kw.second, renumber);
+    for (ValueId& r : n.results) r = new_value[r];
+    n.id = new_node[n.id];
+    kept_nodes.push_back(std::move(n));
+  }
+  for (ValueId& out : outputs_) out = new_value[out];
+  for (GraphInput& in : inputs_) in.value = new_value.at(in.value);
+
+  std::vector<Value> kept_values;
+  for (Value& v : values_) {
+    if (value_removed[v.id]) continue;
+    v.id = new_value[v.id];
+    if (v.producer >= 0) v.producer = new_node.at(v.producer);
+    kept_values.push_back(std::move(v));
+  }
+  nodes_ = std::move(kept_nodes);
+  values_ = std::move(kept_values);
+}
+
+}  // namespace ember::ir

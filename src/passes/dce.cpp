@@ -1,0 +1,68 @@
+// Dead code elimination: removes the nodes whose results no output depends on.
+//
+// Needs: a graph that verifies. Guarantees: the outputs compute the same values, every effect
+// still happens in the same order, and ids stay dense (removal renumbers, keeping order).
+//
+// Capture records whatever the frame computed, including values it never used (a shape probe, a
+// result overwritten before it is read); those nodes cost time in every later stage. A node stays,
+// even if unused, when running it does something besides producing its results:
+//   - it returns nothing (ResultForm::None): it runs for an effect by definition;
+//   - it writes its first argument in place (Node::mutates_first_arg), or an `out=` argument;
+//   - it draws random numbers: removing it would shift every later random number away from
+//     what eager PyTorch produces.
+#include <algorithm>
+#include <array>
+
+#include "passes/passes.h"
+
+namespace ember::passes {
+
+namespace {
+
+bool draws_random_numbers(std::string_view callable) {
+  static constexpr std::array<std::string_view, 19> kRandom = {
+      "dropout",   "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
+      "rand",      "randn",       "randint",      "randperm",    "rand_like",     "randn_like",
+      "randint_like", "bernoulli", "multinomial", "normal",      "poisson",       "rrelu",
+      "gumbel_softmax"};
+  size_t dot = callable.rfind('.');
+  std::string_view last = dot == std::string_view::npos ? callable : callable.substr(dot + 1);
+  return std::find(kRandom.begin(), kRandom.end(), last) != kRandom.end();
+}
+
+bool has_effect(const ir::Node& node) {
+  if (node.result_form == ir::Node::ResultForm::None || node.mutates_first_arg()) return true;
+  for (const auto& kw : node.kwargs)
+    if (kw.first == "out") return true;
+  return draws_random_numbers(node.callable());
+}
+
+void mark_live(const ir::Arg& arg, std::vector<bool>& live) {
+  if (arg.kind == ir::Arg::Kind::Value) live.at(arg.value) = true;
+  for (const ir::Arg& item : arg.items) mark_live(item, live);
+}
+
+}  // namespace
+
+bool dce(ir::Graph& graph) {
+  std::vector<bool> live(graph.values().size(), false);
+  for (ir::ValueId out : graph.outputs()) live.at(out) = true;
+  std::vector<bool> remove(graph.nodes().size(), false);
+  bool changed = false;
+  // Backwards, so a node's users have been decided before the node.
+  for (auto it = graph.nodes().rbegin(); it != graph.nodes().rend(); ++it) {
+    const ir::Node& node = *it;
+    bool used = std::any_of(node.results.begin(), node.results.end(), [&](ir::ValueId r) { return live.at(r); });
+    if (!used && !has_effect(node)) {
+      remove[node.id] = true;
+      changed = true;
+      continue;
+    }
+    for (const ir::Arg& a : node.args) mark_live(a, live);
+    for (const auto& kw : node.kwargs) mark_live(kw.second, live);
+  }
+  if (changed) graph.remove_nodes(remove);
+  return changed;
+}
+
+}  // namespace ember::passes
