@@ -5,16 +5,28 @@
 // Python call 2-3x), and chains to whichever hook was installed before. For each frame that
 // starts inside a region, the hook:
 //   - passes through frames it must not touch: generators and coroutines, frames already started
-//     or resumed with throwflag, frames of torch, Ember and the standard library (decided once per
-//     code object and remembered in co_extra);
-//   - looks up the code object's cache for the region's FrameCompiler and runs the first entry
-//     whose guards pass; on a miss it asks the compiler for a new entry (a recompile if the code
-//     already had entries). After `cache_limit` entries the code runs eagerly for that compiler,
-//     with one warning naming the guard that failed;
-//   - runs a frame the compiler declined (nullptr entry) with the default evaluator, still inside
-//     the region, so the frames it calls are compiled in turn.
-// While tracing and while running a compiled entry, the hook is inactive on that thread: neither
-// the compiler's own Python calls nor torch's are intercepted.
+//     or resumed with throwflag, frames a frame object already refers to, module and class bodies
+//     (code without CO_OPTIMIZED), frames of torch, Ember and the standard library (decided once
+//     per code object and remembered in co_extra). Passing through means evaluating the frame with
+//     the previously installed hook, or the default evaluator; the region stays active, so the
+//     frames it calls are seen in turn;
+//   - looks up the code object's cache for the region's FrameCompiler and takes the first entry
+//     whose guards pass: it runs the entry, or, for an entry that runs_eagerly(), evaluates the
+//     frame as above;
+//   - on a miss asks the compiler for a new entry (a recompile if the code already had entries;
+//     the new entry goes first). When the code already holds `cache_limit` entries for the
+//     compiler, it calls on_cache_limit() once instead, and from then on evaluates that code
+//     eagerly for that compiler without looking at the cache;
+//   - evaluates a frame the compiler declined (nullptr entry, no error) as above, this once:
+//     nothing is cached, so the next call asks the compiler again. A compiler that wants the
+//     decision remembered returns an entry that runs_eagerly(), with the guards under which the
+//     decision holds.
+// While looking up, compiling and running an entry, the hook is inactive on that thread: neither
+// the compiler's own Python calls nor torch's are intercepted. An entry whose code should be
+// compiled in turn (a resume function) re-enters a region with call_in_region().
+// A frame the hook answers without evaluating it is released as its CPython version requires
+// (src/frontend/cpython/shim.h). Errors from guards, the compiler, its callbacks or an entry
+// propagate to the frame's caller as a Python exception. docs/frame-hook.md has the details.
 #pragma once
 
 #include <Python.h>
@@ -31,33 +43,45 @@ namespace ember::frontend {
 class CacheEntry {
  public:
   virtual ~CacheEntry() = default;
-  // Runs the guards. On success `state` receives what run() needs (e.g. captured inputs).
+  // Runs the guards. On success `state` receives what run() needs (e.g. captured inputs), and the
+  // hook calls run() next, always. Returning false with a Python error set aborts the call with
+  // that error.
   virtual bool guards_pass(const FrameView& frame, void** state) = 0;
   // Produces the frame's return value (new reference) or nullptr with a Python error set.
   // Consumes `state` from a successful guards_pass().
   virtual PyObject* run(const FrameView& frame, void* state) = 0;
-  // The first failing guard for `frame`, as text.
+  // The first failing guard for `frame`, as text. Called only after guards_pass() failed; may
+  // leave a Python error set, which aborts the call.
   virtual std::string failing_guard(const FrameView& frame) = 0;
+  // True for an entry that records "evaluate this frame normally" under its guards: run() is
+  // never called, and guards_pass() must leave `state` null.
+  virtual bool runs_eagerly() const { return false; }
 };
 
 // Compiles frames for one ember.compile() call.
 class FrameCompiler {
  public:
   virtual ~FrameCompiler() = default;
-  // A new entry for this frame, or nullptr when the frame must run eagerly (the compiler records
-  // why). May raise a Python exception (returns nullptr with the error set) to abort the call,
-  // as fullgraph=True does.
+  // A new entry for this frame (its guards must pass for this frame), or nullptr when the frame
+  // must run eagerly this once (the compiler records why). To abort the call, as fullgraph=True
+  // does, sets *error = true and a Python exception and returns nullptr.
   virtual std::unique_ptr<CacheEntry> compile(const FrameView& frame, bool* error) = 0;
-  // Called once per code object when it reaches the cache limit; `guard` is the failing guard.
+  // Called once per (code object, compiler) when the code reaches the cache limit; `guard` is the
+  // first failing guard of the most recent entry. May raise (aborts the call).
   virtual void on_cache_limit(PyCodeObject* code, const std::string& guard) = 0;
-  // Counters (cache hits, recompiles) are reported through these.
+  // Counters. on_cache_hit() follows an entry's successful run() (for an entry that runs
+  // eagerly: its passing guards); on_recompile() precedes compile() on a miss when the code
+  // already has entries, with the first failing guard of the most recent one. Either may raise
+  // (aborts the call).
   virtual void on_cache_hit() = 0;
   virtual void on_recompile(PyCodeObject* code, const std::string& guard) = 0;
+  // Entries per code object before it runs eagerly for this compiler; at least 1.
   int cache_limit = 8;
 };
 
 // Calls fn(*args, **kwargs) with the calling thread inside a region of `compiler`. Regions nest:
-// the innermost compiler applies. Returns a new reference or nullptr with an error set.
+// the innermost compiler applies. `args` is a tuple, `kwargs` a dict or nullptr. Returns a new
+// reference or nullptr with an error set. The compiler must outlive the call.
 PyObject* call_in_region(FrameCompiler* compiler, PyObject* fn, PyObject* args, PyObject* kwargs);
 
 // Suspends the region on this thread for the lifetime of the object (tracing, running entries).
@@ -72,9 +96,30 @@ class RegionPause {
   void* saved_;
 };
 
-// Drops every cache entry of every code object (ember.reset()).
+// Drops every cache entry of every code object, and the cache-limit marks (ember.reset()).
+// An entry that is running at the time finishes first; it is freed afterwards.
 void clear_all_caches();
-// Drops the cache entries that belong to `compiler` (its owner is going away).
+// Drops the cache entries that belong to `compiler`. Its owner calls this before the compiler is
+// destroyed, so that a later compiler at the same address starts empty.
 void forget_compiler(FrameCompiler* compiler);
+
+// Diagnostics (ember.explain, tests).
+// Whether Ember's hook is the interpreter's eval-frame function right now.
+bool hook_installed();
+// Entries `compiler` holds for `code`.
+int cache_entry_count(PyCodeObject* code, const FrameCompiler* compiler);
+// Why the hook passes through every frame of `code` ("generator", "not_a_function",
+// "torch_file", "ember_file", "stdlib_file"), or nullptr when it does not. nullptr with a Python
+// error set on failure; check PyErr_Occurred().
+const char* skip_reason(PyCodeObject* code);
+// Code objects that currently hold an Ember cache in co_extra.
+int cached_code_count();
+// Frames answered without evaluation since the process started, and how many of them opened a
+// data-stack chunk (releasing them releases the chunk: the path the 3.12 shim implements).
+struct HookStats {
+  uint64_t frames_replaced = 0;
+  uint64_t chunk_opening_frames_replaced = 0;
+};
+HookStats hook_stats();
 
 }  // namespace ember::frontend
