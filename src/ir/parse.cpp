@@ -293,6 +293,14 @@ class GraphParser {
   }
 
   Arg arg() {
+    // Bounded, so that hostile text fails cleanly instead of overflowing the stack.
+    struct Nesting {
+      explicit Nesting(GraphParser& p) : parser(p) {
+        if (++parser.depth_ > 256) parser.fail("arguments nested deeper than 256 levels");
+      }
+      ~Nesting() { --parser.depth_; }
+      GraphParser& parser;
+    } nesting(*this);
     char c = peek();
     if (c == '%') return Arg::of_value(value_ref());
     if (c == '[') {
@@ -455,6 +463,7 @@ class GraphParser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
   Graph* graph_ = nullptr;
   std::map<ValueId, size_t> defined_at_;
 };

@@ -50,6 +50,8 @@ CASES = [
     ("graph @g() {\n", "2:1", "expected an op name"),
     (graph() + "graph @h() {\n  return ()\n}\n", "4:1", "after the end of the graph"),
     (graph(inputs=f"%0: {T4}"), "1:27", "expected a string"),
+    (graph(f'%1 = torch "f"(%0, {"[" * 100000}) : {T4}'), "2:278", "nested deeper than 256 levels"),
+    (graph(f'%1 = neg(%0) : f32[{"(" * 100000}1]{{1}} cpu'), "2:278", "nested deeper than 256 levels"),
     (graph(f'%1 = torch "f"(%0, \u00ef) : {T4}'), "2:22", "found byte 0xc3"),
     (graph(f'%1 = neg(%0) : f32[s0 \u00ef]{{1}} cpu'), "2:25", "expected ']' after the sizes, found byte 0xc3"),
 ]
