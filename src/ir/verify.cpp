@@ -151,6 +151,10 @@ class Verifier {
         break;
     }
     for (ValueId r : n.results) {
+      if (r < last_result_ && !is_defined(r))  // a second definition is reported by define()
+        report(who + ": result " + pct(r) + " has a lower id than " + pct(last_result_) +
+               ", defined before it: results are numbered in the order nodes define them");
+      last_result_ = std::max(last_result_, r);
       if (!define(r, who)) continue;
       const Value& v = g_.value(r);
       if (v.producer != n.id)
@@ -161,6 +165,7 @@ class Verifier {
 
   const Graph& g_;
   std::vector<bool> defined_;  // by value id
+  ValueId last_result_ = -1;  // the highest result id of the nodes checked so far
   std::set<ValueId> node_results_;  // results of all nodes: a use of one not yet defined comes too early
   std::vector<std::string> messages_;
 };

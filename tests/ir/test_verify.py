@@ -51,6 +51,10 @@ ERRORS = [
     (graph(f'%2 = torch "torch.Tensor.mul_"(2, %0) : {T48}'),
      'node 0 (torch "torch.Tensor.mul_"): an in-place op writes its first argument, which must be a tensor'),
     (graph('torch "operator.setitem"()'), 'node 0 (torch "operator.setitem"): an in-place op writes its first argument'),
+    (graph(f"%3 = neg(%0) : {T48}", f"%2 = neg(%1) : {T48}", ret="return (%2, %3)"),
+     "node 1 (neg): result %2 has a lower id than %3, defined before it: results are numbered in the order"),
+    (graph(f"%3, %2 = split(%0, 2) : tuple({T48}, {T48})", ret="return (%2, %3)"),
+     "node 0 (split): result %2 has a lower id than %3"),
 ]
 
 
