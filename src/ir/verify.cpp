@@ -109,11 +109,13 @@ class Verifier {
       return;
     }
     if (op.arity == 0) return;
-    auto values = std::count_if(n.args.begin(), n.args.end(), [](const Arg& x) { return x.kind == Arg::Kind::Value; });
-    if (values < op.arity)
-      report(who + ": " + op.name + " takes " + std::to_string(op.arity) + " tensor operand" + (op.arity == 1 ? "" : "s") +
-             ", found " + std::to_string(values) + " among its positional arguments");
-    else if (n.args[0].kind != Arg::Kind::Value)
+    // Operands may be tensors or scalars (they broadcast), passed positionally or by keyword;
+    // the first one is always a tensor.
+    size_t operands = n.args.size() + n.kwargs.size();
+    if (operands < static_cast<size_t>(op.arity))
+      report(who + ": " + op.name + " takes " + std::to_string(op.arity) + " operand" + (op.arity == 1 ? "" : "s") +
+             ", found " + std::to_string(operands));
+    else if (n.args.empty() || n.args[0].kind != Arg::Kind::Value)
       report(who + ": the first argument of " + op.name + " must be a tensor operand (%N)");
   }
 
