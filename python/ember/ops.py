@@ -82,6 +82,11 @@ PURE_TORCH = {
     torch.iinfo, torch.Size, torch.device, torch.dtype, torch.numel, torch.promote_types,
     torch.result_type, torch.can_cast, torch.is_storage,
 }
+for _path in ("torch.backends.mha.get_fastpath_enabled",):
+    try:
+        PURE_TORCH.add(_resolve(_path))
+    except (AttributeError, KeyError):
+        pass
 
 CONSTANTS = [
     ("torch.compiler.is_compiling", True),
@@ -195,6 +200,15 @@ def _file_of(fn):
     return os.path.abspath(code.co_filename) if code is not None else ""
 
 
+_NO_SELF = object()
+# nn.Module's iteration methods, implemented by the interpreter over the module tree.
+_module_methods = {getattr(torch.nn.Module, n) for n in (
+    "children", "named_children", "modules", "named_modules", "parameters", "named_parameters", "buffers",
+    "named_buffers")}
+# Python code in torch that Ember traces through: module forwards and the grad-mode decorators.
+INLINE_TORCH_MODULES = ("torch.nn.modules.", "torch.utils._contextlib", "torch.autograd.grad_mode")
+
+
 def classify(fn):
     try:
         return _classify(fn)
@@ -214,6 +228,8 @@ def _classify(fn):
         return ("grad_mode", "")
     if fn is torch.is_grad_enabled:
         return ("is_grad_enabled", "")
+    if fn in _module_methods:
+        return ("module_method", fn.__name__)
     try:
         if fn in _constants:
             return ("constant", _constants[fn])
@@ -249,26 +265,28 @@ def _classify(fn):
         if _is_torch_module_name(module) or path.startswith(_TORCH_DIR):
             if module.startswith(GRAPH_MODULES):
                 return ("torch", "")
-            if module.startswith("torch.nn.modules."):
+            if module.startswith(INLINE_TORCH_MODULES):
                 return ("inline", "")
             return ("unsupported", f"call to {qualname(fn)} (torch internals that Ember does not trace)")
-        if path.startswith(_EMBER_DIR):
+        if path.startswith(_EMBER_DIR) and not path.startswith(_EMBER_DIR + "models" + os.sep):
             return ("unsupported", f"call to Ember's own {qualname(fn)}")
         if path.startswith(_STDLIB_DIRS) and "site-packages" not in path:
             return ("unsupported", f"call to the standard library's {qualname(fn)}")
         return ("inline", "")
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.MethodWrapperType)):
-        self = getattr(fn, "__self__", None)
+        self = getattr(fn, "__self__", _NO_SELF)
         if _is_torch_module_name(module) or isinstance(self, torch._C.TensorBase):
             return ("torch", "")
-        if isinstance(self, (str, bytes, int, float, complex, tuple, frozenset, type(None))):
+        if self is not _NO_SELF and isinstance(self, (str, bytes, int, float, complex, tuple, frozenset)):
             return ("pure", "")  # a method of an immutable constant: "{}".format, (1, 2).index
         if _is_stdlib_module_name(module):
             return ("pure", "") if module in ("math", "cmath") else (
                 "unsupported", f"call to {qualname(fn)}")
         return ("unsupported", f"call to {qualname(fn)} (a C function Ember does not know)")
     if isinstance(fn, type):
+        if fn.__module__ == "itertools":
+            return ("pure", "")  # itertools.repeat(x, n), ... on constants
         if issubclass(fn, torch.nn.Module):
             return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
         return ("unsupported", f"constructing an instance of {fn.__module__}.{fn.__qualname__}")

@@ -215,9 +215,16 @@ bool has_prefix(const std::string& path, const std::vector<std::string>& prefixe
   return false;
 }
 
+bool is_ember_model(const std::string& path, const std::vector<std::string>& ember_dirs) {
+  for (const std::string& dir : ember_dirs)
+    if (path.compare(0, dir.size(), dir) == 0 && path.compare(dir.size(), 7, "models/") == 0) return true;
+  return false;
+}
+
 SkipReason classify_path(const std::string& path, const SkipDirectories& dirs) {
-  // Ember and torch first: either may be installed in site-packages.
-  if (has_prefix(path, dirs.ember)) {
+  // Ember and torch first: either may be installed in site-packages. Ember's reference models
+  // (ember/models/) are user code like any other.
+  if (has_prefix(path, dirs.ember) && !is_ember_model(path, dirs.ember)) {
     return SkipReason::ember_file;
   }
   if (has_prefix(path, dirs.torch)) {

@@ -239,6 +239,22 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     if (!self || !c || !PyType_Check(c)) unsupported("super() outside a method");
     return std::make_shared<SuperVar>(PyRef::borrow(c), self);
   }
+  if (name == "sorted" && args.size() == 1) {
+    VarRef key, reverse;
+    for (auto& [k, v] : kwargs) {
+      if (k != "key" && k != "reverse") unsupported("sorted() with keyword argument '" + k + "'");
+      (k == "key" ? key : reverse) = v;
+    }
+    return make_list(sorted_items(iterate(args[0]), key, reverse));
+  }
+  if (name == "filter") {
+    need(2, 2);
+    PyObject* f = Trace::as_constant(*args[0]);
+    std::vector<VarRef> kept;
+    for (auto& x : iterate(args[1]))
+      if (truthy(f == Py_None ? x : call(args[0], {x}, {}))) kept.push_back(x);
+    return std::make_shared<IteratorVar>(std::move(kept));
+  }
   if (name == "abs" && args.size() == 1 && args[0]->kind == VarKind::Tensor) return unary("abs", 3, args[0]);
   if (name == "sum" && !args.empty() && args[0]->kind != VarKind::Object) {
     VarRef acc = args.size() > 1 ? args[1] : trace_.constant(PyRef::steal(PyLong_FromLong(0)));
@@ -264,11 +280,47 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
   return folded();
 }
 
+std::vector<VarRef> Interpreter::sorted_items(std::vector<VarRef> items, const VarRef& key, const VarRef& reverse) {
+  // Sort by constant keys (the items themselves, or key(item)): Python's sorted() over
+  // (key, position) pairs gives the same stable order.
+  PyRef pairs = PyRef::steal(PyList_New(items.size()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    VarRef k = (key && Trace::as_constant(*key) != Py_None) ? call(key, {items[i]}, {}) : items[i];
+    PyRef kc = Trace::materialize(*k);
+    if (!kc) unsupported("sorting values whose keys are not constants (" + describe(*k) + ")");
+    PyList_SET_ITEM(pairs.get(), i, Py_BuildValue("(On)", kc.get(), static_cast<Py_ssize_t>(i)));
+  }
+  PyObject* rev = reverse ? Trace::as_constant(*reverse) : Py_False;
+  if (!rev) unsupported("sorted() with a non-constant reverse flag");
+  if (PyObject_IsTrue(rev)) {
+    // Stable descending order: sort by key descending, position ascending.
+    PyRef kw = PyRef::steal(Py_BuildValue("{s:O}", "reverse", Py_True));
+    PyRef sort = PyRef::steal(PyObject_GetAttrString(pairs.get(), "sort"));
+    PyRef op = PyRef::steal(PyImport_ImportModule("operator"));
+    PyRef keyfn = PyRef::steal(op ? PyObject_CallMethod(op.get(), "itemgetter", "i", 0) : nullptr);
+    if (!sort || !keyfn) throw PythonError();
+    PyDict_SetItemString(kw.get(), "key", keyfn.get());
+    PyRef empty = PyRef::steal(PyTuple_New(0));
+    if (!PyRef::steal(PyObject_Call(sort.get(), empty.get(), kw.get()))) {
+      PyErr_Clear();
+      unsupported("sorting raised an exception (keys that do not compare)");
+    }
+  } else if (PyList_Sort(pairs.get()) < 0) {
+    PyErr_Clear();
+    unsupported("sorting raised an exception (keys that do not compare)");
+  }
+  std::vector<VarRef> out;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pairs.get()); ++i)
+    out.push_back(items[PyLong_AsSsize_t(PyTuple_GET_ITEM(PyList_GET_ITEM(pairs.get(), i), 1))]);
+  return out;
+}
+
 VarRef Interpreter::call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
                                           Kwargs& kwargs) {
-  if (!kwargs.empty()) unsupported(name + "() with keyword arguments on " + describe(*self));
+  if (!kwargs.empty() && name != "update" && name != "sort") unsupported(name + "() with keyword arguments on " + describe(*self));
   bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
-                  name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__";
+                  name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__" ||
+                  name == "reverse" || name == "sort" || name == "__delitem__";
   if (mutating && self->source) unsupported(name + "() would mutate " + self->source->str() + ", an object of the caller");
   if (self->kind == VarKind::List || self->kind == VarKind::Tuple) {
     auto& items = self->as<SequenceVar>().items;
@@ -304,6 +356,27 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
       return v;
     }
     if (is_list && name == "copy" && args.empty()) return make_list(items);
+    if (is_list && name == "reverse" && args.empty()) {
+      std::reverse(items.begin(), items.end());
+      return trace_.none();
+    }
+    if (is_list && name == "sort" && args.empty()) {
+      VarRef key, reverse;
+      for (auto& [k, v] : kwargs) (k == "key" ? key : reverse) = v;
+      items = sorted_items(items, key, reverse);
+      return trace_.none();
+    }
+    if (is_list && name == "remove" && args.size() == 1) {
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyObject* a = Trace::as_constant(*items[i]);
+        PyObject* b = Trace::as_constant(*args[0]);
+        if (identical(items[i], args[0]) || (a && b && PyObject_RichCompareBool(a, b, Py_EQ) == 1)) {
+          items.erase(items.begin() + i);
+          return trace_.none();
+        }
+      }
+      unsupported("list.remove(x): x not in list");
+    }
     if (is_list && name == "clear" && args.empty()) {
       items.clear();
       return trace_.none();
@@ -359,18 +432,22 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
       }
       return v;
     }
-    if (name == "update" && args.size() == 1) {
-      if (args[0]->kind != VarKind::Dict) unsupported("dict.update() from a non-dict");
-      auto& src = args[0]->as<DictVar>();
-      for (size_t i = 0; i < src.keys.size(); ++i) {
-        int at = d.find(src.keys[i].get());
+    if (name == "update" && args.size() <= 1) {
+      auto put = [&](PyRef key, VarRef value) {
+        int at = d.find(key.get());
         if (at >= 0) {
-          d.values[at] = src.values[i];
+          d.values[at] = std::move(value);
         } else {
-          d.keys.push_back(src.keys[i]);
-          d.values.push_back(src.values[i]);
+          d.keys.push_back(std::move(key));
+          d.values.push_back(std::move(value));
         }
+      };
+      if (!args.empty()) {
+        if (args[0]->kind != VarKind::Dict) unsupported("dict.update() from a non-dict");
+        auto& src = args[0]->as<DictVar>();
+        for (size_t i = 0; i < src.keys.size(); ++i) put(src.keys[i], src.values[i]);
       }
+      for (auto& [k, v] : kwargs) put(PyRef::steal(PyUnicode_FromString(k.c_str())), v);
       return trace_.none();
     }
     if (name == "__setitem__" && args.size() == 2) {

@@ -1,6 +1,7 @@
 // Calls in the symbolic interpreter: argument binding and inlining of Python functions and
 // nn.Module forwards, torch callables as graph nodes, builtins, and constant folding.
 #include <algorithm>
+#include <functional>
 
 #include "frontend/interp/interpreter.h"
 
@@ -97,11 +98,11 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   }
   if (PyObject_IsInstance(obj, table.module_type.get()) == 1) return call_module(fn, std::move(args), std::move(kwargs));
   // Methods of the containers the trace models: list.append(xs, v), xs.append(v), d.items(), ...
-  if (Py_IS_TYPE(obj, &PyMethodDescr_Type) && !args.empty() &&
+  if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
       (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::Dict)) {
     VarRef self = args[0];
     args.erase(args.begin());
-    return call_container_method(self, str_of(reinterpret_cast<PyMethodDescrObject*>(obj)->d_common.d_name), args,
+    return call_container_method(self, str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name), args,
                                  kwargs);
   }
 
@@ -154,10 +155,83 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       return trace_.constant(PyRef::borrow(trace_.grad_enabled ? Py_True : Py_False));
     case CallableKind::Constant:
       return trace_.constant(kind.constant);
+    case CallableKind::ModuleMethod:
+      return module_method(kind.detail, args, kwargs);
     case CallableKind::Unsupported:
       unsupported(kind.detail);
   }
   unsupported("call to " + table.name_of(obj));
+}
+
+VarRef Interpreter::module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs) {
+  if (args.empty() || args[0]->kind != VarKind::Object || !args[0]->source)
+    unsupported("Module." + name + "() of a module that is not reachable from the frame");
+  std::string prefix;
+  bool recurse = true;
+  for (size_t i = 1; i < args.size() + kwargs.size(); ++i) {
+    const std::string& k = i < args.size() ? (name.rfind("named_", 0) == 0 ? "prefix" : "recurse")
+                                            : kwargs[i - args.size()].first;
+    const VarRef& v = i < args.size() ? args[i] : kwargs[i - args.size()].second;
+    PyObject* c = Trace::as_constant(*v);
+    if (k == "prefix" && c && PyUnicode_Check(c)) {
+      prefix = str_of(c);
+    } else if (k == "recurse" && c && PyBool_Check(c)) {
+      recurse = c == Py_True;
+    } else {
+      unsupported("Module." + name + "() with argument '" + k + "'");
+    }
+  }
+  bool named = name.rfind("named_", 0) == 0;
+  std::string what = named ? name.substr(6) : name;
+  // Walk the module tree as nn.Module does: preorder, each module once (by identity).
+  struct Node {
+    VarRef var;
+    PyObject* obj;
+    std::string path;
+  };
+  std::vector<Node> modules;
+  std::vector<PyObject*> seen;
+  std::function<void(const VarRef&, const std::string&, bool)> walk = [&](const VarRef& m, const std::string& path,
+                                                                          bool deep) {
+    PyObject* o = m->as<ObjectVar>().obj.get();
+    if (std::find(seen.begin(), seen.end(), o) != seen.end()) return;
+    seen.push_back(o);
+    modules.push_back({m, o, path});
+    if (!deep) return;
+    for (auto& c : module_children(m, "_modules")) {
+      if (c.var->kind != VarKind::Object) continue;  // a None entry
+      walk(c.var, path.empty() ? str_of(c.key.get()) : path + "." + str_of(c.key.get()), true);
+    }
+  };
+  std::vector<VarRef> out;
+  auto emit = [&](const std::string& path, VarRef v) {
+    out.push_back(named ? make_tuple({trace_.constant(PyRef::steal(PyUnicode_FromString(path.c_str()))), v}) : v);
+  };
+  if (what == "children") {
+    for (auto& c : module_children(args[0], "_modules")) {
+      if (c.var->kind != VarKind::Object) continue;
+      if (std::find(seen.begin(), seen.end(), c.obj.get()) != seen.end()) continue;
+      seen.push_back(c.obj.get());
+      emit(str_of(c.key.get()), c.var);
+    }
+    return std::make_shared<IteratorVar>(std::move(out));
+  }
+  walk(args[0], prefix, what == "modules" || recurse);
+  if (what == "modules") {
+    for (auto& n : modules) emit(n.path, n.var);
+    return std::make_shared<IteratorVar>(std::move(out));
+  }
+  const char* members = what == "parameters" ? "_parameters" : "_buffers";
+  std::vector<PyObject*> seen_tensors;  // tied weights are listed once, as nn.Module does
+  for (auto& n : modules) {
+    for (auto& c : module_children(n.var, members)) {
+      if (c.var->kind != VarKind::Tensor) continue;  // None entries
+      if (std::find(seen_tensors.begin(), seen_tensors.end(), c.obj.get()) != seen_tensors.end()) continue;
+      seen_tensors.push_back(c.obj.get());
+      emit(n.path.empty() ? str_of(c.key.get()) : n.path + "." + str_of(c.key.get()), c.var);
+    }
+  }
+  return std::make_shared<IteratorVar>(std::move(out));
 }
 
 VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs) {

@@ -46,6 +46,34 @@ PyObject* operator_fn(const char* name) {
 
 bool is_builtin_instance(PyObject* o) { return !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE); }
 
+bool type_named(PyObject* o, const char* module, const char* qualname) {
+  PyObject* mro = Py_TYPE(o)->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    PyObject* mod = PyDict_GetItemString(t->tp_dict, "__module__");
+    const char* m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : nullptr;
+    if (m && std::string(m) == module && std::string(t->tp_name) == qualname) return true;
+  }
+  return false;
+}
+
+// The member dict a torch.nn container keeps its children in, or nullptr for other modules.
+const char* module_container_kind(PyObject* o) {
+  if (type_named(o, "torch.nn.modules.container", "ModuleList") ||
+      type_named(o, "torch.nn.modules.container", "Sequential") ||
+      type_named(o, "torch.nn.modules.container", "ModuleDict"))
+    return "_modules";
+  if (type_named(o, "torch.nn.modules.container", "ParameterList") ||
+      type_named(o, "torch.nn.modules.container", "ParameterDict"))
+    return "_parameters";
+  return nullptr;
+}
+
+bool is_dict_container(PyObject* o) {
+  return type_named(o, "torch.nn.modules.container", "ModuleDict") ||
+         type_named(o, "torch.nn.modules.container", "ParameterDict");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -78,8 +106,13 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
     case VarKind::List: {
       auto& seq = obj->as<SequenceVar>();
       if (seq.named_type) {
+        // namedtuples name their fields in _fields; structseqs (torch.return_types) in __match_args__.
         PyRef fields = PyRef::steal(PyObject_GetAttrString(seq.named_type.get(), "_fields"));
-        if (!fields) PyErr_Clear();
+        if (!fields) {
+          PyErr_Clear();
+          fields = PyRef::steal(PyObject_GetAttrString(seq.named_type.get(), "__match_args__"));
+          if (!fields) PyErr_Clear();
+        }
         if (fields && PyTuple_Check(fields.get())) {
           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
             if (str_of(PyTuple_GET_ITEM(fields.get(), i)) == name && static_cast<size_t>(i) < seq.items.size())
@@ -162,7 +195,7 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
     return trace_.constant(std::move(rg));
   }
   if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag" ||
-      name == "layout" || name == "is_sparse" || name == "is_quantized" || name == "is_complex" ||
+      name == "is_sparse" || name == "is_quantized" || name == "is_complex" ||
       name == "is_floating_point") {
     // Attributes computed by torch from metadata alone: get the descriptor and apply it as a node
     // (tensor results) or a constant (metadata results) through call_torch.
@@ -176,6 +209,19 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
       return trace_.call_torch(getter.get(), {t}, {});
     }
     return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(descr)));
+  }
+  if (name == "layout") {
+    // read_tensor_meta accepts strided tensors only.
+    PyRef strided = PyRef::steal(PyObject_GetAttrString(trace_.table.torch.get(), "strided"));
+    if (!strided) throw PythonError();
+    return trace_.constant(std::move(strided));
+  }
+  if (name == "is_leaf" && !type.requires_grad) return trace_.constant(PyRef::borrow(Py_True));
+  if (name == "is_leaf" && !tv.source) {
+    // An intermediate: its meta tensor went through the same autograd recording.
+    PyRef leaf = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), "is_leaf"));
+    if (!leaf) throw PythonError();
+    return trace_.constant(std::move(leaf));
   }
   if (name == "grad" || name == "data" || name == "grad_fn" || name == "_version" || name == "is_leaf")
     unsupported("tensor attribute '" + name + "' (autograd state) inside compiled code");
@@ -375,29 +421,20 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       PyObject* i = Trace::as_constant(*index);
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
-        bool is_list = PyObject_IsInstance(o, t.module_list_type.get()) == 1 ||
-                       PyObject_IsInstance(o, t.sequential_type.get()) == 1;
-        bool is_dict = PyObject_IsInstance(o, t.module_dict_type.get()) == 1;
-        PyRef modules = PyRef::steal(PyObject_GetAttrString(o, "_modules"));
-        if (!modules || !i || !(is_list || is_dict)) unsupported("indexing " + describe(*obj));
-        PyRef key;
-        if (is_list && PyLong_Check(i)) {
-          Py_ssize_t n = PyDict_GET_SIZE(modules.get());
-          Py_ssize_t at = PyLong_AsSsize_t(i);
-          if (at < 0) at += n;
-          if (at < 0 || at >= n) unsupported("module list index out of range");
-          PyRef keys = PyRef::steal(PyDict_Keys(modules.get()));
-          key = PyRef::borrow(PyList_GET_ITEM(keys.get(), at));
-        } else if (is_dict && PyUnicode_Check(i)) {
-          key = PyRef::borrow(i);
-        } else {
-          unsupported("indexing " + describe(*obj) + " with " + describe(*index));
+        const char* members = module_container_kind(o);
+        if (!members || !i) unsupported("indexing " + describe(*obj));
+        auto children = module_children(obj, members);
+        bool by_key = PyUnicode_Check(i);
+        if (by_key) {
+          for (auto& c : children)
+            if (PyUnicode_Compare(c.key.get(), i) == 0) return c.var;
+          unsupported("key not found in a module container");
         }
-        PyObject* child = PyDict_GetItemWithError(modules.get(), key.get());
-        if (!child) unsupported("module key not found");
-        if (!obj->source) unsupported("indexing a module that is not reachable from the frame");
-        trace_.guards.dict_keys(Source::attr(obj->source, "_modules"), PyRef::steal(PySequence_Tuple(modules.get())).get());
-        return trace_.wrap(child, Source::module_member(obj->source, str_of(key.get())));
+        std::vector<VarRef> items;
+        for (auto& c : children) items.push_back(c.var);
+        // Slicing a module list gives a list of its modules (eager builds a new container of
+        // the same modules: iteration, len() and indexing agree).
+        return subscript(make_list(std::move(items)), index);
       }
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));
@@ -423,8 +460,19 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
   if (obj->kind == VarKind::List) {
     auto& items = obj->as<SequenceVar>().items;
     PyObject* i = Trace::as_constant(*index);
-    if (!i || !PyLong_Check(i)) unsupported("list item assignment at a non-constant index");
-    Py_ssize_t at = PyLong_AsSsize_t(i), n = items.size();
+    if (i && PySlice_Check(i)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(i, &start, &stop, &step) < 0) throw PythonError();
+      PySlice_AdjustIndices(items.size(), &start, &stop, step);
+      if (step != 1) unsupported("extended slice assignment to a list");
+      std::vector<VarRef> repl = iterate(value);
+      if (stop < start) stop = start;
+      items.erase(items.begin() + start, items.begin() + stop);
+      items.insert(items.begin() + start, repl.begin(), repl.end());
+      return;
+    }
+    if (!i || !PyIndex_Check(i)) unsupported("list item assignment at a non-constant index");
+    Py_ssize_t at = PyNumber_AsSsize_t(i, nullptr), n = items.size();
     if (at < 0) at += n;
     if (at < 0 || at >= n) unsupported("list assignment index out of range");
     items[at] = value;
@@ -445,6 +493,59 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
     return;
   }
   unsupported("item assignment on " + describe(*obj));
+}
+
+void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
+  if (obj->source) unsupported("del would mutate " + obj->source->str() + ", an object of the caller");
+  PyObject* i = Trace::as_constant(*index);
+  if (obj->kind == VarKind::List && i) {
+    auto& items = obj->as<SequenceVar>().items;
+    if (PySlice_Check(i)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(i, &start, &stop, &step) < 0) throw PythonError();
+      Py_ssize_t n = PySlice_AdjustIndices(items.size(), &start, &stop, step);
+      std::vector<bool> drop(items.size(), false);
+      for (Py_ssize_t k = 0; k < n; ++k) drop[start + k * step] = true;
+      std::vector<VarRef> kept;
+      for (size_t k = 0; k < items.size(); ++k)
+        if (!drop[k]) kept.push_back(items[k]);
+      items = std::move(kept);
+      return;
+    }
+    if (PyIndex_Check(i)) {
+      Py_ssize_t at = PyNumber_AsSsize_t(i, nullptr), n = items.size();
+      if (at < 0) at += n;
+      if (at < 0 || at >= n) unsupported("list deletion index out of range");
+      items.erase(items.begin() + at);
+      return;
+    }
+  }
+  if (obj->kind == VarKind::Dict && i) {
+    auto& d = obj->as<DictVar>();
+    int at = d.find(i);
+    if (at < 0) unsupported("KeyError in del of a dict item");
+    d.keys.erase(d.keys.begin() + at);
+    d.values.erase(d.values.begin() + at);
+    return;
+  }
+  unsupported("del of an item of " + describe(*obj));
+}
+
+std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef& module, const char* dict_name) {
+  if (!module->source) unsupported("members of a module that is not reachable from the frame");
+  PyObject* m = module->as<ObjectVar>().obj.get();
+  PyRef members = PyRef::steal(PyObject_GetAttrString(m, dict_name));
+  if (!members || !PyDict_Check(members.get())) throw PythonError();
+  trace_.guards.dict_keys(Source::attr(module->source, dict_name), PyRef::steal(PySequence_Tuple(members.get())).get());
+  std::vector<ModuleMember> out;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(members.get(), &pos, &k, &v)) {
+    if (!PyUnicode_Check(k)) unsupported("a module member with a non-string name");
+    out.push_back({PyRef::borrow(k), PyRef::borrow(v),
+                   v == Py_None ? trace_.none() : trace_.wrap(v, Source::module_member(module->source, str_of(k)))});
+  }
+  return out;
 }
 
 std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
@@ -472,20 +573,11 @@ std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
       PyObject* o = v->as<ObjectVar>().obj.get();
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
-        bool is_dict = PyObject_IsInstance(o, t.module_dict_type.get()) == 1;
-        bool is_list = PyObject_IsInstance(o, t.module_list_type.get()) == 1 ||
-                       PyObject_IsInstance(o, t.sequential_type.get()) == 1;
-        if (!(is_list || is_dict) || !v->source) unsupported("iterating " + describe(*v));
-        PyRef modules = PyRef::steal(PyObject_GetAttrString(o, "_modules"));
-        if (!modules) throw PythonError();
-        trace_.guards.dict_keys(Source::attr(v->source, "_modules"), PyRef::steal(PySequence_Tuple(modules.get())).get());
+        const char* members = module_container_kind(o);
+        if (!members) unsupported("iterating " + describe(*v));
+        bool dict_like = is_dict_container(o);
         std::vector<VarRef> out;
-        PyObject *k, *m;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(modules.get(), &pos, &k, &m)) {
-          out.push_back(is_dict ? trace_.constant(PyRef::borrow(k))
-                                : trace_.wrap(m, Source::module_member(v->source, str_of(k))));
-        }
+        for (auto& c : module_children(v, members)) out.push_back(dict_like ? trace_.constant(c.key) : c.var);
         return out;
       }
       if (!is_builtin_instance(o) && !PyType_Check(o)) unsupported("iterating " + describe(*v));
@@ -519,9 +611,11 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs, const VarRef& rhs) {
       return trace_.call_torch(trace_.op_callable(kBinaryCore[base]), {lhs, rhs}, {});
     return trace_.call_torch(operator_fn(kBinary[base]), {lhs, rhs}, {});
   }
+  // Sequences the trace models: concatenation and repetition keep the left operand's kind.
+  // (A constant on the left, such as a torch.Size, goes through Python below.)
   bool lseq = lhs->kind == VarKind::Tuple || lhs->kind == VarKind::List;
   bool rseq = rhs->kind == VarKind::Tuple || rhs->kind == VarKind::List;
-  if (lseq || rseq) {
+  if (lseq || (rseq && base == 5)) {
     if (base == 0) {  // concatenation
       std::vector<VarRef> items = iterate(lhs);
       for (auto& x : iterate(rhs)) items.push_back(x);
@@ -540,6 +634,22 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs, const VarRef& rhs) {
       for (long k = 0; k < PyLong_AsLong(n); ++k) items.insert(items.end(), one.begin(), one.end());
       return seq->kind == VarKind::List ? make_list(std::move(items)) : make_tuple(std::move(items));
     }
+  }
+  if (base == 7 && lhs->kind == VarKind::Dict && rhs->kind == VarKind::Dict) {  // d1 | d2
+    if (inplace && lhs->source) unsupported("|= would mutate " + lhs->source->str() + ", a dict of the caller");
+    auto merged = inplace ? std::static_pointer_cast<DictVar>(lhs) : std::make_shared<DictVar>(lhs->as<DictVar>());
+    if (!inplace) merged->source = nullptr;
+    auto& src = rhs->as<DictVar>();
+    for (size_t i = 0; i < src.keys.size(); ++i) {
+      int at = merged->find(src.keys[i].get());
+      if (at >= 0) {
+        merged->values[at] = src.values[i];
+      } else {
+        merged->keys.push_back(src.keys[i]);
+        merged->values.push_back(src.values[i]);
+      }
+    }
+    return merged;
   }
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("operator ") + kBinary[base] + " on " + describe(*lhs) + " and " + describe(*rhs));
@@ -698,11 +808,9 @@ VarRef Interpreter::length(const VarRef& v) {
     case VarKind::Object: {
       PyObject* o = v->as<ObjectVar>().obj.get();
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) {
-        if (!v->source) unsupported("len() of a module that is not reachable from the frame");
-        PyRef modules = PyRef::steal(PyObject_GetAttrString(o, "_modules"));
-        if (!modules || !PyDict_Check(modules.get())) throw PythonError();
-        trace_.guards.dict_keys(Source::attr(v->source, "_modules"), PyRef::steal(PySequence_Tuple(modules.get())).get());
-        n = PyDict_GET_SIZE(modules.get());
+        const char* members = module_container_kind(o);
+        if (!members) unsupported("len() of " + describe(*v));
+        n = module_children(v, members).size();
         break;
       }
       if (!is_builtin_instance(o)) unsupported("len() of a " + std::string(Py_TYPE(o)->tp_name) + " object");

@@ -385,8 +385,12 @@ void Interpreter::step(const Instruction& ins) {
       store_subscript(obj, index, value);
       return;
     }
-    case Opcode::DeleteSubscr:
-      unsupported("del of an item");
+    case Opcode::DeleteSubscr: {
+      VarRef index = pop();
+      VarRef obj = pop();
+      delete_subscript(obj, index);
+      return;
+    }
     case Opcode::BinarySlice: {
       VarRef stop = pop();
       VarRef start = pop();

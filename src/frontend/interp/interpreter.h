@@ -83,6 +83,7 @@ class Interpreter {
   void call_from_stack(int argc, PyObject* kwnames);
   VarRef call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
+  std::vector<VarRef> sorted_items(std::vector<VarRef> items, const VarRef& key, const VarRef& reverse);
   VarRef call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
                                Kwargs& kwargs);
   VarRef inline_function(PyObject* code, Globals globals, const std::vector<VarRef>& defaults,
@@ -91,6 +92,7 @@ class Interpreter {
   VarRef inline_real_function(PyObject* func, const SourceRef& func_source, std::vector<VarRef> args,
                               Kwargs kwargs);
   VarRef call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs);
+  VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
 
   // Attributes, items, iteration, operators (interp_objects.cpp).
@@ -105,6 +107,16 @@ class Interpreter {
   void store_attr(const VarRef& obj, const std::string& name, const VarRef& value);
   VarRef subscript(const VarRef& obj, const VarRef& index);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
+  void delete_subscript(const VarRef& obj, const VarRef& index);
+  // The members of an nn.Module kept in one of its dicts (`_modules`, `_parameters`,
+  // `_buffers`), in order: key, the object, and its Var read through a module-member source
+  // (None entries become a None constant). The dict's keys are guarded.
+  struct ModuleMember {
+    PyRef key;
+    PyRef obj;
+    VarRef var;
+  };
+  std::vector<ModuleMember> module_children(const VarRef& module, const char* dict_name);
   std::vector<VarRef> iterate(const VarRef& v);
   VarRef binary_op(int nb, const VarRef& lhs, const VarRef& rhs);
   VarRef compare(int op, const VarRef& lhs, const VarRef& rhs);

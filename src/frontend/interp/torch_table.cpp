@@ -91,6 +91,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"operator", CallableKind::Operator}, {"inline", CallableKind::Inline},
       {"grad_mode", CallableKind::GradMode}, {"is_grad_enabled", CallableKind::IsGradEnabled},
       {"constant", CallableKind::Constant}, {"unsupported", CallableKind::Unsupported},
+      {"module_method", CallableKind::ModuleMethod},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {

@@ -27,6 +27,7 @@ struct CallableKind {
     GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
+    ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;
