@@ -113,7 +113,7 @@ BUILTIN_NAMES = (
     "len", "isinstance", "issubclass", "getattr", "hasattr", "setattr", "type", "range", "enumerate", "zip",
     "reversed", "sorted", "list", "tuple", "dict", "min", "max", "abs", "sum", "any", "all", "int", "float",
     "bool", "str", "iter", "next", "callable", "super", "map", "round", "divmod", "pow", "hash", "repr",
-    "format", "slice", "print", "id", "chr", "ord", "frozenset", "set",
+    "format", "slice", "print", "id", "chr", "ord", "frozenset", "set", "filter",
 )
 _builtins = {getattr(builtins, n): n for n in BUILTIN_NAMES}
 
@@ -262,6 +262,9 @@ def _classify(fn):
         if getattr(fn, "__name__", "") in TENSOR_QUERIES and module == "torch._tensor":
             return ("query", fn.__name__)
         path = _file_of(fn)
+        if path.startswith(_TORCH_DIR):
+            # functools.wraps copies __module__ from the wrapped function: the file says whose code it is.
+            module = "torch." + os.path.splitext(path[len(_TORCH_DIR):])[0].replace(os.sep, ".")
         if _is_torch_module_name(module) or path.startswith(_TORCH_DIR):
             if module.startswith(GRAPH_MODULES):
                 return ("torch", "")

@@ -82,6 +82,16 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
       return trace_.none();
     case VarKind::Object:
       return call_object(fn, fn->as<ObjectVar>().obj.get(), args, kwargs);
+    case VarKind::List: {
+      // A slice of an nn.Sequential (see subscript): its modules applied in order.
+      auto& seq = fn->as<SequenceVar>();
+      if (!seq.named_type || PyObject_IsSubclass(seq.named_type.get(), trace_.table.sequential_type.get()) != 1 ||
+          args.size() != 1 || !kwargs.empty())
+        unsupported("calling " + describe(*fn));
+      VarRef x = args[0];
+      for (auto& m : seq.items) x = call(m, {x}, {});
+      return x;
+    }
     default:
       unsupported("calling " + describe(*fn));
   }

@@ -195,8 +195,7 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
     return trace_.constant(std::move(rg));
   }
   if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag" ||
-      name == "is_sparse" || name == "is_quantized" || name == "is_complex" ||
-      name == "is_floating_point") {
+      name == "is_complex" || name == "is_floating_point") {
     // Attributes computed by torch from metadata alone: get the descriptor and apply it as a node
     // (tensor results) or a constant (metadata results) through call_torch.
     PyRef descr = PyRef::steal(PyObject_GetAttrString(trace_.table.tensor_type.get(), name.c_str()));
@@ -209,6 +208,14 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
       return trace_.call_torch(getter.get(), {t}, {});
     }
     return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(descr)));
+  }
+  if (name == "is_nested" || name == "is_sparse" || name == "is_quantized" || name == "is_mkldnn" ||
+      name == "is_sparse_csr") {
+    // read_tensor_meta accepts dense strided tensors only: these flags are False for every input,
+    // and the meta tensor answers for intermediates.
+    PyRef flag = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), name.c_str()));
+    if (!flag) throw PythonError();
+    return trace_.constant(std::move(flag));
   }
   if (name == "layout") {
     // read_tensor_meta accepts strided tensors only.
@@ -433,8 +440,12 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
         std::vector<VarRef> items;
         for (auto& c : children) items.push_back(c.var);
         // Slicing a module list gives a list of its modules (eager builds a new container of
-        // the same modules: iteration, len() and indexing agree).
-        return subscript(make_list(std::move(items)), index);
+        // the same modules: iteration, len() and indexing agree). A sliced Sequential keeps its
+        // type, so calling it runs its modules in order.
+        VarRef sliced = subscript(make_list(std::move(items)), index);
+        if (sliced->kind == VarKind::List && type_named(o, "torch.nn.modules.container", "Sequential"))
+          sliced->as<SequenceVar>().named_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+        return sliced;
       }
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));

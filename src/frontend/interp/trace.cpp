@@ -561,6 +561,7 @@ ValuePlan Trace::plan_value(const VarRef& v) {
         return p;
       }
       auto& s = v->as<SequenceVar>();
+      if (v->kind == VarKind::List && s.named_type) throw Unsupported("returning a slice of an nn.Sequential");
       p.kind = s.named_type ? ValuePlan::Kind::Named : v->kind == VarKind::Tuple ? ValuePlan::Kind::Tuple : ValuePlan::Kind::List;
       p.constant = s.named_type;
       for (auto& x : s.items) p.items.push_back(plan_value(x));
