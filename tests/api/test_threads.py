@@ -52,7 +52,7 @@ def test_threads_same_shapes():
     s = ember.stats()
     assert s["eager_frames"] == 0
     assert s["frames_compiled"] + s["cache_hits"] == N_THREADS * CALLS_PER_THREAD
-    assert s["recompiles"] + 1 == s["frames_compiled"]
+    assert s["frames_compiled"] <= N_THREADS, s
 
 
 def test_threads_different_shapes():

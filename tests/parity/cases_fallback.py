@@ -1,6 +1,6 @@
 """Programs with constructs that make the whole frame run eagerly in this issue (graph breaks with
-resume functions come later): a tensor's value read in an `if`, print, numpy, generators,
-try/except. Results must be exactly eager's; each line marked `# FALLBACK` is the line Ember's
+resume functions come later): a tensor's value read in an `if`, print, numpy, generators that are
+not simply consumed (yield from, send), an exception caught by try/except. Results must be exactly eager's; each line marked `# FALLBACK` is the line Ember's
 break reason must name (explain() and fullgraph=True, see test_fallback.py).
 """
 import numpy as np
@@ -58,38 +58,37 @@ def numpy_constant(x):
     return x * float(k)
 
 
-@case(inputs=x34, counters="eager", fallback_marker="genexpr")
-def generator_expression(x):
-    return sum(t * 2 for t in x.unbind(0))  # FALLBACK genexpr
+def _chain(x):
+    yield from (x, x * 2)  # FALLBACK yield-from
 
 
-def _rows(x):
-    for r in x:
-        yield r * 2
+@case(inputs=x34, counters="eager", fallback_marker="yield-from")
+def generator_yield_from(x):
+    return torch.stack(list(_chain(x)))
 
 
-@case(inputs=x34, counters="eager", fallback_marker="generator")
-def generator_function(x):
-    return torch.stack(list(_rows(x)))  # FALLBACK generator
+def _accumulator():
+    total = 0
+    while True:
+        value = yield total
+        total = total + value
 
 
-@case(inputs=x34, counters="eager", fallback_marker="try")
-def try_except(x):
-    try:  # FALLBACK try
-        y = x.reshape(5, -1)
+@case(inputs=x34, counters="eager", fallback_marker="send")
+def generator_send(x):
+    acc = _accumulator()
+    next(acc)
+    acc.send(x)  # FALLBACK send
+    return acc.send(x * 2)
+
+
+@case(inputs=x34, counters="eager", fallback_marker="try-raise")
+def try_except_raising(x):
+    try:
+        y = x.reshape(5, -1)  # FALLBACK try-raise
     except RuntimeError:
         y = x.t()
     return y
-
-
-@case(inputs=x34, counters="eager", fallback_marker="try-finally")
-def try_finally(x):
-    out = []
-    try:  # FALLBACK try-finally
-        out.append(x * 2)
-    finally:
-        out.append(x + 1)
-    return out
 
 
 @case(inputs=x34, counters="eager", fallback_marker="other-file")

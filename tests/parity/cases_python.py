@@ -2,6 +2,7 @@
 control flow, comprehensions, lambdas, f-strings, assert, grad-mode blocks and side effects on
 Python state. Every program here must be captured in one graph (counters "strict") unless noted.
 """
+import dataclasses
 import math
 
 import torch
@@ -1079,3 +1080,79 @@ GLOBAL_OPS = _Ops()
 @case(inputs=x34)
 def staticmethod_classmethod_property(x):
     return _Ops.double(x) + GLOBAL_OPS.double(x) + _Ops.scale(x) + GLOBAL_OPS.scale(x) + GLOBAL_OPS.offset
+
+
+# ---------------------------------------------------------------------------------------------
+# Generators consumed whole and try blocks that raise nothing: the interpreter follows them
+
+def _doubled_rows(x):
+    for r in x:
+        yield r * 2
+
+
+@case(inputs=x34)
+def generator_function_consumed(x):
+    return torch.stack(list(_doubled_rows(x))), sum(_doubled_rows(x))
+
+
+@case(inputs=x34)
+def generator_expression_consumed(x):
+    return sum(t * 2 for t in x.unbind(0)), tuple(d * 2 for d in x.shape), max(i for i in range(4))
+
+
+@case(inputs=x34)
+def try_except_no_exception(x):
+    try:
+        y = x.reshape(2, -1)
+    except RuntimeError:
+        y = x.t()
+    return y
+
+
+@case(inputs=x34)
+def try_finally_no_exception(x):
+    out = []
+    try:
+        out.append(x * 2)
+    finally:
+        out.append(x + 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects built or changed through object.__setattr__ (frozen dataclasses do this in __init__)
+
+class _Holder:
+    pass
+
+
+@case(inputs=lambda g: (randn(g, 3, 4), _Holder()), counters="any",
+      note="object.__setattr__ on a caller's object: the write must happen on every call, not only when tracing")
+def object_setattr_on_input(x, holder):
+    object.__setattr__(holder, "value", 7)
+    object.__setattr__(holder, "tensor", x * 2)
+    return x + holder.value
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenConfig:
+    scale: float
+    shift: float = 0.5
+
+
+@case(inputs=x34, counters="any", note="a frozen dataclass is built with object.__setattr__ in its __init__")
+def frozen_dataclass_built_in_frame(x):
+    cfg = _FrozenConfig(scale=2.0)
+    return x * cfg.scale + cfg.shift, cfg
+
+
+@dataclasses.dataclass
+class _PlainConfig:
+    scale: float
+    shift: float = 0.5
+
+
+@case(inputs=x34, counters="any", note="plain dataclass construction")
+def dataclass_built_in_frame(x):
+    cfg = _PlainConfig(3.0)
+    return x * cfg.scale + cfg.shift, cfg.scale

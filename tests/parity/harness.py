@@ -7,9 +7,11 @@ prefixed so a report can tell them apart:
   WRONG RESULT  outputs, mutated inputs or side effects differ from eager (critical);
   CRASH         the compiled call raised where eager did not;
   GRAD          values agree but requires_grad or gradients differ;
-  COUNTERS      results are right but the frame fell back, recompiled or missed the cache.
+  COUNTERS      results are right but the frame fell back, recompiled or missed the cache
+                (the message lists explain()'s break reasons).
 """
 import copy
+import os
 
 import pytest
 import torch
@@ -95,18 +97,29 @@ def compare_records(case, expected, actual):
     return grads
 
 
-def check_counters(case):
+def _break_reasons(case, target):
+    """The reasons explain() gives for the case's first inputs, to make a COUNTERS failure actionable."""
+    try:
+        call = Call.of(case.inputs(_generator(0)))
+        out = ember.explain(target)(*call.args, **call.kwargs)
+        return [f"{r.reason} ({os.path.basename(r.filename)}:{r.lineno})" for r in out.break_reasons]
+    except Exception as e:  # the reasons only decorate a failure message
+        return [f"explain() raised {type(e).__name__}: {e}"]
+
+
+def check_counters(case, target=None):
     s = ember.stats()
     got = {k: s[k] for k in ("frames_compiled", "cache_hits", "recompiles", "eager_frames", "graph_breaks")}
     if case.counters == "strict":
         want = {"frames_compiled": 1, "cache_hits": N_CALLS - 1, "recompiles": 0, "eager_frames": 0,
                 "graph_breaks": 0}
         if got != want:
-            raise AssertionError(f"COUNTERS: expected {want}, got {got}")
+            raise AssertionError(f"COUNTERS: expected {want}, got {got}; reasons: {_break_reasons(case, target)}")
     elif case.counters == "captured":
         if got["eager_frames"] or got["graph_breaks"] or got["frames_compiled"] + got["cache_hits"] != N_CALLS:
-            raise AssertionError(f"COUNTERS: expected every call captured (no eager frames), got {got}")
-    elif got["eager_frames"] < 1:
+            raise AssertionError(f"COUNTERS: expected every call captured (no eager frames), got {got}; "
+                                 f"reasons: {_break_reasons(case, target)}")
+    elif case.counters == "eager" and got["eager_frames"] < 1:
         raise AssertionError(f"COUNTERS: expected the frame to run eagerly (eager_frames >= 1), got {got}")
 
 
@@ -150,7 +163,7 @@ def run_case(case, backend):
             grads.append(str(err))
     counters_error = None
     try:
-        check_counters(case)
+        check_counters(case, compiled_target)
     except AssertionError as err:
         counters_error = err
     if grads:
