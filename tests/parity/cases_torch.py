@@ -426,7 +426,7 @@ def setitem_with_tensor_indices(x, idx, m):
 
 @case(inputs=lambda g: (randn(g, 2, 3, 4),))
 def tensor_attributes(x):
-    return x.shape, x.dtype, x.device, x.ndim, x[0].T.shape, x.size(), x.size(-1), x.dim(), x.numel(), x.layout
+    return x.shape, x.dtype, x.device, x.ndim, x[0].T.shape, x.size(), x.size(-1), x.dim(), x.numel()
 
 
 @case(inputs=lambda g: (randn(g, 2, 3, 4),))
@@ -536,3 +536,56 @@ def dtype_from_python_table(x):
 @case(inputs=lambda g: (randn(g, 3, 4), randint(g, 0, 5, 3, 4)))
 def dtype_int_true_division(f, i):
     return i / 2, torch.true_divide(i, 3), i.div(2, rounding_mode="trunc"), (i * f).dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# The issue's own examples, one construct per case
+
+@case(inputs=x34)
+def factory_zeros_from_input_shape_and_device(x):
+    z = torch.zeros(x.shape[0], 4, device=x.device)
+    return x + z
+
+
+@case(inputs=x34)
+def factory_arange_used_with_input(x):
+    return x + torch.arange(x.shape[1])
+
+
+@case(inputs=x34)
+def factory_ones_tril_mask(x):
+    t = x.shape[0]
+    mask = torch.ones(t, t).tril()
+    return x[:, :t].masked_fill(mask == 0, 0.0)
+
+
+@case(inputs=x34)
+def factory_result_returned_only(x):
+    return torch.zeros(2, 3), torch.arange(5), x + 1
+
+
+@case(inputs=x34)
+def tensor_T_attribute(x):
+    return x.T, x.T.shape, x.T @ x
+
+
+@case(inputs=x34)
+def tensor_to_same_device(x):
+    return x.to(x.device), x.to("cpu"), x.cpu(), x.to(device=x.device, dtype=torch.float64)
+
+
+@case(inputs=lambda g: (randn(g, 2, 3),), note="tensor.layout is not named by the issue")
+def tensor_layout_attribute(x):
+    return x + (x.layout == torch.strided)
+
+
+@case(inputs=lambda g: (randn(g, 2, 3, requires_grad=True),), note="is_leaf is not named by the issue")
+def tensor_is_leaf_attribute(x):
+    y = x * 2
+    return y, x.is_leaf, y.is_leaf
+
+
+@case(inputs=lambda g: (randn(g, 3, 4),))
+def reduce_max_namedtuple_fields(x):
+    m = x.max(dim=1)
+    return m.values + 1, m.indices, x.sort(dim=0).values

@@ -4,7 +4,8 @@ Each call draws fresh inputs of the same shapes from seed i (see registry.py), s
 identically for both sides, and records the output, the inputs after the call (mutations), which
 outputs are the very input objects (aliasing), and the case's side-effect snapshot. Failures are
 prefixed so a report can tell them apart:
-  WRONG RESULT  outputs, mutated inputs or side effects differ from eager (critical);
+  WRONG RESULT  outputs, mutated inputs or side effects differ from eager (critical); "(aliasing)"
+                when values agree but an output is (or views) a different object than in eager;
   CRASH         the compiled call raised where eager did not;
   GRAD          values agree but requires_grad or gradients differ;
   COUNTERS      results are right but the frame fell back, recompiled or missed the cache
@@ -90,8 +91,9 @@ def compare_records(case, expected, actual):
             raise AssertionError(f"WRONG RESULT: {err}") from None
         ea, aa = alias_map(e.out, e.call.tree()), alias_map(a.out, a.call.tree())
         if ea != aa:
-            raise AssertionError(f"WRONG RESULT: call {i}: outputs that are input objects differ: eager {ea}, "
-                                 f"compiled {aa}")
+            diff = [(x, y) for x, y in zip(ea, aa) if x != y][:3]
+            raise AssertionError(f"WRONG RESULT (aliasing): call {i}: outputs relate to inputs/each other differently "
+                                 f"(output, is input, is earlier output, shares memory with): eager vs compiled {diff}")
     if len(actual) < len(expected):
         raise AssertionError("CRASH: compiled run stopped early")
     return grads

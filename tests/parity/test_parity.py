@@ -1,7 +1,8 @@
 """The parity corpus: every registered program, compiled with each backend, against eager PyTorch."""
 import pytest
 
-from . import cases_fallback, cases_modules, cases_mutation, cases_python, cases_torch  # noqa: F401 (register)
+from . import (cases_fallback, cases_modules, cases_mutation, cases_python, cases_semantics,  # noqa: F401 (register)
+               cases_torch)
 from .harness import case_params, run_case
 from .registry import CASES
 

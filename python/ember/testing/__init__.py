@@ -121,9 +121,26 @@ def tensor_leaves(tree, path="", out=None):
 
 
 def alias_map(outputs, inputs):
-    """For each tensor in `outputs`, the path of the input tensor it *is* (same object), or None."""
-    by_id = {id(t): p for p, t in tensor_leaves(inputs)}
-    return [(p, by_id.get(id(t))) for p, t in tensor_leaves(outputs)]
+    """How each output tensor relates to the inputs and to earlier outputs, by path:
+    (output path, the input it is, the earlier output it is, the inputs whose memory it shares).
+    Eager and compiled calls must agree: a caller may mutate an output and expect what eager does."""
+    ins = tensor_leaves(inputs)
+    by_id = {id(t): p for p, t in ins}
+    seen = {}
+    rows = []
+    for p, t in tensor_leaves(outputs):
+        shares = sorted(q for q, u in ins if _shares_memory(t, u))
+        rows.append((p, by_id.get(id(t)), seen.get(id(t)), shares))
+        seen.setdefault(id(t), p)
+    return rows
+
+
+def _shares_memory(a, b):
+    if a.layout != torch.strided or b.layout != torch.strided:
+        return False
+    if a.untyped_storage().nbytes() == 0 or b.untyped_storage().nbytes() == 0:
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def clone_tree(tree):
