@@ -112,7 +112,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     case CallableKind::CoreOp:
     case CallableKind::TorchOp:
     case CallableKind::Query:
-      if (!tensors) {
+      if (!tensors && !kind.makes_tensors()) {
         if (VarRef folded = constant_call(obj, args, kwargs)) return folded;
         unsupported("call to " + table.name_of(obj) + " without tensor arguments");
       }
