@@ -421,7 +421,8 @@ class ModuleIteration(nn.Module):
         return total, n
 
 
-@case(inputs=x34, module=True, note="a hook of the module itself: correct result required, capture not required")
+@case(inputs=x34, module=True, counters="any",
+      note="a forward hook on a submodule: correct result required, capture not required by the issue")
 class ModuleWithSubmoduleHook(nn.Module):
     def __init__(self):
         super().__init__()
