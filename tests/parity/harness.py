@@ -1,0 +1,178 @@
+"""Runs one parity case: eager PyTorch and an ember.compile()d copy, three calls each, compared.
+
+Each call draws fresh inputs of the same shapes from seed i (see registry.py), seeds torch's RNG
+identically for both sides, and records the output, the inputs after the call (mutations), which
+outputs are the very input objects (aliasing), and the case's side-effect snapshot. Failures are
+prefixed so a report can tell them apart:
+  WRONG RESULT  outputs, mutated inputs or side effects differ from eager (critical); "(aliasing)"
+                when values agree but an output is (or views) a different object than in eager;
+  CRASH         the compiled call raised where eager did not;
+  GRAD          values agree but requires_grad or gradients differ;
+  COUNTERS      results are right but the frame fell back, recompiled or missed the cache
+                (the message lists explain()'s break reasons).
+"""
+import copy
+import os
+
+import pytest
+import torch
+
+import ember
+from ember.testing import Call, TreeMismatch, alias_map, assert_tree_close, clone_tree
+
+N_CALLS = 3
+
+
+def _generator(i):
+    g = torch.Generator()
+    g.manual_seed(1000 + i)
+    return g
+
+
+def build_targets(case):
+    """(eager target, target to compile): two identical modules, or the function twice."""
+    if not case.module:
+        return case.fn, case.fn
+    torch.manual_seed(0)
+    module = case.fn()
+    return copy.deepcopy(module), module
+
+
+def _state(case, target):
+    snap = {}
+    if case.module:
+        snap["state_dict"] = dict(target.state_dict())
+        snap["training"] = [m.training for m in target.modules()]
+    if case.state is not None:
+        snap["case"] = case.state(target if case.module else None)
+    return clone_tree(snap)
+
+
+class Record:
+    def __init__(self, out, call, state, error):
+        self.out, self.call, self.state, self.error = out, call, state, error
+
+
+def run_calls(case, callable_, target):
+    if case.reset is not None:
+        case.reset()
+    records = []
+    for i in range(N_CALLS):
+        call = Call.of(case.inputs(_generator(i)))
+        torch.manual_seed(2000 + i)
+        try:
+            out = callable_(*call.args, **call.kwargs)
+            error = None
+        except Exception as e:  # recorded so that the comparison can say which side raised
+            out, error = None, e
+        records.append(Record(out, call, _state(case, target), error))
+        if error is not None:
+            break
+    return records
+
+
+def compare_records(case, expected, actual):
+    """Raises on the first value mismatch; returns the requires_grad mismatches."""
+    grads = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if e.error is not None:
+            if a.error is None or type(a.error) is not type(e.error):
+                got = repr(a.error) if a.error is not None else "no error"
+                raise AssertionError(f"WRONG RESULT: call {i}: eager raised {e.error!r}, compiled gave {got}")
+            return grads
+        if a.error is not None:
+            raise AssertionError(f"CRASH: call {i}: compiled raised {type(a.error).__name__}: {a.error}") from a.error
+        try:
+            grads += assert_tree_close(e.out, a.out, rtol=case.rtol, atol=case.atol, path=f"call{i}.out")
+            grads += assert_tree_close(e.call.tree(), a.call.tree(), rtol=case.rtol, atol=case.atol,
+                                       path=f"call{i}.inputs_after")
+            grads += assert_tree_close(e.state, a.state, rtol=case.rtol, atol=case.atol, path=f"call{i}.state")
+        except TreeMismatch as err:
+            raise AssertionError(f"WRONG RESULT: {err}") from None
+        ea, aa = alias_map(e.out, e.call.tree()), alias_map(a.out, a.call.tree())
+        if ea != aa:
+            diff = [(x, y) for x, y in zip(ea, aa) if x != y][:3]
+            raise AssertionError(f"WRONG RESULT (aliasing): call {i}: outputs relate to inputs/each other differently "
+                                 f"(output, is input, is earlier output, shares memory with): eager vs compiled {diff}")
+    if len(actual) < len(expected):
+        raise AssertionError("CRASH: compiled run stopped early")
+    return grads
+
+
+def _break_reasons(case, target):
+    """The reasons explain() gives for the case's first inputs, to make a COUNTERS failure actionable."""
+    try:
+        call = Call.of(case.inputs(_generator(0)))
+        out = ember.explain(target)(*call.args, **call.kwargs)
+        return [f"{r.reason} ({os.path.basename(r.filename)}:{r.lineno})" for r in out.break_reasons]
+    except Exception as e:  # the reasons only decorate a failure message
+        return [f"explain() raised {type(e).__name__}: {e}"]
+
+
+def check_counters(case, target=None):
+    s = ember.stats()
+    got = {k: s[k] for k in ("frames_compiled", "cache_hits", "recompiles", "eager_frames", "graph_breaks")}
+    if case.counters == "strict":
+        want = {"frames_compiled": 1, "cache_hits": N_CALLS - 1, "recompiles": 0, "eager_frames": 0,
+                "graph_breaks": 0}
+        if got != want:
+            raise AssertionError(f"COUNTERS: expected {want}, got {got}; reasons: {_break_reasons(case, target)}")
+    elif case.counters == "captured":
+        if got["eager_frames"] or got["graph_breaks"] or got["frames_compiled"] + got["cache_hits"] != N_CALLS:
+            raise AssertionError(f"COUNTERS: expected every call captured (no eager frames), got {got}; "
+                                 f"reasons: {_break_reasons(case, target)}")
+    elif case.counters == "eager" and got["eager_frames"] < 1:
+        raise AssertionError(f"COUNTERS: expected the frame to run eagerly (eager_frames >= 1), got {got}")
+
+
+def _grad_leaves(case, target, records):
+    leaves = {}
+    if case.module:
+        for name, p in target.named_parameters():
+            leaves[f"param {name}"] = p.grad
+    for r in records:
+        for idx, t in enumerate(r.call.args):
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                leaves[f"input {idx}"] = t.grad
+    return leaves
+
+
+def _backward(out):
+    from ember.testing import tensor_leaves
+    total = None
+    for _, t in tensor_leaves(out):
+        if t.requires_grad and t.is_floating_point():
+            s = t.float().sum()
+            total = s if total is None else total + s
+    if total is not None:
+        total.backward()
+
+
+def run_case(case, backend):
+    ember.reset()
+    eager_target, compiled_target = build_targets(case)
+    compiled = ember.compile(compiled_target, backend=backend)
+    expected = run_calls(case, eager_target, eager_target)
+    actual = run_calls(case, compiled, compiled_target)
+    grads = compare_records(case, expected, actual)
+    if case.grad:
+        _backward(expected[-1].out)
+        _backward(actual[-1].out)
+        ge, ga = _grad_leaves(case, eager_target, expected[-1:]), _grad_leaves(case, compiled_target, actual[-1:])
+        try:
+            grads += assert_tree_close(ge, ga, rtol=1e-4, atol=1e-5, path="grad")
+        except TreeMismatch as err:
+            grads.append(str(err))
+    counters_error = None
+    try:
+        check_counters(case, compiled_target)
+    except AssertionError as err:
+        counters_error = err
+    if grads:
+        raise AssertionError("GRAD: " + "; ".join(grads[:4]))
+    if counters_error is not None:
+        raise counters_error
+
+
+def case_params(cases):
+    return [pytest.param(c, id=c.name) for c in cases]
