@@ -7,8 +7,8 @@
 // line:column of the offending character. `//` starts a comment that runs to the end of the line.
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "ir/graph.h"
@@ -48,7 +48,7 @@ class GraphParser {
     }
     expect('{', "to open the graph's body");
     while (!peek_word("return")) statement();
-    expect_word("return", "");
+    expect_word("return", "to end the graph");
     expect('(', "after 'return'");
     if (!consume(')')) {
       do g.outputs_.push_back(value_ref()); while (consume(','));
@@ -183,8 +183,6 @@ class GraphParser {
       return e;
     } catch (const sym::ExprParseError& e) {
       fail_at(e.reason, e.offset);
-    } catch (const std::invalid_argument& e) {
-      fail_at(e.what(), p);
     }
   }
 
@@ -231,10 +229,12 @@ class GraphParser {
     size_t start = (skip_space(), pos_);
     bool negative = text_[pos_] == '-';
     if (negative) ++pos_;
-    std::string_view w = word();
-    if (pos_ == start + negative && (w == "inf" || w == "nan")) {
+    auto is_word = [&](std::string_view w) {
+      return text_.compare(pos_, w.size(), w) == 0 && (pos_ + w.size() >= text_.size() || !is_name_char(text_[pos_ + w.size()]));
+    };
+    if (is_word("inf") || is_word("nan")) {
+      double v = is_word("inf") ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
       pos_ += 3;
-      double v = w == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
       return negative ? -v : v;
     }
     size_t end = pos_;
@@ -293,6 +293,14 @@ class GraphParser {
   }
 
   Arg arg() {
+    // Bounded, so that hostile text fails cleanly instead of overflowing the stack.
+    struct Nesting {
+      explicit Nesting(GraphParser& p) : parser(p) {
+        if (++parser.depth_ > 256) parser.fail("arguments nested deeper than 256 levels");
+      }
+      ~Nesting() { --parser.depth_; }
+      GraphParser& parser;
+    } nesting(*this);
     char c = peek();
     if (c == '%') return Arg::of_value(value_ref());
     if (c == '[') {
@@ -455,6 +463,7 @@ class GraphParser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
   Graph* graph_ = nullptr;
   std::map<ValueId, size_t> defined_at_;
 };

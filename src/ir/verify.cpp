@@ -109,11 +109,13 @@ class Verifier {
       return;
     }
     if (op.arity == 0) return;
-    auto values = std::count_if(n.args.begin(), n.args.end(), [](const Arg& x) { return x.kind == Arg::Kind::Value; });
-    if (values < op.arity)
-      report(who + ": " + op.name + " takes " + std::to_string(op.arity) + " tensor operand" + (op.arity == 1 ? "" : "s") +
-             ", found " + std::to_string(values) + " among its positional arguments");
-    else if (n.args[0].kind != Arg::Kind::Value)
+    // Operands may be tensors or scalars (they broadcast), passed positionally or by keyword;
+    // the first one is always a tensor.
+    size_t operands = n.args.size() + n.kwargs.size();
+    if (operands < static_cast<size_t>(op.arity))
+      report(who + ": " + op.name + " takes " + std::to_string(op.arity) + " operand" + (op.arity == 1 ? "" : "s") +
+             ", found " + std::to_string(operands));
+    else if (n.args.empty() || n.args[0].kind != Arg::Kind::Value)
       report(who + ": the first argument of " + op.name + " must be a tensor operand (%N)");
   }
 
@@ -151,6 +153,10 @@ class Verifier {
         break;
     }
     for (ValueId r : n.results) {
+      if (r < last_result_ && !is_defined(r))  // a second definition is reported by define()
+        report(who + ": result " + pct(r) + " has a lower id than " + pct(last_result_) +
+               ", defined before it: results are numbered in the order nodes define them");
+      last_result_ = std::max(last_result_, r);
       if (!define(r, who)) continue;
       const Value& v = g_.value(r);
       if (v.producer != n.id)
@@ -161,6 +167,7 @@ class Verifier {
 
   const Graph& g_;
   std::vector<bool> defined_;  // by value id
+  ValueId last_result_ = -1;  // the highest result id of the nodes checked so far
   std::set<ValueId> node_results_;  // results of all nodes: a use of one not yet defined comes too early
   std::vector<std::string> messages_;
 };

@@ -102,7 +102,18 @@ class ExprParser {
     }
   }
 
+  // Recursion depth is bounded so that hostile text fails cleanly instead of overflowing the stack.
+  struct Nesting {
+    explicit Nesting(ExprParser& p) : parser(p) {
+      if (++parser.depth_ > kMaxDepth) parser.fail("expression nested deeper than " + std::to_string(kMaxDepth) + " levels", parser.pos_);
+    }
+    ~Nesting() { --parser.depth_; }
+    ExprParser& parser;
+  };
+  static constexpr int kMaxDepth = 256;
+
   Expr unary() {
+    Nesting nesting(*this);
     skip_space();
     if (peek() != '-') return atom();
     size_t at = pos_++;
@@ -166,6 +177,7 @@ class ExprParser {
 
   std::string_view text_;
   size_t pos_;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -37,6 +37,9 @@ CASES = [
     (graph(f'%1 = torch "f"(%0, 99999999999999999999) : {T4}'), "2:22", "does not fit in int64"),
     (graph(f'%1 = torch "f"(%0, 1e999) : {T4}'), "2:22", "float literal out of range"),
     (graph(f'%1 = torch "f"(%0, 12abc) : {T4}'), "2:24", "unexpected 'a' in a number"),
+    (graph(f'%1 = torch "f"(%0, - 5) : {T4}'), "2:22", "expected a number after '-'"),
+    (graph(f'%1 = torch "f"(%0, -infinity) : {T4}'), "2:22", "expected a number after '-'"),
+    (graph(f'%1 = torch "f"(%0, 1e+) : {T4}'), "2:25", "expected digits in the exponent"),
     (graph(f'%1 = torch "f"(%0, torch.float33) : {T4}'), "2:28", "unknown dtype 'torch.float33'"),
     (graph(f'%1 = torch "f"(%0, device("gpu:-1")) : {T4}'), "2:29", "invalid device 'gpu:-1'"),
     (graph(f'%1 = torch "f"(%0, slice(1.5, None, None)) : {T4}'), "2:28", "slice bounds are integers"),
@@ -47,6 +50,8 @@ CASES = [
     ("graph @g() {\n", "2:1", "expected an op name"),
     (graph() + "graph @h() {\n  return ()\n}\n", "4:1", "after the end of the graph"),
     (graph(inputs=f"%0: {T4}"), "1:27", "expected a string"),
+    (graph(f'%1 = torch "f"(%0, {"[" * 100000}) : {T4}'), "2:278", "nested deeper than 256 levels"),
+    (graph(f'%1 = neg(%0) : f32[{"(" * 100000}1]{{1}} cpu'), "2:278", "nested deeper than 256 levels"),
     (graph(f'%1 = torch "f"(%0, \u00ef) : {T4}'), "2:22", "found byte 0xc3"),
     (graph(f'%1 = neg(%0) : f32[s0 \u00ef]{{1}} cpu'), "2:25", "expected ']' after the sizes, found byte 0xc3"),
 ]

@@ -83,10 +83,12 @@ ERRORS = [
     ("4000000000*4000000000*s0", 11, "overflow"),
     ("2x", 2, "in an integer literal"),
     ("s0 + $", 6, "found '$'"),
+    ("(" * 100000 + "1" + ")" * 100000, 257, "nested deeper than 256 levels"),
+    ("-" * 100000 + "s0", 257, "nested deeper than 256 levels"),
 ]
 
 
-@pytest.mark.parametrize("text,column,words", ERRORS, ids=[e[0] or "empty" for e in ERRORS])
+@pytest.mark.parametrize("text,column,words", ERRORS, ids=[e[0][:20] or "empty" for e in ERRORS])
 def test_parse_errors_name_the_column(ir, text, column, words):
     with pytest.raises(ValueError) as info:
         ir.simplify_expr(text)

@@ -41,9 +41,9 @@ ERRORS = [
     (graph(f"%2 = neg(%0) : f32[4, 8]{{1}} cpu"), "node 0 (neg) result %2 has type f32[4, 8]{1} cpu with 2 sizes but 1 strides"),
     (graph(inputs=f'%0: f32[4]{{}} cpu "x"'), "graph input %0 has type f32[4]{} cpu with 1 sizes but 0 strides"),
     (graph(f"%2 = neg(%0) : f32[4, -3]{{1, 1}} cpu"), "node 0 (neg) result %2 has the negative size -3 in dimension 1"),
-    (graph(f"%2 = add(%0) : {T48}"), "node 0 (add): add takes 2 tensor operands, found 1 among its positional arguments"),
-    (graph(f"%2 = add(%0, 1.0) : {T48}"), "node 0 (add): add takes 2 tensor operands, found 1"),
-    (graph(f"%2 = where(%0, %1, other=%1) : {T48}"), "node 0 (where): where takes 3 tensor operands, found 2"),
+    (graph(f"%2 = add(%0) : {T48}"), "node 0 (add): add takes 2 operands, found 1"),
+    (graph(f"%2 = add(1.0, %0) : {T48}"), "node 0 (add): the first argument of add must be a tensor operand"),
+    (graph(f"%2 = where(%0, %1) : {T48}"), "node 0 (where): where takes 3 operands, found 2"),
     (graph(f"%2 = neg() : {T48}"), "node 0 (neg): neg takes 1 tensor operand, found 0"),
     (graph(f"%2 = gather(1, %0, %1) : {T48}"), "node 0 (gather): the first argument of gather must be a tensor operand"),
     (graph(f"%2 = cat(%0, %1) : {T48}"), "node 0 (cat): cat takes a non-empty list of tensors (%N) as its first argument"),
@@ -51,6 +51,10 @@ ERRORS = [
     (graph(f'%2 = torch "torch.Tensor.mul_"(2, %0) : {T48}'),
      'node 0 (torch "torch.Tensor.mul_"): an in-place op writes its first argument, which must be a tensor'),
     (graph('torch "operator.setitem"()'), 'node 0 (torch "operator.setitem"): an in-place op writes its first argument'),
+    (graph(f"%3 = neg(%0) : {T48}", f"%2 = neg(%1) : {T48}", ret="return (%2, %3)"),
+     "node 1 (neg): result %2 has a lower id than %3, defined before it: results are numbered in the order"),
+    (graph(f"%3, %2 = split(%0, 2) : tuple({T48}, {T48})", ret="return (%2, %3)"),
+     "node 0 (split): result %2 has a lower id than %3"),
 ]
 
 

@@ -412,6 +412,14 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
     types.push_back(std::move(t));
   }
   ir::Op op = kind.kind == CallableKind::CoreOp ? kind.op : ir::Op::TorchCall;
+  if (op != ir::Op::TorchCall) {
+    // A core op's first operand is a tensor (or a list of them): other overloads, such as
+    // torch.pow(2, x), stay generic torch nodes.
+    int arity = ir::op_info(op).arity;
+    bool first_ok = arity == 0 || (!args.empty() && (arity < 0 ? (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple)
+                                                             : args[0]->kind == VarKind::Tensor));
+    if (!first_ok || args.size() + kwargs.size() < static_cast<size_t>(std::max(arity, 0))) op = ir::Op::TorchCall;
+  }
   ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
                                    std::move(ir_kwargs), types, form);
   callables.push_back(PyRef::borrow(callable));
