@@ -78,7 +78,6 @@ def main(argv=None):
     opts = parser.parse_args(argv)
 
     import torch
-    import ember
     from ember.bench import report, timing
 
     print("Ember demo:", report.environment_line(report.environment()))
@@ -98,7 +97,6 @@ def main(argv=None):
                          timing.format_s(r["trace_s"]), timing.format_us(r["eager"].median),
                          timing.format_us(r["ember"].median), f"{r['eager'].median / r['ember'].median:.2f}x",
                          r["match"]])
-    ember.reset()
     print()
     print(report.markdown_table(["workload", "graphs", "breaks", "ops", "first call", "tracing", "eager/call",
                                  "ember/call", "speed-up", "matches eager"], rows))
