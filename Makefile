@@ -47,8 +47,8 @@ build-all: build build/venv312/.ready build/venv313/.ready
 	$(call build_for,py313,$(abspath build/venv313/bin/python))
 
 test-bytecode: build-all
-	cd tests && ../build/venv312/bin/python -m pytest -q -p no:cacheprovider bytecode $(PYTEST_ARGS)
-	cd tests && ../build/venv313/bin/python -m pytest -q -p no:cacheprovider bytecode $(PYTEST_ARGS)
+	cd tests && ../build/venv312/bin/python -m pytest -q -p no:cacheprovider bytecode eval_frame $(PYTEST_ARGS)
+	cd tests && ../build/venv313/bin/python -m pytest -q -p no:cacheprovider bytecode eval_frame $(PYTEST_ARGS)
 
 test: build-all
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 """Ember's public API: compile, explain, stats, reset, disable, Unsupported (DESIGN.md)."""
 import dataclasses
 import functools
+from builtins import compile as builtins_compile
 import logging
 import threading
 import warnings
@@ -116,6 +117,19 @@ def _make_optimized_module_class():
 
 _optimized_module_class = None
 
+# The frame compiled for a module: a small function whose only job is `mod(*args, **kwargs)`.
+# Tracing it inlines Module.__call__ -> forward (guarded: no hooks), so torch.nn's own forward
+# methods are captured too. Its code lives in no file of torch or Ember, which the hook skips.
+_ENTRY_SOURCE = """
+def make_entry(mod):
+    def module_call(*args, **kwargs):
+        return mod(*args, **kwargs)
+    return module_call
+"""
+_entry_namespace = {}
+exec(builtins_compile(_ENTRY_SOURCE, "<ember module call>", "exec"), _entry_namespace)
+_make_module_entry = _entry_namespace["make_entry"]
+
 
 def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
     """Compile a function or an nn.Module (like torch.compile); usable as a decorator."""
@@ -130,7 +144,7 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
         global _optimized_module_class
         if _optimized_module_class is None:
             _optimized_module_class = _make_optimized_module_class()
-        return _optimized_module_class(model, _core().CompiledFunction(model, compiler))
+        return _optimized_module_class(model, _core().CompiledFunction(_make_module_entry(model), compiler))
     return _compiled_callable(model, compiler)
 
 

@@ -129,12 +129,9 @@ _public_names = {}
 
 
 def _index_public(prefix, namespace):
-    for attr in dir(namespace):
-        try:
-            obj = getattr(namespace, attr)
-        except Exception:
-            continue
-        if callable(obj):
+    # vars(), not dir()/getattr(): a module's __getattr__ would import lazy submodules.
+    for attr, obj in list(vars(namespace).items()):
+        if callable(obj) and not attr.startswith("__"):
             try:
                 _public_names.setdefault(obj, f"{prefix}.{attr}")
             except TypeError:
@@ -144,6 +141,7 @@ def _index_public(prefix, namespace):
 _index_public("torch.nn.functional", F)
 _index_public("torch", torch)
 _index_public("torch.Tensor", torch.Tensor)
+_index_public("torch.Tensor", torch._C.TensorBase)
 _index_public("operator", operator)
 _index_public("math", math)
 

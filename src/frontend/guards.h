@@ -8,6 +8,10 @@
 //
 // Tensor metadata (dtype, device, sizes, strides) is read through DLPack's C exchange API
 // (torch.Tensor.__dlpack_c_exchange_api__) when torch provides it, else through attributes.
+// requires_grad and the negative/conjugate view bits are always read through attributes.
+//
+// Everything here runs with the GIL held; a GuardSet must also be destroyed with the GIL held
+// and kept alive while check() runs (an Attr step can run Python code).
 #pragma once
 
 #include <Python.h>
@@ -29,12 +33,16 @@ struct TensorMeta {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   bool requires_grad = false;
+  // "f32[4, 8]{8, 1} cpu", "Parameter f32[8]{1} cpu grad": the type's name leads when it is not
+  // torch.Tensor itself.
   std::string str() const;
 };
 
 // Reads a tensor's metadata. Returns false (no Python error left set) for objects that are not
-// tensors Ember can describe (sparse, nested, unknown dtype).
+// tensors Ember can describe (sparse, nested, unknown dtype, negative or conjugate views).
 bool read_tensor_meta(PyObject* obj, TensorMeta* out);
+// The same through Python attributes only (the fallback path), for tests and measurements.
+bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out);
 
 // Interpreter-wide state that changes what a graph computes.
 struct GlobalState {
@@ -51,23 +59,32 @@ class GuardSet {
   GuardSet& operator=(GuardSet&&) noexcept;
 
   // Checks; each is attached to the value at `source`. Adding the same check twice is harmless.
+  // Bad arguments throw std::invalid_argument naming the source.
   void tensor_match(const SourceRef& source, const TensorMeta& meta);
   void id_match(const SourceRef& source, PyObject* obj);      // identity (object kept alive weakly where possible)
   void type_match(const SourceRef& source, PyTypeObject* type);
-  void equals(const SourceRef& source, PyObject* value);      // exact type and ==; for None/bool/int/float/str/tuples of those
+  // Exact type, then ==, recursively through tuples (so 1, True and 1.0 differ; floats compare
+  // -0.0 != 0.0 and NaN == NaN). For None/bool/int/float/complex/str/bytes/torch.dtype/
+  // torch.device and tuples of those; anything else throws.
+  void equals(const SourceRef& source, PyObject* value);
   void length(const SourceRef& source, Py_ssize_t len);       // list, tuple, dict
   void dict_keys(const SourceRef& source, PyObject* keys_tuple);  // a dict's keys, in order
-  void no_hooks(const SourceRef& module_source);              // an nn.Module with no hooks of its own
+  // An nn.Module with no forward/backward (pre-)hooks of its own, and none registered globally
+  // (torch.nn.modules.module must be imported; its global hook dicts are cached here).
+  void no_hooks(const SourceRef& module_source);
   void global_state(const GlobalState& state);
 
   // Registers `source` as an input slot; check() stores a new reference into captured[slot].
+  // Capturing the same source again returns the same slot.
   int capture(const SourceRef& source);
   int capture_count() const;
 
   // Returns true when every check passes; then `captured` (capture_count() entries) holds new
   // references. On false, `captured` holds no references. Never leaves a Python error set.
   bool check(const FrameView& frame, PyObject** captured) const;
-  // The first failing check, as text ("L['x'].size()[0] == 4"), or "" when all pass.
+  // The first failing check, as text ("G['FLAG'] == True", "L['x'] tensor: expected
+  // f32[4, 8]{8, 1} cpu, got f32[5, 8]{8, 1} cpu", "cannot read L['self'].w: AttributeError: ..."),
+  // or "" when all pass.
   std::string first_failure(const FrameView& frame) const;
   // Every check, one per line, in a stable order (for explain and EMBER_LOGS=guards).
   std::string describe() const;

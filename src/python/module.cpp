@@ -13,6 +13,8 @@ void bind_compiler(nb::module_& m);
 
 NB_MODULE(_C, m) {
   using namespace ember::python;
+  // Compiled callables legitimately live until interpreter exit (module globals, caches).
+  nb::set_leak_warnings(false);
   auto ir = m.def_submodule("ir", "Graph IR: parse, print, verify");
   bind_ir(ir);
   auto bytecode = m.def_submodule("bytecode", "Normalized bytecode decoder");

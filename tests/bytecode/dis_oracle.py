@@ -12,6 +12,7 @@ MINOR = sys.version_info[1]
 
 # CPython opcode name -> Ember kind, for the opcodes whose kind does not depend on the argument.
 KIND_BY_NAME = {
+    "RETURN_GENERATOR": "ReturnGenerator", "YIELD_VALUE": "YieldValue",
     "NOP": "Nop", "RESUME": "Nop", "PRECALL": "Nop",
     "LOAD_FAST": "LoadFast", "LOAD_FAST_CHECK": "LoadFast", "LOAD_FAST_AND_CLEAR": "LoadFastAndClear",
     "STORE_FAST": "StoreFast", "DELETE_FAST": "DeleteFast", "LOAD_CONST": "LoadConst",

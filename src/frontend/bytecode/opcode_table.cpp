@@ -206,6 +206,8 @@ const NameRule kByName[] = {
     {"IMPORT_NAME", Opcode::ImportName, Rule::Plain},
     {"IMPORT_FROM", Opcode::ImportFrom, Rule::Plain},
     {"GET_LEN", Opcode::GetLen, Rule::Plain},
+    {"RETURN_GENERATOR", Opcode::ReturnGenerator, Rule::Plain},
+    {"YIELD_VALUE", Opcode::YieldValue, Rule::Plain},
 };
 
 void set_version_facts(OpcodeTable& t) {

@@ -112,7 +112,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     case CallableKind::CoreOp:
     case CallableKind::TorchOp:
     case CallableKind::Query:
-      if (!tensors) {
+      if (!tensors && !kind.makes_tensors()) {
         if (VarRef folded = constant_call(obj, args, kwargs)) return folded;
         unsupported("call to " + table.name_of(obj) + " without tensor arguments");
       }
@@ -260,8 +260,12 @@ VarRef Interpreter::inline_function(PyObject* code, Globals globals, const std::
                                     std::vector<VarRef> args, Kwargs kwargs, const std::string& what) {
   if (depth_ + 1 > trace_.options.inline_depth_limit) unsupported("inlining depth limit reached (recursion?) at " + what);
   auto* co = reinterpret_cast<PyCodeObject*>(code);
-  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
-    unsupported("call to a generator or coroutine function (" + what + ")");
+  if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+    unsupported("call to a coroutine or async generator (" + what + ")");
+  // A generator runs to completion at once and becomes an iterator over what it yielded: the
+  // same values in the same order, since nothing in a trace observes the interleaving (side
+  // effects are replayed after the graph).
+  bool generator = co->co_flags & CO_GENERATOR;
   const CodeInfo& info = codes_.get(co);
   std::vector<VarRef> locals(info.localsplus_names.size());
   int npos = info.argcount;
@@ -319,7 +323,11 @@ VarRef Interpreter::inline_function(PyObject* code, Globals globals, const std::
     locals[i] = kwdefaults->values[at];
   }
   Interpreter child(trace_, codes_, info, std::move(globals), std::move(locals), std::move(closure), depth_ + 1);
-  return child.run();
+  if (!generator) return child.run();
+  std::vector<VarRef> yielded;
+  child.yields_ = &yielded;
+  child.run();
+  return std::make_shared<IteratorVar>(std::move(yielded));
 }
 
 }  // namespace ember::frontend

@@ -694,6 +694,15 @@ void Interpreter::step(const Instruction& ins) {
       push(get_attr(mod, to_string(name_at(ins.arg))));
       return;
     }
+    case Opcode::ReturnGenerator:
+      if (!yields_) unsupported("generator code outside an inlined generator");
+      push(trace_.none());  // the value the first resumption sends
+      return;
+    case Opcode::YieldValue:
+      if (!yields_) unsupported("yield outside an inlined generator");
+      yields_->push_back(pop());
+      push(trace_.none());  // the value sent back: next() sends None
+      return;
     case Opcode::GetLen:
       push(length(peek()));
       return;

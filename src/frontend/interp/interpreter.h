@@ -130,6 +130,7 @@ class Interpreter {
   const bytecode::Instruction* current_ = nullptr;
   VarRef result_;
   bool returned_ = false;
+  std::vector<VarRef>* yields_ = nullptr;  // set while running a generator's code: its yielded values
 };
 
 }  // namespace ember::frontend

@@ -33,6 +33,11 @@ struct CallableKind {
   ir::Op op = ir::Op::TorchCall;
   std::string detail;
   PyRef constant;
+  // Makes tensors from Python values (torch.zeros, torch.arange, ...): a graph node even without
+  // tensor arguments.
+  bool makes_tensors() const {
+    return kind == Factory || (kind == CoreOp && ir::op_info(op).family == ir::OpFamily::Factory);
+  }
 };
 
 struct TorchTable {

@@ -2,6 +2,7 @@
 // from meta tensors, grad-mode changes, side effects and the plan of the return value.
 #include "frontend/interp/trace.h"
 
+#include <cstring>
 #include <functional>
 
 #include "frontend/eval_frame.h"
@@ -372,11 +373,37 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
     if (PyDict_SetItemString(meta_kwargs.get(), k.c_str(), m.get()) < 0) throw PythonError();
   }
 
+  // Metadata comes from running the callable on meta tensors: every device it is asked for
+  // becomes "meta" (the real device is inferred separately), and a device move is a copy.
+  PyObject* meta_callable = callable;
+  PyRef meta_device = PyRef::steal(PyUnicode_FromString("meta"));
+  if (kind.makes_tensors() && !meta_kwargs) meta_kwargs = PyRef::steal(PyDict_New());
+  if (meta_kwargs && (kind.makes_tensors() || PyDict_GetItemString(meta_kwargs.get(), "device")))
+    PyDict_SetItemString(meta_kwargs.get(), "device", meta_device.get());
+  auto ends_with = [&](const char* suffix) {
+    size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  if (ends_with(".cpu") || ends_with(".cuda")) {
+    static PyObject* clone_name = PyUnicode_InternFromString("clone");
+    meta_callable = PyObject_GetAttr(table.tensor_type.get(), clone_name);
+    Py_DECREF(meta_callable);  // the type keeps it alive
+    meta_args = PyRef::steal(PyTuple_GetSlice(meta_args.get(), 0, 1));
+    meta_kwargs = PyRef();
+  } else if (ends_with(".to")) {
+    for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(meta_args.get()); ++i) {
+      PyObject* a = PyTuple_GET_ITEM(meta_args.get(), i);
+      if (PyUnicode_Check(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
+        Py_INCREF(meta_device.get());
+        PyTuple_SetItem(meta_args.get(), i, meta_device.get());
+      }
+    }
+  }
   PyRef result;
   {
     RegionPause pause;
     GradModeScope mode(table, grad_enabled);
-    result = PyRef::steal(PyObject_Call(callable, meta_args.get(), meta_kwargs.get()));
+    result = PyRef::steal(PyObject_Call(meta_callable, meta_args.get(), meta_kwargs.get()));
   }
   if (!result) throw Unsupported(name + " failed on meta tensors (" + take_error() + ")");
 

@@ -1,0 +1,100 @@
+// What the guards read from torch without linking it: the tensor type, DLPack's C exchange table,
+// the global-state callables, and tensor metadata in a form that costs no allocation per read.
+//
+// The bridge is built lazily, under the GIL, the first time it is asked for while "torch" is in
+// sys.modules (Ember never imports torch itself); until then every query answers "no torch".
+// Once built it lives for the process (a cache, not configuration).
+//
+// Reading a tensor: DLPack's `dltensor_from_py_object_no_sync` fills a DLTensor with borrowed
+// pointers to torch's own size and stride arrays (no Python call). What DLPack does not carry is
+// read through attributes: requires_grad, and the negative / conjugate view bits, which DLPack
+// ignores but which change what the memory means (a tensor with either bit is refused, so a
+// graph traced on plain tensors is never reused for one). When DLPack is missing or fails
+// (tensors without storage, meta tensors, sparse layouts), everything is read through attributes.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontend/dlpack_abi.h"
+#include "ir/graph.h"
+
+namespace ember::frontend::guards {
+
+constexpr int kDTypeCount = static_cast<int>(ir::DType::Float8E5M2) + 1;
+
+// Ember's dtype names, kept here until ir::dtype_name / dtype_torch_name are available to this
+// area; they must spell the same strings.
+const char* dtype_short_name(ir::DType dt);  // "f32"
+const char* dtype_torch_name(ir::DType dt);  // "float32"
+bool dtype_from_torch_name(std::string_view name, ir::DType* out);
+
+// A device as two integers: an id for the device type name ("cpu" is 0, "cuda" is 1, others get
+// ids on first sight) and torch's index (-1 when the device has none).
+struct DeviceKey {
+  int32_t type = 0;
+  int32_t index = -1;
+  bool operator==(const DeviceKey& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const DeviceKey& o) const { return !(*this == o); }
+};
+DeviceKey device_key(const ir::Device& device);
+ir::Device device_of(DeviceKey key);
+
+struct TorchBridge {
+  PyObject* torch = nullptr;
+  PyTypeObject* tensor_type = nullptr;  // torch.Tensor
+  const dlpack::ExchangeApi* dlpack = nullptr;  // nullptr: read tensors through attributes
+  PyObject* is_grad_enabled = nullptr;
+  PyObject* get_default_dtype = nullptr;
+  PyObject* dtypes[kDTypeCount] = {};  // torch.float32, ...; nullptr where this torch lacks one
+  PyTypeObject* dtype_type = nullptr;   // torch.dtype
+  PyTypeObject* device_type = nullptr;  // torch.device
+  PyObject* strided = nullptr;          // torch.strided
+  // torch's C implementations of Tensor.requires_grad and Tensor.is_neg()/is_conj(), called
+  // directly (skipping attribute lookup, ~15% of a tensor check). Null where torch does not
+  // define them as a getset / METH_NOARGS method of a base of torch.Tensor; then the attribute
+  // is looked up normally.
+  PyGetSetDef* requires_grad_getset = nullptr;
+  PyCFunction is_neg = nullptr;
+  PyCFunction is_conj = nullptr;
+};
+// nullptr while torch is not imported (no error set).
+const TorchBridge* torch_bridge();
+
+// Maps a torch.dtype object to Ember's dtype; false for dtypes Ember does not model.
+bool dtype_from_object(const TorchBridge& bridge, PyObject* dtype_obj, ir::DType* out);
+
+// Tensor metadata without allocation: `sizes`/`strides` point into the tensor (DLPack) or into
+// the inline buffer (attribute reads), valid until the tensor changes or this object dies.
+struct RawTensorMeta {
+  static constexpr int kInlineDims = 8;
+  ir::DType dtype = ir::DType::Float32;
+  DeviceKey device;
+  int ndim = 0;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;
+  bool requires_grad = false;
+
+  RawTensorMeta() = default;
+  RawTensorMeta(const RawTensorMeta&) = delete;
+  RawTensorMeta& operator=(const RawTensorMeta&) = delete;
+
+  int64_t inline_dims[2 * kInlineDims];
+  std::vector<int64_t> heap_dims;  // used only past kInlineDims dimensions
+};
+
+enum class TensorReadPath : uint8_t { Auto, Attributes };
+// False (no Python error left set) for non-tensors and tensors Ember cannot describe: sparse or
+// nested layouts, dtypes outside ir::DType, negative or conjugate views.
+bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path);
+
+// Grad mode and default dtype as torch reports them now; torch's defaults when torch is not
+// imported. False with a Python error set if torch's callables raised.
+bool read_grad_enabled(bool* out);
+bool read_default_dtype(ir::DType* out);
+
+}  // namespace ember::frontend::guards
