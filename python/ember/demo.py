@@ -8,6 +8,7 @@ fails, so the demo doubles as an end-to-end check. It runs in seconds on two cor
 """
 import argparse
 import sys
+import time
 
 
 def _workloads():
@@ -23,8 +24,8 @@ def _workloads():
     ]
 
 
-def _indent(text, limit):
-    lines = text.splitlines()
+def _indent(text, limit, width=150):
+    lines = [line if len(line) <= width else line[:width - 4] + " ..." for line in text.splitlines()]
     shown = lines[:limit] + ([f"... ({len(lines) - limit} more lines)"] if len(lines) > limit else [])
     return "\n".join("    " + line for line in shown)
 
@@ -36,9 +37,11 @@ def _run_workload(name, what, fn, args, opts):
 
     print(f"\n== {name}: {what}")
     expected = fn(*args)
+    explain_start = time.perf_counter()
     explained = ember.explain(fn, backend=opts.backend)(*args)
+    explain_s = time.perf_counter() - explain_start
     print(f"   ember.explain: {explained.graph_count} graph(s), {explained.graph_break_count} break(s), "
-          f"{explained.op_count} ops")
+          f"{explained.op_count} ops ({timing.format_s(explain_s)})")
     for r in explained.break_reasons:
         print(f"     break: {r.reason} ({r.filename}:{r.lineno})")
     if opts.show_graphs:
@@ -49,6 +52,8 @@ def _run_workload(name, what, fn, args, opts):
     compiled = ember.compile(fn, backend=opts.backend)
     first_s, out = timing.time_first_call(lambda: compiled(*args))
     trace_s = ember.stats()["trace_seconds"]
+    if ember.stats()["graphs"] == 0:
+        raise RuntimeError("Ember captured no graph: the call ran eagerly")
     try:
         torch.testing.assert_close(out, expected)
         match = "yes"
@@ -73,6 +78,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=15, help="timed samples per callable (default 15)")
     parser.add_argument("--warmup", type=int, default=5, help="calls before timing (default 5)")
     parser.add_argument("--min-sample-ms", type=float, default=2.0, help="shortest sample (default 2 ms)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (default 1: more threads on a busy small machine add noise)")
     parser.add_argument("--show-graphs", type=int, default=12, metavar="LINES",
                         help="print up to LINES lines of each captured graph (0: none; default 12)")
     opts = parser.parse_args(argv)
@@ -80,6 +87,9 @@ def main(argv=None):
     import torch
     from ember.bench import report, timing
 
+    if opts.threads < 1 or opts.repeats < 1:
+        parser.error("--threads and --repeats must be >= 1")
+    torch.set_num_threads(opts.threads)
     print("Ember demo:", report.environment_line(report.environment()))
     print(f'backend="{opts.backend}"; times are medians of {opts.repeats} interleaved samples after '
           f"{opts.warmup} warm-up calls")
