@@ -1,0 +1,73 @@
+"""The compilers a benchmark compares, each with a way to compile, to return to a fresh state, and to count graphs.
+
+Benchmarks are the one place where Ember's code may use torch._dynamo / torch.compile (DESIGN.md): they are
+the yardstick. torch._dynamo is imported only when a Dynamo-based compiler is used.
+
+Names (stable: they are JSON keys):
+  ember_eager   ember.compile(backend="eager")   capture + Ember's eager executor
+  ember         ember.compile(backend="ember")   the full Ember pipeline
+  dynamo_eager  torch.compile(backend="eager")   Dynamo capture, FX graph run eagerly
+  inductor      torch.compile()                  Dynamo + AOTAutograd + Inductor
+"""
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiler:
+    name: str
+    label: str
+    family: str  # "ember" or "dynamo": which stats() the graph count comes from
+
+    def reset(self):
+        """Forget everything compiled so far, so the next compile starts as in a fresh process."""
+        if self.family == "ember":
+            import ember
+            ember.reset()
+        else:
+            import torch._dynamo
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+
+    def compile(self, fn):
+        if self.name == "ember_eager":
+            import ember
+            return ember.compile(fn, backend="eager")
+        if self.name == "ember":
+            import ember
+            return ember.compile(fn, backend="ember")
+        import torch
+        if self.name == "dynamo_eager":
+            return torch.compile(fn, backend="eager")
+        if self.name == "inductor":
+            return torch.compile(fn)
+        raise ValueError(f"unknown compiler {self.name!r}")
+
+    def counters(self):
+        """Graphs built since reset() and, for Ember, the seconds spent tracing."""
+        if self.family == "ember":
+            import ember
+            s = ember.stats()
+            return {"graphs": s["graphs"], "graph_breaks": s["graph_breaks"], "eager_frames": s["eager_frames"],
+                    "ops_captured": s["ops_captured"], "trace_seconds": s["trace_seconds"]}
+        import torch._dynamo
+        stats = torch._dynamo.utils.counters["stats"]
+        return {"graphs": stats.get("unique_graphs", 0)}
+
+
+COMPILERS = {
+    "ember_eager": Compiler("ember_eager", 'ember.compile(backend="eager")', "ember"),
+    "ember": Compiler("ember", 'ember.compile(backend="ember")', "ember"),
+    "dynamo_eager": Compiler("dynamo_eager", 'torch.compile(backend="eager")', "dynamo"),
+    "inductor": Compiler("inductor", "torch.compile() (Inductor)", "dynamo"),
+}
+
+
+def parse_compilers(text):
+    """'a,b' -> [Compiler, ...] in the order given; an unknown name is an error that lists the known ones."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in COMPILERS]
+    if unknown or not names:
+        raise ValueError(f"unknown compiler(s) {unknown or [text]}; known: {', '.join(COMPILERS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"compiler named twice in {text!r}")
+    return [COMPILERS[n] for n in names]
