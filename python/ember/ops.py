@@ -262,13 +262,18 @@ def _classify(fn):
         if getattr(fn, "__name__", "") in TENSOR_QUERIES and module == "torch._tensor":
             return ("query", fn.__name__)
         path = _file_of(fn)
-        if path.startswith(_TORCH_DIR):
-            # functools.wraps copies __module__ from the wrapped function: the file says whose code it is.
-            module = "torch." + os.path.splitext(path[len(_TORCH_DIR):])[0].replace(os.sep, ".")
         if _is_torch_module_name(module) or path.startswith(_TORCH_DIR):
+            # A torch function is captured as a node when it is published by torch's functional
+            # API (its __module__: F.max_pool2d is built in torch._jit_internal); it is traced
+            # through when its code is one of the modules Ember inlines (its file: decorators
+            # copy __module__ from the function they wrap).
+            file_module = ""
+            if path.startswith(_TORCH_DIR):
+                file_module = "torch." + os.path.splitext(path[len(_TORCH_DIR):])[0].replace(os.sep, ".")
             if module.startswith(GRAPH_MODULES):
                 return ("torch", "")
-            if module.startswith(INLINE_TORCH_MODULES):
+            if file_module.startswith(INLINE_TORCH_MODULES) or (
+                    not file_module and module.startswith(INLINE_TORCH_MODULES)):
                 return ("inline", "")
             return ("unsupported", f"call to {qualname(fn)} (torch internals that Ember does not trace)")
         if path.startswith(_EMBER_DIR) and not path.startswith(_EMBER_DIR + "models" + os.sep):

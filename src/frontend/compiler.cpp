@@ -133,11 +133,18 @@ class CompiledFrame : public CacheEntry {
     for (const SideEffect& e : effects_) {
       PyRef value = PyRef::steal(build_value(e.plan, outputs, frame));
       if (!value) return nullptr;
-      if (e.kind == SideEffect::Kind::SetAttr) {
-        PyRef target = PyRef::steal(resolve(*e.target, frame));
-        if (!target || PyObject_SetAttrString(target.get(), e.name.c_str(), value.get()) < 0) return nullptr;
-      } else if (PyDict_SetItemString(e.globals.get(), e.name.c_str(), value.get()) < 0) {
-        return nullptr;
+      switch (e.kind) {
+        case SideEffect::Kind::SetAttr: {
+          PyRef target = PyRef::steal(resolve(*e.target, frame));
+          if (!target || PyObject_SetAttrString(target.get(), e.name.c_str(), value.get()) < 0) return nullptr;
+          break;
+        }
+        case SideEffect::Kind::SetGlobal:
+          if (PyDict_SetItemString(e.globals.get(), e.name.c_str(), value.get()) < 0) return nullptr;
+          break;
+        case SideEffect::Kind::SetCell:
+          if (PyCell_Set(PyTuple_GET_ITEM(frame.closure(), e.cell), value.get()) < 0) return nullptr;
+          break;
       }
     }
     return build_value(result_, outputs, frame);

@@ -71,14 +71,15 @@ def _accumulator():
     total = 0
     while True:
         value = yield total
-        total = total + value
+        total = total + value  # FALLBACK send
 
 
-@case(inputs=x34, counters="eager", fallback_marker="send")
+@case(inputs=x34, counters="eager", fallback_marker="send",
+      note="generators are run to completion when called, sending None: this one fails at its first add")
 def generator_send(x):
     acc = _accumulator()
     next(acc)
-    acc.send(x)  # FALLBACK send
+    acc.send(x)
     return acc.send(x * 2)
 
 

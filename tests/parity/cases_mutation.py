@@ -202,9 +202,10 @@ def global_tensor_write(x):
     return x + 1
 
 
-@case(inputs=x34, counters="captured", reset=_reset_globals, state=_globals_state)
+@case(inputs=x34, counters="eager", fallback_marker="global-append", reset=_reset_globals, state=_globals_state,
+      note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
 def global_list_append(x):
-    LOG.append(x.shape[0])
+    LOG.append(x.shape[0])  # FALLBACK global-append
     LOG.append("seen")
     return x.relu()
 
@@ -218,16 +219,16 @@ def global_buffer_inplace(x):
 # ---------------------------------------------------------------------------------------------
 # Caller-owned Python containers and objects
 
-@case(inputs=lambda g: (randn(g, 3, 4), []))
+@case(inputs=lambda g: (randn(g, 3, 4), []), counters="eager", fallback_marker="input-append", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
 def input_list_append(x, sink):
-    sink.append(x * 2)
+    sink.append(x * 2)  # FALLBACK input-append
     sink.append(x.shape[0])
     return x
 
 
-@case(inputs=lambda g: (randn(g, 3, 4), {"seen": 0}))
+@case(inputs=lambda g: (randn(g, 3, 4), {"seen": 0}), counters="eager", fallback_marker="input-setitem", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
 def input_dict_setitem(x, store):
-    store["out"] = x.sum()
+    store["out"] = x.sum()  # FALLBACK input-setitem
     store["seen"] = store["seen"] + 1
     del store["seen"]
     return x
@@ -250,9 +251,10 @@ class _FreshObject:
     pass
 
 
-@case(inputs=x34)
+@case(inputs=x34, counters="eager", fallback_marker="new-object",
+      note="constructing instances of user classes inside compiled code is not captured yet")
 def new_object_in_trace(x):
-    o = _FreshObject()
+    o = _FreshObject()  # FALLBACK new-object
     o.value = x * 2
     o.n = 3
     return o.value * o.n
@@ -342,9 +344,9 @@ class ListAttrAppend(nn.Module):
         self.seen_shapes = []
 
     def forward(self, x):
-        self.seen_shapes.append(tuple(x.shape))
+        self.seen_shapes.append(tuple(x.shape))  # FALLBACK module-list-append
         return x.sin()
 
 
-case("module_list_attr_append", inputs=x34, module=True, counters="captured",
+case("module_list_attr_append", inputs=x34, module=True, counters="eager", fallback_marker="module-list-append", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly",
      state=lambda m: list(m.seen_shapes))(ListAttrAppend)

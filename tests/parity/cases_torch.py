@@ -392,10 +392,10 @@ def index_long_tensors(x, i, j):
     return x[i], x[:, j], x[i, j], x[i, 1:], x[torch.tensor([0, 2])], x[[1, 3]]
 
 
-@case(inputs=lambda g: (randn(g, 4, 5), randbool(g, 4, 5), randbool(g, 4)),
-      note="boolean-mask indexing: the result's shape depends on the mask's values")
+@case(inputs=lambda g: (randn(g, 4, 5), randbool(g, 4, 5), randbool(g, 4)), counters="eager", fallback_marker="bool-mask",
+      note="boolean-mask indexing: the result's shape depends on the mask's values (data-dependent)")
 def index_bool_mask(x, m, rows):
-    return x[m], x[rows], x[x > 0]
+    return x[m], x[rows], x[x > 0]  # FALLBACK bool-mask
 
 
 @case(inputs=lambda g: (randn(g, 4, 5), randn(g, 5)))
@@ -579,10 +579,11 @@ def tensor_layout_attribute(x):
     return x + (x.layout == torch.strided)
 
 
-@case(inputs=lambda g: (randn(g, 2, 3, requires_grad=True),), note="is_leaf is not named by the issue")
+@case(inputs=lambda g: (randn(g, 2, 3, requires_grad=True),), counters="eager", fallback_marker="is-leaf",
+      note="is_leaf of an input that requires grad is not guarded: the frame runs eagerly")
 def tensor_is_leaf_attribute(x):
     y = x * 2
-    return y, x.is_leaf, y.is_leaf
+    return y, x.is_leaf, y.is_leaf  # FALLBACK is-leaf
 
 
 @case(inputs=lambda g: (randn(g, 3, 4),))

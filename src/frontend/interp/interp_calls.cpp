@@ -410,7 +410,13 @@ VarRef Interpreter::inline_function(PyObject* code, Globals globals, const std::
   if (!generator) return child.run();
   std::vector<VarRef> yielded;
   child.yields_ = &yielded;
-  child.run();
+  try {
+    child.run();
+  } catch (Unsupported& u) {
+    // Keep the inner location (the line that failed) and say that the generator ran here.
+    u.reason = "generator " + what + " cannot be run to completion at trace time: " + u.reason;
+    throw;
+  }
   return std::make_shared<IteratorVar>(std::move(yielded));
 }
 

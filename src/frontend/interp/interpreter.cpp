@@ -242,8 +242,14 @@ void Interpreter::step(const Instruction& ins) {
       VarRef cell = locals_.at(ins.arg);
       if (!cell || cell->kind != VarKind::Cell) unsupported("STORE_DEREF of a slot that holds no cell");
       auto& c = cell->as<CellVar>();
-      if (c.real) unsupported("assignment to a nonlocal variable of an enclosing function outside the compiled frame");
-      c.contents = pop();
+      VarRef value = pop();
+      if (c.real) {
+        // A cell of the compiled function's closure: written after the graph, like a global.
+        if (!c.source || c.source->kind != Source::Kind::Closure)
+          unsupported("assignment to a nonlocal variable of a function inlined from outside the compiled frame");
+        trace_.record_setcell(static_cast<int>(c.source->index), value);
+      }
+      c.contents = value;
       return;
     }
     case Opcode::LoadClosure: {

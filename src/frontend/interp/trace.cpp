@@ -506,6 +506,14 @@ void Trace::record_setglobal(PyObject* globals, const std::string& name, const V
   global_overlay_[{globals, name}] = value;
 }
 
+void Trace::record_setcell(int closure_index, const VarRef& value) {
+  SideEffect e;
+  e.kind = SideEffect::Kind::SetCell;
+  e.cell = closure_index;
+  e.value = value;
+  side_effects.push_back(std::move(e));
+}
+
 VarRef Trace::overlay_attr(PyObject* obj, const std::string& name) const {
   auto it = attr_overlay_.find({obj, name});
   return it == attr_overlay_.end() ? nullptr : it->second;

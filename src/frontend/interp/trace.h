@@ -50,11 +50,12 @@ struct ValuePlan {
 };
 
 struct SideEffect {
-  enum class Kind : uint8_t { SetAttr, SetGlobal };
+  enum class Kind : uint8_t { SetAttr, SetGlobal, SetCell };
   Kind kind = Kind::SetAttr;
   SourceRef target;  // SetAttr: the object
   PyRef globals;     // SetGlobal: the dict
   std::string name;
+  int cell = -1;     // SetCell: index in the compiled function's closure
   VarRef value;     // during the trace
   ValuePlan plan;   // after finish()
 };
@@ -92,6 +93,7 @@ class Trace {
   // see them through these overlays.
   void record_setattr(const VarRef& obj, const std::string& name, const VarRef& value);
   void record_setglobal(PyObject* globals, const std::string& name, const VarRef& value);
+  void record_setcell(int closure_index, const VarRef& value);
   VarRef overlay_attr(PyObject* obj, const std::string& name) const;
   VarRef overlay_global(PyObject* globals, const std::string& name) const;
 
