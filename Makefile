@@ -58,7 +58,7 @@ demo: build
 	PYTHONPATH=python $(PY) -m ember.demo
 
 bench: build
-	PYTHONPATH=python $(PY) -m ember.bench cpu
+	PYTHONPATH=python $(PY) -m ember.bench overhead
 
 clean:
 	rm -rf build python/ember/_C*.so

@@ -127,6 +127,20 @@ Outcome compile_and_run(const FrameView& view, CodeCache& cache, FrameCompiler* 
   if (compiled == nullptr) {
     return Outcome::evaluate;
   }
+  // Tracing runs Python code, so another thread may have compiled the same frame meanwhile: an
+  // entry that already accepts this frame wins, and the new one is dropped (no duplicate
+  // entries filling the cache limit).
+  if (const CompilerCache* current = cache.find(compiler)) {
+    EntryListRef entries = current->entries;
+    for (size_t i = 0; entries && i < entries->size(); ++i) {
+      void* state = nullptr;
+      if ((*entries)[i]->guards_pass(view, &state)) {
+        cache.note_hit(compiler, (*entries)[i].get(), i);
+        return run_entry(*(*entries)[i], view, state, compiler, result);
+      }
+      if (error_set()) return Outcome::failed;
+    }
+  }
   std::shared_ptr<CacheEntry> entry(std::move(compiled));
   cache.add_entry(compiler, entry);
   void* state = nullptr;

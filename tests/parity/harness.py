@@ -34,7 +34,8 @@ def build_targets(case):
     if not case.module:
         return case.fn, case.fn
     torch.manual_seed(0)
-    module = case.fn()
+    from ember.testing import DEVICE
+    module = case.fn().to(DEVICE)
     return copy.deepcopy(module), module
 
 

@@ -6,8 +6,12 @@ must agree in dtype, device, shape and values (torch.testing.assert_close defaul
 and requires_grad is compared separately so that a value mismatch is always reported first.
 """
 import math
+import os
 
 import torch
+
+# Where test inputs live: EMBER_TEST_DEVICE=cuda runs the differential tests on the GPU machine.
+DEVICE = torch.device(os.environ.get("EMBER_TEST_DEVICE", "cpu"))
 
 __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMismatch", "tensor_leaves",
            "clone_tree", "alias_map"]
@@ -15,16 +19,16 @@ __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMis
 
 def randn(g, *shape, dtype=torch.float32, requires_grad=False):
     """A normal tensor drawn from generator `g` (float32 first, then cast, so every dtype sees one stream)."""
-    t = torch.randn(*shape, generator=g).to(dtype)
+    t = torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
     return t.requires_grad_() if requires_grad else t
 
 
 def randint(g, low, high, *shape, dtype=torch.int64):
-    return torch.randint(low, high, shape, generator=g).to(dtype)
+    return torch.randint(low, high, shape, generator=g).to(dtype).to(DEVICE)
 
 
 def randbool(g, *shape):
-    return torch.rand(*shape, generator=g) > 0.5
+    return (torch.rand(*shape, generator=g) > 0.5).to(DEVICE)
 
 
 class Call:
