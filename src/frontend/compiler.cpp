@@ -3,30 +3,13 @@
 
 #include <chrono>
 
+#include "frontend/pyutil.h"
 #include "runtime/eager_executor.h"
 #include "support/stats.h"
 
 namespace ember::frontend {
 
 namespace {
-
-std::string take_error() {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  std::string msg = type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
-  if (value) {
-    if (PyObject* s = PyObject_Str(value)) {
-      if (const char* c = PyUnicode_AsUTF8(s)) msg += ": " + std::string(c);
-      Py_DECREF(s);
-    }
-  }
-  PyErr_Clear();
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  return msg;
-}
 
 // Builds a Python dict from (key, new reference) pairs; steals the values.
 PyObject* make_info(std::initializer_list<std::pair<const char*, PyObject*>> items) {
@@ -234,7 +217,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     where_file = u.filename;
     where_line = u.line;
   } catch (PythonError&) {
-    reason = "internal error: " + take_error();
+    reason = "internal error: " + take_error_message();
   } catch (std::exception& e) {
     if (PyErr_Occurred()) PyErr_Clear();
     reason = std::string("internal error: ") + e.what();

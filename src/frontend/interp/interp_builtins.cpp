@@ -4,16 +4,11 @@
 #include <cstring>
 
 #include "frontend/interp/interpreter.h"
+#include "frontend/pyutil.h"
 
 namespace ember::frontend {
 
 namespace {
-
-std::string str_of(PyObject* s) {
-  const char* c = PyUnicode_AsUTF8(s);
-  if (!c) throw PythonError();
-  return c;
-}
 
 // operator-module names of binary operators, by NB_* number (0..12); in-place forms add 13.
 constexpr const char* kBinaryNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod",

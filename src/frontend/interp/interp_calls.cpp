@@ -4,16 +4,11 @@
 #include <functional>
 
 #include "frontend/interp/interpreter.h"
+#include "frontend/pyutil.h"
 
 namespace ember::frontend {
 
 namespace {
-
-std::string str_of(PyObject* s) {
-  const char* c = PyUnicode_AsUTF8(s);
-  if (!c) throw PythonError();
-  return c;
-}
 
 PyObject* pyname(const std::string& s) {
   PyObject* o = PyUnicode_FromStringAndSize(s.data(), s.size());

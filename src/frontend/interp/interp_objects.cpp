@@ -7,16 +7,11 @@
 #include <algorithm>
 
 #include "frontend/interp/interpreter.h"
+#include "frontend/pyutil.h"
 
 namespace ember::frontend {
 
 namespace {
-
-std::string str_of(PyObject* s) {
-  const char* c = PyUnicode_AsUTF8(s);
-  if (!c) throw PythonError();
-  return c;
-}
 
 PyObject* operator_module() {
   static PyObject* m = PyImport_ImportModule("operator");

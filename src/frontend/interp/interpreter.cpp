@@ -1,6 +1,7 @@
 // The opcode loop of the symbolic interpreter: stack, locals, cells, jumps, containers.
 // Calls live in interp_calls.cpp; attributes, items and operators in interp_objects.cpp.
 #include "frontend/interp/interpreter.h"
+#include "frontend/pyutil.h"
 
 #include <algorithm>
 
@@ -11,18 +12,11 @@ using bytecode::Opcode;
 
 namespace {
 
-std::string to_string(PyObject* str) {
-  Py_ssize_t n = 0;
-  const char* s = PyUnicode_AsUTF8AndSize(str, &n);
-  if (!s) throw PythonError();
-  return std::string(s, n);
-}
-
 std::vector<std::string> tuple_strings(PyObject* code, const char* attr) {
   PyRef t = PyRef::steal(PyObject_GetAttrString(code, attr));
   if (!t) throw PythonError();
   std::vector<std::string> out;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t.get()); ++i) out.push_back(to_string(PyTuple_GET_ITEM(t.get(), i)));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t.get()); ++i) out.push_back(str_of(PyTuple_GET_ITEM(t.get(), i)));
   return out;
 }
 
@@ -48,8 +42,8 @@ const CodeInfo& CodeInfoCache::get(PyCodeObject* code) {
   info->kwonlyargcount = code->co_kwonlyargcount;
   info->varargs = code->co_flags & CO_VARARGS;
   info->varkeywords = code->co_flags & CO_VARKEYWORDS;
-  info->filename = to_string(code->co_filename);
-  info->name = to_string(code->co_qualname);
+  info->filename = str_of(code->co_filename);
+  info->name = str_of(code->co_qualname);
   return *(infos_[co] = std::move(info));
 }
 
@@ -183,7 +177,7 @@ void Interpreter::step(const Instruction& ins) {
       push(trace_.constant(PyRef::borrow(const_at(ins.arg))));
       return;
     case Opcode::LoadGlobal: {
-      VarRef v = load_global(to_string(name_at(ins.arg)));
+      VarRef v = load_global(str_of(name_at(ins.arg)));
       bool null_after = bytecode::version_traits().null_after_callable;
       if (ins.arg2 && !null_after) push(make_null());
       push(v);
@@ -191,16 +185,16 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::StoreGlobal:
-      trace_.record_setglobal(globals_.dict, to_string(name_at(ins.arg)), pop());
+      trace_.record_setglobal(globals_.dict, str_of(name_at(ins.arg)), pop());
       return;
     case Opcode::LoadAttr: {
       VarRef obj = pop();
-      push(get_attr(obj, to_string(name_at(ins.arg))));
+      push(get_attr(obj, str_of(name_at(ins.arg))));
       return;
     }
     case Opcode::LoadMethod: {
       VarRef obj = pop();
-      load_method(obj, to_string(name_at(ins.arg)));
+      load_method(obj, str_of(name_at(ins.arg)));
       return;
     }
     case Opcode::LoadSuperAttr: {
@@ -210,7 +204,7 @@ void Interpreter::step(const Instruction& ins) {
       PyObject* c = Trace::as_constant(*cls);
       if (!c || !PyType_Check(c)) unsupported("super() with a class that is not known at trace time");
       SuperVar sup(PyRef::borrow(c), self);
-      std::string name = to_string(name_at(ins.arg));
+      std::string name = str_of(name_at(ins.arg));
       VarRef attr = super_attr(sup, name);
       bool method = ins.arg2 & 1;
       if (method && attr->kind == VarKind::BoundMethod) {
@@ -230,7 +224,7 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::StoreAttr: {
       VarRef obj = pop();
       VarRef value = pop();
-      store_attr(obj, to_string(name_at(ins.arg)), value);
+      store_attr(obj, str_of(name_at(ins.arg)), value);
       return;
     }
     case Opcode::DeleteAttr:
@@ -325,7 +319,7 @@ void Interpreter::step(const Instruction& ins) {
         auto& d = kw->as<DictVar>();
         for (size_t i = 0; i < d.keys.size(); ++i) {
           if (!PyUnicode_Check(d.keys[i].get())) unsupported("**kwargs with a non-string key");
-          kwargs.emplace_back(to_string(d.keys[i].get()), d.values[i]);
+          kwargs.emplace_back(str_of(d.keys[i].get()), d.values[i]);
         }
       }
       push(call(fn, std::move(args), std::move(kwargs)));
@@ -472,7 +466,7 @@ void Interpreter::step(const Instruction& ins) {
       for (auto& p : parts) {
         PyObject* c = Trace::as_constant(*p);
         if (!c || !PyUnicode_Check(c)) unsupported("string building from a non-constant");
-        s += to_string(c);
+        s += str_of(c);
       }
       push(trace_.constant(PyRef::steal(PyUnicode_FromStringAndSize(s.data(), s.size()))));
       return;
@@ -689,7 +683,7 @@ void Interpreter::step(const Instruction& ins) {
       if (!mod || !fl || !lv || PyLong_AsLong(lv) != 0) unsupported("import of a module that is not loaded yet");
       if (fl == Py_None) {
         // `import a.b` binds the top package `a`.
-        std::string full = to_string(name);
+        std::string full = str_of(name);
         std::string top = full.substr(0, full.find('.'));
         PyObject* topmod = PyDict_GetItemString(modules, top.c_str());
         if (!topmod) unsupported("import of a module that is not loaded yet");
@@ -701,7 +695,7 @@ void Interpreter::step(const Instruction& ins) {
     }
     case Opcode::ImportFrom: {
       VarRef mod = peek();
-      push(get_attr(mod, to_string(name_at(ins.arg))));
+      push(get_attr(mod, str_of(name_at(ins.arg))));
       return;
     }
     case Opcode::ReturnGenerator:

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "frontend/eval_frame.h"
+#include "frontend/pyutil.h"
 
 namespace ember::frontend {
 
@@ -17,28 +18,6 @@ std::string py_str(PyObject* o) {
   const char* c = PyUnicode_AsUTF8(s.get());
   if (!c) throw PythonError();
   return c;
-}
-
-// The message of the pending Python error, which is cleared.
-std::string take_error() {
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  std::string msg = type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
-  if (value) {
-    PyObject* s = PyObject_Str(value);
-    if (s) {
-      const char* c = PyUnicode_AsUTF8(s);
-      if (c) msg += ": " + std::string(c);
-      Py_DECREF(s);
-    }
-  }
-  PyErr_Clear();
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
-  return msg;
 }
 
 bool is_plain_constant(PyObject* o) {
@@ -405,7 +384,7 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
     GradModeScope mode(table, grad_enabled);
     result = PyRef::steal(PyObject_Call(meta_callable, meta_args.get(), meta_kwargs.get()));
   }
-  if (!result) throw Unsupported(name + " failed on meta tensors (" + take_error() + ")");
+  if (!result) throw Unsupported(name + " failed on meta tensors (" + take_error_message() + ")");
 
   PyObject* r = result.get();
   std::vector<PyObject*> metas;
