@@ -129,32 +129,31 @@ Outcome compile_and_run(const FrameView& view, CodeCache& cache, FrameCompiler* 
   }
   // Tracing runs Python code, so another thread may have compiled the same frame meanwhile: an
   // entry that already accepts this frame wins, and the new one is dropped (no duplicate
-  // entries filling the cache limit).
+  // entries filling the cache limit). The call still counts as the compile it was.
+  std::shared_ptr<CacheEntry> entry;
+  void* state = nullptr;
   if (const CompilerCache* current = cache.find(compiler)) {
     EntryListRef entries = current->entries;
-    for (size_t i = 0; entries && i < entries->size(); ++i) {
-      void* state = nullptr;
-      if ((*entries)[i]->guards_pass(view, &state)) {
-        cache.note_hit(compiler, (*entries)[i].get(), i);
-        return run_entry(*(*entries)[i], view, state, compiler, result);
-      }
+    for (size_t i = 0; entries && i < entries->size() && !entry; ++i) {
+      if ((*entries)[i]->guards_pass(view, &state)) entry = (*entries)[i];
       if (error_set()) return Outcome::failed;
     }
   }
-  std::shared_ptr<CacheEntry> entry(std::move(compiled));
-  cache.add_entry(compiler, entry);
-  void* state = nullptr;
-  if (!entry->guards_pass(view, &state)) {
-    if (!error_set()) {
-      std::string guard = entry->failing_guard(view);
+  if (!entry) {
+    entry = std::shared_ptr<CacheEntry>(std::move(compiled));
+    cache.add_entry(compiler, entry);
+    if (!entry->guards_pass(view, &state)) {
       if (!error_set()) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "Ember: the guards of the entry just compiled for %U reject the frame it was "
-                     "compiled from (failing guard: %s)",
-                     view.code->co_qualname, guard.c_str());
+        std::string guard = entry->failing_guard(view);
+        if (!error_set()) {
+          PyErr_Format(PyExc_RuntimeError,
+                       "Ember: the guards of the entry just compiled for %U reject the frame it was "
+                       "compiled from (failing guard: %s)",
+                       view.code->co_qualname, guard.c_str());
+        }
       }
+      return Outcome::failed;
     }
-    return Outcome::failed;
   }
   if (entry->runs_eagerly()) {
     return Outcome::evaluate;
