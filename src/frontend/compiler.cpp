@@ -66,6 +66,12 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
       }
       return PyObject_CallOneArg(make.get(), seq.get());
     }
+    case ValuePlan::Kind::Call: {
+      PyRef a = PyRef::steal(build_value(p.items.at(0), outputs, frame));
+      PyRef b = a ? PyRef::steal(build_value(p.items.at(1), outputs, frame)) : PyRef();
+      if (!b) return nullptr;
+      return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
+    }
     case ValuePlan::Kind::Dict: {
       PyRef d = PyRef::steal(PyDict_New());
       for (size_t i = 0; i < p.items.size(); ++i) {

@@ -373,3 +373,40 @@ def test_cache_limit_is_per_compiled_callable(backend):
         check(scaled, f, torch.randn(3, 3))
     check(scaled, g, torch.randn(3, 3))
     assert counters()["frames_compiled"] == 2
+
+
+class _StepCounter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+        self.scale = 2
+
+    def forward(self, x):
+        self.steps += 1
+        self.total = self.steps * 10 + 1  # arithmetic on it stays symbolic too
+        return x * self.scale
+
+
+def test_int_attribute_counter_does_not_recompile():
+    ember.reset()
+    m = _StepCounter()
+    c = ember.compile(m)
+    x = torch.randn(3)
+    for i in range(1, 21):
+        torch.testing.assert_close(c(x), x * 2)
+        assert m.steps == i and m.total == i * 10 + 1
+    s = ember.stats()
+    assert s["frames_compiled"] == 1 and s["recompiles"] == 0 and s["eager_frames"] == 0, s
+
+
+def test_int_attribute_used_as_a_value_recompiles_when_it_changes():
+    ember.reset()
+    m = _StepCounter()
+    c = ember.compile(m)
+    x = torch.randn(3)
+    c(x)
+    c(x)
+    m.scale = 3  # multiplies a tensor: specialized, guarded by value
+    torch.testing.assert_close(c(x), x * 3)
+    s = ember.stats()
+    assert s["frames_compiled"] == 2 and s["recompiles"] == 1, s

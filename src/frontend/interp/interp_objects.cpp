@@ -76,6 +76,8 @@ bool is_dict_container(PyObject* o) {
 
 VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
   switch (obj->kind) {
+    case VarKind::SymInt:
+      return get_attr(trace_.specialize(obj), name);
     case VarKind::Tensor:
       return tensor_attr(obj, name);
     case VarKind::Super:
@@ -608,9 +610,16 @@ std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
 // ---------------------------------------------------------------------------------------------
 // Operators
 
-VarRef Interpreter::binary_op(int nb, const VarRef& lhs, const VarRef& rhs) {
+VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in) {
   bool inplace = nb >= 13;
   int base = nb % 13;
+  if (lhs_in->kind == VarKind::SymInt || rhs_in->kind == VarKind::SymInt) {
+    // + - * // % on ints keep a SymInt symbolic; anything else specializes it.
+    bool arith = base == 0 || base == 10 || base == 5 || base == 2 || base == 6;
+    if (arith)
+      if (VarRef s = trace_.sym_int_arith(operator_fn(inplace ? kInplace[base] : kBinary[base]), lhs_in, rhs_in)) return s;
+  }
+  VarRef lhs = trace_.specialize(lhs_in), rhs = trace_.specialize(rhs_in);
   if (lhs->kind == VarKind::Tensor || rhs->kind == VarKind::Tensor) {
     if (inplace && lhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kInplace[base]), {lhs, rhs}, {});
     if (lhs->kind == VarKind::Tensor && kBinaryCore[base] != ir::Op::TorchCall)

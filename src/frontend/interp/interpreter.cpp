@@ -81,6 +81,31 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes) {
   return interp.run();
 }
 
+bool Interpreter::carries_sym_ints(bytecode::Opcode op) {
+  // Instructions that move a SymInt or do arithmetic on it; before any other, the stack's
+  // SymInts are specialized (guarded by value), so no other code ever sees one.
+  switch (op) {
+    case Opcode::Nop:
+    case Opcode::LoadFast:
+    case Opcode::StoreFast:
+    case Opcode::LoadConst:
+    case Opcode::LoadAttr:
+    case Opcode::LoadGlobal:
+    case Opcode::LoadDeref:
+    case Opcode::BinaryOp:
+    case Opcode::StoreAttr:
+    case Opcode::StoreGlobal:
+    case Opcode::ReturnValue:
+    case Opcode::PopTop:
+    case Opcode::Copy:
+    case Opcode::Swap:
+    case Opcode::PushNull:
+      return true;
+    default:
+      return false;
+  }
+}
+
 VarRef Interpreter::pop() {
   if (stack_.empty()) unsupported("bytecode popped an empty stack (malformed bytecode?)");
   VarRef v = std::move(stack_.back());
@@ -122,6 +147,9 @@ VarRef Interpreter::run() {
     if (++trace_.instructions > trace_.options.instruction_limit)
       unsupported("trace exceeded the instruction limit (an unbounded loop?)");
     current_ = &code[ip_++];
+    if (!carries_sym_ints(current_->op)) {
+      for (VarRef& v : stack_) v = trace_.specialize(v);
+    }
     try {
       step(*current_);
     } catch (Unsupported& u) {

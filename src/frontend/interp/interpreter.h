@@ -70,6 +70,7 @@ class Interpreter {
   std::vector<VarRef> pop_n(int n);
 
   void step(const bytecode::Instruction& ins);
+  static bool carries_sym_ints(bytecode::Opcode op);
   [[noreturn]] void unsupported(const std::string& reason) const;
 
   // Names and constants of the code.

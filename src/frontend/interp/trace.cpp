@@ -123,6 +123,9 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   PyTypeObject* type = Py_TYPE(obj);
   if (is_tensor_type(reinterpret_cast<PyObject*>(type))) {
     v = wrap_tensor(obj, source);
+  } else if (PyLong_CheckExact(obj) && (source->kind == Source::Kind::Attr || source->kind == Source::Kind::Global ||
+                                         source->kind == Source::Kind::Closure)) {
+    v = sym_int(obj, source);
   } else if (is_plain_constant(obj)) {
     guards.equals(source, obj);
     v = make_object(PyRef::borrow(obj), source);
@@ -503,9 +506,64 @@ VarRef Trace::overlay_global(PyObject* globals, const std::string& name) const {
   return it == global_overlay_.end() ? nullptr : it->second;
 }
 
+VarRef Trace::sym_int(PyObject* value, const SourceRef& source) {
+  guards.type_match(source, Py_TYPE(value));
+  auto s = std::make_shared<SymIntVar>();
+  s->value = PyRef::borrow(value);
+  auto expr = std::make_shared<ValuePlan>();
+  expr->kind = ValuePlan::Kind::FromSource;
+  expr->source = source;
+  s->expr = std::move(expr);
+  s->leaves.emplace_back(source, PyRef::borrow(value));
+  return s;
+}
+
+VarRef Trace::sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b) {
+  auto operand = [](const VarRef& v, ValuePlan* plan) -> PyObject* {
+    if (v->kind == VarKind::SymInt) {
+      *plan = *v->as<SymIntVar>().expr;
+      return v->as<SymIntVar>().value.get();
+    }
+    PyObject* c = as_constant(*v);
+    if (!c || !PyLong_CheckExact(c)) return nullptr;
+    plan->kind = ValuePlan::Kind::Const;
+    plan->constant = PyRef::borrow(c);
+    return c;
+  };
+  ValuePlan pa, pb;
+  PyObject* x = operand(a, &pa);
+  PyObject* y = operand(b, &pb);
+  if (!x || !y) return nullptr;
+  PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(op, x, y, nullptr));
+  if (!r || !PyLong_CheckExact(r.get())) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  auto s = std::make_shared<SymIntVar>();
+  s->value = std::move(r);
+  auto expr = std::make_shared<ValuePlan>();
+  expr->kind = ValuePlan::Kind::Call;
+  expr->constant = PyRef::borrow(op);
+  expr->items = {std::move(pa), std::move(pb)};
+  s->expr = std::move(expr);
+  for (const VarRef* v : {&a, &b})
+    if ((*v)->kind == VarKind::SymInt)
+      for (auto& leaf : (*v)->as<SymIntVar>().leaves) s->leaves.push_back(leaf);
+  return s;
+}
+
+VarRef Trace::specialize(const VarRef& v) {
+  if (v->kind != VarKind::SymInt) return v;
+  auto& s = v->as<SymIntVar>();
+  for (auto& [source, value] : s.leaves) guards.equals(source, value.get());
+  return make_object(s.value);
+}
+
 ValuePlan Trace::plan_value(const VarRef& v) {
   ValuePlan p;
   switch (v->kind) {
+    case VarKind::SymInt:
+      return *v->as<SymIntVar>().expr;
     case VarKind::Tensor: {
       ir::ValueId id = v->as<TensorVar>().value;
       auto it = output_index_.find(id);

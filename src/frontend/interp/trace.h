@@ -41,9 +41,10 @@ struct PythonError : std::exception {
 // How to rebuild a Python value after the graph ran: the frame's return value, or the value a
 // side effect stores.
 struct ValuePlan {
-  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named };
+  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call };
   Kind kind = Kind::Const;
-  PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys tuple
+  PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys
+                           // tuple; for Call, the callable applied to the items
   int output = -1;         // GraphOutput: index into Graph::outputs()
   SourceRef source;        // FromSource
   std::vector<ValuePlan> items;
@@ -96,6 +97,15 @@ class Trace {
   void record_setcell(int closure_index, const VarRef& value);
   VarRef overlay_attr(PyObject* obj, const std::string& name) const;
   VarRef overlay_global(PyObject* globals, const std::string& name) const;
+
+  // A SymInt for an int read through `source` (no value guard yet; its type is guarded).
+  VarRef sym_int(PyObject* value, const SourceRef& source);
+  // `op(a, b)` on SymInts and int constants as a SymInt, or nullptr when that is not arithmetic
+  // a SymInt can carry (the caller then specializes).
+  VarRef sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b);
+  // Guards a SymInt's sources by value and returns the constant it stands for; other Vars are
+  // returned as they are.
+  VarRef specialize(const VarRef& v);
 
   // The plan that rebuilds `v` after the graph runs; adds graph outputs as needed.
   ValuePlan plan_value(const VarRef& v);

@@ -64,6 +64,8 @@ std::string describe(const Var& v) {
       return "grad-mode context";
     case VarKind::GradModeExit:
       return "grad-mode exit";
+    case VarKind::SymInt:
+      return "int";
   }
   return "value";
 }

@@ -26,6 +26,7 @@ namespace ember::frontend {
 
 struct Var;
 using VarRef = std::shared_ptr<Var>;
+struct ValuePlan;
 
 enum class VarKind : uint8_t {
   Null,         // the NULL a call sequence pushes
@@ -41,6 +42,7 @@ enum class VarKind : uint8_t {
   Super,        // super() proxy
   GradMode,     // torch.no_grad() / enable_grad() / set_grad_enabled(b) context
   GradModeExit, // the bound __exit__ of an entered GradMode context
+  SymInt,       // an int read from an attribute, global or cell, not yet guarded by value
 };
 
 struct Var {
@@ -130,6 +132,18 @@ struct GradModeVar : Var {
 struct GradModeExitVar : Var {
   explicit GradModeExitVar(bool p) : Var(VarKind::GradModeExit), previous(p) {}
   bool previous;
+};
+
+// An int the trace read through a source (`self.steps`) and has so far only done arithmetic on.
+// Its value is known, but not yet guarded: arithmetic on it is recorded (`expr`, evaluated again
+// on each call), so `self.steps += 1` replays as "read, add one, store" instead of baking the
+// value in. Any other use specializes it: equality guards on its sources, then a constant.
+// SymInts live only on the stack and in locals (see Interpreter::specialize).
+struct SymIntVar : Var {
+  SymIntVar() : Var(VarKind::SymInt) {}
+  PyRef value;                                       // the value at trace time
+  std::shared_ptr<const struct ValuePlan> expr;      // how to compute it from the frame
+  std::vector<std::pair<SourceRef, PyRef>> leaves;   // the sources it reads, with their values
 };
 
 inline VarRef make_null() { return std::make_shared<NullVar>(); }
