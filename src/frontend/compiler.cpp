@@ -119,24 +119,33 @@ class CompiledFrame : public CacheEntry {
       if (changes_grad_mode_) restore_grad_mode();
       return nullptr;
     }
+    // Every value is computed before any store: a value may read a source that an earlier
+    // store changes (`self.steps += 1; self.total = self.steps * 10`).
+    std::vector<PyRef> values;
     for (const SideEffect& e : effects_) {
-      PyRef value = PyRef::steal(build_value(e.plan, outputs, frame));
-      if (!value) return nullptr;
+      values.push_back(PyRef::steal(build_value(e.plan, outputs, frame)));
+      if (!values.back()) return nullptr;
+    }
+    PyRef result = PyRef::steal(build_value(result_, outputs, frame));
+    if (!result) return nullptr;
+    for (size_t i = 0; i < effects_.size(); ++i) {
+      const SideEffect& e = effects_[i];
+      PyObject* value = values[i].get();
       switch (e.kind) {
         case SideEffect::Kind::SetAttr: {
           PyRef target = PyRef::steal(resolve(*e.target, frame));
-          if (!target || PyObject_SetAttrString(target.get(), e.name.c_str(), value.get()) < 0) return nullptr;
+          if (!target || PyObject_SetAttrString(target.get(), e.name.c_str(), value) < 0) return nullptr;
           break;
         }
         case SideEffect::Kind::SetGlobal:
-          if (PyDict_SetItemString(e.globals.get(), e.name.c_str(), value.get()) < 0) return nullptr;
+          if (PyDict_SetItemString(e.globals.get(), e.name.c_str(), value) < 0) return nullptr;
           break;
         case SideEffect::Kind::SetCell:
-          if (PyCell_Set(PyTuple_GET_ITEM(frame.closure(), e.cell), value.get()) < 0) return nullptr;
+          if (PyCell_Set(PyTuple_GET_ITEM(frame.closure(), e.cell), value) < 0) return nullptr;
           break;
       }
     }
-    return build_value(result_, outputs, frame);
+    return result.release();
   }
 
   std::string failing_guard(const FrameView& frame) override { return guards_.first_failure(frame); }
