@@ -241,6 +241,7 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
 VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
   PyObject* m = module->as<ObjectVar>().obj.get();
   const SourceRef& src = module->source;
+  if (name == "__class__") return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m))));
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(Py_TYPE(m), key.get());
   if (descr && Py_TYPE(descr)->tp_descr_set) {
@@ -296,8 +297,28 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
     }
     return trace_.constant(std::move(v));
   }
-  if (Py_TYPE(o)->tp_getattro != PyObject_GenericGetAttr)
-    unsupported("attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object, whose class customizes attribute lookup");
+  if (name == "__class__") return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+  if (Py_TYPE(o)->tp_getattro != PyObject_GenericGetAttr) {
+    // A class with Python __getattribute__ / __getattr__ (configuration objects often have
+    // them): trace that code; object.__getattribute__ inside it is the generic lookup below.
+    static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
+    static PyObject* getattr = PyUnicode_InternFromString("__getattr__");
+    PyObject* custom = _PyType_Lookup(Py_TYPE(o), getattribute);
+    PyRef name_obj = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    if (custom && PyFunction_Check(custom))
+      return inline_real_function(custom, nullptr, {obj, trace_.constant(name_obj)}, {});
+    PyObject* fallback = _PyType_Lookup(Py_TYPE(o), getattr);
+    if (!fallback || !PyFunction_Check(fallback) ||
+        (custom && custom != PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__getattribute__")))
+      unsupported("attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object, whose class customizes attribute lookup");
+    if (VarRef v = generic_attr(obj, o, name, /*missing_ok=*/true)) return v;
+    return inline_real_function(fallback, nullptr, {obj, trace_.constant(name_obj)}, {});
+  }
+  return generic_attr(obj, o, name, false);
+}
+
+VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok) {
+  const SourceRef& src = obj->source;
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(Py_TYPE(o), key.get());
   if (descr && Py_TYPE(descr)->tp_descr_set) {
@@ -318,6 +339,7 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
       return src ? trace_.wrap(v, Source::attr(src, name)) : trace_.constant(PyRef::borrow(v));
   }
   if (descr) return class_attr_value(reinterpret_cast<PyObject*>(Py_TYPE(o)), descr, obj, src ? Source::attr(src, name) : nullptr);
+  if (missing_ok) return nullptr;
   unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
 }
 

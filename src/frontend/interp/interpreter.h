@@ -102,6 +102,9 @@ class Interpreter {
   void load_method(const VarRef& obj, const std::string& name);
   VarRef module_attr(const VarRef& module, const std::string& name);
   VarRef object_attr(const VarRef& obj, PyObject* o, const std::string& name);
+  // Python's generic lookup (object.__getattribute__) on a user object; nullptr when missing
+  // and `missing_ok`.
+  VarRef generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok);
   VarRef tensor_attr(const VarRef& t, const std::string& name);
   VarRef super_attr(const SuperVar& sup, const std::string& name);
   VarRef class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source);
