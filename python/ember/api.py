@@ -139,6 +139,12 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if not callable(model):
         raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
     compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
+    if dynamic:
+        warnings.warn("ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is "
+                      "specialized and guarded (a new shape recompiles)", stacklevel=2)
+    if mode not in (None, "default"):
+        warnings.warn(f"ember.compile(mode={mode!r}) has no effect yet: graphs run on the eager executor until "
+                      "code generation lands", stacklevel=2)
     import torch
     if isinstance(model, torch.nn.Module):
         global _optimized_module_class

@@ -71,7 +71,18 @@ def test_wrapper_keeps_metadata():
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune", None])
 def test_modes_accepted(mode):
-    f = ember.compile(double, mode=mode)
+    if mode in ("reduce-overhead", "max-autotune"):
+        with pytest.warns(UserWarning, match="has no effect yet"):
+            f = ember.compile(double, mode=mode)
+    else:
+        f = ember.compile(double, mode=mode)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x * 2)
+
+
+def test_dynamic_true_warns_that_shapes_are_specialized():
+    with pytest.warns(UserWarning, match="dynamic shapes are not supported yet"):
+        f = ember.compile(double, dynamic=True)
     x = torch.randn(3)
     torch.testing.assert_close(f(x), x * 2)
 
