@@ -185,12 +185,7 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
   if (name == "is_cuda") return trace_.constant(PyRef::borrow(type.device.type == "cuda" ? Py_True : Py_False));
   if (name == "is_cpu") return trace_.constant(PyRef::borrow(type.device.type == "cpu" ? Py_True : Py_False));
   if (name == "is_meta") return trace_.constant(PyRef::borrow(type.device.type == "meta" ? Py_True : Py_False));
-  if (name == "requires_grad") {
-    // Read from the meta tensor: it reflects grad mode and in-place updates during the trace.
-    PyRef rg = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), "requires_grad"));
-    if (!rg) throw PythonError();
-    return trace_.constant(std::move(rg));
-  }
+  if (name == "requires_grad") return trace_.constant(PyRef::borrow(type.requires_grad ? Py_True : Py_False));
   if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag" ||
       name == "is_complex" || name == "is_floating_point") {
     // Attributes computed by torch from metadata alone: get the descriptor and apply it as a node
@@ -208,11 +203,9 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
   }
   if (name == "is_nested" || name == "is_sparse" || name == "is_quantized" || name == "is_mkldnn" ||
       name == "is_sparse_csr") {
-    // read_tensor_meta accepts dense strided tensors only: these flags are False for every input,
-    // and the meta tensor answers for intermediates.
-    PyRef flag = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), name.c_str()));
-    if (!flag) throw PythonError();
-    return trace_.constant(std::move(flag));
+    // Every tensor of a trace is dense and strided: read_tensor_meta refuses other inputs, and a
+    // result of another layout fails to be described (its metadata read raises).
+    return trace_.constant(PyRef::borrow(Py_False));
   }
   if (name == "layout") {
     // read_tensor_meta accepts strided tensors only.
@@ -221,8 +214,8 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
     return trace_.constant(std::move(strided));
   }
   if (name == "is_leaf" && !type.requires_grad) return trace_.constant(PyRef::borrow(Py_True));
-  if (name == "is_leaf" && !tv.source) {
-    // An intermediate: its meta tensor went through the same autograd recording.
+  if (name == "is_leaf" && !tv.source && tv.meta && !tv.meta_is_proxy) {
+    // An intermediate whose meta tensor went through the same autograd recording.
     PyRef leaf = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), "is_leaf"));
     if (!leaf) throw PythonError();
     return trace_.constant(std::move(leaf));

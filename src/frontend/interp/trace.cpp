@@ -185,20 +185,31 @@ VarRef Trace::wrap_tensor(PyObject* obj, const SourceRef& source) {
   type.device = meta.device;
   type.requires_grad = meta.requires_grad;
   ir::ValueId value = graph.add_input(type, source->str());
-  PyRef sizes = PyRef::steal(PyTuple_New(meta.sizes.size()));
-  PyRef strides = PyRef::steal(PyTuple_New(meta.strides.size()));
-  for (size_t i = 0; i < meta.sizes.size(); ++i) PyTuple_SET_ITEM(sizes.get(), i, PyLong_FromLongLong(meta.sizes[i]));
-  for (size_t i = 0; i < meta.strides.size(); ++i) PyTuple_SET_ITEM(strides.get(), i, PyLong_FromLongLong(meta.strides[i]));
-  PyRef m = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
-                                                      table.dtype_object(meta.dtype),
-                                                      meta.requires_grad ? Py_True : Py_False, nullptr));
-  if (!m) throw PythonError();
   auto t = std::make_shared<TensorVar>();
   t->value = value;
   t->type = std::move(type);
-  t->meta = std::move(m);
   t->py_type = PyRef::borrow(reinterpret_cast<PyObject*>(meta.type));
+  meta_of(*t);
+  t->meta_is_proxy = false;  // an input's meta tensor is a leaf, as the input is taken to be
   return t;
+}
+
+PyObject* Trace::meta_of(TensorVar& t) {
+  if (t.meta) return t.meta.get();
+  const ir::TensorType& type = t.type;
+  PyRef sizes = PyRef::steal(PyTuple_New(type.sizes.size()));
+  PyRef strides = PyRef::steal(PyTuple_New(type.strides.size()));
+  for (size_t i = 0; i < type.sizes.size(); ++i) {
+    if (!type.sizes[i].is_constant() || !type.strides[i].is_constant()) throw Unsupported("symbolic sizes are not supported yet");
+    PyTuple_SET_ITEM(sizes.get(), i, PyLong_FromLongLong(type.sizes[i].constant()));
+    PyTuple_SET_ITEM(strides.get(), i, PyLong_FromLongLong(type.strides[i].constant()));
+  }
+  t.meta = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
+                                                     table.dtype_object(type.dtype),
+                                                     type.requires_grad ? Py_True : Py_False, nullptr));
+  if (!t.meta) throw PythonError();
+  t.meta_is_proxy = true;
+  return t.meta.get();
 }
 
 std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
@@ -242,7 +253,7 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
 ir::Arg Trace::lower_arg(const VarRef& v, PyRef* meta_value) {
   switch (v->kind) {
     case VarKind::Tensor:
-      *meta_value = v->as<TensorVar>().meta;
+      *meta_value = PyRef::borrow(meta_of(v->as<TensorVar>()));
       return ir::Arg::of_value(v->as<TensorVar>().value);
     case VarKind::Object: {
       PyObject* o = v->as<ObjectVar>().obj.get();

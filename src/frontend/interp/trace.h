@@ -112,6 +112,9 @@ class Trace {
   // Ends the trace: plans the return value and the side effects, sets the graph's outputs.
   ValuePlan finish(const VarRef& result);
 
+  // The meta tensor of `t`, made from its type when it has none yet (borrowed).
+  PyObject* meta_of(TensorVar& t);
+
   // A borrowed Python value for a Var that must be a trace-time constant, or nullptr.
   static PyObject* as_constant(const Var& v);
   // A real Python value for a Var built only of constants (tuples and lists of constants are

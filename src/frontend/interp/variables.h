@@ -70,7 +70,11 @@ struct TensorVar : Var {
   TensorVar() : Var(VarKind::Tensor) {}
   ir::ValueId value = -1;
   ir::TensorType type;
-  PyRef meta;     // a meta-device tensor with the same dtype, sizes, strides and requires_grad
+  // A meta-device tensor with the same dtype, sizes, strides and requires_grad, made when a meta
+  // computation needs it (Trace::meta_of). A proxy is made from the type alone (results typed by
+  // Ember's shape rules): a leaf, so it cannot answer autograd questions.
+  PyRef meta;
+  bool meta_is_proxy = false;
   PyRef py_type;  // the Python type (torch.Tensor, nn.Parameter, a subclass)
 };
 
