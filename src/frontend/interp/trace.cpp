@@ -67,7 +67,9 @@ class GradModeScope {
 }  // namespace
 
 Trace::Trace(const TorchTable& t, const FrameView& f, const CompileOptions& o) : table(t), frame(f), options(o) {
-  grad_enabled = GlobalState::current().grad_enabled;
+  GlobalState state = GlobalState::current();
+  grad_enabled = state.grad_enabled;
+  default_dtype_ = state.default_dtype;
 }
 
 VarRef Trace::constant(PyRef obj) { return make_object(std::move(obj)); }
@@ -253,19 +255,18 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
 ir::Arg Trace::lower_arg(const VarRef& v, PyRef* meta_value) {
   switch (v->kind) {
     case VarKind::Tensor:
-      *meta_value = PyRef::borrow(meta_of(v->as<TensorVar>()));
+      if (meta_value) *meta_value = PyRef::borrow(meta_of(v->as<TensorVar>()));
       return ir::Arg::of_value(v->as<TensorVar>().value);
     case VarKind::Object: {
       PyObject* o = v->as<ObjectVar>().obj.get();
-      *meta_value = PyRef::borrow(o);
+      if (meta_value) *meta_value = PyRef::borrow(o);
       if (auto lit = literal_of(o)) return ir::Arg::of_literal(*lit);
       if (PyTuple_Check(o) || PyList_Check(o)) {
         // A constant tuple (or torch.Size): lowered item by item.
         std::vector<ir::Arg> items;
-        PyRef copy;
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
           VarRef item = make_object(PyRef::borrow(PySequence_Fast_GET_ITEM(o, i)));
-          items.push_back(lower_arg(item, &copy));
+          items.push_back(lower_arg(item, nullptr));
         }
         return PyList_Check(o) ? ir::Arg::list(std::move(items)) : ir::Arg::tuple(std::move(items));
       }
@@ -279,14 +280,15 @@ ir::Arg Trace::lower_arg(const VarRef& v, PyRef* meta_value) {
       std::vector<ir::Arg> args;
       for (size_t i = 0; i < items.size(); ++i) {
         PyRef m;
-        args.push_back(lower_arg(items[i], &m));
+        args.push_back(lower_arg(items[i], meta_value ? &m : nullptr));
+        if (!meta_value) continue;
         if (is_tuple) {
           PyTuple_SET_ITEM(metas.get(), i, m.release());
         } else {
           PyList_SET_ITEM(metas.get(), i, m.release());
         }
       }
-      *meta_value = std::move(metas);
+      if (meta_value) *meta_value = std::move(metas);
       return is_tuple ? ir::Arg::tuple(std::move(args)) : ir::Arg::list(std::move(args));
     }
     default:
@@ -431,15 +433,7 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
     t.device = device;
     types.push_back(std::move(t));
   }
-  ir::Op op = kind.kind == CallableKind::CoreOp ? kind.op : ir::Op::TorchCall;
-  if (op != ir::Op::TorchCall) {
-    // A core op's first operand is a tensor (or a list of them): other overloads, such as
-    // torch.pow(2, x), stay generic torch nodes.
-    int arity = ir::op_info(op).arity;
-    bool first_ok = arity == 0 || (!args.empty() && (arity < 0 ? (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple)
-                                                             : args[0]->kind == VarKind::Tensor));
-    if (!first_ok || args.size() + kwargs.size() < static_cast<size_t>(std::max(arity, 0))) op = ir::Op::TorchCall;
-  }
+  ir::Op op = kind.kind == CallableKind::CoreOp && core_op_applies(kind.op, args, kwargs) ? kind.op : ir::Op::TorchCall;
   ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
                                    std::move(ir_kwargs), types, form);
   callables.push_back(PyRef::borrow(callable));
@@ -469,6 +463,16 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
   auto seq = std::make_shared<SequenceVar>(form == ir::Node::ResultForm::List ? VarKind::List : VarKind::Tuple, std::move(out));
   seq->named_type = named_type;
   return seq;
+}
+
+bool Trace::core_op_applies(ir::Op op, const std::vector<VarRef>& args,
+                            const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+  // A core op's first operand is a tensor (or a list of them): other overloads, such as
+  // torch.pow(2, x), stay generic torch nodes.
+  int arity = ir::op_info(op).arity;
+  bool first_ok = arity == 0 || (!args.empty() && (arity < 0 ? (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple)
+                                                           : args[0]->kind == VarKind::Tensor));
+  return first_ok && args.size() + kwargs.size() >= static_cast<size_t>(std::max(arity, 0));
 }
 
 void Trace::set_grad_enabled(bool enabled) {

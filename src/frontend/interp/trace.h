@@ -126,11 +126,15 @@ class Trace {
 
  private:
   VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
+  // The IR argument for `v`; with `meta_value`, also the Python value a meta computation takes.
   ir::Arg lower_arg(const VarRef& v, PyRef* meta_value);
+  static bool core_op_applies(ir::Op op, const std::vector<VarRef>& args,
+                              const std::vector<std::pair<std::string, VarRef>>& kwargs);
   std::optional<ir::Literal> literal_of(PyObject* obj) const;
   ir::Device infer_device(PyObject* callable, const std::vector<VarRef>& args,
                           const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
 
+  ir::DType default_dtype_ = ir::DType::Float32;
   std::unordered_map<std::string, VarRef> by_source_;
   std::map<std::pair<PyObject*, std::string>, VarRef> attr_overlay_;
   std::map<std::pair<PyObject*, std::string>, VarRef> global_overlay_;
