@@ -3,6 +3,7 @@ import dataclasses
 import functools
 from builtins import compile as builtins_compile
 import logging
+import sys
 import threading
 import warnings
 
@@ -73,8 +74,19 @@ def _listener(event, info):
 # ---------------------------------------------------------------------------------------------
 # compile
 
+def _table():
+    """The torch table, or the pure-Python one where torch is not installed."""
+    try:
+        from .ops import table
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        from .python_table import table
+    return table
+
+
 def _new_compiler(backend, mode, dynamic, fullgraph, options):
-    from .ops import table
+    table = _table()
     opts = _options.compile_options(backend, mode, dynamic, fullgraph, options)
     return _core().Compiler(opts, table, _listener, Unsupported)
 
@@ -145,8 +157,8 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if mode not in (None, "default"):
         warnings.warn(f"ember.compile(mode={mode!r}) has no effect yet: graphs run on the eager executor until "
                       "code generation lands", stacklevel=2)
-    import torch
-    if isinstance(model, torch.nn.Module):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
         global _optimized_module_class
         if _optimized_module_class is None:
             _optimized_module_class = _make_optimized_module_class()

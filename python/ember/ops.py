@@ -7,16 +7,16 @@ arguments), "pure" (run at trace time on constants), "builtin" / "operator" (imp
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "constant" (detail = the value it always returns), "unsupported" (detail = why).
 """
-import builtins
 import math
 import operator
 import os
 import sys
-import sysconfig
 import types
 
 import torch
 import torch.nn.functional as F
+
+from . import python_table
 
 # ---------------------------------------------------------------------------------------------
 # Core ops (src/ir/ops.def): name -> the torch target the op table names.
@@ -28,26 +28,7 @@ def _resolve(path):
     return obj
 
 
-def _core_targets():
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, "ops.def"),
-                  os.path.join(os.path.dirname(os.path.dirname(here)), "src", "ir", "ops.def")]
-    for path in candidates:
-        if os.path.exists(path):
-            break
-    else:
-        raise ImportError("ember: the op table ops.def was not found next to the package")
-    targets = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("EMBER_OP("):
-                parts = [p.strip().strip('"') for p in line[len("EMBER_OP("):-1].split(",")]
-                targets[parts[1]] = parts[2]
-    return targets
-
-
-CORE_TARGETS = _core_targets()
+CORE_TARGETS = python_table.core_op_names()
 op_callables = {name: _resolve(target) for name, target in CORE_TARGETS.items()}
 
 # Callables with the core op's semantics and argument order: the target itself, and the Tensor
@@ -109,14 +90,6 @@ for _path, _value in CONSTANTS:
     except AttributeError:
         pass
 
-BUILTIN_NAMES = (
-    "len", "isinstance", "issubclass", "getattr", "hasattr", "setattr", "type", "range", "enumerate", "zip",
-    "reversed", "sorted", "list", "tuple", "dict", "min", "max", "abs", "sum", "any", "all", "int", "float",
-    "bool", "str", "iter", "next", "callable", "super", "map", "round", "divmod", "pow", "hash", "repr",
-    "format", "slice", "print", "id", "chr", "ord", "frozenset", "set", "filter",
-)
-_builtins = {getattr(builtins, n): n for n in BUILTIN_NAMES}
-
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
 
@@ -125,9 +98,6 @@ inplace_callables = {getattr(operator, "i" + n) for n in (
 inplace_callables.add(operator.setitem)
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
-_STDLIB_MODULES = set(sys.stdlib_module_names)
 
 # Public names of torch callables, for readable IR ("torch.add", not "torch._C._VariableFunctions.add").
 _public_names = {}
@@ -165,42 +135,13 @@ def qualname(fn):
         return "torch.Tensor." + fn.__name__
     if isinstance(fn, operator.attrgetter):
         return repr(fn)
-    module = getattr(fn, "__module__", None)
-    if module == "_operator":
-        module = "operator"
-    qn = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
-    if module and qn:
-        return f"{module}.{qn}"
-    return repr(fn)
-
-
-def _module_of(fn):
-    module = getattr(fn, "__module__", None)
-    if isinstance(module, str):
-        return module
-    objclass = getattr(fn, "__objclass__", None)
-    if objclass is not None:
-        return getattr(objclass, "__module__", "") or ""
-    self = getattr(fn, "__self__", None)
-    if isinstance(self, types.ModuleType):
-        return self.__name__
-    return ""
+    return python_table.qualname_python(fn)
 
 
 def _is_torch_module_name(name):
     return name == "torch" or name.startswith("torch.")
 
 
-def _is_stdlib_module_name(name):
-    return name.split(".")[0].lstrip("_") in _STDLIB_MODULES or name.split(".")[0] in _STDLIB_MODULES
-
-
-def _file_of(fn):
-    code = getattr(fn, "__code__", None)
-    return os.path.abspath(code.co_filename) if code is not None else ""
-
-
-_NO_SELF = object()
 # nn.Module's iteration methods, implemented by the interpreter over the module tree.
 _module_methods = {getattr(torch.nn.Module, n) for n in (
     "children", "named_children", "modules", "named_modules", "parameters", "named_parameters", "buffers",
@@ -217,37 +158,28 @@ def classify(fn):
 
 
 def _classify(fn):
-    if getattr(fn, "_ember_disabled", False):
-        return ("unsupported", f"call to {qualname(fn)}, which is marked ember.disable()")
+    if getattr(fn, "_ember_disabled", False) or isinstance(fn, types.ModuleType) and not _is_torch_module_name(fn.__name__):
+        return python_table.classify_python(fn, qualname)
     if isinstance(fn, types.ModuleType):
-        name = fn.__name__
-        if _is_torch_module_name(name) or _is_stdlib_module_name(name):
-            return ("pure", "")
-        return ("unsupported", f"module {name}")
+        return ("pure", "")  # torch's modules are treated as immutable
     if fn is torch.no_grad or fn is torch.enable_grad or fn is torch.set_grad_enabled:
         return ("grad_mode", "")
     if fn is torch.is_grad_enabled:
         return ("is_grad_enabled", "")
-    if fn in _module_methods:
-        return ("module_method", fn.__name__)
     try:
+        if fn in _module_methods:
+            return ("module_method", fn.__name__)
         if fn in _constants:
             return ("constant", _constants[fn])
         if fn in _core_by_callable:
             return ("core", _core_by_callable[fn])
-        if fn in _builtins:
-            return ("builtin", _builtins[fn])
         if fn in FACTORIES:
             return ("factory", qualname(fn))
         if fn in PURE_TORCH:
             return ("pure", "")
     except TypeError:  # unhashable callable
         pass
-    module = _module_of(fn)
-    if module in ("_operator", "operator") and not isinstance(fn, type):
-        return ("operator", fn.__name__)
-    if module == "math":
-        return ("pure", "")
+    module = python_table.module_of(fn)
     if isinstance(fn, operator.attrgetter):
         return ("torch", "")
     objclass = getattr(fn, "__objclass__", None)
@@ -261,7 +193,7 @@ def _classify(fn):
     if isinstance(fn, types.FunctionType):
         if getattr(fn, "__name__", "") in TENSOR_QUERIES and module == "torch._tensor":
             return ("query", fn.__name__)
-        path = _file_of(fn)
+        path = python_table.file_of(fn)
         if _is_torch_module_name(module) or path.startswith(_TORCH_DIR):
             # A torch function is captured as a node when it is published by torch's functional
             # API (its __module__: F.max_pool2d is built in torch._jit_internal); it is traced
@@ -276,32 +208,16 @@ def _classify(fn):
                     not file_module and module.startswith(INLINE_TORCH_MODULES)):
                 return ("inline", "")
             return ("unsupported", f"call to {qualname(fn)} (torch internals that Ember does not trace)")
-        if path.startswith(_EMBER_DIR) and not path.startswith(_EMBER_DIR + "models" + os.sep):
-            return ("unsupported", f"call to Ember's own {qualname(fn)}")
-        if path.startswith(_STDLIB_DIRS) and "site-packages" not in path:
-            return ("unsupported", f"call to the standard library's {qualname(fn)}")
-        return ("inline", "")
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.MethodWrapperType)):
-        self = getattr(fn, "__self__", _NO_SELF)
-        if _is_torch_module_name(module) or isinstance(self, torch._C.TensorBase):
+        if _is_torch_module_name(module) or isinstance(getattr(fn, "__self__", None), torch._C.TensorBase):
             return ("torch", "")
-        if self is not _NO_SELF and isinstance(self, (str, bytes, int, float, complex, tuple, frozenset)):
-            return ("pure", "")  # a method of an immutable constant: "{}".format, (1, 2).index
-        if _is_stdlib_module_name(module):
-            return ("pure", "") if module in ("math", "cmath") else (
-                "unsupported", f"call to {qualname(fn)}")
-        return ("unsupported", f"call to {qualname(fn)} (a C function Ember does not know)")
-    if isinstance(fn, type):
-        if fn.__module__ == "itertools":
-            return ("pure", "")  # itertools.repeat(x, n), ... on constants
-        if issubclass(fn, torch.nn.Module):
-            return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
-        return ("unsupported", f"constructing an instance of {fn.__module__}.{fn.__qualname__}")
+    if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+        return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
     call = getattr(type(fn), "__call__", None)
-    if isinstance(call, types.FunctionType) and not _file_of(call).startswith(_TORCH_DIR):
-        return ("inline", "")
-    return ("unsupported", f"call to {qualname(fn)}")
+    if isinstance(call, types.FunctionType) and python_table.file_of(call).startswith(_TORCH_DIR):
+        return ("unsupported", f"call to {qualname(fn)}")
+    return python_table.classify_python(fn, qualname)
 
 
 def make_meta(sizes, strides, dtype, requires_grad):

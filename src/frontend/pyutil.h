@@ -20,4 +20,10 @@ inline std::string str_of(PyObject* s) {
 // "TypeName: message" of the pending Python error, which is cleared.
 std::string take_error_message();
 
+// `name` in the type's own namespace (not its bases), borrowed, or nullptr. Reads through
+// `type.__dict__`: a static builtin type has no tp_dict of its own on CPython 3.12+.
+PyObject* own_class_attribute(PyObject* type, PyObject* name);
+// The method object.__getattribute__ (borrowed).
+PyObject* object_getattribute();
+
 }  // namespace ember::frontend

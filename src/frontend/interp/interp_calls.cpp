@@ -102,8 +102,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     return call(func, std::move(args), std::move(kwargs));
   }
   if (PyObject_IsInstance(obj, table.module_type.get()) == 1) return call_module(fn, std::move(args), std::move(kwargs));
-  static PyObject* object_getattribute = PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__getattribute__");
-  if (obj == object_getattribute && args.size() == 2 && kwargs.empty() && args[0]->kind == VarKind::Object) {
+  if (obj == object_getattribute() && args.size() == 2 && kwargs.empty() && args[0]->kind == VarKind::Object) {
     PyObject* n = Trace::as_constant(*args[1]);
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
     return generic_attr(args[0], args[0]->as<ObjectVar>().obj.get(), str_of(n), false);

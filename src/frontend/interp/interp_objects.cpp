@@ -45,8 +45,9 @@ bool type_named(PyObject* o, const char* module, const char* qualname) {
   PyObject* mro = Py_TYPE(o)->tp_mro;
   for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
     auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    PyObject* mod = PyDict_GetItemString(t->tp_dict, "__module__");
-    const char* m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : nullptr;
+    PyRef mod = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__module__"));
+    if (!mod) PyErr_Clear();
+    const char* m = mod && PyUnicode_Check(mod.get()) ? PyUnicode_AsUTF8(mod.get()) : nullptr;
     if (m && std::string(m) == module && std::string(t->tp_name) == qualname) return true;
   }
   return false;
@@ -302,7 +303,7 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
       return inline_real_function(custom, nullptr, {obj, trace_.constant(name_obj)}, {});
     PyObject* fallback = _PyType_Lookup(Py_TYPE(o), getattr);
     if (!fallback || !PyFunction_Check(fallback) ||
-        (custom && custom != PyDict_GetItemString(PyBaseObject_Type.tp_dict, "__getattribute__")))
+        (custom && custom != object_getattribute()))
       unsupported("attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object, whose class customizes attribute lookup");
     if (VarRef v = generic_attr(obj, o, name, /*missing_ok=*/true)) return v;
     return inline_real_function(fallback, nullptr, {obj, trace_.constant(name_obj)}, {});
@@ -370,8 +371,7 @@ VarRef Interpreter::super_attr(const SuperVar& sup, const std::string& name) {
       after = cls == sup.cls.get();
       continue;
     }
-    PyObject* d = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
-    if (PyObject* attr = PyDict_GetItemWithError(d, key.get())) {
+    if (PyObject* attr = own_class_attribute(cls, key.get())) {
       if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
         PyRef fget = PyRef::steal(PyObject_GetAttrString(attr, "fget"));
         if (!fget || !PyFunction_Check(fget.get())) unsupported("super() property without a Python getter");

@@ -1,0 +1,148 @@
+"""How the interpreter treats Python's own callables: builtins, the operator and math modules,
+user code and the standard library. Needs no torch.
+
+`ops.py` adds torch's callables on top of this (and falls back to `classify_python` for the rest).
+Where torch is not installed, `table` alone lets Ember interpret pure-Python frames (the bytecode
+tests on CPython 3.12 and 3.13 run this way); its torch fields are placeholders that no object
+is an instance of.
+"""
+import builtins
+import os
+import sys
+import sysconfig
+import types
+
+BUILTIN_NAMES = (
+    "len", "isinstance", "issubclass", "getattr", "hasattr", "setattr", "type", "range", "enumerate", "zip",
+    "reversed", "sorted", "list", "tuple", "dict", "min", "max", "abs", "sum", "any", "all", "int", "float",
+    "bool", "str", "iter", "next", "callable", "super", "map", "round", "divmod", "pow", "hash", "repr",
+    "format", "slice", "print", "id", "chr", "ord", "frozenset", "set", "filter",
+)
+_builtins = {getattr(builtins, n): n for n in BUILTIN_NAMES}
+
+EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+_STDLIB_MODULES = set(sys.stdlib_module_names)
+_NO_SELF = object()
+
+
+def core_op_names():
+    """The names and torch targets of the core ops, read from the op table ops.def."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "ops.def"), os.path.join(os.path.dirname(os.path.dirname(here)), "src", "ir", "ops.def")):
+        if os.path.exists(path):
+            break
+    else:
+        raise ImportError("ember: the op table ops.def was not found next to the package")
+    targets = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("EMBER_OP("):
+                parts = [p.strip().strip('"') for p in line[len("EMBER_OP("):-1].split(",")]
+                targets[parts[1]] = parts[2]
+    return targets
+
+
+def module_of(fn):
+    module = getattr(fn, "__module__", None)
+    if isinstance(module, str):
+        return module
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None:
+        return getattr(objclass, "__module__", "") or ""
+    self = getattr(fn, "__self__", None)
+    if isinstance(self, types.ModuleType):
+        return self.__name__
+    return ""
+
+
+def is_stdlib_module_name(name):
+    top = name.split(".")[0]
+    return top in _STDLIB_MODULES or top.lstrip("_") in _STDLIB_MODULES
+
+
+def file_of(fn):
+    code = getattr(fn, "__code__", None)
+    return os.path.abspath(code.co_filename) if code is not None else ""
+
+
+def qualname_python(fn):
+    if isinstance(fn, types.ModuleType):
+        return fn.__name__
+    module = module_of(fn)
+    if module == "_operator":
+        module = "operator"
+    qn = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if module and qn:
+        return f"{module}.{qn}"
+    return repr(fn)
+
+
+def classify_python(fn, qualname=qualname_python):
+    """(kind, detail) for callables that are not torch's (see ops.py for the kinds)."""
+    if getattr(fn, "_ember_disabled", False):
+        return ("unsupported", f"call to {qualname(fn)}, which is marked ember.disable()")
+    if isinstance(fn, types.ModuleType):
+        if is_stdlib_module_name(fn.__name__):
+            return ("pure", "")
+        return ("unsupported", f"module {fn.__name__}")
+    try:
+        if fn in _builtins:
+            return ("builtin", _builtins[fn])
+    except TypeError:  # unhashable callable
+        pass
+    module = module_of(fn)
+    if module in ("_operator", "operator") and not isinstance(fn, type):
+        return ("operator", fn.__name__)
+    if module == "math":
+        return ("pure", "")
+    if isinstance(fn, types.FunctionType):
+        path = file_of(fn)
+        if path.startswith(EMBER_DIR) and not path.startswith(EMBER_DIR + "models" + os.sep):
+            return ("unsupported", f"call to Ember's own {qualname(fn)}")
+        if path.startswith(_STDLIB_DIRS) and "site-packages" not in path:
+            return ("unsupported", f"call to the standard library's {qualname(fn)}")
+        return ("inline", "")
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                       types.WrapperDescriptorType, types.MethodWrapperType)):
+        self = getattr(fn, "__self__", _NO_SELF)
+        if self is not _NO_SELF and isinstance(self, (str, bytes, int, float, complex, tuple, frozenset)):
+            return ("pure", "")  # a method of an immutable constant: "{}".format, (1, 2).index
+        if module in ("math", "cmath"):
+            return ("pure", "")
+        return ("unsupported", f"call to {qualname(fn)} (a C function Ember does not know)")
+    if isinstance(fn, type):
+        if fn.__module__ == "itertools":
+            return ("pure", "")  # itertools.repeat(x, n), ... on constants
+        return ("unsupported", f"constructing an instance of {fn.__module__}.{fn.__qualname__}")
+    call = getattr(type(fn), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return ("inline", "")
+    return ("unsupported", f"call to {qualname(fn)}")
+
+
+class _Unavailable:
+    """Placeholder for a torch type where torch is not installed: nothing is an instance of it."""
+
+
+def _no_torch(*args, **kwargs):
+    raise RuntimeError("ember: torch is not installed; only pure-Python frames can be interpreted")
+
+
+class PythonTable:
+    """The interpreter's table where torch is not installed (see torch_table.h for the fields)."""
+
+    torch = types.ModuleType("torch_unavailable")
+    tensor_type = module_type = module_list_type = sequential_type = module_dict_type = _Unavailable
+    size_type = dtype_type = device_type = _Unavailable
+    no_grad_type = enable_grad_type = set_grad_enabled_type = _Unavailable
+    set_grad_enabled_fn = staticmethod(_no_torch)
+    inplace_callables = set()
+    op_callables = {name: _no_torch for name in core_op_names()}
+    qualname = staticmethod(qualname_python)
+    classify = staticmethod(classify_python)
+    make_meta = staticmethod(_no_torch)
+
+
+table = PythonTable()
