@@ -5,6 +5,7 @@
 // _parameters/_buffers/_modules, then class attributes (functions become bound methods).
 // Operators on tensors become graph nodes; on constants they are computed for real.
 #include <algorithm>
+#include <cstring>
 
 #include "frontend/interp/interpreter.h"
 #include "frontend/pyutil.h"
@@ -39,7 +40,23 @@ PyObject* operator_fn(const char* name) {
   return f;
 }
 
-bool is_builtin_instance(PyObject* o) { return !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE); }
+// An object of a type implemented in C, whose attributes and iteration run no Python code.
+// Static types are; so are the heap types of the standard library's C modules (itertools and
+// friends became heap types in CPython 3.12).
+bool is_builtin_instance(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return true;
+  static const char* kCModules[] = {"itertools", "_collections", "collections", "functools", "_functools", "operator"};
+  PyRef module = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__module__"));
+  if (!module || !PyUnicode_Check(module.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  const char* name = PyUnicode_AsUTF8(module.get());
+  for (const char* m : kCModules)
+    if (name && std::strcmp(name, m) == 0 && t->tp_dictoffset == 0) return true;
+  return false;
+}
 
 bool type_named(PyObject* o, const char* module, const char* qualname) {
   PyObject* mro = Py_TYPE(o)->tp_mro;
