@@ -11,7 +11,11 @@ import os
 import torch
 
 # Where test inputs live: EMBER_TEST_DEVICE=cuda runs the differential tests on the GPU machine.
+# It also becomes torch's default device, so that programs making tensors without a device
+# (torch.zeros(3), torch.tensor([...])) make them where their inputs are, in eager and compiled.
 DEVICE = torch.device(os.environ.get("EMBER_TEST_DEVICE", "cpu"))
+if DEVICE.type != "cpu":
+    torch.set_default_device(DEVICE)
 
 __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMismatch", "tensor_leaves",
            "clone_tree", "alias_map"]
@@ -19,16 +23,16 @@ __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMis
 
 def randn(g, *shape, dtype=torch.float32, requires_grad=False):
     """A normal tensor drawn from generator `g` (float32 first, then cast, so every dtype sees one stream)."""
-    t = torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
+    t = torch.randn(*shape, generator=g, device="cpu").to(dtype).to(DEVICE)
     return t.requires_grad_() if requires_grad else t
 
 
 def randint(g, low, high, *shape, dtype=torch.int64):
-    return torch.randint(low, high, shape, generator=g).to(dtype).to(DEVICE)
+    return torch.randint(low, high, shape, generator=g, device="cpu").to(dtype).to(DEVICE)
 
 
 def randbool(g, *shape):
-    return (torch.rand(*shape, generator=g) > 0.5).to(DEVICE)
+    return (torch.rand(*shape, generator=g, device="cpu") > 0.5).to(DEVICE)
 
 
 class Call:

@@ -345,7 +345,14 @@ ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& ar
     if (auto* d = scan(a)) return *d;
   for (auto& [k, v] : kwargs)
     if (auto* d = scan(v)) return *d;
-  return first ? *first : ir::Device{"cpu", -1};
+  if (first) return *first;
+  // No tensor operand and no device argument: torch's default device (torch.set_default_device).
+  PyRef dev = PyRef::steal(PyObject_CallMethod(table.torch.get(), "get_default_device", nullptr));
+  if (!dev) {
+    PyErr_Clear();
+    return ir::Device{"cpu", -1};
+  }
+  return ir::device_from_string(py_str(dev.get())).value_or(ir::Device{"cpu", -1});
 }
 
 VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
