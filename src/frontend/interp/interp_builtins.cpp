@@ -4,18 +4,12 @@
 #include <cstring>
 
 #include "frontend/interp/interpreter.h"
+#include "frontend/interp/object_model.h"
 #include "frontend/pyutil.h"
 
 namespace ember::frontend {
 
-namespace {
-
-// operator-module names of binary operators, by NB_* number (0..12); in-place forms add 13.
-constexpr const char* kBinaryNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod",
-                                        "or_", "pow", "rshift", "sub", "truediv", "xor"};
-constexpr const char* kCompareNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
-
-}  // namespace
+using namespace object_model;
 
 VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs) {
   const CallableKind& kind = trace_.table.classify(fn);
@@ -30,17 +24,17 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
 
   if (kind.kind == CallableKind::Operator) {
     for (int i = 0; i < 13; ++i) {
-      if (name == kBinaryNames[i]) {
+      if (name == kBinary[i]) {
         need(2, 2);
         return binary_op(i, args[0], args[1]);
       }
-      if (name == std::string("i") + kBinaryNames[i] || (i == 1 && name == "iand") || (i == 7 && name == "ior")) {
+      if (name == kInplace[i]) {
         need(2, 2);
         return binary_op(i + 13, args[0], args[1]);
       }
     }
     for (int i = 0; i < 6; ++i) {
-      if (name == kCompareNames[i]) {
+      if (name == kCompare[i]) {
         need(2, 2);
         return compare(i, args[0], args[1]);
       }

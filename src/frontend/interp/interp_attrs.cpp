@@ -1,0 +1,339 @@
+// Attribute reads and writes in the symbolic interpreter.
+//
+// Reads follow Python's lookup order without running code Ember cannot see: data descriptors
+// of the type (Python properties are inlined), the instance __dict__, nn.Module's
+// _parameters/_buffers/_modules, then class attributes (functions become bound methods).
+// Classes with a Python __getattribute__/__getattr__ have that code traced.
+#include "frontend/interp/interpreter.h"
+#include "frontend/interp/object_model.h"
+#include "frontend/pyutil.h"
+
+namespace ember::frontend {
+
+using namespace object_model;
+
+// ---------------------------------------------------------------------------------------------
+// Attributes
+
+VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
+  switch (obj->kind) {
+    case VarKind::SymInt:
+      return get_attr(trace_.specialize(obj), name);
+    case VarKind::Tensor:
+      return tensor_attr(obj, name);
+    case VarKind::Super:
+      return super_attr(obj->as<SuperVar>(), name);
+    case VarKind::Object: {
+      PyObject* o = obj->as<ObjectVar>().obj.get();
+      if (VarRef v = trace_.overlay_attr(o, name)) return v;
+      if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
+      if (PyModule_Check(o)) {
+        PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+        if (!v) {
+          PyErr_Clear();
+          unsupported("module '" + str_of(PyModule_GetNameObject(o)) + "' has no attribute '" + name + "'");
+        }
+        // torch's and the standard library's modules are treated as immutable: no guards.
+        const CallableKind& kind = trace_.table.classify(o);
+        if (obj->source && kind.kind != CallableKind::Pure) return trace_.wrap(v.get(), Source::attr(obj->source, name));
+        return trace_.constant(std::move(v));
+      }
+      return object_attr(obj, o, name);
+    }
+    case VarKind::Tuple:
+    case VarKind::List: {
+      auto& seq = obj->as<SequenceVar>();
+      if (seq.named_type) {
+        // namedtuples name their fields in _fields; structseqs (torch.return_types) in __match_args__.
+        PyRef fields = PyRef::steal(PyObject_GetAttrString(seq.named_type.get(), "_fields"));
+        if (!fields) {
+          PyErr_Clear();
+          fields = PyRef::steal(PyObject_GetAttrString(seq.named_type.get(), "__match_args__"));
+          if (!fields) PyErr_Clear();
+        }
+        if (fields && PyTuple_Check(fields.get())) {
+          for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
+            if (str_of(PyTuple_GET_ITEM(fields.get(), i)) == name && static_cast<size_t>(i) < seq.items.size())
+              return seq.items[i];
+        }
+      }
+      unsupported(describe(*obj) + " has no attribute '" + name + "'");
+    }
+    case VarKind::Function: {
+      auto& f = obj->as<FunctionVar>();
+      if (name == "__name__") return trace_.constant(f.name);
+      if (name == "__qualname__") return trace_.constant(f.qualname);
+      unsupported("attribute '" + name + "' of a function made during the trace");
+    }
+    default:
+      unsupported("attribute '" + name + "' of " + describe(*obj));
+  }
+}
+
+void Interpreter::load_method(const VarRef& obj, const std::string& name) {
+  auto push_plain = [&](VarRef v) {
+    bool null_after = bytecode::version_traits().null_after_callable;
+    if (!null_after) push(make_null());
+    push(std::move(v));
+    if (null_after) push(make_null());
+  };
+  if (obj->kind == VarKind::Tuple || obj->kind == VarKind::List || obj->kind == VarKind::Dict) {
+    PyTypeObject* type = obj->kind == VarKind::Tuple ? &PyTuple_Type : obj->kind == VarKind::List ? &PyList_Type : &PyDict_Type;
+    PyRef method = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name.c_str()));
+    if (!method) {
+      PyErr_Clear();
+      unsupported(describe(*obj) + " has no method '" + name + "'");
+    }
+    push(trace_.constant(std::move(method)));
+    push(obj);
+    return;
+  }
+  VarRef v = get_attr(obj, name);
+  if (v->kind == VarKind::BoundMethod) {
+    auto& bm = v->as<BoundMethodVar>();
+    push(bm.func);
+    push(bm.self);
+    return;
+  }
+  push_plain(std::move(v));
+}
+
+VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
+  auto& tv = t->as<TensorVar>();
+  const ir::TensorType& type = tv.type;
+  auto ints = [&](const std::vector<sym::Expr>& xs) {
+    PyRef tuple = PyRef::steal(PyTuple_New(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i].is_constant()) unsupported("symbolic sizes are not supported yet");
+      PyTuple_SET_ITEM(tuple.get(), i, PyLong_FromLongLong(xs[i].constant()));
+    }
+    return tuple;
+  };
+  if (name == "shape") {
+    PyRef size = PyRef::steal(PyObject_CallOneArg(trace_.table.size_type.get(), ints(type.sizes).get()));
+    if (!size) throw PythonError();
+    return trace_.constant(std::move(size));
+  }
+  if (name == "ndim") return trace_.constant(PyRef::steal(PyLong_FromSsize_t(type.sizes.size())));
+  if (name == "dtype") return trace_.constant(PyRef::borrow(trace_.table.dtype_object(type.dtype)));
+  if (name == "device") {
+    std::string d = type.device.str();
+    PyRef s = PyRef::steal(PyUnicode_FromString(d.c_str()));
+    PyRef dev = PyRef::steal(PyObject_CallOneArg(trace_.table.device_type.get(), s.get()));
+    if (!dev) throw PythonError();
+    return trace_.constant(std::move(dev));
+  }
+  if (name == "is_cuda") return trace_.constant(PyRef::borrow(type.device.type == "cuda" ? Py_True : Py_False));
+  if (name == "is_cpu") return trace_.constant(PyRef::borrow(type.device.type == "cpu" ? Py_True : Py_False));
+  if (name == "is_meta") return trace_.constant(PyRef::borrow(type.device.type == "meta" ? Py_True : Py_False));
+  if (name == "requires_grad") return trace_.constant(PyRef::borrow(type.requires_grad ? Py_True : Py_False));
+  if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag" ||
+      name == "is_complex" || name == "is_floating_point") {
+    // Attributes computed by torch from metadata alone: get the descriptor and apply it as a node
+    // (tensor results) or a constant (metadata results) through call_torch.
+    PyRef descr = PyRef::steal(PyObject_GetAttrString(trace_.table.tensor_type.get(), name.c_str()));
+    if (!descr) throw PythonError();
+    if (!PyCallable_Check(descr.get()) || name == "T" || name == "mT" || name == "H" || name == "mH" ||
+        name == "real" || name == "imag") {
+      // A getset descriptor: `operator.attrgetter(name)` applies it the same way at run time.
+      PyRef getter = PyRef::steal(PyObject_CallMethod(operator_module(), "attrgetter", "s", name.c_str()));
+      if (!getter) throw PythonError();
+      return trace_.call_torch(getter.get(), {t}, {});
+    }
+    return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(descr)));
+  }
+  if (name == "is_nested" || name == "is_sparse" || name == "is_quantized" || name == "is_mkldnn" ||
+      name == "is_sparse_csr") {
+    // Every tensor of a trace is dense and strided: read_tensor_meta refuses other inputs, and a
+    // result of another layout fails to be described (its metadata read raises).
+    return trace_.constant(PyRef::borrow(Py_False));
+  }
+  if (name == "layout") {
+    // read_tensor_meta accepts strided tensors only.
+    PyRef strided = PyRef::steal(PyObject_GetAttrString(trace_.table.torch.get(), "strided"));
+    if (!strided) throw PythonError();
+    return trace_.constant(std::move(strided));
+  }
+  if (name == "is_leaf" && !type.requires_grad) return trace_.constant(PyRef::borrow(Py_True));
+  if (name == "is_leaf" && !tv.source && tv.meta && !tv.meta_is_proxy) {
+    // An intermediate whose meta tensor went through the same autograd recording.
+    PyRef leaf = PyRef::steal(PyObject_GetAttrString(tv.meta.get(), "is_leaf"));
+    if (!leaf) throw PythonError();
+    return trace_.constant(std::move(leaf));
+  }
+  if (name == "grad" || name == "data" || name == "grad_fn" || name == "_version" || name == "is_leaf")
+    unsupported("tensor attribute '" + name + "' (autograd state) inside compiled code");
+  PyRef attr = PyRef::steal(PyObject_GetAttrString(trace_.table.tensor_type.get(), name.c_str()));
+  if (!attr) {
+    PyErr_Clear();
+    unsupported("'Tensor' object has no attribute '" + name + "'");
+  }
+  if (!PyCallable_Check(attr.get())) unsupported("tensor attribute '" + name + "'");
+  return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(attr)));
+}
+
+VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
+  PyObject* m = module->as<ObjectVar>().obj.get();
+  const SourceRef& src = module->source;
+  if (name == "__class__") return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m))));
+  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* descr = _PyType_Lookup(Py_TYPE(m), key.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set) {
+    if (PyObject_TypeCheck(descr, &PyProperty_Type)) {
+      PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
+      if (!fget || !PyFunction_Check(fget.get())) unsupported("property '" + name + "' without a Python getter");
+      return inline_real_function(fget.get(), nullptr, {module}, {});
+    }
+    unsupported("module attribute '" + name + "' is a data descriptor Ember cannot read");
+  }
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(m, nullptr));
+  if (!dict) throw PythonError();
+  if (PyObject* v = PyDict_GetItemWithError(dict.get(), key.get()))
+    return src ? trace_.wrap(v, Source::attr(src, name)) : trace_.constant(PyRef::borrow(v));
+  for (const char* container : {"_parameters", "_buffers", "_modules"}) {
+    PyObject* d = PyDict_GetItemString(dict.get(), container);
+    if (!d || !PyDict_Check(d)) continue;
+    if (PyObject* v = PyDict_GetItemWithError(d, key.get())) {
+      if (!src) unsupported("module member '" + name + "' of a module that is not reachable from the frame");
+      return trace_.wrap(v, Source::module_member(src, name));
+    }
+  }
+  if (PyErr_Occurred()) throw PythonError();
+  if (descr) return class_attr_value(reinterpret_cast<PyObject*>(Py_TYPE(m)), descr, module, nullptr);
+  unsupported("'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
+}
+
+VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::string& name) {
+  const SourceRef& src = obj->source;
+  if (PyType_Check(o)) {
+    // A class: its own attribute lookup (metaclass descriptors are C code for ordinary classes).
+    PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* raw = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), key.get());
+    if (raw && (PyObject_TypeCheck(raw, &PyStaticMethod_Type) || PyObject_TypeCheck(raw, &PyClassMethod_Type) ||
+                PyFunction_Check(raw))) {
+      PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+      if (!v) throw PythonError();
+      return trace_.constant(std::move(v));
+    }
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!v) {
+      PyErr_Clear();
+      unsupported("type object '" + std::string(reinterpret_cast<PyTypeObject*>(o)->tp_name) + "' has no attribute '" + name + "'");
+    }
+    return src ? trace_.wrap(v.get(), Source::attr(src, name)) : trace_.constant(std::move(v));
+  }
+  if (is_builtin_instance(o)) {
+    // Builtin objects (numbers, strings, tuples, torch.dtype, ...): their attributes are C code.
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!v) {
+      PyErr_Clear();
+      unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
+    }
+    return trace_.constant(std::move(v));
+  }
+  if (name == "__class__") return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+  if (Py_TYPE(o)->tp_getattro != PyObject_GenericGetAttr) {
+    // A class with Python __getattribute__ / __getattr__ (configuration objects often have
+    // them): trace that code; object.__getattribute__ inside it is the generic lookup below.
+    static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
+    static PyObject* getattr = PyUnicode_InternFromString("__getattr__");
+    PyObject* custom = _PyType_Lookup(Py_TYPE(o), getattribute);
+    PyRef name_obj = PyRef::steal(PyUnicode_FromString(name.c_str()));
+    if (custom && PyFunction_Check(custom))
+      return inline_real_function(custom, nullptr, {obj, trace_.constant(name_obj)}, {});
+    PyObject* fallback = _PyType_Lookup(Py_TYPE(o), getattr);
+    if (!fallback || !PyFunction_Check(fallback) ||
+        (custom && custom != object_getattribute()))
+      unsupported("attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object, whose class customizes attribute lookup");
+    if (VarRef v = generic_attr(obj, o, name, /*missing_ok=*/true)) return v;
+    return inline_real_function(fallback, nullptr, {obj, trace_.constant(name_obj)}, {});
+  }
+  return generic_attr(obj, o, name, false);
+}
+
+VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok) {
+  const SourceRef& src = obj->source;
+  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* descr = _PyType_Lookup(Py_TYPE(o), key.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set) {
+    if (PyObject_TypeCheck(descr, &PyProperty_Type)) {
+      PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
+      if (!fget || !PyFunction_Check(fget.get())) unsupported("property '" + name + "' without a Python getter");
+      return inline_real_function(fget.get(), nullptr, {obj}, {});
+    }
+    if (!is_builtin_instance(descr)) unsupported("attribute '" + name + "' is a Python data descriptor");
+    PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!v) throw PythonError();
+    return src ? trace_.wrap(v.get(), Source::attr(src, name)) : trace_.constant(std::move(v));
+  }
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(o, nullptr));
+  if (!dict) PyErr_Clear();
+  if (dict) {
+    if (PyObject* v = PyDict_GetItemWithError(dict.get(), key.get()))
+      return src ? trace_.wrap(v, Source::attr(src, name)) : trace_.constant(PyRef::borrow(v));
+  }
+  if (descr) return class_attr_value(reinterpret_cast<PyObject*>(Py_TYPE(o)), descr, obj, src ? Source::attr(src, name) : nullptr);
+  if (missing_ok) return nullptr;
+  unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
+}
+
+VarRef Interpreter::class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source) {
+  if (PyFunction_Check(attr)) return std::make_shared<BoundMethodVar>(self, trace_.constant(PyRef::borrow(attr)));
+  if (PyObject_TypeCheck(attr, &PyStaticMethod_Type)) {
+    PyRef f = PyRef::steal(PyObject_GetAttrString(attr, "__func__"));
+    if (!f) throw PythonError();
+    return trace_.constant(std::move(f));
+  }
+  if (PyObject_TypeCheck(attr, &PyClassMethod_Type)) {
+    PyRef f = PyRef::steal(PyObject_GetAttrString(attr, "__func__"));
+    if (!f) throw PythonError();
+    return std::make_shared<BoundMethodVar>(trace_.constant(PyRef::borrow(owner)), trace_.constant(std::move(f)));
+  }
+  if (Py_TYPE(attr)->tp_descr_get) {
+    if (!is_builtin_instance(attr)) unsupported("class attribute of type " + std::string(Py_TYPE(attr)->tp_name) + " (a Python descriptor)");
+    // A C method of a builtin base class: bind it to self as a method.
+    return std::make_shared<BoundMethodVar>(self, trace_.constant(PyRef::borrow(attr)));
+  }
+  return source ? trace_.wrap(attr, source) : trace_.constant(PyRef::borrow(attr));
+}
+
+VarRef Interpreter::super_attr(const SuperVar& sup, const std::string& name) {
+  PyObject* type = nullptr;
+  if (sup.self->kind == VarKind::Object) type = reinterpret_cast<PyObject*>(Py_TYPE(sup.self->as<ObjectVar>().obj.get()));
+  if (sup.self->kind == VarKind::Tensor) type = sup.self->as<TensorVar>().py_type.get();
+  if (!type) unsupported("super() of " + describe(*sup.self));
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(type)->tp_mro;
+  PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
+  bool after = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    if (!after) {
+      after = cls == sup.cls.get();
+      continue;
+    }
+    if (PyObject* attr = own_class_attribute(cls, key.get())) {
+      if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
+        PyRef fget = PyRef::steal(PyObject_GetAttrString(attr, "fget"));
+        if (!fget || !PyFunction_Check(fget.get())) unsupported("super() property without a Python getter");
+        return inline_real_function(fget.get(), nullptr, {sup.self}, {});
+      }
+      return class_attr_value(cls, attr, sup.self, nullptr);
+    }
+  }
+  unsupported("'super' object has no attribute '" + name + "'");
+}
+
+void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {
+  if (obj->kind != VarKind::Object || !obj->source)
+    unsupported("assignment to attribute '" + name + "' of " + describe(*obj));
+  PyObject* o = obj->as<ObjectVar>().obj.get();
+  if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) {
+    PyRef dict = PyRef::steal(PyObject_GenericGetDict(o, nullptr));
+    PyObject* params = dict ? PyDict_GetItemString(dict.get(), "_parameters") : nullptr;
+    if (params && PyDict_GetItemString(params, name.c_str()))
+      unsupported("assignment to parameter '" + name + "' of a module");
+  }
+  trace_.record_setattr(obj, name, value);
+}
+
+}  // namespace ember::frontend
