@@ -233,14 +233,11 @@ class TorchTable:
     torch = torch
     tensor_type = torch.Tensor
     module_type = torch.nn.Module
-    module_list_type = torch.nn.ModuleList
     sequential_type = torch.nn.Sequential
-    module_dict_type = torch.nn.ModuleDict
     size_type = torch.Size
     dtype_type = torch.dtype
     device_type = torch.device
     no_grad_type = torch.no_grad
-    enable_grad_type = torch.enable_grad
     set_grad_enabled_type = torch.set_grad_enabled
     set_grad_enabled_fn = torch._C._set_grad_enabled
     inplace_callables = inplace_callables

@@ -134,9 +134,9 @@ class PythonTable:
     """The interpreter's table where torch is not installed (see torch_table.h for the fields)."""
 
     torch = types.ModuleType("torch_unavailable")
-    tensor_type = module_type = module_list_type = sequential_type = module_dict_type = _Unavailable
+    tensor_type = module_type = sequential_type = _Unavailable
     size_type = dtype_type = device_type = _Unavailable
-    no_grad_type = enable_grad_type = set_grad_enabled_type = _Unavailable
+    no_grad_type = set_grad_enabled_type = _Unavailable
     set_grad_enabled_fn = staticmethod(_no_torch)
     inplace_callables = set()
     op_callables = {name: _no_torch for name in core_op_names()}

@@ -25,14 +25,11 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.torch = field(py, "torch");
   t.tensor_type = field(py, "tensor_type");
   t.module_type = field(py, "module_type");
-  t.module_list_type = field(py, "module_list_type");
   t.sequential_type = field(py, "sequential_type");
-  t.module_dict_type = field(py, "module_dict_type");
   t.size_type = field(py, "size_type");
   t.dtype_type = field(py, "dtype_type");
   t.device_type = field(py, "device_type");
   t.no_grad_type = field(py, "no_grad_type");
-  t.enable_grad_type = field(py, "enable_grad_type");
   t.set_grad_enabled_type = field(py, "set_grad_enabled_type");
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
   t.inplace_callables = field(py, "inplace_callables");

@@ -45,9 +45,9 @@ struct TorchTable {
   PyRef torch;             // the torch module
   PyRef tensor_type;       // torch.Tensor
   PyRef module_type;       // torch.nn.Module
-  PyRef module_list_type, sequential_type, module_dict_type;
+  PyRef sequential_type;
   PyRef size_type, dtype_type, device_type;
-  PyRef no_grad_type, enable_grad_type, set_grad_enabled_type;
+  PyRef no_grad_type, set_grad_enabled_type;
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
   PyRef core_ops;          // dict: callable -> core op name (ops.def)
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
