@@ -8,7 +8,7 @@ import os
 BACKENDS = ("ember", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune")
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf")
-_OPTION_KEYS = {"cache_limit"}
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules"}
 
 
 def parse_logs(text):
@@ -48,6 +48,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
         "fullgraph": bool(fullgraph),
         "cache_limit": cache_limit,
         "logs": mask,
+        "verify_shape_rules": bool(options.get("verify_shape_rules", False)),
     }
 
 

@@ -30,6 +30,7 @@ CompileOptions options_from(const nb::dict& d) {
   o.dynamic = nb::cast<bool>(d["dynamic"]);
   o.cache_limit = nb::cast<int>(d["cache_limit"]);
   o.logs = nb::cast<uint32_t>(d["logs"]);
+  o.verify_shape_rules = nb::cast<bool>(d["verify_shape_rules"]);
   return o;
 }
 

@@ -32,6 +32,7 @@ struct CompileOptions {
   int inline_depth_limit = 64; // nested inlined calls before the frame runs eagerly
   int64_t instruction_limit = 2'000'000;  // interpreted instructions per trace (unrolled loops)
   uint32_t logs = 0;           // LogChannel bits
+  bool verify_shape_rules = false;  // also run torch's meta kernel where a shape rule answers, and compare (tests)
 };
 
 }  // namespace ember

@@ -152,7 +152,8 @@ def _backward(out):
 def run_case(case, backend):
     ember.reset()
     eager_target, compiled_target = build_targets(case)
-    compiled = ember.compile(compiled_target, backend=backend)
+    # Every shape rule that answers is checked against torch's meta kernel on the whole corpus.
+    compiled = ember.compile(compiled_target, backend=backend, options={"verify_shape_rules": True})
     expected = run_calls(case, eager_target, eager_target)
     actual = run_calls(case, compiled, compiled_target)
     grads = compare_records(case, expected, actual)

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "frontend/eval_frame.h"
+#include "frontend/interp/shape_rules.h"
 #include "frontend/pyutil.h"
 
 namespace ember::frontend {
@@ -355,10 +356,87 @@ ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& ar
   return ir::device_from_string(py_str(dev.get())).value_or(ir::Device{"cpu", -1});
 }
 
+std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::vector<VarRef>& args,
+                                                             const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+  // Operands as the rules see them; nested lists keep their storage alive in `lists`.
+  std::vector<std::vector<RuleOperand>> lists;
+  lists.reserve(args.size() + kwargs.size());
+  std::vector<PyRef> constants;
+  std::function<std::optional<RuleOperand>(const VarRef&)> operand = [&](const VarRef& v) -> std::optional<RuleOperand> {
+    RuleOperand r;
+    if (v->kind == VarKind::Tensor) {
+      r.tensor = &v->as<TensorVar>().type;
+      return r;
+    }
+    if (v->kind == VarKind::Tuple || v->kind == VarKind::List) {
+      bool tensors = false;
+      for (auto& x : v->as<SequenceVar>().items) tensors = tensors || x->kind == VarKind::Tensor;
+      if (tensors) {
+        std::vector<RuleOperand> items;
+        for (auto& x : v->as<SequenceVar>().items) {
+          auto item = operand(x);
+          if (!item) return std::nullopt;
+          items.push_back(*item);
+        }
+        lists.push_back(std::move(items));
+        r.list = &lists.back();
+        return r;
+      }
+    }
+    PyRef c = materialize(*v);
+    if (!c) return std::nullopt;
+    r.value = c.get();
+    constants.push_back(std::move(c));
+    return r;
+  };
+  std::vector<RuleOperand> rule_args;
+  std::vector<std::pair<std::string, RuleOperand>> rule_kwargs;
+  for (auto& a : args) {
+    auto r = operand(a);
+    if (!r) return std::nullopt;
+    rule_args.push_back(*r);
+  }
+  for (auto& [k, v] : kwargs) {
+    auto r = operand(v);
+    if (!r) return std::nullopt;
+    rule_kwargs.emplace_back(k, *r);
+  }
+  return infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
+}
+
 VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
                          const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   const CallableKind& kind = table.classify(callable);
   const std::string& name = table.name_of(callable);
+  std::optional<std::vector<ir::TensorType>> ruled;
+  if (kind.kind == CallableKind::CoreOp && !kind.makes_tensors() && core_op_applies(kind.op, args, kwargs)) {
+    // Ember's own shape rules first: no meta kernel when they know the answer (under
+    // verify_shape_rules, the meta kernel runs too and must agree).
+    ruled = rule_types(kind.op, args, kwargs);
+    if (auto& types = ruled; types && !options.verify_shape_rules) {
+      std::vector<ir::Arg> ir_args;
+      for (auto& a : args) ir_args.push_back(lower_arg(a, nullptr));
+      std::vector<std::pair<std::string, ir::Arg>> ir_kwargs;
+      for (auto& [k, v] : kwargs) ir_kwargs.emplace_back(k, lower_arg(v, nullptr));
+      ir::Device device = infer_device(callable, args, kwargs);
+      for (auto& t : *types) t.device = device;
+      auto form = types->size() == 1 && kind.op != ir::Op::Split && kind.op != ir::Op::Chunk ? ir::Node::ResultForm::Single
+                                                                                              : ir::Node::ResultForm::Tuple;
+      ir::NodeId node = graph.add_node(kind.op, std::string(), std::move(ir_args), std::move(ir_kwargs), *types, form);
+      callables.push_back(PyRef::borrow(callable));
+      const ir::Node& n = graph.node(node);
+      std::vector<VarRef> out;
+      for (size_t i = 0; i < types->size(); ++i) {
+        auto t = std::make_shared<TensorVar>();
+        t->value = n.results[i];
+        t->type = (*types)[i];
+        t->py_type = table.tensor_type;
+        out.push_back(t);
+      }
+      if (form == ir::Node::ResultForm::Single) return out[0];
+      return make_tuple(std::move(out));
+    }
+  }
   PyRef meta_args = PyRef::steal(PyTuple_New(args.size()));
   std::vector<ir::Arg> ir_args;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -439,6 +517,17 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
     ir::TensorType t = meta_type(m);
     t.device = device;
     types.push_back(std::move(t));
+  }
+  if (ruled) {
+    bool same = ruled->size() == types.size();
+    for (size_t i = 0; same && i < types.size(); ++i) {
+      (*ruled)[i].device = device;
+      same = (*ruled)[i] == types[i];
+    }
+    if (!same)
+      throw Unsupported("internal error: Ember's shape rule for " + name + " disagrees with torch's meta kernel: rule " +
+                        ((*ruled).empty() ? std::string("()") : (*ruled)[0].str()) + ", torch " +
+                        (types.empty() ? std::string("()") : types[0].str()));
   }
   ir::Op op = kind.kind == CallableKind::CoreOp && core_op_applies(kind.op, args, kwargs) ? kind.op : ir::Op::TorchCall;
   ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
