@@ -46,14 +46,22 @@ ir::TensorType meta_type(PyObject* t) {
   return type;
 }
 
-// Runs a meta computation under the trace's grad mode.
+// Runs a meta computation under the trace's grad mode. Restoring the mode keeps a pending
+// Python error (from the meta computation) aside: no Python API may run with one set.
 class GradModeScope {
  public:
   GradModeScope(const TorchTable& table, bool enabled) : table_(table) {
-    previous_ = PyObject_IsTrue(PyRef::steal(PyObject_CallMethod(table.torch.get(), "is_grad_enabled", nullptr)).get());
-    set(enabled);
+    previous_ = GlobalState::current().grad_enabled;
+    changed_ = previous_ != enabled;
+    if (changed_) set(enabled);
   }
-  ~GradModeScope() { set(previous_); }
+  ~GradModeScope() {
+    if (!changed_) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    set(previous_);
+    PyErr_Restore(type, value, tb);
+  }
 
  private:
   void set(bool enabled) {
@@ -62,7 +70,8 @@ class GradModeScope {
     Py_XDECREF(r);
   }
   const TorchTable& table_;
-  int previous_;
+  bool previous_;
+  bool changed_;
 };
 
 }  // namespace
