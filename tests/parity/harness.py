@@ -11,6 +11,7 @@ prefixed so a report can tell them apart:
   COUNTERS      results are right but the frame fell back, recompiled or missed the cache
                 (the message lists explain()'s break reasons).
 """
+import contextlib
 import copy
 import os
 
@@ -150,6 +151,12 @@ def _backward(out):
 
 
 def run_case(case, backend):
+    from ember.testing import DEVICE
+    with (DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext()):
+        _run_case(case, backend)
+
+
+def _run_case(case, backend):
     ember.reset()
     eager_target, compiled_target = build_targets(case)
     # Every shape rule that answers is checked against torch's meta kernel on the whole corpus.

@@ -11,11 +11,9 @@ import os
 import torch
 
 # Where test inputs live: EMBER_TEST_DEVICE=cuda runs the differential tests on the GPU machine.
-# It also becomes torch's default device, so that programs making tensors without a device
-# (torch.zeros(3), torch.tensor([...])) make them where their inputs are, in eager and compiled.
+# The parity harness also makes it torch's default device while a case runs (`with DEVICE:`), so
+# that programs making tensors without a device (torch.zeros(3)) make them where their inputs are.
 DEVICE = torch.device(os.environ.get("EMBER_TEST_DEVICE", "cpu"))
-if DEVICE.type != "cpu":
-    torch.set_default_device(DEVICE)
 
 __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMismatch", "tensor_leaves",
            "clone_tree", "alias_map"]
