@@ -1,9 +1,11 @@
 // Bindings of the shape rules (src/frontend/interp/shape_rules.h), for tests and measurements:
-// ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype) and
+// ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]) and
 // ember._C.shapes.time_rule(..., repeat). Tensors (real or meta) are read into TensorTypes;
 // tuples and lists holding a tensor become list operands; anything else is passed as the
 // constant it is. A result is None or a list of (dtype, sizes, strides, requires_grad, device).
+// Tensors are read through attributes: the DLPack path refuses meta tensors, slowly (~1 ms).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
 #include <chrono>
@@ -28,7 +30,7 @@ struct Operands {
 
   frontend::RuleOperand convert(PyObject* o) {
     frontend::TensorMeta meta;
-    if (frontend::read_tensor_meta(o, &meta)) {
+    if (frontend::read_tensor_meta_via_attributes(o, &meta)) {
       ir::TensorType t;
       t.dtype = meta.dtype;
       for (int64_t s : meta.sizes) t.sizes.emplace_back(s);
@@ -87,12 +89,26 @@ nb::object to_python(const std::optional<std::vector<ir::TensorType>>& result) {
 }  // namespace
 
 void bind_shapes(nb::module_& m) {
-  m.def("infer_result_types",
-        [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled, const std::string& default_dtype) {
-          Operands operands(args, kwargs);
-          return to_python(frontend::infer_result_types(op_named(op), operands.args, operands.kwargs, grad_enabled,
-                                                        dtype_named(default_dtype)));
-        });
+  // `symbolic`: (argument position, dim) pairs whose size becomes the symbol s0, to check that
+  // rules decline symbolic shapes.
+  m.def(
+      "infer_result_types",
+      [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled, const std::string& default_dtype,
+         nb::list symbolic) {
+        Operands operands(args, kwargs);
+        for (nb::handle h : symbolic) {
+          auto [arg, dim] = nb::cast<std::pair<size_t, size_t>>(h);
+          if (arg >= operands.args.size() || !operands.args[arg].tensor ||
+              dim >= operands.args[arg].tensor->sizes.size())
+            throw std::invalid_argument("symbolic: no tensor dim " + std::to_string(dim) + " at argument " +
+                                        std::to_string(arg));
+          const_cast<ir::TensorType*>(operands.args[arg].tensor)->sizes[dim] = sym::Expr::symbol("s0");
+        }
+        return to_python(frontend::infer_result_types(op_named(op), operands.args, operands.kwargs, grad_enabled,
+                                                      dtype_named(default_dtype)));
+      },
+      nb::arg("op"), nb::arg("args"), nb::arg("kwargs"), nb::arg("grad_enabled"), nb::arg("default_dtype"),
+      nb::arg("symbolic") = nb::list());
   // Seconds per call of the rule alone (operands converted once, outside the timing).
   m.def("time_rule", [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled,
                         const std::string& default_dtype, int repeat) {

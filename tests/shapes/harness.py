@@ -13,6 +13,7 @@ and also runs the call on real CPU tensors of the same layout:
 Random cases come from `rng(name)`, seeded from EMBER_SHAPES_SEED (default 0) and the test's
 name; failures print the seed and the case.
 """
+import math
 import os
 import random
 import zlib
@@ -144,14 +145,35 @@ def check(op, fn, args, kwargs=None, *, covered, seed=None, default_dtype=torch.
     return stats
 
 
-def ints_fit(dtype, *values):
-    """Whether the Python ints among `values` fit `dtype` (the rules decline ints out of range:
-    torch then wraps them or refuses, depending on the op)."""
-    if dtype.is_floating_point or dtype.is_complex:
-        return True
-    info = torch.iinfo(dtype) if dtype != torch.bool else None
-    lo, hi = (info.min, info.max) if info else (0, 1)
-    return all(lo <= v <= hi for v in values if isinstance(v, int) and not isinstance(v, bool))
+def scalars_fit(dtype, *values):
+    """Whether the Python scalars among `values` convert to `dtype` without overflow (the rules
+    decline the others: torch wraps or refuses them depending on the op): ints within an integer
+    dtype's range or a floating dtype's finite range, floats only into floating or complex
+    dtypes and within range (inf and nan fit), complex numbers only into complex dtypes."""
+    limit = {torch.float16: 65504.0, torch.bfloat16: torch.finfo(torch.bfloat16).max,
+             torch.float32: torch.finfo(torch.float32).max, torch.complex64: torch.finfo(torch.float32).max}.get(dtype)
+
+    def real_fits(v):
+        return limit is None or not math.isfinite(v) or abs(v) <= limit
+
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float, complex)):
+            continue
+        if isinstance(v, complex):
+            if not (dtype.is_complex and real_fits(v.real) and real_fits(v.imag)):
+                return False
+        elif isinstance(v, float):
+            if not ((dtype.is_floating_point or dtype.is_complex) and real_fits(v)):
+                return False
+        elif dtype.is_floating_point or dtype.is_complex:
+            if not real_fits(v):
+                return False
+        else:
+            info = torch.iinfo(dtype) if dtype != torch.bool else None
+            lo, hi = (info.min, info.max) if info else (0, 1)
+            if not lo <= v <= hi:
+                return False
+    return True
 
 
 def common_dtype(*operands):

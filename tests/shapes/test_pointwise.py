@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .harness import (ALL_DTYPES, T, Stats, broadcastable, check, common_dtype, contiguous_strides, ints_fit,
+from .harness import (ALL_DTYPES, T, Stats, broadcastable, check, common_dtype, contiguous_strides, scalars_fit,
                       random_sizes, random_strides, rng)
 
 UNARY = {
@@ -24,12 +24,13 @@ SCALARS = [True, False, 0, 2, -3, 2.5, -0.5, 1j]
 
 def layout_covered(tensors):
     """The layouts the pointwise rules promise to answer: all default strides, or one shared
-    dense layout with no size-1 dim over operands of the output's shape (0-d ones aside)."""
+    dense layout with no size-1 dim over tensor operands all of the output's shape."""
     if all(t.strides == contiguous_strides(t.sizes) for t in tensors):
         return True
     shaped = [t for t in tensors if t.sizes]
     out = torch.broadcast_shapes(*[t.sizes for t in tensors]) if tensors else ()
-    if not shaped or any(t.sizes != tuple(out) or t.strides != shaped[0].strides for t in shaped):
+    if not shaped or len(shaped) < len(tensors) or any(t.sizes != tuple(out) or t.strides != shaped[0].strides
+                                                       for t in shaped):
         return False
     order = sorted(range(len(out)), key=lambda d: shaped[0].strides[d])
     expected = 1
@@ -72,7 +73,7 @@ def test_unary_random_layouts(op):
 def _fits(x, y, *values):
     """The rules decline Python ints outside the computation dtype's range."""
     dt = common_dtype(x, y)
-    return dt is None or (dt != torch.complex32 and ints_fit(dt, y, *values))
+    return dt is None or (dt != torch.complex32 and scalars_fit(dt, y, *values))
 
 
 def _operand(r, sizes):
@@ -170,9 +171,7 @@ def test_masked_fill():
         else:
             value = T(() if r.random() < 0.9 else (1,), dtype=r.choice(ALL_DTYPES), requires_grad=r.random() < 0.5)
         out = torch.broadcast_shapes(x.sizes, mask.sizes)
-        covered = (1 not in out or layout_covered([x, mask])) and ints_fit(x.dtype, value) and not (
-            isinstance(value, float) and not (x.dtype.is_floating_point or x.dtype.is_complex)) and not (
-            isinstance(value, complex) and not x.dtype.is_complex) and not (
+        covered = (1 not in out or layout_covered([x, mask])) and scalars_fit(x.dtype, value) and not (
             isinstance(value, T) and value.requires_grad and not (x.dtype.is_floating_point or x.dtype.is_complex)) and not (
             isinstance(value, T) and value.dtype.is_complex and not x.dtype.is_complex)
         check("masked_fill", torch.masked_fill, [x, mask, value], covered=covered, seed=r.seed_value, stats=stats)
@@ -198,7 +197,7 @@ def test_clamp():
 
         def covered(ref, lo=lo, hi=hi, layout_ok=layout_ok):
             # Bool results are declined (torch accepts bool bounds only as tensors).
-            return layout_ok and ref[0][0] != "bool" and ints_fit(getattr(torch, ref[0][0]), lo, hi)
+            return layout_ok and ref[0][0] != "bool" and scalars_fit(getattr(torch, ref[0][0]), lo, hi)
         check("clamp", torch.clamp, args, kwargs, covered=covered, seed=r.seed_value, stats=stats)
     assert stats.answered > 0, stats
 

@@ -4,6 +4,7 @@
 #include "frontend/interp/shape_rules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -470,17 +471,60 @@ std::optional<ir::DType> Promotion::result() const {
   return r;
 }
 
-bool int_fits(const RuleOperand* p, ir::DType dt) {
-  auto v = as_int(p);
-  if (!v) return true;
-  int64_t lo = 0, hi = 0;
+namespace {
+
+// The largest finite magnitude of a floating dtype's real components (0: no limit needed).
+double float_limit(ir::DType dt) {
   switch (dt) {
-    case ir::DType::Bool: lo = 0; hi = 1; break;
+    case ir::DType::Float16: return 65504.0;
+    case ir::DType::BFloat16: return 3.3895313892515355e38;
+    case ir::DType::Float32:
+    case ir::DType::Complex64: return static_cast<double>(std::numeric_limits<float>::max());
+    case ir::DType::Bool:
+    case ir::DType::UInt8:
+    case ir::DType::Int8:
+    case ir::DType::Int16:
+    case ir::DType::Int32:
+    case ir::DType::Int64:
+    case ir::DType::Float64:
+    case ir::DType::Complex128:
+    case ir::DType::Float8E4M3FN:
+    case ir::DType::Float8E5M2:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+bool real_fits(double v, ir::DType dt) {
+  double limit = float_limit(dt);
+  return limit == 0.0 || !std::isfinite(v) || std::fabs(v) <= limit;
+}
+
+}  // namespace
+
+bool scalar_fits(const RuleOperand* p, ir::DType dt) {
+  PyObject* o = constant(p);
+  if (!o || PyBool_Check(o)) return true;
+  Category c = category(dt);
+  if (c == Category::Float8) return false;
+  if (PyFloat_CheckExact(o)) {
+    return (c == Category::Floating || c == Category::Complex) && real_fits(PyFloat_AS_DOUBLE(o), dt);
+  }
+  if (PyComplex_CheckExact(o)) {
+    Py_complex z = PyComplex_AsCComplex(o);
+    return c == Category::Complex && real_fits(z.real, dt) && real_fits(z.imag, dt);
+  }
+  auto v = int_of(o);
+  if (!v) return true;  // not an int: nothing to check here
+  if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(*v), dt);
+  int64_t lo = 0, hi = 1;  // bool
+  switch (dt) {
     case ir::DType::UInt8: lo = 0; hi = 255; break;
     case ir::DType::Int8: lo = -128; hi = 127; break;
     case ir::DType::Int16: lo = -32768; hi = 32767; break;
     case ir::DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    case ir::DType::Int64:
+    case ir::DType::Int64: return true;
+    case ir::DType::Bool:
     case ir::DType::Float16:
     case ir::DType::BFloat16:
     case ir::DType::Float32:
@@ -489,7 +533,7 @@ bool int_fits(const RuleOperand* p, ir::DType dt) {
     case ir::DType::Complex128:
     case ir::DType::Float8E4M3FN:
     case ir::DType::Float8E5M2:
-      return true;
+      break;
   }
   return *v >= lo && *v <= hi;
 }

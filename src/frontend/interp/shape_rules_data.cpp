@@ -1,10 +1,11 @@
 // Shape rules of the data-movement ops that allocate their result: cat, stack, gather,
 // index_select, embedding, tril, triu, and dropout.
 //
-// These give contiguous results, with two exceptions torch makes: cat and stack follow their
+// These give contiguous results, with three exceptions torch makes: cat and stack follow their
 // inputs' memory format (channels-last inputs give a channels-last result), so 4-D and 5-D
-// results are contiguous only for inputs with default strides; and dropout multiplies, so its
-// result takes TensorIterator's layout, or is its input itself when it drops nothing.
+// results are contiguous only for inputs with default strides; tril and triu keep odd strides
+// of size-1 dims (like_has_default_strides); and dropout multiplies, so its result takes
+// TensorIterator's layout, or is its input itself when it drops nothing.
 #include <algorithm>
 
 #include "frontend/interp/shape_rules_internal.h"
@@ -14,6 +15,13 @@ namespace ember::frontend::shape_rules {
 namespace {
 
 bool is_index_dtype(ir::DType dt) { return dt == ir::DType::Int64 || dt == ir::DType::Int32; }
+
+// An index into a dim of size 0 is out of range whatever its values: a call with a non-empty
+// index there fails when run, so no rule vouches for it.
+bool can_index(int64_t dim_size, const Sizes& index_sizes) {
+  auto n = numel(index_sizes);
+  return n && (dim_size > 0 || *n == 0);
+}
 
 }  // namespace
 
@@ -74,13 +82,14 @@ Result infer_gather(const Call& call) {
   auto x = as_dense((*b)[0]);
   auto dim = as_int((*b)[1]);
   auto index = as_dense((*b)[2]);
-  if (!x || !dim || !index || index->dtype != ir::DType::Int64) return std::nullopt;
+  if (!x || !dim || !index || !is_index_dtype(index->dtype)) return std::nullopt;
   if ((*b)[3] && !as_bool((*b)[3])) return std::nullopt;
   if (x->dim() == 0 || index->dim() != x->dim() || !has_default_strides(*index)) return std::nullopt;
   auto w = wrap_dim(*dim, x->dim());
   if (!w) return std::nullopt;
   for (size_t d = 0; d < x->sizes.size(); ++d)
     if (d != static_cast<size_t>(*w) && index->sizes[d] > x->sizes[d]) return std::nullopt;
+  if (!can_index(x->sizes[static_cast<size_t>(*w)], index->sizes)) return std::nullopt;
   return computed(call, x->dtype, index->sizes, {&*x});
 }
 
@@ -93,6 +102,7 @@ Result infer_index_select(const Call& call) {
   if (!x || !dim || !index || x->dim() == 0 || index->dim() > 1 || !is_index_dtype(index->dtype)) return std::nullopt;
   auto w = wrap_dim(*dim, x->dim());
   if (!w) return std::nullopt;
+  if (!can_index(x->sizes[static_cast<size_t>(*w)], index->sizes)) return std::nullopt;
   Sizes out = x->sizes;
   out[static_cast<size_t>(*w)] = index->dim() == 0 ? 1 : index->sizes[0];
   return computed(call, x->dtype, out, {&*x});
@@ -112,6 +122,7 @@ Result infer_embedding(const Call& call) {
     int64_t rows = weight->sizes[0];
     if (!pad || *pad < -rows || *pad >= rows) return std::nullopt;
   }
+  if (!can_index(weight->sizes[0], index->sizes)) return std::nullopt;
   if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
   for (int i : {5, 6})
     if ((*b)[i] && !as_bool((*b)[i])) return std::nullopt;
@@ -124,7 +135,7 @@ Result infer_tril_triu(const Call& call) {
   auto b = bind(call, {"input", "diagonal"});
   if (!b) return std::nullopt;
   auto x = as_dense((*b)[0]);
-  if (!x || x->dim() < 2 || is_float8(x->dtype)) return std::nullopt;
+  if (!x || x->dim() < 2 || is_float8(x->dtype) || !like_has_default_strides(*x)) return std::nullopt;
   if ((*b)[1] && !as_int((*b)[1])) return std::nullopt;
   return computed(call, x->dtype, x->sizes, {&*x});
 }

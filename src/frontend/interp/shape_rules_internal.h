@@ -106,9 +106,12 @@ class Promotion {
   bool failed_ = false;
 };
 
-// Whether the Python int `p` (if it is one) is representable in `dt` (integral or bool dtypes);
-// true for anything that is not an int.
-bool int_fits(const RuleOperand* p, ir::DType dt);
+// Whether the Python scalar `p` converts to `dt` without overflow (torch refuses or wraps such
+// values depending on the op, so the rules decline them): ints within an integer dtype's range
+// or a floating dtype's finite range, floats (inf and nan included) only into floating or
+// complex dtypes and within range, complex numbers only into complex dtypes. True for bools and
+// for operands that are not scalars.
+bool scalar_fits(const RuleOperand* p, ir::DType dt);
 
 // ---- Layout -----------------------------------------------------------------------------------
 
