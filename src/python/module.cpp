@@ -9,6 +9,7 @@ void bind_bytecode(nb::module_& m);
 void bind_guards(nb::module_& m);
 void bind_eval_frame(nb::module_& m);
 void bind_compiler(nb::module_& m);
+void bind_shapes(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -24,4 +25,6 @@ NB_MODULE(_C, m) {
   auto eval_frame = m.def_submodule("eval_frame", "Frame hook and compiled regions");
   bind_eval_frame(eval_frame);
   bind_compiler(m);
+  auto shapes = m.def_submodule("shapes", "Shape rules of core ops (tests, measurements)");
+  bind_shapes(shapes);
 }

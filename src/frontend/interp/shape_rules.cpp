@@ -1,0 +1,661 @@
+// Shape rules, the shared part: dispatch of every core op to its rule, argument binding, Python constants, dtype
+// promotion and layout helpers (shape_rules_internal.h). The families live in
+// shape_rules_{pointwise,reduce,views,data}.cpp.
+#include "frontend/interp/shape_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "frontend/guards/torch_bridge.h"
+#include "frontend/interp/shape_rules_internal.h"
+
+namespace ember::frontend {
+
+std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<RuleOperand>& args,
+    const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+  using namespace shape_rules;
+  // torch.set_default_dtype accepts only floating dtypes; the rules are checked for these two.
+  if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
+  Call call{op, args, kwargs, grad_enabled, default_dtype};
+  // Every op of ops.def is listed: a new op is a compile warning here until it has a rule or is
+  // declared to have none.
+  switch (op) {
+    case ir::Op::Neg:
+    case ir::Op::Abs:
+    case ir::Op::Exp:
+    case ir::Op::Log:
+    case ir::Op::Sqrt:
+    case ir::Op::Rsqrt:
+    case ir::Op::Sin:
+    case ir::Op::Cos:
+    case ir::Op::Tanh:
+    case ir::Op::Sigmoid:
+    case ir::Op::Erf:
+    case ir::Op::Reciprocal:
+    case ir::Op::Relu:
+    case ir::Op::Gelu:
+    case ir::Op::Silu:
+    case ir::Op::LogicalNot:
+    case ir::Op::BitwiseNot:
+      return infer_unary(call);
+    case ir::Op::Add:
+    case ir::Op::Sub:
+    case ir::Op::Mul:
+    case ir::Op::Div:
+    case ir::Op::FloorDivide:
+    case ir::Op::Remainder:
+    case ir::Op::Pow:
+    case ir::Op::Maximum:
+    case ir::Op::Minimum:
+    case ir::Op::Eq:
+    case ir::Op::Ne:
+    case ir::Op::Lt:
+    case ir::Op::Le:
+    case ir::Op::Gt:
+    case ir::Op::Ge:
+    case ir::Op::BitwiseAnd:
+    case ir::Op::BitwiseOr:
+    case ir::Op::BitwiseXor:
+      return infer_binary(call);
+    case ir::Op::Where:
+      return infer_where(call);
+    case ir::Op::MaskedFill:
+      return infer_masked_fill(call);
+    case ir::Op::Clamp:
+      return infer_clamp(call);
+    case ir::Op::Sum:
+    case ir::Op::Mean:
+      return infer_sum_mean(call);
+    case ir::Op::Amax:
+    case ir::Op::Amin:
+      return infer_amax_amin(call);
+    case ir::Op::Var:
+      return infer_var(call);
+    case ir::Op::Softmax:
+    case ir::Op::LogSoftmax:
+      return infer_softmax(call);
+    case ir::Op::LayerNorm:
+      return infer_layer_norm(call);
+    case ir::Op::Matmul:
+      return infer_matmul(call);
+    case ir::Op::Mm:
+      return infer_mm(call);
+    case ir::Op::Bmm:
+      return infer_bmm(call);
+    case ir::Op::Linear:
+      return infer_linear(call);
+    case ir::Op::Addmm:
+      return infer_addmm(call);
+    case ir::Op::View:
+    case ir::Op::Reshape:
+      return infer_view_reshape(call);
+    case ir::Op::Permute:
+      return infer_permute(call);
+    case ir::Op::Transpose:
+      return infer_transpose(call);
+    case ir::Op::Expand:
+      return infer_expand(call);
+    case ir::Op::Unsqueeze:
+      return infer_unsqueeze(call);
+    case ir::Op::Squeeze:
+      return infer_squeeze(call);
+    case ir::Op::Flatten:
+      return infer_flatten(call);
+    case ir::Op::Getitem:
+      return infer_getitem(call);
+    case ir::Op::Contiguous:
+      return infer_contiguous(call);
+    case ir::Op::Cat:
+    case ir::Op::Stack:
+      return infer_cat_stack(call);
+    case ir::Op::Split:
+    case ir::Op::Chunk:
+      return infer_split_chunk(call);
+    case ir::Op::Gather:
+      return infer_gather(call);
+    case ir::Op::IndexSelect:
+      return infer_index_select(call);
+    case ir::Op::Embedding:
+      return infer_embedding(call);
+    case ir::Op::Tril:
+    case ir::Op::Triu:
+      return infer_tril_triu(call);
+    case ir::Op::Dropout:
+      return infer_dropout(call);
+    // Factories take dtype and device from arguments the caller resolves; generic torch calls
+    // have no rule by definition.
+    case ir::Op::Zeros:
+    case ir::Op::Ones:
+    case ir::Op::Full:
+    case ir::Op::Arange:
+    case ir::Op::Empty:
+    case ir::Op::ZerosLike:
+    case ir::Op::OnesLike:
+    case ir::Op::TorchCall:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+namespace shape_rules {
+
+// ---- Binding ----------------------------------------------------------------------------------
+
+namespace {
+
+bool name_matches(const char* spec, std::string_view name) {
+  std::string_view s(spec);
+  while (true) {
+    size_t bar = s.find('|');
+    if (s.substr(0, bar) == name) return true;
+    if (bar == std::string_view::npos) return false;
+    s.remove_prefix(bar + 1);
+  }
+}
+
+}  // namespace
+
+std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> names) {
+  Bound b;
+  if (call.args.size() > names.size() || names.size() > static_cast<size_t>(kMaxParams)) return std::nullopt;
+  for (size_t i = 0; i < call.args.size(); ++i) b.slot[i] = &call.args[i];
+  for (auto& [name, operand] : call.kwargs) {
+    int index = -1;
+    int i = 0;
+    for (const char* spec : names) {
+      if (name_matches(spec, name)) index = i;
+      ++i;
+    }
+    if (index < 0 || b.slot[static_cast<size_t>(index)] != nullptr) return std::nullopt;
+    b.slot[static_cast<size_t>(index)] = &operand;
+  }
+  return b;
+}
+
+std::optional<Sizes> sizes_operand(const Call& call, const char* keyword, const char* extra_kw,
+                                   const RuleOperand** extra) {
+  if (extra) *extra = nullptr;
+  const RuleOperand* named = nullptr;
+  for (auto& [name, operand] : call.kwargs) {
+    if (name == keyword && !named) {
+      named = &operand;
+    } else if (extra_kw && name == extra_kw && extra && !*extra) {
+      *extra = &operand;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (named) {
+    if (call.args.size() != 1) return std::nullopt;
+    return as_int_list(named);
+  }
+  if (call.args.size() < 2) return std::nullopt;
+  if (call.args.size() == 2) {
+    if (auto list = as_int_list(&call.args[1])) return list;
+  }
+  Sizes out;
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    auto v = as_int(&call.args[i]);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// ---- Python constants -------------------------------------------------------------------------
+
+namespace {
+
+PyObject* constant(const RuleOperand* p) {
+  return p && !p->tensor && !p->list ? p->value : nullptr;
+}
+
+std::optional<int64_t> int_of(PyObject* o) {
+  if (!o || !PyLong_CheckExact(o)) return std::nullopt;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+bool is_none(const RuleOperand* p) { return p == nullptr || constant(p) == Py_None; }
+
+std::optional<int64_t> as_int(const RuleOperand* p) { return int_of(constant(p)); }
+
+std::optional<bool> as_bool(const RuleOperand* p) {
+  PyObject* o = constant(p);
+  if (o == Py_True) return true;
+  if (o == Py_False) return false;
+  return std::nullopt;
+}
+
+std::optional<double> as_real(const RuleOperand* p) {
+  PyObject* o = constant(p);
+  if (o && PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
+  if (auto v = int_of(o)) return static_cast<double>(*v);
+  return std::nullopt;
+}
+
+std::optional<Sizes> as_int_list(const RuleOperand* p) {
+  PyObject* o = constant(p);
+  if (!o || !(PyTuple_Check(o) || PyList_Check(o))) return std::nullopt;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  Sizes out;
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    auto v = int_of(PySequence_Fast_GET_ITEM(o, i));
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::optional<Sizes> as_int_or_list(const RuleOperand* p) {
+  if (auto v = as_int(p)) return Sizes{*v};
+  return as_int_list(p);
+}
+
+std::optional<ir::DType> as_dtype(const RuleOperand* p) {
+  PyObject* o = constant(p);
+  const guards::TorchBridge* bridge = o ? guards::torch_bridge() : nullptr;
+  ir::DType dt;
+  if (!bridge || !guards::dtype_from_object(*bridge, o, &dt)) return std::nullopt;
+  return dt;
+}
+
+bool is_string(const RuleOperand* p, std::string_view text) {
+  PyObject* o = constant(p);
+  if (!o || !PyUnicode_Check(o)) return false;
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(o, &n);
+  if (!s) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::string_view(s, static_cast<size_t>(n)) == text;
+}
+
+std::optional<Dense> as_dense(const RuleOperand* p) {
+  if (!p || !p->tensor) return std::nullopt;
+  const ir::TensorType& t = *p->tensor;
+  if (t.sizes.size() != t.strides.size()) return std::nullopt;
+  Dense d;
+  d.dtype = t.dtype;
+  d.requires_grad = t.requires_grad;
+  d.device = &t.device;
+  d.sizes.reserve(t.sizes.size());
+  d.strides.reserve(t.strides.size());
+  for (size_t i = 0; i < t.sizes.size(); ++i) {
+    if (!t.sizes[i].is_constant() || !t.strides[i].is_constant()) return std::nullopt;
+    if (t.sizes[i].constant() < 0) return std::nullopt;
+    d.sizes.push_back(t.sizes[i].constant());
+    d.strides.push_back(t.strides[i].constant());
+  }
+  return d;
+}
+
+std::optional<ScalarKind> scalar_kind(const RuleOperand* p) {
+  PyObject* o = constant(p);
+  if (!o) return std::nullopt;
+  if (PyBool_Check(o)) return ScalarKind::Bool;
+  if (PyLong_CheckExact(o)) {
+    if (!int_of(o)) return std::nullopt;  // beyond int64: torch refuses it
+    return ScalarKind::Int;
+  }
+  if (PyFloat_CheckExact(o)) return ScalarKind::Float;
+  if (PyComplex_CheckExact(o)) return ScalarKind::Complex;
+  return std::nullopt;
+}
+
+// ---- dtypes -----------------------------------------------------------------------------------
+
+Category category(ir::DType dt) {
+  switch (dt) {
+    case ir::DType::Bool:
+      return Category::Bool;
+    case ir::DType::UInt8:
+    case ir::DType::Int8:
+    case ir::DType::Int16:
+    case ir::DType::Int32:
+    case ir::DType::Int64:
+      return Category::Integral;
+    case ir::DType::Float16:
+    case ir::DType::BFloat16:
+    case ir::DType::Float32:
+    case ir::DType::Float64:
+      return Category::Floating;
+    case ir::DType::Complex64:
+    case ir::DType::Complex128:
+      return Category::Complex;
+    case ir::DType::Float8E4M3FN:
+    case ir::DType::Float8E5M2:
+      return Category::Float8;
+  }
+  return Category::Float8;
+}
+
+std::optional<ir::DType> real_of(ir::DType dt) {
+  if (dt == ir::DType::Complex64) return ir::DType::Float32;
+  if (dt == ir::DType::Complex128) return ir::DType::Float64;
+  return std::nullopt;
+}
+
+std::optional<ir::DType> complex_of(ir::DType dt) {
+  // float16's counterpart, complex32, is not an Ember dtype; bfloat16 (float32's range) maps
+  // to complex64.
+  if (dt == ir::DType::Float32 || dt == ir::DType::BFloat16) return ir::DType::Complex64;
+  if (dt == ir::DType::Float64) return ir::DType::Complex128;
+  return std::nullopt;
+}
+
+namespace {
+
+// Rank within the integral category for signed types; uint8 is handled apart.
+int signed_rank(ir::DType dt) {
+  switch (dt) {
+    case ir::DType::Int8: return 1;
+    case ir::DType::Int16: return 2;
+    case ir::DType::Int32: return 3;
+    case ir::DType::Int64: return 4;
+    case ir::DType::Bool:
+    case ir::DType::UInt8:
+    case ir::DType::Float16:
+    case ir::DType::BFloat16:
+    case ir::DType::Float32:
+    case ir::DType::Float64:
+    case ir::DType::Complex64:
+    case ir::DType::Complex128:
+    case ir::DType::Float8E4M3FN:
+    case ir::DType::Float8E5M2:
+      return 0;
+  }
+  return 0;
+}
+
+int itemsize_rank(ir::DType dt) { return ir::dtype_itemsize(dt); }
+
+}  // namespace
+
+std::optional<ir::DType> promote_types(ir::DType a, ir::DType b) {
+  if (a == b) return a;
+  Category ca = category(a), cb = category(b);
+  if (ca == Category::Float8 || cb == Category::Float8) return std::nullopt;
+  if (ca == Category::Bool) return b;
+  if (cb == Category::Bool) return a;
+  if (ca == Category::Integral && cb == Category::Integral) {
+    // uint8 and a signed type: the smallest signed type holding both ranges.
+    if (a == ir::DType::UInt8) return signed_rank(b) >= 2 ? b : ir::DType::Int16;
+    if (b == ir::DType::UInt8) return signed_rank(a) >= 2 ? a : ir::DType::Int16;
+    return signed_rank(a) >= signed_rank(b) ? a : b;
+  }
+  if (ca == Category::Integral) return b;  // the other is floating or complex
+  if (cb == Category::Integral) return a;
+  if (ca == Category::Floating && cb == Category::Floating) {
+    // float16 and bfloat16 meet at float32; otherwise the wider one.
+    if (itemsize_rank(a) == itemsize_rank(b)) return ir::DType::Float32;
+    return itemsize_rank(a) > itemsize_rank(b) ? a : b;
+  }
+  // At least one complex: complex128 when either side carries double precision.
+  bool wide = a == ir::DType::Complex128 || b == ir::DType::Complex128 || a == ir::DType::Float64 ||
+              b == ir::DType::Float64;
+  return wide ? ir::DType::Complex128 : ir::DType::Complex64;
+}
+
+void Promotion::merge(std::optional<ir::DType>& group, ir::DType dt) {
+  if (!group) {
+    group = dt;
+    return;
+  }
+  auto p = promote_types(*group, dt);
+  if (!p) {
+    failed_ = true;
+    return;
+  }
+  group = *p;
+}
+
+void Promotion::add(const Dense& t) { merge(t.dim() > 0 ? dims_ : zero_dims_, t.dtype); }
+
+void Promotion::add(ScalarKind s) {
+  switch (s) {
+    case ScalarKind::Bool:
+      merge(scalars_, ir::DType::Bool);
+      return;
+    case ScalarKind::Int:
+      merge(scalars_, ir::DType::Int64);
+      return;
+    case ScalarKind::Float:
+      merge(scalars_, default_dtype_);
+      return;
+    case ScalarKind::Complex: {
+      auto c = complex_of(default_dtype_);
+      if (!c) {
+        failed_ = true;
+        return;
+      }
+      merge(scalars_, *c);
+      return;
+    }
+  }
+}
+
+namespace {
+
+// A lower-priority group changes the result only when its category is higher; then a floating
+// result keeps its precision when it becomes complex (float32 tensor + complex128 0-d -> complex64).
+std::optional<ir::DType> outrank(std::optional<ir::DType> higher, std::optional<ir::DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  Category ch = category(*higher), cl = category(*lower);
+  if (ch == Category::Float8 || cl == Category::Float8) return higher == lower ? higher : std::nullopt;
+  if (static_cast<int>(cl) <= static_cast<int>(ch)) return higher;
+  if (ch == Category::Floating && cl == Category::Complex) return complex_of(*higher);
+  return promote_types(*higher, *lower);
+}
+
+}  // namespace
+
+std::optional<ir::DType> Promotion::result() const {
+  if (failed_) return std::nullopt;
+  if (!dims_ && !zero_dims_ && !scalars_) return std::nullopt;
+  auto low = outrank(zero_dims_, scalars_);
+  if (!low && (zero_dims_ || scalars_)) return std::nullopt;
+  auto r = outrank(dims_, low);
+  return r;
+}
+
+namespace {
+
+// The largest finite magnitude of a floating dtype's real components (0: no limit needed).
+double float_limit(ir::DType dt) {
+  switch (dt) {
+    case ir::DType::Float16: return 65504.0;
+    case ir::DType::BFloat16: return 3.3895313892515355e38;
+    case ir::DType::Float32:
+    case ir::DType::Complex64: return static_cast<double>(std::numeric_limits<float>::max());
+    case ir::DType::Bool:
+    case ir::DType::UInt8:
+    case ir::DType::Int8:
+    case ir::DType::Int16:
+    case ir::DType::Int32:
+    case ir::DType::Int64:
+    case ir::DType::Float64:
+    case ir::DType::Complex128:
+    case ir::DType::Float8E4M3FN:
+    case ir::DType::Float8E5M2:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+bool real_fits(double v, ir::DType dt) {
+  double limit = float_limit(dt);
+  return limit == 0.0 || !std::isfinite(v) || std::fabs(v) <= limit;
+}
+
+}  // namespace
+
+bool scalar_fits(const RuleOperand* p, ir::DType dt) {
+  PyObject* o = constant(p);
+  if (!o || PyBool_Check(o)) return true;
+  Category c = category(dt);
+  if (c == Category::Float8) return false;
+  if (PyFloat_CheckExact(o)) {
+    return (c == Category::Floating || c == Category::Complex) && real_fits(PyFloat_AS_DOUBLE(o), dt);
+  }
+  if (PyComplex_CheckExact(o)) {
+    Py_complex z = PyComplex_AsCComplex(o);
+    return c == Category::Complex && real_fits(z.real, dt) && real_fits(z.imag, dt);
+  }
+  auto v = int_of(o);
+  if (!v) return true;  // not an int: nothing to check here
+  if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(*v), dt);
+  int64_t lo = 0, hi = 1;  // bool
+  switch (dt) {
+    case ir::DType::UInt8: lo = 0; hi = 255; break;
+    case ir::DType::Int8: lo = -128; hi = 127; break;
+    case ir::DType::Int16: lo = -32768; hi = 32767; break;
+    case ir::DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
+    case ir::DType::Int64: return true;
+    case ir::DType::Bool:
+    case ir::DType::Float16:
+    case ir::DType::BFloat16:
+    case ir::DType::Float32:
+    case ir::DType::Float64:
+    case ir::DType::Complex64:
+    case ir::DType::Complex128:
+    case ir::DType::Float8E4M3FN:
+    case ir::DType::Float8E5M2:
+      break;
+  }
+  return *v >= lo && *v <= hi;
+}
+
+// ---- Layout -----------------------------------------------------------------------------------
+
+Sizes contiguous_strides(const Sizes& sizes) {
+  Sizes strides(sizes.size());
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+bool has_default_strides(const Dense& t) { return t.strides == contiguous_strides(t.sizes); }
+
+bool is_contiguous(const Dense& t) {
+  auto n = numel(t.sizes);
+  if (n && *n == 0) return true;
+  int64_t expected = 1;
+  for (size_t i = t.sizes.size(); i-- > 0;) {
+    if (t.sizes[i] == 1) continue;
+    if (t.strides[i] != expected) return false;
+    expected *= t.sizes[i];
+  }
+  return true;
+}
+
+bool like_has_default_strides(const Dense& x) {
+  return has_default_strides(x) || std::all_of(x.sizes.begin(), x.sizes.end(), [](int64_t s) { return s > 1; });
+}
+
+std::optional<int64_t> numel(const Sizes& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  if (dim < -n || dim >= n) return std::nullopt;
+  return dim < 0 ? dim + n : dim;
+}
+
+std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b) {
+  size_t n = std::max(a.size(), b.size());
+  Sizes out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// ---- Results ----------------------------------------------------------------------------------
+
+namespace {
+
+void collect_tensors(const RuleOperand& op, std::vector<const ir::TensorType*>& out) {
+  if (op.tensor) out.push_back(op.tensor);
+  if (op.list)
+    for (auto& item : *op.list) collect_tensors(item, out);
+}
+
+}  // namespace
+
+std::optional<ir::Device> result_device(const Call& call, bool cpu_scalars_mix) {
+  std::vector<const ir::TensorType*> tensors;
+  for (auto& a : call.args) collect_tensors(a, tensors);
+  for (auto& kv : call.kwargs) collect_tensors(kv.second, tensors);
+  if (tensors.empty()) return std::nullopt;
+  const ir::Device* device = &tensors[0]->device;
+  for (auto* t : tensors) {
+    if (!t->sizes.empty()) {
+      device = &t->device;
+      break;
+    }
+  }
+  for (auto* t : tensors) {
+    if (t->device == *device) continue;
+    if (cpu_scalars_mix && t->sizes.empty() && t->device.type == "cpu") continue;
+    return std::nullopt;
+  }
+  return *device;
+}
+
+ir::TensorType make_type(ir::DType dt, Sizes sizes, Sizes strides, bool requires_grad, const ir::Device& device) {
+  ir::TensorType t;
+  t.dtype = dt;
+  t.sizes.reserve(sizes.size());
+  t.strides.reserve(strides.size());
+  for (int64_t s : sizes) t.sizes.emplace_back(s);
+  for (int64_t s : strides) t.strides.emplace_back(s);
+  t.device = device;
+  t.requires_grad = requires_grad;
+  return t;
+}
+
+bool computed_requires_grad(const Call& call, ir::DType out, std::initializer_list<const Dense*> operands) {
+  if (!call.grad_enabled || !is_differentiable(out)) return false;
+  for (const Dense* d : operands)
+    if (d && d->requires_grad) return true;
+  return false;
+}
+
+Result computed(const Call& call, ir::DType dt, const Sizes& sizes, std::initializer_list<const Dense*> operands,
+                bool cpu_scalars_mix) {
+  auto device = result_device(call, cpu_scalars_mix);
+  if (!device) return std::nullopt;
+  return std::vector<ir::TensorType>{
+      make_type(dt, sizes, contiguous_strides(sizes), computed_requires_grad(call, dt, operands), *device)};
+}
+
+ir::TensorType view_of(const Dense& base, Sizes sizes, Sizes strides) {
+  return make_type(base.dtype, std::move(sizes), std::move(strides), base.requires_grad, *base.device);
+}
+
+}  // namespace shape_rules
+}  // namespace ember::frontend

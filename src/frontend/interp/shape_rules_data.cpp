@@ -1,0 +1,163 @@
+// Shape rules of the data-movement ops that allocate their result: cat, stack, gather,
+// index_select, embedding, tril, triu, and dropout.
+//
+// These give contiguous results, with three exceptions torch makes: cat and stack follow their
+// inputs' memory format (channels-last inputs give a channels-last result), so 4-D and 5-D
+// results are contiguous only for inputs with default strides; tril and triu keep odd strides
+// of size-1 dims (like_has_default_strides); and dropout multiplies, so its result takes
+// TensorIterator's layout, or is its input itself when it drops nothing.
+#include <algorithm>
+
+#include "frontend/interp/shape_rules_internal.h"
+
+namespace ember::frontend::shape_rules {
+
+namespace {
+
+bool is_index_dtype(ir::DType dt) { return dt == ir::DType::Int64 || dt == ir::DType::Int32; }
+
+// An index into a dim of size 0 is out of range whatever its values: a call with a non-empty
+// index there fails when run, so no rule vouches for it.
+bool can_index(int64_t dim_size, const Sizes& index_sizes) {
+  auto n = numel(index_sizes);
+  return n && (dim_size > 0 || *n == 0);
+}
+
+}  // namespace
+
+Result infer_cat_stack(const Call& call) {
+  bool is_cat = call.op == ir::Op::Cat;
+  auto b = bind(call, {"tensors", "dim"});
+  if (!b || !(*b)[0] || !(*b)[0]->list || (*b)[0]->list->empty()) return std::nullopt;
+  auto dim = (*b)[1] ? as_int((*b)[1]) : std::optional<int64_t>(0);
+  if (!dim) return std::nullopt;
+  std::vector<Dense> tensors;
+  Promotion promotion(call.default_dtype);
+  bool all_default = true;
+  for (const RuleOperand& item : *(*b)[0]->list) {
+    auto t = as_dense(&item);
+    if (!t) return std::nullopt;
+    promotion.add(*t);
+    all_default = all_default && has_default_strides(*t);
+    tensors.push_back(std::move(*t));
+  }
+  auto dt = promotion.result();
+  if (!dt) return std::nullopt;
+  const Dense& first = tensors[0];
+  // cat skips 1-D empty tensors in its shape checks (a legacy rule): only equal ranks here.
+  for (const Dense& t : tensors) {
+    if (t.dim() != first.dim()) return std::nullopt;
+  }
+  Sizes out = first.sizes;
+  if (is_cat) {
+    if (first.dim() == 0) return std::nullopt;
+    auto w = wrap_dim(*dim, first.dim());
+    if (!w) return std::nullopt;
+    size_t d = static_cast<size_t>(*w);
+    out[d] = 0;
+    for (const Dense& t : tensors) {
+      for (size_t i = 0; i < out.size(); ++i)
+        if (i != d && t.sizes[i] != first.sizes[i]) return std::nullopt;
+      out[d] += t.sizes[d];
+    }
+  } else {
+    auto w = wrap_dim(*dim, first.dim() + 1);
+    if (!w) return std::nullopt;
+    for (const Dense& t : tensors)
+      if (t.sizes != first.sizes) return std::nullopt;
+    out.insert(out.begin() + *w, static_cast<int64_t>(tensors.size()));
+  }
+  // Inputs in another memory format can make a 4-D or 5-D result channels-last.
+  if ((out.size() == 4 || out.size() == 5) && !all_default) return std::nullopt;
+  auto device = result_device(call, false);
+  if (!device) return std::nullopt;
+  bool rg = false;
+  for (const Dense& t : tensors) rg = rg || computed_requires_grad(call, *dt, {&t});
+  return std::vector<ir::TensorType>{make_type(*dt, out, contiguous_strides(out), rg, *device)};
+}
+
+Result infer_gather(const Call& call) {
+  auto b = bind(call, {"input", "dim", "index", "sparse_grad"});
+  if (!b || call.args.size() > 3) return std::nullopt;  // sparse_grad is keyword-only
+  auto x = as_dense((*b)[0]);
+  auto dim = as_int((*b)[1]);
+  auto index = as_dense((*b)[2]);
+  if (!x || !dim || !index || !is_index_dtype(index->dtype)) return std::nullopt;
+  if ((*b)[3] && !as_bool((*b)[3])) return std::nullopt;
+  if (x->dim() == 0 || index->dim() != x->dim() || !has_default_strides(*index)) return std::nullopt;
+  auto w = wrap_dim(*dim, x->dim());
+  if (!w) return std::nullopt;
+  for (size_t d = 0; d < x->sizes.size(); ++d)
+    if (d != static_cast<size_t>(*w) && index->sizes[d] > x->sizes[d]) return std::nullopt;
+  if (!can_index(x->sizes[static_cast<size_t>(*w)], index->sizes)) return std::nullopt;
+  return computed(call, x->dtype, index->sizes, {&*x});
+}
+
+Result infer_index_select(const Call& call) {
+  auto b = bind(call, {"input", "dim", "index"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto dim = as_int((*b)[1]);
+  auto index = as_dense((*b)[2]);
+  if (!x || !dim || !index || x->dim() == 0 || index->dim() > 1 || !is_index_dtype(index->dtype)) return std::nullopt;
+  auto w = wrap_dim(*dim, x->dim());
+  if (!w) return std::nullopt;
+  if (!can_index(x->sizes[static_cast<size_t>(*w)], index->sizes)) return std::nullopt;
+  Sizes out = x->sizes;
+  out[static_cast<size_t>(*w)] = index->dim() == 0 ? 1 : index->sizes[0];
+  return computed(call, x->dtype, out, {&*x});
+}
+
+Result infer_embedding(const Call& call) {
+  auto b = bind(call, {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"});
+  if (!b) return std::nullopt;
+  auto index = as_dense((*b)[0]);
+  auto weight = as_dense((*b)[1]);
+  if (!index || !weight || !is_index_dtype(index->dtype) || weight->dim() != 2 || is_float8(weight->dtype))
+    return std::nullopt;
+  // max_norm renormalizes rows of the weight in place: left to the meta kernel.
+  if (!is_none((*b)[3])) return std::nullopt;
+  if (!is_none((*b)[2])) {
+    auto pad = as_int((*b)[2]);
+    int64_t rows = weight->sizes[0];
+    if (!pad || *pad < -rows || *pad >= rows) return std::nullopt;
+  }
+  if (!can_index(weight->sizes[0], index->sizes)) return std::nullopt;
+  if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
+  for (int i : {5, 6})
+    if ((*b)[i] && !as_bool((*b)[i])) return std::nullopt;
+  Sizes out = index->sizes;
+  out.push_back(weight->sizes[1]);
+  return computed(call, weight->dtype, out, {&*weight});
+}
+
+Result infer_tril_triu(const Call& call) {
+  auto b = bind(call, {"input", "diagonal"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  if (!x || x->dim() < 2 || is_float8(x->dtype) || !like_has_default_strides(*x)) return std::nullopt;
+  if ((*b)[1] && !as_int((*b)[1])) return std::nullopt;
+  return computed(call, x->dtype, x->sizes, {&*x});
+}
+
+Result infer_dropout(const Call& call) {
+  auto b = bind(call, {"input", "p", "training", "inplace"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto p = (*b)[1] ? as_real((*b)[1]) : std::optional<double>(0.5);
+  auto training = (*b)[2] ? as_bool((*b)[2]) : std::optional<bool>(true);
+  auto inplace = (*b)[3] ? as_bool((*b)[3]) : std::optional<bool>(false);
+  if (!x || !p || !training || !inplace || *inplace || !(*p >= 0.0 && *p <= 1.0)) return std::nullopt;
+  auto count = numel(x->sizes);
+  if (!count) return std::nullopt;
+  // Nothing to drop: torch returns the input itself.
+  if (*p == 0.0 || !*training || *count == 0) return std::vector<ir::TensorType>{*(*b)[0]->tensor};
+  if (!is_floating(x->dtype)) return std::nullopt;
+  auto strides = pointwise_strides(x->sizes, {&*x});
+  auto device = result_device(call, false);
+  if (!strides || !device) return std::nullopt;
+  return std::vector<ir::TensorType>{
+      make_type(x->dtype, x->sizes, *strides, computed_requires_grad(call, x->dtype, {&*x}), *device)};
+}
+
+}  // namespace ember::frontend::shape_rules

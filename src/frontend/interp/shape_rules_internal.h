@@ -1,0 +1,189 @@
+// What the shape-rule files share: the call being inferred, argument binding by parameter name,
+// readers of Python constants, torch's dtype promotion, and layout arithmetic. Internal to
+// shape_rules*.cpp; the interface is shape_rules.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "frontend/interp/shape_rules.h"
+
+namespace ember::frontend::shape_rules {
+
+using Sizes = std::vector<int64_t>;
+using Result = std::optional<std::vector<ir::TensorType>>;
+
+// A tensor operand whose sizes and strides are all constants.
+struct Dense {
+  ir::DType dtype = ir::DType::Float32;
+  Sizes sizes;
+  Sizes strides;
+  bool requires_grad = false;
+  const ir::Device* device = nullptr;
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+};
+
+struct Call {
+  ir::Op op;
+  const std::vector<RuleOperand>& args;
+  const std::vector<std::pair<std::string, RuleOperand>>& kwargs;
+  bool grad_enabled;
+  ir::DType default_dtype;
+};
+
+// ---- Binding operands to parameters ----------------------------------------------------------
+
+constexpr int kMaxParams = 8;
+
+// Operands by parameter position; nullptr where the call does not pass the parameter.
+struct Bound {
+  std::array<const RuleOperand*, kMaxParams> slot{};
+  const RuleOperand* operator[](int i) const { return slot[static_cast<size_t>(i)]; }
+};
+
+// Binds positional operands in order, then keywords by name. `names` lists the parameters in
+// positional order; an entry may give aliases separated by '|' ("split_size|split_size_or_sections").
+// nullopt for an unknown keyword, a parameter given twice, or too many positional operands.
+std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> names);
+
+// Sizes passed either as one sequence or as several ints after the tensor (x.view(2, 3),
+// x.view((2, 3)), torch.reshape(x, (2, 3)), x.view(size=(2, 3))). `extra_kw` names one more
+// keyword the call may carry (expand's "implicit"), returned through `extra`.
+std::optional<Sizes> sizes_operand(const Call& call, const char* keyword, const char* extra_kw = nullptr,
+                                   const RuleOperand** extra = nullptr);
+
+// ---- Python constants (absent operands read as "not given") ----------------------------------
+
+bool is_none(const RuleOperand* p);                       // absent, or the constant None
+std::optional<int64_t> as_int(const RuleOperand* p);      // an int (not a bool) that fits int64
+std::optional<bool> as_bool(const RuleOperand* p);        // True / False
+std::optional<double> as_real(const RuleOperand* p);      // an int or a float, not a bool
+std::optional<Sizes> as_int_list(const RuleOperand* p);   // tuple / list / torch.Size of ints
+std::optional<Sizes> as_int_or_list(const RuleOperand* p);  // an int is a list of one
+std::optional<ir::DType> as_dtype(const RuleOperand* p);  // a torch.dtype Ember models
+bool is_string(const RuleOperand* p, std::string_view text);
+std::optional<Dense> as_dense(const RuleOperand* p);      // a tensor with constant sizes
+
+// The kind of a Python scalar as torch's type promotion sees it.
+enum class ScalarKind : uint8_t { Bool, Int, Float, Complex };
+std::optional<ScalarKind> scalar_kind(const RuleOperand* p);  // exact bool/int/float/complex only
+
+// ---- dtypes -----------------------------------------------------------------------------------
+
+enum class Category : uint8_t { Bool, Integral, Floating, Complex, Float8 };
+Category category(ir::DType dt);
+inline bool is_integral(ir::DType dt) { return category(dt) == Category::Integral; }
+inline bool is_floating(ir::DType dt) { return category(dt) == Category::Floating; }
+inline bool is_complex(ir::DType dt) { return category(dt) == Category::Complex; }
+inline bool is_float8(ir::DType dt) { return category(dt) == Category::Float8; }
+// Floating (float8 included) and complex tensors can require grad.
+inline bool is_differentiable(ir::DType dt) { return category(dt) != Category::Bool && category(dt) != Category::Integral; }
+std::optional<ir::DType> real_of(ir::DType complex_dt);  // complex64 -> float32
+std::optional<ir::DType> complex_of(ir::DType real_dt);  // float32, bfloat16 -> complex64; none for float16
+
+// torch.promote_types; nullopt where torch refuses (float8 mixed with another dtype).
+std::optional<ir::DType> promote_types(ir::DType a, ir::DType b);
+
+// torch.result_type over tensors and Python scalars: dimensioned tensors outrank 0-d tensors,
+// which outrank Python scalars, each only within a category (bool < integral < floating <
+// complex). A Python float stands for the default dtype, a Python complex for its complex
+// counterpart.
+class Promotion {
+ public:
+  explicit Promotion(ir::DType default_dtype) : default_dtype_(default_dtype) {}
+  void add(const Dense& t);
+  void add(ScalarKind s);
+  std::optional<ir::DType> result() const;
+
+ private:
+  void merge(std::optional<ir::DType>& group, ir::DType dt);
+  ir::DType default_dtype_;
+  std::optional<ir::DType> dims_, zero_dims_, scalars_;
+  bool failed_ = false;
+};
+
+// Whether the Python scalar `p` converts to `dt` without overflow (torch refuses or wraps such
+// values depending on the op, so the rules decline them): ints within an integer dtype's range
+// or a floating dtype's finite range, floats (inf and nan included) only into floating or
+// complex dtypes and within range, complex numbers only into complex dtypes. True for bools and
+// for operands that are not scalars.
+bool scalar_fits(const RuleOperand* p, ir::DType dt);
+
+// ---- Layout -----------------------------------------------------------------------------------
+
+Sizes contiguous_strides(const Sizes& sizes);        // torch's default strides (size 0 counts as 1)
+bool has_default_strides(const Dense& t);            // strides == contiguous_strides(sizes)
+bool is_contiguous(const Dense& t);                  // torch's is_contiguous(): size-1 dims ignored
+// Whether torch's "contiguous result like x" (empty_like and friends) has default strides:
+// when x has them, or has no dim of size 0 or 1 (whose strides torch may carry over from x).
+bool like_has_default_strides(const Dense& x);
+std::optional<int64_t> numel(const Sizes& sizes);    // nullopt on overflow
+std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim);  // a 0-d tensor has dims {0, -1}
+std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b);
+
+// ---- Results ----------------------------------------------------------------------------------
+
+// The device a result lives on: the first non-0-d tensor operand's, else the first tensor's.
+// nullopt when tensor operands disagree, except 0-d CPU tensors where `cpu_scalars_mix`
+// (TensorIterator ops accept them next to tensors of any device).
+std::optional<ir::Device> result_device(const Call& call, bool cpu_scalars_mix);
+
+ir::TensorType make_type(ir::DType dt, Sizes sizes, Sizes strides, bool requires_grad, const ir::Device& device);
+// A freshly computed result: requires grad when grad mode is on, an operand requires grad and
+// the result dtype is differentiable.
+bool computed_requires_grad(const Call& call, ir::DType out, std::initializer_list<const Dense*> operands);
+// The same for a contiguous result of a computation, as a one-element Result.
+Result computed(const Call& call, ir::DType dt, const Sizes& sizes, std::initializer_list<const Dense*> operands,
+                bool cpu_scalars_mix = false);
+// A view of `base` (same dtype and device; requires grad exactly when `base` does).
+ir::TensorType view_of(const Dense& base, Sizes sizes, Sizes strides);
+
+// ---- Rules, by file; shape_rules.cpp dispatches every op of ops.def to one of them ------------
+
+// shape_rules_pointwise.cpp
+Result infer_unary(const Call& call);
+Result infer_binary(const Call& call);
+Result infer_where(const Call& call);
+Result infer_masked_fill(const Call& call);
+Result infer_clamp(const Call& call);
+// The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
+// cases the rules model (see the file comment), else nullopt.
+std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors);
+
+// shape_rules_reduce.cpp: reductions, normalizations, matmuls
+Result infer_sum_mean(const Call& call);
+Result infer_amax_amin(const Call& call);
+Result infer_var(const Call& call);
+Result infer_softmax(const Call& call);  // softmax and log_softmax
+Result infer_layer_norm(const Call& call);
+Result infer_mm(const Call& call);
+Result infer_bmm(const Call& call);
+Result infer_addmm(const Call& call);
+Result infer_linear(const Call& call);
+Result infer_matmul(const Call& call);
+
+// shape_rules_views.cpp
+Result infer_view_reshape(const Call& call);  // view and reshape
+Result infer_permute(const Call& call);
+Result infer_transpose(const Call& call);
+Result infer_expand(const Call& call);
+Result infer_unsqueeze(const Call& call);
+Result infer_squeeze(const Call& call);
+Result infer_flatten(const Call& call);
+Result infer_getitem(const Call& call);
+Result infer_split_chunk(const Call& call);  // split and chunk
+Result infer_contiguous(const Call& call);
+
+// shape_rules_data.cpp
+Result infer_cat_stack(const Call& call);  // cat and stack
+Result infer_gather(const Call& call);
+Result infer_index_select(const Call& call);
+Result infer_embedding(const Call& call);
+Result infer_tril_triu(const Call& call);  // tril and triu
+Result infer_dropout(const Call& call);
+
+}  // namespace ember::frontend::shape_rules

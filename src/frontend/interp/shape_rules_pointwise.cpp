@@ -1,0 +1,375 @@
+// Shape rules of the pointwise ops: unary math, binary arithmetic and comparisons, where,
+// masked_fill and clamp. The result dtype follows torch.result_type plus each op's own rule
+// (true division and transcendental functions of integers give the default dtype, comparisons
+// give bool, abs of complex is real); the shape is the broadcast of the tensor operands.
+//
+// Dtypes an op's CPU kernel refuses are nullopt even where the meta kernel accepts them
+// (bitwise ops on floats, sub with bool): a rule never vouches for a call that fails when run.
+//
+// Output strides (masked_fill aside: its result is contiguous) are what TensorIterator
+// allocates, in the two cases where that is simple:
+// every tensor operand has torch's default strides for its own shape (the output then has
+// default strides for the broadcast shape), or every tensor operand has the output's shape and
+// the same strides, dense and non-overlapping with no size-1 dimension (the output copies them).
+// Anything else is nullopt.
+#include <algorithm>
+#include <numeric>
+
+#include "frontend/interp/shape_rules_internal.h"
+
+namespace ember::frontend::shape_rules {
+
+namespace {
+
+// A tensor or a Python scalar operand of a pointwise op.
+struct Operand {
+  std::optional<Dense> tensor;
+  std::optional<ScalarKind> scalar;
+  const RuleOperand* raw = nullptr;
+};
+
+std::optional<Operand> operand(const RuleOperand* p) {
+  Operand o;
+  o.raw = p;
+  if (!p) return std::nullopt;
+  if (p->tensor) {
+    o.tensor = as_dense(p);
+    if (!o.tensor || is_float8(o.tensor->dtype)) return std::nullopt;
+    return o;
+  }
+  o.scalar = scalar_kind(p);
+  if (!o.scalar) return std::nullopt;
+  return o;
+}
+
+}  // namespace
+
+std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors) {
+  bool all_default = true;
+  for (const Dense* t : tensors) all_default = all_default && has_default_strides(*t);
+  if (all_default) return contiguous_strides(out);
+
+  // (0-d tensor operands are left out of this case: floor_divide's meta kernel then gives
+  // default strides.)
+  const Sizes* shared = nullptr;
+  for (const Dense* t : tensors) {
+    if (t->dim() == 0) return std::nullopt;
+    if (t->sizes != out) return std::nullopt;
+    if (shared && *shared != t->strides) return std::nullopt;
+    shared = &t->strides;
+  }
+  if (!shared) return std::nullopt;
+  // Dense and non-overlapping: sorted by stride, each stride is the product of the sizes inside it.
+  std::vector<size_t> order(out.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*shared)[a] < (*shared)[b]; });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if (out[d] <= 1 || (*shared)[d] != expected) return std::nullopt;
+    expected *= out[d];
+  }
+  return *shared;
+}
+
+namespace {
+
+std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const Operand*> operands) {
+  Promotion promotion(call.default_dtype);
+  for (const Operand* o : operands) {
+    if (o->tensor) {
+      promotion.add(*o->tensor);
+    } else {
+      promotion.add(*o->scalar);
+    }
+  }
+  return promotion.result();
+}
+
+// The result of a pointwise op of dtype `dt` over `operands` (tensors broadcast; scalars don't),
+// laid out as TensorIterator does, or contiguous where the op copies into a contiguous result.
+enum class Layout : uint8_t { Iterator, Contiguous };
+Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const Operand*>& operands,
+                        Layout layout = Layout::Iterator) {
+  Sizes out;
+  std::vector<const Dense*> tensors;
+  bool requires_grad = false;
+  for (const Operand* o : operands) {
+    if (!o->tensor) continue;
+    auto b = broadcast(out, o->tensor->sizes);
+    if (!b) return std::nullopt;
+    out = std::move(*b);
+    tensors.push_back(&*o->tensor);
+    requires_grad = requires_grad || o->tensor->requires_grad;
+  }
+  if (tensors.empty()) return std::nullopt;
+  auto strides = pointwise_strides(out, tensors);
+  if (layout == Layout::Contiguous) {
+    // Default strides; the meta kernel's strides of size-1 dims can differ when the inputs'
+    // are not default themselves, so those cases are left to it.
+    bool size_one = std::find(out.begin(), out.end(), 1) != out.end();
+    if (!strides || *strides != contiguous_strides(out)) strides.reset();
+    if (!strides && !size_one) strides = contiguous_strides(out);
+  }
+  if (!strides) return std::nullopt;
+  auto device = result_device(call, true);
+  if (!device) return std::nullopt;
+  bool rg = requires_grad && call.grad_enabled && is_differentiable(dt);
+  return std::vector<ir::TensorType>{make_type(dt, std::move(out), std::move(*strides), rg, *device)};
+}
+
+// How a unary op's result dtype follows from its input's; nullopt marks dtypes it refuses.
+enum class UnaryDType : uint8_t {
+  NotBool,         // neg: same dtype, bool refused
+  Magnitude,       // abs: same dtype, complex to real, bool refused
+  Transcendental,  // exp, log, ...: integers and bool give the default dtype
+  NotComplex,      // erf: as Transcendental, complex refused
+  Real,            // relu: integers and floats
+  Floating,        // gelu, silu (complex silu has no derivative)
+  Logical,         // logical_not: bool from anything
+  Bitwise,         // bitwise_not: bool and integers
+};
+
+constexpr std::pair<ir::Op, UnaryDType> kUnary[] = {
+    {ir::Op::Neg, UnaryDType::NotBool},          {ir::Op::Abs, UnaryDType::Magnitude},
+    {ir::Op::Exp, UnaryDType::Transcendental},   {ir::Op::Log, UnaryDType::Transcendental},
+    {ir::Op::Sqrt, UnaryDType::Transcendental},  {ir::Op::Rsqrt, UnaryDType::Transcendental},
+    {ir::Op::Sin, UnaryDType::Transcendental},   {ir::Op::Cos, UnaryDType::Transcendental},
+    {ir::Op::Tanh, UnaryDType::Transcendental},  {ir::Op::Sigmoid, UnaryDType::Transcendental},
+    {ir::Op::Erf, UnaryDType::NotComplex},       {ir::Op::Reciprocal, UnaryDType::Transcendental},
+    {ir::Op::Relu, UnaryDType::Real},            {ir::Op::Gelu, UnaryDType::Floating},
+    {ir::Op::Silu, UnaryDType::Floating},  {ir::Op::LogicalNot, UnaryDType::Logical},
+    {ir::Op::BitwiseNot, UnaryDType::Bitwise},
+};
+
+std::optional<ir::DType> unary_dtype(UnaryDType rule, ir::DType in, ir::DType default_dtype) {
+  Category c = category(in);
+  bool integer = c == Category::Bool || c == Category::Integral;
+  switch (rule) {
+    case UnaryDType::NotBool:
+      if (c != Category::Bool) return in;
+      return std::nullopt;
+    case UnaryDType::Magnitude:
+      if (c == Category::Complex) return real_of(in);
+      if (c != Category::Bool) return in;
+      return std::nullopt;
+    case UnaryDType::Transcendental:
+      return integer ? default_dtype : in;
+    case UnaryDType::NotComplex:
+      if (c == Category::Complex) return std::nullopt;
+      return integer ? default_dtype : in;
+    case UnaryDType::Real:
+      if (c == Category::Integral || c == Category::Floating) return in;
+      return std::nullopt;
+    case UnaryDType::Floating:
+      if (c == Category::Floating) return in;
+      return std::nullopt;
+    case UnaryDType::Logical:
+      return ir::DType::Bool;
+    case UnaryDType::Bitwise:
+      if (integer) return in;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result infer_unary(const Call& call) {
+  const UnaryDType* rule = nullptr;
+  for (auto& [op, r] : kUnary)
+    if (op == call.op) rule = &r;
+  if (!rule) return std::nullopt;
+  std::optional<Bound> b;
+  if (call.op == ir::Op::Gelu) {
+    b = bind(call, {"input", "approximate"});
+    // approximate must be the string "none" or "tanh"; None is a TypeError.
+    if (b && (*b)[1] && !is_string((*b)[1], "none") && !is_string((*b)[1], "tanh")) return std::nullopt;
+  } else if (call.op == ir::Op::Silu) {
+    b = bind(call, {"input", "inplace"});
+    if (b && (*b)[1] && as_bool((*b)[1]) != false) return std::nullopt;  // in place returns its input
+  } else {
+    b = bind(call, {"input"});
+  }
+  if (!b) return std::nullopt;
+  auto x = operand((*b)[0]);
+  if (!x || !x->tensor) return std::nullopt;
+  auto out = unary_dtype(*rule, x->tensor->dtype, call.default_dtype);
+  if (!out) return std::nullopt;
+  return pointwise_result(call, *out, {&*x});
+}
+
+namespace {
+
+// add/sub's alpha, checked as torch checks it against the result dtype.
+bool alpha_ok(const RuleOperand* alpha, ir::DType dt) {
+  if (!alpha) return true;
+  auto kind = scalar_kind(alpha);
+  if (!kind) return false;
+  switch (*kind) {
+    case ScalarKind::Bool:
+      return dt == ir::DType::Bool;
+    case ScalarKind::Int:
+      return scalar_fits(alpha, dt);
+    case ScalarKind::Float:
+    case ScalarKind::Complex:
+      return scalar_fits(alpha, dt);
+  }
+  return false;
+}
+
+// How a binary op's result dtype follows from the promoted dtype of its operands.
+enum class BinaryDType : uint8_t {
+  Any,           // add, mul: any promoted dtype
+  NoBool,        // sub: no bool operand at all
+  Division,      // div: true division of integers gives the default dtype; rounding modes keep it
+  RealNotBool,   // floor_divide, remainder
+  Power,         // pow
+  Ordered,       // maximum, minimum: tensors only, no complex
+  Equality,      // eq, ne: bool
+  Comparison,    // lt, le, gt, ge: bool, no complex
+  Bitwise,       // bitwise and/or/xor: bool and integers
+};
+
+constexpr std::pair<ir::Op, BinaryDType> kBinary[] = {
+    {ir::Op::Add, BinaryDType::Any},          {ir::Op::Sub, BinaryDType::NoBool},
+    {ir::Op::Mul, BinaryDType::Any},          {ir::Op::Div, BinaryDType::Division},
+    {ir::Op::FloorDivide, BinaryDType::RealNotBool}, {ir::Op::Remainder, BinaryDType::RealNotBool},
+    {ir::Op::Pow, BinaryDType::Power},        {ir::Op::Maximum, BinaryDType::Ordered},
+    {ir::Op::Minimum, BinaryDType::Ordered},  {ir::Op::Eq, BinaryDType::Equality},
+    {ir::Op::Ne, BinaryDType::Equality},      {ir::Op::Lt, BinaryDType::Comparison},
+    {ir::Op::Le, BinaryDType::Comparison},    {ir::Op::Gt, BinaryDType::Comparison},
+    {ir::Op::Ge, BinaryDType::Comparison},    {ir::Op::BitwiseAnd, BinaryDType::Bitwise},
+    {ir::Op::BitwiseOr, BinaryDType::Bitwise}, {ir::Op::BitwiseXor, BinaryDType::Bitwise},
+};
+
+bool is_bool_operand(const Operand& o) {
+  return o.scalar == ScalarKind::Bool || (o.tensor && o.tensor->dtype == ir::DType::Bool);
+}
+
+}  // namespace
+
+Result infer_binary(const Call& call) {
+  const BinaryDType* rule = nullptr;
+  for (auto& [op, r] : kBinary)
+    if (op == call.op) rule = &r;
+  if (!rule) return std::nullopt;
+  bool has_alpha = call.op == ir::Op::Add || call.op == ir::Op::Sub;
+  std::optional<Bound> b = has_alpha                    ? bind(call, {"input", "other", "alpha"})
+                           : call.op == ir::Op::Div     ? bind(call, {"input", "other", "rounding_mode"})
+                           : call.op == ir::Op::Pow     ? bind(call, {"input", "exponent"})
+                                                        : bind(call, {"input", "other"});
+  if (!b) return std::nullopt;
+  // alpha is keyword-only: torch.add(x, 2, y) is a deprecated overload meaning x + 2 * y.
+  if (call.args.size() > 2) return std::nullopt;
+  auto x = operand((*b)[0]);
+  auto y = operand((*b)[1]);
+  if (!x || !y || !x->tensor) return std::nullopt;
+  auto common = promoted(call, {&*x, &*y});
+  if (!common) return std::nullopt;
+  // A scalar outside the computation dtype's range wraps or is refused, depending on the op.
+  if (!scalar_fits(y->raw, *common)) return std::nullopt;
+  Category c = category(*common);
+  std::optional<ir::DType> out;
+  switch (*rule) {
+    case BinaryDType::Any:
+      out = common;
+      break;
+    case BinaryDType::NoBool:
+      if (!is_bool_operand(*x) && !is_bool_operand(*y)) out = common;
+      break;
+    case BinaryDType::Division: {
+      const RuleOperand* mode = (*b)[2];
+      if (is_none(mode)) {
+        out = c == Category::Bool || c == Category::Integral ? call.default_dtype : *common;
+      } else if ((is_string(mode, "trunc") || is_string(mode, "floor")) && c != Category::Bool &&
+                 c != Category::Complex) {
+        out = common;
+      }
+      break;
+    }
+    case BinaryDType::RealNotBool:
+      if (c != Category::Bool && c != Category::Complex) out = common;
+      break;
+    case BinaryDType::Power: {
+      if (is_bool_operand(*x) && is_bool_operand(*y)) break;
+      // Integers to negative integer powers are refused for a scalar exponent.
+      auto e = as_int(y->raw);
+      if (e && *e < 0 && !is_differentiable(x->tensor->dtype)) break;
+      out = common;
+      break;
+    }
+    case BinaryDType::Ordered:
+      if (y->tensor && c != Category::Complex) out = common;
+      break;
+    case BinaryDType::Equality:
+      out = ir::DType::Bool;
+      break;
+    case BinaryDType::Comparison:
+      if (c != Category::Complex) out = ir::DType::Bool;
+      break;
+    case BinaryDType::Bitwise:
+      if (c == Category::Bool || c == Category::Integral) out = common;
+      break;
+  }
+  if (!out) return std::nullopt;
+  if (has_alpha && !alpha_ok((*b)[2], *common)) return std::nullopt;
+  return pointwise_result(call, *out, {&*x, &*y});
+}
+
+Result infer_where(const Call& call) {
+  auto b = bind(call, {"condition", "input|self", "other"});
+  if (!b) return std::nullopt;
+  auto cond = operand((*b)[0]);
+  auto x = operand((*b)[1]);
+  auto y = operand((*b)[2]);
+  if (!cond || !x || !y || !cond->tensor || cond->tensor->dtype != ir::DType::Bool) return std::nullopt;
+  auto common = promoted(call, {&*x, &*y});
+  if (!common || !scalar_fits(x->raw, *common) || !scalar_fits(y->raw, *common)) return std::nullopt;
+  return pointwise_result(call, *common, {&*cond, &*x, &*y});
+}
+
+Result infer_masked_fill(const Call& call) {
+  auto b = bind(call, {"input", "mask", "value"});
+  if (!b) return std::nullopt;
+  auto x = operand((*b)[0]);
+  auto mask = operand((*b)[1]);
+  auto value = operand((*b)[2]);
+  if (!x || !mask || !value || !x->tensor || !mask->tensor || mask->tensor->dtype != ir::DType::Bool)
+    return std::nullopt;
+  ir::DType dt = x->tensor->dtype;
+  if (value->tensor) {
+    if (value->tensor->dim() != 0) return std::nullopt;
+    // A value that requires grad needs a differentiable result; a complex value, a complex one.
+    if (value->tensor->requires_grad && !is_differentiable(dt)) return std::nullopt;
+    if (is_complex(value->tensor->dtype) && !is_complex(dt)) return std::nullopt;
+  } else if (!scalar_fits(value->raw, dt)) {
+    return std::nullopt;  // the value is cast to the tensor's dtype: only casts that cannot fail
+  }
+  // masked_fill fills a contiguous copy of the input broadcast against the mask.
+  return pointwise_result(call, dt, {&*x, &*mask, &*value}, Layout::Contiguous);
+}
+
+Result infer_clamp(const Call& call) {
+  auto b = bind(call, {"input", "min", "max"});
+  if (!b) return std::nullopt;
+  auto x = operand((*b)[0]);
+  if (!x || !x->tensor) return std::nullopt;
+  std::optional<Operand> lo, hi;
+  if (!is_none((*b)[1]) && !(lo = operand((*b)[1]))) return std::nullopt;
+  if (!is_none((*b)[2]) && !(hi = operand((*b)[2]))) return std::nullopt;
+  if (!lo && !hi) return std::nullopt;
+  // Mixing a tensor bound with a scalar bound picks an overload that treats the scalar as a tensor.
+  if (lo && hi && lo->tensor.has_value() != hi->tensor.has_value()) return std::nullopt;
+  std::vector<const Operand*> operands{&*x};
+  if (lo) operands.push_back(&*lo);
+  if (hi) operands.push_back(&*hi);
+  auto common = lo && hi ? promoted(call, {&*x, &*lo, &*hi}) : promoted(call, {&*x, lo ? &*lo : &*hi});
+  if (!common) return std::nullopt;
+  Category c = category(*common);
+  if (c == Category::Bool || c == Category::Complex) return std::nullopt;
+  for (const Operand* o : operands)
+    if (!scalar_fits(o->raw, *common)) return std::nullopt;
+  return pointwise_result(call, *common, operands);
+}
+
+}  // namespace ember::frontend::shape_rules

@@ -1,0 +1,293 @@
+// Shape rules of reductions (sum, mean, amax, amin, var), softmax and log_softmax, layer_norm,
+// and the matmul family (mm, bmm, addmm, linear, matmul).
+//
+// Reductions give torch's default strides when their input has them and is not empty
+// (TensorIterator keeps the input's dimension order; for default strides that is the default
+// order). softmax and
+// layer_norm allocate contiguous results, whose size-1 dims may keep odd strides of the input
+// (like_has_default_strides). The matmuls allocate contiguous results whatever their inputs'
+// layout, except matmul of a 1-D or 2-D tensor by a batched one, which torch computes
+// transposed: nullopt.
+//
+// Dtypes: sum promotes integers and bool to int64; mean, var, softmax and layer_norm need
+// floating inputs (var of complex is real); matmuls need operands of one floating or complex
+// dtype. Integer matmuls and mixed-precision layer_norm are left to the meta kernels.
+#include <algorithm>
+
+#include "frontend/interp/shape_rules_internal.h"
+
+namespace ember::frontend::shape_rules {
+
+namespace {
+
+// Which dims a reduction over a tensor of `ndim` dims reduces. `dim` absent or None reduces
+// all; so does an empty list (for sum, mean, amax, amin and var alike). nullopt for dims out
+// of range or repeated.
+std::optional<std::vector<bool>> reduced_dims(const RuleOperand* dim, int64_t ndim) {
+  std::vector<bool> reduced(static_cast<size_t>(ndim), false);
+  if (is_none(dim)) {
+    std::fill(reduced.begin(), reduced.end(), true);
+    return reduced;
+  }
+  auto dims = as_int_or_list(dim);
+  if (!dims) return std::nullopt;
+  if (dims->empty()) {
+    std::fill(reduced.begin(), reduced.end(), true);
+    return reduced;
+  }
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(ndim, 1)), false);
+  for (int64_t d : *dims) {
+    auto w = wrap_dim(d, ndim);
+    if (!w || seen[static_cast<size_t>(*w)]) return std::nullopt;
+    seen[static_cast<size_t>(*w)] = true;
+    if (ndim > 0) reduced[static_cast<size_t>(*w)] = true;
+  }
+  return reduced;
+}
+
+// The result of reducing `x` over `reduced`, of dtype `dt`.
+Result reduction_result(const Call& call, const Dense& x, const std::vector<bool>& reduced, bool keepdim,
+                        ir::DType dt) {
+  // An empty input gives the result odd strides (seen on meta tensors): left to the meta kernel.
+  if (!has_default_strides(x) || std::find(x.sizes.begin(), x.sizes.end(), 0) != x.sizes.end()) return std::nullopt;
+  Sizes out;
+  for (size_t i = 0; i < x.sizes.size(); ++i) {
+    if (!reduced[i]) {
+      out.push_back(x.sizes[i]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return computed(call, dt, out, {&x});
+}
+
+std::optional<bool> keepdim_of(const RuleOperand* p) {
+  if (!p) return false;
+  return as_bool(p);
+}
+
+}  // namespace
+
+Result infer_sum_mean(const Call& call) {
+  auto b = bind(call, {"input", "dim", "keepdim", "dtype"});
+  if (!b || call.args.size() > 3) return std::nullopt;  // dtype is keyword-only
+  auto x = as_dense((*b)[0]);
+  auto keepdim = keepdim_of((*b)[2]);
+  if (!x || !keepdim || is_float8(x->dtype)) return std::nullopt;
+  auto reduced = reduced_dims((*b)[1], x->dim());
+  if (!reduced) return std::nullopt;
+  std::optional<ir::DType> out;
+  if (!is_none((*b)[3])) {
+    // An explicit dtype the input converts to without narrowing.
+    auto dt = as_dtype((*b)[3]);
+    if (!dt || is_float8(*dt) || promote_types(x->dtype, *dt) != *dt) return std::nullopt;
+    out = dt;
+  } else if (call.op == ir::Op::Sum) {
+    out = is_differentiable(x->dtype) ? x->dtype : ir::DType::Int64;
+  } else {
+    out = x->dtype;
+  }
+  if (call.op == ir::Op::Mean && !is_differentiable(*out)) return std::nullopt;
+  return reduction_result(call, *x, *reduced, *keepdim, *out);
+}
+
+Result infer_amax_amin(const Call& call) {
+  auto b = bind(call, {"input", "dim", "keepdim"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto keepdim = keepdim_of((*b)[2]);
+  if (!x || !keepdim || is_float8(x->dtype) || is_complex(x->dtype)) return std::nullopt;
+  auto reduced = reduced_dims((*b)[1], x->dim());
+  if (!reduced) return std::nullopt;
+  // No identity: reducing a dimension of size 0 is an error.
+  for (size_t i = 0; i < reduced->size(); ++i)
+    if ((*reduced)[i] && x->sizes[i] == 0) return std::nullopt;
+  return reduction_result(call, *x, *reduced, *keepdim, x->dtype);
+}
+
+Result infer_var(const Call& call) {
+  std::optional<Bound> b;
+  // var(x, True): the overload whose second parameter is `unbiased`.
+  if (call.args.size() >= 2 && as_bool(&call.args[1])) {
+    if (call.args.size() > 2 || !call.kwargs.empty()) return std::nullopt;
+    b = Bound{};
+    b->slot[0] = &call.args[0];
+    b->slot[2] = &call.args[1];
+  } else {
+    b = bind(call, {"input", "dim", "unbiased", "keepdim", "correction"});
+    if (!b || call.args.size() > 4) return std::nullopt;  // correction is keyword-only
+  }
+  auto x = as_dense((*b)[0]);
+  auto keepdim = keepdim_of((*b)[3]);
+  if (!x || !keepdim) return std::nullopt;
+  const RuleOperand* unbiased = (*b)[2];
+  const RuleOperand* correction = (*b)[4];
+  if (unbiased && !as_bool(unbiased)) return std::nullopt;
+  if (correction && !is_none(correction) && !as_real(correction)) return std::nullopt;
+  if (unbiased && correction) return std::nullopt;
+  auto reduced = reduced_dims((*b)[1], x->dim());
+  if (!reduced) return std::nullopt;
+  std::optional<ir::DType> out;
+  if (is_floating(x->dtype)) out = x->dtype;
+  if (is_complex(x->dtype)) out = real_of(x->dtype);
+  if (!out) return std::nullopt;
+  return reduction_result(call, *x, *reduced, *keepdim, *out);
+}
+
+Result infer_softmax(const Call& call) {
+  auto b = bind(call, {"input", "dim", "dtype"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto dim = as_int((*b)[1]);
+  if (!x || !dim || !wrap_dim(*dim, x->dim())) return std::nullopt;
+  std::optional<ir::DType> out;
+  if (is_none((*b)[2])) {
+    out = x->dtype;
+  } else {
+    out = as_dtype((*b)[2]);
+    if (!out || is_complex(x->dtype) || is_float8(x->dtype)) return std::nullopt;
+  }
+  if (!is_floating(*out) || !like_has_default_strides(*x)) return std::nullopt;
+  return computed(call, *out, x->sizes, {&*x});
+}
+
+Result infer_layer_norm(const Call& call) {
+  auto b = bind(call, {"input", "normalized_shape", "weight", "bias", "eps"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto shape = as_int_or_list((*b)[1]);
+  if (!x || !shape || shape->empty() || !is_floating(x->dtype) || !like_has_default_strides(*x)) return std::nullopt;
+  if (!is_none((*b)[4]) && !as_real((*b)[4])) return std::nullopt;
+  if (static_cast<int64_t>(shape->size()) > x->dim()) return std::nullopt;
+  if (!std::equal(shape->begin(), shape->end(), x->sizes.end() - static_cast<int64_t>(shape->size())))
+    return std::nullopt;
+  std::optional<Dense> affine[2];
+  for (int i = 0; i < 2; ++i) {
+    const RuleOperand* p = (*b)[2 + i];
+    if (is_none(p)) continue;
+    affine[i] = as_dense(p);
+    if (!affine[i] || affine[i]->dtype != x->dtype || affine[i]->sizes != *shape) return std::nullopt;
+  }
+  return computed(call, x->dtype, x->sizes,
+                  {&*x, affine[0] ? &*affine[0] : nullptr, affine[1] ? &*affine[1] : nullptr});
+}
+
+// ---- Matmuls ----------------------------------------------------------------------------------
+
+namespace {
+
+// The common dtype of matmul operands: one floating or complex dtype for all.
+std::optional<ir::DType> matmul_dtype(std::initializer_list<const Dense*> operands) {
+  std::optional<ir::DType> dt;
+  for (const Dense* d : operands) {
+    if (!d) continue;
+    if (dt && *dt != d->dtype) return std::nullopt;
+    dt = d->dtype;
+  }
+  if (!dt || !(is_floating(*dt) || is_complex(*dt))) return std::nullopt;
+  return dt;
+}
+
+// addmm's beta and alpha: numbers the result dtype can hold.
+bool scale_ok(const RuleOperand* p, ir::DType dt) {
+  if (!p) return true;
+  auto kind = scalar_kind(p);
+  if (!kind || *kind == ScalarKind::Bool) return false;
+  return *kind != ScalarKind::Complex || is_complex(dt);
+}
+
+}  // namespace
+
+Result infer_mm(const Call& call) {
+  auto b = bind(call, {"input", "mat2"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto y = as_dense((*b)[1]);
+  if (!x || !y || x->dim() != 2 || y->dim() != 2 || x->sizes[1] != y->sizes[0]) return std::nullopt;
+  auto dt = matmul_dtype({&*x, &*y});
+  if (!dt) return std::nullopt;
+  return computed(call, *dt, {x->sizes[0], y->sizes[1]}, {&*x, &*y});
+}
+
+Result infer_bmm(const Call& call) {
+  auto b = bind(call, {"input", "mat2"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto y = as_dense((*b)[1]);
+  if (!x || !y || x->dim() != 3 || y->dim() != 3 || x->sizes[0] != y->sizes[0] || x->sizes[2] != y->sizes[1])
+    return std::nullopt;
+  auto dt = matmul_dtype({&*x, &*y});
+  if (!dt) return std::nullopt;
+  return computed(call, *dt, {x->sizes[0], x->sizes[1], y->sizes[2]}, {&*x, &*y});
+}
+
+Result infer_addmm(const Call& call) {
+  auto b = bind(call, {"input", "mat1", "mat2", "beta", "alpha"});
+  // beta and alpha are keyword-only; more positionals is a deprecated overload.
+  if (!b || call.args.size() > 3) return std::nullopt;
+  auto bias = as_dense((*b)[0]);
+  auto x = as_dense((*b)[1]);
+  auto y = as_dense((*b)[2]);
+  if (!bias || !x || !y || x->dim() != 2 || y->dim() != 2 || x->sizes[1] != y->sizes[0] || bias->dim() > 2)
+    return std::nullopt;
+  Sizes out{x->sizes[0], y->sizes[1]};
+  if (broadcast(bias->sizes, out) != out) return std::nullopt;
+  auto dt = matmul_dtype({&*bias, &*x, &*y});
+  if (!dt || !scale_ok((*b)[3], *dt) || !scale_ok((*b)[4], *dt)) return std::nullopt;
+  return computed(call, *dt, out, {&*bias, &*x, &*y});
+}
+
+Result infer_linear(const Call& call) {
+  auto b = bind(call, {"input", "weight", "bias"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto w = as_dense((*b)[1]);
+  if (!x || !w || x->dim() < 1 || w->dim() != 2 || x->sizes.back() != w->sizes[1]) return std::nullopt;
+  std::optional<Dense> bias;
+  if (!is_none((*b)[2])) {
+    bias = as_dense((*b)[2]);
+    if (!bias || bias->dim() != 1 || bias->sizes[0] != w->sizes[0]) return std::nullopt;
+  }
+  auto dt = matmul_dtype({&*x, &*w, bias ? &*bias : nullptr});
+  if (!dt) return std::nullopt;
+  Sizes out(x->sizes.begin(), x->sizes.end() - 1);
+  out.push_back(w->sizes[0]);
+  return computed(call, *dt, out, {&*x, &*w, bias ? &*bias : nullptr});
+}
+
+Result infer_matmul(const Call& call) {
+  auto b = bind(call, {"input", "other"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto y = as_dense((*b)[1]);
+  if (!x || !y || x->dim() == 0 || y->dim() == 0) return std::nullopt;
+  auto dt = matmul_dtype({&*x, &*y});
+  if (!dt) return std::nullopt;
+  int64_t dx = x->dim(), dy = y->dim();
+  // The contracted sizes: x's last dim against y's only dim (1-D) or second to last.
+  int64_t kx = x->sizes.back();
+  int64_t ky = dy == 1 ? y->sizes[0] : y->sizes[static_cast<size_t>(dy - 2)];
+  if (kx != ky) return std::nullopt;
+  Sizes out;
+  if (dy <= 2) {
+    // x's leading dims (its rows included) times y's columns, if y has them.
+    out.assign(x->sizes.begin(), x->sizes.end() - 1);
+    if (dy == 2) out.push_back(y->sizes[1]);
+  } else if (dx >= 3) {
+    Sizes bx(x->sizes.begin(), x->sizes.end() - 2), by(y->sizes.begin(), y->sizes.end() - 2);
+    auto batch = broadcast(bx, by);
+    if (!batch) return std::nullopt;
+    int64_t n = x->sizes[static_cast<size_t>(dx - 2)], p = y->sizes.back();
+    // With a batch broadcast, a result with one row or one column gets an odd stride on that
+    // size-1 dim (torch's choice, seen on meta tensors): left to the meta kernel.
+    if (bx != by && (n == 1 || p == 1)) return std::nullopt;
+    out = std::move(*batch);
+    out.push_back(n);
+    out.push_back(p);
+  } else {
+    return std::nullopt;  // a matrix or vector times a batch: torch computes it transposed
+  }
+  return computed(call, *dt, out, {&*x, &*y});
+}
+
+}  // namespace ember::frontend::shape_rules
