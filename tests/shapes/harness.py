@@ -199,9 +199,10 @@ def random_sizes(r, min_dim=0, max_dim=4, sizes=(1, 2, 3, 4, 5), zero=0.03):
 
 
 def random_strides(r, sizes, layout=None):
-    """Strides for `sizes`: default, permuted (dense), gapped (a slice of something bigger),
-    broadcast (stride 0 on some dims), or default with odd strides on size-1 dims."""
-    layout = layout or r.choice(["default", "default", "permuted", "gapped", "broadcast", "odd1"])
+    """Strides for `sizes`: default, permuted (dense), gapped or sliced (a slice of something
+    bigger, perhaps permuted), broadcast (stride 0 on some dims), or default with odd strides on
+    size-1 dims."""
+    layout = layout or r.choice(["default", "default", "permuted", "gapped", "broadcast", "odd1", "sliced"])
     n = len(sizes)
     if layout == "default" or n == 0:
         return contiguous_strides(sizes)
@@ -212,6 +213,13 @@ def random_strides(r, sizes, layout=None):
         strides = [0] * n
         for pos, d in enumerate(order):
             strides[d] = inner[pos]
+        return tuple(strides)
+    if layout == "sliced":  # a slice of a bigger tensor, perhaps permuted, perhaps with odd size-1 strides
+        bigger = [s + r.choice([0, 1, 3]) for s in sizes]
+        strides = list(random_strides(r, bigger, r.choice(["default", "permuted"])))
+        for i, s in enumerate(sizes):
+            if s == 1 and r.random() < 0.3:
+                strides[i] = r.choice([1, 5, 1000])
         return tuple(strides)
     if layout == "gapped":
         bigger = [s + r.choice([0, 0, 1, 2]) for s in sizes]

@@ -23,22 +23,20 @@ SCALARS = [True, False, 0, 2, -3, 2.5, -0.5, 1j]
 
 
 def layout_covered(tensors):
-    """The layouts the pointwise rules promise to answer: all default strides, or one shared
-    dense layout with no size-1 dim over tensor operands all of the output's shape."""
+    """The layouts the pointwise rules promise to answer: all default strides; or one shared
+    layout over tensor operands all of the output's shape, with nonzero strides either
+    decreasing outer to inner (ties only between size-1 dims) or distinct over dims > 1."""
     if all(t.strides == contiguous_strides(t.sizes) for t in tensors):
         return True
-    shaped = [t for t in tensors if t.sizes]
-    out = torch.broadcast_shapes(*[t.sizes for t in tensors]) if tensors else ()
-    if not shaped or len(shaped) < len(tensors) or any(t.sizes != tuple(out) or t.strides != shaped[0].strides
-                                                       for t in shaped):
+    out = tuple(torch.broadcast_shapes(*[t.sizes for t in tensors])) if tensors else ()
+    if not out or any(t.sizes != out or t.strides != tensors[0].strides for t in tensors):
         return False
-    order = sorted(range(len(out)), key=lambda d: shaped[0].strides[d])
-    expected = 1
-    for d in order:
-        if out[d] <= 1 or shaped[0].strides[d] != expected:
-            return False
-        expected *= out[d]
-    return True
+    s = tensors[0].strides
+    if 0 in s or 0 in out:
+        return False
+    if all(s[d - 1] > s[d] or (s[d - 1] == s[d] and out[d - 1] == 1 and out[d] == 1) for d in range(1, len(s))):
+        return True
+    return all(n > 1 for n in out) and len(set(s)) == len(s)
 
 
 @pytest.mark.parametrize("op", sorted(UNARY))
@@ -216,3 +214,24 @@ def test_tensor_methods_and_keywords():
         ("where", torch.where, [T((2, 3), dtype=torch.bool)], {"input": x, "other": 0.0}),
     ]:
         check(op, fn, args, kwargs, covered=True)
+
+
+def test_shared_layouts():
+    """Operands sharing one non-default layout (slices, permutations, odd size-1 strides)."""
+    r = rng("shared layouts")
+    stats = Stats()
+    for _ in range(600):
+        sizes = random_sizes(r, min_dim=1, max_dim=4, sizes=(1, 2, 3, 4))
+        strides = random_strides(r, sizes, r.choice(["permuted", "gapped", "sliced", "odd1", "broadcast"]))
+        dt = r.choice([torch.float32, torch.float32, torch.int64, torch.float16])
+        x, y = T(sizes, strides, dt, r.random() < 0.5), T(sizes, strides, dt)
+        op = r.choice(["add", "mul", "eq", "where", "sigmoid", "abs"])
+        if op == "where":
+            args = [T(sizes, strides, torch.bool), x, y]
+        elif op in ("sigmoid", "abs"):
+            args = [x]
+        else:
+            args = [x, y]
+        fn = {"where": torch.where, **BINARY, **UNARY}[op]
+        check(op, fn, args, covered=layout_covered([a for a in args]), seed=r.seed_value, stats=stats)
+    assert stats.answered > 200, stats

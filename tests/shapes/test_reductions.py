@@ -135,6 +135,8 @@ def test_layer_norm():
         weight = T(shape, dtype=wdt, requires_grad=r.random() < 0.5) if r.random() < 0.7 else None
         bias = T(shape, dtype=wdt, requires_grad=r.random() < 0.5) if r.random() < 0.5 else None
         normalized = tuple(shape) if r.random() < 0.5 else (torch.Size(shape) if r.random() < 0.5 else list(shape))
+        if len(shape) == 1 and r.random() < 0.2:
+            normalized = shape[0]  # a bare int: torch refuses
         args = [x, normalized, weight, bias]
         kwargs = {"eps": 1e-6} if r.random() < 0.3 else {}
         covered = _like_default(x) and all(t is None or t.dtype == dt for t in (weight, bias))

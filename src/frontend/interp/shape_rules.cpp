@@ -145,8 +145,10 @@ namespace shape_rules {
 
 namespace {
 
+bool keyword_only(const char* spec) { return spec[0] == '*'; }
+
 bool name_matches(const char* spec, std::string_view name) {
-  std::string_view s(spec);
+  std::string_view s(keyword_only(spec) ? spec + 1 : spec);
   while (true) {
     size_t bar = s.find('|');
     if (s.substr(0, bar) == name) return true;
@@ -159,7 +161,12 @@ bool name_matches(const char* spec, std::string_view name) {
 
 std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> names) {
   Bound b;
-  if (call.args.size() > names.size() || names.size() > static_cast<size_t>(kMaxParams)) return std::nullopt;
+  size_t positional = 0;
+  for (const char* spec : names) {
+    if (keyword_only(spec)) break;
+    ++positional;
+  }
+  if (call.args.size() > positional || names.size() > static_cast<size_t>(kMaxParams)) return std::nullopt;
   for (size_t i = 0; i < call.args.size(); ++i) b.slot[i] = &call.args[i];
   for (auto& [name, operand] : call.kwargs) {
     int index = -1;

@@ -40,6 +40,12 @@ struct RuleOperand {
 // input itself (contiguous() of a contiguous tensor, flatten(x, d, d), dropout that is a no-op)
 // returns the input's type unchanged.
 //
+// Operands are passed as the callable received them (self first for Tensor methods). A constant
+// sequence (a shape, a tuple index) must be a real tuple/list in `value`; a sequence holding
+// tensors goes in `list`. Forms only a Tensor method accepts are read as that method's: several
+// ints after the tensor (x.reshape(2, 3), x.permute(1, 0)) are the sizes, although
+// torch.reshape / torch.permute would refuse them with a TypeError.
+//
 // Must be called with the GIL held (constants are read through the C API; nothing is called).
 std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<RuleOperand>& args,
     const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype);

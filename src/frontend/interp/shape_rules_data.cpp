@@ -77,8 +77,8 @@ Result infer_cat_stack(const Call& call) {
 }
 
 Result infer_gather(const Call& call) {
-  auto b = bind(call, {"input", "dim", "index", "sparse_grad"});
-  if (!b || call.args.size() > 3) return std::nullopt;  // sparse_grad is keyword-only
+  auto b = bind(call, {"input", "dim", "index", "*sparse_grad"});
+  if (!b) return std::nullopt;
   auto x = as_dense((*b)[0]);
   auto dim = as_int((*b)[1]);
   auto index = as_dense((*b)[2]);

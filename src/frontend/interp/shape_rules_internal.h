@@ -46,8 +46,9 @@ struct Bound {
 };
 
 // Binds positional operands in order, then keywords by name. `names` lists the parameters in
-// positional order; an entry may give aliases separated by '|' ("split_size|split_size_or_sections").
-// nullopt for an unknown keyword, a parameter given twice, or too many positional operands.
+// positional order; an entry may give aliases separated by '|' ("split_size|split_size_or_sections"),
+// and a leading '*' marks a keyword-only parameter ("*alpha"; those come last). nullopt for an
+// unknown keyword, a parameter given twice, or too many positional operands.
 std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> names);
 
 // Sizes passed either as one sequence or as several ints after the tensor (x.view(2, 3),

@@ -7,11 +7,11 @@
 // (bitwise ops on floats, sub with bool): a rule never vouches for a call that fails when run.
 //
 // Output strides (masked_fill aside: its result is contiguous) are what TensorIterator
-// allocates, in the two cases where that is simple:
-// every tensor operand has torch's default strides for its own shape (the output then has
-// default strides for the broadcast shape), or every tensor operand has the output's shape and
-// the same strides, dense and non-overlapping with no size-1 dimension (the output copies them).
-// Anything else is nullopt.
+// allocates, in the cases where that is simple: every tensor operand has torch's default strides
+// for its own shape (the output has default strides for the broadcast shape); or every tensor
+// operand has the output's shape and the same nonzero strides, either decreasing from outer to
+// inner dims (a slice: the output has default strides) or distinct over dims of size > 1 (a
+// permutation: the output is dense in that dimension order). Anything else is nullopt.
 #include <algorithm>
 #include <numeric>
 
@@ -49,26 +49,38 @@ std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const
   for (const Dense* t : tensors) all_default = all_default && has_default_strides(*t);
   if (all_default) return contiguous_strides(out);
 
-  // (0-d tensor operands are left out of this case: floor_divide's meta kernel then gives
-  // default strides.)
+  // One layout shared by every operand (0-d tensors are left out of this case: floor_divide's
+  // meta kernel then gives default strides).
   const Sizes* shared = nullptr;
   for (const Dense* t : tensors) {
-    if (t->dim() == 0) return std::nullopt;
-    if (t->sizes != out) return std::nullopt;
+    if (t->dim() == 0 || t->sizes != out) return std::nullopt;
     if (shared && *shared != t->strides) return std::nullopt;
     shared = &t->strides;
   }
   if (!shared) return std::nullopt;
-  // Dense and non-overlapping: sorted by stride, each stride is the product of the sizes inside it.
+  const Sizes& s = *shared;
+  if (std::find(s.begin(), s.end(), 0) != s.end() || std::find(out.begin(), out.end(), 0) != out.end())
+    return std::nullopt;
+  // Strides decreasing from outer to inner dims (equal only between size-1 dims): TensorIterator
+  // keeps the dims in order, so the result gets default strides (a slice such as x[:, :4]).
+  bool in_order = true;
+  for (size_t d = 1; d < s.size(); ++d)
+    in_order = in_order && (s[d - 1] > s[d] || (s[d - 1] == s[d] && out[d - 1] == 1 && out[d] == 1));
+  if (in_order) return contiguous_strides(out);
+  // Distinct strides over dims of size > 1 (a permuted tensor): the result is dense in the
+  // same dimension order.
   std::vector<size_t> order(out.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*shared)[a] < (*shared)[b]; });
-  int64_t expected = 1;
-  for (size_t d : order) {
-    if (out[d] <= 1 || (*shared)[d] != expected) return std::nullopt;
-    expected *= out[d];
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] < s[b]; });
+  Sizes strides(out.size());
+  int64_t inside = 1;
+  for (size_t i = 0; i < order.size(); ++i) {
+    size_t d = order[i];
+    if (out[d] <= 1 || (i > 0 && s[order[i - 1]] == s[d])) return std::nullopt;
+    strides[d] = inside;
+    inside *= out[d];
   }
-  return *shared;
+  return strides;
 }
 
 namespace {
@@ -181,7 +193,7 @@ Result infer_unary(const Call& call) {
   if (!rule) return std::nullopt;
   std::optional<Bound> b;
   if (call.op == ir::Op::Gelu) {
-    b = bind(call, {"input", "approximate"});
+    b = bind(call, {"input", "*approximate"});
     // approximate must be the string "none" or "tanh"; None is a TypeError.
     if (b && (*b)[1] && !is_string((*b)[1], "none") && !is_string((*b)[1], "tanh")) return std::nullopt;
   } else if (call.op == ir::Op::Silu) {
@@ -254,13 +266,13 @@ Result infer_binary(const Call& call) {
     if (op == call.op) rule = &r;
   if (!rule) return std::nullopt;
   bool has_alpha = call.op == ir::Op::Add || call.op == ir::Op::Sub;
-  std::optional<Bound> b = has_alpha                    ? bind(call, {"input", "other", "alpha"})
-                           : call.op == ir::Op::Div     ? bind(call, {"input", "other", "rounding_mode"})
+  // alpha is keyword-only (torch.add(x, 2, y) is a deprecated overload meaning x + 2 * y), and
+  // so is rounding_mode.
+  std::optional<Bound> b = has_alpha                    ? bind(call, {"input", "other", "*alpha"})
+                           : call.op == ir::Op::Div     ? bind(call, {"input", "other", "*rounding_mode"})
                            : call.op == ir::Op::Pow     ? bind(call, {"input", "exponent"})
                                                         : bind(call, {"input", "other"});
   if (!b) return std::nullopt;
-  // alpha is keyword-only: torch.add(x, 2, y) is a deprecated overload meaning x + 2 * y.
-  if (call.args.size() > 2) return std::nullopt;
   auto x = operand((*b)[0]);
   auto y = operand((*b)[1]);
   if (!x || !y || !x->tensor) return std::nullopt;

@@ -69,8 +69,9 @@ std::optional<bool> keepdim_of(const RuleOperand* p) {
 }  // namespace
 
 Result infer_sum_mean(const Call& call) {
-  auto b = bind(call, {"input", "dim", "keepdim", "dtype"});
-  if (!b || call.args.size() > 3) return std::nullopt;  // dtype is keyword-only
+  auto b = bind(call, {"input", "dim", "keepdim", "*dtype"});
+  // keepdim belongs to the overload with a dim (None allowed): sum(x, keepdim=True) is a TypeError.
+  if (!b || ((*b)[2] && !(*b)[1])) return std::nullopt;
   auto x = as_dense((*b)[0]);
   auto keepdim = keepdim_of((*b)[2]);
   if (!x || !keepdim || is_float8(x->dtype)) return std::nullopt;
@@ -114,8 +115,8 @@ Result infer_var(const Call& call) {
     b->slot[0] = &call.args[0];
     b->slot[2] = &call.args[1];
   } else {
-    b = bind(call, {"input", "dim", "unbiased", "keepdim", "correction"});
-    if (!b || call.args.size() > 4) return std::nullopt;  // correction is keyword-only
+    b = bind(call, {"input", "dim", "unbiased", "keepdim", "*correction"});
+    if (!b) return std::nullopt;
   }
   auto x = as_dense((*b)[0]);
   auto keepdim = keepdim_of((*b)[3]);
@@ -155,9 +156,9 @@ Result infer_layer_norm(const Call& call) {
   auto b = bind(call, {"input", "normalized_shape", "weight", "bias", "eps"});
   if (!b) return std::nullopt;
   auto x = as_dense((*b)[0]);
-  auto shape = as_int_or_list((*b)[1]);
+  auto shape = as_int_list((*b)[1]);  // a bare int is a TypeError
   if (!x || !shape || shape->empty() || !is_floating(x->dtype) || !like_has_default_strides(*x)) return std::nullopt;
-  if (!is_none((*b)[4]) && !as_real((*b)[4])) return std::nullopt;
+  if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;  // eps=None is a TypeError
   if (static_cast<int64_t>(shape->size()) > x->dim()) return std::nullopt;
   if (!std::equal(shape->begin(), shape->end(), x->sizes.end() - static_cast<int64_t>(shape->size())))
     return std::nullopt;
@@ -222,9 +223,9 @@ Result infer_bmm(const Call& call) {
 }
 
 Result infer_addmm(const Call& call) {
-  auto b = bind(call, {"input", "mat1", "mat2", "beta", "alpha"});
   // beta and alpha are keyword-only; more positionals is a deprecated overload.
-  if (!b || call.args.size() > 3) return std::nullopt;
+  auto b = bind(call, {"input", "mat1", "mat2", "*beta", "*alpha"});
+  if (!b) return std::nullopt;
   auto bias = as_dense((*b)[0]);
   auto x = as_dense((*b)[1]);
   auto y = as_dense((*b)[2]);

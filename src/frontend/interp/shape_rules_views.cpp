@@ -195,7 +195,7 @@ Result infer_squeeze(const Call& call) {
   auto x = as_dense((*b)[0]);
   if (!x) return std::nullopt;
   std::vector<bool> drop(x->sizes.size(), false);
-  if (is_none((*b)[1])) {
+  if (!(*b)[1]) {  // squeeze(x, None) is a TypeError: only an absent dim squeezes all
     for (size_t i = 0; i < drop.size(); ++i) drop[i] = x->sizes[i] == 1;
   } else {
     auto dims = as_int_or_list((*b)[1]);
@@ -386,7 +386,7 @@ Result infer_split_chunk(const Call& call) {
 }
 
 Result infer_contiguous(const Call& call) {
-  auto b = bind(call, {"input", "memory_format"});
+  auto b = bind(call, {"input", "*memory_format"});
   if (!b || (*b)[1]) return std::nullopt;
   auto x = as_dense((*b)[0]);
   if (!x) return std::nullopt;
