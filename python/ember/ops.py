@@ -37,7 +37,8 @@ _core_by_callable = {}
 for _name, _fn in op_callables.items():
     _core_by_callable[_fn] = _name
     _method = getattr(torch.Tensor, _name, None)
-    if _method is not None and _name not in ("view", "expand", "contiguous"):
+    # Tensor.where(cond, other) puts self second in torch.where's order: not the same op.
+    if _method is not None and _name not in ("view", "expand", "contiguous", "where"):
         _core_by_callable.setdefault(_method, _name)
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +109,9 @@ def _index_public(prefix, namespace):
     for attr, obj in list(vars(namespace).items()):
         if callable(obj) and not attr.startswith("__"):
             try:
-                _public_names.setdefault(obj, f"{prefix}.{attr}")
+                # An alias (torch.dsmm is torch.mm) never hides the callable's own name.
+                if obj not in _public_names or getattr(obj, "__name__", None) == attr:
+                    _public_names[obj] = f"{prefix}.{attr}"
             except TypeError:
                 pass
 
