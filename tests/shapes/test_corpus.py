@@ -3,7 +3,6 @@ that, for each call of a core op (as python/ember/ops.py classifies callables, p
 operators the interpreter maps to core ops), asks the rule with the call's own arguments and
 compares any answer with the real result. Prints how often each op was answered."""
 import collections
-import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -11,10 +10,10 @@ from torch.overrides import TorchFunctionMode
 from ember import ops as ember_ops
 from ember._C import shapes
 
-sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for the parity corpus package
-from parity import cases_fallback, cases_modules, cases_mutation, cases_python, cases_semantics, cases_torch  # noqa: E402,F401
-from parity.harness import build_targets  # noqa: E402
-from parity.registry import CASES  # noqa: E402
+# tests/ is on sys.path (pytest's rootdir-relative import of this package): the parity corpus.
+from parity import cases_fallback, cases_modules, cases_mutation, cases_python, cases_semantics, cases_torch  # noqa: F401
+from parity.harness import build_targets
+from parity.registry import CASES
 
 # Tensor operators with the tensor on the left, as the interpreter maps them (interp_objects.cpp).
 OPERATORS = {
