@@ -3,11 +3,10 @@
 //
 // Reductions give torch's default strides when their input has them and is not empty
 // (TensorIterator keeps the input's dimension order; for default strides that is the default
-// order). softmax and
-// layer_norm allocate contiguous results, whose size-1 dims may keep odd strides of the input
-// (like_has_default_strides). The matmuls allocate contiguous results whatever their inputs'
-// layout, except matmul of a 1-D or 2-D tensor by a batched one, which torch computes
-// transposed: nullopt.
+// order). softmax and layer_norm allocate contiguous results, whose size-1 dims may keep odd
+// strides of the input (like_has_default_strides). The matmuls allocate contiguous results
+// whatever their inputs' layout, except matmul of a 1-D or 2-D tensor by a batched one, which
+// torch computes transposed, and batch-broadcast matmuls with one result row or column: nullopt.
 //
 // Dtypes: sum promotes integers and bool to int64; mean, var, softmax and layer_norm need
 // floating inputs (var of complex is real); matmuls need operands of one floating or complex
@@ -84,11 +83,11 @@ Result infer_sum_mean(const Call& call) {
     if (!dt || is_float8(*dt) || promote_types(x->dtype, *dt) != *dt) return std::nullopt;
     out = dt;
   } else if (call.op == ir::Op::Sum) {
-    out = is_differentiable(x->dtype) ? x->dtype : ir::DType::Int64;
+    out = is_floating(x->dtype) || is_complex(x->dtype) ? x->dtype : ir::DType::Int64;
   } else {
     out = x->dtype;
   }
-  if (call.op == ir::Op::Mean && !is_differentiable(*out)) return std::nullopt;
+  if (call.op == ir::Op::Mean && !(is_floating(*out) || is_complex(*out))) return std::nullopt;
   return reduction_result(call, *x, *reduced, *keepdim, *out);
 }
 
