@@ -12,22 +12,15 @@
 #include <map>
 
 #include "ir/graph.h"
+#include "support/text.h"
 
 namespace ember::ir {
 
 namespace {
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
-// A character for an error message; bytes outside ASCII are shown by value, since a lone byte of
-// a UTF-8 sequence would make the message itself invalid text.
-std::string quoted_char(char c) {
-  unsigned char u = static_cast<unsigned char>(c);
-  if (u >= 0x20 && u < 0x7f) return "'" + std::string(1, c) + "'";
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
-  return buf;
-}
+using text::is_digit;
+using text::is_name_char;
+using text::is_name_start;
+using text::quoted_char;
 // Ids index a vector, so an absurd id in the text must not allocate gigabytes.
 constexpr ValueId kMaxValueId = (1 << 24) - 1;
 }  // namespace
