@@ -135,6 +135,21 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::OnesLike:
     case ir::Op::TorchCall:
       return std::nullopt;
+    // Ops that decompositions produce; capture meets them rarely, and torch's meta kernel answers.
+    case ir::Op::Log1p:
+    case ir::Op::Expm1:
+    case ir::Op::Floor:
+    case ir::Op::Ceil:
+    case ir::Op::Trunc:
+    case ir::Op::Round:
+    case ir::Op::Sign:
+    case ir::Op::Convert:
+    case ir::Op::LogicalAnd:
+    case ir::Op::LogicalOr:
+    case ir::Op::VarMean:
+    case ir::Op::Slice:
+    case ir::Op::Select:
+      return std::nullopt;
   }
   return std::nullopt;
 }
