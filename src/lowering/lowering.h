@@ -1,0 +1,30 @@
+// Lowering: graph IR (after the canonicalize and decompose passes) -> loop IR.
+//
+// Needs: a graph that verifies, whose nodes are the primitives of docs/decompositions.md in their
+// canonical form, or anything else. Guarantees: a Program that verifies (loop_ir::verify) and
+// computes exactly what the graph computes; lowering never fails on a valid graph, because a node
+// it has no lowering for becomes an extern call that torch runs.
+//
+// Shape of the result (the scheduler relies on it):
+//   - one kernel per value that must exist in memory ("realized"): each pointwise value, each
+//     reduction, each value an extern call or the caller reads. A pointwise kernel has ranges
+//     equal to its buffer's sizes and one loop without ranges that stores at [i0, ..., i(n-1)].
+//     A reduction kernel has ranges equal to its output's sizes, a loop over the reduced
+//     extents, and a final loop without ranges that stores at [i0, ...]. Nothing is fused yet.
+//   - views (reshape, permute, expand, slice, select) are never realized: consumers load their
+//     input with remapped indices. A view the caller or an extern call must see as a tensor is a
+//     View buffer of its base, so aliasing matches eager.
+//   - realized values are Temp buffers, or Output buffers when the caller reads them; the strides
+//     of every buffer are the graph value's (torch's) strides.
+//   - steps keep the graph's node order; in-place extern calls (`mutates_first_arg`) are never
+//     moved across reads or writes of the buffer they write.
+#pragma once
+
+#include "ir/graph.h"
+#include "loop_ir/loop_ir.h"
+
+namespace ember::lowering {
+
+loop_ir::Program lower(const ir::Graph& graph);
+
+}  // namespace ember::lowering

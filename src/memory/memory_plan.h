@@ -1,0 +1,28 @@
+// Memory planner: where each temporary buffer of a scheduled program lives in the per-call arena.
+//
+// Needs: a scheduled Program with constant sizes. Guarantees: every Temp buffer gets a byte
+// offset, aligned to `alignment`, such that two temporaries whose live ranges (first write to
+// last read, in step order) overlap never overlap in memory; buffers that are dead reuse the
+// space. Other buffers are not placed (inputs are the caller's, outputs and extern results are
+// torch tensors), but count towards the planned peak.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loop_ir/loop_ir.h"
+
+namespace ember::memory {
+
+struct MemoryPlan {
+  int64_t alignment = 64;
+  int64_t arena_bytes = 0;          // one allocation per call
+  std::vector<int64_t> offsets;     // per buffer id: arena offset of a Temp, -1 otherwise
+  int64_t peak_bytes = 0;           // planned peak of arena + live outputs and extern results
+  std::string str() const;          // text form for golden tests and `ember.explain`
+};
+
+MemoryPlan plan_memory(const loop_ir::Program& program);
+
+}  // namespace ember::memory
