@@ -33,9 +33,18 @@ define build_for
 	cp build/$(1)/_C*.so python/ember/
 endef
 
-build: $(VENV)/.ready
+# A development tree imports ember from python/ (PYTHONPATH); this metadata beside it gives the
+# entry point that `torch.compile(backend="ember")` looks up (pip install writes its own).
+DEV_DIST_INFO := python/ember-0.1.0.dist-info
+
+build: $(VENV)/.ready $(DEV_DIST_INFO)/entry_points.txt
 	$(call build_for,py311,$(abspath $(PY)))
 	@mkdir -p build/bin && cp build/py311/ember-opt build/bin/
+
+$(DEV_DIST_INFO)/entry_points.txt: pyproject.toml
+	@mkdir -p $(DEV_DIST_INFO)
+	printf 'Metadata-Version: 2.1\nName: ember\nVersion: 0.1.0\n' > $(DEV_DIST_INFO)/METADATA
+	printf '[torch_dynamo_backends]\nember = ember.fx_backend:ember_backend\n' > $@
 
 build/venv%/.ready: $(VENV)/.ready
 	$(PY$*) -m venv build/venv$*
@@ -61,4 +70,4 @@ bench: build
 	PYTHONPATH=python $(PY) -m ember.bench overhead
 
 clean:
-	rm -rf build python/ember/_C*.so
+	rm -rf build python/ember/_C*.so $(DEV_DIST_INFO)
