@@ -60,6 +60,9 @@ struct TorchTable {
   static TorchTable from_python(PyObject* table);
 
   PyObject* dtype_object(ir::DType dt) const;  // borrowed torch.float32 etc.
+  // The Python object a graph-IR literal stands for (None, int, float, str, torch.float32,
+  // torch.device("cpu"), slice, Ellipsis): what executors pass to torch. Throws PythonError.
+  PyRef literal_object(const ir::Literal& literal) const;
   // Classifies a callable (memoized; keeps the callable alive). Throws PythonError on failure.
   const CallableKind& classify(PyObject* fn) const;
   // The qualified name of a callable (memoized).
