@@ -35,7 +35,7 @@ def stand_in_header():
                      f"r.v[i] = a.v[i] {op} b.v[i]; return r; }}")
     # Polynomial math functions, the bulk of a real vector-math header.
     for k in range(60):
-        terms = " + x * (".join(f"{1.0 / (j + k + 1):.9g}f" for j in range(6)) + ")" * 5
+        terms = " + x * (".join(f"{1.0 / (j + k + 1):.9e}f" for j in range(6)) + ")" * 5
         lines += [f"inline float poly{k}(float x) {{ return {terms}; }}",
                   f"inline VecF vpoly{k}(VecF a) {{ VecF r; for (int i = 0; i < 8; ++i) r.v[i] = poly{k}(a.v[i]); "
                   "return r; }",
