@@ -63,8 +63,12 @@ void bind_codecache(nb::module_& m) {
   m.attr("CacheError") = nb::handle(cache_error_type);
   nb::register_exception_translator(translate);
 
-  m.def("sha256", [](nb::bytes data) { return sha256_hex(std::string_view(data.c_str(), data.size())); },
-        "data"_a);
+  m.def(
+      "sha256",
+      [](nb::bytes data, bool portable) {
+        return sha256_hex(std::string_view(data.c_str(), data.size()), !portable);
+      },
+      "data"_a, "portable"_a = false);
   m.def("detect_isa", [] { return std::string(runtime::isa_name(runtime::detect_isa())); });
   m.def(
       "compile_flags",

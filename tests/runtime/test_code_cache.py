@@ -79,19 +79,23 @@ def compile_count(log):
 
 # ---- sha256 ----
 
-def test_sha256_nist_vectors():
-    assert codecache.sha256(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    assert codecache.sha256(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    assert codecache.sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") == (
+# portable=False uses the x86 SHA instructions where the CPU has them; both paths must agree.
+@pytest.mark.parametrize("portable", [False, True])
+def test_sha256_nist_vectors(portable):
+    assert codecache.sha256(b"", portable) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert codecache.sha256(b"abc", portable) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert codecache.sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", portable) == (
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-    assert codecache.sha256(b"a" * 1_000_000) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+    assert codecache.sha256(b"a" * 1_000_000, portable) == (
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
 
 
-def test_sha256_agrees_with_hashlib_across_block_boundaries():
+@pytest.mark.parametrize("portable", [False, True])
+def test_sha256_agrees_with_hashlib_across_block_boundaries(portable):
     rng = random.Random(1234)
     for n in list(range(0, 130)) + [1000, 4096, 65537]:
         data = bytes(rng.randrange(256) for _ in range(n))
-        assert codecache.sha256(data) == hashlib.sha256(data).hexdigest(), n
+        assert codecache.sha256(data, portable) == hashlib.sha256(data).hexdigest(), n
 
 
 # ---- ISA and flags ----
