@@ -3,8 +3,9 @@
 // One compile_and_load call, in order:
 //   key -> in-process memo -> (per-key mutex) -> check the cache dir -> load the published entry if
 //   its digest matches, without a lock -> else flock(<key>.lock), look again (another process may
-//   have published it meanwhile), compile to a temporary, write the .sha256 sidecar, rename the .so
-//   into place, dlopen.
+//   have published it meanwhile), get the precompiled header if one is asked for (its own entry,
+//   own lock, taken after the entry lock and never before it), compile to a temporary, write the
+//   .sha256 sidecar, rename the .so into place, dlopen.
 // The sidecar is written before the .so appears, so any reader that sees a .so also sees a digest;
 // a reader that sees a stale pair (mid-rebuild) finds a mismatch and waits on the lock.
 #include "runtime/cpp_compiler.h"
