@@ -10,6 +10,7 @@ void bind_guards(nb::module_& m);
 void bind_eval_frame(nb::module_& m);
 void bind_compiler(nb::module_& m);
 void bind_shapes(nb::module_& m);
+void bind_lowering(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -27,4 +28,6 @@ NB_MODULE(_C, m) {
   bind_compiler(m);
   auto shapes = m.def_submodule("shapes", "Shape rules of core ops (tests, measurements)");
   bind_shapes(shapes);
+  auto lowering = m.def_submodule("lowering", "Graph IR to loop IR (tests)");
+  bind_lowering(lowering);
 }

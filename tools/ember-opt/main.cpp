@@ -1,10 +1,11 @@
 // ember-opt: reads graph IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--verify] [--pass NAME]... [--list-passes] FILE|-
+//   ember-opt [--verify] [--pass NAME]... [--lower] [--list-passes] FILE|-
 //
 // The input is always verified: passes may assume a valid graph. --verify also verifies after
-// every pass, blaming the pass that broke the graph. Exit status: 0 success; 1 the input does not
+// every pass, blaming the pass that broke the graph. --lower lowers the result to loop IR
+// (src/lowering) and prints that instead. Exit status: 0 success; 1 the input does not
 // parse or verify, a pass failed, or the file cannot be read; 2 bad command line.
 #include <cerrno>
 #include <cstring>
@@ -15,11 +16,13 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "loop_ir/loop_ir.h"
+#include "lowering/lowering.h"
 #include "passes/passes.h"
 
 namespace {
 
-constexpr const char* kUsage = "usage: ember-opt [--verify] [--pass NAME]... [--list-passes] FILE|-\n";
+constexpr const char* kUsage = "usage: ember-opt [--verify] [--pass NAME]... [--lower] [--list-passes] FILE|-\n";
 
 int usage_error(const std::string& message) {
   std::cerr << "ember-opt: " << message << "\n" << kUsage;
@@ -50,12 +53,15 @@ bool report_verify(const ember::ir::Graph& graph, const std::string& path, const
 
 int main(int argc, char** argv) {
   bool verify_each = false;
+  bool lower = false;
   std::vector<const ember::passes::PassInfo*> passes;
   std::string path;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--verify") {
       verify_each = true;
+    } else if (arg == "--lower") {
+      lower = true;
     } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
       std::string name;
       if (arg == "--pass") {
@@ -113,6 +119,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (verify_each && !report_verify(graph, shown, std::string("after pass ") + pass->name + ": ")) return 1;
+  }
+  if (lower) {
+    try {
+      std::cout << ember::loop_ir::print(ember::lowering::lower(graph));
+    } catch (const std::exception& e) {
+      std::cerr << shown << ": error: lowering failed: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
   }
   std::cout << ember::ir::print(graph);
   return 0;
