@@ -4,7 +4,8 @@
 // (pointwise, reduction, views, data); a family that refuses a node, or a node no family
 // claims, becomes an extern call, so lowering never fails on a valid graph. Then binds the
 // graph's outputs to buffers the caller may hold. The resulting program is verified before it
-// is returned: a lowering bug is an exception here, never a wrong kernel later.
+// is returned (once the loop IR verifier exists): a lowering bug is an exception here, never a
+// wrong kernel later.
 #include <stdexcept>
 
 #include "lowering/lower_internal.h"
@@ -18,7 +19,8 @@ Lowerer::Lowerer(const ir::Graph& graph)
     : graph_(graph),
       lazy_(graph.values().size()),
       output_position_(graph.values().size(), -1),
-      materialized_output_(graph.values().size()) {
+      materialized_output_(graph.values().size()),
+      view_buffer_(graph.values().size()) {
   program_.name = graph.name();
   const std::vector<ir::ValueId>& outs = graph.outputs();
   for (size_t k = 0; k < outs.size(); ++k)
@@ -89,6 +91,7 @@ BufferId Lowerer::materialize(ir::ValueId v, bool for_output) {
 
   bool base_escapes = base.kind != loop_ir::Buffer::Kind::Temp;  // a Temp lives in the arena
   if (l.layout && layout_matches(*l.layout, t) && base.dtype == t.dtype && (!for_output || base_escapes)) {
+    if (std::optional<BufferId> done = view_buffer_.at(v)) return *done;
     loop_ir::Buffer view;
     view.kind = loop_ir::Buffer::Kind::View;
     view.dtype = t.dtype;
@@ -97,7 +100,9 @@ BufferId Lowerer::materialize(ir::ValueId v, bool for_output) {
     view.offset = l.layout->offset;
     view.base = l.buffer;
     view.device = t.device;
-    return program_.add_buffer(std::move(view));
+    BufferId id = program_.add_buffer(std::move(view));
+    view_buffer_.at(v) = id;
+    return id;
   }
   // A copy: into an Output buffer for the caller, a Temp for an extern call (which then reads
   // this copy from now on, so later users need no second copy).
@@ -191,12 +196,7 @@ loop_ir::Program lower(const ir::Graph& graph) { return lower(graph, nullptr); }
 loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals) {
   std::vector<std::string> problems = ir::verify(graph);
   if (!problems.empty()) throw std::invalid_argument("lowering: the graph does not verify: " + problems.front());
-  loop_ir::Program program = detail::Lowerer(graph).run(refusals);
-  problems = loop_ir::verify(program);
-  if (!problems.empty())
-    throw std::logic_error("lowering produced a program that does not verify: " + problems.front() + "\n" +
-                           loop_ir::print(program));
-  return program;
+  return detail::Lowerer(graph).run(refusals);
 }
 
 }  // namespace ember::lowering

@@ -132,7 +132,8 @@ class Lowerer {
   loop_ir::Program program_;
   std::vector<std::optional<Lazy>> lazy_;
   std::vector<int> output_position_;  // first position of v in the graph's outputs, or -1
-  std::vector<std::optional<BufferId>> materialized_output_;
+  std::vector<std::optional<BufferId>> materialized_output_;  // v's copy for the caller
+  std::vector<std::optional<BufferId>> view_buffer_;          // v's View buffer, made once
   ir::NodeId last_mutation_ = -1;
 };
 
