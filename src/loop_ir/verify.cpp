@@ -481,10 +481,10 @@ class Verifier {
           }
           if (operands_ok && !operand_dtypes.empty()) {
             if (operand_dtypes[0] != DType::Bool) report(who + "'s mask " + tref(n.operands[0]) + " is " + dt(operand_dtypes[0]) + ", not b8");
-            if (!scalar_fits(n.constant, n.dtype)) report(who + "'s value where masked is not a " + dt(n.dtype) + " literal");
+            if (!scalar_fits(n.constant, n.dtype)) report(who + "'s value where masked is not a literal of dtype " + dt(n.dtype));
           }
         } else if (n.op == ScalarOp::Constant) {
-          if (!scalar_fits(n.constant, n.dtype)) report(who + " is not a " + dt(n.dtype) + " literal");
+          if (!scalar_fits(n.constant, n.dtype)) report(who + " is not a literal of dtype " + dt(n.dtype));
         } else if (n.op == ScalarOp::Index) {
           if (n.index.size() != 1) report(who + " (index) has " + std::to_string(n.index.size()) + " expressions; it takes one");
           for (const sym::Expr& e : n.index) check_index_expr(k, n, e, who);
