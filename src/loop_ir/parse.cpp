@@ -108,6 +108,11 @@ class ProgramParser : public ir::TextParser {
       if (!device) fail_at("expected a buffer kind (input, output, temp, extern, view) or a device, found '" + std::string(dev) + "'", dev_at);
       b.device = *device;
       pos_ += dev.size();
+      // A device is only ever followed by the kind; otherwise the word was a misspelled kind.
+      if (!is_buffer_kind(word())) {
+        pos_ = dev_at;
+        fail("expected a buffer kind (input, output, temp, extern, view), found " + found());
+      }
     }
     size_t kind_at = (skip_space(), pos_);
     std::string kind(word());
