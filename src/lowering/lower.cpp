@@ -4,8 +4,7 @@
 // (pointwise, reduction, views, data); a family that refuses a node, or a node no family
 // claims, becomes an extern call, so lowering never fails on a valid graph. Then binds the
 // graph's outputs to buffers the caller may hold. The resulting program is verified before it
-// is returned (once the loop IR verifier exists): a lowering bug is an exception here, never a
-// wrong kernel later.
+// is returned: a lowering bug is an exception here, never a wrong kernel later.
 #include <stdexcept>
 
 #include "lowering/lower_internal.h"
@@ -196,7 +195,12 @@ loop_ir::Program lower(const ir::Graph& graph) { return lower(graph, nullptr); }
 loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals) {
   std::vector<std::string> problems = ir::verify(graph);
   if (!problems.empty()) throw std::invalid_argument("lowering: the graph does not verify: " + problems.front());
-  return detail::Lowerer(graph).run(refusals);
+  loop_ir::Program program = detail::Lowerer(graph).run(refusals);
+  problems = loop_ir::verify(program);
+  if (!problems.empty())
+    throw std::logic_error("lowering produced a program that does not verify: " + problems.front() + "\n" +
+                           loop_ir::print(program));
+  return program;
 }
 
 }  // namespace ember::lowering
