@@ -268,12 +268,14 @@ std::string lower_view(Lowerer& L, const ir::Node& node) {
     }
     case ir::Op::Transpose: {
       size_t rank = L.type(x).sizes.size();
-      std::optional<int64_t> a = node.args.size() == 3 ? int_literal(node.args[1]) : std::nullopt;
-      std::optional<int64_t> b = node.args.size() == 3 ? int_literal(node.args[2]) : std::nullopt;
-      if (!a || !b || !normalize_dim(*a, rank) || !normalize_dim(*b, rank)) return "expects transpose(x, d0, d1)";
+      if (node.args.size() != 3 || !node.kwargs.empty()) return "expects transpose(x, d0, d1)";
+      std::optional<int64_t> a = int_literal(node.args[1]), b = int_literal(node.args[2]);
+      std::optional<int64_t> da = a ? normalize_dim(*a, rank) : std::nullopt;
+      std::optional<int64_t> db = b ? normalize_dim(*b, rank) : std::nullopt;
+      if (!da || !db) return "expects transpose(x, d0, d1) with dims in range";
       std::vector<int64_t> dims;
       for (size_t k = 0; k < rank; ++k) dims.push_back(static_cast<int64_t>(k));
-      std::swap(dims[*normalize_dim(*a, rank)], dims[*normalize_dim(*b, rank)]);
+      std::swap(dims[static_cast<size_t>(*da)], dims[static_cast<size_t>(*db)]);
       return lower_permute(L, x, r, dims);
     }
     case ir::Op::Expand: return lower_expand(L, x, r);
