@@ -20,11 +20,19 @@
 //     moved across reads or writes of the buffer they write.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 
 namespace ember::lowering {
 
+// Throws std::invalid_argument if the graph does not verify, std::logic_error if the program
+// lowering made does not verify (a lowering bug).
 loop_ir::Program lower(const ir::Graph& graph);
+// The same; also appends to `refusals` one line per node that became an extern call although it
+// is a core op, saying why ("%5 torch.add: ..."), for EMBER_LOGS and tests.
+loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals);
 
 }  // namespace ember::lowering
