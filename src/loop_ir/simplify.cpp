@@ -210,6 +210,11 @@ class Simplifier {
     // Split a = k*q + b.
     Expr q = 0, b = 0;
     for (const Expr& t : a.kind() == ExprKind::Add ? a.operands() : std::vector<Expr>{a}) {
+      if (t.is_constant() && constant_divisor) {  // c = k*(c // k) + c % k
+        q = q + floordiv(t, k);
+        b = b + mod(t, k);
+        continue;
+      }
       std::optional<Expr> part = t.is_constant() ? std::nullopt : term_quotient(t, k);
       if (part)
         q = q + *part;
