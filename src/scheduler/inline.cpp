@@ -20,6 +20,8 @@
 // and the result is where(mask, value, constant). A producer with an index check or an integer
 // division is not inlined under a mask, since those would run on the masked-off placeholder values.
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 
 #include "scheduler/internal.h"
@@ -76,11 +78,27 @@ const Node* single_store(const Kernel& kernel) {
   return store;
 }
 
-bool is_identity_index(const std::vector<sym::Expr>& index, size_t rank) {
-  if (index.size() != rank) return false;
-  for (size_t k = 0; k < rank; ++k)
-    if (index[k] != var("i", static_cast<int>(k))) return false;
-  return true;
+// For a store that writes each point of the producer's space to its own element -- every index
+// component a distinct outer variable, or 0 in a dimension of size 1 -- the buffer dimension
+// each outer variable i(j) indexes. Empty when the store is not of that form.
+std::optional<std::vector<size_t>> var_dims(const Node& store, const Buffer& buffer, size_t outer) {
+  std::vector<size_t> dim_of(outer, SIZE_MAX);
+  if (store.index.size() != buffer.sizes.size()) return std::nullopt;
+  for (size_t k = 0; k < store.index.size(); ++k) {
+    const sym::Expr& e = store.index[k];
+    if (e.is_constant() && e.constant() == 0 && buffer.sizes[k] == sym::Expr(1)) continue;
+    bool found = false;
+    for (size_t j = 0; j < outer && !found; ++j) {
+      if (e != var("i", static_cast<int>(j))) continue;
+      if (dim_of[j] != SIZE_MAX) return std::nullopt;
+      dim_of[j] = k;
+      found = true;
+    }
+    if (!found) return std::nullopt;
+  }
+  for (size_t d : dim_of)
+    if (d == SIZE_MAX) return std::nullopt;
+  return dim_of;
 }
 
 // Buffers that must stay in memory whatever their producer looks like.
@@ -101,7 +119,7 @@ NodeId max_id(const Kernel& k) {
 }
 
 // Replaces every load of `buffer` in `consumer` by a copy of the producer's computation.
-void inline_into(const Program& program, const Kernel& producer, const Node& store, Kernel& consumer) {
+void inline_into(const Kernel& producer, const Node& store, const std::vector<size_t>& dim_of, Kernel& consumer) {
   NodeId next = max_id(consumer) + 1;
   std::map<NodeId, NodeId> replaced;  // consumer load -> the value that replaces it
   std::vector<Node> out;
@@ -128,7 +146,7 @@ void inline_into(const Program& program, const Kernel& producer, const Node& sto
     const bool masked = !node.operands.empty();
     const NodeId mask = masked ? node.operands[0] : -1;
     SymbolMap subst;
-    for (size_t k = 0; k < node.index.size(); ++k) subst.emplace_back("i" + std::to_string(k), node.index[k]);
+    for (size_t j = 0; j < dim_of.size(); ++j) subst.emplace_back("i" + std::to_string(j), node.index[dim_of[j]]);
     std::map<NodeId, NodeId> copy_of;
     // Producer t-symbols get the copies' ids: reserve them first, so the index substitution
     // and the renaming happen in one simultaneous pass.
@@ -193,9 +211,9 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     if (!is_pointwise(producer) || !store) continue;
     const BufferId x = store->buffer;
     const Buffer& buffer = program.buffers[x];
-    if (buffer.kind != Buffer::Kind::Temp || pinned.count(x) ||
-        !is_identity_index(store->index, producer.ranges.size()) || buffer.sizes.size() != producer.ranges.size())
-      continue;
+    if (buffer.kind != Buffer::Kind::Temp || pinned.count(x)) continue;
+    const std::optional<std::vector<size_t>> dim_of = var_dims(*store, buffer, producer.ranges.size());
+    if (!dim_of) continue;
 
     // Who else touches the buffer: only kernels after the producer may, and only by loading it.
     std::vector<size_t> consumers;
@@ -271,7 +289,7 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     }
     const Node store_copy = *store;
     const Kernel producer_copy = producer;
-    for (size_t c : consumers) inline_into(program, producer_copy, store_copy, steps[c].kernel);
+    for (size_t c : consumers) inline_into(producer_copy, store_copy, *dim_of, steps[c].kernel);
     decisions.push_back({FusionDecision::Kind::Inline, name, consumer_names,
                          std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(sites) +
                              (sites == 1 ? " consumer" : " consumers")});

@@ -83,6 +83,9 @@ void merge_duplicates(const Program& program, Kernel& kernel);
 // Splits a pointwise kernel over ranges [R..., Q...] (|R| = outer) into outer ranges R and one
 // loop over Q: variables i(outer+j) become r(j). The computation is the same, point by point.
 Kernel split_pointwise(const Kernel& kernel, size_t outer);
+// Removes outer ranges of extent 1 (their variable is 0), so that a reduction kept as [4, 1]
+// and its consumer over [4, 8] share the outer range [4].
+void drop_unit_ranges(Kernel& kernel);
 
 std::string ranges_str(const std::vector<sym::Expr>& ranges);     // "[4, 8]"
 std::string index_str(const std::vector<sym::Expr>& index);       // "[i0, r0]"

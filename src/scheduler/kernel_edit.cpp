@@ -225,6 +225,23 @@ Kernel split_pointwise(const Kernel& kernel, size_t outer) {
   return out;
 }
 
+void drop_unit_ranges(Kernel& kernel) {
+  SymbolMap map;
+  std::vector<sym::Expr> kept;
+  for (size_t k = 0; k < kernel.ranges.size(); ++k) {
+    const sym::Expr& r = kernel.ranges[k];
+    if (r.is_constant() && r.constant() == 1) {
+      map.emplace_back("i" + std::to_string(k), sym::Expr(0));
+    } else {
+      if (kept.size() != k) map.emplace_back("i" + std::to_string(k), var("i", static_cast<int>(kept.size())));
+      kept.push_back(r);
+    }
+  }
+  if (kept.size() == kernel.ranges.size()) return;
+  for (Node& n : kernel.nodes) rename_in_node(n, map);
+  kernel.ranges = std::move(kept);
+}
+
 std::string ranges_str(const std::vector<sym::Expr>& ranges) { return index_str(ranges); }
 
 std::string index_str(const std::vector<sym::Expr>& index) {

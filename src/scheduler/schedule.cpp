@@ -164,6 +164,7 @@ std::vector<FusionDecision> schedule(Program& program, const ScheduleOptions& op
       w.kernel = program.kernels.at(s.index);
       w.label = w.kernel.name;
       renumber_nodes(w.kernel);
+      drop_unit_ranges(w.kernel);
     } else {
       w.extern_index = s.index;
       w.label = program.externs.at(s.index).callable;
