@@ -94,6 +94,7 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
   std::map<BufferId, int> b_store_loop;  // root -> first loop of b storing it
   std::set<std::string> read_as_written;
   for (const Node& n : b.nodes) {
+    if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
     const BufferId root = root_of(program, n.buffer);
     if (n.op == ScalarOp::Store) {
       const std::string name = program.buffers[root].name();

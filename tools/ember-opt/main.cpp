@@ -1,11 +1,13 @@
 // ember-opt: reads IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-
+//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--schedule [--max-nodes N]] [--plan] FILE|-
 //
 // The input is graph IR, or loop IR with --loop (then --pass names loop passes). The input is
 // always verified: passes may assume valid IR. --verify also verifies after every pass, blaming
-// the pass that broke the IR. Exit status: 0 success; 1 the input does not parse or verify, a pass
+// the pass that broke the IR. With loop IR, --schedule then runs the scheduler (its decisions
+// print first, as `// fusion: ...` lines) and --plan the memory planner (its plan prints after
+// the program, as `// memory: ...` lines). Exit status: 0 success; 1 the input does not parse or verify, a pass
 // failed, or the file cannot be read; 2 bad command line.
 //
 // Each IR is one `Stage` below (how to parse, verify and print it, and its pass list); a tool
@@ -17,16 +19,21 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 #include "loop_ir/passes.h"
+#include "memory/memory_plan.h"
 #include "passes/passes.h"
+#include "scheduler/scheduler.h"
 
 namespace {
 
-constexpr const char* kUsage = "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-\n";
+constexpr const char* kUsage =
+    "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--schedule [--max-nodes N]] [--plan] "
+    "FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -34,6 +41,9 @@ struct Options {
   bool list_passes = false;
   std::vector<std::string> passes;
   std::string path;
+  bool schedule = false;  // loop IR only
+  bool plan = false;      // loop IR only
+  ember::scheduler::ScheduleOptions schedule_options;
 };
 
 int usage_error(const std::string& message) {
@@ -121,7 +131,21 @@ int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const st
     }
     if (options.verify_each && !report_verify(stage, ir, shown, std::string("after pass ") + pass->name + ": ")) return 1;
   }
-  std::cout << stage.print(ir);
+  std::string before, after;
+  if constexpr (std::is_same_v<IR, ember::loop_ir::Program>) {
+    try {
+      if (options.schedule)
+        for (const auto& d : ember::scheduler::schedule(ir, options.schedule_options)) before += "// fusion: " + d.str() + "\n";
+      if (options.plan) {
+        std::istringstream lines(ember::memory::plan_memory(ir).str());
+        for (std::string line; std::getline(lines, line);) after += "// memory: " + line + "\n";
+      }
+    } catch (const std::exception& e) {
+      std::cerr << shown << ": error: " << (options.plan && !options.schedule ? "plan" : "schedule") << " failed: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cout << before << stage.print(ir) << after;
   return 0;
 }
 
@@ -143,6 +167,17 @@ int main(int argc, char** argv) {
     } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
       if (arg == "--pass" && i + 1 >= argc) return usage_error("--pass needs a pass name");
       options.passes.push_back(arg == "--pass" ? argv[++i] : arg.substr(7));
+    } else if (arg == "--schedule") {
+      options.schedule = true;
+    } else if (arg == "--plan") {
+      options.plan = true;
+    } else if (arg == "--max-nodes") {
+      if (i + 1 >= argc) return usage_error("--max-nodes needs a number");
+      try {
+        options.schedule_options.max_nodes = std::stoi(argv[++i]);
+      } catch (const std::exception&) {
+        return usage_error(std::string("--max-nodes needs a number, not '") + argv[i] + "'");
+      }
     } else if (arg == "--list-passes") {
       options.list_passes = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -161,6 +196,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options.path.empty()) return usage_error("no input file (use - for standard input)");
+  if ((options.schedule || options.plan) && !options.loop_input) return usage_error("--schedule and --plan need --loop");
 
   std::string text;
   if (!read_input(options.path, text)) {
