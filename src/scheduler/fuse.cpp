@@ -17,7 +17,8 @@
 // ranges (one pass over a row for mean and variance), or is appended. A load of a value the first
 // kernel stored is replaced by the stored value when the value is visible there (same loop, or
 // computed once per outer point); otherwise the load stays and reads memory written earlier in
-// the same outer point. Identical nodes of a loop are then merged, so two reductions of one input
+// the same outer point (also when the store converts the value: a bf16 buffer's consumers must
+// see the rounded value, as in eager). Identical nodes of a loop are then merged, so two reductions of one input
 // share its load (and welford_mean/welford_m2 share one accumulator).
 //
 // Choice (fuse_kernels): candidate pairs share a buffer; they are tried best first -- vertical
@@ -56,6 +57,7 @@ struct Link {
   const Node* store;  // in the first kernel
   bool ranged;        // the store lies in a loop with ranges
   bool masked;        // the load is masked: it stays a load
+  bool converted;     // the store converts the value (f32 into bf16 rounds): the load stays
 };
 
 }  // namespace
@@ -131,7 +133,10 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
       if (read == written) result.refusal += " in a loop over " + ranges_str(a.loops[s.loop].ranges);
       return result;
     }
-    links[n.id] = Link{&s, ranged, !n.operands.empty()};
+    ir::DType value_dtype = program.buffers[root].dtype;
+    for (const Node& v : a.nodes)
+      if (v.id == s.operands[0]) value_dtype = v.dtype;
+    links[n.id] = Link{&s, ranged, !n.operands.empty(), value_dtype != program.buffers[root].dtype};
     read_as_written.insert(name);
   }
 
@@ -183,7 +188,7 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
     if (link != links.end()) {
       const Link& l = link->second;
       const bool visible = !l.ranged || target == l.store->loop;
-      if (visible && !l.masked) {
+      if (visible && !l.masked && !l.converted) {
         forwarded[n.id] = l.store->operands[0];
         continue;
       }

@@ -254,7 +254,13 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       if (n.op == ScalarOp::Load && !n.operands.empty()) ++masked_loads;
     }
     std::string why;
-    for (size_t c : consumers) {
+    // A store converts to the buffer's dtype (f32 -> bf16 rounds); a recomputed value would skip
+    // that, and eager torch computes with the rounded value.
+    if (buffer.dtype != stored_dtype)
+      why = name + " is " + ir::dtype_name(buffer.dtype) + " and the stored value " + ir::dtype_name(stored_dtype) +
+            ": recomputing it would skip the rounding";
+    for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
+      const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;
       // The producer's loads move to the consumer's step: nothing up to and including it may
       // write what they read.

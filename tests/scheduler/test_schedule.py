@@ -53,10 +53,11 @@ def make_inputs(text, seed):
     import torch
     gen = torch.Generator().manual_seed(seed)
     inputs = {}
+    floats = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
     for dtype, sizes, strides, index in INPUT.findall(text):
         shape = [int(s) for s in sizes.split(",")] if sizes.strip() else []
-        if dtype.startswith("f"):
-            t = torch.randn(shape, generator=gen)
+        if dtype in floats:
+            t = torch.randn(shape, generator=gen).to(floats[dtype])
         elif dtype == "b8":
             t = torch.randint(0, 2, shape, generator=gen).bool()
         else:  # indices: the golden programs index dimensions of at least 4
