@@ -70,6 +70,12 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
   const std::string& lb = step_b.label;
   std::vector<std::string> notes;
   if (a.ranges != b.ranges) {
+    // A split into no outer range at all would run the whole pointwise kernel on one thread.
+    if (a.ranges.empty() || b.ranges.empty()) {
+      result.refusal = "outer ranges differ: " + ranges_str(step_a.kernel.ranges) + " vs " +
+                       ranges_str(step_b.kernel.ranges) + " (no outer range would be left to run in parallel)";
+      return result;
+    }
     if (is_prefix(a.ranges, b.ranges) && is_pointwise(b)) {
       b = split_pointwise(b, a.ranges.size());
       notes.push_back(lb + " split into " + ranges_str(b.ranges) + " x loop " + ranges_str(b.loops[0].ranges));
