@@ -99,8 +99,8 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
 
 // fuse.cpp ----------------------------------------------------------------------------------
 
-// Merges kernel `b` into kernel `a` (a runs first in program order). Either `merged` is set, or
-// `refusal` says why not. `vertical` tells whether b reads what a writes.
+// Merges kernel `b` into kernel `a` (a runs first in program order; step order legality is the
+// caller's). Either `merged` is set, or `refusal` says why not.
 struct MergeResult {
   std::optional<Kernel> merged;
   std::string refusal;
