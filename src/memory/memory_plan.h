@@ -16,10 +16,19 @@
 namespace ember::memory {
 
 struct MemoryPlan {
+  // One Temp: where it lives, how many bytes it spans, and its live range in steps (inclusive;
+  // first = -1 when no step touches it).
+  struct Entry {
+    loop_ir::BufferId buffer = -1;
+    int64_t offset = 0;
+    int64_t bytes = 0;
+    int first = -1, last = -1;
+  };
   int64_t alignment = 64;
   int64_t arena_bytes = 0;          // one allocation per call
   std::vector<int64_t> offsets;     // per buffer id: arena offset of a Temp, -1 otherwise
   int64_t peak_bytes = 0;           // planned peak of arena + live outputs and extern results
+  std::vector<Entry> entries;       // every Temp, by id
   std::string str() const;          // text form for golden tests and `ember.explain`
 };
 

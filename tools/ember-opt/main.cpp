@@ -1,12 +1,14 @@
 // ember-opt: reads IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--loop] [--verify] [--pass NAME]... [--lower] [--list-passes] FILE|-
+//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--lower] [--schedule [--max-nodes N]] [--plan] FILE|-
 //
 // The input is graph IR, or loop IR with --loop (then --pass names loop passes). The input is
 // always verified: passes may assume valid IR. --verify also verifies after every pass, blaming
-// the pass that broke the IR. --lower lowers the graph (after its passes) to loop IR and prints
-// that instead. Exit status: 0 success; 1 the input does not parse or verify, a pass
+// the pass that broke the IR. --lower lowers the graph (after its passes) to loop IR. On loop IR
+// (read with --loop, or lowered), --schedule runs the scheduler (its decisions print first, as
+// `// fusion: ...` lines) and --plan the memory planner (its plan prints after the program, as
+// `// memory: ...` lines). Exit status: 0 success; 1 the input does not parse or verify, a pass
 // failed, or the file cannot be read; 2 bad command line.
 //
 // Each IR is one `Stage` below (how to parse, verify and print it, and its pass list); a tool
@@ -14,21 +16,27 @@
 // next's, run between the two stages' passes.
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 #include "loop_ir/passes.h"
 #include "lowering/lowering.h"
+#include "memory/memory_plan.h"
 #include "passes/passes.h"
+#include "scheduler/scheduler.h"
 
 namespace {
 
-constexpr const char* kUsage = "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--lower] [--list-passes] FILE|-\n";
+constexpr const char* kUsage =
+    "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--lower] [--schedule [--max-nodes N]] "
+    "[--plan] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -37,6 +45,9 @@ struct Options {
   bool lower = false;
   std::vector<std::string> passes;
   std::string path;
+  bool schedule = false;  // loop IR only
+  bool plan = false;      // loop IR only
+  ember::scheduler::ScheduleOptions schedule_options;
 };
 
 int usage_error(const std::string& message) {
@@ -99,11 +110,29 @@ bool resolve_passes(const Stage<IR, PassInfo>& stage, const Options& options, st
   return true;
 }
 
+// Prints a loop program, scheduled (--schedule) and with its memory plan (--plan) if asked.
+int print_program(ember::loop_ir::Program& program, const Options& options, const std::string& shown) {
+  std::string before, after;
+  try {
+    if (options.schedule)
+      for (const auto& d : ember::scheduler::schedule(program, options.schedule_options)) before += "// fusion: " + d.str() + "\n";
+    if (options.plan) {
+      std::istringstream lines(ember::memory::plan_memory(program).str());
+      for (std::string line; std::getline(lines, line);) after += "// memory: " + line + "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << shown << ": error: " << (options.plan && !options.schedule ? "plan" : "schedule") << " failed: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << before << ember::loop_ir::print(program) << after;
+  return 0;
+}
+
 // Parses, verifies, runs the passes, prints (or hands the result to `next`, the next stage).
 // Returns the exit status.
 template <typename IR, typename PassInfo, typename ParseError>
 int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const std::string& text,
-              int (*next)(const IR&, const std::string& shown) = nullptr) {
+              const std::function<int(const IR&, const std::string& shown)>& next = nullptr) {
   std::vector<const PassInfo*> passes;
   if (!resolve_passes(stage, options, passes)) return 2;
   const std::string shown = options.path == "-" ? "<stdin>" : options.path;
@@ -127,19 +156,12 @@ int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const st
     if (options.verify_each && !report_verify(stage, ir, shown, std::string("after pass ") + pass->name + ": ")) return 1;
   }
   if (next) return next(ir, shown);
-  std::cout << stage.print(ir);
-  return 0;
-}
-
-// --lower: graph IR -> loop IR (lowering verifies the program it returns).
-int lower_and_print(const ember::ir::Graph& graph, const std::string& shown) {
-  try {
-    std::cout << ember::loop_ir::print(ember::lowering::lower(graph));
-  } catch (const std::exception& e) {
-    std::cerr << shown << ": error: lowering failed: " << e.what() << "\n";
-    return 1;
+  if constexpr (std::is_same_v<IR, ember::loop_ir::Program>) {
+    return print_program(ir, options, shown);
+  } else {
+    std::cout << stage.print(ir);
+    return 0;
   }
-  return 0;
 }
 
 template <typename IR, typename PassInfo>
@@ -162,6 +184,17 @@ int main(int argc, char** argv) {
     } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
       if (arg == "--pass" && i + 1 >= argc) return usage_error("--pass needs a pass name");
       options.passes.push_back(arg == "--pass" ? argv[++i] : arg.substr(7));
+    } else if (arg == "--schedule") {
+      options.schedule = true;
+    } else if (arg == "--plan") {
+      options.plan = true;
+    } else if (arg == "--max-nodes") {
+      if (i + 1 >= argc) return usage_error("--max-nodes needs a number");
+      try {
+        options.schedule_options.max_nodes = std::stoi(argv[++i]);
+      } catch (const std::exception&) {
+        return usage_error(std::string("--max-nodes needs a number, not '") + argv[i] + "'");
+      }
     } else if (arg == "--list-passes") {
       options.list_passes = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -180,6 +213,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options.path.empty()) return usage_error("no input file (use - for standard input)");
+  if ((options.schedule || options.plan) && !options.loop_input && !options.lower)
+    return usage_error("--schedule and --plan need loop IR: --loop or --lower");
+  if (options.lower && options.loop_input) return usage_error("--lower takes graph IR, not --loop");
 
   std::string text;
   if (!read_input(options.path, text)) {
@@ -187,7 +223,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (options.loop_input) return run_stage<ember::loop_ir::Program, ember::loop_ir::LoopPassInfo, ember::loop_ir::ParseError>(kLoopStage, options, text);
-  if (options.lower && options.loop_input) return usage_error("--lower takes graph IR, not --loop");
+  // --lower: graph IR -> loop IR (lowering verifies the program it returns).
+  auto lower_and_print = [&options](const ember::ir::Graph& graph, const std::string& shown) {
+    ember::loop_ir::Program program;
+    try {
+      program = ember::lowering::lower(graph);
+    } catch (const std::exception& e) {
+      std::cerr << shown << ": error: lowering failed: " << e.what() << "\n";
+      return 1;
+    }
+    return print_program(program, options, shown);
+  };
+  using GraphNext = std::function<int(const ember::ir::Graph&, const std::string&)>;
   return run_stage<ember::ir::Graph, ember::passes::PassInfo, ember::ir::ParseError>(
-      kGraphStage, options, text, options.lower ? lower_and_print : nullptr);
+      kGraphStage, options, text, options.lower ? GraphNext(lower_and_print) : GraphNext());
 }
