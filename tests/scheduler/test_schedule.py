@@ -118,7 +118,23 @@ def test_mean_and_var_share_one_loop():
 
 def test_schedule_and_plan_need_loop_input():
     result = ember_opt("--schedule", str(golden.GOLDEN_DIR / "dce_basic.ir"))
-    assert result.returncode == 2 and "need --loop" in result.stderr
+    assert result.returncode == 2 and "need loop IR: --loop or --lower" in result.stderr
+
+
+def test_lower_then_schedule():
+    # Graph IR in, lowered, scheduled and planned in one run: softmax(x) is one kernel.
+    text = """graph @g(%0: f32[4, 8]{8, 1} cpu "L['x']") {
+  %1 = amax(%0, [1], True) : f32[4, 1]{1, 1} cpu
+  %2 = sub(%0, %1) : f32[4, 8]{8, 1} cpu
+  %3 = exp(%2) : f32[4, 8]{8, 1} cpu
+  %4 = sum(%3, [1], True) : f32[4, 1]{1, 1} cpu
+  %5 = div(%3, %4) : f32[4, 8]{8, 1} cpu
+  return (%5)
+}
+"""
+    result = ember_opt("--lower", "--schedule", "--plan", "-", stdin=text)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("kernel @") == 1, result.stdout
 
 
 def test_max_nodes_needs_a_number():
