@@ -471,6 +471,10 @@ int run_misc(uint64_t seed) {
   return 0;
 }
 
+// Tells the compiler the buffer is read and written, so repeated passes of a pure loop are not
+// folded into one.
+inline void clobber(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
 template <class F>
 double seconds(F body) {
   auto t0 = std::chrono::steady_clock::now();
@@ -488,25 +492,25 @@ int run_bench() {
     std::printf("bench %s %.3f ns/element\n", name, s * 1e9 / (double(n) * reps));
   };
   report("exp_vec", seconds([&] {
-    for (int r = 0; r < reps; ++r)
+    for (int r = 0; r < reps; ++r, clobber(out.data()))
       for (int i = 0; i < n; i += K) ev::exp(VecF::load(&in[size_t(i)])).store(&out[size_t(i)]);
   }));
   report("exp_libm", seconds([&] {
-    for (int r = 0; r < reps; ++r)
+    for (int r = 0; r < reps; ++r, clobber(out.data()))
       for (int i = 0; i < n; ++i) out[size_t(i)] = ::expf(in[size_t(i)]);
   }));
   report("tanh_vec", seconds([&] {
-    for (int r = 0; r < reps; ++r)
+    for (int r = 0; r < reps; ++r, clobber(out.data()))
       for (int i = 0; i < n; i += K) ev::tanh(VecF::load(&in[size_t(i)])).store(&out[size_t(i)]);
   }));
   report("tanh_libm", seconds([&] {
-    for (int r = 0; r < reps; ++r)
+    for (int r = 0; r < reps; ++r, clobber(out.data()))
       for (int i = 0; i < n; ++i) out[size_t(i)] = ::tanhf(in[size_t(i)]);
   }));
   for (auto fn : {"sigmoid", "erf", "log"}) {
     std::string name = fn;
     report((name + "_vec").c_str(), seconds([&] {
-      for (int r = 0; r < reps; ++r)
+      for (int r = 0; r < reps; ++r, clobber(out.data()))
         for (int i = 0; i < n; i += K) {
           VecF x = VecF::load(&in[size_t(i)]);
           VecF y = name == "sigmoid" ? ev::sigmoid(x) : name == "erf" ? ev::erf(x) : ev::log(x);
@@ -515,7 +519,7 @@ int run_bench() {
     }));
   }
   report("copy", seconds([&] {
-    for (int r = 0; r < reps; ++r) std::memcpy(out.data(), in.data(), size_t(n) * 4);
+    for (int r = 0; r < reps; ++r, clobber(out.data())) std::memcpy(out.data(), in.data(), size_t(n) * 4);
   }));
   return out[12345] == 1234.5f ? 1 : 0;  // keeps the loops from being discarded
 }
