@@ -10,10 +10,9 @@
 #include <cstdio>
 
 #include "ir/graph.h"
+#include "ir/text_form.h"
 
 namespace ember::ir {
-
-namespace {
 
 std::string format_float(double v) {
   if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
@@ -25,6 +24,8 @@ std::string format_float(double v) {
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
+
+namespace {
 
 // The length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates)
 // starting at s[i], or 0 if none does.
@@ -43,6 +44,8 @@ size_t utf8_length(std::string_view s, size_t i) {
   }
   return 0;
 }
+
+}  // namespace
 
 // Printable ASCII and well-formed UTF-8 stay as they are (the text stays valid UTF-8); every
 // other byte is escaped.
@@ -83,6 +86,8 @@ bool is_identifier(std::string_view s) {
   return true;
 }
 
+namespace {
+
 std::string optional_int(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "None"; }
 
 struct LiteralPrinter {
@@ -99,20 +104,24 @@ struct LiteralPrinter {
   std::string operator()(Ellipsis) const { return "..."; }
 };
 
-std::string print_arg(const Arg& arg) {
+}  // namespace
+
+std::string print_arg(const Arg& arg, std::string_view value_prefix) {
   auto items = [&] {
     std::string out;
-    for (size_t i = 0; i < arg.items.size(); ++i) out += (i ? ", " : "") + print_arg(arg.items[i]);
+    for (size_t i = 0; i < arg.items.size(); ++i) out += (i ? ", " : "") + print_arg(arg.items[i], value_prefix);
     return out;
   };
   switch (arg.kind) {
-    case Arg::Kind::Value: return "%" + std::to_string(arg.value);
+    case Arg::Kind::Value: return std::string(value_prefix) + std::to_string(arg.value);
     case Arg::Kind::Literal: return std::visit(LiteralPrinter{}, arg.literal);
     case Arg::Kind::List: return "[" + items() + "]";
     case Arg::Kind::Tuple: return "(" + items() + (arg.items.size() == 1 ? ",)" : ")");
   }
   throw std::logic_error("print_arg: corrupt Arg::Kind");
 }
+
+namespace {
 
 std::string value_ids(const std::vector<ValueId>& ids) {
   std::string out;

@@ -1,0 +1,164 @@
+// The portable layer of Ember's vector header, used when neither EMBER_ISA_AVX2 nor EMBER_ISA_AVX512
+// is defined: VecF is 8 floats in a plain array, so generated code has one shape on every machine.
+//
+// Needs: only the standard library. Included only by vec.h.
+// Guarantees: the same API and the same bits as the SIMD layers (each lane goes through the scalar
+// float functions, which the SIMD layers match), masked loads and stores touch only lanes [0, n).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace ember::vec {
+
+struct MaskF {
+  static constexpr int kSize = 8;
+  bool m[kSize] = {};
+
+  static MaskF first(int n) {
+    MaskF out;
+    for (int i = 0; i < kSize; ++i) out.m[i] = i < n;
+    return out;
+  }
+  static MaskF from_bytes(const uint8_t* p) { return from_bytes(p, kSize); }
+  static MaskF from_bytes(const uint8_t* p, int n) {
+    MaskF out;
+    for (int i = 0; i < kSize && i < n; ++i) out.m[i] = p[i] != 0;
+    return out;
+  }
+  void store_bytes(uint8_t* p) const { store_bytes(p, kSize); }
+  void store_bytes(uint8_t* p, int n) const {
+    for (int i = 0; i < kSize && i < n; ++i) p[i] = m[i] ? 1 : 0;
+  }
+  bool lane(int i) const { return m[i]; }
+};
+
+template <class F>
+MaskF zip_masks(MaskF a, MaskF b, F f) {
+  MaskF out;
+  for (int i = 0; i < MaskF::kSize; ++i) out.m[i] = f(a.m[i], b.m[i]);
+  return out;
+}
+inline MaskF operator&(MaskF a, MaskF b) { return zip_masks(a, b, [](bool x, bool y) { return x && y; }); }
+inline MaskF operator|(MaskF a, MaskF b) { return zip_masks(a, b, [](bool x, bool y) { return x || y; }); }
+inline MaskF operator^(MaskF a, MaskF b) { return zip_masks(a, b, [](bool x, bool y) { return x != y; }); }
+inline MaskF operator!(MaskF a) { return zip_masks(a, a, [](bool x, bool) { return !x; }); }
+inline bool any(MaskF a) {
+  for (bool b : a.m)
+    if (b) return true;
+  return false;
+}
+inline bool all(MaskF a) {
+  for (bool b : a.m)
+    if (!b) return false;
+  return true;
+}
+
+struct VecF {
+  static constexpr int kSize = 8;
+  float v[kSize] = {};
+
+  VecF() = default;
+  explicit VecF(float x) {
+    for (float& lane : v) lane = x;
+  }
+  static VecF load(const float* p) { return load(p, kSize); }
+  static VecF load(const float* p, int n) {
+    VecF out;
+    for (int i = 0; i < kSize && i < n; ++i) out.v[i] = p[i];
+    return out;
+  }
+  void store(float* p) const { store(p, kSize); }
+  void store(float* p, int n) const {
+    for (int i = 0; i < kSize && i < n; ++i) p[i] = v[i];
+  }
+  static VecF broadcast(float x) { return VecF(x); }
+  static VecF iota(float start) {
+    VecF out;
+    for (int i = 0; i < kSize; ++i) out.v[i] = start + float(i);
+    return out;
+  }
+  float lane(int i) const { return v[i]; }
+};
+
+template <class F>
+VecF map_lanes(VecF a, F f) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize; ++i) out.v[i] = f(a.v[i]);
+  return out;
+}
+template <class F>
+VecF zip_lanes(VecF a, VecF b, F f) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize; ++i) out.v[i] = f(a.v[i], b.v[i]);
+  return out;
+}
+template <class F>
+MaskF compare_lanes(VecF a, VecF b, F f) {
+  MaskF out;
+  for (int i = 0; i < VecF::kSize; ++i) out.m[i] = f(a.v[i], b.v[i]);
+  return out;
+}
+
+inline VecF operator+(VecF a, VecF b) { return zip_lanes(a, b, [](float x, float y) { return x + y; }); }
+inline VecF operator-(VecF a, VecF b) { return zip_lanes(a, b, [](float x, float y) { return x - y; }); }
+inline VecF operator*(VecF a, VecF b) { return zip_lanes(a, b, [](float x, float y) { return x * y; }); }
+inline VecF operator/(VecF a, VecF b) { return zip_lanes(a, b, [](float x, float y) { return x / y; }); }
+inline VecF operator-(VecF a) { return map_lanes(a, [](float x) { return -x; }); }
+
+inline MaskF operator==(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x == y; }); }
+inline MaskF operator!=(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x != y; }); }
+inline MaskF operator<(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x < y; }); }
+inline MaskF operator<=(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x <= y; }); }
+inline MaskF operator>(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x > y; }); }
+inline MaskF operator>=(VecF a, VecF b) { return compare_lanes(a, b, [](float x, float y) { return x >= y; }); }
+inline MaskF isnan(VecF a) { return a != a; }
+
+inline VecF where(MaskF m, VecF a, VecF b) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize; ++i) out.v[i] = m.m[i] ? a.v[i] : b.v[i];
+  return out;
+}
+inline VecF fma(VecF a, VecF b, VecF c) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize; ++i) out.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+  return out;
+}
+inline VecF abs(VecF a) { return map_lanes(a, [](float x) { return std::fabs(x); }); }
+inline VecF copysign(VecF mag, VecF sgn) {
+  return zip_lanes(mag, sgn, [](float x, float y) { return std::copysign(x, y); });
+}
+inline VecF sqrt(VecF a) { return map_lanes(a, [](float x) { return std::sqrt(x); }); }
+inline VecF floor(VecF a) { return map_lanes(a, [](float x) { return std::floor(x); }); }
+inline VecF ceil(VecF a) { return map_lanes(a, [](float x) { return std::ceil(x); }); }
+inline VecF trunc(VecF a) { return map_lanes(a, [](float x) { return std::trunc(x); }); }
+inline VecF round(VecF a) { return map_lanes(a, [](float x) { return std::nearbyint(x); }); }
+inline VecF maximum(VecF a, VecF b) {
+  return zip_lanes(a, b, [](float x, float y) { return (x != x || y != y) ? x + y : (y > x ? y : x); });
+}
+inline VecF minimum(VecF a, VecF b) {
+  return zip_lanes(a, b, [](float x, float y) { return (x != x || y != y) ? x + y : (y < x ? y : x); });
+}
+
+inline VecF load_bf16(const uint16_t* p, int n) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize && i < n; ++i) out.v[i] = bf16_to_f32(p[i]);
+  return out;
+}
+inline VecF load_f16(const uint16_t* p, int n) {
+  VecF out;
+  for (int i = 0; i < VecF::kSize && i < n; ++i) out.v[i] = f16_to_f32(p[i]);
+  return out;
+}
+inline void store_bf16(uint16_t* p, VecF x, int n) {
+  for (int i = 0; i < VecF::kSize && i < n; ++i) p[i] = f32_to_bf16(x.v[i]);
+}
+inline void store_f16(uint16_t* p, VecF x, int n) {
+  for (int i = 0; i < VecF::kSize && i < n; ++i) p[i] = f32_to_f16(x.v[i]);
+}
+inline VecF load_bf16(const uint16_t* p) { return load_bf16(p, VecF::kSize); }
+inline VecF load_f16(const uint16_t* p) { return load_f16(p, VecF::kSize); }
+inline void store_bf16(uint16_t* p, VecF x) { store_bf16(p, x, VecF::kSize); }
+inline void store_f16(uint16_t* p, VecF x) { store_f16(p, x, VecF::kSize); }
+
+}  // namespace ember::vec

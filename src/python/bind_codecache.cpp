@@ -1,0 +1,112 @@
+// Bindings of the compiler driver and code cache (src/runtime/cpp_compiler.h) as ember._C.codecache.
+// Options arrive as keyword arguments already resolved in Python (python/ember/options.py reads
+// CXX and EMBER_CACHE_DIR). sha256, call_i64 and ensure_cache_dir exist for tests.
+// CompileError and CacheError become Python exceptions of those names (RuntimeError subclasses);
+// CompileError carries .command_line, .compiler_output and .source_path.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/cpp_compiler.h"
+#include "runtime/isa.h"
+#include "support/sha256.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ember::python {
+
+namespace {
+
+PyObject* compile_error_type = nullptr;
+PyObject* cache_error_type = nullptr;
+
+runtime::CppCompileOptions options_from(std::string compiler, std::vector<std::string> include_dirs,
+                                        std::string cache_dir, const std::string& isa, bool openmp) {
+  runtime::CppCompileOptions o;
+  o.compiler = std::move(compiler);
+  o.include_dirs = std::move(include_dirs);
+  o.cache_dir = std::move(cache_dir);
+  o.isa = runtime::parse_isa(isa.c_str());
+  o.openmp = openmp;
+  return o;
+}
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const runtime::CompileError& e) {
+    nb::object error = nb::steal(PyObject_CallFunction(compile_error_type, "s", e.what()));
+    if (!error.is_valid()) return;  // the call set a Python error already
+    error.attr("command_line") = nb::str(e.command_line.c_str(), e.command_line.size());
+    error.attr("compiler_output") = nb::str(e.compiler_output.c_str(), e.compiler_output.size());
+    error.attr("source_path") = nb::str(e.source_path.c_str(), e.source_path.size());
+    PyErr_SetObject(compile_error_type, error.ptr());
+  } catch (const runtime::CacheError& e) {
+    PyErr_SetString(cache_error_type, e.what());
+  }
+}
+
+}  // namespace
+
+void bind_codecache(nb::module_& m) {
+  compile_error_type = PyErr_NewException("ember._C.codecache.CompileError", PyExc_RuntimeError, nullptr);
+  cache_error_type = PyErr_NewException("ember._C.codecache.CacheError", PyExc_RuntimeError, nullptr);
+  m.attr("CompileError") = nb::handle(compile_error_type);
+  m.attr("CacheError") = nb::handle(cache_error_type);
+  nb::register_exception_translator(translate);
+
+  m.def("sha256", [](nb::bytes data) { return sha256_hex(std::string_view(data.c_str(), data.size())); },
+        "data"_a);
+  m.def("detect_isa", [] { return std::string(runtime::isa_name(runtime::detect_isa())); });
+  m.def(
+      "compile_flags",
+      [](std::string compiler, std::vector<std::string> include_dirs, std::string cache_dir, const std::string& isa,
+         bool openmp) {
+        return runtime::compile_flags(options_from(compiler, include_dirs, cache_dir, isa, openmp));
+      },
+      "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "", "isa"_a = "scalar",
+      "openmp"_a = true);
+  m.def(
+      "cache_key",
+      [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
+         std::string cache_dir, const std::string& isa, bool openmp) {
+        return runtime::cache_key(source, options_from(compiler, include_dirs, cache_dir, isa, openmp));
+      },
+      "source"_a, "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "",
+      "isa"_a = "scalar", "openmp"_a = true);
+  m.def(
+      "compile_and_load",
+      [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
+         std::string cache_dir, const std::string& isa, bool openmp) {
+        runtime::CppCompileOptions o = options_from(compiler, include_dirs, cache_dir, isa, openmp);
+        runtime::CompileResult r;
+        {
+          nb::gil_scoped_release release;
+          r = runtime::compile_and_load(source, o);
+        }
+        return nb::make_tuple(r.library->path(), r.cache_hit, r.seconds, r.library->key());
+      },
+      "source"_a, "compiler"_a, "include_dirs"_a, "cache_dir"_a, "isa"_a = "scalar", "openmp"_a = true,
+      "Returns (path, cache_hit, seconds, key).");
+  m.def("compiler_version", &runtime::compiler_version, "compiler"_a);
+  m.def(
+      "ensure_cache_dir", [](const std::string& dir, uint32_t uid) { runtime::ensure_cache_dir(dir, uid); },
+      "dir"_a, "uid"_a);
+  m.def(
+      "call_i64",
+      [](const std::string& key, const std::string& symbol, int64_t arg) {
+        auto library = runtime::find_loaded(key);
+        if (!library) throw std::invalid_argument("no library with key '" + key + "' is loaded in this process");
+        auto fn = reinterpret_cast<int64_t (*)(int64_t)>(library->symbol(symbol.c_str()));
+        return fn(arg);
+      },
+      "key"_a, "symbol"_a, "arg"_a);
+}
+
+}  // namespace ember::python

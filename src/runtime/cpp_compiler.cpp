@@ -1,0 +1,312 @@
+// The compiler driver and disk code cache (contract in cpp_compiler.h).
+//
+// One compile_and_load call, in order:
+//   key -> in-process memo -> (per-key mutex) -> check the cache dir -> load the published entry if
+//   its digest matches, without a lock -> else flock(<key>.lock), look again (another process may
+//   have published it meanwhile), compile to a temporary, write the .sha256 sidecar, rename the .so
+//   into place, dlopen.
+// The sidecar is written before the .so appears, so any reader that sees a .so also sees a digest;
+// a reader that sees a stale pair (mid-rebuild) finds a mismatch and waits on the lock.
+#include "runtime/cpp_compiler.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "runtime/cache_files.h"
+#include "runtime/subprocess.h"
+#include "support/sha256.h"
+
+namespace ember::runtime {
+
+namespace {
+
+// Bumped when the layout or the key recipe changes, so old entries are never misread.
+constexpr const char* kCacheFormat = "ember-cpp-cache-1";
+
+// A field of the key text: name, byte length, bytes. Length-prefixed, so no two different field
+// lists produce the same text.
+void add_field(Sha256& h, std::string_view name, std::string_view value) {
+  std::string head = std::string(name) + " " + std::to_string(value.size()) + "\n";
+  h.update(head);
+  h.update(value);
+  h.update("\n");
+}
+
+// Digest of every regular file under `dir` (relative path and bytes, in path order). Each file's
+// digest is reused while its inode, size and times are unchanged.
+std::string include_dir_digest(const std::string& dir) {
+  namespace fs = std::filesystem;
+  struct FileState {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns, ctime_ns;
+    std::string digest;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, FileState> memo;
+
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw CacheError("Ember code cache: include directory '" + dir + "' does not exist or is not a directory");
+  }
+  std::vector<std::pair<std::string, std::string>> files;  // relative path, absolute path
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    files.emplace_back(fs::relative(it->path(), dir, ec).generic_string(), it->path().string());
+  }
+  if (ec) throw CacheError("Ember code cache: cannot list include directory '" + dir + "': " + ec.message());
+  std::sort(files.begin(), files.end());
+
+  Sha256 h;
+  for (const auto& [relative, path] : files) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) throw CacheError("Ember code cache: cannot stat header '" + path + "'");
+    int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    int64_t ctime_ns = int64_t(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+    std::string digest;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto found = memo.find(path);
+      if (found != memo.end() && found->second.dev == st.st_dev && found->second.ino == st.st_ino &&
+          found->second.size == st.st_size && found->second.mtime_ns == mtime_ns &&
+          found->second.ctime_ns == ctime_ns) {
+        digest = found->second.digest;
+      }
+    }
+    if (digest.empty()) {
+      std::optional<std::string> bytes = read_file_if_exists(path);
+      if (!bytes) throw CacheError("Ember code cache: header '" + path + "' vanished while being hashed");
+      digest = sha256_hex(*bytes);
+      std::lock_guard<std::mutex> lock(mutex);
+      memo[path] = FileState{st.st_dev, st.st_ino, st.st_size, mtime_ns, ctime_ns, digest};
+    }
+    add_field(h, "header", relative);
+    add_field(h, "header-sha256", digest);
+  }
+  return Sha256::hex(h.finish());
+}
+
+struct EntryPaths {
+  std::string dir, so, digest, source, failed_source, lock;
+};
+
+EntryPaths entry_paths(const std::string& cache_dir, const std::string& key) {
+  EntryPaths p;
+  p.dir = cache_dir + "/cpp/" + key.substr(0, 2);
+  std::string stem = p.dir + "/" + key;
+  p.so = stem + ".so";
+  p.digest = stem + ".sha256";
+  p.source = stem + ".cpp";
+  p.failed_source = stem + ".failed.cpp";
+  p.lock = stem + ".lock";
+  return p;
+}
+
+// The published library if its bytes match the sidecar digest and it loads; nullptr otherwise.
+std::shared_ptr<LoadedLibrary> load_published(const EntryPaths& p, const std::string& key) {
+  std::optional<std::string> expected = read_file_if_exists(p.digest);
+  if (!expected) return nullptr;
+  std::optional<std::string> bytes = read_file_if_exists(p.so);
+  if (!bytes || sha256_hex(*bytes) != *expected) return nullptr;
+  try {
+    return LoadedLibrary::open(p.so, key);
+  } catch (const std::runtime_error&) {
+    return nullptr;  // a file that matches its digest but does not load is rebuilt once
+  }
+}
+
+// Runs the compiler on the entry's source; the caller holds the entry lock.
+std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::string& key, const std::string& source,
+                                           const CppCompileOptions& options) {
+  // Stale pieces of an invalid entry go first, so nothing can pair them with the new build.
+  remove_if_exists(p.so);
+  remove_if_exists(p.digest);
+  write_file_atomic(p.source, source);
+
+  std::string temp_so = temp_path_for(p.so);
+  std::vector<std::string> argv{options.compiler};
+  for (std::string& flag : compile_flags(options)) argv.push_back(std::move(flag));
+  argv.insert(argv.end(), {p.source, "-o", temp_so});
+  ProcessResult run = run_process(argv);
+  if (!run.started || run.exit_status != 0) {
+    remove_if_exists(temp_so);
+    rename_if_exists(p.source, p.failed_source);
+    std::string command = shell_quote(argv);
+    std::string status = run.started ? "exited with status " + std::to_string(run.exit_status) : "could not start";
+    throw CompileError("Ember: the C++ compiler " + status + "\ncommand: " + command + "\n" + run.output +
+                           (run.output.empty() || run.output.back() == '\n' ? "" : "\n") +
+                           "the source is kept at " + p.failed_source,
+                       command, run.output, p.failed_source);
+  }
+  std::optional<std::string> bytes = read_file_if_exists(temp_so);
+  if (!bytes) throw CacheError("Ember code cache: the compiler reported success but wrote no '" + temp_so + "'");
+  write_file_atomic(p.digest, sha256_hex(*bytes));
+  publish_file(temp_so, p.so);
+  try {
+    return LoadedLibrary::open(p.so, key);
+  } catch (const std::runtime_error& e) {
+    throw CompileError(std::string("Ember: the compiled library does not load: ") + e.what(), shell_quote(argv),
+                       e.what(), p.source);
+  }
+}
+
+struct Memo {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<LoadedLibrary>> libraries;
+  std::map<std::string, std::shared_ptr<std::mutex>> key_mutexes;  // one compile per key at a time
+};
+
+Memo& memo() {
+  static Memo* m = new Memo();  // never destroyed: libraries stay loaded until exit
+  return *m;
+}
+
+}  // namespace
+
+CompileError::CompileError(const std::string& message, std::string command_line_, std::string compiler_output_,
+                           std::string source_path_)
+    : std::runtime_error(message),
+      command_line(std::move(command_line_)),
+      compiler_output(std::move(compiler_output_)),
+      source_path(std::move(source_path_)) {}
+
+std::vector<std::string> compile_flags(const CppCompileOptions& options) {
+  std::vector<std::string> flags{
+      "-O3", "-std=c++17", "-fPIC", "-shared",
+      "-pipe",              // no temporary files between the compiler stages
+      "-ffp-contract=off",  // no implicit FMA: kernels round like eager, bit for bit
+      // errno is never read by generated code; dropping it lets sqrt and friends inline and
+      // changes no result (every value stays IEEE-exact; only errno writes disappear).
+      "-fno-math-errno", "-DNDEBUG"};
+  if (options.openmp) flags.push_back("-fopenmp");
+  switch (options.isa) {
+    case Isa::Scalar:
+      break;
+    case Isa::Avx2:
+      flags.insert(flags.end(), {"-mavx2", "-mfma", "-mf16c", "-DEMBER_ISA_AVX2"});
+      break;
+    case Isa::Avx512:
+      flags.insert(flags.end(), {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma", "-mf16c",
+                                 "-DEMBER_ISA_AVX512"});
+      break;
+  }
+  for (const std::string& dir : options.include_dirs) flags.push_back("-I" + dir);
+  return flags;
+}
+
+std::string compiler_version(const std::string& compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> versions;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = versions.find(compiler);
+    if (found != versions.end()) return found->second;
+  }
+  if (compiler.empty()) throw CompileError("Ember: no C++ compiler given (set CXX or install g++)", "", "", "");
+  std::vector<std::string> argv{compiler, "--version"};
+  ProcessResult run = run_process(argv);
+  std::string first_line = run.output.substr(0, run.output.find('\n'));
+  if (!run.started || run.exit_status != 0 || first_line.empty()) {
+    throw CompileError("Ember: cannot run the C++ compiler '" + compiler + "' (set CXX to a working g++):\n" +
+                           run.output,
+                       shell_quote(argv), run.output, "");
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  versions.emplace(compiler, first_line);
+  return first_line;
+}
+
+std::string cache_key(const std::string& source, const CppCompileOptions& options) {
+  Sha256 h;
+  add_field(h, "format", kCacheFormat);
+  add_field(h, "compiler-version", compiler_version(options.compiler));
+  add_field(h, "isa", isa_name(options.isa));
+  for (const std::string& flag : compile_flags(options)) add_field(h, "flag", flag);
+  for (const std::string& dir : options.include_dirs) add_field(h, "include-dir-sha256", include_dir_digest(dir));
+  add_field(h, "source", source);
+  return Sha256::hex(h.finish());
+}
+
+void ensure_cache_dir(const std::string& dir, uid_t owner) { ensure_private_dir(dir, owner); }
+
+CompileResult compile_and_load(const std::string& source, const CppCompileOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::string key = cache_key(source, options);
+
+  Memo& m = memo();
+  std::shared_ptr<std::mutex> key_mutex;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto found = m.libraries.find(key);
+    if (found != m.libraries.end()) return {found->second, true, elapsed()};
+    auto& slot = m.key_mutexes[key];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    key_mutex = slot;
+  }
+  std::lock_guard<std::mutex> key_lock(*key_mutex);
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto found = m.libraries.find(key);
+    if (found != m.libraries.end()) return {found->second, true, elapsed()};
+  }
+  auto remember = [&](std::shared_ptr<LoadedLibrary> library, bool hit) {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.libraries.emplace(key, library);
+    m.key_mutexes.erase(key);
+    return CompileResult{std::move(library), hit, elapsed()};
+  };
+
+  uid_t owner = geteuid();
+  ensure_private_dir(options.cache_dir, owner);
+  ensure_private_dir(options.cache_dir + "/cpp", owner);
+  EntryPaths paths = entry_paths(options.cache_dir, key);
+  ensure_private_dir(paths.dir, owner);
+
+  if (auto library = load_published(paths, key)) return remember(std::move(library), true);
+  FileLock file_lock(paths.lock);
+  if (auto library = load_published(paths, key)) return remember(std::move(library), true);
+  return remember(build_entry(paths, key, source, options), false);
+}
+
+std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key) {
+  Memo& m = memo();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto found = m.libraries.find(key);
+  return found == m.libraries.end() ? nullptr : found->second;
+}
+
+// ---- LoadedLibrary ----
+
+std::shared_ptr<LoadedLibrary> LoadedLibrary::open(const std::string& path, const std::string& key) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* error = dlerror();
+    throw std::runtime_error("cannot load '" + path + "': " + (error ? error : "unknown dlopen error"));
+  }
+  return std::shared_ptr<LoadedLibrary>(new LoadedLibrary(handle, path, key));
+}
+
+LoadedLibrary::LoadedLibrary(void* handle, std::string path, std::string key)
+    : handle_(handle), path_(std::move(path)), key_(std::move(key)) {}
+
+LoadedLibrary::~LoadedLibrary() { dlclose(handle_); }
+
+void* LoadedLibrary::symbol(const char* name) const {
+  dlerror();
+  void* address = dlsym(handle_, name);
+  if (!address) {
+    throw std::runtime_error(std::string("symbol '") + name + "' is not defined in '" + path_ + "'");
+  }
+  return address;
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,110 @@
+// The C++ compiler driver and disk code cache: generated C++ source in, a loaded shared object out.
+//
+// Needs: a g++-compatible compiler (options.compiler: one program, found on PATH or by path) and a
+// cache directory owned by this user (options.cache_dir; Python resolves EMBER_CACHE_DIR).
+// Guarantees:
+//  - An artifact is named by cache_key(): sha256 over the source, every compiler flag, the
+//    compiler's `--version` line, the ISA and the bytes of every file under the include dirs, so
+//    any change to what the compiler sees is a different key.
+//  - Layout: <cache_dir>/cpp/<key[0:2]>/<key>.{so,sha256,cpp,lock}. Files appear only by
+//    rename(2) of a fsync()ed temporary in the same directory, the digest sidecar before the .so,
+//    so no process ever reads half a file. An entry whose .so does not match its digest (or does
+//    not dlopen) is rebuilt.
+//  - Compile-and-publish holds flock(<key>.lock): processes sharing a cache compile a key once;
+//    loading an entry that is already published takes no lock.
+//  - The cache directory is created 0700 and refused (CacheError) unless it is owned by this user
+//    and not writable by group or others, following a symlink to check the real directory.
+//  - Libraries are memoized in-process by key and never dlclosed while a LoadedLibrary reference
+//    lives; the memo itself holds one, so a loaded library stays until process exit.
+// Python-free, so it can move into the core library.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/isa.h"
+
+namespace ember::runtime {
+
+struct CppCompileOptions {
+  std::string compiler;                   // from $CXX (python/ember/options.py) else "g++"
+  std::vector<std::string> include_dirs;  // where ember/vec.h lives; every file under them is hashed
+  std::string cache_dir;                  // EMBER_CACHE_DIR, default ~/.cache/ember
+  Isa isa = Isa::Scalar;
+  bool openmp = true;
+};
+
+// Every flag but the input and output files, in command-line order. Never -ffast-math (on gcc < 13
+// it links crtfastmath.o, which turns on flush-to-zero for the whole process).
+std::vector<std::string> compile_flags(const CppCompileOptions& options);
+
+// The compiler failed, or its output did not load. what() says which, with the command line.
+struct CompileError : std::runtime_error {
+  CompileError(const std::string& message, std::string command_line, std::string compiler_output,
+               std::string source_path);
+  std::string command_line;
+  std::string compiler_output;  // the compiler's stderr and stdout, whole (or dlerror() text)
+  std::string source_path;      // where the failing source was kept (<key>.failed.cpp), or empty
+};
+
+// The cache directory cannot be used safely (owner, permissions, I/O): what() names the path, the
+// problem and how to fix it.
+struct CacheError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A dlopen()ed shared object, dlclosed when the last reference goes.
+class LoadedLibrary {
+ public:
+  // RTLD_NOW | RTLD_LOCAL: unresolved symbols fail here, not at the first call.
+  // Throws std::runtime_error with dlerror()'s text.
+  static std::shared_ptr<LoadedLibrary> open(const std::string& path, const std::string& key);
+  ~LoadedLibrary();
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+
+  // Throws std::runtime_error naming the missing symbol and the library.
+  void* symbol(const char* name) const;
+  const std::string& path() const { return path_; }
+  const std::string& key() const { return key_; }
+
+ private:
+  LoadedLibrary(void* handle, std::string path, std::string key);
+  void* handle_;
+  std::string path_;
+  std::string key_;
+};
+
+struct CompileResult {
+  std::shared_ptr<LoadedLibrary> library;
+  bool cache_hit = false;  // false only when this call ran the compiler
+  double seconds = 0;      // wall time of the call
+};
+
+// Compiles `source` to a shared object through the disk cache and loads it; memoized in memory by
+// key (a second call with the same key returns the same LoadedLibrary without touching the disk).
+// Thread-safe; concurrent calls for one key compile it once. Throws CompileError / CacheError.
+CompileResult compile_and_load(const std::string& source, const CppCompileOptions& options);
+
+// The library a compile_and_load of this key loaded in this process, or nullptr.
+std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key);
+
+// Hex sha256 naming the artifact (see the file comment). Runs `<compiler> --version` once per
+// compiler string. Throws CompileError if the compiler cannot run, CacheError if an include dir
+// cannot be read.
+std::string cache_key(const std::string& source, const CppCompileOptions& options);
+
+// The first line of `<compiler> --version`, memoized per compiler string.
+std::string compiler_version(const std::string& compiler);
+
+// Creates `dir` (parents as mkdir -p, `dir` itself 0700) and checks it: it must be a directory
+// (after following symlinks) owned by `owner` and not writable by group or others. Throws
+// CacheError naming the path, the problem and the fix. compile_and_load uses geteuid().
+void ensure_cache_dir(const std::string& dir, uid_t owner);
+
+}  // namespace ember::runtime

@@ -1,0 +1,370 @@
+"""The C++ compiler driver and disk code cache (src/runtime/cpp_compiler.h) through ember._C.codecache.
+
+Every test uses its own tmp_path cache dir and a source text no other test uses: the in-process memo
+is keyed by the cache key alone, so a shared source would be a memo hit that never touches the disk.
+Disk behaviour (hits, corruption) is checked in fresh child processes, which have an empty memo.
+"""
+import hashlib
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from ember._C import codecache
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")
+CXX = shutil.which("g++")
+needs_gxx = pytest.mark.skipif(CXX is None, reason="no g++ on PATH")
+
+
+def kernel(tag, body="return x * 3 + 1;"):
+    return f'#include <cstdint>\n// {tag}\nextern "C" int64_t f(int64_t x) {{ {body} }}\n'
+
+
+def include_dir(tmp_path, text="inline int ember_helper() { return 7; }\n"):
+    d = tmp_path / "include" / "ember"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "vec.h").write_text(text)
+    return str(tmp_path / "include")
+
+
+def options(tmp_path, **kw):
+    o = dict(compiler=CXX, include_dirs=[include_dir(tmp_path)], cache_dir=str(tmp_path / "cache"), isa="scalar")
+    o.update(kw)
+    return o
+
+
+def run_child(script, *args):
+    """Runs `script` in a fresh interpreter (empty memo); returns its stdout's last line, eval()ed."""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    code = "import sys\nfrom ember._C import codecache\n" + textwrap.dedent(script)
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout.strip().splitlines()[-1])
+
+
+CHILD_COMPILE = """
+import ast
+source, opts = sys.argv[1], ast.literal_eval(sys.argv[2])
+path, hit, seconds, key = codecache.compile_and_load(source, **opts)
+print(repr((path, hit, codecache.call_i64(key, "f", 5))))
+"""
+
+
+def compile_in_child(source, opts):
+    return run_child(CHILD_COMPILE, source, repr(opts))
+
+
+def counting_compiler(tmp_path, name="cxx-wrapper", version=None):
+    """A $CXX that logs every compile (not --version) to <name>.log, then runs g++."""
+    log = tmp_path / f"{name}.log"
+    script = tmp_path / name
+    version_line = f'if [ "$1" = --version ]; then echo "{version}"; exit 0; fi\n' if version else ""
+    script.write_text(
+        "#!/bin/sh\n" + version_line +
+        f'if [ "$1" != --version ]; then echo compile >> "{log}"; fi\nexec "{CXX}" "$@"\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def compile_count(log):
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+# ---- sha256 ----
+
+def test_sha256_nist_vectors():
+    assert codecache.sha256(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert codecache.sha256(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert codecache.sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") == (
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+    assert codecache.sha256(b"a" * 1_000_000) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+
+
+def test_sha256_agrees_with_hashlib_across_block_boundaries():
+    rng = random.Random(1234)
+    for n in list(range(0, 130)) + [1000, 4096, 65537]:
+        data = bytes(rng.randrange(256) for _ in range(n))
+        assert codecache.sha256(data) == hashlib.sha256(data).hexdigest(), n
+
+
+# ---- ISA and flags ----
+
+def cpuinfo_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return None
+
+
+def test_detect_isa_matches_proc_cpuinfo():
+    flags = cpuinfo_flags()
+    if flags is None:
+        pytest.skip("/proc/cpuinfo has no flags line (not x86 Linux)")
+    avx2 = {"avx", "avx2", "fma", "f16c"} <= flags
+    avx512 = avx2 and {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    expected = "avx512" if avx512 else "avx2" if avx2 else "scalar"
+    assert codecache.detect_isa() == expected
+
+
+def test_compile_flags_are_spelled_out():
+    scalar = codecache.compile_flags(isa="scalar", include_dirs=["/x/include"])
+    assert "-ffp-contract=off" in scalar and "-O3" in scalar and "-fopenmp" in scalar
+    assert "-I/x/include" in scalar
+    assert not any("fast-math" in f or f.startswith("-march") for f in scalar)
+    assert not any(f.startswith("-DEMBER_ISA") or f.startswith("-mavx") for f in scalar)
+    avx2 = codecache.compile_flags(isa="avx2")
+    assert {"-mavx2", "-mfma", "-mf16c", "-DEMBER_ISA_AVX2"} <= set(avx2)
+    avx512 = codecache.compile_flags(isa="avx512")
+    assert {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-DEMBER_ISA_AVX512"} <= set(avx512)
+    assert "-fopenmp" not in codecache.compile_flags(openmp=False)
+    with pytest.raises(ValueError, match="unknown ISA 'sse'"):
+        codecache.compile_flags(isa="sse")
+
+
+# ---- keys ----
+
+@needs_gxx
+def test_cache_key_changes_with_every_input(tmp_path):
+    o = options(tmp_path)
+    base = codecache.cache_key(kernel("k"), **o)
+    assert len(base) == 64 and int(base, 16) >= 0
+    assert codecache.cache_key(kernel("k"), **o) == base
+    assert codecache.cache_key(kernel("k2"), **o) != base
+    assert codecache.cache_key(kernel("k"), **dict(o, isa="avx2")) != base
+    assert codecache.cache_key(kernel("k"), **dict(o, openmp=False)) != base
+    # The cache dir is where entries live, not what they are.
+    assert codecache.cache_key(kernel("k"), **dict(o, cache_dir=str(tmp_path / "other"))) == base
+    header = tmp_path / "include" / "ember" / "vec.h"
+    header.write_text(header.read_text() + "// changed\n")
+    assert codecache.cache_key(kernel("k"), **o) != base
+    other_version, _ = counting_compiler(tmp_path, "cxx-other", version="g++ (Other) 99.0")
+    assert codecache.compiler_version(other_version) == "g++ (Other) 99.0"
+    assert codecache.cache_key(kernel("k"), **dict(o, compiler=other_version)) != base
+
+
+def test_cache_key_names_a_missing_include_dir(tmp_path):
+    if CXX is None:
+        pytest.skip("no g++ on PATH")
+    with pytest.raises(codecache.CacheError, match="include directory .*nowhere"):
+        codecache.cache_key(kernel("k"), **options(tmp_path, include_dirs=[str(tmp_path / "nowhere")]))
+
+
+# ---- compile, load, hit ----
+
+@needs_gxx
+def test_compile_load_call_then_memo_hit(tmp_path):
+    o = options(tmp_path)
+    source = kernel(f"memo {tmp_path}", "return x * 3 + ember_helper();").replace(
+        "#include <cstdint>", "#include <cstdint>\n#include \"ember/vec.h\"")
+    path, hit, seconds, key = codecache.compile_and_load(source, **o)
+    assert not hit and seconds > 0
+    assert key == codecache.cache_key(source, **o)
+    assert path == os.path.join(o["cache_dir"], "cpp", key[:2], key + ".so")
+    entry = os.path.dirname(path)
+    assert sorted(os.listdir(entry)) == sorted(f"{key}{ext}" for ext in (".so", ".sha256", ".cpp", ".lock"))
+    assert open(os.path.join(entry, key + ".cpp")).read() == source
+    assert codecache.call_i64(key, "f", 5) == 22
+    with pytest.raises(RuntimeError, match="symbol 'g' is not defined"):
+        codecache.call_i64(key, "g", 5)
+    # Memo: same library, the disk is not consulted (even with the entry gone).
+    shutil.rmtree(entry)
+    assert codecache.compile_and_load(source, **o)[:2] == (path, True)
+    assert codecache.call_i64(key, "f", 1) == 10
+
+
+@needs_gxx
+def test_fresh_process_is_a_disk_hit(tmp_path):
+    cxx, log = counting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx)
+    source = kernel(f"disk {tmp_path}")
+    path, hit, value = compile_in_child(source, o)
+    assert (hit, value) == (False, 16)
+    assert compile_in_child(source, o) == (path, True, 16)
+    assert compile_count(log) == 1
+
+
+def entry_files(opts, source):
+    key = codecache.cache_key(source, **opts)
+    stem = os.path.join(opts["cache_dir"], "cpp", key[:2], key)
+    return stem + ".so", stem + ".sha256"
+
+
+@needs_gxx
+@pytest.mark.parametrize("damage", ["truncate", "flip_byte", "no_digest", "garbage_with_matching_digest"])
+def test_damaged_entry_is_rebuilt(tmp_path, damage):
+    cxx, log = counting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx)
+    source = kernel(f"damage {damage} {tmp_path}")
+    assert compile_in_child(source, o)[1:] == (False, 16)
+    so, digest = entry_files(o, source)
+    data = open(so, "rb").read()
+    if damage == "truncate":
+        open(so, "wb").write(data[: len(data) // 2])
+    elif damage == "flip_byte":
+        i = len(data) // 3
+        open(so, "wb").write(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+    elif damage == "no_digest":
+        os.unlink(digest)
+    else:  # the digest matches, but dlopen refuses the file: rebuilt once
+        junk = b"not an ELF file" * 100
+        open(so, "wb").write(junk)
+        open(digest, "w").write(hashlib.sha256(junk).hexdigest())
+    assert compile_in_child(source, o)[1:] == (False, 16)
+    assert compile_count(log) == 2
+    assert compile_in_child(source, o)[1:] == (True, 16)
+    assert hashlib.sha256(open(so, "rb").read()).hexdigest() == open(digest).read()
+
+
+# ---- the cache directory ----
+
+@needs_gxx
+def test_cache_dir_created_0700_with_parents(tmp_path):
+    cache = tmp_path / "a" / "b" / "ember"
+    codecache.compile_and_load(kernel(f"mode {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache / "cpp").st_mode) == 0o700
+    assert (tmp_path / "a" / "b").is_dir()
+
+
+@needs_gxx
+def test_cache_dir_writable_by_others_is_refused(tmp_path):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o777)
+    with pytest.raises(codecache.CacheError, match=r"shared' is writable by group or others \(mode 0777\).*chmod 700"):
+        codecache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+    cache.chmod(0o770)
+    with pytest.raises(codecache.CacheError, match="writable by group or others"):
+        codecache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+    assert os.listdir(cache) == []
+
+
+def test_cache_dir_owned_by_another_user_is_refused(tmp_path):
+    cache = tmp_path / "theirs"
+    cache.mkdir(mode=0o700)
+    # The check with another uid, on any machine.
+    with pytest.raises(codecache.CacheError, match=rf"theirs' is owned by uid {os.geteuid()}, not by this user "
+                                                   rf"\(uid {os.geteuid() + 1}\).*EMBER_CACHE_DIR"):
+        codecache.ensure_cache_dir(str(cache), os.geteuid() + 1)
+    codecache.ensure_cache_dir(str(cache), os.geteuid())
+    if os.geteuid() != 0:
+        return  # only root can hand a directory to another user for the real thing
+    os.chown(cache, 12345, 12345)
+    with pytest.raises(codecache.CacheError, match="owned by uid 12345"):
+        codecache.compile_and_load(kernel(f"owner {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+
+
+def test_symlink_to_unsafe_dir_is_refused_and_to_safe_dir_accepted(tmp_path):
+    unsafe = tmp_path / "unsafe"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    link = tmp_path / "link"
+    link.symlink_to(unsafe)
+    with pytest.raises(codecache.CacheError, match=r"link' \(a symlink\) is writable by group or others"):
+        codecache.ensure_cache_dir(str(link), os.geteuid())
+    unsafe.chmod(0o700)
+    codecache.ensure_cache_dir(str(link), os.geteuid())
+
+
+def test_cache_dir_that_is_a_file_is_refused(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.raises(codecache.CacheError, match="file' is not a directory"):
+        codecache.ensure_cache_dir(str(f), os.geteuid())
+
+
+# ---- concurrency ----
+
+CHILD_RACE = """
+import ast, os, time
+source, opts, go = sys.argv[1], ast.literal_eval(sys.argv[2]), sys.argv[3]
+while not os.path.exists(go):
+    time.sleep(0.001)
+path, hit, seconds, key = codecache.compile_and_load(source, **opts)
+print(repr((path, hit, codecache.call_i64(key, "f", 5))))
+"""
+
+
+@needs_gxx
+def test_two_processes_compile_the_same_source_once(tmp_path):
+    cxx, log = counting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx)
+    source = kernel(f"race {tmp_path}")
+    go = tmp_path / "go"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    code = "import sys\nfrom ember._C import codecache\n" + textwrap.dedent(CHILD_RACE)
+    children = [subprocess.Popen([sys.executable, "-c", code, source, repr(o), str(go)], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    go.write_text("")
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        results.append(eval(out.strip().splitlines()[-1]))
+    assert compile_count(log) == 1
+    assert sorted(hit for _, hit, _ in results) == [False, True]
+    assert {(path, value) for path, _, value in results} == {(results[0][0], 16)}
+
+
+@needs_gxx
+def test_threads_compile_the_same_source_once(tmp_path):
+    cxx, log = counting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx)
+    source = kernel(f"threads {tmp_path}")
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(codecache.compile_and_load(source, **o))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert compile_count(log) == 1
+    assert len({r[0] for r in results}) == 1
+    assert sorted(r[1] for r in results) == [False, True, True, True]
+
+
+# ---- errors ----
+
+@needs_gxx
+def test_compile_error_carries_the_compiler_message(tmp_path):
+    o = options(tmp_path)
+    source = kernel(f"broken {tmp_path}", "return x +* ;")
+    with pytest.raises(codecache.CompileError) as info:
+        codecache.compile_and_load(source, **o)
+    e = info.value
+    assert "expected primary-expression" in e.compiler_output
+    assert "expected primary-expression" in str(e)
+    assert e.command_line.startswith(CXX) and "-ffp-contract=off" in e.command_line
+    assert e.source_path.endswith(".failed.cpp") and open(e.source_path).read() == source
+    assert e.source_path in str(e)
+    key = codecache.cache_key(source, **o)
+    entry = os.path.join(o["cache_dir"], "cpp", key[:2])
+    assert not any(name.endswith(".so") or ".tmp." in name for name in os.listdir(entry))
+
+
+@needs_gxx
+def test_unloadable_library_is_a_compile_error(tmp_path):
+    # Links (-shared allows undefined symbols) but RTLD_NOW refuses it.
+    source = f'// {tmp_path}\nextern "C" long missing_fn(long);\nextern "C" long f(long x) {{ return missing_fn(x); }}\n'
+    with pytest.raises(codecache.CompileError, match="does not load.*missing_fn"):
+        codecache.compile_and_load(source, **options(tmp_path))
+
+
+def test_missing_compiler_is_a_compile_error(tmp_path):
+    with pytest.raises(codecache.CompileError, match="cannot run the C\\+\\+ compiler '/no/such/cxx'"):
+        codecache.compile_and_load(kernel("x"), **options(tmp_path, compiler="/no/such/cxx"))
