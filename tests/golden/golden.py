@@ -1,6 +1,7 @@
 """Golden IR tests: the file format, shared by tests/ir/test_golden.py and update.py.
 
-A golden file is graph IR text (its `//` lines are comments to the parser) with directives:
+A golden file is graph IR text (`*.ir`) or loop IR text (`*.loop`, run with `ember-opt --loop`); its
+`//` lines are comments to the parser. Directives:
   // RUN: ember-opt ARGS...   how to run it; the file's path is appended to ARGS.
   // CHECK: LINE              the expected standard output, one line each, compared exactly.
   // ERROR: TEXT              an expected error: ember-opt must exit 1, and each TEXT must occur in
@@ -47,4 +48,4 @@ def run(path, args):
 
 
 def golden_files():
-    return sorted(GOLDEN_DIR.glob("*.ir"))
+    return sorted([*GOLDEN_DIR.glob("*.ir"), *GOLDEN_DIR.glob("*.loop")])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the expectations of golden IR tests after an intended change.
 
-    .venv/bin/python tests/golden/update.py            # every tests/golden/*.ir
+    .venv/bin/python tests/golden/update.py            # every tests/golden/*.ir and *.loop
     .venv/bin/python tests/golden/update.py FILE...    # just these
 
 Runs each file's RUN line and rewrites its CHECK lines (from standard output) or, when ember-opt

@@ -1,4 +1,4 @@
-"""Golden tests: every tests/golden/*.ir through the built ember-opt (format: tests/golden/golden.py).
+"""Golden tests: every tests/golden/*.ir and *.loop through the built ember-opt (format: tests/golden/golden.py).
 
 After an intended change of output, regenerate with tests/golden/update.py and review the diff.
 """

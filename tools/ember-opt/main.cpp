@@ -1,11 +1,16 @@
-// ember-opt: reads graph IR text, verifies it, runs the named passes in order, prints the result.
+// ember-opt: reads IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--verify] [--pass NAME]... [--list-passes] FILE|-
+//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-
 //
-// The input is always verified: passes may assume a valid graph. --verify also verifies after
-// every pass, blaming the pass that broke the graph. Exit status: 0 success; 1 the input does not
-// parse or verify, a pass failed, or the file cannot be read; 2 bad command line.
+// The input is graph IR, or loop IR with --loop (then --pass names loop passes). The input is
+// always verified: passes may assume valid IR. --verify also verifies after every pass, blaming
+// the pass that broke the IR. Exit status: 0 success; 1 the input does not parse or verify, a pass
+// failed, or the file cannot be read; 2 bad command line.
+//
+// Each IR is one `Stage` below (how to parse, verify and print it, and its pass list); a tool
+// mode that turns one IR into another (lowering, say) is a function from one stage's IR to the
+// next's, run between the two stages' passes.
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,11 +20,21 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "loop_ir/loop_ir.h"
+#include "loop_ir/passes.h"
 #include "passes/passes.h"
 
 namespace {
 
-constexpr const char* kUsage = "usage: ember-opt [--verify] [--pass NAME]... [--list-passes] FILE|-\n";
+constexpr const char* kUsage = "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-\n";
+
+struct Options {
+  bool loop_input = false;
+  bool verify_each = false;
+  bool list_passes = false;
+  std::vector<std::string> passes;
+  std::string path;
+};
 
 int usage_error(const std::string& message) {
   std::cerr << "ember-opt: " << message << "\n" << kUsage;
@@ -39,81 +54,119 @@ bool read_input(const std::string& path, std::string& text) {
   return true;
 }
 
+// One IR as the tool sees it.
+template <typename IR, typename PassInfo>
+struct Stage {
+  const char* name;
+  IR (*parse)(std::string_view);
+  std::string (*print)(const IR&);
+  std::vector<std::string> (*verify)(const IR&);
+  const std::vector<PassInfo>& (*registered)();
+  const PassInfo* (*find)(std::string_view);
+};
+
+const Stage<ember::ir::Graph, ember::passes::PassInfo> kGraphStage = {
+    "graph", ember::ir::parse, ember::ir::print, ember::ir::verify, ember::passes::registered_passes,
+    ember::passes::find_pass};
+const Stage<ember::loop_ir::Program, ember::loop_ir::LoopPassInfo> kLoopStage = {
+    "loop", ember::loop_ir::parse, ember::loop_ir::print, ember::loop_ir::verify,
+    ember::loop_ir::registered_loop_passes, ember::loop_ir::find_loop_pass};
+
 // Prints the verifier's messages; true if there were none.
-bool report_verify(const ember::ir::Graph& graph, const std::string& path, const std::string& after) {
-  std::vector<std::string> problems = ember::ir::verify(graph);
-  for (const std::string& p : problems) std::cerr << path << ": error: " << after << p << "\n";
+template <typename IR, typename PassInfo>
+bool report_verify(const Stage<IR, PassInfo>& stage, const IR& ir, const std::string& shown, const std::string& after) {
+  std::vector<std::string> problems = stage.verify(ir);
+  for (const std::string& p : problems) std::cerr << shown << ": error: " << after << p << "\n";
   return problems.empty();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bool verify_each = false;
-  std::vector<const ember::passes::PassInfo*> passes;
-  std::string path;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--verify") {
-      verify_each = true;
-    } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
-      std::string name;
-      if (arg == "--pass") {
-        if (i + 1 >= argc) return usage_error("--pass needs a pass name");
-        name = argv[++i];
-      } else {
-        name = arg.substr(7);
-      }
-      const ember::passes::PassInfo* pass = ember::passes::find_pass(name);
-      if (!pass) {
-        std::string known;
-        for (const auto& p : ember::passes::registered_passes()) known += std::string(known.empty() ? "" : ", ") + p.name;
-        return usage_error("unknown pass '" + name + "' (known: " + known + ")");
-      }
-      passes.push_back(pass);
-    } else if (arg == "--list-passes") {
-      for (const auto& p : ember::passes::registered_passes()) std::cout << p.name << "\t" << p.summary << "\n";
-      return 0;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      return usage_error("unknown option '" + arg + "'");
-    } else if (!path.empty()) {
-      return usage_error("one input file only (got '" + path + "' and '" + arg + "')");
-    } else {
-      path = arg;
+// Resolves pass names against the stage's list; false (after a usage message) on an unknown one.
+template <typename IR, typename PassInfo>
+bool resolve_passes(const Stage<IR, PassInfo>& stage, const Options& options, std::vector<const PassInfo*>& out) {
+  for (const std::string& name : options.passes) {
+    const PassInfo* pass = stage.find(name);
+    if (!pass) {
+      std::string known;
+      for (const auto& p : stage.registered()) known += std::string(known.empty() ? "" : ", ") + p.name;
+      usage_error("unknown " + std::string(stage.name) + " pass '" + name + "' (known: " + known + ")");
+      return false;
     }
+    out.push_back(pass);
   }
-  if (path.empty()) return usage_error("no input file (use - for standard input)");
+  return true;
+}
 
-  std::string text;
-  if (!read_input(path, text)) {
-    std::cerr << "ember-opt: cannot read " << path << ": " << std::strerror(errno) << "\n";
-    return 1;
-  }
-  const std::string shown = path == "-" ? "<stdin>" : path;
-
-  ember::ir::Graph graph;
+// Parses, verifies, runs the passes, prints. Returns the exit status.
+template <typename IR, typename PassInfo, typename ParseError>
+int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const std::string& text) {
+  std::vector<const PassInfo*> passes;
+  if (!resolve_passes(stage, options, passes)) return 2;
+  const std::string shown = options.path == "-" ? "<stdin>" : options.path;
+  IR ir;
   try {
-    graph = ember::ir::parse(text);
-  } catch (const ember::ir::ParseError& e) {
+    ir = stage.parse(text);
+  } catch (const ParseError& e) {
     std::string what = e.what();  // "line:column: message"
     size_t sep = what.find(": ");
     std::cerr << shown << ":" << what.substr(0, sep) << ": error: " << what.substr(sep + 2) << "\n";
     return 1;
   }
-  if (!report_verify(graph, shown, "")) return 1;
-
-  for (const ember::passes::PassInfo* pass : passes) {
+  if (!report_verify(stage, ir, shown, "")) return 1;
+  for (const PassInfo* pass : passes) {
     try {
-      pass->run(graph);
+      pass->run(ir);
     } catch (const std::exception& e) {
       std::cerr << shown << ": error: pass " << pass->name << " failed: " << e.what() << "\n";
       return 1;
     }
-    if (verify_each && !report_verify(graph, shown, std::string("after pass ") + pass->name + ": ")) return 1;
+    if (options.verify_each && !report_verify(stage, ir, shown, std::string("after pass ") + pass->name + ": ")) return 1;
   }
-  std::cout << ember::ir::print(graph);
+  std::cout << stage.print(ir);
   return 0;
+}
+
+template <typename IR, typename PassInfo>
+void list_passes(const Stage<IR, PassInfo>& stage) {
+  for (const auto& p : stage.registered()) std::cout << p.name << "\t" << p.summary << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--loop") {
+      options.loop_input = true;
+    } else if (arg == "--verify") {
+      options.verify_each = true;
+    } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
+      if (arg == "--pass" && i + 1 >= argc) return usage_error("--pass needs a pass name");
+      options.passes.push_back(arg == "--pass" ? argv[++i] : arg.substr(7));
+    } else if (arg == "--list-passes") {
+      options.list_passes = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      return usage_error("unknown option '" + arg + "'");
+    } else if (!options.path.empty()) {
+      return usage_error("one input file only (got '" + options.path + "' and '" + arg + "')");
+    } else {
+      options.path = arg;
+    }
+  }
+  if (options.list_passes) {
+    options.loop_input ? list_passes(kLoopStage) : list_passes(kGraphStage);
+    return 0;
+  }
+  if (options.path.empty()) return usage_error("no input file (use - for standard input)");
+
+  std::string text;
+  if (!read_input(options.path, text)) {
+    std::cerr << "ember-opt: cannot read " << options.path << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (options.loop_input) return run_stage<ember::loop_ir::Program, ember::loop_ir::LoopPassInfo, ember::loop_ir::ParseError>(kLoopStage, options, text);
+  return run_stage<ember::ir::Graph, ember::passes::PassInfo, ember::ir::ParseError>(kGraphStage, options, text);
 }

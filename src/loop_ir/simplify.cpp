@@ -1,0 +1,307 @@
+// Index algebra for the loop IR: simplification with range facts, substitution, and the
+// simplify-indices pass.
+//
+// Why: lowering composes views as index remaps, so a reshape after a permute leaves expressions
+// such as (8*i0 + i1) // 8; fusion compares index expressions dimension by dimension and code
+// generation wants the cheapest form, so both need i0 there. sym::Expr's constructors already fold
+// what holds for every integer; what needs facts about the variables lives here.
+//
+// Facts. A variable named in `ranges` lies in [0, extent); every other symbol is assumed
+// non-negative (a shape symbol), except `t<n>` (the run-time value of an integer node), about
+// which nothing is assumed. Every rewrite below holds at every point where those facts hold; a
+// point where some extent is <= 0 is in no iteration space, so nothing is claimed there.
+//
+// Bounds are symbolic (sym::Expr), so `(s0*i0 + i1) // s0` with i1 < s0 simplifies as well as the
+// constant case: a claim "e >= 0" is proved by bounding e from below and showing that bound is
+// non-negative syntactically (a constant >= 0, or built from non-negative pieces).
+//
+// Rules, for a divisor k that is a positive constant or a non-constant expression:
+//   (k*q + b) // k  ->  q + m         and   (k*q + b) % k  ->  b - m*k
+//       when every value of b lies in [m*k, (m+1)*k) (m = 0 for a symbolic k);
+//   (k*q + b) // k  ->  q + b // k    and   (k*q + b) % k  ->  b % k     otherwise;
+//   (x % a) % b     ->  x % b         when b divides a (positive constants);
+//   (x // a) // b   ->  x // (a*b)    (sym::floordiv already does this for positive constants).
+// x // n -> 0 and x % n -> x for 0 <= x < n are the first rule with q = 0.
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "loop_ir/loop_ir.h"
+
+namespace ember::loop_ir {
+
+namespace {
+
+using sym::Expr;
+using sym::ExprKind;
+
+bool is_node_value(const std::string& name) {
+  if (name.size() < 2 || name[0] != 't') return false;
+  for (size_t i = 1; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
+}
+
+struct Bounds {
+  std::optional<Expr> lo, hi;
+};
+
+class Simplifier {
+ public:
+  explicit Simplifier(const VarRanges& ranges) {
+    for (const auto& [name, extent] : ranges) extent_.emplace(name, extent);
+  }
+
+  Expr simplify(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::Constant:
+      case ExprKind::Symbol:
+        return e;
+      case ExprKind::Add: {
+        Expr sum = 0;
+        for (const Expr& o : e.operands()) sum = sum + simplify(o);
+        return sum;
+      }
+      case ExprKind::Mul: {
+        Expr product = 1;
+        for (const Expr& o : e.operands()) product = product * simplify(o);
+        return product;
+      }
+      case ExprKind::FloorDiv: return divide(simplify(e.operands()[0]), simplify(e.operands()[1]), false);
+      case ExprKind::Mod: return divide(simplify(e.operands()[0]), simplify(e.operands()[1]), true);
+      case ExprKind::Max: return max(simplify(e.operands()[0]), simplify(e.operands()[1]));
+      case ExprKind::Min: return min(simplify(e.operands()[0]), simplify(e.operands()[1]));
+    }
+    throw std::logic_error("simplify: corrupt ExprKind");
+  }
+
+ private:
+  // ---- Proofs and bounds.
+  // e >= 0 at every point, shown from e's form alone.
+  bool nonneg_form(const Expr& e) const {
+    switch (e.kind()) {
+      case ExprKind::Constant: return e.constant() >= 0;
+      case ExprKind::Symbol: return extent_.count(e.symbol_name()) || !is_node_value(e.symbol_name());
+      case ExprKind::Add:
+      case ExprKind::Mul:
+        for (const Expr& o : e.operands())
+          if (!nonneg_form(o)) return false;
+        return true;
+      case ExprKind::FloorDiv: return nonneg_form(e.operands()[0]) && positive_form(e.operands()[1]);
+      case ExprKind::Mod: return positive_form(e.operands()[1]);
+      case ExprKind::Max: return nonneg_form(e.operands()[0]) || nonneg_form(e.operands()[1]);
+      case ExprKind::Min: return nonneg_form(e.operands()[0]) && nonneg_form(e.operands()[1]);
+    }
+    return false;
+  }
+  // A divisor that is a positive constant or a non-negative expression (division by zero is
+  // undefined, so a non-negative divisor is positive wherever the division is evaluated).
+  bool positive_form(const Expr& e) const { return e.is_constant() ? e.constant() > 0 : nonneg_form(e); }
+
+  bool nonneg(const Expr& e) {
+    Bounds b = bounds(e);
+    return b.lo && nonneg_form(*b.lo);
+  }
+
+  Bounds bounds(const Expr& e) {
+    switch (e.kind()) {
+      case ExprKind::Constant: return {e, e};
+      case ExprKind::Symbol: {
+        auto it = extent_.find(e.symbol_name());
+        if (it != extent_.end()) return {Expr(0), it->second - 1};
+        if (is_node_value(e.symbol_name())) return {};
+        return {e, e};
+      }
+      case ExprKind::Add: {
+        Bounds out{Expr(0), Expr(0)};
+        for (const Expr& o : e.operands()) {
+          Bounds b = bounds(o);
+          out.lo = out.lo && b.lo ? std::optional<Expr>(*out.lo + *b.lo) : std::nullopt;
+          out.hi = out.hi && b.hi ? std::optional<Expr>(*out.hi + *b.hi) : std::nullopt;
+        }
+        return out;
+      }
+      case ExprKind::Mul: {
+        // A constant coefficient scales (and for a negative one, swaps) the bounds of the rest;
+        // other factors multiply only when all are non-negative.
+        int64_t coefficient = 1;
+        Bounds out{Expr(1), Expr(1)};
+        for (const Expr& o : e.operands()) {
+          if (o.is_constant()) {
+            coefficient = o.constant();
+            continue;
+          }
+          Bounds b = bounds(o);
+          if (!b.lo || !nonneg_form(*b.lo)) return {};
+          out.lo = *out.lo * *b.lo;
+          out.hi = out.hi && b.hi ? std::optional<Expr>(*out.hi * *b.hi) : std::nullopt;
+        }
+        if (coefficient >= 0) return {*out.lo * coefficient, out.hi ? std::optional<Expr>(*out.hi * coefficient) : std::nullopt};
+        return {out.hi ? std::optional<Expr>(*out.hi * coefficient) : std::nullopt, *out.lo * coefficient};
+      }
+      case ExprKind::FloorDiv: {
+        const Expr& k = e.operands()[1];
+        if (!k.is_constant() || k.constant() <= 0) return {};
+        Bounds b = bounds(e.operands()[0]);
+        return {b.lo ? std::optional<Expr>(floordiv(*b.lo, k)) : std::nullopt,
+                b.hi ? std::optional<Expr>(floordiv(*b.hi, k)) : std::nullopt};
+      }
+      case ExprKind::Mod: {
+        const Expr& k = e.operands()[1];
+        if (!positive_form(k)) return {};
+        return {Expr(0), k - 1};
+      }
+      case ExprKind::Max:
+      case ExprKind::Min: {
+        Bounds a = bounds(e.operands()[0]), b = bounds(e.operands()[1]);
+        auto both = [&](const std::optional<Expr>& x, const std::optional<Expr>& y) -> std::optional<Expr> {
+          if (!x || !y) return std::nullopt;
+          return e.kind() == ExprKind::Max ? max(*x, *y) : min(*x, *y);
+        };
+        return {both(a.lo, b.lo), both(a.hi, b.hi)};
+      }
+    }
+    return {};
+  }
+
+  // ---- Division.
+  // t / k when the term t is a multiple of k (a constant coefficient divisible by k's, and every
+  // other factor of k among t's factors).
+  static std::optional<Expr> term_quotient(const Expr& t, const Expr& k) {
+    auto factors = [](const Expr& x, int64_t& coefficient) {
+      std::vector<Expr> out;
+      coefficient = 1;
+      if (x.is_constant()) {
+        coefficient = x.constant();
+        return out;
+      }
+      for (const Expr& f : x.kind() == ExprKind::Mul ? x.operands() : std::vector<Expr>{x}) {
+        if (f.is_constant())
+          coefficient = f.constant();
+        else
+          out.push_back(f);
+      }
+      return out;
+    };
+    int64_t tc, kc;
+    std::vector<Expr> tf = factors(t, tc), kf = factors(k, kc);
+    if (kc == 0 || tc % kc != 0) return std::nullopt;
+    for (const Expr& f : kf) {
+      auto it = std::find(tf.begin(), tf.end(), f);
+      if (it == tf.end()) return std::nullopt;
+      tf.erase(it);
+    }
+    Expr q = tc / kc;
+    for (const Expr& f : tf) q = q * f;
+    return q;
+  }
+
+  Expr divide(const Expr& a, const Expr& k, bool remainder) {
+    auto rebuild = [&](const Expr& x) { return remainder ? mod(x, k) : floordiv(x, k); };
+    bool constant_divisor = k.is_constant();
+    if (constant_divisor && k.constant() <= 0) return rebuild(a);  // the rules below need k > 0
+    if (!constant_divisor && !positive_form(k)) return rebuild(a);
+
+    // (x % c1) % c2 -> x % c2 when c2 divides c1.
+    if (remainder && constant_divisor && a.kind() == ExprKind::Mod && a.operands()[1].is_constant() &&
+        a.operands()[1].constant() > 0 && a.operands()[1].constant() % k.constant() == 0)
+      return divide(a.operands()[0], k, true);
+
+    // Split a = k*q + b.
+    Expr q = 0, b = 0;
+    for (const Expr& t : a.kind() == ExprKind::Add ? a.operands() : std::vector<Expr>{a}) {
+      std::optional<Expr> part = t.is_constant() ? std::nullopt : term_quotient(t, k);
+      if (part)
+        q = q + *part;
+      else
+        b = b + t;
+    }
+    Bounds bb = bounds(b);
+    if (constant_divisor && bb.lo && bb.hi && bb.lo->is_constant() && bb.hi->is_constant()) {
+      int64_t c = k.constant();
+      Expr m_lo = floordiv(*bb.lo, c), m_hi = floordiv(*bb.hi, c);
+      if (m_lo == m_hi) return remainder ? b - m_lo * c : q + m_lo;
+    }
+    if (bb.lo && bb.hi && nonneg_form(*bb.lo) && nonneg(k - 1 - *bb.hi)) return remainder ? b : q;
+    if (q == Expr(0)) return rebuild(a);
+    return remainder ? rebuild(b) : q + rebuild(b);
+  }
+
+  std::map<std::string, Expr> extent_;
+};
+
+Expr substitute_impl(const Expr& e, const std::map<std::string, Expr>& with) {
+  switch (e.kind()) {
+    case ExprKind::Constant: return e;
+    case ExprKind::Symbol: {
+      auto it = with.find(e.symbol_name());
+      return it == with.end() ? e : it->second;
+    }
+    case ExprKind::Add: {
+      Expr sum = 0;
+      for (const Expr& o : e.operands()) sum = sum + substitute_impl(o, with);
+      return sum;
+    }
+    case ExprKind::Mul: {
+      Expr product = 1;
+      for (const Expr& o : e.operands()) product = product * substitute_impl(o, with);
+      return product;
+    }
+    case ExprKind::FloorDiv: return floordiv(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
+    case ExprKind::Mod: return mod(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
+    case ExprKind::Max: return max(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
+    case ExprKind::Min: return min(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
+  }
+  throw std::logic_error("substitute: corrupt ExprKind");
+}
+
+}  // namespace
+
+Expr simplify(const Expr& e, const VarRanges& ranges) {
+  Simplifier s(ranges);
+  // A rewrite can expose another (pulling q out of a sum leaves a smaller division); iterate to a
+  // fixed point, which every rule approaches since each strictly shrinks the tree.
+  Expr current = e;
+  for (int round = 0; round < 8; ++round) {
+    Expr next = s.simplify(current);
+    if (next == current) return next;
+    current = next;
+  }
+  return current;
+}
+
+Expr substitute(const Expr& e, const std::vector<std::pair<std::string, Expr>>& replacements) {
+  std::map<std::string, Expr> with;
+  for (const auto& [name, value] : replacements)
+    if (!with.emplace(name, value).second) throw std::invalid_argument("substitute: " + name + " is replaced twice");
+  return substitute_impl(e, with);
+}
+
+bool simplify_indices(Program& program) {
+  bool changed = false;
+  for (Kernel& k : program.kernels) {
+    VarRanges outer;
+    for (size_t d = 0; d < k.ranges.size(); ++d) outer.emplace_back("i" + std::to_string(d), k.ranges[d]);
+    // t<n> of a check_index node lies in [0, bound): the check stops the kernel otherwise.
+    VarRanges checked;
+    for (const Node& n : k.nodes)
+      if (n.op == ScalarOp::CheckIndex) checked.emplace_back("t" + std::to_string(n.id), n.bound);
+    for (Node& n : k.nodes) {
+      VarRanges ranges = outer;
+      if (n.loop >= 0 && static_cast<size_t>(n.loop) < k.loops.size())
+        for (size_t d = 0; d < k.loops[n.loop].ranges.size(); ++d)
+          ranges.emplace_back("r" + std::to_string(d), k.loops[n.loop].ranges[d]);
+      for (const auto& c : checked) ranges.push_back(c);
+      for (Expr& e : n.index) {
+        Expr s = simplify(e, ranges);
+        if (s != e) {
+          e = s;
+          changed = true;
+        }
+      }
+    }
+  }
+  return changed;
+}
+
+}  // namespace ember::loop_ir
