@@ -11,6 +11,7 @@ void bind_eval_frame(nb::module_& m);
 void bind_compiler(nb::module_& m);
 void bind_shapes(nb::module_& m);
 void bind_codecache(nb::module_& m);
+void bind_codegen(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -30,4 +31,6 @@ NB_MODULE(_C, m) {
   bind_shapes(shapes);
   auto codecache = m.def_submodule("codecache", "C++ compiler driver and disk code cache");
   bind_codecache(codecache);
+  auto codegen = m.def_submodule("codegen", "C++ code generation and compiled graphs (tests, tools)");
+  bind_codegen(codegen);
 }

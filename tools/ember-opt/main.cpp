@@ -1,7 +1,7 @@
 // ember-opt: reads IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-
+//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--emit-cpp] FILE|-
 //
 // The input is graph IR, or loop IR with --loop (then --pass names loop passes). The input is
 // always verified: passes may assume valid IR. --verify also verifies after every pass, blaming
@@ -20,18 +20,21 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "codegen/cpp/cpp_codegen.h"
 #include "loop_ir/loop_ir.h"
 #include "loop_ir/passes.h"
 #include "passes/passes.h"
 
 namespace {
 
-constexpr const char* kUsage = "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] FILE|-\n";
+constexpr const char* kUsage =
+    "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--emit-cpp] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
   bool verify_each = false;
   bool list_passes = false;
+  bool emit_cpp = false;  // loop IR in, the generated C++ out (instead of the loop IR)
   std::vector<std::string> passes;
   std::string path;
 };
@@ -96,9 +99,16 @@ bool resolve_passes(const Stage<IR, PassInfo>& stage, const Options& options, st
   return true;
 }
 
-// Parses, verifies, runs the passes, prints. Returns the exit status.
+// --emit-cpp: the C++ translation unit of a loop IR program, with a memory plan that gives every
+// temporary its own slot (the memory planner's plan once the pipeline wires it).
+std::string emit_cpp(const ember::loop_ir::Program& program) {
+  return ember::codegen::emit_cpp(program, ember::codegen::unshared_plan(program), ember::codegen::CppOptions{}).text;
+}
+
+// Parses, verifies, runs the passes, prints (through `output` when given). Returns the exit status.
 template <typename IR, typename PassInfo, typename ParseError>
-int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const std::string& text) {
+int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const std::string& text,
+              std::string (*output)(const IR&) = nullptr) {
   std::vector<const PassInfo*> passes;
   if (!resolve_passes(stage, options, passes)) return 2;
   const std::string shown = options.path == "-" ? "<stdin>" : options.path;
@@ -121,7 +131,12 @@ int run_stage(const Stage<IR, PassInfo>& stage, const Options& options, const st
     }
     if (options.verify_each && !report_verify(stage, ir, shown, std::string("after pass ") + pass->name + ": ")) return 1;
   }
-  std::cout << stage.print(ir);
+  try {
+    std::cout << (output ? output(ir) : stage.print(ir));
+  } catch (const std::exception& e) {
+    std::cerr << shown << ": error: " << e.what() << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -143,6 +158,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--pass" || arg.rfind("--pass=", 0) == 0) {
       if (arg == "--pass" && i + 1 >= argc) return usage_error("--pass needs a pass name");
       options.passes.push_back(arg == "--pass" ? argv[++i] : arg.substr(7));
+    } else if (arg == "--emit-cpp") {
+      options.emit_cpp = options.loop_input = true;
     } else if (arg == "--list-passes") {
       options.list_passes = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -167,6 +184,8 @@ int main(int argc, char** argv) {
     std::cerr << "ember-opt: cannot read " << options.path << ": " << std::strerror(errno) << "\n";
     return 1;
   }
-  if (options.loop_input) return run_stage<ember::loop_ir::Program, ember::loop_ir::LoopPassInfo, ember::loop_ir::ParseError>(kLoopStage, options, text);
+  if (options.loop_input)
+    return run_stage<ember::loop_ir::Program, ember::loop_ir::LoopPassInfo, ember::loop_ir::ParseError>(
+        kLoopStage, options, text, options.emit_cpp ? emit_cpp : nullptr);
   return run_stage<ember::ir::Graph, ember::passes::PassInfo, ember::ir::ParseError>(kGraphStage, options, text);
 }

@@ -14,6 +14,7 @@
 
 namespace ember::codegen::detail {
 
+using ir::DType;
 using loop_ir::Buffer;
 using loop_ir::BufferId;
 using loop_ir::Kernel;

@@ -151,7 +151,7 @@ struct KernelEmitter {
     line(depth + 1, "const int64_t " + v.var + " = " + e + " - " + e + " % ev::VecF::kSize;");
     line(depth + 1, "const int n = static_cast<int>(" + e + " % ev::VecF::kSize);");
     if (loop_has_reductions(inside))
-      line(depth + 1, "const ev::MaskF tail_mask = ev::VecF::iota(0.0f) < ev::VecF::broadcast(static_cast<float>(n));");
+      line(depth + 1, "const ev::MaskF tail_mask = ev::MaskF::first(n);");
     for (const Node& n : kernel.nodes)
       if (inside(n.id)) emit_vector_node(env, n, v.var, Mode::VectorTail, inside, indent(depth + 1), out);
     line(depth, "}");

@@ -522,7 +522,7 @@ void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const 
     const std::string w = welford_name(env, n);
     const char* field = n.op == ScalarOp::WelfordMean ? "mean" : "m2";
     if (vector) {
-      if (welford_leader(env, n) == n.id) out += indent + "const ev::WelfordResult " + w + "_r = " + w + ".result();\n";
+      if (welford_leader(env, n) == n.id) out += indent + "const ev::WelfordS " + w + "_r = " + w + ".reduce();\n";
       out += lhs + "static_cast<" + t + ">(" + w + "_r." + field + ");\n";
     } else {
       out += lhs + "static_cast<" + t + ">(" + w + "_" + field + ");\n";
