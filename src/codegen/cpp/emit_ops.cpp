@@ -94,7 +94,7 @@ std::string unary_scalar(const Node& n, DType dt, const std::string& x) {
       return math("reciprocal", "");
     case ScalarOp::Relu:
       if (f32) return "ev::relu(" + x + ")";
-      if (f64) return "((" + x + " > 0.0 || " + x + " != " + x + ") ? " + x + " : 0.0)";
+      if (f64) return "(" + x + " < 0.0 ? 0.0 : " + x + ")";  // NaN and -0.0 pass, as in torch
       if (dt == DType::Bool) return x;
       return "(" + x + " > 0 ? " + x + " : 0)";
     case ScalarOp::Floor:
@@ -112,7 +112,7 @@ std::string unary_scalar(const Node& n, DType dt, const std::string& x) {
     case ScalarOp::Sign:
       if (f32) return "ev::sign(" + x + ")";
       if (dt == DType::Bool) return x;
-      if (f64) return "((" + x + " > 0.0) ? 1.0 : (" + x + " < 0.0) ? -1.0 : " + x + " * 0.0)";
+      if (f64) return "static_cast<double>((" + x + " > 0.0) - (" + x + " < 0.0))";  // sign(NaN) is 0 in torch
       return "((" + x + " > 0) - (" + x + " < 0))";
     case ScalarOp::BitwiseNot:
       if (dt == DType::Bool) return "!" + x;
@@ -684,9 +684,11 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     case ScalarOp::Load:
       if (!n.operands.empty()) return self + " is a masked load";
       return access(false);
-    case ScalarOp::Store:
-      if (operand_dtype(0) != DType::Float32) return self + " stores a non-f32 value";
-      return access(true);
+    case ScalarOp::Store: {
+      std::string why = access(true);
+      if (why.empty() && operand_dtype(0) != DType::Float32) why = self + " stores a non-f32 value";
+      return why;
+    }
     case ScalarOp::Constant: return f32 ? "" : self + " is a " + ir::dtype_name(n.dtype) + " constant";
     case ScalarOp::Index:
     case ScalarOp::CheckIndex: return self + " computes an integer index";
