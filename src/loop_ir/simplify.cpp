@@ -19,12 +19,15 @@
 //   (k*q + b) // k  ->  q + m         and   (k*q + b) % k  ->  b - m*k
 //       when every value of b lies in [m*k, (m+1)*k) (m = 0 for a symbolic k);
 //   (k*q + b) // k  ->  q + b // k    and   (k*q + b) % k  ->  b % k     otherwise;
+//   (g*x + y) // k  ->  x // (k/g)    when g > 1 divides a constant k and every value of y lies
+//       in [0, g) (the matching `% k` form, g*(x % (k/g)) + y, is not used: it costs more);
 //   (x % a) % b     ->  x % b         when b divides a (positive constants);
 //   (x // a) // b   ->  x // (a*b)    (sym::floordiv already does this for positive constants).
 // x // n -> 0 and x % n -> x for 0 <= x < n are the first rule with q = 0.
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "loop_ir/loop_ir.h"
 
@@ -196,6 +199,33 @@ class Simplifier {
     return q;
   }
 
+  // b = g*big + small with g a proper divisor of d (g > 1) and every value of small in [0, g):
+  // then b // d == big // (d/g). The largest such g wins.
+  // (8*i0 + i1) // 16 with i1 < 8 is i0 // 2.
+  std::optional<std::tuple<int64_t, Expr, Expr>> split_by_divisor(const Expr& b, int64_t d) {
+    std::vector<int64_t> divisors;
+    for (int64_t f = 2; f <= d / f; ++f)
+      if (d % f == 0) divisors.insert(divisors.end(), {f, d / f});
+    std::sort(divisors.rbegin(), divisors.rend());
+    for (int64_t g : divisors) {
+      Expr big = 0, small = 0;
+      for (const Expr& t : b.kind() == ExprKind::Add ? b.operands() : std::vector<Expr>{b}) {
+        if (t.is_constant()) {
+          big = big + floordiv(t, g);
+          small = small + mod(t, g);
+        } else if (auto part = term_quotient(t, Expr(g))) {
+          big = big + *part;
+        } else {
+          small = small + t;
+        }
+      }
+      if (big == Expr(0)) continue;
+      Bounds sb = bounds(small);
+      if (sb.lo && sb.hi && nonneg_form(*sb.lo) && nonneg(Expr(g - 1) - *sb.hi)) return std::make_tuple(g, big, small);
+    }
+    return std::nullopt;
+  }
+
   Expr divide(const Expr& a, const Expr& k, bool remainder) {
     auto rebuild = [&](const Expr& x) { return remainder ? mod(x, k) : floordiv(x, k); };
     bool constant_divisor = k.is_constant();
@@ -210,6 +240,11 @@ class Simplifier {
     // Split a = k*q + b.
     Expr q = 0, b = 0;
     for (const Expr& t : a.kind() == ExprKind::Add ? a.operands() : std::vector<Expr>{a}) {
+      if (t.is_constant() && constant_divisor) {  // c = k*(c // k) + c % k
+        q = q + floordiv(t, k);
+        b = b + mod(t, k);
+        continue;
+      }
       std::optional<Expr> part = t.is_constant() ? std::nullopt : term_quotient(t, k);
       if (part)
         q = q + *part;
@@ -223,6 +258,12 @@ class Simplifier {
       if (m_lo == m_hi) return remainder ? b - m_lo * c : q + m_lo;
     }
     if (bb.lo && bb.hi && nonneg_form(*bb.lo) && nonneg(k - 1 - *bb.hi)) return remainder ? b : q;
+    // Only for floordiv: the remainder's split form costs more operations than it saves.
+    if (constant_divisor && !remainder)
+      if (auto split = split_by_divisor(b, k.constant())) {
+        auto [g, big, small] = *split;
+        return q + floordiv(big, Expr(k.constant() / g));
+      }
     if (q == Expr(0)) return rebuild(a);
     return remainder ? rebuild(b) : q + rebuild(b);
   }

@@ -27,13 +27,15 @@ PyObject* compile_error_type = nullptr;
 PyObject* cache_error_type = nullptr;
 
 runtime::CppCompileOptions options_from(std::string compiler, std::vector<std::string> include_dirs,
-                                        std::string cache_dir, const std::string& isa, bool openmp) {
+                                        std::string cache_dir, const std::string& isa, bool openmp,
+                                        std::string precompiled_header) {
   runtime::CppCompileOptions o;
   o.compiler = std::move(compiler);
   o.include_dirs = std::move(include_dirs);
   o.cache_dir = std::move(cache_dir);
   o.isa = runtime::parse_isa(isa.c_str());
   o.openmp = openmp;
+  o.precompiled_header = std::move(precompiled_header);
   return o;
 }
 
@@ -61,30 +63,34 @@ void bind_codecache(nb::module_& m) {
   m.attr("CacheError") = nb::handle(cache_error_type);
   nb::register_exception_translator(translate);
 
-  m.def("sha256", [](nb::bytes data) { return sha256_hex(std::string_view(data.c_str(), data.size())); },
-        "data"_a);
+  m.def(
+      "sha256",
+      [](nb::bytes data, bool portable) {
+        return sha256_hex(std::string_view(data.c_str(), data.size()), !portable);
+      },
+      "data"_a, "portable"_a = false);
   m.def("detect_isa", [] { return std::string(runtime::isa_name(runtime::detect_isa())); });
   m.def(
       "compile_flags",
       [](std::string compiler, std::vector<std::string> include_dirs, std::string cache_dir, const std::string& isa,
-         bool openmp) {
-        return runtime::compile_flags(options_from(compiler, include_dirs, cache_dir, isa, openmp));
+         bool openmp, std::string pch) {
+        return runtime::compile_flags(options_from(compiler, include_dirs, cache_dir, isa, openmp, pch));
       },
       "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "", "isa"_a = "scalar",
-      "openmp"_a = true);
+      "openmp"_a = true, "precompiled_header"_a = "");
   m.def(
       "cache_key",
       [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
-         std::string cache_dir, const std::string& isa, bool openmp) {
-        return runtime::cache_key(source, options_from(compiler, include_dirs, cache_dir, isa, openmp));
+         std::string cache_dir, const std::string& isa, bool openmp, std::string pch) {
+        return runtime::cache_key(source, options_from(compiler, include_dirs, cache_dir, isa, openmp, pch));
       },
       "source"_a, "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "",
-      "isa"_a = "scalar", "openmp"_a = true);
+      "isa"_a = "scalar", "openmp"_a = true, "precompiled_header"_a = "");
   m.def(
       "compile_and_load",
       [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
-         std::string cache_dir, const std::string& isa, bool openmp) {
-        runtime::CppCompileOptions o = options_from(compiler, include_dirs, cache_dir, isa, openmp);
+         std::string cache_dir, const std::string& isa, bool openmp, std::string pch) {
+        runtime::CppCompileOptions o = options_from(compiler, include_dirs, cache_dir, isa, openmp, pch);
         runtime::CompileResult r;
         {
           nb::gil_scoped_release release;
@@ -93,6 +99,7 @@ void bind_codecache(nb::module_& m) {
         return nb::make_tuple(r.library->path(), r.cache_hit, r.seconds, r.library->key());
       },
       "source"_a, "compiler"_a, "include_dirs"_a, "cache_dir"_a, "isa"_a = "scalar", "openmp"_a = true,
+      "precompiled_header"_a = "",
       "Returns (path, cache_hit, seconds, key).");
   m.def("compiler_version", &runtime::compiler_version, "compiler"_a);
   m.def(

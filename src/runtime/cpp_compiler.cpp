@@ -3,8 +3,9 @@
 // One compile_and_load call, in order:
 //   key -> in-process memo -> (per-key mutex) -> check the cache dir -> load the published entry if
 //   its digest matches, without a lock -> else flock(<key>.lock), look again (another process may
-//   have published it meanwhile), compile to a temporary, write the .sha256 sidecar, rename the .so
-//   into place, dlopen.
+//   have published it meanwhile), get the precompiled header if one is asked for (its own entry,
+//   own lock, taken after the entry lock and never before it), compile to a temporary, write the
+//   .sha256 sidecar, rename the .so into place, dlopen.
 // The sidecar is written before the .so appears, so any reader that sees a .so also sees a digest;
 // a reader that sees a stale pair (mid-rebuild) finds a mismatch and waits on the lock.
 #include "runtime/cpp_compiler.h"
@@ -110,12 +111,16 @@ EntryPaths entry_paths(const std::string& cache_dir, const std::string& key) {
   return p;
 }
 
+bool matches_digest(const std::string& path, const std::string& digest_path) {
+  std::optional<std::string> expected = read_file_if_exists(digest_path);
+  if (!expected) return false;
+  std::optional<std::string> bytes = read_file_if_exists(path);
+  return bytes && sha256_hex(*bytes) == *expected;
+}
+
 // The published library if its bytes match the sidecar digest and it loads; nullptr otherwise.
 std::shared_ptr<LoadedLibrary> load_published(const EntryPaths& p, const std::string& key) {
-  std::optional<std::string> expected = read_file_if_exists(p.digest);
-  if (!expected) return nullptr;
-  std::optional<std::string> bytes = read_file_if_exists(p.so);
-  if (!bytes || sha256_hex(*bytes) != *expected) return nullptr;
+  if (!matches_digest(p.so, p.digest)) return nullptr;
   try {
     return LoadedLibrary::open(p.so, key);
   } catch (const std::runtime_error&) {
@@ -123,9 +128,81 @@ std::shared_ptr<LoadedLibrary> load_published(const EntryPaths& p, const std::st
   }
 }
 
+// The include directory holding <header>.gch for these options ("" when there is none), built
+// under its own lock on first use. Its key covers everything GCC checks before using a PCH.
+std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner) {
+  const std::string& header = options.precompiled_header;
+  if (header.empty()) return "";
+  std::vector<std::string> flags;
+  for (const std::string& flag : compile_flags(options)) {
+    if (flag != "-shared") flags.push_back(flag);  // a link option; GCC rejects it with -x c++-header
+  }
+  Sha256 h;
+  add_field(h, "format", kCacheFormat);
+  add_field(h, "kind", "pch");
+  add_field(h, "compiler-version", compiler_version(options.compiler));
+  add_field(h, "isa", isa_name(options.isa));
+  for (const std::string& flag : flags) add_field(h, "flag", flag);
+  for (const std::string& dir : options.include_dirs) add_field(h, "include-dir-sha256", include_dir_digest(dir));
+  add_field(h, "header", header);
+  std::string key = Sha256::hex(h.finish());
+
+  static std::mutex mutex;
+  static std::map<std::string, std::string> checked;  // key -> directory, verified in this process
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = checked.find(key);
+    if (found != checked.end()) return found->second;
+  }
+  std::string header_path;
+  for (const std::string& dir : options.include_dirs) {
+    struct stat st;
+    if (stat((dir + "/" + header).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      header_path = dir + "/" + header;
+      break;
+    }
+  }
+  if (header_path.empty()) {
+    throw CacheError("Ember code cache: precompiled header '" + header + "' is not in any include directory");
+  }
+  std::string root = options.cache_dir + "/pch";
+  ensure_private_dir(root, owner);
+  std::string dir = root + "/" + key;
+  std::string gch = dir + "/" + header + ".gch";
+  std::string digest = dir + ".sha256";
+  auto remember = [&](std::string result) {
+    std::lock_guard<std::mutex> lock(mutex);
+    checked.emplace(key, result);
+    return result;
+  };
+  if (matches_digest(gch, digest)) return remember(dir);
+  FileLock file_lock(dir + ".lock");
+  if (matches_digest(gch, digest)) return remember(dir);
+  remove_if_exists(digest);
+  ensure_private_dir(dir, owner);
+  // The header's own folders (ember/) under the PCH directory, where GCC will look for it.
+  for (size_t slash = 0; (slash = header.find('/', slash + 1)) != std::string::npos;) {
+    ensure_private_dir(dir + "/" + header.substr(0, slash), owner);
+  }
+  std::string temp = temp_path_for(gch);
+  std::vector<std::string> argv{options.compiler};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-x", "c++-header", header_path, "-o", temp});
+  ProcessResult run = run_process(argv);
+  std::optional<std::string> bytes;
+  if (run.started && run.exit_status == 0) bytes = read_file_if_exists(temp);
+  if (!bytes) {
+    remove_if_exists(temp);
+    return remember("");  // the main compile reports a broken header with the real error
+  }
+  write_file_atomic(digest, sha256_hex(*bytes));
+  publish_file(temp, gch);
+  return remember(dir);
+}
+
 // Runs the compiler on the entry's source; the caller holds the entry lock.
 std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::string& key, const std::string& source,
-                                           const CppCompileOptions& options) {
+                                           const CppCompileOptions& options, const std::string& pch_dir) {
   // Stale pieces of an invalid entry go first, so nothing can pair them with the new build.
   remove_if_exists(p.so);
   remove_if_exists(p.digest);
@@ -133,6 +210,8 @@ std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::strin
 
   std::string temp_so = temp_path_for(p.so);
   std::vector<std::string> argv{options.compiler};
+  // The PCH directory is searched before the real header's (it holds only the .gch).
+  if (!pch_dir.empty()) argv.push_back("-I" + pch_dir);
   for (std::string& flag : compile_flags(options)) argv.push_back(std::move(flag));
   argv.insert(argv.end(), {p.source, "-o", temp_so});
   ProcessResult run = run_process(argv);
@@ -231,6 +310,7 @@ std::string cache_key(const std::string& source, const CppCompileOptions& option
   add_field(h, "isa", isa_name(options.isa));
   for (const std::string& flag : compile_flags(options)) add_field(h, "flag", flag);
   for (const std::string& dir : options.include_dirs) add_field(h, "include-dir-sha256", include_dir_digest(dir));
+  add_field(h, "precompiled-header", options.precompiled_header);
   add_field(h, "source", source);
   return Sha256::hex(h.finish());
 }
@@ -274,7 +354,8 @@ CompileResult compile_and_load(const std::string& source, const CppCompileOption
   if (auto library = load_published(paths, key)) return remember(std::move(library), true);
   FileLock file_lock(paths.lock);
   if (auto library = load_published(paths, key)) return remember(std::move(library), true);
-  return remember(build_entry(paths, key, source, options), false);
+  std::string pch_dir = precompiled_header_dir(options, owner);
+  return remember(build_entry(paths, key, source, options, pch_dir), false);
 }
 
 std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key) {

@@ -14,6 +14,8 @@
 //    loading an entry that is already published takes no lock.
 //  - The cache directory is created 0700 and refused (CacheError) unless it is owned by this user
 //    and not writable by group or others, following a symlink to check the real directory.
+//  - A precompiled header, if asked for, is itself an entry <cache_dir>/pch/<key>/<header>.gch
+//    with the same publication, digest and lock rules, checked once per process.
 //  - Libraries are memoized in-process by key and never dlclosed while a LoadedLibrary reference
 //    lives; the memo itself holds one, so a loaded library stays until process exit.
 // Python-free, so it can move into the core library.
@@ -37,6 +39,11 @@ struct CppCompileOptions {
   std::string cache_dir;                  // EMBER_CACHE_DIR, default ~/.cache/ember
   Isa isa = Isa::Scalar;
   bool openmp = true;
+  // A header under include_dirs (e.g. "ember/vec.h") to precompile once per (compiler, flags,
+  // header bytes) and reuse: it saves most of a compile when the source's first line includes it
+  // (GCC ignores a PCH included after any other token). Empty: no PCH. The PCH is only a speed-up:
+  // if it cannot be built, sources compile without it.
+  std::string precompiled_header;
 };
 
 // Every flag but the input and output files, in command-line order. Never -ffast-math (on gcc < 13

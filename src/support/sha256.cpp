@@ -6,6 +6,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define EMBER_SHA256_X86 1
+#endif
+
 namespace ember {
 
 namespace {
@@ -28,14 +34,7 @@ inline uint32_t load_be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
 }
 
-}  // namespace
-
-Sha256::Sha256()
-    // First 32 bits of the fractional parts of the square roots of the first 8 primes.
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
-      block_{} {}
-
-void Sha256::compress(const uint8_t* block) {
+void compress_portable(uint32_t* state, const uint8_t* block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) w[i] = load_be32(block + 4 * i);
   for (int i = 16; i < 64; ++i) {
@@ -43,8 +42,8 @@ void Sha256::compress(const uint8_t* block) {
     uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+  uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
   for (int i = 0; i < 64; ++i) {
     uint32_t s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
     uint32_t choose = (e & f) ^ (~e & g);
@@ -61,14 +60,80 @@ void Sha256::compress(const uint8_t* block) {
     b = a;
     a = t1 + t2;
   }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+  state[0] += a;
+  state[1] += b;
+  state[2] += c;
+  state[3] += d;
+  state[4] += e;
+  state[5] += f;
+  state[6] += g;
+  state[7] += h;
+}
+
+#ifdef EMBER_SHA256_X86
+bool cpu_has_sha_extensions() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  bool ssse3 = ecx & (1u << 9), sse41 = ecx & (1u << 19);
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return ssse3 && sse41 && (ebx & (1u << 29));
+}
+
+// The SHA instructions keep the state as two vectors, ABEF and CDGH (A in the highest lane), and
+// run two rounds per sha256rnds2; msg1/msg2 extend the schedule four words at a time.
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_extensions(uint32_t* state, const uint8_t* blocks,
+                                                                        size_t count) {
+  const __m128i big_endian = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));
+  __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  for (; count > 0; --count, blocks += 64) {
+    __m128i abef_in = abef, cdgh_in = cdgh;
+    __m128i w[4];  // w[g % 4]: schedule words 4g..4g+3 (the previous group before it is overwritten)
+    for (int g = 0; g < 16; ++g) {
+      __m128i m;
+      if (g < 4) {
+        m = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * g)), big_endian);
+      } else {
+        __m128i t = _mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]);
+        t = _mm_add_epi32(t, _mm_alignr_epi8(w[(g + 3) % 4], w[(g + 2) % 4], 4));
+        m = _mm_sha256msg2_epu32(t, w[(g + 3) % 4]);
+      }
+      w[g % 4] = m;
+      __m128i wk = _mm_add_epi32(m, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * g)));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_in);
+    cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  }
+  __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+}  // namespace
+
+Sha256::Sha256(bool use_cpu_extensions)
+    // First 32 bits of the fractional parts of the square roots of the first 8 primes.
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
+      block_{},
+      use_cpu_extensions_(use_cpu_extensions) {}
+
+void Sha256::compress(const uint8_t* blocks, size_t count) {
+#ifdef EMBER_SHA256_X86
+  static const bool has_sha_extensions = cpu_has_sha_extensions();
+  if (has_sha_extensions && use_cpu_extensions_) {
+    compress_sha_extensions(state_.data(), blocks, count);
+    return;
+  }
+#endif
+  for (; count > 0; --count, blocks += 64) compress_portable(state_.data(), blocks);
 }
 
 Sha256& Sha256::update(const void* data, size_t size) {
@@ -82,10 +147,13 @@ Sha256& Sha256::update(const void* data, size_t size) {
     p += take;
     size -= take;
     if (block_used_ < block_.size()) return *this;
-    compress(block_.data());
+    compress(block_.data(), 1);
     block_used_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) compress(p);
+  size_t whole = size / 64;
+  compress(p, whole);
+  p += 64 * whole;
+  size -= 64 * whole;
   std::memcpy(block_.data(), p, size);
   block_used_ = size;
   return *this;
@@ -123,6 +191,8 @@ std::string Sha256::hex(const Digest& digest) {
   return out;
 }
 
-std::string sha256_hex(std::string_view bytes) { return Sha256::hex(Sha256().update(bytes).finish()); }
+std::string sha256_hex(std::string_view bytes, bool use_cpu_extensions) {
+  return Sha256::hex(Sha256(use_cpu_extensions).update(bytes).finish());
+}
 
 }  // namespace ember

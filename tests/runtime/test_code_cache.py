@@ -79,19 +79,23 @@ def compile_count(log):
 
 # ---- sha256 ----
 
-def test_sha256_nist_vectors():
-    assert codecache.sha256(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    assert codecache.sha256(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    assert codecache.sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") == (
+# portable=False uses the x86 SHA instructions where the CPU has them; both paths must agree.
+@pytest.mark.parametrize("portable", [False, True])
+def test_sha256_nist_vectors(portable):
+    assert codecache.sha256(b"", portable) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert codecache.sha256(b"abc", portable) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert codecache.sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", portable) == (
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-    assert codecache.sha256(b"a" * 1_000_000) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+    assert codecache.sha256(b"a" * 1_000_000, portable) == (
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
 
 
-def test_sha256_agrees_with_hashlib_across_block_boundaries():
+@pytest.mark.parametrize("portable", [False, True])
+def test_sha256_agrees_with_hashlib_across_block_boundaries(portable):
     rng = random.Random(1234)
     for n in list(range(0, 130)) + [1000, 4096, 65537]:
         data = bytes(rng.randrange(256) for _ in range(n))
-        assert codecache.sha256(data) == hashlib.sha256(data).hexdigest(), n
+        assert codecache.sha256(data, portable) == hashlib.sha256(data).hexdigest(), n
 
 
 # ---- ISA and flags ----
@@ -368,3 +372,61 @@ def test_unloadable_library_is_a_compile_error(tmp_path):
 def test_missing_compiler_is_a_compile_error(tmp_path):
     with pytest.raises(codecache.CompileError, match="cannot run the C\\+\\+ compiler '/no/such/cxx'"):
         codecache.compile_and_load(kernel("x"), **options(tmp_path, compiler="/no/such/cxx"))
+
+
+# ---- precompiled header ----
+
+PCH_HEADER = "#pragma once\n#include <cstdint>\n#include <cmath>\ninline int64_t ember_scale(int64_t x) { return 3 * x; }\n"
+
+
+def pch_source(tag):
+    return f'#include "ember/vec.h"\n// {tag}\nextern "C" int64_t f(int64_t x) {{ return ember_scale(x) + 1; }}\n'
+
+
+def pch_reporting_compiler(tmp_path):
+    """A $CXX that runs g++ -H and logs the headers it reads: a used PCH shows as a line '! <path>.gch'."""
+    log = tmp_path / "headers.log"
+    script = tmp_path / "cxx-H"
+    script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then exec "{CXX}" "$@"; fi\n'
+                      f'echo "run $*" >> "{log}"\nexec "{CXX}" -H "$@" 2>> "{log}"\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+@needs_gxx
+def test_precompiled_header_is_built_once_keyed_and_used(tmp_path):
+    cxx, log = pch_reporting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx, precompiled_header="ember/vec.h")
+    (tmp_path / "include" / "ember" / "vec.h").write_text(PCH_HEADER)
+    assert codecache.cache_key(pch_source("a"), **o) != codecache.cache_key(
+        pch_source("a"), **dict(o, precompiled_header=""))
+    assert compile_in_child(pch_source(f"pch a {tmp_path}"), o)[1:] == (False, 16)
+    assert compile_in_child(pch_source(f"pch b {tmp_path}"), o)[1:] == (False, 16)
+    runs = [line for line in log.read_text().splitlines() if line.startswith("run ")]
+    assert len(runs) == 3 and "c++-header" in runs[0]  # one PCH build, two kernels
+    pch_root = os.path.join(o["cache_dir"], "pch")
+    (key_dir,) = [d for d in os.listdir(pch_root) if os.path.isdir(os.path.join(pch_root, d))]
+    gch = os.path.join(pch_root, key_dir, "ember", "vec.h.gch")
+    assert hashlib.sha256(open(gch, "rb").read()).hexdigest() == open(os.path.join(pch_root, key_dir + ".sha256")).read()
+    assert log.read_text().count(f"! {gch}") == 2
+    assert stat.S_IMODE(os.stat(os.path.join(pch_root, key_dir)).st_mode) == 0o700
+
+    # A damaged PCH is rebuilt by the next process that needs it.
+    data = open(gch, "rb").read()
+    open(gch, "wb").write(data[: len(data) // 2])
+    assert compile_in_child(pch_source(f"pch c {tmp_path}"), o)[1:] == (False, 16)
+    runs = [line for line in log.read_text().splitlines() if line.startswith("run ")]
+    assert len(runs) == 5 and "c++-header" in runs[3]
+    assert log.read_text().count(f"! {gch}") == 3
+
+    # A changed header is a new PCH (and new kernel keys).
+    (tmp_path / "include" / "ember" / "vec.h").write_text(PCH_HEADER.replace("3 * x", "4 * x"))
+    assert compile_in_child(pch_source(f"pch a {tmp_path}"), o)[1:] == (False, 21)
+    assert len([d for d in os.listdir(pch_root) if os.path.isdir(os.path.join(pch_root, d))]) == 2
+
+
+@needs_gxx
+def test_precompiled_header_missing_is_a_cache_error(tmp_path):
+    o = options(tmp_path, precompiled_header="ember/nothere.h")
+    with pytest.raises(codecache.CacheError, match="precompiled header 'ember/nothere.h' is not in any include"):
+        codecache.compile_and_load(pch_source(f"nothere {tmp_path}"), **o)
