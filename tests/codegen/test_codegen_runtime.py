@@ -208,3 +208,36 @@ def test_ember_opt_emits_cpp(tmp_path):
                    .replace("i0 < 3", "i0 < s0"))
     done = subprocess.run([tool, "--emit-cpp", str(src)], capture_output=True, text=True)
     assert done.returncode == 1 and "symbolic" in done.stderr
+
+
+ISA_ORDER = ["scalar", "avx2", "avx512"]
+
+
+@pytest.mark.parametrize("isa", ISA_ORDER)
+def test_every_isa_compiles_and_the_supported_ones_agree(cache_dir, isa):
+    """The same program for each vector layer: compiled (and loaded) for all three, run where the
+    CPU has the instructions; results within float32 rounding of torch (lane counts differ, so the
+    reductions' association differs)."""
+    rows, n = 3, 37
+    p = Program("isa")
+    x = p.buffer(f"f32[{rows}, {n}]{{{n}, 1}} input 0")
+    out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
+    p.kernel(f"@k0 [i0 < {rows}]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    mean, m2 = p.node(f"welford_mean {v} : f32"), p.node(f"welford_m2 {v} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    centered = p.node(f"sub {v}, {mean} : f32")
+    p.store(out, "i0, r0", p.node(f"mul {p.node(f'erf {centered} : f32')}, {m2} : f32"))
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir, isa=isa)
+    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
+        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    data = torch.randn(rows, n)
+    got, = prog.run([data])
+    mu = data.mean(1, keepdim=True)
+    ref = torch.erf(data - mu) * ((data - mu) ** 2).sum(1, keepdim=True)
+    torch.testing.assert_close(got, ref, rtol=2e-5, atol=2e-5)
