@@ -11,6 +11,7 @@
 // A failed check_index reports through ctx and jumps to the end of the current outer point (a
 // label after the point's block, so no initialisation is skipped); the entry returns after the
 // kernel.
+#include <algorithm>
 #include <set>
 
 #include "codegen/cpp/emit_internal.h"
