@@ -12,6 +12,7 @@ void bind_compiler(nb::module_& m);
 void bind_shapes(nb::module_& m);
 void bind_codecache(nb::module_& m);
 void bind_lowering(nb::module_& m);
+void bind_codegen(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -33,4 +34,6 @@ NB_MODULE(_C, m) {
   bind_codecache(codecache);
   auto lowering = m.def_submodule("lowering", "Graph IR to loop IR (tests)");
   bind_lowering(lowering);
+  auto codegen = m.def_submodule("codegen", "C++ code generation and compiled graphs (tests, tools)");
+  bind_codegen(codegen);
 }

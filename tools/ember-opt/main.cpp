@@ -1,14 +1,16 @@
 // ember-opt: reads IR text, verifies it, runs the named passes in order, prints the result.
 // The driver of Ember's golden tests (tests/golden), and the quickest way to watch one pass work.
 //
-//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--lower] [--schedule [--max-nodes N]] [--plan] FILE|-
+//   ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--lower] [--schedule [--max-nodes N]] [--plan]
+//             [--emit-cpp] FILE|-
 //
 // The input is graph IR, or loop IR with --loop (then --pass names loop passes). The input is
 // always verified: passes may assume valid IR. --verify also verifies after every pass, blaming
 // the pass that broke the IR. --lower lowers the graph (after its passes) to loop IR. On loop IR
 // (read with --loop, or lowered), --schedule runs the scheduler (its decisions print first, as
 // `// fusion: ...` lines) and --plan the memory planner (its plan prints after the program, as
-// `// memory: ...` lines). Exit status: 0 success; 1 the input does not parse or verify, a pass
+// `// memory: ...` lines), and --emit-cpp prints the generated C++ instead of the loop IR (with
+// the memory planner's plan; --emit-cpp alone reads loop IR). Exit status: 0 success; 1 the input does not parse or verify, a pass
 // failed, or the file cannot be read; 2 bad command line.
 //
 // Each IR is one `Stage` below (how to parse, verify and print it, and its pass list); a tool
@@ -27,6 +29,7 @@
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 #include "loop_ir/passes.h"
+#include "codegen/cpp/cpp_codegen.h"
 #include "lowering/lowering.h"
 #include "memory/memory_plan.h"
 #include "passes/passes.h"
@@ -36,7 +39,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ember-opt [--loop] [--verify] [--pass NAME]... [--list-passes] [--lower] [--schedule [--max-nodes N]] "
-    "[--plan] FILE|-\n";
+    "[--plan] [--emit-cpp] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -47,6 +50,7 @@ struct Options {
   std::string path;
   bool schedule = false;  // loop IR only
   bool plan = false;      // loop IR only
+  bool emit_cpp = false;  // loop IR only: the generated C++ is printed instead of the loop IR
   ember::scheduler::ScheduleOptions schedule_options;
 };
 
@@ -124,7 +128,16 @@ int print_program(ember::loop_ir::Program& program, const Options& options, cons
     std::cerr << shown << ": error: " << (options.plan && !options.schedule ? "plan" : "schedule") << " failed: " << e.what() << "\n";
     return 1;
   }
-  std::cout << before << ember::loop_ir::print(program) << after;
+  if (!options.emit_cpp) {
+    std::cout << before << ember::loop_ir::print(program) << after;
+    return 0;
+  }
+  try {
+    std::cout << before << ember::codegen::emit_cpp(program, ember::memory::plan_memory(program), ember::codegen::CppOptions{}).text;
+  } catch (const std::exception& e) {
+    std::cerr << shown << ": error: " << e.what() << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -188,6 +201,8 @@ int main(int argc, char** argv) {
       options.schedule = true;
     } else if (arg == "--plan") {
       options.plan = true;
+    } else if (arg == "--emit-cpp") {
+      options.emit_cpp = true;
     } else if (arg == "--max-nodes") {
       if (i + 1 >= argc) return usage_error("--max-nodes needs a number");
       try {
@@ -213,6 +228,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options.path.empty()) return usage_error("no input file (use - for standard input)");
+  if (options.emit_cpp && !options.lower) options.loop_input = true;
   if ((options.schedule || options.plan) && !options.loop_input && !options.lower)
     return usage_error("--schedule and --plan need loop IR: --loop or --lower");
   if (options.lower && options.loop_input) return usage_error("--lower takes graph IR, not --loop");

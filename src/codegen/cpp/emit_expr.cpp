@@ -1,0 +1,310 @@
+// C++ spellings the emitter shares: dtypes, literals, index expressions, and the affine analysis
+// that decides whether an access is contiguous along a loop variable.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "codegen/cpp/emit_internal.h"
+
+namespace ember::codegen::detail {
+
+const char* storage_type(DType dt) {
+  switch (dt) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8_t";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::Float16: return "uint16_t";
+    case DType::BFloat16: return "uint16_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Complex64:
+    case DType::Complex128:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2: break;
+  }
+  throw CodegenError(std::string("C++ code generation does not support dtype ") + ir::dtype_name(dt));
+}
+
+const char* value_type(DType dt) {
+  if (dt == DType::Float16 || dt == DType::BFloat16) return "float";
+  return storage_type(dt);
+}
+
+bool is_f32_like(DType dt) { return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16; }
+
+bool is_integer(DType dt) {
+  return dt == DType::UInt8 || dt == DType::Int8 || dt == DType::Int16 || dt == DType::Int32 || dt == DType::Int64;
+}
+
+void require_supported(DType dt, const std::string& what) {
+  switch (dt) {
+    case DType::Complex64:
+    case DType::Complex128:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2:
+      throw CodegenError(what + ": C++ code generation does not support dtype " + ir::dtype_name(dt));
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32:
+    case DType::Float64: return;
+  }
+}
+
+namespace {
+
+// Shortest text that reads back as the same value, with a decimal point so C++ sees a floating
+// literal.
+std::string float_text(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string integer_text(int64_t v) {
+  if (v == std::numeric_limits<int64_t>::min()) return "(-INT64_C(9223372036854775807) - 1)";
+  if (v > INT32_MAX || v < INT32_MIN) return "INT64_C(" + std::to_string(v) + ")";
+  return std::to_string(v);
+}
+
+double as_double(const loop_ir::Scalar& value) {
+  if (const bool* b = std::get_if<bool>(&value)) return *b ? 1.0 : 0.0;
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
+  return std::get<double>(value);
+}
+
+int64_t as_int(const loop_ir::Scalar& value) {
+  if (const bool* b = std::get_if<bool>(&value)) return *b ? 1 : 0;
+  if (const int64_t* i = std::get_if<int64_t>(&value)) return *i;
+  return static_cast<int64_t>(std::get<double>(value));
+}
+
+std::string float_literal(double v, bool single) {
+  const char* t = single ? "float" : "double";
+  if (std::isnan(v)) return std::string("std::numeric_limits<") + t + ">::quiet_NaN()";
+  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+  if (single) return float_text(static_cast<float>(v), 9) + "f";
+  return float_text(v, 17);
+}
+
+}  // namespace
+
+std::string literal(const loop_ir::Scalar& value, DType dt) {
+  switch (dt) {
+    case DType::Bool: return as_double(value) != 0.0 ? "true" : "false";
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64: return integer_text(as_int(value));
+    case DType::Float16: return "ev::f16_to_f32(ev::f32_to_f16(" + float_literal(as_double(value), true) + "))";
+    case DType::BFloat16: return "ev::bf16_to_f32(ev::f32_to_bf16(" + float_literal(as_double(value), true) + "))";
+    case DType::Float32: return float_literal(as_double(value), true);
+    case DType::Float64: return float_literal(as_double(value), false);
+    case DType::Complex64:
+    case DType::Complex128:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2: break;
+  }
+  throw CodegenError(std::string("no C++ literal for dtype ") + ir::dtype_name(dt));
+}
+
+int64_t constant_of(const sym::Expr& e, const std::string& what) {
+  if (!e.is_constant())
+    throw CodegenError(what + " is symbolic (" + e.str() + "): C++ code generation needs constant sizes");
+  return e.constant();
+}
+
+namespace {
+
+bool is_loop_variable(const std::string& name) {
+  if (name.size() < 2 || (name[0] != 'i' && name[0] != 'r')) return false;
+  for (size_t k = 1; k < name.size(); ++k)
+    if (name[k] < '0' || name[k] > '9') return false;
+  return true;
+}
+
+// True when `e` is certainly >= 0: loop variables are, and so are values a check_index passed.
+bool non_negative(const sym::Expr& e, const IndexSymbols& symbols) {
+  switch (e.kind()) {
+    case sym::ExprKind::Constant: return e.constant() >= 0;
+    case sym::ExprKind::Symbol: {
+      if (is_loop_variable(e.symbol_name())) return true;
+      const Node* n = symbols.node_of ? symbols.node_of(e.symbol_name()) : nullptr;
+      return n != nullptr && n->op == ScalarOp::CheckIndex;
+    }
+    case sym::ExprKind::Add:
+    case sym::ExprKind::Mul:
+    case sym::ExprKind::Max:
+    case sym::ExprKind::Min:
+      for (const sym::Expr& o : e.operands())
+        if (!non_negative(o, symbols)) return false;
+      return true;
+    case sym::ExprKind::FloorDiv:
+    case sym::ExprKind::Mod:
+      return non_negative(e.operands()[0], symbols) && e.operands()[1].is_constant() &&
+             e.operands()[1].constant() > 0;
+  }
+  return false;
+}
+
+bool is_negative_constant(const sym::Expr& e) { return e.is_constant() && e.constant() < 0; }
+
+std::string print_index(const sym::Expr& e, const IndexSymbols& symbols);
+
+// An operand of * // % max min: parenthesized when it is a sum.
+std::string operand(const sym::Expr& e, const IndexSymbols& symbols) {
+  std::string s = print_index(e, symbols);
+  if (e.kind() == sym::ExprKind::Add || (e.kind() == sym::ExprKind::Mul) || is_negative_constant(e))
+    return "(" + s + ")";
+  return s;
+}
+
+// A term of a sum, with its sign pulled out so sums print as `a - 4*b`, not `a + -4*b`.
+std::string unsigned_term(const sym::Expr& term, const IndexSymbols& symbols, bool* negative) {
+  *negative = false;
+  if (is_negative_constant(term)) {
+    *negative = true;
+    return integer_text(-term.constant());
+  }
+  if (term.kind() == sym::ExprKind::Mul && is_negative_constant(term.operands()[0])) {
+    *negative = true;
+    int64_t c = -term.operands()[0].constant();
+    std::string rest;
+    for (size_t k = 1; k < term.operands().size(); ++k)
+      rest += (rest.empty() ? "" : "*") + operand(term.operands()[k], symbols);
+    return c == 1 ? rest : integer_text(c) + "*" + rest;
+  }
+  return print_index(term, symbols);
+}
+
+std::string print_index(const sym::Expr& e, const IndexSymbols& symbols) {
+  switch (e.kind()) {
+    case sym::ExprKind::Constant: return integer_text(e.constant());
+    case sym::ExprKind::Symbol: {
+      const std::string& name = e.symbol_name();
+      if (is_loop_variable(name)) return name;
+      const Node* n = symbols.node_of ? symbols.node_of(name) : nullptr;
+      if (n == nullptr)
+        throw CodegenError("index symbol '" + name +
+                           "' is neither a loop variable nor an integer node: C++ code generation needs constant sizes");
+      if (n->dtype == DType::Int64) return name;
+      return "static_cast<int64_t>(" + name + ")";
+    }
+    case sym::ExprKind::Add: {
+      std::string s;
+      for (const sym::Expr& term : e.operands()) {
+        bool negative = false;
+        std::string t = unsigned_term(term, symbols, &negative);
+        if (s.empty()) {
+          s = negative ? "-" + t : t;
+        } else {
+          s += (negative ? " - " : " + ") + t;
+        }
+      }
+      return s;
+    }
+    case sym::ExprKind::Mul: {
+      std::string s;
+      for (const sym::Expr& f : e.operands()) s += (s.empty() ? "" : "*") + operand(f, symbols);
+      return s;
+    }
+    case sym::ExprKind::FloorDiv:
+    case sym::ExprKind::Mod: {
+      const sym::Expr& a = e.operands()[0];
+      const sym::Expr& b = e.operands()[1];
+      bool floor_div = e.kind() == sym::ExprKind::FloorDiv;
+      // C's / and % round toward zero; they agree with Python's when both sides are >= 0.
+      if (non_negative(a, symbols) && b.is_constant() && b.constant() > 0)
+        return operand(a, symbols) + (floor_div ? " / " : " % ") + operand(b, symbols);
+      return std::string(floor_div ? "ember::rt::floordiv_int" : "ember::rt::mod_int") + "<int64_t>(" +
+             print_index(a, symbols) + ", " + print_index(b, symbols) + ")";
+    }
+    case sym::ExprKind::Max:
+    case sym::ExprKind::Min: {
+      std::string s = e.kind() == sym::ExprKind::Max ? "std::max<int64_t>(" : "std::min<int64_t>(";
+      // Max and Min may hold more than two operands; nest them.
+      const auto& ops = e.operands();
+      std::string acc = print_index(ops[0], symbols);
+      for (size_t k = 1; k < ops.size(); ++k) acc = s + acc + ", " + print_index(ops[k], symbols) + ")";
+      return acc;
+    }
+  }
+  throw CodegenError("unknown index expression kind");
+}
+
+bool mentions(const sym::Expr& e, const std::string& var) {
+  if (e.kind() == sym::ExprKind::Symbol) return e.symbol_name() == var;
+  for (const sym::Expr& o : e.operands())
+    if (mentions(o, var)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string c_index(const sym::Expr& e, const IndexSymbols& symbols) { return print_index(e, symbols); }
+
+std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string& var) {
+  switch (e.kind()) {
+    case sym::ExprKind::Constant: return 0;
+    case sym::ExprKind::Symbol: return e.symbol_name() == var ? 1 : 0;
+    case sym::ExprKind::Add: {
+      int64_t sum = 0;
+      for (const sym::Expr& term : e.operands()) {
+        std::optional<int64_t> c = linear_coefficient(term, var);
+        if (!c) return std::nullopt;
+        sum += *c;
+      }
+      return sum;
+    }
+    case sym::ExprKind::Mul: {
+      // Affine in var only as constants times one factor affine in var; a var-free symbol as a
+      // further factor makes the coefficient symbolic.
+      if (!mentions(e, var)) return 0;
+      int64_t scale = 1;
+      const sym::Expr* with_var = nullptr;
+      for (const sym::Expr& f : e.operands()) {
+        if (f.is_constant()) {
+          scale *= f.constant();
+        } else if (with_var != nullptr || !mentions(f, var)) {
+          return std::nullopt;
+        } else {
+          with_var = &f;
+        }
+      }
+      std::optional<int64_t> inner = linear_coefficient(*with_var, var);
+      if (!inner) return std::nullopt;
+      return scale * *inner;
+    }
+    case sym::ExprKind::FloorDiv:
+    case sym::ExprKind::Mod:
+    case sym::ExprKind::Max:
+    case sym::ExprKind::Min:
+      if (mentions(e, var)) return std::nullopt;
+      return 0;
+  }
+  return std::nullopt;
+}
+
+sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index) {
+  sym::Expr offset = 0;
+  for (size_t k = 0; k < index.size() && k < buffer.strides.size(); ++k) {
+    // A dimension of size 1 is always read at index 0, whatever its stride says.
+    if (buffer.sizes[k].is_constant() && buffer.sizes[k].constant() == 1) continue;
+    offset = offset + index[k] * buffer.strides[k];
+  }
+  return offset;
+}
+
+}  // namespace ember::codegen::detail

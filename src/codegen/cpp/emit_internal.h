@@ -1,0 +1,106 @@
+// Pieces shared by the C++ emitter's files: C++ spellings of dtypes, literals and index
+// expressions (emit_expr.cpp), per-node statements (emit_ops.cpp) and kernel functions
+// (emit_kernel.cpp). Not a public interface: cpp_codegen.h is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/cpp/cpp_codegen.h"
+
+namespace ember::codegen::detail {
+
+using ir::DType;
+using loop_ir::Buffer;
+using loop_ir::BufferId;
+using loop_ir::Kernel;
+using loop_ir::Node;
+using loop_ir::NodeId;
+using loop_ir::Program;
+using loop_ir::ScalarOp;
+
+// ---- dtypes (emit_expr.cpp)
+// The C++ type a buffer of `dt` stores (float16 and bfloat16: their bits as uint16_t).
+const char* storage_type(DType dt);
+// The C++ type of a node value of `dt` (float16 and bfloat16 values are carried as float).
+const char* value_type(DType dt);
+bool is_f32_like(DType dt);   // computed in float through ember::vec: f32, f16, bf16
+bool is_integer(DType dt);    // u8, i8, i16, i32, i64
+// Throws CodegenError naming `what` for dtypes generated code does not handle (complex, float8).
+void require_supported(DType dt, const std::string& what);
+
+// ---- literals and index expressions (emit_expr.cpp)
+std::string literal(const loop_ir::Scalar& value, DType dt);
+int64_t constant_of(const sym::Expr& e, const std::string& what);  // CodegenError if symbolic
+
+// How index expressions read the kernel's integer nodes (`t<n>` symbols).
+struct IndexSymbols {
+  std::function<const Node*(const std::string& name)> node_of;  // nullptr: not a node symbol
+};
+// `e` as a C++ int64 expression. Loop variables i<k>/r<k> print as themselves, t<n> as the node's
+// variable (widened to int64 when narrower); any other symbol is a CodegenError (sizes must be
+// constant by now).
+std::string c_index(const sym::Expr& e, const IndexSymbols& symbols);
+// The coefficient of `var` if `e` is affine in it with a constant coefficient (0 if absent);
+// nullopt when `var` appears under floordiv, mod, max, min or multiplied by a symbol.
+std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string& var);
+// Σ index[k] * strides[k]: the element offset of an access from the buffer's element 0.
+sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index);
+
+// ---- nodes (emit_ops.cpp)
+enum class Mode : uint8_t { Scalar, Vector, VectorTail };
+
+struct NodeEnv {
+  const Program* program = nullptr;
+  const Kernel* kernel = nullptr;
+  std::unordered_map<NodeId, size_t> position;  // node id -> index in kernel->nodes
+  IndexSymbols symbols;
+  std::string next_label;                       // where a failed check jumps: "k0_next"
+  std::vector<std::string>* check_sites = nullptr;
+  const Node& node(NodeId id) const { return kernel->nodes[position.at(id)]; }
+};
+
+// The vector spelling of a node's operand: its own name inside the vector region, else the
+// broadcast of the scalar computed earlier (`t3_v`).
+std::string vector_operand_name(NodeId id, bool inside_region);
+
+// Why `node` cannot be part of a vector region over `var` ("" when it can). `inside(id)` says
+// which nodes belong to the region.
+std::string vector_refusal(const NodeEnv& env, const Node& node, const std::string& var,
+                           const std::function<bool(NodeId)>& inside);
+
+// Statements computing `node` (reductions: their update step), appended to `out` at `indent`.
+void emit_scalar_node(const NodeEnv& env, const Node& node, const std::string& indent, std::string& out);
+// `var`: the vectorized variable (its value is the first lane's).
+void emit_vector_node(const NodeEnv& env, const Node& node, const std::string& var, Mode mode,
+                      const std::function<bool(NodeId)>& inside, const std::string& indent, std::string& out);
+
+// Reductions: accumulator declarations before the loop and the node's value after it. Welford
+// mean/m2 pairs of one operand share the accumulator of the first of them (`welford_leader`).
+NodeId welford_leader(const NodeEnv& env, const Node& node);
+void emit_reduction_init(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
+                         std::string& out);
+void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
+                          std::string& out);
+
+// ---- kernels (emit_kernel.cpp)
+struct KernelParam {
+  BufferId buffer = -1;
+  bool written = false;
+};
+struct KernelCode {
+  std::string text;                  // the static function, with its comment block
+  std::vector<KernelParam> params;   // in signature order (then `ctx` when uses_ctx)
+  bool uses_ctx = false;             // has check_index: takes ember_ctx* and may set an error
+};
+// `restrict_ok`: every pointer parameter may be __restrict (no two may alias).
+KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOptions& options, bool restrict_ok,
+                       std::vector<std::string>* check_sites);
+// The buffers a kernel loads and stores, by id (stores marked written).
+std::vector<KernelParam> kernel_params(const Kernel& kernel);
+
+}  // namespace ember::codegen::detail

@@ -1,0 +1,354 @@
+// One loop IR kernel as a static C++ function: the loop nest, the choice of scalar or vector code
+// for each loop, and the OpenMP decision (docs/codegen-cpp.md, "Kernels").
+//
+// Shape. For every outer point (variables i0, i1, ...) the kernel runs its loops in order. A loop
+// with ranges is a nest of for-loops whose last variable may be vectorized; a loop without ranges
+// runs once per outer point. A kernel whose loops have no ranges at all is pointwise: its last
+// outer variable is the one vectorized. Vector code steps VecF::kSize lanes at a time and ends
+// with one masked tail (loads and stores of the first n lanes), so no lane ever touches memory
+// past the end of a row.
+//
+// A failed check_index reports through ctx and jumps to the end of the current outer point (a
+// label after the point's block, so no initialisation is skipped); the entry returns after the
+// kernel.
+#include <algorithm>
+#include <set>
+
+#include "codegen/cpp/emit_internal.h"
+
+namespace ember::codegen::detail {
+
+namespace {
+
+// Below this many parallel outer points a pointwise kernel splits its vector loop across threads
+// instead (a [2, 1000000] kernel has two rows but plenty of lanes).
+constexpr int64_t kMinParallelRows = 64;
+
+struct VectorChoice {
+  bool vector = false;
+  std::string var;
+  int64_t extent = 0;
+  std::string reason;  // why scalar, when not vector
+};
+
+struct KernelEmitter {
+  const Program& program;
+  const Kernel& kernel;
+  const CppOptions& options;
+  NodeEnv env;
+  std::vector<int64_t> outer;               // extents of i0, i1, ...
+  std::vector<std::vector<int64_t>> loops;  // extents of each loop's r0, r1, ...
+  std::string out;
+
+  KernelEmitter(const Program& p, const Kernel& k, const CppOptions& o, std::vector<std::string>* sites)
+      : program(p), kernel(k), options(o) {
+    env.program = &p;
+    env.kernel = &k;
+    for (size_t i = 0; i < k.nodes.size(); ++i) env.position[k.nodes[i].id] = i;
+    env.symbols.node_of = [this](const std::string& sym) -> const Node* {
+      if (sym.size() < 2 || sym[0] != 't') return nullptr;
+      for (size_t c = 1; c < sym.size(); ++c)
+        if (sym[c] < '0' || sym[c] > '9') return nullptr;
+      auto it = env.position.find(static_cast<NodeId>(std::stol(sym.substr(1))));
+      if (it == env.position.end()) return nullptr;
+      const Node& n = kernel.nodes[it->second];
+      return is_integer(n.dtype) ? &n : nullptr;
+    };
+    env.next_label = k.name + "_next";
+    env.check_sites = sites;
+    for (size_t d = 0; d < k.ranges.size(); ++d)
+      outer.push_back(constant_of(k.ranges[d], "range i" + std::to_string(d) + " of kernel " + k.name));
+    for (size_t l = 0; l < k.loops.size(); ++l) {
+      loops.emplace_back();
+      for (size_t d = 0; d < k.loops[l].ranges.size(); ++d)
+        loops.back().push_back(constant_of(k.loops[l].ranges[d], "range r" + std::to_string(d) + " of loop " +
+                                                                     std::to_string(l) + " of kernel " + k.name));
+    }
+  }
+
+  bool pointwise() const {
+    for (const auto& l : loops)
+      if (!l.empty()) return false;
+    return true;
+  }
+
+  bool has_checks() const {
+    for (const Node& n : kernel.nodes)
+      if (n.op == ScalarOp::CheckIndex) return true;
+    return false;
+  }
+
+  static bool is_reduction(const Node& n) { return loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce; }
+
+  VectorChoice choose(const std::string& var, int64_t extent, const std::function<bool(NodeId)>& inside,
+                      bool allow_reductions) const {
+    VectorChoice c;
+    c.var = var;
+    c.extent = extent;
+    if (extent <= 1) {
+      c.reason = var + " has extent " + std::to_string(extent);
+      return c;
+    }
+    for (const Node& n : kernel.nodes) {
+      if (!inside(n.id)) continue;
+      if (!allow_reductions && is_reduction(n)) {
+        c.reason = "%t" + std::to_string(n.id) + " reduces over a loop without ranges";
+        return c;
+      }
+      std::string why = vector_refusal(env, n, var, inside);
+      if (!why.empty()) {
+        c.reason = why;
+        return c;
+      }
+    }
+    c.vector = true;
+    return c;
+  }
+
+  // ---- pieces of code
+
+  void line(int depth, const std::string& text) { out += std::string(2 * depth, ' ') + text + "\n"; }
+
+  std::string indent(int depth) const { return std::string(2 * depth, ' '); }
+
+  void scalar_nodes(int loop, int depth) {
+    for (const Node& n : kernel.nodes)
+      if (n.loop == loop) emit_scalar_node(env, n, indent(depth), out);
+  }
+
+  void reduction_inits(int loop, bool vector, int depth) {
+    for (const Node& n : kernel.nodes)
+      if (n.loop == loop && is_reduction(n)) emit_reduction_init(env, n, vector, indent(depth), out);
+  }
+
+  void reduction_finals(int loop, bool vector, int depth) {
+    for (const Node& n : kernel.nodes)
+      if (n.loop == loop && is_reduction(n)) emit_reduction_final(env, n, vector, indent(depth), out);
+  }
+
+  bool loop_has_reductions(const std::function<bool(NodeId)>& inside) const {
+    for (const Node& n : kernel.nodes)
+      if (inside(n.id) && is_reduction(n)) return true;
+    return false;
+  }
+
+  // The main body (kSize lanes from `var`) and the masked tail of a vector region.
+  void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
+                     bool parallel_chunks) {
+    const std::string e = std::to_string(v.extent);
+    if (parallel_chunks) line(depth, "#pragma omp parallel for schedule(static)");
+    if (chunked) {
+      // A counted loop over whole vectors, so OpenMP can split it.
+      line(depth, "for (int64_t c = 0; c < " + e + " / ev::VecF::kSize; ++c) {");
+      line(depth + 1, "const int64_t " + v.var + " = c * ev::VecF::kSize;");
+    } else {
+      line(depth, "for (int64_t " + v.var + " = 0; " + v.var + " + ev::VecF::kSize <= " + e + "; " + v.var +
+                      " += ev::VecF::kSize) {");
+    }
+    for (const Node& n : kernel.nodes)
+      if (inside(n.id)) emit_vector_node(env, n, v.var, Mode::Vector, inside, indent(depth + 1), out);
+    line(depth, "}");
+    line(depth, "if (" + e + " % ev::VecF::kSize != 0) {");
+    line(depth + 1, "const int64_t " + v.var + " = " + e + " - " + e + " % ev::VecF::kSize;");
+    line(depth + 1, "const int n = static_cast<int>(" + e + " % ev::VecF::kSize);");
+    if (loop_has_reductions(inside))
+      line(depth + 1, "const ev::MaskF tail_mask = ev::MaskF::first(n);");
+    for (const Node& n : kernel.nodes)
+      if (inside(n.id)) emit_vector_node(env, n, v.var, Mode::VectorTail, inside, indent(depth + 1), out);
+    line(depth, "}");
+  }
+
+  // A loop with ranges, at the scope of one outer point.
+  void ranged_loop(int l, const VectorChoice& v, std::set<NodeId>& broadcasts, int depth) {
+    auto inside = [this, l](NodeId id) { return env.node(id).loop == l; };
+    const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
+    reduction_inits(l, v.vector, depth);
+    if (v.vector) {
+      for (const Node& n : kernel.nodes) {
+        if (n.loop != l) continue;
+        for (NodeId o : n.operands) {
+          if (inside(o) || !broadcasts.insert(o).second) continue;
+          line(depth, "const ev::VecF " + vector_operand_name(o, false) + " = ev::VecF::broadcast(t" +
+                          std::to_string(o) + ");");
+        }
+      }
+    }
+    const size_t nest = v.vector ? ext.size() - 1 : ext.size();
+    for (size_t d = 0; d < nest; ++d) {
+      const std::string r = "r" + std::to_string(d);
+      line(depth + static_cast<int>(d),
+           "for (int64_t " + r + " = 0; " + r + " < " + std::to_string(ext[d]) + "; ++" + r + ") {");
+    }
+    const int inner = depth + static_cast<int>(nest);
+    if (v.vector) {
+      vector_bodies(v, inside, inner, false, false);
+    } else {
+      scalar_nodes(l, inner);
+    }
+    for (size_t d = nest; d-- > 0;) line(depth + static_cast<int>(d), "}");
+    reduction_finals(l, v.vector, depth);
+  }
+};
+
+std::string param_type(const Buffer& b, bool written, bool restrict_ok) {
+  return std::string(written ? "" : "const ") + storage_type(b.dtype) + "*" + (restrict_ok ? " __restrict" : "") + " b" +
+         std::to_string(b.id);
+}
+
+std::string ranges_text(const std::vector<int64_t>& ext, char var) {
+  std::string s = "[";
+  for (size_t d = 0; d < ext.size(); ++d)
+    s += (d ? ", " : "") + std::string(1, var) + std::to_string(d) + " < " + std::to_string(ext[d]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<KernelParam> kernel_params(const Kernel& kernel) {
+  std::vector<KernelParam> params;
+  for (const Node& n : kernel.nodes) {
+    if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
+    auto it = std::find_if(params.begin(), params.end(), [&](const KernelParam& p) { return p.buffer == n.buffer; });
+    if (it == params.end()) {
+      params.push_back(KernelParam{n.buffer, false});
+      it = params.end() - 1;
+    }
+    if (n.op == ScalarOp::Store) it->written = true;
+  }
+  std::sort(params.begin(), params.end(), [](const KernelParam& a, const KernelParam& b) { return a.buffer < b.buffer; });
+  return params;
+}
+
+KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOptions& options, bool restrict_ok,
+                       std::vector<std::string>* check_sites) {
+  KernelEmitter k(program, kernel, options, check_sites);
+  KernelCode code;
+  code.params = kernel_params(kernel);
+  code.uses_ctx = k.has_checks();
+  for (const KernelParam& p : code.params) require_supported(program.buffers.at(p.buffer).dtype, "buffer %b" + std::to_string(p.buffer));
+
+  // Vectorization: one choice for a pointwise kernel, one per loop with ranges otherwise.
+  const bool pointwise = k.pointwise();
+  const size_t rank = k.outer.size();
+  VectorChoice point_choice;
+  std::vector<VectorChoice> loop_choice(k.loops.size());
+  if (pointwise) {
+    if (rank == 0) {
+      point_choice.reason = "no outer loop";
+    } else {
+      point_choice = k.choose("i" + std::to_string(rank - 1), k.outer.back(), [](NodeId) { return true; }, false);
+    }
+  } else {
+    for (size_t l = 0; l < k.loops.size(); ++l) {
+      if (k.loops[l].empty()) continue;
+      auto inside = [&k, l](NodeId id) { return k.env.node(id).loop == static_cast<int>(l); };
+      loop_choice[l] = k.choose("r" + std::to_string(k.loops[l].size() - 1), k.loops[l].back(), inside, true);
+    }
+  }
+
+  // Parallelism: outer points × the trip counts of the loops run at each point.
+  int64_t points = 1;
+  for (int64_t e : k.outer) points *= e;
+  int64_t per_point = 0;
+  for (const auto& l : k.loops) {
+    int64_t trip = 1;
+    for (int64_t e : l) trip *= e;
+    per_point += trip;
+  }
+  const int64_t work = points * std::max<int64_t>(per_point, 1);
+  const bool vector_points = pointwise && point_choice.vector;
+  const size_t parallel_dims = vector_points ? rank - 1 : rank;
+  int64_t parallel_points = 1;
+  for (size_t d = 0; d < parallel_dims; ++d) parallel_points *= k.outer[d];
+  bool parallel_outer = false, parallel_chunks = false;
+  std::string parallel_note;
+  if (!options.openmp) {
+    parallel_note = "serial: OpenMP off";
+  } else if (work < options.parallel_threshold) {
+    parallel_note = "serial: work " + std::to_string(work) + " < " + std::to_string(options.parallel_threshold);
+  } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2)) {
+    parallel_outer = true;
+    parallel_note = "parallel over " + std::to_string(parallel_dims) + " outer loop(s), " +
+                    std::to_string(parallel_points) + " points";
+  } else if (vector_points) {
+    parallel_chunks = true;
+    parallel_note = "parallel over the vector chunks of " + point_choice.var;
+  } else {
+    parallel_note = "serial: one outer point (a parallel reduction is not implemented)";
+  }
+
+  // The comment block: decisions, then the kernel's loop IR.
+  std::string& out = k.out;
+  out += "// kernel " + kernel.name + ": outer " + ranges_text(k.outer, 'i') + "; " + parallel_note + "\n";
+  if (pointwise) {
+    out += "//   pointwise: " +
+           (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") + "\n";
+  } else {
+    for (size_t l = 0; l < k.loops.size(); ++l) {
+      std::string what = k.loops[l].empty() ? "once per outer point"
+                         : loop_choice[l].vector ? "vector over " + loop_choice[l].var
+                                                 : "scalar (" + loop_choice[l].reason + ")";
+      out += "//   loop " + std::to_string(l) + " " + ranges_text(k.loops[l], 'r') + ": " + what + "\n";
+    }
+  }
+  {
+    std::string ir = loop_ir::print(kernel);
+    size_t start = 0;
+    while (start < ir.size()) {
+      size_t end = ir.find('\n', start);
+      if (end == std::string::npos) end = ir.size();
+      out += "//   | " + ir.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+  }
+
+  // Signature.
+  std::string sig = "static void " + kernel.name + "(";
+  for (size_t p = 0; p < code.params.size(); ++p)
+    sig += (p ? ", " : "") + param_type(program.buffers.at(code.params[p].buffer), code.params[p].written, restrict_ok);
+  if (code.uses_ctx) sig += std::string(code.params.empty() ? "" : ", ") + "ember_ctx* ctx";
+  out += sig + ") {\n";
+
+  // Outer loops.
+  int depth = 1;
+  const size_t nested = vector_points ? rank - 1 : rank;
+  if (parallel_outer) {
+    k.line(depth, "#pragma omp parallel for schedule(static)" +
+                      (nested > 1 ? " collapse(" + std::to_string(nested) + ")" : std::string()));
+  }
+  for (size_t d = 0; d < nested; ++d) {
+    const std::string i = "i" + std::to_string(d);
+    k.line(depth++, "for (int64_t " + i + " = 0; " + i + " < " + std::to_string(k.outer[d]) + "; ++" + i + ") {");
+  }
+  k.line(depth, "{");
+  ++depth;
+  if (vector_points) {
+    k.vector_bodies(point_choice, [](NodeId) { return true; }, depth, true, parallel_chunks);
+  } else if (pointwise) {
+    for (size_t l = 0; l < k.loops.size(); ++l) {
+      k.reduction_inits(static_cast<int>(l), false, depth);
+      k.scalar_nodes(static_cast<int>(l), depth);
+      k.reduction_finals(static_cast<int>(l), false, depth);
+    }
+  } else {
+    std::set<NodeId> broadcasts;
+    for (size_t l = 0; l < k.loops.size(); ++l) {
+      if (k.loops[l].empty()) {
+        k.reduction_inits(static_cast<int>(l), false, depth);
+        k.scalar_nodes(static_cast<int>(l), depth);
+        k.reduction_finals(static_cast<int>(l), false, depth);
+      } else {
+        k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, depth);
+      }
+    }
+  }
+  --depth;
+  k.line(depth, "}");
+  if (code.uses_ctx) k.line(depth, k.env.next_label + ":;");
+  while (depth > 1) k.line(--depth, "}");
+  out += "}\n";
+  code.text = std::move(out);
+  return code;
+}
+
+}  // namespace ember::codegen::detail

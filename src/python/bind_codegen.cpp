@@ -1,0 +1,136 @@
+// Bindings of the C++ code generator and compiled graphs as ember._C.codegen, for tests and
+// tools: loop IR text in, C++ text or a runnable compiled program out. The real pipeline builds
+// CompiledGraph from graphs in C++; this is the doorway to test it on hand-written loop IR.
+// Options arrive resolved (compiler, include dirs, cache dir); `plan` is None (every temporary
+// its own slot: codegen::unshared_plan) or (arena_bytes, [offset per buffer]).
+// CodegenError becomes ember._C.codegen.CodegenError (a RuntimeError); compiler failures raise
+// ember._C.codecache.CompileError (translated by the codecache binding).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "codegen/cpp/cpp_codegen.h"
+#include "loop_ir/loop_ir.h"
+#include "runtime/compiled_graph.h"
+#include "runtime/isa.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ember::python {
+
+namespace {
+
+PyObject* codegen_error_type = nullptr;
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const codegen::CodegenError& e) {
+    PyErr_SetString(codegen_error_type, e.what());
+  }
+}
+
+using PlanArg = std::optional<std::tuple<int64_t, std::vector<int64_t>>>;
+
+loop_ir::Program parse_verified(const std::string& text) {
+  loop_ir::Program program = loop_ir::parse(text);
+  std::vector<std::string> problems = loop_ir::verify(program);
+  if (!problems.empty()) {
+    std::string message = "invalid loop IR:";
+    for (const std::string& p : problems) message += "\n  " + p;
+    throw nb::value_error(message.c_str());
+  }
+  return program;
+}
+
+memory::MemoryPlan plan_of(const loop_ir::Program& program, const PlanArg& plan) {
+  if (!plan) return codegen::unshared_plan(program);
+  memory::MemoryPlan p;
+  p.arena_bytes = std::get<0>(*plan);
+  p.offsets = std::get<1>(*plan);
+  return p;
+}
+
+codegen::CppOptions codegen_options(bool openmp, int64_t parallel_threshold) {
+  codegen::CppOptions o;
+  o.openmp = openmp;
+  o.parallel_threshold = parallel_threshold;
+  return o;
+}
+
+struct CompiledProgram {
+  std::unique_ptr<runtime::CompiledGraph> graph;
+  bool cache_hit = false;
+  double compile_seconds = 0;
+};
+
+}  // namespace
+
+void bind_codegen(nb::module_& m) {
+  codegen_error_type = PyErr_NewException("ember._C.codegen.CodegenError", PyExc_RuntimeError, nullptr);
+  m.attr("CodegenError") = nb::handle(codegen_error_type);
+  nb::register_exception_translator(translate);
+
+  m.def(
+      "emit_cpp",
+      [](const std::string& text, bool openmp, int64_t parallel_threshold, const PlanArg& plan) {
+        loop_ir::Program program = parse_verified(text);
+        return codegen::emit_cpp(program, plan_of(program, plan), codegen_options(openmp, parallel_threshold)).text;
+      },
+      "loop_ir"_a, "openmp"_a = true, "parallel_threshold"_a = codegen::CppOptions{}.parallel_threshold,
+      "plan"_a = nb::none());
+
+  nb::class_<CompiledProgram>(m, "CompiledProgram")
+      .def("run",
+           [](const CompiledProgram& self, nb::list inputs) {
+             std::vector<PyObject*> args;
+             for (nb::handle h : inputs) args.push_back(h.ptr());
+             std::vector<PyRef> outputs;
+             if (!self.graph->run(args.data(), &outputs)) throw nb::python_error();
+             nb::list result;
+             for (PyRef& o : outputs) result.append(nb::steal(o.release()));
+             return result;
+           })
+      .def_prop_ro("source", [](const CompiledProgram& self) { return self.graph->source().text; })
+      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.graph->library().path(); })
+      .def_prop_ro("cache_hit", [](const CompiledProgram& self) { return self.cache_hit; })
+      .def_prop_ro("compile_seconds", [](const CompiledProgram& self) { return self.compile_seconds; });
+
+  m.def(
+      "compile_program",
+      [](const std::string& text, std::vector<nb::object> callables, std::vector<std::string> include_dirs,
+         std::string cache_dir, std::string compiler, std::optional<std::string> isa, bool openmp,
+         int64_t parallel_threshold, const PlanArg& plan) {
+        loop_ir::Program program = parse_verified(text);
+        runtime::CppCompileOptions co;
+        co.compiler = std::move(compiler);
+        co.include_dirs = std::move(include_dirs);
+        co.cache_dir = std::move(cache_dir);
+        co.isa = isa ? runtime::parse_isa(isa->c_str()) : runtime::detect_isa();
+        co.openmp = openmp;
+        std::vector<PyRef> refs;
+        for (const nb::object& c : callables) refs.push_back(PyRef::borrow(c.ptr()));
+        memory::MemoryPlan p = plan_of(program, plan);
+        runtime::CompiledGraphBuild build = runtime::compile_graph(
+            program, p, codegen_options(openmp, parallel_threshold), co, refs, runtime::literal_to_python);
+        auto result = std::make_unique<CompiledProgram>();
+        result->graph = std::move(build.graph);
+        result->cache_hit = build.cache_hit;
+        result->compile_seconds = build.compile_seconds;
+        return result.release();
+      },
+      "loop_ir"_a, "callables"_a, "include_dirs"_a, "cache_dir"_a, "compiler"_a = "g++", "isa"_a = nb::none(),
+      "openmp"_a = true, "parallel_threshold"_a = codegen::CppOptions{}.parallel_threshold, "plan"_a = nb::none(),
+      nb::rv_policy::take_ownership);
+}
+
+}  // namespace ember::python

@@ -1,0 +1,439 @@
+// CompiledGraph: binds torch tensors to a generated library's buffers and runs its entry
+// (compiled_graph.h). Ownership: every tensor a call creates or receives is held in Call::tensors
+// until the call returns; outputs leave as new references.
+#include "runtime/compiled_graph.h"
+
+#include <cinttypes>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <variant>
+
+#include "codegen/cpp/include/ember/runtime.h"
+#include "frontend/guards/torch_bridge.h"
+
+namespace ember::runtime {
+
+namespace {
+
+namespace guards = frontend::guards;
+using loop_ir::Buffer;
+using loop_ir::BufferId;
+
+const guards::TorchBridge& bridge_or_throw() {
+  const guards::TorchBridge* bridge = guards::torch_bridge();
+  if (bridge == nullptr) throw std::runtime_error("ember: compiled graphs need torch imported");
+  return *bridge;
+}
+
+int64_t constant(const sym::Expr& e) { return e.constant(); }  // emit_cpp checked every size is
+
+std::string describe(const Buffer& b) {
+  std::string s = std::string(ir::dtype_name(b.dtype)) + "[";
+  for (size_t d = 0; d < b.sizes.size(); ++d) s += (d ? ", " : "") + b.sizes[d].str();
+  s += "]{";
+  for (size_t d = 0; d < b.strides.size(); ++d) s += (d ? ", " : "") + b.strides[d].str();
+  return s + "}";
+}
+
+std::string describe(const guards::RawTensorMeta& m) {
+  std::string s = std::string(guards::dtype_short_name(m.dtype)) + "[";
+  for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.sizes[d]);
+  s += "]{";
+  for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.strides[d]);
+  return s + "}" + (m.device.type == 0 ? "" : " (not on the cpu)");
+}
+
+bool same_dims(const Buffer& b, const guards::RawTensorMeta& m, bool* strides_equal) {
+  if (m.ndim != static_cast<int>(b.sizes.size())) return false;
+  *strides_equal = true;
+  for (int d = 0; d < m.ndim; ++d) {
+    if (m.sizes[d] != constant(b.sizes[static_cast<size_t>(d)])) return false;
+    // A dimension of size 1 (or an empty tensor) is never stepped along: its stride is free.
+    if (m.sizes[d] > 1 && m.strides[d] != constant(b.strides[static_cast<size_t>(d)])) *strides_equal = false;
+  }
+  return true;
+}
+
+bool is_empty(const guards::RawTensorMeta& m) {
+  for (int d = 0; d < m.ndim; ++d)
+    if (m.sizes[d] == 0) return true;
+  return false;
+}
+
+// The address of a tensor's element 0. False with a Python error set.
+bool data_pointer(PyObject* tensor, void** out) {
+  const guards::TorchBridge* bridge = guards::torch_bridge();
+  if (bridge != nullptr && bridge->dlpack != nullptr) {
+    dlpack::Tensor t;
+    if (bridge->dlpack->dltensor_from_py_object_no_sync(tensor, &t) == 0) {
+      *out = static_cast<char*>(t.data) + t.byte_offset;
+      return true;
+    }
+    PyErr_Clear();  // tensors DLPack refuses still answer data_ptr()
+  }
+  PyRef r = PyRef::steal(PyObject_CallMethod(tensor, "data_ptr", nullptr));
+  if (!r) return false;
+  *out = PyLong_AsVoidPtr(r.get());
+  return !PyErr_Occurred();
+}
+
+PyRef int_tuple(const std::vector<sym::Expr>& values) {
+  PyRef t = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(values.size())));
+  for (size_t k = 0; k < values.size(); ++k)
+    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(k), PyLong_FromLongLong(constant(values[k])));
+  return t;
+}
+
+int64_t span_bytes(const Buffer& b) {
+  int64_t span = 1;
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    if (constant(b.sizes[d]) == 0) return 0;
+    span += (constant(b.sizes[d]) - 1) * constant(b.strides[d]);
+  }
+  return span * ir::dtype_itemsize(b.dtype);
+}
+
+[[noreturn]] void throw_python_error() {
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  std::string message = "Python error";
+  if (value != nullptr) {
+    PyObject* s = PyObject_Str(value);
+    if (s != nullptr && PyUnicode_Check(s)) message = PyUnicode_AsUTF8(s);
+    Py_XDECREF(s);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  PyErr_Clear();
+  throw std::runtime_error(message);
+}
+
+}  // namespace
+
+PyRef literal_to_python(const ir::Literal& literal) {
+  struct Visitor {
+    const guards::TorchBridge& bridge;
+    PyRef operator()(const ir::NoneLiteral&) const { return PyRef::borrow(Py_None); }
+    PyRef operator()(bool b) const { return PyRef::borrow(b ? Py_True : Py_False); }
+    PyRef operator()(int64_t i) const { return PyRef::steal(PyLong_FromLongLong(i)); }
+    PyRef operator()(double d) const { return PyRef::steal(PyFloat_FromDouble(d)); }
+    PyRef operator()(const std::string& s) const {
+      return PyRef::steal(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+    }
+    PyRef operator()(ir::DType dt) const {
+      PyObject* obj = bridge.dtypes[static_cast<int>(dt)];
+      if (obj == nullptr) throw std::runtime_error(std::string("this torch has no dtype ") + ir::dtype_torch_name(dt));
+      return PyRef::borrow(obj);
+    }
+    PyRef operator()(const ir::Device& d) const {
+      PyRef s = PyRef::steal(PyUnicode_FromString(d.str().c_str()));
+      return PyRef::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(bridge.device_type), s.get()));
+    }
+    PyRef operator()(const ir::Slice& sl) const {
+      auto part = [](const std::optional<int64_t>& v) {
+        return v ? PyRef::steal(PyLong_FromLongLong(*v)) : PyRef::borrow(Py_None);
+      };
+      PyRef a = part(sl.start), b = part(sl.stop), c = part(sl.step);
+      return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
+    }
+    PyRef operator()(const ir::Ellipsis&) const { return PyRef::borrow(Py_Ellipsis); }
+  };
+  PyRef r = std::visit(Visitor{bridge_or_throw()}, literal);
+  if (!r) throw_python_error();
+  return r;
+}
+
+// The state of one run(): what the generated code and the extern callback share.
+struct CompiledGraph::Call {
+  const CompiledGraph* graph = nullptr;
+  ember_ctx ctx{};
+  std::vector<void*> pointers;  // ctx.buffers
+  std::vector<PyRef> tensors;   // per buffer, once it has a torch tensor
+  PyRef arena;                  // uint8 tensor holding the (aligned) arena
+  int64_t arena_pad = 0;        // bytes from the arena tensor's start to ctx.arena
+  PyThreadState* saved = nullptr;
+};
+
+CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
+                             std::shared_ptr<LoadedLibrary> library, const std::vector<PyRef>& callables,
+                             const EagerExecutor::LiteralToPython& convert)
+    : program_(std::move(program)), plan_(std::move(plan)), source_(std::move(source)), library_(std::move(library)) {
+  const guards::TorchBridge& bridge = bridge_or_throw();
+  if (callables.size() != program_.externs.size())
+    throw std::invalid_argument("compiled graph: " + std::to_string(callables.size()) + " callables for " +
+                                std::to_string(program_.externs.size()) + " extern calls");
+  for (const Buffer& b : program_.buffers) {
+    if (b.device.type != "cpu")
+      throw std::invalid_argument("compiled graph: %" + b.name() + " is on " + b.device.str() +
+                                  "; the C++ backend runs on the cpu only");
+    for (const sym::Expr& e : b.sizes)
+      if (!e.is_constant()) throw std::invalid_argument("compiled graph: %" + b.name() + " has a symbolic size");
+  }
+  for (size_t k = 0; k < program_.outputs.size(); ++k) {
+    BufferId root = program_.outputs[k];
+    while (program_.buffers.at(static_cast<size_t>(root)).kind == Buffer::Kind::View)
+      root = program_.buffers[static_cast<size_t>(root)].base;
+    if (program_.buffers[static_cast<size_t>(root)].kind == Buffer::Kind::Temp)
+      throw std::invalid_argument("compiled graph: output " + std::to_string(k) + " (%b" +
+                                  std::to_string(program_.outputs[k]) +
+                                  ") lives in the per-call arena; outputs must be Output, Input or Extern buffers");
+  }
+  entry_ = reinterpret_cast<int (*)(ember_ctx*)>(library_->symbol(source_.entry.c_str()));
+
+  empty_strided_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty_strided"));
+  empty_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty"));
+  if (!empty_strided_ || !empty_) throw_python_error();
+  for (const Buffer& b : program_.buffers) {
+    PyRef args = PyRef::steal(PyTuple_Pack(2, int_tuple(b.sizes).get(), int_tuple(b.strides).get()));
+    alloc_args_.push_back(args);
+    PyRef& kwargs = alloc_kwargs_[static_cast<int>(b.dtype)];
+    if (kwargs) continue;
+    PyObject* dtype = bridge.dtypes[static_cast<int>(b.dtype)];
+    if (dtype == nullptr)
+      throw std::invalid_argument(std::string("compiled graph: this torch has no dtype ") + ir::dtype_torch_name(b.dtype));
+    kwargs = PyRef::steal(PyDict_New());
+    PyRef cpu = PyRef::steal(PyUnicode_FromString("cpu"));
+    PyDict_SetItemString(kwargs.get(), "dtype", dtype);
+    PyDict_SetItemString(kwargs.get(), "device", cpu.get());
+  }
+  uint8_kwargs_ = PyRef::steal(PyDict_New());
+  PyDict_SetItemString(uint8_kwargs_.get(), "dtype", bridge.dtypes[static_cast<int>(ir::DType::UInt8)]);
+
+  // Each extern call becomes a one-node graph over its buffer arguments.
+  for (size_t k = 0; k < program_.externs.size(); ++k) {
+    const loop_ir::ExternCall& call = program_.externs[k];
+    ExternStep step;
+    ir::Graph graph("extern" + std::to_string(k));
+    std::vector<ir::ValueId> value_of(program_.buffers.size(), -1);
+    std::function<ir::Arg(const ir::Arg&)> remap = [&](const ir::Arg& a) -> ir::Arg {
+      switch (a.kind) {
+        case ir::Arg::Kind::Value: {
+          const Buffer& b = program_.buffers.at(static_cast<size_t>(a.value));
+          if (value_of[static_cast<size_t>(b.id)] < 0) {
+            ir::TensorType type;
+            type.dtype = b.dtype;
+            type.sizes = b.sizes;
+            type.strides = b.strides;
+            type.device = b.device;
+            value_of[static_cast<size_t>(b.id)] = graph.add_input(type, "%" + b.name());
+            step.inputs.push_back(b.id);
+          }
+          return ir::Arg::of_value(value_of[static_cast<size_t>(b.id)]);
+        }
+        case ir::Arg::Kind::Literal: return a;
+        case ir::Arg::Kind::List:
+        case ir::Arg::Kind::Tuple: {
+          std::vector<ir::Arg> items;
+          for (const ir::Arg& item : a.items) items.push_back(remap(item));
+          return a.kind == ir::Arg::Kind::List ? ir::Arg::list(std::move(items)) : ir::Arg::tuple(std::move(items));
+        }
+      }
+      throw std::logic_error("unknown argument kind");
+    };
+    std::vector<ir::Arg> args;
+    for (const ir::Arg& a : call.args) args.push_back(remap(a));
+    std::vector<std::pair<std::string, ir::Arg>> kwargs;
+    for (const auto& kw : call.kwargs) kwargs.emplace_back(kw.first, remap(kw.second));
+    std::vector<ir::TensorType> result_types;
+    for (BufferId r : call.results) {
+      const Buffer& b = program_.buffers.at(static_cast<size_t>(r));
+      ir::TensorType type;
+      type.dtype = b.dtype;
+      type.sizes = b.sizes;
+      type.strides = b.strides;
+      type.device = b.device;
+      result_types.push_back(type);
+    }
+    ir::NodeId node = graph.add_node(ir::Op::TorchCall, call.callable, std::move(args), std::move(kwargs),
+                                     std::move(result_types), call.result_form);
+    graph.set_outputs(graph.node(node).results);
+    step.results = call.results;
+    step.executor = std::make_unique<EagerExecutor>(graph, std::vector<PyRef>{callables[k]}, convert);
+    externs_.push_back(std::move(step));
+  }
+}
+
+CompiledGraph::~CompiledGraph() = default;
+
+PyRef CompiledGraph::empty_like_buffer(const Buffer& b) const {
+  return PyRef::steal(PyObject_Call(empty_strided_.get(), alloc_args_[static_cast<size_t>(b.id)].get(),
+                                    alloc_kwargs_[static_cast<int>(b.dtype)].get()));
+}
+
+bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
+  const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
+  guards::RawTensorMeta meta;
+  if (!guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto)) {
+    PyErr_Format(PyExc_TypeError, "ember: input %zu of compiled program @%s must be a tensor %s", k,
+                 program_.name.c_str(), describe(b).c_str());
+    return false;
+  }
+  bool strides_equal = false;
+  if (meta.device.type != 0 || meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal) || !strides_equal) {
+    PyErr_Format(PyExc_ValueError, "ember: input %zu of compiled program @%s must be a cpu tensor %s, got %s", k,
+                 program_.name.c_str(), describe(b).c_str(), describe(meta).c_str());
+    return false;
+  }
+  call.tensors[static_cast<size_t>(b.id)] = PyRef::borrow(tensor);
+  if (is_empty(meta)) return true;  // never dereferenced; its data pointer may be null
+  return data_pointer(tensor, &call.pointers[static_cast<size_t>(b.id)]);
+}
+
+bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) const {
+  const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
+  guards::RawTensorMeta meta;
+  bool strides_equal = false;
+  if (!guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto) || meta.device.type != 0 ||
+      meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal)) {
+    PyErr_Format(PyExc_RuntimeError, "ember: extern call result %%%s should be a cpu tensor %s, got %s",
+                 b.name().c_str(), describe(b).c_str(),
+                 meta.ndim >= 0 && meta.sizes ? describe(meta).c_str() : "something else");
+    return false;
+  }
+  PyRef held = PyRef::borrow(tensor);
+  if (!strides_equal) {
+    // Kernels have the planned strides compiled in: give them a tensor laid out that way.
+    PyRef copy = empty_like_buffer(b);
+    if (!copy) return false;
+    PyRef done = PyRef::steal(PyObject_CallMethod(copy.get(), "copy_", "O", tensor));
+    if (!done) return false;
+    held = copy;
+  }
+  call.tensors[static_cast<size_t>(id)] = held;
+  if (is_empty(meta)) return true;
+  return data_pointer(held.get(), &call.pointers[static_cast<size_t>(id)]);
+}
+
+PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
+  PyRef& slot = call.tensors[static_cast<size_t>(id)];
+  if (slot) return slot.get();
+  const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
+  switch (b.kind) {
+    case Buffer::Kind::Input:
+    case Buffer::Kind::Output:
+    case Buffer::Kind::Extern:
+      PyErr_Format(PyExc_RuntimeError, "ember: %%%s is used before the step that defines it", b.name().c_str());
+      return nullptr;
+    case Buffer::Kind::Temp: {
+      // A view of the arena bytes as this buffer's dtype, sizes and strides.
+      const int64_t start = call.arena_pad + plan_.offsets.at(static_cast<size_t>(id));
+      PyRef bytes = PyRef::steal(PyObject_CallMethod(call.arena.get(), "narrow", "iLL", 0, static_cast<long long>(start),
+                                                     static_cast<long long>(span_bytes(b))));
+      if (!bytes) return nullptr;
+      PyRef typed = PyRef::steal(PyObject_CallMethod(bytes.get(), "view", "O",
+                                                     guards::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
+      if (!typed) return nullptr;
+      const PyRef& shape = alloc_args_[static_cast<size_t>(id)];
+      slot = PyRef::steal(PyObject_CallMethod(typed.get(), "as_strided", "OO", PyTuple_GET_ITEM(shape.get(), 0),
+                                              PyTuple_GET_ITEM(shape.get(), 1)));
+      return slot.get();
+    }
+    case Buffer::Kind::View: {
+      PyObject* base = tensor_of(call, b.base);
+      if (base == nullptr) return nullptr;
+      if (program_.buffers.at(static_cast<size_t>(b.base)).dtype != b.dtype) {
+        PyErr_Format(PyExc_NotImplementedError, "ember: view %%%s reinterprets its base's dtype; not supported",
+                     b.name().c_str());
+        return nullptr;
+      }
+      PyRef offset = PyRef::steal(PyObject_CallMethod(base, "storage_offset", nullptr));
+      if (!offset) return nullptr;
+      long long at = PyLong_AsLongLong(offset.get()) + constant(b.offset);
+      const PyRef& shape = alloc_args_[static_cast<size_t>(id)];
+      slot = PyRef::steal(PyObject_CallMethod(base, "as_strided", "OOL", PyTuple_GET_ITEM(shape.get(), 0),
+                                              PyTuple_GET_ITEM(shape.get(), 1), at));
+      return slot.get();
+    }
+  }
+  return nullptr;
+}
+
+int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
+  Call* call = static_cast<Call*>(ctx->runtime);
+  PyEval_RestoreThread(call->saved);
+  const bool ok = call->graph->run_extern(*call, index);
+  call->saved = PyEval_SaveThread();
+  return ok ? 0 : 1;
+}
+
+bool CompiledGraph::run_extern(Call& call, int32_t index) const {
+  const ExternStep& step = externs_.at(static_cast<size_t>(index));
+  std::vector<PyObject*> args;
+  for (BufferId id : step.inputs) {
+    PyObject* t = tensor_of(call, id);
+    if (t == nullptr) return false;
+    args.push_back(t);
+  }
+  std::vector<PyRef> results;
+  if (!step.executor->run(args.data(), &results)) return false;
+  for (size_t k = 0; k < step.results.size(); ++k)
+    if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
+  return true;
+}
+
+bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
+  Call call;
+  call.graph = this;
+  call.pointers.assign(program_.buffers.size(), nullptr);
+  call.tensors.resize(program_.buffers.size());
+  for (size_t k = 0; k < program_.inputs.size(); ++k)
+    if (!bind_input(call, k, inputs[k])) return false;
+  for (const Buffer& b : program_.buffers) {
+    if (b.kind != Buffer::Kind::Output) continue;
+    PyRef t = empty_like_buffer(b);
+    if (!t) return false;
+    if (span_bytes(b) > 0 && !data_pointer(t.get(), &call.pointers[static_cast<size_t>(b.id)])) return false;
+    call.tensors[static_cast<size_t>(b.id)] = std::move(t);
+  }
+  if (plan_.arena_bytes > 0) {
+    // One allocation per call, over-allocated so that its start can be rounded up to 64 bytes.
+    PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(plan_.arena_bytes + 64)));
+    call.arena = PyRef::steal(PyObject_Call(empty_.get(), size.get(), uint8_kwargs_.get()));
+    void* base = nullptr;
+    if (!call.arena || !data_pointer(call.arena.get(), &base)) return false;
+    call.arena_pad = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(base) % 64) % 64);
+    call.ctx.arena = static_cast<char*>(base) + call.arena_pad;
+  }
+  call.ctx.buffers = call.pointers.data();
+  call.ctx.call_extern = &CompiledGraph::call_extern;
+  call.ctx.runtime = &call;
+
+  call.saved = PyEval_SaveThread();
+  const int status = entry_(&call.ctx);
+  PyEval_RestoreThread(call.saved);
+
+  if (status != 0) {
+    if (call.ctx.error == EMBER_ERROR_INDEX) {
+      const std::string& site = source_.check_sites.at(static_cast<size_t>(call.ctx.error_site));
+      PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for dimension with size %lld (ember kernel %s)",
+                   static_cast<long long>(call.ctx.error_value), static_cast<long long>(call.ctx.error_bound),
+                   site.c_str());
+    } else if (!PyErr_Occurred()) {
+      PyErr_Format(PyExc_RuntimeError, "ember: generated code for @%s failed (status %d)", program_.name.c_str(), status);
+    }
+    return false;
+  }
+  outputs->clear();
+  for (BufferId id : program_.outputs) {
+    PyObject* t = tensor_of(call, id);
+    if (t == nullptr) return false;
+    outputs->push_back(PyRef::borrow(t));
+  }
+  return true;
+}
+
+CompiledGraphBuild compile_graph(const loop_ir::Program& program, const memory::MemoryPlan& plan,
+                                 const codegen::CppOptions& codegen_options, const CppCompileOptions& compile_options,
+                                 const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert) {
+  codegen::CppSource source = codegen::emit_cpp(program, plan, codegen_options);
+  CompileResult compiled = compile_and_load(source.text, compile_options);
+  CompiledGraphBuild build;
+  build.cache_hit = compiled.cache_hit;
+  build.compile_seconds = compiled.seconds;
+  build.graph = std::make_unique<CompiledGraph>(program, plan, std::move(source), compiled.library, callables, convert);
+  return build;
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,217 @@
+"""Generated C++ for reductions against torch: sum/prod/max/min/Welford over rows whose length
+exercises the vector tail (1, 7, 8, 9, 17, 1000), NaN propagation, strided (scalar) reductions,
+bfloat16 rows, softmax as one three-loop kernel and layer_norm as one kernel."""
+import math
+
+import pytest
+import torch
+
+from cpp_harness import Program, compile_loop, needs_cxx
+
+pytestmark = needs_cxx
+
+SIZES = [1, 7, 8, 9, 17, 1000]
+ROWS = 3
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cpp-cache")
+
+
+def reductions_program(strided):
+    """One kernel per row length. strided: rows are read down the columns of an [n, ROWS] tensor,
+    so the loop is not contiguous and stays scalar."""
+    p = Program("reductions_strided" if strided else "reductions")
+    outs = []
+    for k, n in enumerate(SIZES):
+        layout = f"{{1, {ROWS}}}" if strided else f"{{{n}, 1}}"
+        x = p.buffer(f"f32[{ROWS}, {n}]{layout} input {2 * k}")
+        y = p.buffer(f"f32[{ROWS}, {n}]{layout} input {2 * k + 1}")
+        o = [p.output(f"f32[{ROWS}]{{1}}") for _ in range(6)]
+        outs.append(o)
+        p.kernel(f"@k{k} [i0 < {ROWS}]")
+        p.loop(f"[r0 < {n}]")
+        v = p.node(f"load {x}[i0, r0] : f32")
+        w = p.node(f"load {y}[i0, r0] : f32")
+        s = p.node(f"reduce_sum {v} : f32")
+        mx = p.node(f"reduce_max {v} : f32")
+        mn = p.node(f"reduce_min {v} : f32")
+        pr = p.node(f"reduce_prod {w} : f32")
+        mean = p.node(f"welford_mean {v} : f32")
+        m2 = p.node(f"welford_m2 {v} : f32")
+        p.end()
+        p.loop()
+        for out, val in zip(o, (s, mx, mn, pr, mean, m2)):
+            p.store(out, "i0", val)
+        p.end()
+        p.end()
+    return p.text()
+
+
+def inputs(strided):
+    g = torch.Generator().manual_seed(3)
+    args = []
+    for n in SIZES:
+        x = torch.randn(ROWS, n, generator=g) + 2.0
+        if n > 1:
+            x[2, n // 2] = float("nan")  # row 2 propagates NaN through every reduction
+        y = 1.0 + 0.01 * torch.randn(ROWS, n, generator=g)
+        if strided:
+            x, y = x.t().contiguous().t(), y.t().contiguous().t()
+        args += [x, y]
+    return args
+
+
+def check_reductions(outs, args):
+    for k, n in enumerate(SIZES):
+        x, y = args[2 * k].double(), args[2 * k + 1].double()
+        s, mx, mn, pr, mean, m2 = outs[6 * k:6 * k + 6]
+        ref_mean = x.mean(1)
+        refs = [x.sum(1), x.amax(1), x.amin(1), y.prod(1), ref_mean, ((x - ref_mean[:, None]) ** 2).sum(1)]
+        # float32 accumulation over n elements; the reference is float64.
+        tol = 2e-6 * n + 1e-5
+        for name, got, ref in zip(["sum", "max", "min", "prod", "mean", "m2"], (s, mx, mn, pr, mean, m2), refs):
+            torch.testing.assert_close(got.double(), ref, rtol=tol, atol=tol, equal_nan=True,
+                                       msg=lambda m, name=name, n=n: f"{name} over {n}: {m}")
+            if n > 1 and name != "prod":  # prod reads y, which has no NaN
+                assert got[2].isnan(), f"{name} over {n} lost the NaN"
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["vector", "scalar"])
+def test_reductions_over_rows_of_every_tail_length(cache_dir, strided):
+    prog = compile_loop(reductions_program(strided), cache_dir)
+    for n in SIZES:
+        if n == 1:
+            assert "loop 0 [r0 < 1]: scalar (r0 has extent 1)" in prog.source
+        elif strided:
+            assert f"with stride {ROWS} along r0" in prog.source
+        else:
+            assert "ev::WelfordF" in prog.source and "loop 0 [r0 < 7]: vector over r0" in prog.source
+    args = inputs(strided)
+    check_reductions(prog.run(args), args)
+
+
+def test_bf16_row_sum_and_max(cache_dir):
+    n = 17
+    p = Program("bf16_rows")
+    x = p.buffer(f"bf16[{ROWS}, {n}]{{{n}, 1}} input 0")
+    o_sum, o_max = p.output(f"bf16[{ROWS}]{{1}}"), p.output(f"f32[{ROWS}]{{1}}")
+    p.kernel(f"@k0 [i0 < {ROWS}]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    s, m = p.node(f"reduce_sum {v} : f32"), p.node(f"reduce_max {v} : f32")
+    p.end()
+    p.loop()
+    p.store(o_sum, "i0", s)
+    p.store(o_max, "i0", m)
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    assert "ev::load_bf16(" in prog.source
+    data = torch.randn(ROWS, n).to(torch.bfloat16)
+    got_sum, got_max = prog.run([data])
+    assert got_sum.dtype == torch.bfloat16
+    torch.testing.assert_close(got_sum, data.float().sum(1).to(torch.bfloat16), rtol=8e-3, atol=1e-2)
+    assert torch.equal(got_max, data.float().amax(1))
+
+
+def softmax_kernel(p, k, x, out, rows, n):
+    p.kernel(f"@k{k} [i0 < {rows}]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    mx = p.node(f"reduce_max {v} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    e = p.node(f"exp {p.node(f'sub {v}, {mx} : f32')} : f32")
+    s = p.node(f"reduce_sum {e} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    e = p.node(f"exp {p.node(f'sub {v}, {mx} : f32')} : f32")
+    p.store(out, "i0, r0", p.node(f"div {e}, {s} : f32"))
+    p.end()
+    p.end()
+
+
+def test_softmax_as_one_kernel(cache_dir):
+    rows = 5
+    p = Program("softmax")
+    for k, n in enumerate(SIZES):
+        x = p.buffer(f"f32[{rows}, {n}]{{{n}, 1}} input {k}")
+        out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
+        softmax_kernel(p, k, x, out, rows, n)
+    prog = compile_loop(p.text(), cache_dir)
+    assert prog.source.count("static void k") == len(SIZES)
+    g = torch.Generator().manual_seed(4)
+    args = [torch.randn(rows, n, generator=g) * 4 for n in SIZES]
+    args[-1][1, 5] = 80.0  # large logits: the max subtraction matters
+    for x, got in zip(args, prog.run(args)):
+        torch.testing.assert_close(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+
+
+def layer_norm_program(rows, n, eps):
+    p = Program("layer_norm")
+    x = p.buffer(f"f32[{rows}, {n}]{{{n}, 1}} input 0")
+    w = p.buffer(f"f32[{n}]{{1}} input 1")
+    b = p.buffer(f"f32[{n}]{{1}} input 2")
+    out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
+    p.kernel(f"@k0 [i0 < {rows}]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    mean = p.node(f"welford_mean {v} : f32")
+    m2 = p.node(f"welford_m2 {v} : f32")
+    p.end()
+    p.loop()
+    count = p.node(f"constant {float(n)} : f32")
+    var = p.node(f"div {m2}, {count} : f32")
+    eps_node = p.node(f"constant {eps} : f32")
+    rstd = p.node(f"rsqrt {p.node(f'add {var}, {eps_node} : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    centered = p.node(f"sub {v}, {mean} : f32")
+    normed = p.node(f"mul {centered}, {rstd} : f32")
+    scaled = p.node(f"mul {normed}, {p.node(f'load {w}[r0] : f32')} : f32")
+    p.store(out, "i0, r0", p.node(f"add {scaled}, {p.node(f'load {b}[r0] : f32')} : f32"))
+    p.end()
+    p.end()
+    return p.text()
+
+
+@pytest.mark.parametrize("n", [9, 1000])
+def test_layer_norm_as_one_kernel(cache_dir, n):
+    rows, eps = 6, 1e-5
+    prog = compile_loop(layer_norm_program(rows, n, eps), cache_dir)
+    assert prog.source.count("static void k") == 1
+    assert "loop 1 []: once per outer point" in prog.source
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(rows, n, generator=g) * 3 + 10  # an offset mean: naive variance would lose digits
+    w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    got, = prog.run([x, w, b])
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), w.double(), b.double(), eps)
+    eager = torch.nn.functional.layer_norm(x, (n,), w, b, eps)
+    ember_err = (got.double() - ref).abs().max().item()
+    eager_err = (eager.double() - ref).abs().max().item()
+    assert ember_err <= 2 * eager_err + 1e-5, (ember_err, eager_err)
+
+
+def test_a_kernel_without_outer_loops_reduces_everything(cache_dir):
+    n = 4099
+    p = Program("total")
+    x = p.buffer(f"f32[{n}]{{1}} input 0")
+    out = p.output("f32[]{} ")
+    p.kernel("@k0")
+    p.loop(f"[r0 < {n}]")
+    s = p.node(f"reduce_sum {p.node(f'load {x}[r0] : f32')} : f32")
+    p.end()
+    p.loop()
+    p.store(out, "", s)
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    data = torch.rand(n)
+    got, = prog.run([data])
+    assert got.shape == ()
+    assert math.isclose(got.item(), data.double().sum().item(), rel_tol=1e-5)
