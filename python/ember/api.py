@@ -51,8 +51,24 @@ def _listener(event, info):
         if "guards" in channels:
             _log.getChild("guards").info("guards for %s:\n%s", info["code"], info["guards"])
         if "perf" in channels:
-            _log.getChild("perf").info("traced %s: %d ops in %.2f ms", info["code"], info["ops"],
-                                       info["seconds"] * 1e3)
+            stages = ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in info["stage_seconds"])
+            _log.getChild("perf").info("traced %s: %d ops in %.2f ms%s", info["code"], info["ops"],
+                                       info["seconds"] * 1e3, f"; backend: {stages}" if stages else "")
+        if info["backend_fallback"] and ("fallbacks" in channels or "schedule" in channels):
+            _log.getChild("fallbacks").info("graph of %s runs on the eager executor: %s", info["code"],
+                                            info["backend_fallback"])
+        if "schedule" in channels and info["loop_ir"]:
+            _log.getChild("schedule").info("schedule for %s (%d kernels):\n%s\n%s", info["code"], info["kernels"],
+                                           info["schedule"], info["loop_ir"])
+        if "output_code" in channels and info["cpp_source"]:
+            _log.getChild("output_code").info("C++ for %s:\n%s", info["code"], info["cpp_source"])
+        if info["codegen_failed"]:
+            key = ("codegen", info["filename"], info["lineno"])
+            if key not in _warned_limit:
+                _warned_limit.add(key)
+                warnings.warn(f"ember: the C++ generated for {info['code']} ({info['filename']}:{info['lineno']}) "
+                              f"did not compile; that graph runs on the eager executor. "
+                              f"{info['backend_fallback']}", stacklevel=2)
     elif event == "fallback":
         key = (info["filename"], info["lineno"], info["reason"])
         if ("fallbacks" in channels or "graph_breaks" in channels) and key not in _logged_once:
@@ -185,14 +201,25 @@ class ExplainOutput:
     graphs: list
     guards: list
     compile_seconds: float = 0.0
+    # Per graph, what the backend made of it: kernels generated, the planned peak memory of one
+    # call in bytes (None without a memory plan), and why it runs on the eager executor ("" if not).
+    kernel_counts: list = dataclasses.field(default_factory=list)
+    planned_peak_bytes: list = dataclasses.field(default_factory=list)
+    backend_fallbacks: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
                  f"Op count: {self.op_count}"]
         for r in self.break_reasons:
             lines.append(f"Break: {r.reason} ({r.filename}:{r.lineno})")
-        for g in self.graphs:
+        for i, g in enumerate(self.graphs):
             lines.append(g)
+            if i < len(self.kernel_counts):
+                peak = self.planned_peak_bytes[i]
+                lines.append(f"Kernels: {self.kernel_counts[i]}; planned peak memory: "
+                             f"{'n/a' if peak is None else f'{peak} bytes'}")
+                if self.backend_fallbacks[i]:
+                    lines.append(f"Runs on the eager executor: {self.backend_fallbacks[i]}")
         return "\n".join(lines)
 
 
@@ -220,6 +247,10 @@ def explain(fn, **compile_kwargs):
             graphs=[info["graph"] for info in compiles],
             guards=[info["guards"] for info in compiles],
             compile_seconds=sum(info["seconds"] for info in compiles),
+            kernel_counts=[info["kernels"] for info in compiles],
+            planned_peak_bytes=[info["planned_peak_bytes"] if info["planned_peak_bytes"] >= 0 else None
+                                for info in compiles],
+            backend_fallbacks=[info["backend_fallback"] for info in compiles],
         )
 
     return run

@@ -10,7 +10,6 @@ interpreter; detail = name), "inline" (Python code to trace through), "grad_mode
 import math
 import operator
 import os
-import sys
 import types
 
 import torch
@@ -21,15 +20,8 @@ from . import python_table
 # ---------------------------------------------------------------------------------------------
 # Core ops (src/ir/ops.def): name -> the torch target the op table names.
 
-def _resolve(path):
-    obj = sys.modules[path.split(".")[0]]
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part)
-    return obj
-
-
 CORE_TARGETS = python_table.core_op_names()
-op_callables = {name: _resolve(target) for name, target in CORE_TARGETS.items()}
+op_callables = {name: python_table.resolve_path(target) for name, target in CORE_TARGETS.items()}
 
 # Callables with the core op's semantics and argument order: the target itself, and the Tensor
 # method of the same name (self first).
@@ -66,7 +58,7 @@ PURE_TORCH = {
 }
 for _path in ("torch.backends.mha.get_fastpath_enabled",):
     try:
-        PURE_TORCH.add(_resolve(_path))
+        PURE_TORCH.add(python_table.resolve_path(_path))
     except (AttributeError, KeyError):
         pass
 
@@ -87,7 +79,7 @@ CONSTANTS = [
 _constants = {}
 for _path, _value in CONSTANTS:
     try:
-        _constants[_resolve(_path)] = _value
+        _constants[python_table.resolve_path(_path)] = _value
     except AttributeError:
         pass
 
@@ -248,6 +240,7 @@ class TorchTable:
     qualname = staticmethod(qualname)
     classify = staticmethod(classify)
     make_meta = staticmethod(make_meta)
+    resolve = staticmethod(python_table.resolve_path)
 
 
 table = TorchTable()

@@ -49,6 +49,9 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
         "cache_limit": cache_limit,
         "logs": mask,
         "verify_shape_rules": bool(options.get("verify_shape_rules", False)),
+        "cxx": os.environ.get("CXX") or "g++",
+        "cache_dir": cache_dir(),
+        "include_dir": include_dir(),
     }
 
 
@@ -58,3 +61,13 @@ def log_channels():
 
 def cache_dir():
     return os.environ.get("EMBER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ember")
+
+
+def include_dir():
+    """The folder of the headers generated C++ includes: installed beside the package, or, in a
+    development tree, src/codegen/cpp/include."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "include")
+    if os.path.isdir(installed):
+        return installed
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "src", "codegen", "cpp", "include")

@@ -7,6 +7,7 @@ tests on CPython 3.12 and 3.13 run this way); its torch fields are placeholders 
 is an instance of.
 """
 import builtins
+import importlib
 import os
 import sys
 import sysconfig
@@ -122,6 +123,15 @@ def classify_python(fn, qualname=qualname_python):
     return ("unsupported", f"call to {qualname(fn)}")
 
 
+def resolve_path(path):
+    """The object a qualified name such as `torch.nn.functional.gelu` names (its top module imported)."""
+    parts = path.split(".")
+    obj = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
 class _Unavailable:
     """Placeholder for a torch type where torch is not installed: nothing is an instance of it."""
 
@@ -143,6 +153,7 @@ class PythonTable:
     qualname = staticmethod(qualname_python)
     classify = staticmethod(classify_python)
     make_meta = staticmethod(_no_torch)
+    resolve = staticmethod(resolve_path)
 
 
 table = PythonTable()

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "frontend/pyutil.h"
-#include "runtime/eager_executor.h"
+#include "runtime/backend.h"
 #include "support/stats.h"
 
 namespace ember::frontend {
@@ -22,6 +22,17 @@ PyObject* make_info(std::initializer_list<std::pair<const char*, PyObject*>> ite
 }
 
 PyObject* str(const std::string& s) { return PyUnicode_FromStringAndSize(s.data(), s.size()); }
+
+// [(stage, seconds), ...] as a Python list of tuples.
+PyObject* stage_list(const std::vector<std::pair<std::string, double>>& stages) {
+  PyObject* list = PyList_New(0);
+  for (const auto& [name, seconds] : stages) {
+    PyObject* item = Py_BuildValue("(s#d)", name.data(), static_cast<Py_ssize_t>(name.size()), seconds);
+    PyList_Append(list, item);
+    Py_DECREF(item);
+  }
+  return list;
+}
 
 std::string code_name(PyCodeObject* code) {
   const char* n = PyUnicode_AsUTF8(code->co_qualname);
@@ -87,10 +98,10 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
 // A frame compiled to a graph.
 class CompiledFrame : public CacheEntry {
  public:
-  CompiledFrame(GuardSet guards, runtime::EagerExecutor executor, ValuePlan result, std::vector<SideEffect> effects,
+  CompiledFrame(GuardSet guards, std::unique_ptr<runtime::GraphRunner> runner, ValuePlan result, std::vector<SideEffect> effects,
                 bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled)
       : guards_(std::move(guards)),
-        executor_(std::move(executor)),
+        runner_(std::move(runner)),
         result_(std::move(result)),
         effects_(std::move(effects)),
         changes_grad_mode_(changes_grad_mode),
@@ -112,7 +123,7 @@ class CompiledFrame : public CacheEntry {
     auto* captured = static_cast<PyObject**>(state);
     int n = guards_.capture_count();
     std::vector<PyRef> outputs;
-    bool ok = executor_.run(captured, &outputs);
+    bool ok = runner_->run(captured, &outputs);
     for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
     delete[] captured;
     if (!ok) {
@@ -160,7 +171,7 @@ class CompiledFrame : public CacheEntry {
   }
 
   GuardSet guards_;
-  runtime::EagerExecutor executor_;
+  std::unique_ptr<runtime::GraphRunner> runner_;
   ValuePlan result_;
   std::vector<SideEffect> effects_;
   bool changes_grad_mode_;
@@ -273,25 +284,35 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     if (node.op == ir::Op::TorchCall && node.result_form == ir::Node::ResultForm::None && node.results.empty() &&
         node.target == table_.name_of(table_.set_grad_enabled_fn.get()))
       changes_grad_mode = true;
-  const TorchTable& table = table_;
-  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
   std::unique_ptr<CacheEntry> entry;
+  runtime::BackendReport backend;
   try {
-    runtime::EagerExecutor executor(trace.graph, trace.callables, convert);
-    entry = std::make_unique<CompiledFrame>(std::move(trace.guards), std::move(executor), std::move(plan),
+    std::unique_ptr<runtime::GraphRunner> runner =
+        runtime::build_runner(trace.graph, trace.callables, table_, options_, &backend);
+    entry = std::make_unique<CompiledFrame>(std::move(trace.guards), std::move(runner), std::move(plan),
                                             std::move(trace.side_effects), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn);
   } catch (PythonError&) {
     *error = true;
     return nullptr;
   }
+  s.kernels_compiled += backend.kernels > 0 && backend.fallback_reason.empty() ? backend.kernels : 0;
+  if (backend.codegen_failed) ++s.codegen_failures;
   if (!emit("compile", make_info({{"code", str(code_name(frame.code))},
                                   {"filename", str(code_file(frame.code))},
                                   {"lineno", PyLong_FromLong(frame.code->co_firstlineno)},
                                   {"graph", str(graph_text)},
                                   {"guards", str(guards_text)},
                                   {"ops", PyLong_FromSize_t(trace.graph.nodes().size())},
-                                  {"seconds", PyFloat_FromDouble(seconds)}}))) {
+                                  {"seconds", PyFloat_FromDouble(seconds)},
+                                  {"backend_fallback", str(backend.fallback_reason)},
+                                  {"codegen_failed", PyBool_FromLong(backend.codegen_failed)},
+                                  {"schedule", str(backend.schedule)},
+                                  {"loop_ir", str(backend.loop_ir)},
+                                  {"cpp_source", str(backend.cpp_source)},
+                                  {"kernels", PyLong_FromLong(backend.kernels)},
+                                  {"planned_peak_bytes", PyLong_FromLongLong(backend.planned_peak_bytes)},
+                                  {"stage_seconds", stage_list(backend.stage_seconds)}}))) {
     *error = true;
     return nullptr;
   }

@@ -13,19 +13,17 @@
 
 #include "frontend/pyref.h"
 #include "ir/graph.h"
+#include "runtime/graph_runner.h"
 
 namespace ember::runtime {
 
-class EagerExecutor {
+class EagerExecutor : public GraphRunner {
  public:
   using LiteralToPython = std::function<PyRef(const ir::Literal&)>;
   // `callables[i]` is the callable of graph node i.
   EagerExecutor(const ir::Graph& graph, const std::vector<PyRef>& callables, const LiteralToPython& convert);
 
-  // Runs the graph on `inputs` (borrowed, one per graph input). On success fills `outputs` with
-  // new references (one per graph output) and returns true; on failure returns false with the
-  // Python error set and every intermediate released.
-  bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const;
+  bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
  private:
   struct ArgTemplate {

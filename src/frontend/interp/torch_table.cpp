@@ -36,6 +36,7 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.qualname = field(py, "qualname");
   t.classify_fn = field(py, "classify");
   t.make_meta = field(py, "make_meta");
+  t.resolve = field(py, "resolve");
   PyRef op_callables = field(py, "op_callables");  // dict: op name -> callable
   for (size_t i = 0; i <= static_cast<size_t>(ir::Op::TorchCall); ++i) {
     auto op = static_cast<ir::Op>(i);

@@ -54,6 +54,7 @@ struct TorchTable {
   PyRef qualname;          // function(callable) -> qualified name
   PyRef classify_fn;       // function(callable) -> (kind, detail), see CallableKind
   PyRef make_meta;         // function(sizes, strides, dtype, requires_grad) -> meta tensor
+  PyRef resolve;           // function(qualified name) -> the callable (extern calls of compiled graphs)
   std::vector<PyRef> op_callables;  // per ir::Op: the callable the eager executor applies
 
   // Reads every field from the Python table object; throws std::runtime_error naming a missing one.

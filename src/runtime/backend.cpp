@@ -1,0 +1,122 @@
+#include "runtime/backend.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "codegen/cpp/cpp_codegen.h"
+#include "loop_ir/loop_ir.h"
+#include "lowering/lowering.h"
+#include "memory/memory_plan.h"
+#include "passes/passes.h"
+#include "runtime/compiled_graph.h"
+#include "runtime/cpp_compiler.h"
+#include "runtime/eager_executor.h"
+#include "scheduler/scheduler.h"
+
+namespace ember::runtime {
+
+namespace {
+
+// Why backend="ember" does not generate code for this graph, or "" when it does.
+std::string reason_to_stay_eager(const ir::Graph& graph) {
+  for (ir::ValueId out : graph.outputs())
+    if (graph.value(out).type.requires_grad)
+      return "a graph output requires grad: compiled kernels serve inference graphs until training support lands";
+  for (const auto& in : graph.inputs())
+    if (graph.value(in.value).type.device.type != "cpu")
+      return "a graph input lives on " + graph.value(in.value).type.device.str() + ": only the CPU backend exists";
+  for (const auto& v : graph.values())
+    if (v.type.device.type != "cpu") return "a graph value lives on " + v.type.device.str() + ": only the CPU backend exists";
+  return "";
+}
+
+class StageClock {
+ public:
+  explicit StageClock(BackendReport* report) : report_(report), last_(std::chrono::steady_clock::now()) {}
+  void done(const char* stage) {
+    auto now = std::chrono::steady_clock::now();
+    report_->stage_seconds.emplace_back(stage, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  BackendReport* report_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+std::unique_ptr<GraphRunner> eager_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
+                                          const frontend::TorchTable& table) {
+  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
+  return std::make_unique<EagerExecutor>(graph, callables, convert);
+}
+
+// The callable each extern call of `program` runs, resolved by its qualified name.
+std::vector<PyRef> extern_callables(const loop_ir::Program& program, const frontend::TorchTable& table) {
+  std::vector<PyRef> out;
+  for (const auto& call : program.externs) {
+    PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(call.callable.data(), call.callable.size()));
+    PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), name.get()));
+    if (!fn) throw frontend::PythonError();
+    out.push_back(std::move(fn));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
+                                          const frontend::TorchTable& table, const CompileOptions& options,
+                                          BackendReport* report) {
+  if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
+  report->fallback_reason = reason_to_stay_eager(captured);
+  if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
+
+  StageClock clock(report);
+  ir::Graph graph = captured;
+  passes::canonicalize(graph);
+  passes::decompose(graph);
+  passes::dce(graph);
+  clock.done("graph passes");
+  loop_ir::Program program = lowering::lower(graph);
+  loop_ir::simplify_indices(program);
+  clock.done("lowering");
+  for (const auto& d : scheduler::schedule(program, scheduler::ScheduleOptions{})) report->schedule += d.str() + "\n";
+  clock.done("scheduling");
+  report->kernels = static_cast<int>(program.kernels.size());
+  report->extern_calls = static_cast<int>(program.externs.size());
+  if (program.kernels.empty()) {
+    report->fallback_reason = "no kernels to generate: every op is an extern call";
+    return eager_runner(captured, callables, table);
+  }
+  memory::MemoryPlan plan = memory::plan_memory(program);
+  report->planned_peak_bytes = plan.peak_bytes;
+  report->loop_ir = loop_ir::print(program);
+  clock.done("memory planning");
+  codegen::CppSource source = codegen::emit_cpp(program, plan, codegen::CppOptions{});
+  report->cpp_source = source.text;
+  clock.done("code generation");
+
+  CppCompileOptions cc;
+  cc.compiler = options.cxx;
+  cc.include_dirs = {options.include_dir};
+  cc.cache_dir = options.cache_dir;
+  cc.isa = detect_isa();
+  CompileResult compiled;
+  try {
+    compiled = compile_and_load(source.text, cc);
+  } catch (const CompileError& e) {
+    report->codegen_failed = true;
+    report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
+    return eager_runner(captured, callables, table);
+  }
+  report->cache_hit = compiled.cache_hit;
+  clock.done(compiled.cache_hit ? "compile (cached)" : "compile");
+  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
+  std::vector<PyRef> externs = extern_callables(program, table);
+  auto runner = std::make_unique<CompiledGraph>(std::move(program), std::move(plan), compiled.library, source.entry,
+                                                std::move(externs), convert);
+  clock.done("load");
+  return runner;
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,47 @@
+// The backend: turns a captured graph into the GraphRunner a compiled frame calls.
+//
+// backend="eager" runs the graph node by node through torch (the eager executor). backend="ember"
+// runs Ember's pipeline, one straight list of stages (backend.cpp):
+//   graph passes (canonicalize, decompose, dce) -> lowering -> index simplification ->
+//   scheduler -> memory planner -> C++ code generation -> compiler and disk cache -> compiled graph
+// and falls back to the eager executor, with a reason, when a stage cannot serve the graph:
+//   - a graph output needs gradients (training support is a later stage: autograd must see torch ops);
+//   - the generated C++ fails to compile (one warning with the compiler's error; counted in
+//     stats()["codegen_failures"]);
+//   - the graph has nothing for kernels to do (only extern calls): the eager executor runs it
+//     with less overhead.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/interp/torch_table.h"
+#include "ir/graph.h"
+#include "runtime/graph_runner.h"
+#include "support/options.h"
+
+namespace ember::runtime {
+
+// What the backend did with one graph: for EMBER_LOGS (schedule, output_code, perf) and explain.
+struct BackendReport {
+  std::string fallback_reason;  // non-empty: the eager executor runs the graph, and why
+  bool codegen_failed = false;  // the generated C++ did not compile (fallback_reason has the error)
+  std::string schedule;         // fusion decisions, one per line
+  std::string loop_ir;          // the scheduled program
+  std::string cpp_source;       // the generated translation unit
+  int kernels = 0;
+  int extern_calls = 0;
+  int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made
+  bool cache_hit = false;           // the shared object came from the disk or memory cache
+  std::vector<std::pair<std::string, double>> stage_seconds;  // in pipeline order
+};
+
+// `callables[i]` is the callable of graph node i (as the trace recorded it). Throws PythonError
+// with a Python error set for failures that are not fallbacks.
+std::unique_ptr<GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
+                                          const frontend::TorchTable& table, const CompileOptions& options,
+                                          BackendReport* report);
+
+}  // namespace ember::runtime
