@@ -77,7 +77,9 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   passes::decompose(graph);
   passes::dce(graph);
   clock.done("graph passes");
-  loop_ir::Program program = lowering::lower(graph);
+  std::vector<std::string> refusals;
+  loop_ir::Program program = lowering::lower(graph, &refusals);
+  for (const auto& r : refusals) report->schedule += "extern: " + r + "\n";
   loop_ir::simplify_indices(program);
   clock.done("lowering");
   for (const auto& d : scheduler::schedule(program, scheduler::ScheduleOptions{})) report->schedule += d.str() + "\n";
