@@ -10,6 +10,7 @@ void bind_guards(nb::module_& m);
 void bind_eval_frame(nb::module_& m);
 void bind_compiler(nb::module_& m);
 void bind_shapes(nb::module_& m);
+void bind_passes(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -27,4 +28,6 @@ NB_MODULE(_C, m) {
   bind_compiler(m);
   auto shapes = m.def_submodule("shapes", "Shape rules of core ops (tests, measurements)");
   bind_shapes(shapes);
+  auto passes = m.def_submodule("passes", "Graph passes over IR text; IR text on the eager executor (tests)");
+  bind_passes(passes);
 }

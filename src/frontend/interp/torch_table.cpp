@@ -62,6 +62,33 @@ TorchTable TorchTable::from_python(PyObject* py) {
 
 PyObject* TorchTable::dtype_object(ir::DType dt) const { return dtype_objects_.at(static_cast<size_t>(dt)).get(); }
 
+PyRef TorchTable::literal_object(const ir::Literal& lit) const {
+  struct Visitor {
+    const TorchTable& t;
+    PyRef operator()(const ir::NoneLiteral&) const { return PyRef::borrow(Py_None); }
+    PyRef operator()(bool b) const { return PyRef::borrow(b ? Py_True : Py_False); }
+    PyRef operator()(int64_t i) const { return PyRef::steal(PyLong_FromLongLong(i)); }
+    PyRef operator()(double d) const { return PyRef::steal(PyFloat_FromDouble(d)); }
+    PyRef operator()(const std::string& s) const { return PyRef::steal(PyUnicode_FromStringAndSize(s.data(), s.size())); }
+    PyRef operator()(ir::DType dt) const { return PyRef::borrow(t.dtype_object(dt)); }
+    PyRef operator()(const ir::Device& d) const {
+      PyRef s = PyRef::steal(PyUnicode_FromString(d.str().c_str()));
+      return PyRef::steal(PyObject_CallOneArg(t.device_type.get(), s.get()));
+    }
+    PyRef operator()(const ir::Slice& sl) const {
+      auto part = [](const std::optional<int64_t>& v) {
+        return v ? PyRef::steal(PyLong_FromLongLong(*v)) : PyRef::borrow(Py_None);
+      };
+      PyRef a = part(sl.start), b = part(sl.stop), c = part(sl.step);
+      return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
+    }
+    PyRef operator()(const ir::Ellipsis&) const { return PyRef::borrow(Py_Ellipsis); }
+  };
+  PyRef r = std::visit(Visitor{*this}, lit);
+  if (!r) throw PythonError();
+  return r;
+}
+
 const std::string& TorchTable::name_of(PyObject* fn) const {
   auto it = names_.find(fn);
   if (it != names_.end()) return it->second.second;

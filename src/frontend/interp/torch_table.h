@@ -60,6 +60,9 @@ struct TorchTable {
   static TorchTable from_python(PyObject* table);
 
   PyObject* dtype_object(ir::DType dt) const;  // borrowed torch.float32 etc.
+  // The Python object of an IR literal (torch.float32, torch.device("cpu"), slice(1, None, 2),
+  // ...), as the eager executor passes it to torch. Throws PythonError if building it fails.
+  PyRef literal_object(const ir::Literal& lit) const;
   // Classifies a callable (memoized; keeps the callable alive). Throws PythonError on failure.
   const CallableKind& classify(PyObject* fn) const;
   // The qualified name of a callable (memoized).
