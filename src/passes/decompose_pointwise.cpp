@@ -119,7 +119,7 @@ void binary_rule(Ctx& c, Op op) {
     if (rounding != "trunc" || !is_floating(compute)) refuse();
     return c.finish(unary(c.rw, Op::Trunc, binary(c.rw, Op::Div, a2.value, b2)));
   }
-  bool unchanged = !alpha && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) && c.node.args[0].kind == Arg::Kind::Value;
+  bool unchanged = n.op != Op::TorchCall && !alpha && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) && c.node.args[0].kind == Arg::Kind::Value;
   if (unchanged) refuse();
   ValueId out = binary(c.rw, op, a2.value, b2);
   if (c.rw.type(out).dtype != r) out = convert(c.rw, out, r);
@@ -259,6 +259,25 @@ void add_pointwise_rules(RuleMap& rules) {
   for (Op op : {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Erf,
                 Op::Reciprocal, Op::Log1p, Op::Expm1})
     rules[ir::op_info(op).torch_target] = [op](Ctx& c) { unary_rule(c, op); };
+  // Python operators on tensors, captured under their operator.* names.
+  const std::pair<const char*, Op> kOperators[] = {
+      {"operator.add", Op::Add},        {"operator.sub", Op::Sub},       {"operator.mul", Op::Mul},
+      {"operator.truediv", Op::Div},    {"operator.floordiv", Op::FloorDivide}, {"operator.mod", Op::Remainder},
+      {"operator.pow", Op::Pow},        {"operator.and_", Op::BitwiseAnd}, {"operator.or_", Op::BitwiseOr},
+      {"operator.xor", Op::BitwiseXor}, {"operator.eq", Op::Eq},          {"operator.ne", Op::Ne},
+      {"operator.lt", Op::Lt},          {"operator.le", Op::Le},          {"operator.gt", Op::Gt},
+      {"operator.ge", Op::Ge}};
+  for (const auto& [name, op] : kOperators) {
+    Op o = op;
+    rules[name] = [o](Ctx& c) { binary_rule(c, o); };
+  }
+  rules["operator.neg"] = [](Ctx& c) {
+    const ir::Node& n = c.node;
+    if (n.args.size() != 1 || !n.kwargs.empty()) refuse();
+    ValueId x = c.tensor(n.args[0]);
+    if (c.rw.type(x).dtype != c.result_type().dtype || c.rw.type(x).dtype == DType::Bool) refuse();
+    c.finish(unary(c.rw, Op::Neg, x));
+  };
   rules["torch.nn.functional.sigmoid"] = [](Ctx& c) { c.finish(unary(c.rw, Op::Sigmoid, upcast(c, c.tensor("input")))); };
   rules["torch.nn.functional.tanh"] = [](Ctx& c) { c.finish(unary(c.rw, Op::Tanh, upcast(c, c.tensor("input")))); };
   rules["torch.nn.functional.relu"] = [](Ctx& c) {

@@ -11,6 +11,7 @@
 // found a form it does not handle (it throws Refuse), so a rule checks as it goes.
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -79,7 +80,7 @@ class Rewriter {
 
   const ir::Graph& source_;
   std::vector<ir::ValueId> map_;  // source value -> new value, -1 until defined
-  std::vector<ir::TensorType> types_;
+  std::deque<ir::TensorType> types_;  // a deque: references stay valid while rules emit
   std::vector<Pending> nodes_;
 };
 

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include <stdexcept>
@@ -36,6 +37,16 @@ void bind_passes(nb::module_& m) {
     for (const passes::PassInfo& p : passes::registered_passes()) names.push_back(p.name);
     return names;
   }, "The registered passes, in order.");
+  m.def(
+      "node_callables",
+      [](std::string_view text) {
+        ir::Graph g = ir::parse(text);
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const ir::Node& n : g.nodes())
+          out.emplace_back(n.op == ir::Op::TorchCall ? "torch" : ir::op_info(n.op).name, std::string(n.callable()));
+        return out;
+      },
+      nb::arg("text"), "Per node: (core op name or 'torch', the qualified callable).");
   m.def(
       "run_pass",
       [](std::string_view text, std::string_view name) {

@@ -54,16 +54,28 @@ def make_inputs(spec, seed, overrides=None):
     return tensors
 
 
+# Capture records a Tensor method's varargs form under the core op (`permute(%x, 2, 0, 1)`),
+# which the torch.* target refuses; the eager backend keeps the method the frame called. The
+# Tensor method of the same name takes both forms, self first.
+_METHOD_FORMS = {"view", "reshape", "permute", "expand", "flatten", "unsqueeze", "squeeze", "transpose"}
+
+
 def callables(text):
     out = []
     for kind, name in passes.node_callables(text):
-        out.append(ops.op_callables[kind] if kind != "torch" else ops._resolve(name))
+        if kind == "torch":
+            out.append(ops._resolve(name))
+        elif kind in _METHOD_FORMS:
+            out.append(getattr(torch.Tensor, kind))
+        else:
+            out.append(ops.op_callables[kind])
     return out
 
 
 def run(text, inputs):
     """Outputs of the graph, and the inputs after the run (clones: in-place writes stay here)."""
     mine = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    torch.manual_seed(0)
     outs = passes.run_graph(text, callables(text), mine, ops.table)
     return outs, mine
 

@@ -95,7 +95,7 @@ def cases():
     c["cat_stack"] = (lambda a, b, i: (torch.cat([a, b], -1), torch.cat([a, i], 0), torch.stack([a, b]), torch.stack([a, b], -1),
                                        torch.cat((a,)), torch.stack([a], 1)),
                       (x(2, 3), x(2, 3), torch.ones(2, 3, dtype=torch.int64)))
-    c["gather_index"] = (lambda a, i, j: (torch.gather(a, -1, i), a.index_select(-1, j), torch.index_select(a, 0, j[:1])),
+    c["gather_index"] = (lambda a, i, j: (torch.gather(a, -1, i), a.index_select(-1, j), torch.index_select(a, 0, j[1:2])),
                          (x(3, 5), torch.randint(0, 5, (3, 2)), torch.tensor([4, 0, 2])))
     c["factories"] = (lambda a: (torch.zeros(3), torch.ones(2, 3, dtype=torch.int64), torch.full((2, 2), 7.0), torch.zeros_like(a),
                                  torch.ones_like(a, dtype=torch.float16), torch.full_like(a, 3), torch.arange(5), torch.arange(1, 7, 2),
@@ -135,10 +135,15 @@ def test_decomposition_matches_eager(name):
         check_primitive(after)
         spec = graph_inputs(text)
         inputs = make_inputs(spec, seed=1, overrides=source_map(fn, args))
-        compare(text, after, inputs)
-        # The result of a real eager call agrees too, for the graph's outputs that the function returns.
-    eager = fn(*[a.clone() for a in args])
-    assert eager is not None
+        compare(text, after, inputs, **tolerance(name))
+
+
+def tolerance(name):
+    # linear/addmm with a bias in half precision: torch's addmm rounds matmul + bias once, the
+    # decomposition (matmul, then add: the contract with lowering) rounds twice.
+    if name.startswith(("linear_", "addmm_")) and not name.endswith("float32"):
+        return {"atol": 2e-2, "rtol": 2e-2}
+    return {}
 
 
 def test_decompose_is_idempotent_on_primitives():
