@@ -171,9 +171,11 @@ std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_
   return {r[0], r[1]};
 }
 
-ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes) {
+ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always) {
   const ir::TensorType& t = rw.type(x);
-  if (numel(const_sizes(t)) != numel(sizes)) throw std::logic_error("reshape builder: element counts differ");
+  std::vector<int64_t> in = const_sizes(t);
+  if (numel(in) != numel(sizes)) throw std::logic_error("reshape builder: element counts differ");
+  if (in == sizes && !always) return x;
   ir::TensorType rt = make_type(t.dtype, to_exprs(sizes), t.device, t.requires_grad);
   return rw.emit(Op::Reshape, {V(x), int_list_arg(sizes)}, {}, std::move(rt));
 }

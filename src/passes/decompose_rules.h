@@ -66,7 +66,9 @@ ValueId binary_s(Rewriter& rw, Op op, ValueId a, double b);  // b becomes a lite
 ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool keepdim);
 // var_mean: {var, mean}.
 std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction, bool keepdim);
-ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
+// A reshape; `x` itself when the sizes do not change, unless `always` (a view must be a new
+// tensor object, as torch's is).
+ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always = false);
 ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
 ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);

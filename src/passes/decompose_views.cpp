@@ -20,7 +20,7 @@ void reshape_to_result(Ctx& c, ValueId x) {
   if (r.dtype != c.rw.type(x).dtype) refuse();  // x.view(dtype) reinterprets bytes
   std::vector<int64_t> sizes = const_sizes(r);
   if (numel(sizes) != numel(const_sizes(c.rw.type(x)))) refuse();
-  c.finish(reshape(c.rw, x, sizes));
+  c.finish(reshape(c.rw, x, sizes, true));
 }
 
 void view_like(Ctx& c) {
@@ -125,9 +125,7 @@ void getitem(Ctx& c) {
   }
   const ir::TensorType& r = c.result_type();
   std::vector<int64_t> want = const_sizes(r);
-  if (!emitted || const_sizes(rw.type(cur)) != want) {
-    cur = reshape(rw, cur, want);
-  }
+  if (!emitted || const_sizes(rw.type(cur)) != want) cur = reshape(rw, cur, want, true);
   c.finish(cur);
 }
 

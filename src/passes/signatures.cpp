@@ -43,7 +43,7 @@ std::vector<Entry> entries() {
       {{"torch.square", "torch.Tensor.square", "torch.t", "torch.Tensor.t", "torch.nn.functional.sigmoid",
         "torch.nn.functional.tanh"},
        "input"},
-      {{"torch.nn.functional.gelu"}, "input, approximate='none'"},
+      {{"torch.nn.functional.gelu"}, "input, *, approximate='none'"},
       {{"torch.nn.functional.silu", "torch.nn.functional.relu", "torch.nn.functional.relu6",
         "torch.nn.functional.hardswish", "torch.nn.functional.hardsigmoid", "torch.nn.functional.mish"},
        "input, inplace=False"},
