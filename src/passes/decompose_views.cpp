@@ -275,6 +275,15 @@ void dim_normalizing(Ctx& c, Op op) {
   c.finish(c.rw.emit(op, {V(x), Arg::of_literal(dim), V(index)}, {}, c.result_type()));
 }
 
+// tril/triu with the diagonal spelled out.
+void triangle(Ctx& c, Op op) {
+  ValueId x = c.tensor("input");
+  int64_t k = c.int_arg("diagonal");
+  if (rank_of(c.rw, x) < 2) refuse();
+  if (c.node.kwargs.empty() && c.node.args.size() == 2 && int_literal(c.node.args[1]) == k) refuse();
+  c.finish(c.rw.emit(op, {V(x), Arg::of_literal(k)}, {}, c.result_type()));
+}
+
 void contiguous(Ctx& c) {
   ValueId x = c.tensor("self");
   // Already contiguous: torch returns the tensor itself.
@@ -290,27 +299,32 @@ void to_dtype(Ctx& c, ValueId x) {
   c.finish(convert(c.rw, x, r.dtype));  // the same dtype: torch returns x itself
 }
 
+// x.to(dtype), x.to(device, dtype), x.to(device=..., dtype=...): only when the device stays.
 void tensor_to(Ctx& c) {
   const ir::Node& n = c.node;
   if (n.args.empty() || n.args[0].kind != Arg::Kind::Value) refuse();
-  bool has_dtype = false;
+  ValueId x = c.tensor(n.args[0]);
+  auto same_device = [&](const Arg& a) {
+    if (a.kind != Arg::Kind::Literal) return false;
+    std::optional<ir::Device> d;
+    if (const ir::Device* dev = std::get_if<ir::Device>(&a.literal)) d = *dev;
+    if (const std::string* s = std::get_if<std::string>(&a.literal)) d = ir::device_from_string(*s);
+    // "cpu" names the device that a tensor on cpu has; an indexless "cuda" is not checked here.
+    return d && *d == c.rw.type(x).device;
+  };
+  auto is_dtype = [](const Arg& a) { return a.kind == Arg::Kind::Literal && std::holds_alternative<DType>(a.literal); };
   for (size_t i = 1; i < n.args.size(); ++i) {
     const Arg& a = n.args[i];
-    if (a.kind == Arg::Kind::Literal && std::holds_alternative<DType>(a.literal) && i == 1) {
-      has_dtype = true;
-    } else if (!(i >= 2 && bool_literal(a) == false)) {
-      refuse();  // devices, other tensors, copy=True
-    }
+    bool ok = (i == 1 && (is_dtype(a) || same_device(a))) || (i == 2 && is_dtype(a) && same_device(n.args[1])) ||
+              (i >= 2 && bool_literal(a) == false);
+    if (!ok) refuse();  // other tensors, other devices, copy=True, memory formats
   }
   for (const auto& [name, value] : n.kwargs) {
-    if (name == "dtype" && value.kind == Arg::Kind::Literal && std::holds_alternative<DType>(value.literal)) {
-      has_dtype = true;
-    } else if (!((name == "non_blocking" || name == "copy") && bool_literal(value) == false)) {
-      refuse();
-    }
+    bool ok = (name == "dtype" && is_dtype(value)) || (name == "device" && same_device(value)) ||
+              ((name == "non_blocking" || name == "copy") && bool_literal(value) == false);
+    if (!ok) refuse();
   }
-  if (!has_dtype) refuse();
-  to_dtype(c, c.tensor(n.args[0]));
+  to_dtype(c, x);
 }
 
 // Factories: full of the recorded type, when only sizes, dtype and device were asked for.
@@ -412,6 +426,8 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.gather"] = [](Ctx& c) { dim_normalizing(c, Op::Gather); };
   rules["torch.index_select"] = [](Ctx& c) { dim_normalizing(c, Op::IndexSelect); };
   rules["torch.Tensor.contiguous"] = contiguous;
+  rules["torch.tril"] = [](Ctx& c) { triangle(c, Op::Tril); };
+  rules["torch.triu"] = [](Ctx& c) { triangle(c, Op::Triu); };
   for (const char* name : {"torch.Tensor.float", "torch.Tensor.double", "torch.Tensor.half", "torch.Tensor.bfloat16",
                            "torch.Tensor.long", "torch.Tensor.int", "torch.Tensor.short", "torch.Tensor.bool",
                            "torch.Tensor.byte", "torch.Tensor.char"})
