@@ -162,3 +162,21 @@ def test_unknown_forms_stay():
     assert "cross_entropy" in after
     inputs = make_inputs(graph_inputs(text), 1, {"L['t']": torch.tensor([0, 1, 2, 3])})
     compare(text, after, inputs)
+
+
+def test_run_pass_names_unknown_pass_and_invalid_graph():
+    text = "graph @g(%0: f32[2]{1} cpu \"L['x']\") {\n  %1 = neg(%0) : f32[2]{1} cpu\n  return (%1)\n}\n"
+    with pytest.raises(ValueError, match="no pass named 'nope'"):
+        passes.run_pass(text, "nope")
+    assert "canonicalize" in passes.names() and "decompose" in passes.names()
+    # A graph already made of primitives is left as it is.
+    assert passes.run_pass(text, "decompose") == passes.run_pass(text, "canonicalize")
+
+
+def test_symbolic_sizes_stay():
+    text = ("graph @g(%0: f32[s0, 8]{8, 1} cpu \"L['x']\") {\n"
+            "  %1 = layer_norm(%0, (8,)) : f32[s0, 8]{8, 1} cpu\n"
+            "  %2 = view(%0, -1) : f32[8*s0]{1} cpu\n"
+            "  return (%1, %2)\n}\n")
+    after = lower(text)
+    assert "layer_norm(%0, [8])" in after and "view(%0, -1)" in after
