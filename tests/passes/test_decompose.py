@@ -81,7 +81,9 @@ def cases():
                      (x(6, 5), torch.tensor([0, 1, 4, 2, 1, 3])))
     c["dropout_eval"] = (lambda a: F.dropout(a, 0.3, training=False) + 1, (x(4, 8),))
     c["int_math"] = (lambda a, b: (a + 1, a * 2.5, a / b, a // b, a.sum(), a.sum(0), (a > 1).sum(-1), a + b.float(),
-                                   torch.exp(a), a.float().mean(), torch.clamp(a, 0, 1), torch.where(a > 1, a, 0)),
+                                   torch.exp(a), a.float().mean(), torch.clamp(a, 0, 1), torch.where(a > 1, a, 0),
+                                   a.amax(1), torch.logsumexp(a, 1), a.masked_fill(a > 2, 7), torch.sigmoid(a),
+                                   torch.cat([a, b], 0), a.sum(dtype=torch.float32), -a, a.square()),
                      (torch.randint(-5, 5, (4, 6), dtype=torch.int32), torch.randint(1, 5, (4, 6))))
     c["bool_math"] = (lambda m, a: (m.sum(), m & (a > 0), m.float() * a, torch.where(m, a, a * 2)),
                       (torch.rand(4, 6) > 0.5, x(4, 6)))
