@@ -181,6 +181,39 @@ void mish(Ctx& c) {
   finish_as(c, binary(c.rw, Op::Mul, x, V(unary(c.rw, Op::Tanh, sp))));
 }
 
+// x > 0 ? x : x * slope
+void leaky_relu(Ctx& c) {
+  no_inplace(c);
+  double slope = c.number_arg("negative_slope");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId pos = binary_s(c.rw, Op::Gt, x, 0.0);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(pos), V(x), V(binary_s(c.rw, Op::Mul, x, slope))}, dt));
+}
+
+// x > 0 ? x : alpha * expm1(x)
+void elu(Ctx& c) {
+  no_inplace(c);
+  double alpha = c.number_arg("alpha");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId pos = binary_s(c.rw, Op::Gt, x, 0.0);
+  ValueId neg = binary_s(c.rw, Op::Mul, unary(c.rw, Op::Expm1, x), alpha);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(pos), V(x), V(neg)}, dt));
+}
+
+// x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+void softplus(Ctx& c) {
+  double beta = c.number_arg("beta"), threshold = c.number_arg("threshold");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId scaled = beta == 1.0 ? x : binary_s(c.rw, Op::Mul, x, beta);
+  ValueId big = binary_s(c.rw, Op::Gt, scaled, threshold);
+  ValueId soft = unary(c.rw, Op::Log1p, unary(c.rw, Op::Exp, scaled));
+  if (beta != 1.0) soft = binary_s(c.rw, Op::Div, soft, beta);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(big), V(x), V(soft)}, dt));
+}
+
 // min(max(x + 3, 0), 6)
 ValueId relu6_of_shift(Ctx& c, ValueId x) {
   ValueId shifted = binary_s(c.rw, Op::Add, x, 3.0);
@@ -303,6 +336,9 @@ void add_pointwise_rules(RuleMap& rules) {
   rules["torch.nn.functional.mish"] = mish;
   rules["torch.nn.functional.hardsigmoid"] = hardsigmoid;
   rules["torch.nn.functional.hardswish"] = hardswish;
+  rules["torch.nn.functional.leaky_relu"] = leaky_relu;
+  rules["torch.nn.functional.elu"] = elu;
+  rules["torch.nn.functional.softplus"] = softplus;
   rules["torch.clamp"] = clamp;
   rules["torch.clamp_min"] = rules["torch.Tensor.clamp_min"] = [](Ctx& c) {
     clamp_to(c, c.tensor("input"), c.arg("min"), Arg::of_literal(ir::NoneLiteral{}));

@@ -49,7 +49,8 @@ def cases():
         c[f"gelu_{n}"] = (lambda a: (F.gelu(a), F.gelu(a, approximate="tanh")), (x(4, 8, dtype=dt) * 3,))
         c[f"activations_{n}"] = (lambda a: (F.silu(a), F.mish(a), F.hardswish(a), F.hardsigmoid(a), F.relu6(a * 4),
                                             F.hardtanh(a), F.hardtanh(a, -0.5, 0.25), F.relu(a), torch.sigmoid(a),
-                                            torch.tanh(a)), (x(4, 8, dtype=dt) * 4,))
+                                            torch.tanh(a), F.leaky_relu(a), F.leaky_relu(a, 0.2), F.elu(a), F.elu(a, 0.5),
+                                            F.softplus(a), F.softplus(a, beta=2.0, threshold=5.0)), (x(4, 8, dtype=dt) * 4,))
         c[f"mean_var_{n}"] = (lambda a: (a.mean(-1, keepdim=True), a.mean(), a.var(), torch.std(a, 0), a.var(1, unbiased=False),
                                          torch.var_mean(a, dim=(0, 2), correction=0), torch.std(a, dim=-1, keepdim=True),
                                          torch.std_mean(a, 1)),
