@@ -13,6 +13,11 @@ namespace ember::passes {
 
 // Removes nodes whose results nothing uses, unless running them has an effect (dce.cpp).
 bool dce(ir::Graph& graph);
+// Binds the arguments of known calls to their parameters: one form per op (canonicalize.cpp).
+bool canonicalize(ir::Graph& graph);
+// Rewrites composite ops into Ember's primitives, the contract with lowering (decompose.cpp,
+// docs/decompositions.md).
+bool decompose(ir::Graph& graph);
 
 struct PassInfo {
   const char* name;     // as `ember-opt --pass NAME` spells it

@@ -6,6 +6,8 @@ namespace ember::passes {
 const std::vector<PassInfo>& registered_passes() {
   static const std::vector<PassInfo> kPasses = {
       {"dce", "remove nodes whose results are unused and whose execution has no effect", dce},
+      {"canonicalize", "bind arguments to parameters: defaults, non-negative dims, sizes as lists", canonicalize},
+      {"decompose", "rewrite composite ops into primitives (docs/decompositions.md)", decompose},
   };
   return kPasses;
 }

@@ -13,6 +13,7 @@ void bind_shapes(nb::module_& m);
 void bind_codecache(nb::module_& m);
 void bind_lowering(nb::module_& m);
 void bind_codegen(nb::module_& m);
+void bind_passes(nb::module_& m);
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -36,4 +37,6 @@ NB_MODULE(_C, m) {
   bind_lowering(lowering);
   auto codegen = m.def_submodule("codegen", "C++ code generation and compiled graphs (tests, tools)");
   bind_codegen(codegen);
+  auto passes = m.def_submodule("passes", "Graph passes over IR text; IR text on the eager executor (tests)");
+  bind_passes(passes);
 }

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "codegen/cpp/cpp_codegen.h"
+#include "frontend/interp/trace.h"
 #include "loop_ir/loop_ir.h"
 #include "lowering/lowering.h"
 #include "memory/memory_plan.h"
@@ -94,31 +94,25 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   report->planned_peak_bytes = plan.peak_bytes;
   report->loop_ir = loop_ir::print(program);
   clock.done("memory planning");
-  codegen::CppSource source = codegen::emit_cpp(program, plan, codegen::CppOptions{});
-  report->cpp_source = source.text;
-  clock.done("code generation");
 
   CppCompileOptions cc;
   cc.compiler = options.cxx;
   cc.include_dirs = {options.include_dir};
   cc.cache_dir = options.cache_dir;
   cc.isa = detect_isa();
-  CompileResult compiled;
+  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
+  CompiledGraphBuild build;
   try {
-    compiled = compile_and_load(source.text, cc);
+    build = compile_graph(program, plan, codegen::CppOptions{}, cc, extern_callables(program, table), convert);
   } catch (const CompileError& e) {
     report->codegen_failed = true;
     report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
     return eager_runner(captured, callables, table);
   }
-  report->cache_hit = compiled.cache_hit;
-  clock.done(compiled.cache_hit ? "compile (cached)" : "compile");
-  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
-  std::vector<PyRef> externs = extern_callables(program, table);
-  auto runner = std::make_unique<CompiledGraph>(std::move(program), std::move(plan), compiled.library, source.entry,
-                                                std::move(externs), convert);
-  clock.done("load");
-  return runner;
+  report->cpp_source = build.graph->source().text;
+  report->cache_hit = build.cache_hit;
+  clock.done(build.cache_hit ? "code generation, compile (cached)" : "code generation, compile");
+  return std::move(build.graph);
 }
 
 }  // namespace ember::runtime

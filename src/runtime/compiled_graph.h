@@ -29,6 +29,7 @@
 #include "memory/memory_plan.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/eager_executor.h"
+#include "runtime/graph_runner.h"
 
 struct ember_ctx;
 
@@ -39,7 +40,7 @@ namespace ember::runtime {
 // the frontend passes its own converter.
 PyRef literal_to_python(const ir::Literal& literal);
 
-class CompiledGraph {
+class CompiledGraph : public GraphRunner {
  public:
   // `library` holds the code `source` was generated into for `program` and `plan`;
   // `callables[k]` is the torch callable of program.externs[k]. Throws std::invalid_argument when
@@ -52,7 +53,7 @@ class CompiledGraph {
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
-  bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const;
+  bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
   const codegen::CppSource& source() const { return source_; }
   const LoadedLibrary& library() const { return *library_; }

@@ -1,0 +1,361 @@
+// decompose, pointwise family: explicit type promotion of core pointwise ops (convert inserted,
+// scalars as literals of the computation dtype's Python kind), add/sub alpha, div rounding
+// modes, rsub, square, where, masked_fill, clamp and its aliases, and the activations (gelu exact
+// and tanh, silu, mish, hardswish, hardsigmoid, relu6, hardtanh) computed in float32 for
+// float16/bfloat16 inputs.
+#include <cmath>
+
+#include "passes/decompose_rules.h"
+
+namespace ember::passes::decomp {
+
+namespace {
+
+// torch's type promotion over tensors and Python scalars: tensors with dims decide first,
+// zero-dim tensors next, scalars only when they are of a higher category (bool < int < float).
+int category(DType dt) { return dt == DType::Bool ? 0 : is_integral(dt) ? 1 : 2; }
+
+DType result_type(Rewriter& rw, const std::vector<Arg>& operands) {
+  std::optional<DType> dim_dt, zero_dt;
+  int scalar_cat = -1;
+  auto merge = [](std::optional<DType>& acc, DType d) {
+    if (!acc) {
+      acc = d;
+      return;
+    }
+    auto p = promote(*acc, d);
+    if (!p) refuse();
+    acc = *p;
+  };
+  for (const Arg& a : operands) {
+    if (a.kind == Arg::Kind::Value) {
+      const ir::TensorType& t = rw.type(a.value);
+      if (is_complex(t.dtype)) refuse();
+      merge(t.sizes.empty() ? zero_dt : dim_dt, t.dtype);
+    } else if (bool_literal(a)) {
+      scalar_cat = std::max(scalar_cat, 0);
+    } else if (int_literal(a)) {
+      scalar_cat = std::max(scalar_cat, 1);
+    } else if (a.kind == Arg::Kind::Literal && std::holds_alternative<double>(a.literal)) {
+      scalar_cat = std::max(scalar_cat, 2);
+    } else {
+      refuse();
+    }
+  }
+  std::optional<DType> r = dim_dt;
+  if (zero_dt && (!r || category(*zero_dt) > category(*r))) r = zero_dt;
+  if (!r) refuse();
+  if (scalar_cat > category(*r)) r = scalar_cat == 2 ? DType::Float32 : DType::Int64;
+  return *r;
+}
+
+bool is_comparison_or_logical(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge ||
+         op == Op::LogicalAnd || op == Op::LogicalOr;
+}
+
+// An operand brought to dtype `dt`: tensors converted, literals re-spelled.
+Arg operand(Rewriter& rw, const Arg& a, DType dt) {
+  if (a.kind == Arg::Kind::Value) return V(convert(rw, a.value, dt));
+  return scalar_for(a, dt);
+}
+
+bool same_operand(Rewriter& rw, const Arg& before, const Arg& after) {
+  if (before.kind == Arg::Kind::Value) return after.kind == Arg::Kind::Value && after.value == before.value;
+  return before.literal.index() == after.literal.index();
+}
+
+// Core binary ops: promotion made explicit; alpha and rounding_mode decomposed; a scalar first
+// operand moved second where that is exact.
+void binary_rule(Ctx& c, Op op) {
+  const ir::Node& n = c.node;
+  if (n.args.size() != 2) refuse();
+  Arg a = c.rw.map(n.args[0]), b = c.rw.map(n.args[1]);
+  std::optional<double> alpha;
+  std::string rounding;
+  for (const auto& [name, value] : n.kwargs) {
+    if (name == "alpha" && (op == Op::Add || op == Op::Sub)) {
+      alpha = number_literal(value);
+      if (!alpha) refuse();
+    } else if (name == "rounding_mode" && op == Op::Div) {
+      if (is_none(value)) continue;
+      const std::string* s = value.kind == Arg::Kind::Literal ? std::get_if<std::string>(&value.literal) : nullptr;
+      if (!s) refuse();
+      rounding = *s;
+    } else {
+      refuse();
+    }
+  }
+  DType r = c.result_type().dtype;
+  DType compute = is_comparison_or_logical(op) ? result_type(c.rw, {a, b}) : r;
+  if (op == Op::Div && !rounding.empty()) compute = result_type(c.rw, {a, b});
+  if (a.kind != Arg::Kind::Value) {
+    // s op x: commutative ops swap; s - x is (-x) + s exactly; others stay with torch.
+    if (b.kind != Arg::Kind::Value || alpha) refuse();
+    bool commutes = op == Op::Add || op == Op::Mul || op == Op::Maximum || op == Op::Minimum || op == Op::Eq ||
+                    op == Op::Ne || op == Op::BitwiseAnd || op == Op::BitwiseOr || op == Op::BitwiseXor ||
+                    op == Op::LogicalAnd || op == Op::LogicalOr;
+    bool mirrors = op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
+    if (op == Op::Sub) {
+      ValueId neg = unary(c.rw, Op::Neg, convert(c.rw, b.value, compute));
+      ValueId out = binary(c.rw, Op::Add, neg, a);
+      return c.finish(convert(c.rw, out, r));
+    }
+    if (!commutes && !mirrors) refuse();
+    std::swap(a, b);
+    if (mirrors) op = op == Op::Lt ? Op::Gt : op == Op::Le ? Op::Ge : op == Op::Gt ? Op::Lt : Op::Le;
+  }
+  Arg a2 = operand(c.rw, a, compute), b2 = operand(c.rw, b, compute);
+  if (alpha && *alpha != 1.0) {
+    if (b2.kind == Arg::Kind::Value) {
+      b2 = V(binary_s(c.rw, Op::Mul, b2.value, *alpha));
+    } else {
+      auto bv = number_literal(b2);
+      b2 = scalar(*bv * *alpha, compute);
+    }
+  }
+  if (op == Op::Div && !rounding.empty()) {
+    if (rounding == "floor") return c.finish(binary(c.rw, Op::FloorDivide, a2.value, b2));
+    if (rounding != "trunc" || !is_floating(compute)) refuse();
+    return c.finish(unary(c.rw, Op::Trunc, binary(c.rw, Op::Div, a2.value, b2)));
+  }
+  bool unchanged = n.op != Op::TorchCall && !alpha && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) && c.node.args[0].kind == Arg::Kind::Value;
+  if (unchanged) refuse();
+  ValueId out = binary(c.rw, op, a2.value, b2);
+  if (c.rw.type(out).dtype != r) out = convert(c.rw, out, r);
+  c.finish(out);
+}
+
+// Core unary ops on integer or bool inputs whose result is floating: torch converts first.
+void unary_rule(Ctx& c, Op op) {
+  const ir::Node& n = c.node;
+  if (n.args.size() != 1 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::Value) refuse();
+  ValueId x = c.tensor(n.args[0]);
+  DType r = c.result_type().dtype;
+  if (c.rw.type(x).dtype == r || !is_floating(r) || is_floating(c.rw.type(x).dtype)) refuse();
+  c.finish(unary(c.rw, op, convert(c.rw, x, r)));
+}
+
+// Float32 math for float16/bfloat16 inputs of composite activations; Refuse for non-float.
+ValueId upcast(Ctx& c, ValueId x) {
+  DType dt = c.rw.type(x).dtype;
+  if (!is_floating(dt) || ir::dtype_itemsize(dt) == 1) refuse();
+  return convert(c.rw, x, opmath(dt));
+}
+
+void finish_as(Ctx& c, ValueId y) { c.finish(convert(c.rw, y, c.result_type().dtype)); }
+
+void no_inplace(Ctx& c) {
+  if (c.bool_arg("inplace")) refuse();
+}
+
+void gelu(Ctx& c) {
+  const Arg& approx = c.arg("approximate");
+  const std::string* mode = approx.kind == Arg::Kind::Literal ? std::get_if<std::string>(&approx.literal) : nullptr;
+  if (!mode) refuse();
+  ValueId x = upcast(c, c.tensor("input"));
+  Rewriter& rw = c.rw;
+  if (*mode == "none") {
+    ValueId half_x = binary_s(rw, Op::Mul, x, 0.5);
+    ValueId e = unary(rw, Op::Erf, binary_s(rw, Op::Mul, x, M_SQRT1_2));
+    return finish_as(c, binary(rw, Op::Mul, half_x, V(binary_s(rw, Op::Add, e, 1.0))));
+  }
+  if (*mode != "tanh") refuse();
+  const double beta = M_SQRT2 * M_2_SQRTPI * 0.5, kappa = 0.044715;
+  ValueId cube = binary(rw, Op::Mul, binary(rw, Op::Mul, x, V(x)), V(x));
+  ValueId inner = binary_s(rw, Op::Mul, binary(rw, Op::Add, x, V(binary_s(rw, Op::Mul, cube, kappa))), beta);
+  ValueId t = binary_s(rw, Op::Add, unary(rw, Op::Tanh, inner), 1.0);
+  finish_as(c, binary(rw, Op::Mul, binary_s(rw, Op::Mul, x, 0.5), V(t)));
+}
+
+void silu(Ctx& c) {
+  no_inplace(c);
+  ValueId x = upcast(c, c.tensor("input"));
+  finish_as(c, binary(c.rw, Op::Mul, x, V(unary(c.rw, Op::Sigmoid, x))));
+}
+
+void mish(Ctx& c) {
+  no_inplace(c);
+  ValueId x = upcast(c, c.tensor("input"));
+  ValueId sp = unary(c.rw, Op::Log1p, unary(c.rw, Op::Exp, x));
+  finish_as(c, binary(c.rw, Op::Mul, x, V(unary(c.rw, Op::Tanh, sp))));
+}
+
+// x > 0 ? x : x * slope
+void leaky_relu(Ctx& c) {
+  no_inplace(c);
+  double slope = c.number_arg("negative_slope");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId pos = binary_s(c.rw, Op::Gt, x, 0.0);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(pos), V(x), V(binary_s(c.rw, Op::Mul, x, slope))}, dt));
+}
+
+// x > 0 ? x : alpha * expm1(x)
+void elu(Ctx& c) {
+  no_inplace(c);
+  double alpha = c.number_arg("alpha");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId pos = binary_s(c.rw, Op::Gt, x, 0.0);
+  ValueId neg = binary_s(c.rw, Op::Mul, unary(c.rw, Op::Expm1, x), alpha);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(pos), V(x), V(neg)}, dt));
+}
+
+// x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+void softplus(Ctx& c) {
+  double beta = c.number_arg("beta"), threshold = c.number_arg("threshold");
+  ValueId x = upcast(c, c.tensor("input"));
+  DType dt = c.rw.type(x).dtype;
+  ValueId scaled = beta == 1.0 ? x : binary_s(c.rw, Op::Mul, x, beta);
+  ValueId big = binary_s(c.rw, Op::Gt, scaled, threshold);
+  ValueId soft = unary(c.rw, Op::Log1p, unary(c.rw, Op::Exp, scaled));
+  if (beta != 1.0) soft = binary_s(c.rw, Op::Div, soft, beta);
+  finish_as(c, pointwise(c.rw, Op::Where, {V(big), V(x), V(soft)}, dt));
+}
+
+// min(max(x + 3, 0), 6)
+ValueId relu6_of_shift(Ctx& c, ValueId x) {
+  ValueId shifted = binary_s(c.rw, Op::Add, x, 3.0);
+  DType dt = c.rw.type(x).dtype;
+  return pointwise(c.rw, Op::Clamp, {V(shifted), scalar(0.0, dt), scalar(6.0, dt)}, dt);
+}
+
+void hardsigmoid(Ctx& c) {
+  no_inplace(c);
+  ValueId x = upcast(c, c.tensor("input"));
+  finish_as(c, binary_s(c.rw, Op::Div, relu6_of_shift(c, x), 6.0));
+}
+
+void hardswish(Ctx& c) {
+  no_inplace(c);
+  ValueId x = upcast(c, c.tensor("input"));
+  finish_as(c, binary_s(c.rw, Op::Div, binary(c.rw, Op::Mul, x, V(relu6_of_shift(c, x))), 6.0));
+}
+
+// clamp(x, lo, hi) with literal bounds, in the result dtype.
+void clamp_to(Ctx& c, ValueId x, const Arg& lo, const Arg& hi) {
+  if (is_none(lo) && is_none(hi)) refuse();
+  if (lo.kind == Arg::Kind::Value || hi.kind == Arg::Kind::Value) refuse();
+  DType r = c.result_type().dtype;
+  if (r == DType::Bool) refuse();
+  auto bound = [&](const Arg& a) { return is_none(a) ? a : scalar_for(a, r); };
+  c.finish(pointwise(c.rw, Op::Clamp, {V(convert(c.rw, x, r)), bound(lo), bound(hi)}, r));
+}
+
+void clamp(Ctx& c) {
+  const ir::Node& n = c.node;
+  if (n.kwargs.empty() && n.args.size() == 3 && n.args[0].kind == Arg::Kind::Value) {
+    // Already the primitive when the dtype and the literals' kinds need no change.
+    DType r = c.result_type().dtype;
+    bool primitive = c.rw.type(c.tensor(n.args[0])).dtype == r;
+    for (size_t i = 1; i < 3; ++i)
+      if (!is_none(n.args[i]))
+        primitive = primitive && n.args[i].kind == Arg::Kind::Literal &&
+                    scalar_for(n.args[i], r).literal.index() == n.args[i].literal.index();
+    if (primitive) refuse();
+  }
+  clamp_to(c, c.tensor("input"), c.arg("min"), c.arg("max"));
+}
+
+void where(Ctx& c) {
+  ValueId cond = c.tensor("condition");
+  if (c.rw.type(cond).dtype != DType::Bool) refuse();
+  DType r = c.result_type().dtype;
+  Arg a = c.rw.map(c.arg("input")), b = c.rw.map(c.arg("other"));
+  Arg a2 = operand(c.rw, a, r), b2 = operand(c.rw, b, r);
+  if (c.node.kwargs.empty() && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) &&
+      (a.kind == Arg::Kind::Value || a.literal.index() == a2.literal.index()) &&
+      (b.kind == Arg::Kind::Value || b.literal.index() == b2.literal.index()))
+    refuse();
+  c.finish(pointwise(c.rw, Op::Where, {V(cond), a2, b2}, r));
+}
+
+void masked_fill(Ctx& c) {
+  ValueId x = c.tensor("input");
+  ValueId mask = c.tensor("mask");
+  if (c.rw.type(mask).dtype != DType::Bool) refuse();
+  const ir::TensorType& xt = c.rw.type(x);
+  if (broadcast(xt.sizes, c.rw.type(mask).sizes) != xt.sizes) refuse();
+  Arg value = c.rw.map(c.arg("value"));
+  if (value.kind == Arg::Kind::Value && !c.rw.type(value.value).sizes.empty()) refuse();
+  c.finish(pointwise(c.rw, Op::Where, {V(mask), operand(c.rw, value, xt.dtype), V(x)}, xt.dtype));
+}
+
+}  // namespace
+
+void add_pointwise_rules(RuleMap& rules) {
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::FloorDivide, Op::Remainder, Op::Pow, Op::Maximum, Op::Minimum,
+                Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor,
+                Op::LogicalAnd, Op::LogicalOr})
+    rules[ir::op_info(op).torch_target] = [op](Ctx& c) { binary_rule(c, op); };
+  for (Op op : {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Erf,
+                Op::Reciprocal, Op::Log1p, Op::Expm1})
+    rules[ir::op_info(op).torch_target] = [op](Ctx& c) { unary_rule(c, op); };
+  // Python operators on tensors, captured under their operator.* names.
+  const std::pair<const char*, Op> kOperators[] = {
+      {"operator.add", Op::Add},        {"operator.sub", Op::Sub},       {"operator.mul", Op::Mul},
+      {"operator.truediv", Op::Div},    {"operator.floordiv", Op::FloorDivide}, {"operator.mod", Op::Remainder},
+      {"operator.pow", Op::Pow},        {"operator.and_", Op::BitwiseAnd}, {"operator.or_", Op::BitwiseOr},
+      {"operator.xor", Op::BitwiseXor}, {"operator.eq", Op::Eq},          {"operator.ne", Op::Ne},
+      {"operator.lt", Op::Lt},          {"operator.le", Op::Le},          {"operator.gt", Op::Gt},
+      {"operator.ge", Op::Ge}};
+  for (const auto& [name, op] : kOperators) {
+    Op o = op;
+    rules[name] = [o](Ctx& c) { binary_rule(c, o); };
+  }
+  rules["operator.neg"] = [](Ctx& c) {
+    const ir::Node& n = c.node;
+    if (n.args.size() != 1 || !n.kwargs.empty()) refuse();
+    ValueId x = c.tensor(n.args[0]);
+    if (c.rw.type(x).dtype != c.result_type().dtype || c.rw.type(x).dtype == DType::Bool) refuse();
+    c.finish(unary(c.rw, Op::Neg, x));
+  };
+  rules["torch.nn.functional.sigmoid"] = [](Ctx& c) { c.finish(unary(c.rw, Op::Sigmoid, upcast(c, c.tensor("input")))); };
+  rules["torch.nn.functional.tanh"] = [](Ctx& c) { c.finish(unary(c.rw, Op::Tanh, upcast(c, c.tensor("input")))); };
+  rules["torch.nn.functional.relu"] = [](Ctx& c) {
+    no_inplace(c);
+    c.finish(unary(c.rw, Op::Relu, c.tensor("input")));
+  };
+  rules["torch.rsub"] = rules["torch.Tensor.__rsub__"] = [](Ctx& c) {
+    if (c.number_arg("alpha") != 1.0) refuse();
+    ValueId x = c.tensor("input");
+    DType r = c.result_type().dtype;
+    Arg other = c.rw.map(c.arg("other"));
+    ValueId xr = convert(c.rw, x, r);
+    if (other.kind == Arg::Kind::Value) return c.finish(binary(c.rw, Op::Sub, convert(c.rw, other.value, r), V(xr)));
+    c.finish(binary(c.rw, Op::Add, unary(c.rw, Op::Neg, xr), other));
+  };
+  rules["torch.square"] = rules["torch.Tensor.square"] = [](Ctx& c) {
+    ValueId x = c.tensor("input");
+    if (c.rw.type(x).dtype != c.result_type().dtype || c.rw.type(x).dtype == DType::Bool) refuse();
+    c.finish(binary(c.rw, Op::Mul, x, V(x)));
+  };
+  rules["torch.nn.functional.gelu"] = gelu;
+  rules["torch.nn.functional.silu"] = silu;
+  rules["torch.nn.functional.mish"] = mish;
+  rules["torch.nn.functional.hardsigmoid"] = hardsigmoid;
+  rules["torch.nn.functional.hardswish"] = hardswish;
+  rules["torch.nn.functional.leaky_relu"] = leaky_relu;
+  rules["torch.nn.functional.elu"] = elu;
+  rules["torch.nn.functional.softplus"] = softplus;
+  rules["torch.clamp"] = clamp;
+  rules["torch.clamp_min"] = rules["torch.Tensor.clamp_min"] = [](Ctx& c) {
+    clamp_to(c, c.tensor("input"), c.arg("min"), Arg::of_literal(ir::NoneLiteral{}));
+  };
+  rules["torch.clamp_max"] = rules["torch.Tensor.clamp_max"] = [](Ctx& c) {
+    clamp_to(c, c.tensor("input"), Arg::of_literal(ir::NoneLiteral{}), c.arg("max"));
+  };
+  rules["torch.nn.functional.relu6"] = [](Ctx& c) {
+    no_inplace(c);
+    clamp_to(c, c.tensor("input"), Arg::of_literal(int64_t{0}), Arg::of_literal(int64_t{6}));
+  };
+  rules["torch.nn.functional.hardtanh"] = [](Ctx& c) {
+    no_inplace(c);
+    clamp_to(c, c.tensor("input"), c.arg("min_val"), c.arg("max_val"));
+  };
+  rules["torch.where"] = where;
+  rules["torch.masked_fill"] = masked_fill;
+}
+
+}  // namespace ember::passes::decomp

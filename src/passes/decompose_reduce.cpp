@@ -1,0 +1,354 @@
+// decompose, reduction family: sum, mean, amax/amin, var/std (and their _mean forms) in
+// canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm
+// (inference, and training with the running statistics written back through
+// `torch.Tensor.copy_`); cross_entropy and nll_loss (class indices, class dim 1).
+// float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
+#include <limits>
+
+#include "passes/decompose_rules.h"
+
+namespace ember::passes::decomp {
+
+namespace {
+
+int64_t rank_of(Rewriter& rw, ValueId x) { return static_cast<int64_t>(rw.type(x).sizes.size()); }
+
+ValueId floating_input(Ctx& c, ValueId x, DType compute) {
+  if (!is_floating(compute) || ir::dtype_itemsize(compute) == 1) refuse();
+  return convert(c.rw, x, compute);
+}
+
+int64_t count(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[d];
+  return n;
+}
+
+// sum/mean's dtype= keyword: a dtype literal or None.
+std::optional<DType> dtype_kw(Ctx& c) {
+  const Arg& a = c.arg("dtype");
+  if (is_none(a)) return std::nullopt;
+  const DType* dt = a.kind == Arg::Kind::Literal ? std::get_if<DType>(&a.literal) : nullptr;
+  if (!dt) refuse();
+  return *dt;
+}
+
+void sum(Ctx& c) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(c.rw, x), true);
+  bool keepdim = c.bool_arg("keepdim");
+  dtype_kw(c);
+  DType r = c.result_type().dtype;
+  if (is_complex(r) || (ir::dtype_itemsize(r) == 1 && is_floating(r))) refuse();
+  ValueId xin = convert(c.rw, x, opmath(r));
+  c.finish(convert(c.rw, reduce(c.rw, Op::Sum, xin, dims, keepdim), r));
+}
+
+void mean(Ctx& c) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(c.rw, x), true);
+  bool keepdim = c.bool_arg("keepdim");
+  dtype_kw(c);
+  DType r = c.result_type().dtype;
+  ValueId xin = floating_input(c, x, opmath(r));
+  ValueId s = reduce(c.rw, Op::Sum, xin, dims, keepdim);
+  c.finish(convert(c.rw, binary_s(c.rw, Op::Div, s, static_cast<double>(count(c.rw, x, dims))), r));
+}
+
+void amax_amin(Ctx& c, Op op) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(c.rw, x), true);
+  c.finish(reduce(c.rw, op, x, dims, c.bool_arg("keepdim")));
+}
+
+// var, std, var_mean, std_mean: one var_mean primitive.
+void variance(Ctx& c, bool take_sqrt, bool with_mean) {
+  ValueId x = c.tensor("input");
+  Arg dim = c.arg("dim");
+  std::optional<bool> unbiased;
+  if (auto u = bool_literal(dim)) {
+    if (c.bound->was_given("unbiased")) refuse();
+    unbiased = *u;
+    dim = Arg::of_literal(ir::NoneLiteral{});
+  } else if (!c.none("unbiased")) {
+    unbiased = c.bool_arg("unbiased");
+  }
+  int64_t correction = 1;
+  if (unbiased) correction = *unbiased ? 1 : 0;
+  if (!c.none("correction")) {
+    if (unbiased) refuse();
+    correction = c.int_arg("correction");
+  }
+  bool keepdim = c.bool_arg("keepdim");
+  std::vector<int64_t> dims = reduction_dims(dim, rank_of(c.rw, x), true);
+  DType r = c.result_type().dtype;
+  ValueId xin = floating_input(c, x, opmath(c.rw.type(x).dtype));
+  auto [var, m] = var_mean(c.rw, xin, dims, correction, keepdim);
+  ValueId first = take_sqrt ? unary(c.rw, Op::Sqrt, var) : var;
+  c.finish(convert(c.rw, first, r), 0);
+  if (with_mean) c.finish(convert(c.rw, m, c.result_type(1).dtype), 1);
+}
+
+void logsumexp(Ctx& c) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(c.rw, x), false);
+  bool keepdim = c.bool_arg("keepdim");
+  DType r = c.result_type().dtype;
+  Rewriter& rw = c.rw;
+  ValueId xf = floating_input(c, x, opmath(r));
+  DType dt = rw.type(xf).dtype;
+  // An infinite max is replaced by 0, so that all -inf (or +inf) rows give -inf (+inf), not NaN.
+  ValueId m = reduce(rw, Op::Amax, xf, dims, true);
+  ValueId is_inf = binary_s(rw, Op::Eq, unary(rw, Op::Abs, m), std::numeric_limits<double>::infinity());
+  ValueId m0 = pointwise(rw, Op::Where, {V(is_inf), scalar(0.0, dt), V(m)}, dt);
+  ValueId s = reduce(rw, Op::Sum, unary(rw, Op::Exp, binary(rw, Op::Sub, xf, V(m0))), dims, keepdim);
+  ValueId shift = keepdim ? m0 : reshape(rw, m0, const_sizes(rw.type(s)));
+  c.finish(convert(rw, binary(rw, Op::Add, unary(rw, Op::Log, s), V(shift)), r));
+}
+
+// softmax / log_softmax over `dim` of `x` in dtype `compute`.
+ValueId softmax_of(Rewriter& rw, ValueId x, int64_t dim, bool log) {
+  ValueId m = reduce(rw, Op::Amax, x, {dim}, true);
+  ValueId shifted = binary(rw, Op::Sub, x, V(m));
+  ValueId e = unary(rw, Op::Exp, shifted);
+  ValueId s = reduce(rw, Op::Sum, e, {dim}, true);
+  if (log) return binary(rw, Op::Sub, shifted, V(unary(rw, Op::Log, s)));
+  return binary(rw, Op::Div, e, V(s));
+}
+
+void softmax(Ctx& c, bool log) {
+  ValueId x = c.tensor("input");
+  if (c.none("dim") || rank_of(c.rw, x) == 0) refuse();
+  int64_t dim = norm_dim(c.int_arg("dim"), rank_of(c.rw, x));
+  std::optional<DType> dt;
+  if (!c.none("dtype")) {
+    const Arg& a = c.arg("dtype");
+    const DType* d = a.kind == Arg::Kind::Literal ? std::get_if<DType>(&a.literal) : nullptr;
+    if (!d) refuse();
+    dt = *d;
+  }
+  DType r = c.result_type().dtype;
+  ValueId xin = dt ? convert(c.rw, x, *dt) : x;
+  ValueId xf = floating_input(c, xin, opmath(c.rw.type(xin).dtype));
+  c.finish(convert(c.rw, softmax_of(c.rw, xf, dim, log), r));
+}
+
+// A per-channel parameter (size C) shaped to broadcast against [N, C, *] (rank `rank`).
+ValueId channel_param(Rewriter& rw, ValueId p, int64_t channels, int64_t rank, DType dt) {
+  std::vector<int64_t> shape(rank, 1);
+  shape[1] = channels;
+  if (const_sizes(rw.type(p)) != std::vector<int64_t>{channels}) refuse();
+  return reshape(rw, convert(rw, p, dt), shape);
+}
+
+// (x - mean) * rsqrt(var + eps)
+ValueId normalize(Rewriter& rw, ValueId x, ValueId mean, ValueId var, double eps) {
+  ValueId rstd = unary(rw, Op::Rsqrt, binary_s(rw, Op::Add, var, eps));
+  return binary(rw, Op::Mul, binary(rw, Op::Sub, x, V(mean)), V(rstd));
+}
+
+std::optional<ValueId> optional_tensor(Ctx& c, std::string_view name) {
+  if (c.none(name)) return std::nullopt;
+  return c.tensor(name);
+}
+
+// The trailing dims that normalized_shape names, checked against x.
+std::vector<int64_t> trailing_dims(Ctx& c, ValueId x) {
+  auto shape = int_list(c.arg("normalized_shape"), true);
+  std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
+  if (!shape || shape->empty() || shape->size() > sizes.size()) refuse();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < shape->size(); ++i) {
+    size_t d = sizes.size() - shape->size() + i;
+    if (sizes[d] != (*shape)[i]) refuse();
+    dims.push_back(static_cast<int64_t>(d));
+  }
+  return dims;
+}
+
+void layer_norm(Ctx& c) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = trailing_dims(c, x);
+  auto w = optional_tensor(c, "weight"), b = optional_tensor(c, "bias");
+  double eps = c.number_arg("eps");
+  Rewriter& rw = c.rw;
+  ValueId xf = floating_input(c, x, opmath(rw.type(x).dtype));
+  DType dt = rw.type(xf).dtype;
+  auto [var, mean] = var_mean(rw, xf, dims, 0, true);
+  ValueId y = normalize(rw, xf, mean, var, eps);
+  if (w) y = binary(rw, Op::Mul, y, V(convert(rw, *w, dt)));
+  if (b) y = binary(rw, Op::Add, y, V(convert(rw, *b, dt)));
+  c.finish(convert(rw, y, c.result_type().dtype));
+}
+
+void rms_norm(Ctx& c) {
+  ValueId x = c.tensor("input");
+  std::vector<int64_t> dims = trailing_dims(c, x);
+  auto w = optional_tensor(c, "weight");
+  Rewriter& rw = c.rw;
+  DType in_dt = rw.type(x).dtype;
+  ValueId xf = floating_input(c, x, opmath(in_dt));
+  DType dt = rw.type(xf).dtype;
+  double eps = c.none("eps") ? (dt == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                     : static_cast<double>(std::numeric_limits<float>::epsilon()))
+                             : c.number_arg("eps");
+  ValueId ms = binary_s(rw, Op::Div, reduce(rw, Op::Sum, binary(rw, Op::Mul, xf, V(xf)), dims, true),
+                        static_cast<double>(count(rw, x, dims)));
+  ValueId y = binary(rw, Op::Mul, xf, V(unary(rw, Op::Rsqrt, binary_s(rw, Op::Add, ms, eps))));
+  // torch rounds to the input dtype before the weight, then multiplies in the promoted dtype.
+  y = convert(rw, y, in_dt);
+  DType r = c.result_type().dtype;
+  if (w) y = binary(rw, Op::Mul, convert(rw, y, r), V(convert(rw, *w, r)));
+  c.finish(convert(rw, y, r));
+}
+
+void group_norm(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t groups = c.int_arg("num_groups");
+  auto w = optional_tensor(c, "weight"), b = optional_tensor(c, "bias");
+  double eps = c.number_arg("eps");
+  Rewriter& rw = c.rw;
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  if (sizes.size() < 2 || groups <= 0 || sizes[1] % groups != 0) refuse();
+  int64_t n = sizes[0], channels = sizes[1], rank = static_cast<int64_t>(sizes.size());
+  ValueId xf = floating_input(c, x, opmath(rw.type(x).dtype));
+  DType dt = rw.type(xf).dtype;
+  ValueId grouped = reshape(rw, xf, {n, groups, numel(sizes) / std::max<int64_t>(n * groups, 1)});
+  auto [var, mean] = var_mean(rw, grouped, {2}, 0, true);
+  ValueId y = reshape(rw, normalize(rw, grouped, mean, var, eps), sizes);
+  if (w) y = binary(rw, Op::Mul, y, V(channel_param(rw, *w, channels, rank, dt)));
+  if (b) y = binary(rw, Op::Add, y, V(channel_param(rw, *b, channels, rank, dt)));
+  c.finish(convert(rw, y, c.result_type().dtype));
+}
+
+void batch_norm(Ctx& c) {
+  ValueId x = c.tensor("input");
+  auto rm = optional_tensor(c, "running_mean"), rv = optional_tensor(c, "running_var");
+  auto w = optional_tensor(c, "weight"), b = optional_tensor(c, "bias");
+  bool training = c.bool_arg("training");
+  double eps = c.number_arg("eps");
+  Rewriter& rw = c.rw;
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  if (sizes.size() < 2 || rm.has_value() != rv.has_value()) refuse();
+  int64_t channels = sizes[1], rank = static_cast<int64_t>(sizes.size());
+  ValueId xf = floating_input(c, x, opmath(rw.type(x).dtype));
+  DType dt = rw.type(xf).dtype;
+  ValueId y;
+  if (!training) {
+    if (!rm) refuse();
+    ValueId mean = channel_param(rw, *rm, channels, rank, dt), var = channel_param(rw, *rv, channels, rank, dt);
+    y = normalize(rw, xf, mean, var, eps);
+  } else {
+    std::vector<int64_t> dims = {0};
+    for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+    int64_t n = count(rw, x, dims);
+    if (n <= 1) refuse();  // torch raises: more than one value per channel is needed
+    std::optional<double> momentum;
+    if (rm) {
+      if (c.none("momentum")) refuse();  // a cumulative average needs num_batches_tracked
+      momentum = c.number_arg("momentum");
+    }
+    auto [var, mean] = var_mean(rw, xf, dims, 0, true);
+    if (rm) {
+      // running = (1 - momentum) * running + momentum * batch statistic (variance unbiased).
+      auto update = [&](ValueId running, ValueId stat, double scale) {
+        const ir::TensorType& rt = rw.type(running);
+        if (const_sizes(rt) != std::vector<int64_t>{channels}) refuse();
+        ValueId s = reshape(rw, stat, {channels});
+        if (scale != 1.0) s = binary_s(rw, Op::Mul, s, scale);
+        ValueId old = binary_s(rw, Op::Mul, convert(rw, running, dt), 1.0 - *momentum);
+        ValueId fresh = convert(rw, binary(rw, Op::Add, old, V(binary_s(rw, Op::Mul, s, *momentum))), rt.dtype);
+        rw.emit_torch("torch.Tensor.copy_", {V(running), V(fresh)}, {}, rt);
+      };
+      update(*rm, mean, 1.0);
+      update(*rv, var, static_cast<double>(n) / static_cast<double>(n - 1));
+    }
+    y = normalize(rw, xf, mean, var, eps);
+  }
+  if (w) y = binary(rw, Op::Mul, y, V(channel_param(rw, *w, channels, rank, dt)));
+  if (b) y = binary(rw, Op::Add, y, V(channel_param(rw, *b, channels, rank, dt)));
+  c.finish(convert(rw, y, c.result_type().dtype));
+}
+
+// nll_loss over log-probabilities `lp` [N, C, d...] and class indices `target` [N, d...].
+void nll(Ctx& c, ValueId lp, ValueId target) {
+  if (!c.none("size_average") || !c.none("reduce")) refuse();
+  const Arg& red = c.arg("reduction");
+  const std::string* reduction = red.kind == Arg::Kind::Literal ? std::get_if<std::string>(&red.literal) : nullptr;
+  if (!reduction || (*reduction != "none" && *reduction != "sum" && *reduction != "mean")) refuse();
+  int64_t ignore = c.int_arg("ignore_index");
+  auto weight = optional_tensor(c, "weight");
+  Rewriter& rw = c.rw;
+  DType dt = rw.type(lp).dtype;
+  std::vector<int64_t> xs = const_sizes(rw.type(lp)), ts = const_sizes(rw.type(target));
+  if (xs.size() < 2 || ts.size() != xs.size() - 1 || rw.type(target).dtype != DType::Int64) refuse();
+  for (size_t d = 0; d < ts.size(); ++d)
+    if (ts[d] != xs[d == 0 ? 0 : d + 1]) refuse();
+  ValueId keep = binary(rw, Op::Ne, target, Arg::of_literal(ignore));
+  ValueId safe = pointwise(rw, Op::Where, {V(keep), V(target), Arg::of_literal(int64_t{0})}, DType::Int64);
+  std::vector<int64_t> index_shape = ts;
+  index_shape.insert(index_shape.begin() + 1, 1);
+  ValueId index = reshape(rw, safe, index_shape);
+  ir::TensorType gt = make_type(dt, to_exprs(index_shape), rw.type(lp).device, rw.type(lp).requires_grad);
+  ValueId picked = rw.emit(Op::Gather, {V(lp), Arg::of_literal(int64_t{1}), V(index)}, {}, gt);
+  ValueId neg = unary(rw, Op::Neg, reshape(rw, picked, ts));
+  ValueId loss, w;
+  if (weight) {
+    if (const_sizes(rw.type(*weight)) != std::vector<int64_t>{xs[1]}) refuse();
+    ValueId flat = reshape(rw, safe, {numel(ts)});
+    ir::TensorType wt = make_type(dt, {numel(ts)}, rw.type(lp).device, rw.type(*weight).requires_grad);
+    ValueId per = rw.emit(Op::IndexSelect, {V(convert(rw, *weight, dt)), Arg::of_literal(int64_t{0}), V(flat)}, {}, wt);
+    w = pointwise(rw, Op::Where, {V(keep), V(reshape(rw, per, ts)), scalar(0.0, dt)}, dt);
+    loss = binary(rw, Op::Mul, neg, V(w));
+  } else {
+    w = convert(rw, keep, dt);
+    loss = pointwise(rw, Op::Where, {V(keep), V(neg), scalar(0.0, dt)}, dt);
+  }
+  DType r = c.result_type().dtype;
+  if (*reduction == "none") return c.finish(convert(rw, loss, r));
+  std::vector<int64_t> all = all_dims(static_cast<int64_t>(ts.size()));
+  ValueId total = reduce(rw, Op::Sum, loss, all, false);
+  if (*reduction == "sum") return c.finish(convert(rw, total, r));
+  c.finish(convert(rw, binary(rw, Op::Div, total, V(reduce(rw, Op::Sum, w, all, false))), r));
+}
+
+void cross_entropy(Ctx& c) {
+  if (c.number_arg("label_smoothing") != 0.0) refuse();
+  ValueId x = c.tensor("input");
+  DType dt = c.rw.type(x).dtype;
+  if (dt != DType::Float32 && dt != DType::Float64) refuse();
+  if (rank_of(c.rw, x) < 2) refuse();
+  nll(c, softmax_of(c.rw, x, 1, true), c.tensor("target"));
+}
+
+void nll_loss(Ctx& c) {
+  ValueId x = c.tensor("input");
+  DType dt = c.rw.type(x).dtype;
+  if (dt != DType::Float32 && dt != DType::Float64) refuse();
+  nll(c, x, c.tensor("target"));
+}
+
+}  // namespace
+
+void add_reduction_rules(RuleMap& rules) {
+  rules["torch.sum"] = sum;
+  rules["torch.mean"] = mean;
+  rules["torch.amax"] = [](Ctx& c) { amax_amin(c, Op::Amax); };
+  rules["torch.amin"] = [](Ctx& c) { amax_amin(c, Op::Amin); };
+  rules["torch.var"] = [](Ctx& c) { variance(c, false, false); };
+  rules["torch.std"] = rules["torch.Tensor.std"] = [](Ctx& c) { variance(c, true, false); };
+  rules["torch.var_mean"] = [](Ctx& c) { variance(c, false, true); };
+  rules["torch.std_mean"] = [](Ctx& c) { variance(c, true, true); };
+  rules["torch.logsumexp"] = rules["torch.Tensor.logsumexp"] = logsumexp;
+  rules["torch.softmax"] = rules["torch.nn.functional.softmax"] = [](Ctx& c) { softmax(c, false); };
+  rules["torch.log_softmax"] = rules["torch.nn.functional.log_softmax"] = [](Ctx& c) { softmax(c, true); };
+  rules["torch.nn.functional.layer_norm"] = layer_norm;
+  rules["torch.nn.functional.rms_norm"] = rms_norm;
+  rules["torch.nn.functional.group_norm"] = group_norm;
+  rules["torch.nn.functional.batch_norm"] = batch_norm;
+  rules["torch.nn.functional.cross_entropy"] = cross_entropy;
+  rules["torch.nn.functional.nll_loss"] = nll_loss;
+}
+
+}  // namespace ember::passes::decomp

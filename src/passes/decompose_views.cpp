@@ -1,0 +1,449 @@
+// decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze become reshape to the
+// recorded sizes; transpose and t become permute; expand gets explicit sizes of its rank;
+// getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
+// select (clamped, non-negative); stack becomes reshapes and cat; dtype conversions become
+// convert; factories become full/arange; linear and addmm become matmul/mm with a pointwise
+// epilogue; dropout that does nothing is removed.
+#include <algorithm>
+
+#include "passes/decompose_rules.h"
+
+namespace ember::passes::decomp {
+
+namespace {
+
+int64_t rank_of(Rewriter& rw, ValueId x) { return static_cast<int64_t>(rw.type(x).sizes.size()); }
+
+// The node's one result, as a reshape of `x` to the recorded sizes.
+void reshape_to_result(Ctx& c, ValueId x) {
+  const ir::TensorType& r = c.result_type();
+  if (r.dtype != c.rw.type(x).dtype) refuse();  // x.view(dtype) reinterprets bytes
+  std::vector<int64_t> sizes = const_sizes(r);
+  if (numel(sizes) != numel(const_sizes(c.rw.type(x)))) refuse();
+  c.finish(reshape(c.rw, x, sizes, true));
+}
+
+void view_like(Ctx& c) {
+  if (c.node.results.size() != 1 || c.node.args.empty() || c.node.args[0].kind != Arg::Kind::Value) refuse();
+  if (!c.bound) refuse();  // unknown argument forms (x.view(dtype) binds, and is refused on dtype)
+  reshape_to_result(c, c.tensor(c.node.args[0]));
+}
+
+void permute_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  auto dims = int_list(c.arg("dims"), false);
+  int64_t rank = rank_of(c.rw, x);
+  if (!dims || static_cast<int64_t>(dims->size()) != rank) refuse();
+  for (int64_t& d : *dims) d = norm_dim(d, rank);
+  std::vector<int64_t> sorted = *dims;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != all_dims(rank)) refuse();
+  c.finish(permute(c.rw, x, *dims));
+}
+
+void transpose_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0) refuse();
+  int64_t a = norm_dim(c.int_arg("dim0"), rank), b = norm_dim(c.int_arg("dim1"), rank);
+  std::vector<int64_t> perm = all_dims(rank);
+  std::swap(perm[a], perm[b]);
+  c.finish(permute(c.rw, x, perm));
+}
+
+void t_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  if (rank_of(c.rw, x) != 2) refuse();
+  c.finish(permute(c.rw, x, {1, 0}));
+}
+
+void expand_rule(Ctx& c) {
+  ValueId x = c.tensor("self");
+  if (c.bool_arg("implicit")) refuse();
+  const ir::TensorType& r = c.result_type();
+  std::vector<int64_t> sizes = const_sizes(r);
+  std::vector<int64_t> in = const_sizes(c.rw.type(x));
+  // Already the primitive: explicit sizes of the input's rank.
+  auto given = int_list(c.arg("size"), false);
+  if (given && *given == sizes && in.size() == sizes.size() && c.node.args.size() == 2 &&
+      c.node.args[1].kind == Arg::Kind::List)
+    refuse();
+  c.finish(expand(c.rw, x, sizes));
+}
+
+// x[index] with ints, slices, None and Ellipsis.
+void getitem(Ctx& c) {
+  if (c.node.args.size() != 2 || !c.node.kwargs.empty() || c.node.args[0].kind != Arg::Kind::Value) refuse();
+  ValueId x = c.tensor(c.node.args[0]);
+  const Arg& index = c.node.args[1];
+  std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
+  std::vector<int64_t> in = const_sizes(c.rw.type(x));
+  int64_t rank = static_cast<int64_t>(in.size());
+  int64_t consumed = 0, ellipses = 0;
+  for (const Arg& it : items) {
+    if (it.kind != Arg::Kind::Literal) refuse();
+    if (std::holds_alternative<int64_t>(it.literal) || std::holds_alternative<ir::Slice>(it.literal)) {
+      ++consumed;
+    } else if (std::holds_alternative<ir::Ellipsis>(it.literal)) {
+      ++ellipses;
+    } else if (!std::holds_alternative<ir::NoneLiteral>(it.literal)) {
+      refuse();  // bool, tensor and list indices stay with torch
+    }
+  }
+  if (ellipses > 1 || consumed > rank) refuse();
+  Rewriter& rw = c.rw;
+  ValueId cur = x;
+  int64_t dim = 0;  // dim of `cur` the next index applies to
+  bool emitted = false;
+  for (const Arg& it : items) {
+    if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
+      int64_t size = const_sizes(rw.type(cur))[dim];
+      int64_t k = *i < 0 ? *i + size : *i;
+      if (k < 0 || k >= size) refuse();
+      cur = select(rw, cur, dim, k);
+      emitted = true;
+    } else if (const ir::Slice* s = std::get_if<ir::Slice>(&it.literal)) {
+      int64_t size = const_sizes(rw.type(cur))[dim];
+      int64_t step = s->step.value_or(1);
+      if (step <= 0) refuse();
+      auto clampi = [&](std::optional<int64_t> v, int64_t dflt) {
+        if (!v) return dflt;
+        int64_t k = *v < 0 ? *v + size : *v;
+        return std::clamp<int64_t>(k, 0, size);
+      };
+      int64_t start = clampi(s->start, 0), end = clampi(s->stop, size);
+      if (end < start) end = start;
+      if (!(start == 0 && end == size && step == 1)) {
+        cur = slice(rw, cur, dim, start, end, step);
+        emitted = true;
+      }
+      ++dim;
+    } else if (std::holds_alternative<ir::Ellipsis>(it.literal)) {
+      dim += rank - consumed;
+    }
+    // None: a new dim of size 1, added by the final reshape.
+  }
+  const ir::TensorType& r = c.result_type();
+  std::vector<int64_t> want = const_sizes(r);
+  if (!emitted || const_sizes(rw.type(cur)) != want) cur = reshape(rw, cur, want, true);
+  c.finish(cur);
+}
+
+void slice_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0) refuse();
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  int64_t size = const_sizes(c.rw.type(x))[dim];
+  int64_t step = c.int_arg("step");
+  if (step <= 0) refuse();
+  auto bound = [&](std::string_view name, int64_t dflt) {
+    if (c.none(name)) return dflt;
+    int64_t v = c.int_arg(name);
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t start = bound("start", 0), end = std::max(bound("end", size), start);
+  const ir::Node& n = c.node;
+  bool primitive = n.kwargs.empty() && n.args.size() == 5 && int_literal(n.args[1]) == dim &&
+                   int_literal(n.args[2]) == start && int_literal(n.args[3]) == end && int_literal(n.args[4]) == step;
+  if (primitive) refuse();
+  c.finish(slice(c.rw, x, dim, start, end, step));
+}
+
+void select_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0) refuse();
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  int64_t size = const_sizes(c.rw.type(x))[dim];
+  int64_t i = c.int_arg("index");
+  int64_t k = i < 0 ? i + size : i;
+  if (k < 0 || k >= size) refuse();
+  if (c.node.kwargs.empty() && int_literal(c.node.args.at(1)) == dim && i == k) refuse();
+  c.finish(select(c.rw, x, dim, k));
+}
+
+void narrow(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0) refuse();
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  int64_t size = const_sizes(c.rw.type(x))[dim];
+  int64_t start = c.int_arg("start"), length = c.int_arg("length");
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start + length > size) refuse();
+  c.finish(slice(c.rw, x, dim, start, start + length, 1));
+}
+
+// split, chunk: consecutive slices whose lengths are the recorded results' sizes along dim.
+void pieces(Ctx& c, ValueId x, const Arg& dim_arg) {
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0 || c.node.results.empty()) refuse();
+  auto d = int_literal(dim_arg);
+  if (!d) refuse();
+  int64_t dim = norm_dim(*d, rank);
+  int64_t start = 0;
+  std::vector<ValueId> out;
+  for (size_t i = 0; i < c.node.results.size(); ++i) {
+    const ir::TensorType& r = c.result_type(i);
+    if (r.sizes.size() != static_cast<size_t>(rank) || !r.sizes[dim].is_constant()) refuse();
+    int64_t len = r.sizes[dim].constant();
+    out.push_back(slice(c.rw, x, dim, start, start + len, 1));
+    start += len;
+  }
+  if (start != const_sizes(c.rw.type(x))[dim]) refuse();
+  for (size_t i = 0; i < out.size(); ++i) c.finish(out[i], i);
+}
+
+void unbind(Ctx& c) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank == 0) refuse();
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  if (static_cast<int64_t>(c.node.results.size()) != const_sizes(c.rw.type(x))[dim]) refuse();
+  std::vector<ValueId> out;
+  for (size_t i = 0; i < c.node.results.size(); ++i) out.push_back(select(c.rw, x, dim, static_cast<int64_t>(i)));
+  for (size_t i = 0; i < out.size(); ++i) c.finish(out[i], i);
+}
+
+// The tensors of cat/stack, converted to the result dtype.
+std::vector<ValueId> tensor_list(Ctx& c, const Arg& list, DType dt) {
+  if (list.kind != Arg::Kind::List && list.kind != Arg::Kind::Tuple) refuse();
+  if (list.items.empty()) refuse();
+  std::vector<ValueId> out;
+  for (const Arg& a : list.items) out.push_back(convert(c.rw, c.tensor(a), dt));
+  return out;
+}
+
+ValueId cat_of(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like) {
+  std::vector<Arg> items;
+  sym::Expr total = 0;
+  for (ValueId x : xs) {
+    items.push_back(V(x));
+    total = total + rw.type(x).sizes.at(dim);
+  }
+  std::vector<sym::Expr> sizes = rw.type(xs[0]).sizes;
+  sizes[dim] = total;
+  return rw.emit(Op::Cat, {Arg::list(std::move(items)), Arg::of_literal(dim)}, {},
+                 make_type(like.dtype, std::move(sizes), like.device, like.requires_grad));
+}
+
+void cat(Ctx& c) {
+  const ir::TensorType& r = c.result_type();
+  std::vector<ValueId> xs = tensor_list(c, c.arg("tensors"), r.dtype);
+  int64_t rank = static_cast<int64_t>(r.sizes.size());
+  for (ValueId x : xs) {
+    // torch skips 1-d empty tensors in cat (a legacy rule): left to torch.
+    if (rank_of(c.rw, x) != rank) refuse();
+    const_sizes(c.rw.type(x));
+  }
+  auto d = int_literal(c.arg("dim"));
+  if (!d || rank == 0) refuse();
+  int64_t dim = norm_dim(*d, rank);
+  const ir::Node& n = c.node;
+  bool primitive = n.kwargs.empty() && n.args.size() == 2 && int_literal(n.args[1]) == dim;
+  for (size_t i = 0; primitive && i < xs.size(); ++i) primitive = xs[i] == c.rw.mapped(n.args[0].items[i].value);
+  if (primitive) refuse();
+  c.finish(cat_of(c.rw, xs, dim, r));
+}
+
+void stack(Ctx& c) {
+  const ir::TensorType& r = c.result_type();
+  std::vector<ValueId> xs = tensor_list(c, c.arg("tensors"), r.dtype);
+  auto d = int_literal(c.arg("dim"));
+  if (!d) refuse();
+  int64_t rank = static_cast<int64_t>(r.sizes.size());
+  int64_t dim = norm_dim(*d, rank);
+  std::vector<ValueId> parts;
+  for (ValueId x : xs) {
+    std::vector<int64_t> s = const_sizes(c.rw.type(x));
+    if (static_cast<int64_t>(s.size()) + 1 != rank) refuse();
+    s.insert(s.begin() + dim, 1);
+    parts.push_back(reshape(c.rw, x, s));
+  }
+  c.finish(parts.size() == 1 ? parts[0] : cat_of(c.rw, parts, dim, r));
+}
+
+void dim_normalizing(Ctx& c, Op op) {
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  ValueId index = c.tensor("index");
+  if (op == Op::Gather && c.bool_arg("sparse_grad")) refuse();
+  if (c.node.kwargs.empty() && c.node.args.size() == 3 && int_literal(c.node.args[1]) == dim) refuse();
+  c.finish(c.rw.emit(op, {V(x), Arg::of_literal(dim), V(index)}, {}, c.result_type()));
+}
+
+// tril/triu with the diagonal spelled out.
+void triangle(Ctx& c, Op op) {
+  ValueId x = c.tensor("input");
+  int64_t k = c.int_arg("diagonal");
+  if (rank_of(c.rw, x) < 2) refuse();
+  if (c.node.kwargs.empty() && c.node.args.size() == 2 && int_literal(c.node.args[1]) == k) refuse();
+  c.finish(c.rw.emit(op, {V(x), Arg::of_literal(k)}, {}, c.result_type()));
+}
+
+void contiguous(Ctx& c) {
+  ValueId x = c.tensor("self");
+  // Already contiguous: torch returns the tensor itself.
+  if (!is_contiguous(c.rw.type(x))) refuse();
+  c.finish(x);
+}
+
+// x.float(), x.to(dtype), x.type_as(y): a dtype change only.
+void to_dtype(Ctx& c, ValueId x) {
+  const ir::TensorType& r = c.result_type();
+  const ir::TensorType& t = c.rw.type(x);
+  if (r.device != t.device || r.sizes != t.sizes) refuse();
+  c.finish(convert(c.rw, x, r.dtype));  // the same dtype: torch returns x itself
+}
+
+// x.to(dtype), x.to(device, dtype), x.to(device=..., dtype=...): only when the device stays.
+void tensor_to(Ctx& c) {
+  const ir::Node& n = c.node;
+  if (n.args.empty() || n.args[0].kind != Arg::Kind::Value) refuse();
+  ValueId x = c.tensor(n.args[0]);
+  auto same_device = [&](const Arg& a) {
+    if (a.kind != Arg::Kind::Literal) return false;
+    std::optional<ir::Device> d;
+    if (const ir::Device* dev = std::get_if<ir::Device>(&a.literal)) d = *dev;
+    if (const std::string* s = std::get_if<std::string>(&a.literal)) d = ir::device_from_string(*s);
+    // "cpu" names the device that a tensor on cpu has; an indexless "cuda" is not checked here.
+    return d && *d == c.rw.type(x).device;
+  };
+  auto is_dtype = [](const Arg& a) { return a.kind == Arg::Kind::Literal && std::holds_alternative<DType>(a.literal); };
+  for (size_t i = 1; i < n.args.size(); ++i) {
+    const Arg& a = n.args[i];
+    bool ok = (i == 1 && (is_dtype(a) || same_device(a))) || (i == 2 && is_dtype(a) && same_device(n.args[1])) ||
+              (i >= 2 && bool_literal(a) == false);
+    if (!ok) refuse();  // other tensors, other devices, copy=True, memory formats
+  }
+  for (const auto& [name, value] : n.kwargs) {
+    bool ok = (name == "dtype" && is_dtype(value)) || (name == "device" && same_device(value)) ||
+              ((name == "non_blocking" || name == "copy") && bool_literal(value) == false);
+    if (!ok) refuse();
+  }
+  to_dtype(c, x);
+}
+
+// Factories: full of the recorded type, when only sizes, dtype and device were asked for.
+void factory(Ctx& c, std::optional<double> value) {
+  const ir::TensorType& r = c.result_type();
+  if (r.requires_grad) refuse();
+  const Signature* sig = c.bound ? c.bound->signature : nullptr;
+  if (!sig) refuse();
+  for (const char* name : {"layout", "memory_format", "out"})
+    for (const Param& p : sig->params)
+      if (p.name == name && !c.none(name)) refuse();
+  for (const Param& p : sig->params)
+    if (p.name == "pin_memory" && bool_literal(c.arg("pin_memory")) == true) refuse();
+  double v = value ? *value : c.number_arg("fill_value");
+  if (is_integral(r.dtype) && static_cast<double>(static_cast<int64_t>(v)) != v) refuse();
+  if (is_complex(r.dtype)) refuse();
+  c.finish(full(c.rw, const_sizes(r), v, r.dtype, r.device));
+}
+
+void arange(Ctx& c) {
+  const ir::TensorType& r = c.result_type();
+  if (r.requires_grad || !c.none("out") || !c.none("layout")) refuse();
+  std::optional<double> a = number_literal(c.arg("start"));
+  if (!a || bool_literal(c.arg("start"))) refuse();
+  Arg start = c.arg("start"), end = c.arg("end"), step = c.arg("step");
+  if (is_none(end)) {
+    end = start;
+    start = Arg::of_literal(int64_t{0});
+  }
+  for (const Arg* x : {&start, &end, &step})
+    if (!number_literal(*x) || bool_literal(*x)) refuse();
+  const ir::Node& n = c.node;
+  if (n.args.size() == 3 && n.kwargs.size() == 2 && n.kwargs[0].first == "dtype" && n.kwargs[1].first == "device") refuse();
+  c.finish(c.rw.emit(Op::Arange, {start, end, step},
+                     {{"dtype", Arg::of_literal(r.dtype)}, {"device", Arg::of_literal(r.device)}}, r));
+}
+
+ValueId matmul_of(Rewriter& rw, Op op, ValueId a, ValueId b) {
+  const ir::TensorType& ta = rw.type(a);
+  const ir::TensorType& tb = rw.type(b);
+  std::vector<sym::Expr> sizes(ta.sizes.begin(), ta.sizes.end() - 1);
+  sizes.push_back(tb.sizes.back());
+  return rw.emit(op, {V(a), V(b)}, {}, make_type(ta.dtype, std::move(sizes), ta.device, ta.requires_grad || tb.requires_grad));
+}
+
+void linear(Ctx& c) {
+  ValueId x = c.tensor("input"), w = c.tensor("weight");
+  Rewriter& rw = c.rw;
+  if (rank_of(rw, x) < 1 || rank_of(rw, w) != 2 || rw.type(x).dtype != rw.type(w).dtype) refuse();
+  ValueId y = matmul_of(rw, Op::Matmul, x, permute(rw, w, {1, 0}));
+  if (!c.none("bias")) {
+    ValueId b = c.tensor("bias");
+    if (rw.type(b).dtype != rw.type(x).dtype) refuse();
+    y = binary(rw, Op::Add, y, V(b));
+  }
+  c.finish(y);
+}
+
+void addmm(Ctx& c) {
+  ValueId input = c.tensor("input"), m1 = c.tensor("mat1"), m2 = c.tensor("mat2");
+  Rewriter& rw = c.rw;
+  DType dt = rw.type(m1).dtype;
+  if (rank_of(rw, m1) != 2 || rank_of(rw, m2) != 2 || rw.type(m2).dtype != dt || rw.type(input).dtype != dt ||
+      !is_floating(dt))
+    refuse();
+  double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
+  ValueId y = matmul_of(rw, Op::Mm, m1, m2);
+  if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
+  // beta == 0: torch ignores input entirely (NaN in it does not propagate).
+  if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
+  c.finish(y);
+}
+
+void dropout(Ctx& c) {
+  if (c.bool_arg("inplace")) refuse();
+  bool training = c.bool_arg("training");
+  if (training && c.number_arg("p") != 0.0) refuse();
+  c.finish(c.tensor("input"));
+}
+
+}  // namespace
+
+void add_view_rules(RuleMap& rules) {
+  for (const char* name : {"torch.Tensor.view", "torch.reshape", "torch.flatten", "torch.unsqueeze", "torch.squeeze"})
+    rules[name] = view_like;
+  rules["torch.permute"] = permute_rule;
+  rules["torch.transpose"] = transpose_rule;
+  rules["torch.t"] = rules["torch.Tensor.t"] = t_rule;
+  rules["torch.Tensor.expand"] = expand_rule;
+  rules["operator.getitem"] = getitem;
+  rules["torch.ops.aten.slice"] = slice_rule;
+  rules["torch.select"] = select_rule;
+  rules["torch.narrow"] = rules["torch.Tensor.narrow"] = narrow;
+  rules["torch.split"] = [](Ctx& c) { pieces(c, c.tensor("tensor"), c.arg("dim")); };
+  rules["torch.chunk"] = [](Ctx& c) { pieces(c, c.tensor("input"), c.arg("dim")); };
+  rules["torch.unbind"] = rules["torch.Tensor.unbind"] = unbind;
+  rules["torch.cat"] = cat;
+  rules["torch.stack"] = stack;
+  rules["torch.gather"] = [](Ctx& c) { dim_normalizing(c, Op::Gather); };
+  rules["torch.index_select"] = [](Ctx& c) { dim_normalizing(c, Op::IndexSelect); };
+  rules["torch.Tensor.contiguous"] = contiguous;
+  rules["torch.tril"] = [](Ctx& c) { triangle(c, Op::Tril); };
+  rules["torch.triu"] = [](Ctx& c) { triangle(c, Op::Triu); };
+  for (const char* name : {"torch.Tensor.float", "torch.Tensor.double", "torch.Tensor.half", "torch.Tensor.bfloat16",
+                           "torch.Tensor.long", "torch.Tensor.int", "torch.Tensor.short", "torch.Tensor.bool",
+                           "torch.Tensor.byte", "torch.Tensor.char"})
+    rules[name] = [](Ctx& c) { to_dtype(c, c.tensor("self")); };
+  rules["torch.Tensor.to"] = tensor_to;
+  rules["torch.Tensor.type_as"] = [](Ctx& c) {
+    if (c.rw.type(c.tensor("other")).dtype != c.result_type().dtype) refuse();
+    to_dtype(c, c.tensor("self"));
+  };
+  rules["torch.zeros"] = rules["torch.zeros_like"] = [](Ctx& c) { factory(c, 0.0); };
+  rules["torch.ones"] = rules["torch.ones_like"] = [](Ctx& c) { factory(c, 1.0); };
+  rules["torch.full"] = rules["torch.full_like"] = [](Ctx& c) { factory(c, std::nullopt); };
+  rules["torch.arange"] = arange;
+  rules["torch.nn.functional.linear"] = linear;
+  rules["torch.addmm"] = addmm;
+  rules["torch.nn.functional.dropout"] = dropout;
+}
+
+}  // namespace ember::passes::decomp

@@ -1,0 +1,235 @@
+// The Rewriter and the type helpers of the rewriting passes (rewriter.h).
+#include "passes/rewriter.h"
+
+#include <stdexcept>
+
+namespace ember::passes {
+
+using ir::Arg;
+using ir::DType;
+using ir::ValueId;
+
+Rewriter::Rewriter(const ir::Graph& source) : source_(source), map_(source.values().size(), -1) {
+  for (const ir::GraphInput& in : source.inputs()) {
+    map_.at(in.value) = static_cast<ValueId>(types_.size());
+    types_.push_back(source.value(in.value).type);
+  }
+}
+
+ValueId Rewriter::mapped(ValueId source_value) const {
+  ValueId v = map_.at(source_value);
+  if (v < 0) throw std::logic_error("rewriter: %" + std::to_string(source_value) + " is used before it is defined");
+  return v;
+}
+
+Arg Rewriter::map(const Arg& a) const {
+  Arg out = a;
+  if (a.kind == Arg::Kind::Value) out.value = mapped(a.value);
+  for (Arg& item : out.items) item = map(item);
+  return out;
+}
+
+std::vector<ValueId> Rewriter::push(ir::Op op, std::string target, std::vector<Arg> args, Kwargs kwargs,
+                                    std::vector<ir::TensorType> types, ir::Node::ResultForm form) {
+  Pending p{op, std::move(target), std::move(args), std::move(kwargs), form, types_.size(), types.size()};
+  std::vector<ValueId> results;
+  for (ir::TensorType& t : types) {
+    results.push_back(static_cast<ValueId>(types_.size()));
+    types_.push_back(std::move(t));
+  }
+  nodes_.push_back(std::move(p));
+  return results;
+}
+
+void Rewriter::copy(const ir::Node& node) {
+  std::vector<Arg> args;
+  for (const Arg& a : node.args) args.push_back(map(a));
+  Kwargs kwargs;
+  for (const auto& kw : node.kwargs) kwargs.emplace_back(kw.first, map(kw.second));
+  std::vector<ir::TensorType> types;
+  for (ValueId r : node.results) types.push_back(source_.value(r).type);
+  std::vector<ValueId> results = push(node.op, node.target, std::move(args), std::move(kwargs), std::move(types),
+                                      node.result_form);
+  for (size_t i = 0; i < results.size(); ++i) map_.at(node.results[i]) = results[i];
+}
+
+void Rewriter::bind(ValueId source_value, ValueId v) { map_.at(source_value) = v; }
+
+ValueId Rewriter::emit(ir::Op op, std::vector<Arg> args, Kwargs kwargs, ir::TensorType type) {
+  return push(op, "", std::move(args), std::move(kwargs), {std::move(type)}, ir::Node::ResultForm::Single)[0];
+}
+
+ValueId Rewriter::emit_torch(std::string target, std::vector<Arg> args, Kwargs kwargs, ir::TensorType type) {
+  return push(ir::Op::TorchCall, std::move(target), std::move(args), std::move(kwargs), {std::move(type)},
+              ir::Node::ResultForm::Single)[0];
+}
+
+std::vector<ValueId> Rewriter::emit_tuple(ir::Op op, std::vector<Arg> args, Kwargs kwargs,
+                                          std::vector<ir::TensorType> types) {
+  return push(op, "", std::move(args), std::move(kwargs), std::move(types), ir::Node::ResultForm::Tuple);
+}
+
+void Rewriter::rollback(Mark m) {
+  nodes_.resize(m.nodes);
+  types_.resize(m.values);
+  for (ValueId& v : map_)
+    if (v >= static_cast<ValueId>(m.values)) v = -1;
+}
+
+ir::Graph Rewriter::finish() {
+  ir::Graph g(source_.name());
+  for (const ir::GraphInput& in : source_.inputs()) g.add_input(source_.value(in.value).type, in.source);
+  for (Pending& p : nodes_) {
+    std::vector<ir::TensorType> types(types_.begin() + p.first_result, types_.begin() + p.first_result + p.result_count);
+    g.add_node(p.op, std::move(p.target), std::move(p.args), std::move(p.kwargs), std::move(types), p.form);
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId out : source_.outputs()) outputs.push_back(mapped(out));
+  g.set_outputs(std::move(outputs));
+  return g;
+}
+
+// --- Types -----------------------------------------------------------------------------------
+
+bool is_floating(DType dt) {
+  switch (dt) {
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32:
+    case DType::Float64:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2:
+      return true;
+    case DType::Bool:
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::Complex64:
+    case DType::Complex128:
+      return false;
+  }
+  return false;
+}
+
+bool is_integral(DType dt) {
+  switch (dt) {
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+      return true;
+    case DType::Bool:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32:
+    case DType::Float64:
+    case DType::Float8E4M3FN:
+    case DType::Float8E5M2:
+    case DType::Complex64:
+    case DType::Complex128:
+      return false;
+  }
+  return false;
+}
+
+bool is_complex(DType dt) { return dt == DType::Complex64 || dt == DType::Complex128; }
+
+std::optional<DType> promote(DType a, DType b) {
+  auto modeled = [](DType d) { return d == DType::Bool || is_integral(d) || (is_floating(d) && ir::dtype_itemsize(d) > 1); };
+  if (!modeled(a) || !modeled(b)) return std::nullopt;
+  if (a == b) return a;
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
+  if (is_integral(a) && is_integral(b)) {
+    // uint8 and a signed type: the smallest signed type holding both.
+    if (a == DType::UInt8 || b == DType::UInt8) {
+      DType other = a == DType::UInt8 ? b : a;
+      return other == DType::Int8 ? DType::Int16 : other;
+    }
+    return ir::dtype_itemsize(a) >= ir::dtype_itemsize(b) ? a : b;
+  }
+  if (is_integral(a)) return b;
+  if (is_integral(b)) return a;
+  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16)) return DType::Float32;
+  return ir::dtype_itemsize(a) >= ir::dtype_itemsize(b) ? a : b;
+}
+
+std::vector<sym::Expr> contiguous_strides(const std::vector<sym::Expr>& sizes) {
+  std::vector<sym::Expr> strides(sizes.size());
+  sym::Expr running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    // torch treats a size-0 dimension's stride like a size-1 one.
+    running = sizes[i].is_constant() && sizes[i].constant() == 0 ? running : running * sizes[i];
+  }
+  return strides;
+}
+
+bool is_contiguous(const ir::TensorType& t) {
+  sym::Expr expected = 1;
+  for (size_t i = t.sizes.size(); i-- > 0;) {
+    if (t.sizes[i].is_constant() && t.sizes[i].constant() == 1) continue;
+    if (t.strides[i] != expected) return false;
+    expected = expected * t.sizes[i];
+  }
+  return true;
+}
+
+std::vector<int64_t> const_sizes(const ir::TensorType& t) {
+  std::vector<int64_t> out;
+  for (const sym::Expr& s : t.sizes) {
+    if (!s.is_constant()) refuse();
+    out.push_back(s.constant());
+  }
+  return out;
+}
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::vector<sym::Expr> to_exprs(const std::vector<int64_t>& xs) { return {xs.begin(), xs.end()}; }
+
+ir::TensorType make_type(DType dt, std::vector<sym::Expr> sizes, const ir::Device& device, bool requires_grad) {
+  ir::TensorType t;
+  t.dtype = dt;
+  t.strides = contiguous_strides(sizes);
+  t.sizes = std::move(sizes);
+  t.device = device;
+  t.requires_grad = requires_grad && (is_floating(dt) || is_complex(dt));
+  return t;
+}
+
+std::vector<sym::Expr> broadcast(const std::vector<sym::Expr>& a, const std::vector<sym::Expr>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<sym::Expr> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    bool has_a = i < a.size(), has_b = i < b.size();
+    const sym::Expr* x = has_a ? &a[a.size() - 1 - i] : nullptr;
+    const sym::Expr* y = has_b ? &b[b.size() - 1 - i] : nullptr;
+    auto is_one = [](const sym::Expr* e) { return e->is_constant() && e->constant() == 1; };
+    sym::Expr r;
+    if (!x) {
+      r = *y;
+    } else if (!y) {
+      r = *x;
+    } else if (*x == *y) {
+      r = *x;
+    } else if (is_one(x)) {
+      r = *y;
+    } else if (is_one(y)) {
+      r = *x;
+    } else {
+      refuse();
+    }
+    out[n - 1 - i] = r;
+  }
+  return out;
+}
+
+}  // namespace ember::passes

@@ -1,0 +1,68 @@
+// The signatures of the torch callables that canonicalize and decompose understand: their
+// parameters in order, defaults, keyword-only parameters, and what kind of value each one is
+// (a dim to normalize, a list of sizes, ...), so that one call can be bound to its parameters
+// whatever mix of positional and keyword arguments the user wrote.
+//
+// A node's callable is Node::callable(): for a core op its table target (the op is the same
+// whether the user called torch.sum or Tensor.sum, self first), for a torch node its name.
+// Tensor-method forms that only the method accepts (`x.view(2, 3)`, `x.permute(1, 0)`) bind
+// through a varargs parameter (`*size`) that gathers the trailing ints into one list.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ember::passes {
+
+struct Param {
+  enum class Kind : uint8_t {
+    Any,
+    Dim,        // one dim (int) of the first tensor operand, or None
+    DimInsert,  // one dim of the result, which has one more dim than the input (unsqueeze, stack)
+    Dims,       // an int or a list of ints: dims of the first tensor operand, or None
+    Perm,       // a list of dims, order kept (permute)
+    Sizes,      // a list of sizes
+  };
+  std::string name;
+  Kind kind = Kind::Any;
+  std::optional<ir::Arg> default_value;  // none: required
+  bool keyword_only = false;
+  bool varargs = false;  // `*size`: gathers the positional ints from here on into one list
+};
+
+struct Signature {
+  std::string callable;
+  std::vector<Param> params;
+};
+
+// nullptr for a callable without a signature here.
+const Signature* find_signature(std::string_view callable);
+
+// A call bound to its signature: one argument per parameter (given, or the default).
+struct Bound {
+  const Signature* signature = nullptr;
+  std::vector<ir::Arg> args;   // per parameter
+  std::vector<bool> given;     // whether the call passed it
+  // The argument of the named parameter; std::logic_error if the signature has no such name.
+  const ir::Arg& operator[](std::string_view name) const;
+  bool was_given(std::string_view name) const;
+  size_t index(std::string_view name) const;
+};
+
+// Binds a node's arguments, or nullopt when its callable is unknown or the arguments do not fit
+// the signature (too many, an unknown keyword, a missing required one).
+std::optional<Bound> bind(const ir::Node& node);
+
+// Literal readers: nullopt when the argument is not a literal of that kind.
+std::optional<int64_t> int_literal(const ir::Arg& a);
+std::optional<double> number_literal(const ir::Arg& a);  // int, float or bool
+std::optional<bool> bool_literal(const ir::Arg& a);
+bool is_none(const ir::Arg& a);
+// A list/tuple of int literals (or a single int when `allow_single`).
+std::optional<std::vector<int64_t>> int_list(const ir::Arg& a, bool allow_single);
+
+}  // namespace ember::passes
