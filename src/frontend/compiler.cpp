@@ -27,9 +27,10 @@ PyObject* str(const std::string& s) { return PyUnicode_FromStringAndSize(s.data(
 PyObject* stage_list(const std::vector<std::pair<std::string, double>>& stages) {
   PyObject* list = PyList_New(0);
   for (const auto& [name, seconds] : stages) {
-    PyObject* item = Py_BuildValue("(s#d)", name.data(), static_cast<Py_ssize_t>(name.size()), seconds);
-    PyList_Append(list, item);
-    Py_DECREF(item);
+    PyRef stage = PyRef::steal(str(name));
+    PyRef time = PyRef::steal(PyFloat_FromDouble(seconds));
+    PyRef item = PyRef::steal(PyTuple_Pack(2, stage.get(), time.get()));
+    PyList_Append(list, item.get());
   }
   return list;
 }
