@@ -1,8 +1,8 @@
 // Bindings of the C++ code generator and compiled graphs as ember._C.codegen, for tests and
 // tools: loop IR text in, C++ text or a runnable compiled program out. The real pipeline builds
 // CompiledGraph from graphs in C++; this is the doorway to test it on hand-written loop IR.
-// Options arrive resolved (compiler, include dirs, cache dir); `plan` is None (every temporary
-// its own slot: codegen::unshared_plan) or (arena_bytes, [offset per buffer]).
+// Options arrive resolved (compiler, include dirs, cache dir); `plan` is None (the memory
+// planner's plan) or (arena_bytes, [offset per buffer]).
 // CodegenError becomes ember._C.codegen.CodegenError (a RuntimeError); compiler failures raise
 // ember._C.codecache.CompileError (translated by the codecache binding).
 #include <nanobind/nanobind.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "frontend/interp/torch_table.h"
 #include "loop_ir/loop_ir.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/isa.h"
@@ -53,7 +54,7 @@ loop_ir::Program parse_verified(const std::string& text) {
 }
 
 memory::MemoryPlan plan_of(const loop_ir::Program& program, const PlanArg& plan) {
-  if (!plan) return codegen::unshared_plan(program);
+  if (!plan) return memory::plan_memory(program);
   memory::MemoryPlan p;
   p.arena_bytes = std::get<0>(*plan);
   p.offsets = std::get<1>(*plan);
@@ -120,8 +121,12 @@ void bind_codegen(nb::module_& m) {
         std::vector<PyRef> refs;
         for (const nb::object& c : callables) refs.push_back(PyRef::borrow(c.ptr()));
         memory::MemoryPlan p = plan_of(program, plan);
+        // Literals of extern calls convert as the compiler converts them: through the torch table.
+        auto table = std::make_shared<frontend::TorchTable>(
+            frontend::TorchTable::from_python(nb::module_::import_("ember.ops").attr("table").ptr()));
         runtime::CompiledGraphBuild build = runtime::compile_graph(
-            program, p, codegen_options(openmp, parallel_threshold), co, refs, runtime::literal_to_python);
+            program, p, codegen_options(openmp, parallel_threshold), co, refs,
+            [table](const ir::Literal& lit) { return table->literal_object(lit); });
         auto result = std::make_unique<CompiledProgram>();
         result->graph = std::move(build.graph);
         result->cache_hit = build.cache_hit;

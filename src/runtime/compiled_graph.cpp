@@ -112,39 +112,6 @@ int64_t span_bytes(const Buffer& b) {
 
 }  // namespace
 
-PyRef literal_to_python(const ir::Literal& literal) {
-  struct Visitor {
-    const guards::TorchBridge& bridge;
-    PyRef operator()(const ir::NoneLiteral&) const { return PyRef::borrow(Py_None); }
-    PyRef operator()(bool b) const { return PyRef::borrow(b ? Py_True : Py_False); }
-    PyRef operator()(int64_t i) const { return PyRef::steal(PyLong_FromLongLong(i)); }
-    PyRef operator()(double d) const { return PyRef::steal(PyFloat_FromDouble(d)); }
-    PyRef operator()(const std::string& s) const {
-      return PyRef::steal(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
-    }
-    PyRef operator()(ir::DType dt) const {
-      PyObject* obj = bridge.dtypes[static_cast<int>(dt)];
-      if (obj == nullptr) throw std::runtime_error(std::string("this torch has no dtype ") + ir::dtype_torch_name(dt));
-      return PyRef::borrow(obj);
-    }
-    PyRef operator()(const ir::Device& d) const {
-      PyRef s = PyRef::steal(PyUnicode_FromString(d.str().c_str()));
-      return PyRef::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(bridge.device_type), s.get()));
-    }
-    PyRef operator()(const ir::Slice& sl) const {
-      auto part = [](const std::optional<int64_t>& v) {
-        return v ? PyRef::steal(PyLong_FromLongLong(*v)) : PyRef::borrow(Py_None);
-      };
-      PyRef a = part(sl.start), b = part(sl.stop), c = part(sl.step);
-      return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
-    }
-    PyRef operator()(const ir::Ellipsis&) const { return PyRef::borrow(Py_Ellipsis); }
-  };
-  PyRef r = std::visit(Visitor{bridge_or_throw()}, literal);
-  if (!r) throw_python_error();
-  return r;
-}
-
 // The state of one run(): what the generated code and the extern callback share.
 struct CompiledGraph::Call {
   const CompiledGraph* graph = nullptr;

@@ -35,11 +35,6 @@ struct ember_ctx;
 
 namespace ember::runtime {
 
-// Literal arguments of extern calls as Python objects (None, bool, int, float, str, torch.dtype,
-// torch.device, slice, Ellipsis). For callers without a torch table of their own (tools, tests);
-// the frontend passes its own converter.
-PyRef literal_to_python(const ir::Literal& literal);
-
 class CompiledGraph : public GraphRunner {
  public:
   // `library` holds the code `source` was generated into for `program` and `plan`;

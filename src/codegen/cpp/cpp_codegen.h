@@ -49,8 +49,5 @@ struct CodegenError : std::runtime_error {
 
 CppSource emit_cpp(const loop_ir::Program& program, const memory::MemoryPlan& plan, const CppOptions& options);
 
-// A plan without reuse: every Temp buffer gets its own 64-byte aligned slot. Correct for any
-// program; for tests and tools that run code generation without the memory planner.
-memory::MemoryPlan unshared_plan(const loop_ir::Program& program);
 
 }  // namespace ember::codegen

@@ -243,21 +243,4 @@ CppSource emit_cpp(const loop_ir::Program& program, const memory::MemoryPlan& pl
   return ProgramEmitter(program, plan, options).emit();
 }
 
-memory::MemoryPlan unshared_plan(const loop_ir::Program& program) {
-  memory::MemoryPlan plan;
-  plan.offsets.assign(program.buffers.size(), -1);
-  int64_t others = 0;
-  for (const Buffer& b : program.buffers) {
-    const int64_t bytes = span_elements(b) * ir::dtype_itemsize(b.dtype);
-    if (b.kind == Buffer::Kind::Temp) {
-      plan.offsets[static_cast<size_t>(b.id)] = plan.arena_bytes;
-      plan.arena_bytes += (bytes + plan.alignment - 1) / plan.alignment * plan.alignment;
-    } else if (b.kind == Buffer::Kind::Output || b.kind == Buffer::Kind::Extern) {
-      others += bytes;
-    }
-  }
-  plan.peak_bytes = plan.arena_bytes + others;
-  return plan;
-}
-
 }  // namespace ember::codegen

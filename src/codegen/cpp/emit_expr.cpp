@@ -163,12 +163,13 @@ bool is_negative_constant(const sym::Expr& e) { return e.is_constant() && e.cons
 
 std::string print_index(const sym::Expr& e, const IndexSymbols& symbols);
 
-// An operand of * // % max min: parenthesized when it is a sum.
+// An operand of * / %: parenthesized unless it is a symbol or a non-negative constant, since C's
+// * / % associate left to right (`5*(x / 5)` is not `5*x / 5`).
 std::string operand(const sym::Expr& e, const IndexSymbols& symbols) {
   std::string s = print_index(e, symbols);
-  if (e.kind() == sym::ExprKind::Add || (e.kind() == sym::ExprKind::Mul) || is_negative_constant(e))
-    return "(" + s + ")";
-  return s;
+  bool atom = e.kind() == sym::ExprKind::Symbol || (e.is_constant() && !is_negative_constant(e)) ||
+              e.kind() == sym::ExprKind::Max || e.kind() == sym::ExprKind::Min;
+  return atom ? s : "(" + s + ")";
 }
 
 // A term of a sum, with its sign pulled out so sums print as `a - 4*b`, not `a + -4*b`.
