@@ -350,7 +350,7 @@ def _bandwidth_table(results, names):
         if not row["memory_bound"]:
             continue
         gbs = [row["results"][c].get("gbs") for c in names]
-        rows.append([w, f"{row['bytes_moved'] / 1e6:.2f}"] + [_fmt(g, ".2f") for g in gbs]
+        rows.append([w, f"{row['bytes_moved'] / 1e6:.2f}"] + [_fmt(g, ".3g") for g in gbs]
                     + [_fmt(None if g is None else 100 * g / best, ".0f", "%") for g in gbs[1:]])
     return report.markdown_table(header, rows) if rows else None
 
@@ -434,7 +434,7 @@ def run(args, extra_compilers=()):
         import torch
         torch.set_num_threads(config["threads"])
         results = {"suite": "cpu", "environment": report.environment(), "config": config, "workloads": {}}
-        print(f"[cpu] copy bandwidth ...", flush=True)
+        print("[cpu] copy bandwidth ...", flush=True)
         results["bandwidth"] = _copy_bandwidth(config)
         for name in config["workloads"]:
             results["workloads"][name] = _run_workload(name, compilers, config)
