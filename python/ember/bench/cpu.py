@@ -22,6 +22,7 @@ over the workloads); softmax and layer_norm at >= 70% of the copy bandwidth; and
 error <= 2x eager's. A compiler that fails on a workload is recorded in its row; the suite carries on and
 exits 1 at the end (also when a compiled output disagrees with eager's under torch.testing.assert_close).
 """
+import json
 import math
 import os
 import shutil
@@ -155,7 +156,6 @@ def _probe_env(root, threads):
 
 
 def _run_probe(probe_config, env):
-    import json
     cmd = [sys.executable, "-m", "ember.bench.cpu_probe", json.dumps(probe_config, sort_keys=True)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S)
