@@ -64,10 +64,11 @@ COMPILERS = {
 
 def parse_compilers(text):
     """'a,b' -> [Compiler, ...] in the order given; an unknown name is an error that lists the known ones."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in COMPILERS]
-    if unknown or not names:
-        raise ValueError(f"unknown compiler(s) {unknown or [text]}; known: {', '.join(COMPILERS)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"compiler named twice in {text!r}")
-    return [COMPILERS[n] for n in names]
+    from .report import parse_names
+    return [COMPILERS[n] for n in parse_names(text, COMPILERS, "compiler")]
+
+
+def check_captured(compiler, counters):
+    """Raises when the compiler built no graph: the call ran eagerly, and timing it would measure not compiling."""
+    if counters["graphs"] == 0:
+        raise RuntimeError(f"{compiler.name} captured no graph; the workload ran eagerly (counters: {counters})")

@@ -21,7 +21,7 @@ workloads are too small to use more, and one thread keeps other processes' noise
 import statistics
 
 from . import report, timing
-from .compilers import COMPILERS, parse_compilers
+from .compilers import COMPILERS, check_captured, parse_compilers
 
 OVERHEAD_TARGET = 0.25
 CAPTURE_TARGET = 0.10
@@ -82,12 +82,6 @@ def _compare(out, expected):
     return ok, diff
 
 
-def _error_text(exc):
-    text = f"{type(exc).__name__}: {exc}"
-    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first_line[:300]
-
-
 def _run_one(compiler, workload, expected, args):
     """Compile in a fresh state, time the first call, check it, then time eager vs compiled interleaved."""
     fn, call_args = workload["fn"], workload["args"]
@@ -97,16 +91,13 @@ def _run_one(compiler, workload, expected, args):
         compiled = compiler.compile(fn)
         first_s, out = timing.time_first_call(lambda: compiled(*call_args))
         result["counters"] = compiler.counters()
-        if result["counters"]["graphs"] == 0:
-            # The call ran eagerly: timing it would report the cost of not compiling as overhead.
-            raise RuntimeError(f"{compiler.name} captured no graph; the workload ran eagerly "
-                               f"(counters: {result['counters']})")
+        check_captured(compiler, result["counters"])
         result["first_call_s"] = first_s
         result["matches_eager"], result["max_abs_diff"] = _compare(out, expected)
         timings = timing.measure({"eager": lambda: fn(*call_args), "compiled": lambda: compiled(*call_args)},
                                  warmup=args.warmup, repeats=args.repeats, min_sample_s=args.min_sample_ms / 1e3)
     except Exception as exc:  # a compiler failing on a workload is a result to report, not a reason to stop
-        result["error"] = _error_text(exc)
+        result["error"] = report.error_text(exc)
         return result
     result["eager"] = timings["eager"].to_json()
     result["compiled"] = timings["compiled"].to_json()
@@ -124,7 +115,7 @@ def _measure_capture(compiler, workload, r, args, capture):
     try:
         samples += _capture_samples(compiler, workload, args.capture_repeats - 1)
     except Exception as exc:  # reported like any other failure
-        r["error"] = f"during capture repeats: {_error_text(exc)}"
+        r["error"] = f"during capture repeats: {report.error_text(exc)}"
         ok = False
     eager_s = r["eager"]["median_us"] / 1e6
     captures = [first - eager_s for first, _ in samples]

@@ -1,7 +1,8 @@
 """What every suite's report shares: the machine description, markdown tables, and writing results.
 
 Results go to bench-results/<suite>.json (git-ignored) with sorted keys, and the same tables the suite
-printed go to bench-results/<suite>.md, so a run can be pasted into an issue as it is.
+printed go to bench-results/<suite>.md, so a run can be pasted into an issue as it is. A suite may add a bar
+chart (bench-results/<suite>.png) when matplotlib is installed; without it the chart is skipped with a note.
 """
 import json
 import os
@@ -51,6 +52,24 @@ def environment_line(env):
             f"torch threads {env['torch_threads']}), ember {env['ember_commit'] or 'unknown commit'}")
 
 
+def parse_names(text, known, what):
+    """'a,b' -> names in the order given; an unknown or repeated name is an error that lists the known ones."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown {what}(s) {unknown or [text]}; known: {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} named twice in {text!r}")
+    return names
+
+
+def error_text(exc):
+    """The first line of an exception, as a result cell: a failing compiler is reported, not raised."""
+    text = f"{type(exc).__name__}: {exc}"
+    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first_line[:300]
+
+
 def markdown_table(header, rows):
     """header: list of column titles; rows: lists of cells (str() is applied)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -73,3 +92,37 @@ def write_results(path, results, markdown):
     with open(md_path, "w") as f:
         f.write(markdown.rstrip() + "\n")
     return md_path
+
+
+def write_bar_chart(path, title, categories, series, ylabel, reference=None):
+    """Grouped bars: one group per category, one bar per series ({label: [value or None per category]}).
+
+    A None value leaves its bar out (a failed measurement). `reference` draws a horizontal line (e.g. 1.0 for
+    "as fast as eager"). Returns False, writing nothing, when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        return False
+    matplotlib.use("Agg")  # files only: no display is needed or wanted
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(categories) + 2), 4.5))
+    for i, (label, values) in enumerate(series.items()):
+        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(categories)) if values[c] is not None]
+        ax.bar(xs, [v for v in values if v is not None], width, label=label)
+    if reference is not None:
+        ax.axhline(reference, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(categories)))
+    ax.set_xticklabels(categories, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

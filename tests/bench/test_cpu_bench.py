@@ -1,0 +1,170 @@
+"""The `cpu` benchmark suite runs and writes what it promises; its error columns catch a wrong compiler.
+
+The suite runs with --quick (tiny sizes, three samples) on two workloads in this process, with a
+deliberately wrong "compiler" injected through run()'s extra_compilers hook; and, when EMBER_TEST_INDUCTOR=1,
+once more from the command line with Inductor on a single workload (about a minute of C++ compiles on the
+two-core machine, so it is opt-in). Nothing here asserts a speed: benchmarks are not tests.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ember.bench import cpu, cpu_workloads, memory  # noqa: E402
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")
+RESULT_KEYS = {"label", "error", "max_abs_error", "time", "speedup", "peak_memory_bytes", "memory_method", "gbs"}
+PROBE_KEYS = {"compile_s", "first_call_s", "eager_call_s", "first_call_rss_bytes", "memory_method", "error"}
+OFFSET = 0.5
+
+
+class WrongCompiler:
+    """Adds OFFSET to every output: the error columns must show it."""
+    name = "wrong"
+    label = "adds 0.5 to the output"
+
+    def reset(self):
+        pass
+
+    def compile(self, fn):
+        return lambda *args: fn(*args) + OFFSET
+
+    def counters(self):
+        return {"graphs": 1}
+
+
+def _args(*argv):
+    parser = argparse.ArgumentParser()
+    cpu.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def _has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_quick_run_writes_schema_and_catches_a_wrong_compiler(tmp_path, capsys, keep_threads):
+    out = tmp_path / "cpu.json"
+    status = cpu.run(_args("--quick", "--no-inductor", "--workloads", "softmax,layer_norm", "--threads", "1",
+                           "--out", str(out)), extra_compilers=[WrongCompiler()])
+    printed = capsys.readouterr().out
+    assert status == 1  # the wrong compiler's output is wrong
+    results = json.loads(out.read_text())
+    markdown = (tmp_path / "cpu.md").read_text()
+    assert markdown.startswith("# Ember benchmark: cpu") and "| softmax |" in markdown
+    assert "- softmax / wrong: wrong output: differs from eager's and its error (0.5) is more than 2x eager's" \
+        in markdown
+    if _has_matplotlib():
+        assert (tmp_path / "cpu.png").stat().st_size > 0
+    else:
+        assert "chart skipped: matplotlib is not installed" in printed
+
+    assert set(results) == {"suite", "environment", "config", "bandwidth", "workloads", "geomean_speedup", "targets",
+                            "ok"}
+    assert results["suite"] == "cpu" and results["ok"] is False
+    cfg = results["config"]
+    assert cfg["compilers"] == ["ember", "wrong"] and cfg["workloads"] == ["softmax", "layer_norm"]
+    assert cfg["quick"] is True and cfg["threads"] == 1 and cfg["repeat"] == 3
+    bw = results["bandwidth"]
+    assert bw["best_gbs"] == max(bw["torch_copy_gbs"], bw["numpy_memcpy_gbs"]) > 0
+
+    for wname, row in results["workloads"].items():
+        assert row["memory_bound"] is True
+        assert row["bytes_moved"] > 0
+        assert set(row["results"]) == {"eager", "ember", "wrong"}
+        for cname, r in row["results"].items():
+            assert RESULT_KEYS <= set(r), (wname, cname, set(r))
+            assert r["error"] is None, (wname, cname, r["error"])
+            assert r["time"]["samples"] == 3
+            assert r["gbs"] > 0 and r["peak_memory_bytes"] >= 0
+        eager, ember, wrong = (row["results"][c] for c in ("eager", "ember", "wrong"))
+        assert eager["speedup"] == 1.0
+        # float32 against float64: small but not zero; a wrong compiler is off by the offset it added.
+        assert 0 < eager["max_abs_error"] < 1e-4
+        assert 0 <= ember["max_abs_error"] < 1e-4 and ember["matches_eager"] is True and ember["wrong"] is False
+        assert wrong["max_abs_error"] == pytest.approx(OFFSET, rel=1e-3)
+        assert wrong["matches_eager"] is False and wrong["wrong"] is True
+        assert ember["counters"]["graphs"] >= 1
+        for phase in ("cold", "warm"):
+            assert PROBE_KEYS <= set(ember[phase]) and ember[phase]["error"] is None, ember[phase]
+            assert ember[phase]["first_call_s"] > 0
+        assert "cold" not in wrong  # a fresh process cannot name an injected compiler
+
+    assert results["geomean_speedup"]["ember"]["workloads"] == 2
+    names = [t["name"] for t in results["targets"]]
+    assert names == ["bandwidth softmax: ember vs copy", "bandwidth layer_norm: ember vs copy",
+                     "error softmax: ember vs eager", "error layer_norm: ember vs eager"]
+    for t in results["targets"]:
+        assert set(t) == {"name", "ember", "reference", "unit", "ratio", "op", "target", "met"}
+        assert isinstance(t["met"], bool)
+
+
+@pytest.mark.skipif(os.environ.get("EMBER_TEST_INDUCTOR") != "1",
+                    reason="Inductor's C++ compiles take about a minute for one workload on the two-core machine; "
+                           "set EMBER_TEST_INDUCTOR=1 to run")
+def test_with_inductor_from_the_command_line(tmp_path):
+    out = tmp_path / "cpu.json"
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "ember.bench", "cpu", "--quick", "--workloads", "softmax",
+                           "--threads", "1", "--out", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    r = results["workloads"]["softmax"]["results"]["inductor"]
+    assert r["error"] is None and r["wrong"] is False and r["counters"]["graphs"] >= 1
+    assert r["cold"]["error"] is None and r["warm"]["error"] is None
+    names = [t["name"] for t in results["targets"]]
+    assert names[:4] == ["time softmax: ember vs inductor", "time geomean (1 workloads): ember vs inductor",
+                         "cold compile, sum over 1 workloads: ember vs inductor",
+                         "warm compile, sum over 1 workloads: ember vs inductor"]
+    assert "| check | ember | reference | ratio | target | met |" in proc.stdout
+
+
+def test_unknown_workload_is_rejected(keep_threads):
+    with pytest.raises(ValueError, match=r"unknown workload\(s\) \['nope'\]; known: seed_f32, seed_bf16"):
+        cpu.run(_args("--workloads", "softmax,nope", "--out", os.devnull))
+
+
+def test_every_workload_builds_and_has_a_float64_reference():
+    for name in cpu_workloads.BUILDERS:
+        w = cpu_workloads.build(name, quick=True)
+        ref_fn, ref_args = w.float64()
+        with torch.no_grad():
+            out, ref = w.fn(*w.args), ref_fn(*ref_args)
+        assert ref.dtype == torch.float64 and out.shape == ref.shape, name
+        error = cpu._max_abs_error(out, ref)
+        assert error is not None and error < (0.1 if name == "seed_bf16" else 1e-3), (name, error)
+        assert (w.bytes_moved is not None) == w.memory_bound, name
+
+
+def test_max_abs_error_flags_nonfinite_output():
+    ref = torch.zeros(4, dtype=torch.float64)
+    assert cpu._max_abs_error(torch.tensor([0.0, 1.0, -2.0, 0.5]), ref) == 2.0
+    assert cpu._max_abs_error(torch.tensor([0.0, math.nan, 0.0, 0.0]), ref) is None
+
+
+def test_peak_delta_sees_an_allocation():
+    size = 64 << 20
+
+    def allocate():
+        torch.ones(size // 4)  # touched pages: resident until freed
+
+    peak = memory.peak_delta(allocate, 2)
+    assert peak["bytes"] >= size * 0.9, peak
+    assert peak["method"] in ("VmHWM - VmRSS", "ru_maxrss growth (a lower bound)")
