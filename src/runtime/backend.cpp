@@ -100,6 +100,8 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   cc.include_dirs = {options.include_dir};
   cc.cache_dir = options.cache_dir;
   cc.isa = detect_isa();
+  cc.precompiled_header = "ember/vec.h";
+  cc.precompiled_header_in_background = true;
   auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
   CompiledGraphBuild build;
   try {

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "runtime/cache_files.h"
 #include "runtime/subprocess.h"
@@ -130,7 +132,8 @@ std::shared_ptr<LoadedLibrary> load_published(const EntryPaths& p, const std::st
 
 // The include directory holding <header>.gch for these options ("" when there is none), built
 // under its own lock on first use. Its key covers everything GCC checks before using a PCH.
-std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner) {
+// With `only_if_ready`, returns "" instead of building when no valid PCH is published.
+std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner, bool only_if_ready = false) {
   const std::string& header = options.precompiled_header;
   if (header.empty()) return "";
   std::vector<std::string> flags;
@@ -176,6 +179,7 @@ std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner
     return result;
   };
   if (matches_digest(gch, digest)) return remember(dir);
+  if (only_if_ready) return "";
   FileLock file_lock(dir + ".lock");
   if (matches_digest(gch, digest)) return remember(dir);
   remove_if_exists(digest);
@@ -198,6 +202,24 @@ std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner
   write_file_atomic(digest, sha256_hex(*bytes));
   publish_file(temp, gch);
   return remember(dir);
+}
+
+// Starts one detached thread per process and PCH that builds it (under its file lock, published
+// atomically, so a process that exits meanwhile leaves at worst a stray temporary file).
+void build_precompiled_header_in_background(const CppCompileOptions& options, uid_t owner) {
+  static std::mutex mutex;
+  static std::set<std::string> started;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!started.insert(options.cache_dir + "\n" + options.compiler + "\n" + options.precompiled_header).second) return;
+  }
+  std::thread([options, owner] {
+    try {
+      precompiled_header_dir(options, owner);
+    } catch (const std::exception&) {
+      // Only a speed-up: the next process tries again, and compiles work without it.
+    }
+  }).detach();
 }
 
 // Runs the compiler on the entry's source; the caller holds the entry lock.
@@ -354,7 +376,13 @@ CompileResult compile_and_load(const std::string& source, const CppCompileOption
   if (auto library = load_published(paths, key)) return remember(std::move(library), true);
   FileLock file_lock(paths.lock);
   if (auto library = load_published(paths, key)) return remember(std::move(library), true);
-  std::string pch_dir = precompiled_header_dir(options, owner);
+  std::string pch_dir;
+  if (options.precompiled_header_in_background && !options.precompiled_header.empty()) {
+    pch_dir = precompiled_header_dir(options, owner, /*only_if_ready=*/true);
+    if (pch_dir.empty()) build_precompiled_header_in_background(options, owner);
+  } else {
+    pch_dir = precompiled_header_dir(options, owner);
+  }
   return remember(build_entry(paths, key, source, options, pch_dir), false);
 }
 

@@ -44,6 +44,10 @@ struct CppCompileOptions {
   // (GCC ignores a PCH included after any other token). Empty: no PCH. The PCH is only a speed-up:
   // if it cannot be built, sources compile without it.
   std::string precompiled_header;
+  // When the PCH is not built yet: build it on a background thread and compile this source
+  // without it (the first compile of a process never waits for the PCH), instead of building it
+  // first. The PCH changes compile time only, never the cache key or the code.
+  bool precompiled_header_in_background = false;
 };
 
 // Every flag but the input and output files, in command-line order. Never -ffast-math (on gcc < 13
