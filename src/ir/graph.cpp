@@ -168,6 +168,11 @@ bool Node::mutates_first_arg() const {
   auto in_place_operator = [](std::string_view name) {
     return std::find(kInPlaceOperators.begin(), kInPlaceOperators.end(), name) != kInPlaceOperators.end();
   };
+  for (const auto& [key, value] : kwargs) {
+    // F.relu(x, inplace=True) and friends write their input although their name has no '_'.
+    const bool* flag = value.kind == Arg::Kind::Literal ? std::get_if<bool>(&value.literal) : nullptr;
+    if (key == "inplace" && flag && *flag) return true;
+  }
   std::string_view name = callable();
   size_t dot = name.rfind('.');
   std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);

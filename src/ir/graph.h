@@ -129,7 +129,8 @@ struct Node {
   // The callable's qualified name: Node::target for TorchCall, the op table's otherwise.
   std::string_view callable() const;
   // In-place op: the callable's last component ends in '_' (`add_`, not a dunder such as
-  // `__getitem__`), or is an in-place operator (`__iadd__`, `__setitem__`, `operator.iadd`, ...).
+  // `__getitem__`), or is an in-place operator (`__iadd__`, `__setitem__`, `operator.iadd`, ...),
+  // or the call passes `inplace=True`.
   bool mutates_first_arg() const;
 };
 

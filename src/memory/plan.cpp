@@ -7,6 +7,7 @@
 // Live range of a Temp: from the first step that touches it to the last, inclusive (a step that
 // writes one Temp and reads another needs both at once; a Temp the caller receives, which a
 // verified program does not have, lives to the end). Accesses through a View count for its root.
+// A Temp passed to an extern call lives to the end: torch may hand it back inside a result.
 // Sizes are storage spans (the element offset plus the largest element's offset plus one, times
 // the item size), so strided temporaries get all the room their strides reach.
 //
@@ -133,6 +134,17 @@ MemoryPlan plan_memory(const Program& program) {
     BufferId r = root_of(program, b);
     if (live[r].first < 0) live[r].first = 0;
     live[r].last = std::max(n_steps - 1, 0);
+  }
+  // A temporary handed to an extern call may come back inside its result (an in-place op returns
+  // its argument, a view op a view of it), and that result may be read at any later step or
+  // returned: such temporaries keep their memory to the end of the call.
+  for (const loop_ir::Step& step : program.steps) {
+    if (step.kind != loop_ir::Step::Kind::Extern) continue;
+    const loop_ir::ExternCall& call = program.externs.at(step.index);
+    std::vector<BufferId> args;
+    for (const ir::Arg& a : call.args) collect_args(a, args);
+    for (const auto& kw : call.kwargs) collect_args(kw.second, args);
+    for (BufferId a : args) live[root_of(program, a)].last = std::max(n_steps - 1, 0);
   }
 
   std::vector<int64_t> bytes(program.buffers.size(), 0);

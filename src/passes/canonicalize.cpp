@@ -4,8 +4,8 @@
 // Needs: a graph that verifies. Guarantees: every node whose callable has a signature
 // (signatures.h) and whose arguments bind to it is rewritten to
 //   - positional arguments in parameter order, up to the last one that differs from its default
-//     (defaults filled in between), keyword-only arguments as keywords when they differ from
-//     their default;
+//     (defaults filled in between), keyword-only arguments (and `inplace`) as keywords when they
+//     differ from their default;
 //   - dims non-negative (`-1` on a rank-3 input is `2`), a `dims` parameter as a sorted list;
 //   - sizes as one list (`x.view(2, -1)` is `view(%x, [2, 12])`): -1 resolved from the
 //     node's recorded result type;
@@ -156,16 +156,18 @@ void canonical_args(const ir::Node& node, const ir::Graph& g, std::vector<Arg>& 
   std::vector<Arg> values;
   for (size_t i = 0; i < params.size(); ++i) values.push_back(normalize(params[i], b.args[i], rank, node, g));
   auto is_default = [&](size_t i) { return params[i].default_value && same_arg(values[i], *params[i].default_value); };
+  // `inplace=` always travels as a keyword: Node::mutates_first_arg() reads it there, and a pass
+  // that misses a mutation (dce) would drop a write the program relies on.
+  auto as_keyword = [&](size_t i) { return (params[i].keyword_only && !params[i].varargs) || params[i].name == "inplace"; };
   size_t last = 0;  // one past the last positional parameter to write
   for (size_t i = 0; i < params.size(); ++i)
-    if (!params[i].keyword_only || params[i].varargs)
-      if (!is_default(i)) last = i + 1;
+    if (!as_keyword(i) && !is_default(i)) last = i + 1;
   args.clear();
   kwargs.clear();
   for (size_t i = 0; i < last; ++i)
-    if (!params[i].keyword_only || params[i].varargs) args.push_back(values[i]);
+    if (!as_keyword(i)) args.push_back(values[i]);
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].keyword_only && !params[i].varargs && !is_default(i)) kwargs.emplace_back(params[i].name, values[i]);
+    if (as_keyword(i) && !is_default(i)) kwargs.emplace_back(params[i].name, values[i]);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "runtime/backend.h"
 
 #include <chrono>
+#include <map>
 #include <stdexcept>
 
 #include "frontend/interp/trace.h"
+#include "frontend/pyutil.h"
 #include "loop_ir/loop_ir.h"
 #include "lowering/lowering.h"
 #include "memory/memory_plan.h"
@@ -50,27 +52,41 @@ std::unique_ptr<GraphRunner> eager_runner(const ir::Graph& graph, const std::vec
   return std::make_unique<EagerExecutor>(graph, callables, convert);
 }
 
-// The callable each extern call of `program` runs, resolved by its qualified name.
-std::vector<PyRef> extern_callables(const loop_ir::Program& program, const frontend::TorchTable& table) {
-  std::vector<PyRef> out;
+// The callable each extern call of `program` runs: the very object the trace called when the
+// call is a captured torch node (some have no importable name, e.g. `operator.attrgetter('mT')`),
+// else the one its qualified name resolves to (calls that decompositions introduce). Returns
+// false, with the reason, when a name does not resolve.
+bool extern_callables(const loop_ir::Program& program, const ir::Graph& captured, const std::vector<PyRef>& callables,
+                      const frontend::TorchTable& table, std::vector<PyRef>* out, std::string* reason) {
+  std::map<std::string, PyObject*> traced;
+  for (const ir::Node& node : captured.nodes())
+    if (node.op == ir::Op::TorchCall) traced.emplace(node.target, callables.at(static_cast<size_t>(node.id)).get());
   for (const auto& call : program.externs) {
+    auto found = traced.find(call.callable);
+    if (found != traced.end()) {
+      out->push_back(PyRef::borrow(found->second));
+      continue;
+    }
     PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(call.callable.data(), call.callable.size()));
     PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), name.get()));
-    if (!fn) throw frontend::PythonError();
-    out.push_back(std::move(fn));
+    if (!fn) {
+      *reason = "extern call " + call.callable + " does not resolve to a callable: " + frontend::take_error_message();
+      return false;
+    }
+    out->push_back(std::move(fn));
   }
-  return out;
+  return true;
 }
 
 }  // namespace
 
-std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
-                                          const frontend::TorchTable& table, const CompileOptions& options,
-                                          BackendReport* report) {
-  if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
-  report->fallback_reason = reason_to_stay_eager(captured);
-  if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
+namespace {
 
+// The stages of backend="ember" for a graph they can serve; nullptr (with the reason in the
+// report) when the graph must run on the eager executor instead.
+std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const std::vector<PyRef>& callables,
+                                                const frontend::TorchTable& table, const CompileOptions& options,
+                                                BackendReport* report) {
   StageClock clock(report);
   ir::Graph graph = captured;
   passes::canonicalize(graph);
@@ -88,7 +104,7 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   report->extern_calls = static_cast<int>(program.externs.size());
   if (program.kernels.empty()) {
     report->fallback_reason = "no kernels to generate: every op is an extern call";
-    return eager_runner(captured, callables, table);
+    return nullptr;
   }
   memory::MemoryPlan plan = memory::plan_memory(program);
   report->planned_peak_bytes = plan.peak_bytes;
@@ -103,18 +119,47 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   cc.precompiled_header = "ember/vec.h";
   cc.precompiled_header_in_background = true;
   auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
+  std::vector<PyRef> externs;
+  if (!extern_callables(program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
   CompiledGraphBuild build;
   try {
-    build = compile_graph(program, plan, codegen::CppOptions{}, cc, extern_callables(program, table), convert);
+    build = compile_graph(program, plan, codegen::CppOptions{}, cc, externs, convert);
   } catch (const CompileError& e) {
     report->codegen_failed = true;
     report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
-    return eager_runner(captured, callables, table);
+    return nullptr;
   }
   report->cpp_source = build.graph->source().text;
   report->cache_hit = build.cache_hit;
   clock.done(build.cache_hit ? "code generation, compile (cached)" : "code generation, compile");
   return std::move(build.graph);
+}
+
+}  // namespace
+
+std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
+                                          const frontend::TorchTable& table, const CompileOptions& options,
+                                          BackendReport* report) {
+  if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
+  report->fallback_reason = reason_to_stay_eager(captured);
+  if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
+  std::unique_ptr<GraphRunner> runner;
+  try {
+    runner = compile_to_kernels(captured, callables, table, options, report);
+  } catch (const CacheError& e) {
+    // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    throw frontend::PythonError();
+  } catch (const frontend::PythonError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A stage refused the graph (a bug, or a form it does not model): the graph stays correct
+    // on the eager executor, and the reason is reported.
+    if (PyErr_Occurred()) PyErr_Clear();
+    report->fallback_reason = std::string("internal error in the backend: ") + e.what();
+  }
+  if (!runner) return eager_runner(captured, callables, table);
+  return runner;
 }
 
 }  // namespace ember::runtime
