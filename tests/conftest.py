@@ -2,3 +2,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+
+# Compiled kernels go to a cache of this test session, not the user's ~/.cache/ember: tests see
+# cold compiles, and a run never depends on what an earlier one left behind.
+if "EMBER_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _cache = tempfile.mkdtemp(prefix="ember-test-cache-")
+    os.environ["EMBER_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)

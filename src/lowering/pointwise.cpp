@@ -4,8 +4,8 @@
 // Every operand is cast to the computation dtype (the result's, f16/bf16 computing in f32;
 // compares: the operands' promoted dtype) whatever the graph says, so a graph that skipped a
 // `convert` still computes what torch computes. Forms whose integer semantics torch guards with
-// an error (integer division by a tensor, integer pow by a tensor) are refused and run through
-// torch, so its error surfaces.
+// an error (integer division by a tensor, integer pow by a tensor, subtraction of a bool tensor)
+// are refused and run through torch, so its error surfaces.
 #include "lowering/lower_internal.h"
 
 namespace ember::lowering::detail {
@@ -183,6 +183,10 @@ std::string lower_binary(Lowerer& L, const ir::Node& node, ScalarOp op) {
   } else {
     if (cdt == DType::Bool && op != ScalarOp::BitwiseAnd && op != ScalarOp::BitwiseOr && op != ScalarOp::BitwiseXor)
       return "arithmetic on bool";
+    // torch raises for any subtraction involving a bool tensor (`mask - 1`), while its meta kernel
+    // gives a type: torch must run it so that its error surfaces.
+    if (op == ScalarOp::Sub && (adt == DType::Bool || (b->value && L.type(*b->value).dtype == DType::Bool)))
+      return "subtraction with a bool tensor (torch raises)";
     if ((op == ScalarOp::BitwiseAnd || op == ScalarOp::BitwiseOr || op == ScalarOp::BitwiseXor) && is_float(cdt))
       return "bitwise op on floats";
     if (op == ScalarOp::Div && !is_float(cdt)) return "true division with an integer result";

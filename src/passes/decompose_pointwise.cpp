@@ -86,6 +86,13 @@ void binary_rule(Ctx& c, Op op) {
       refuse();
     }
   }
+  // torch raises for a subtraction involving a bool tensor (`mask - 1`, `x - True`) although its meta kernel
+  // gives a type: the call stays with torch, so that its error surfaces.
+  if (op == Op::Sub)
+    for (const Arg* x : {&a, &b})
+      if (x->kind == Arg::Kind::Value ? c.rw.type(x->value).dtype == DType::Bool
+                                      : std::holds_alternative<bool>(x->literal))
+        refuse();
   DType r = c.result_type().dtype;
   DType compute = is_comparison_or_logical(op) ? result_type(c.rw, {a, b}) : r;
   if (op == Op::Div && !rounding.empty()) compute = result_type(c.rw, {a, b});

@@ -374,6 +374,10 @@ void linear(Ctx& c) {
   ValueId x = c.tensor("input"), w = c.tensor("weight");
   Rewriter& rw = c.rw;
   if (rank_of(rw, x) < 1 || rank_of(rw, w) != 2 || rw.type(x).dtype != rw.type(w).dtype) refuse();
+  // With a bias in float16/bfloat16, torch adds it inside the matmul (one rounding); a matmul then
+  // an add would round twice, so that call stays whole.
+  DType dt = rw.type(x).dtype;
+  if (!c.none("bias") && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();
   ValueId y = matmul_of(rw, Op::Matmul, x, permute(rw, w, {1, 0}));
   if (!c.none("bias")) {
     ValueId b = c.tensor("bias");
@@ -391,6 +395,7 @@ void addmm(Ctx& c) {
       !is_floating(dt))
     refuse();
   double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
+  if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for linear
   ValueId y = matmul_of(rw, Op::Mm, m1, m2);
   if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
   // beta == 0: torch ignores input entirely (NaN in it does not propagate).

@@ -150,9 +150,22 @@ def _backward(out):
         total.backward()
 
 
+def sets_grad_mode(case):
+    """A case that switches grad mode itself: under an outer no_grad() its later calls start in
+    another mode than its first (as in eager), so its counters there mean something else."""
+    import inspect
+    try:
+        source = inspect.getsource(case.fn)
+    except (OSError, TypeError):
+        return False
+    return any(word in source for word in ("set_grad_enabled", "enable_grad", "no_grad", "inference_mode"))
+
+
 def run_case(case, backend):
     from ember.testing import DEVICE
     no_grad = backend == "ember-no-grad"
+    if no_grad and sets_grad_mode(case):
+        pytest.skip("the case switches grad mode itself; it runs with the other backends")
     with (DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext()), \
             (torch.no_grad() if no_grad else contextlib.nullcontext()):
         _run_case(case, "ember" if no_grad else backend, check_grads=not no_grad)

@@ -64,7 +64,7 @@ def callables(text):
     out = []
     for kind, name in passes.node_callables(text):
         if kind == "torch":
-            out.append(ops._resolve(name))
+            out.append(ops.table.resolve(name))
         elif kind in _METHOD_FORMS:
             out.append(getattr(torch.Tensor, kind))
         else:
