@@ -24,6 +24,8 @@
 //   (x % a) % b     ->  x % b         when b divides a (positive constants);
 //   (x // a) // b   ->  x // (a*b)    (sym::floordiv already does this for positive constants).
 // x // n -> 0 and x % n -> x for 0 <= x < n are the first rule with q = 0.
+// In sums: c*k*(x // k) + c*(x % k) -> c*x and c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m))
+// for positive constants k, m (true for every integer x).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -61,8 +63,18 @@ class Simplifier {
       case ExprKind::Symbol:
         return e;
       case ExprKind::Add: {
+        std::vector<Expr> terms;
+        for (const Expr& o : e.operands()) {
+          Expr so = simplify(o);
+          if (so.kind() == ExprKind::Add) {
+            terms.insert(terms.end(), so.operands().begin(), so.operands().end());
+          } else {
+            terms.push_back(so);
+          }
+        }
+        fold_div_mod(terms);
         Expr sum = 0;
-        for (const Expr& o : e.operands()) sum = sum + simplify(o);
+        for (const Expr& t : terms) sum = sum + t;
         return sum;
       }
       case ExprKind::Mul: {
@@ -79,6 +91,60 @@ class Simplifier {
   }
 
  private:
+  // ---- Sums.
+  // c*k*(x // k) + c*(x % k) -> c*x for a positive constant k: floor division and its remainder
+  // recombine for every integer x; likewise c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m)), so
+  // a flat index split into three or more dimensions folds pair by pair. A reshape that splits a flat index and a layout that joins it
+  // again leave this shape (group_norm's [N, G, C/G] view of [N, C]); folding it makes the access
+  // contiguous again.
+  static void fold_div_mod(std::vector<Expr>& terms) {
+    // A term as coefficient * factor, when it has exactly one non-constant factor.
+    auto split = [](const Expr& t, int64_t& coefficient) -> std::optional<Expr> {
+      coefficient = 1;
+      if (t.kind() != ExprKind::Mul) return t.is_constant() ? std::nullopt : std::optional<Expr>(t);
+      std::optional<Expr> factor;
+      for (const Expr& o : t.operands()) {
+        if (o.is_constant()) {
+          coefficient *= o.constant();
+        } else if (factor) {
+          return std::nullopt;
+        } else {
+          factor = o;
+        }
+      }
+      return factor;
+    };
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t i = 0; i < terms.size() && !again; ++i) {
+        int64_t ci = 0;
+        std::optional<Expr> fi = split(terms[i], ci);
+        if (!fi) continue;
+        // x // k, or (x // k) % m: c*k*((x // k) % m) + c*(x % k) is c*(x % (k*m)).
+        std::optional<int64_t> m;
+        Expr quotient = *fi;
+        if (fi->kind() == ExprKind::Mod && fi->operands()[1].is_constant() && fi->operands()[1].constant() > 0) {
+          m = fi->operands()[1].constant();
+          quotient = fi->operands()[0];
+        }
+        if (quotient.kind() != ExprKind::FloorDiv || !quotient.operands()[1].is_constant()) continue;
+        const Expr& x = quotient.operands()[0];
+        const int64_t k = quotient.operands()[1].constant();
+        if (k <= 0 || ci % k != 0) continue;
+        const int64_t c = ci / k;
+        for (size_t j = 0; j < terms.size() && !again; ++j) {
+          int64_t cj = 0;
+          std::optional<Expr> fj = split(terms[j], cj);
+          if (j == i || !fj || fj->kind() != ExprKind::Mod || cj != c) continue;
+          if (fj->operands()[0] != x || fj->operands()[1] != quotient.operands()[1]) continue;
+          terms[i] = (m ? mod(x, Expr(k * *m)) : x) * Expr(c);
+          terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(j));
+          again = true;
+        }
+      }
+    }
+  }
+
   // ---- Proofs and bounds.
   // e >= 0 at every point, shown from e's form alone.
   bool nonneg_form(const Expr& e) const {

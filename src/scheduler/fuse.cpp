@@ -17,8 +17,9 @@
 // ranges (one pass over a row for mean and variance), or is appended. A load of a value the first
 // kernel stored is replaced by the stored value when the value is visible there (same loop, or
 // computed once per outer point); otherwise the load stays and reads memory written earlier in
-// the same outer point (also when the store converts the value: a bf16 buffer's consumers must
-// see the rounded value, as in eager). Identical nodes of a loop are then merged, so two reductions of one input
+// the same outer point. bf16/f16 arithmetic stored into a bf16/f16 buffer is forwarded unrounded
+// (values stay f32 inside a fused kernel, as in Inductor); a conversion into bf16 the program asked
+// for is read back rounded. Identical nodes of a loop are then merged, so two reductions of one input
 // share its load (and welford_mean/welford_m2 share one accumulator).
 //
 // Choice (fuse_kernels): candidate pairs share a buffer; they are tried best first -- vertical
@@ -57,7 +58,7 @@ struct Link {
   const Node* store;  // in the first kernel
   bool ranged;        // the store lies in a loop with ranges
   bool masked;        // the load is masked: it stays a load
-  bool converted;     // the store converts the value (f32 into bf16 rounds): the load stays
+  bool converted;     // the store rounds a conversion the program asked for (f32 into bf16): the load stays
 };
 
 }  // namespace
@@ -142,7 +143,10 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
     ir::DType value_dtype = program.buffers[root].dtype;
     for (const Node& v : a.nodes)
       if (v.id == s.operands[0]) value_dtype = v.dtype;
-    links[n.id] = Link{&s, ranged, !n.operands.empty(), value_dtype != program.buffers[root].dtype};
+    // bf16/f16 arithmetic is forwarded unrounded (forwards_unrounded says when); other
+    // converting stores are read back, rounded.
+    const bool converted = value_dtype != program.buffers[root].dtype && !forwards_unrounded(program, a, s);
+    links[n.id] = Link{&s, ranged, !n.operands.empty(), converted};
     read_as_written.insert(name);
   }
 

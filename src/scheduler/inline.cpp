@@ -58,6 +58,8 @@ loop_ir::Scalar zero_of(ir::DType dt) {
 
 bool is_integer(ir::DType dt) { return std::holds_alternative<int64_t>(zero_of(dt)); }
 
+
+
 // Nodes that must not run on placeholder values where a consumer's mask is false.
 bool unsafe_under_mask(const Kernel& producer) {
   for (const Node& n : producer.nodes) {
@@ -254,11 +256,13 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       if (n.op == ScalarOp::Load && !n.operands.empty()) ++masked_loads;
     }
     std::string why;
-    // A store converts to the buffer's dtype (f32 -> bf16 rounds); a recomputed value would skip
-    // that, and eager torch computes with the rounded value.
-    if (buffer.dtype != stored_dtype)
+    // A store into a bf16/f16 temporary rounds. Low-precision arithmetic (bf16 in, bf16 out) is
+    // recomputed unrounded, as Inductor does: inside fused code values stay f32 and only what
+    // reaches memory rounds (closer to a float64 reference than eager, which rounds after every
+    // op). A conversion the program asked for (f32 stored into bf16) keeps its rounding.
+    if (buffer.dtype != stored_dtype && !forwards_unrounded(program, producer, *store))
       why = name + " is " + ir::dtype_name(buffer.dtype) + " and the stored value " + ir::dtype_name(stored_dtype) +
-            ": recomputing it would skip the rounding";
+            ": a conversion the program asked for, and recomputing it would skip the rounding";
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
       const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;

@@ -67,6 +67,12 @@ sym::Expr var(const char* prefix, int k);    // i0, r2
 bool is_pointwise(const Kernel& kernel);     // one loop without ranges
 int count_ops(const Kernel& kernel);         // arithmetic nodes (not loads, constants, indices, stores)
 bool is_reduce(const Node& node);
+// True when the f32 value `store` writes into its bf16/f16 buffer may reach that buffer's readers
+// unrounded: the value is low-precision arithmetic (every float load it depends on reads a buffer
+// of the store's own dtype, and there is at least one), not a conversion into bf16/f16 that the
+// program asked for (`x.half().float()` must round). Inside a fused kernel such values stay f32,
+// as in Inductor; only stores to memory round. False for any other store.
+bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store);
 
 // Renumbers nodes densely in list order (ids, operands, t-symbols); `nodes` must already be in
 // execution order. Returns nothing: the kernel is edited in place.

@@ -110,6 +110,35 @@ bool is_pointwise(const Kernel& kernel) { return kernel.loops.size() == 1 && ker
 
 bool is_reduce(const Node& node) { return loop_ir::op_info(node.op).cls == OpClass::Reduce; }
 
+bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store) {
+  const ir::DType storage = program.buffers.at(root_of(program, store.buffer)).dtype;
+  if (storage != ir::DType::BFloat16 && storage != ir::DType::Float16) return false;
+  std::map<NodeId, const Node*> by_id;
+  for (const Node& n : kernel.nodes) by_id[n.id] = &n;
+  if (store.operands.empty() || by_id.at(store.operands[0])->dtype != ir::DType::Float32) return false;
+  // Walk what the value depends on (operands; index expressions only address memory).
+  std::set<NodeId> seen;
+  std::vector<NodeId> work{store.operands[0]};
+  int low_precision_loads = 0;
+  while (!work.empty()) {
+    NodeId id = work.back();
+    work.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& n = *by_id.at(id);
+    if (n.op == ScalarOp::Load) {
+      const ir::DType dt = program.buffers.at(n.buffer).dtype;
+      if (dt == storage) {
+        ++low_precision_loads;
+      } else if (dt == ir::DType::Float32 || dt == ir::DType::Float64 || dt == ir::DType::BFloat16 ||
+                 dt == ir::DType::Float16) {
+        return false;  // a wider (or other) float converted into bf16/f16: the rounding is asked for
+      }
+    }
+    work.insert(work.end(), n.operands.begin(), n.operands.end());
+  }
+  return low_precision_loads > 0;
+}
+
 int count_ops(const Kernel& kernel) {
   int n = 0;
   for (const Node& node : kernel.nodes) {

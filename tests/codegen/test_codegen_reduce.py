@@ -149,6 +149,46 @@ def test_softmax_as_one_kernel(cache_dir):
     args[-1][1, 5] = 80.0  # large logits: the max subtraction matters
     for x, got in zip(args, prog.run(args)):
         torch.testing.assert_close(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    # The third loop loads exp(x - max) that the second kept, for every row long enough to vectorize.
+    assert prog.source.count("kept in sc_t") == len([n for n in SIZES if n > 1])
+    assert prog.source.count("loaded from sc_t") == len([n for n in SIZES if n > 1])
+    assert "acc_t1_3" in prog.source  # rows of 1000 reduce with four accumulators
+
+
+def exp_rows_program(rows, ranges, index, writes_input):
+    """Loop 1 sums exp(x) over `ranges`, loop 2 stores exp(x) / sum (into the input itself when
+    writes_input, where keeping exp(x) for loop 2 would be legal but is refused: the kernel writes
+    what it loads)."""
+    p = Program("exp_rows")
+    shape = f"[{rows}, 3, 37]{{111, 37, 1}}"
+    x = p.buffer(f"f32{shape} input 0")
+    out = x if writes_input else p.output(f"f32{shape}")
+    p.kernel(f"@k0 [i0 < {rows}]")
+    p.loop(ranges)
+    v = p.node(f"load {x}[{index}] : f32")
+    s = p.node(f"reduce_sum {p.node(f'exp {v} : f32')} : f32")
+    p.end()
+    p.loop(ranges)
+    v = p.node(f"load {x}[{index}] : f32")
+    e = p.node(f"exp {v} : f32")
+    p.store(out, index, p.node(f"div {e}, {s} : f32"))
+    p.end()
+    p.end()
+    if writes_input:
+        p.outputs.append(x)
+    return p.text()
+
+
+@pytest.mark.parametrize("writes_input", [False, True])
+def test_a_value_kept_between_loops_over_two_dimensions(cache_dir, writes_input):
+    rows = 4
+    prog = compile_loop(exp_rows_program(rows, "[r0 < 3, r1 < 37]", "i0, r0, r1", writes_input), cache_dir)
+    assert ("kept in sc_t" in prog.source) == (not writes_input)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(rows, 3, 37, generator=g)
+    want = x.exp() / x.exp().sum((1, 2), keepdim=True)
+    got, = prog.run([x.clone()])
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
 def layer_norm_program(rows, n, eps):

@@ -77,8 +77,11 @@ def test_scheduled_program_computes_the_same(path):
         expected = loop_interp.run(before, [t.clone() for t in inputs])
         actual = loop_interp.run(after, [t.clone() for t in inputs])
         assert len(expected) == len(actual)
+        # bf16 arithmetic that the scheduler forwards is no longer rounded in between (values stay
+        # f32 inside a fused kernel): the two differ by that one rounding, relative 2^-8, no more.
+        tol = 2.0 ** -8 if path.stem.startswith("schedule_bf16") else 1e-5
         for e, a in zip(expected, actual):
-            torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(a, e, rtol=tol, atol=1e-6 if tol == 1e-5 else tol)
 
 
 @pytest.mark.parametrize("path", SCHEDULE_FILES, ids=[f.stem for f in SCHEDULE_FILES])

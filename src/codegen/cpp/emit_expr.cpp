@@ -305,7 +305,10 @@ sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& ind
     if (buffer.sizes[k].is_constant() && buffer.sizes[k].constant() == 1) continue;
     offset = offset + index[k] * buffer.strides[k];
   }
-  return offset;
+  // Per-dimension indices that split one flat index recombine here: 5*((10*i1 + r0) // 5) +
+  // (10*i1 + r0) % 5 is 10*i1 + r0, contiguous along r0. Loop variables are non-negative, which
+  // is all simplify assumes of a variable without a range.
+  return loop_ir::simplify(offset, {});
 }
 
 }  // namespace ember::codegen::detail

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +63,9 @@ struct NodeEnv {
   IndexSymbols symbols;
   std::string next_label;                       // where a failed check jumps: "k0_next"
   std::vector<std::string>* check_sites = nullptr;
+  // Appended to vector accumulator names: a reduction loop unrolled with several independent
+  // accumulators (acc_t5, acc_t5_1, ...) emits its body once per accumulator.
+  std::string acc_suffix;
   const Node& node(NodeId id) const { return kernel->nodes[position.at(id)]; }
 };
 
@@ -84,8 +89,26 @@ void emit_vector_node(const NodeEnv& env, const Node& node, const std::string& v
 NodeId welford_leader(const NodeEnv& env, const Node& node);
 void emit_reduction_init(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
                          std::string& out);
+// acc<into> = combine(acc<into>, acc<from>) for a vector accumulator (suffixes as acc_suffix).
+void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& into, const std::string& from,
+                          const std::string& indent, std::string& out);
 void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
                           std::string& out);
+
+// ---- reuse across loops (emit_reuse.cpp)
+// Values a later vector loop recomputes from an earlier one: the earlier loop stores them into a
+// scratch array per outer point, the later loads them (emit_reuse.cpp says when this is done).
+struct LoopReuse {
+  std::map<NodeId, std::string> store_after;   // node of the earlier loop -> its scratch array
+  std::map<NodeId, std::string> load_instead;  // node of a later loop -> the scratch it loads
+  std::set<NodeId> dead;                       // later-loop nodes only the replaced ones used
+  std::vector<std::pair<std::string, int64_t>> scratch;  // arrays to declare: name, floats
+};
+// `vector_loop[l]`: loop l is emitted as vector code.
+LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,
+                          const std::vector<bool>& vector_loop);
+// The row-major element offset of a loop point in its scratch array: "r0*8 + r1".
+std::string scratch_offset(const std::vector<int64_t>& extents);
 
 // ---- kernels (emit_kernel.cpp)
 struct KernelParam {

@@ -24,6 +24,11 @@ namespace {
 // instead (a [2, 1000000] kernel has two rows but plenty of lanes).
 constexpr int64_t kMinParallelRows = 64;
 
+// A vector loop with reductions runs this many independent accumulators when its extent holds at
+// least kUnrollMinExtent elements (4 AVX2 vectors): enough to hide an add's latency behind loads.
+constexpr int kReductionUnroll = 4;
+constexpr int64_t kUnrollMinExtent = 32;
+
 struct VectorChoice {
   bool vector = false;
   std::string var;
@@ -38,6 +43,7 @@ struct KernelEmitter {
   NodeEnv env;
   std::vector<int64_t> outer;               // extents of i0, i1, ...
   std::vector<std::vector<int64_t>> loops;  // extents of each loop's r0, r1, ...
+  LoopReuse reuse;                          // values kept in scratch between loops
   std::string out;
 
   KernelEmitter(const Program& p, const Kernel& k, const CppOptions& o, std::vector<std::string>* sites)
@@ -132,29 +138,74 @@ struct KernelEmitter {
     return false;
   }
 
+  // One node of a vector region, with the loop-reuse plan applied: a value an earlier loop kept
+  // is loaded from its scratch array, one a later loop reuses is stored into it.
+  void vector_node(const Node& n, const VectorChoice& v, Mode mode, const std::function<bool(NodeId)>& inside,
+                   int depth) {
+    if (reuse.dead.count(n.id)) return;
+    const std::string count = mode == Mode::VectorTail ? ", n" : "";
+    const std::string at = n.loop >= 0 && static_cast<size_t>(n.loop) < loops.size()
+                               ? scratch_offset(loops[static_cast<size_t>(n.loop)])
+                               : std::string();
+    auto load = reuse.load_instead.find(n.id);
+    if (load != reuse.load_instead.end()) {
+      line(depth, "const ev::VecF t" + std::to_string(n.id) + " = ev::VecF::load(" + load->second + " + " + at + count +
+                      ");");
+      return;
+    }
+    emit_vector_node(env, n, v.var, mode, inside, indent(depth), out);
+    auto store = reuse.store_after.find(n.id);
+    if (store != reuse.store_after.end())
+      line(depth, "t" + std::to_string(n.id) + ".store(" + store->second + " + " + at + count + ");");
+  }
+
   // The main body (kSize lanes from `var`) and the masked tail of a vector region.
   void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
-                     bool parallel_chunks) {
+                     bool parallel_chunks, int unroll) {
     const std::string e = std::to_string(v.extent);
+    const int outer_depth = depth;
+    if (unroll > 1) line(depth++, "{");  // scopes the step variable of the unrolled loops
     if (parallel_chunks) line(depth, "#pragma omp parallel for schedule(static)");
     if (chunked) {
       // A counted loop over whole vectors, so OpenMP can split it.
       line(depth, "for (int64_t c = 0; c < " + e + " / ev::VecF::kSize; ++c) {");
       line(depth + 1, "const int64_t " + v.var + " = c * ev::VecF::kSize;");
+    } else if (unroll > 1) {
+      // Independent accumulators acc, acc_1, ... take one vector each per step: a reduction's
+      // dependency chain then costs one add latency per `unroll` vectors, not per vector.
+      const std::string base = v.var + "_u";
+      const std::string step = std::to_string(unroll) + " * ev::VecF::kSize";
+      line(depth, "int64_t " + base + " = 0;");
+      line(depth, "for (; " + base + " + " + step + " <= " + e + "; " + base + " += " + step + ") {");
+      for (int u = 0; u < unroll; ++u) {
+        line(depth + 1, "{");
+        line(depth + 2, "const int64_t " + v.var + " = " + base +
+                            (u == 0 ? std::string() : " + " + std::to_string(u) + " * ev::VecF::kSize") + ";");
+        env.acc_suffix = u == 0 ? std::string() : "_" + std::to_string(u);
+        for (const Node& n : kernel.nodes)
+          if (inside(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 2);
+        env.acc_suffix.clear();
+        line(depth + 1, "}");
+      }
+      line(depth, "}");
+      line(depth, "for (; " + base + " + ev::VecF::kSize <= " + e + "; " + base + " += ev::VecF::kSize) {");
+      line(depth + 1, "const int64_t " + v.var + " = " + base + ";");
     } else {
       line(depth, "for (int64_t " + v.var + " = 0; " + v.var + " + ev::VecF::kSize <= " + e + "; " + v.var +
                       " += ev::VecF::kSize) {");
     }
     for (const Node& n : kernel.nodes)
-      if (inside(n.id)) emit_vector_node(env, n, v.var, Mode::Vector, inside, indent(depth + 1), out);
+      if (inside(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 1);
     line(depth, "}");
+    if (unroll > 1) line(--depth, "}");
+    if (depth != outer_depth) throw std::logic_error("vector_bodies: unbalanced blocks");
     line(depth, "if (" + e + " % ev::VecF::kSize != 0) {");
     line(depth + 1, "const int64_t " + v.var + " = " + e + " - " + e + " % ev::VecF::kSize;");
     line(depth + 1, "const int n = static_cast<int>(" + e + " % ev::VecF::kSize);");
     if (loop_has_reductions(inside))
       line(depth + 1, "const ev::MaskF tail_mask = ev::MaskF::first(n);");
     for (const Node& n : kernel.nodes)
-      if (inside(n.id)) emit_vector_node(env, n, v.var, Mode::VectorTail, inside, indent(depth + 1), out);
+      if (inside(n.id)) vector_node(n, v, Mode::VectorTail, inside, depth + 1);
     line(depth, "}");
   }
 
@@ -162,7 +213,13 @@ struct KernelEmitter {
   void ranged_loop(int l, const VectorChoice& v, std::set<NodeId>& broadcasts, int depth) {
     auto inside = [this, l](NodeId id) { return env.node(id).loop == l; };
     const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
+    const int unroll = v.vector && loop_has_reductions(inside) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
     reduction_inits(l, v.vector, depth);
+    for (int u = 1; u < unroll; ++u) {
+      env.acc_suffix = "_" + std::to_string(u);
+      reduction_inits(l, v.vector, depth);
+    }
+    env.acc_suffix.clear();
     if (v.vector) {
       for (const Node& n : kernel.nodes) {
         if (n.loop != l) continue;
@@ -181,11 +238,18 @@ struct KernelEmitter {
     }
     const int inner = depth + static_cast<int>(nest);
     if (v.vector) {
-      vector_bodies(v, inside, inner, false, false);
+      vector_bodies(v, inside, inner, false, false, unroll);
     } else {
       scalar_nodes(l, inner);
     }
     for (size_t d = nest; d-- > 0;) line(depth + static_cast<int>(d), "}");
+    // The accumulators merge in a fixed tree: (0 + 1) + (2 + 3).
+    for (int width = 1; width < unroll; width *= 2)
+      for (int u = 0; u + width < unroll; u += 2 * width)
+        for (const Node& n : kernel.nodes)
+          if (n.loop == l && is_reduction(n))
+            emit_reduction_merge(env, n, u == 0 ? std::string() : "_" + std::to_string(u),
+                                 "_" + std::to_string(u + width), indent(depth), out);
     reduction_finals(l, v.vector, depth);
   }
 };
@@ -246,6 +310,12 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     }
   }
 
+  if (!pointwise) {
+    std::vector<bool> vector_loop;
+    for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
+    k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
+  }
+
   // Parallelism: outer points × the trip counts of the loops run at each point.
   int64_t points = 1;
   for (int64_t e : k.outer) points *= e;
@@ -288,6 +358,10 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       std::string what = k.loops[l].empty() ? "once per outer point"
                          : loop_choice[l].vector ? "vector over " + loop_choice[l].var
                                                  : "scalar (" + loop_choice[l].reason + ")";
+      for (const auto& [id, scratch] : k.reuse.load_instead)
+        if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " loaded from " + scratch;
+      for (const auto& [id, scratch] : k.reuse.store_after)
+        if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " kept in " + scratch;
       out += "//   loop " + std::to_string(l) + " " + ranges_text(k.loops[l], 'r') + ": " + what + "\n";
     }
   }
@@ -323,7 +397,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   k.line(depth, "{");
   ++depth;
   if (vector_points) {
-    k.vector_bodies(point_choice, [](NodeId) { return true; }, depth, true, parallel_chunks);
+    k.vector_bodies(point_choice, [](NodeId) { return true; }, depth, true, parallel_chunks, 1);
   } else if (pointwise) {
     for (size_t l = 0; l < k.loops.size(); ++l) {
       k.reduction_inits(static_cast<int>(l), false, depth);
@@ -331,6 +405,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       k.reduction_finals(static_cast<int>(l), false, depth);
     }
   } else {
+    for (const auto& [scratch, elements] : k.reuse.scratch)
+      k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
     std::set<NodeId> broadcasts;
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) {

@@ -413,7 +413,7 @@ std::string scalar_reduction_update(const NodeEnv& env, const Node& n, const std
 }
 
 std::string vector_reduction_update(const NodeEnv& env, const Node& n, const std::string& x, Mode mode) {
-  const std::string acc = "acc_" + name(n.id);
+  const std::string acc = "acc_" + name(n.id) + env.acc_suffix;
   std::string combined;
   switch (n.op) {
     case ScalarOp::ReduceSum: combined = acc + " + " + x; break;
@@ -423,7 +423,7 @@ std::string vector_reduction_update(const NodeEnv& env, const Node& n, const std
     case ScalarOp::WelfordMean:
     case ScalarOp::WelfordM2:
       if (welford_leader(env, n) != n.id) return "";
-      return welford_name(env, n) + ".add(" + x + (mode == Mode::VectorTail ? ", n" : "") + ");";
+      return welford_name(env, n) + env.acc_suffix + ".add(" + x + (mode == Mode::VectorTail ? ", n" : "") + ");";
     case ScalarOp::Load:
     case ScalarOp::Constant:
     case ScalarOp::Index:
@@ -500,7 +500,7 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
     if (welford_leader(env, n) != n.id) return;
     const std::string w = welford_name(env, n);
     if (vector) {
-      out += indent + "ev::WelfordF " + w + ";\n";
+      out += indent + "ev::WelfordF " + w + env.acc_suffix + ";\n";
     } else {
       out += indent + "double " + w + "_mean = 0, " + w + "_m2 = 0;\n";
       out += indent + "int64_t " + w + "_n = 0;\n";
@@ -509,10 +509,81 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
   }
   const std::string id = reduction_identity(n, n.dtype, vector);
   if (vector) {
-    out += indent + "ev::VecF acc_" + name(n.id) + " = ev::VecF::broadcast(" + id + ");\n";
+    out += indent + "ev::VecF acc_" + name(n.id) + env.acc_suffix + " = ev::VecF::broadcast(" + id + ");\n";
   } else {
     out += indent + accumulator_type(n.dtype) + " acc_" + name(n.id) + " = " + id + ";\n";
   }
+}
+
+void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& into, const std::string& from,
+                          const std::string& indent, std::string& out) {
+  if (is_welford(n.op)) {
+    if (welford_leader(env, n) != n.id) return;
+    const std::string w = welford_name(env, n);
+    out += indent + w + into + " = ev::welford_combine(" + w + into + ", " + w + from + ");\n";
+    return;
+  }
+  const std::string a = "acc_" + name(n.id) + into, b = "acc_" + name(n.id) + from;
+  std::string combined;
+  switch (n.op) {
+    case ScalarOp::ReduceSum: combined = a + " + " + b; break;
+    case ScalarOp::ReduceProd: combined = a + " * " + b; break;
+    case ScalarOp::ReduceMax: combined = "ev::maximum(" + a + ", " + b + ")"; break;
+    case ScalarOp::ReduceMin: combined = "ev::minimum(" + a + ", " + b + ")"; break;
+    case ScalarOp::WelfordMean:
+    case ScalarOp::WelfordM2:
+    case ScalarOp::Load:
+    case ScalarOp::Constant:
+    case ScalarOp::Index:
+    case ScalarOp::Neg:
+    case ScalarOp::Abs:
+    case ScalarOp::Exp:
+    case ScalarOp::Log:
+    case ScalarOp::Log1p:
+    case ScalarOp::Expm1:
+    case ScalarOp::Sqrt:
+    case ScalarOp::Rsqrt:
+    case ScalarOp::Sin:
+    case ScalarOp::Cos:
+    case ScalarOp::Tanh:
+    case ScalarOp::Sigmoid:
+    case ScalarOp::Erf:
+    case ScalarOp::Reciprocal:
+    case ScalarOp::Relu:
+    case ScalarOp::Floor:
+    case ScalarOp::Ceil:
+    case ScalarOp::Trunc:
+    case ScalarOp::Round:
+    case ScalarOp::Sign:
+    case ScalarOp::IsNan:
+    case ScalarOp::LogicalNot:
+    case ScalarOp::BitwiseNot:
+    case ScalarOp::Cast:
+    case ScalarOp::Add:
+    case ScalarOp::Sub:
+    case ScalarOp::Mul:
+    case ScalarOp::Div:
+    case ScalarOp::FloorDiv:
+    case ScalarOp::Mod:
+    case ScalarOp::Pow:
+    case ScalarOp::Maximum:
+    case ScalarOp::Minimum:
+    case ScalarOp::BitwiseAnd:
+    case ScalarOp::BitwiseOr:
+    case ScalarOp::BitwiseXor:
+    case ScalarOp::Eq:
+    case ScalarOp::Ne:
+    case ScalarOp::Lt:
+    case ScalarOp::Le:
+    case ScalarOp::Gt:
+    case ScalarOp::Ge:
+    case ScalarOp::LogicalAnd:
+    case ScalarOp::LogicalOr:
+    case ScalarOp::Where:
+    case ScalarOp::CheckIndex:
+    case ScalarOp::Store: unsupported(n, "is not a reduction");
+  }
+  out += indent + a + " = " + combined + ";\n";
 }
 
 void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const std::string& indent, std::string& out) {

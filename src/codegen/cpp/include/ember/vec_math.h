@@ -89,6 +89,21 @@ T exp_f(T x) {
   return (p * pow2i_(n1)) * pow2i_(n - n1);
 }
 
+// exp_f without the two-step scaling, for x in [kExpFastLo, kExpFastHi], where n lies in
+// [-125, 127] so 2^n is a normal float: p * 2^n then rounds once, exactly like exp_f's
+// (p * 2^n1) * 2^(n - n1) (whose first product is exact), so both give the same bits there.
+constexpr float kExpFastLo = -86.5f;
+constexpr float kExpFastHi = 88.3f;
+template <class T>
+T exp_f_normal(T x) {
+  T n = rint_f(x * T(1.44269502162933349609375f));
+  T r = fma_(n, T(-0.693145751953125f), x);
+  r = fma_(n, T(-1.428606765330187e-06f), r);
+  T tail = horner(r, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040);
+  T p = T(1.0f) + fma_(r * r, tail, r);
+  return p * pow2i_(n);
+}
+
 // exp in double for |y| <= 700: Taylor to r^10 on |r| <= ln2/2 (truncation 2e-13 relative; the
 // float result needs ~1e-9, the margin keeps near-ties rounding like the double reference).
 template <class D>
@@ -198,6 +213,7 @@ float on_doubles(float x, K kernel) {
 // ---- float forms ----
 
 inline float exp(float x) {
+  if (x >= detail::kExpFastLo && x <= detail::kExpFastHi) return detail::exp_f_normal(x);
   float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
   return x != x ? x + x : detail::exp_f(c);
 }
@@ -307,7 +323,10 @@ inline VecF quiet_nan_where(MaskF m, VecF x) {
 
 }  // namespace detail
 
+// Rows whose every lane is in the normal range (NaN is not) take the short form; the result
+// bits are the same either way, so the branch only decides the cost.
 inline VecF exp(VecF x) {
+  if (all((x >= VecF(detail::kExpFastLo)) & (x <= VecF(detail::kExpFastHi)))) return detail::exp_f_normal(x);
   VecF r = detail::exp_f(detail::clamp_(x, -104.0f, 89.0f));
   return where(isnan(x), x + x, r);
 }

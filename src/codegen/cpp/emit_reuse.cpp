@@ -1,0 +1,220 @@
+// Reuse of expensive values across the loops of one kernel (docs/codegen-cpp.md, "Performance").
+//
+// A fused reduction recomputes: softmax's third loop computes exp(x - max) again, which its second
+// loop already computed for the sum. When a later vector loop computes a value that an earlier
+// vector loop over the same ranges computed with the same operations from the same operands, the
+// earlier loop stores it into a per-outer-point scratch array and the later loop loads it back.
+//
+// Needs: both loops vectorized (so both write and read whole rows through VecF), equal extents,
+// loads of buffers the kernel never writes (the value read again would be the same), no index
+// expression reading node values (t<n> symbols name different nodes in the two loops).
+// Guarantees: the loaded bits equal what recomputation would give (the same operations on the
+// same inputs); only values with a transcendental op in them are cached (loading a cheap value
+// costs about what recomputing it does); scratch stays small enough for L1/L2 (kMaxScratch).
+#include <algorithm>
+
+#include "codegen/cpp/emit_internal.h"
+
+namespace ember::codegen::detail {
+
+namespace {
+
+// Elements per scratch array and in all of a kernel's: 32 KiB and 64 KiB of floats, so the rows
+// stay in L1/L2 between the two loops and the stack frame stays modest.
+constexpr int64_t kMaxScratch = 8192;
+constexpr int64_t kMaxScratchTotal = 16384;
+
+bool expensive(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::Exp:
+    case ScalarOp::Log:
+    case ScalarOp::Log1p:
+    case ScalarOp::Expm1:
+    case ScalarOp::Sin:
+    case ScalarOp::Cos:
+    case ScalarOp::Tanh:
+    case ScalarOp::Sigmoid:
+    case ScalarOp::Erf:
+    case ScalarOp::Pow: return true;
+    case ScalarOp::Load:
+    case ScalarOp::Constant:
+    case ScalarOp::Index:
+    case ScalarOp::Neg:
+    case ScalarOp::Abs:
+    case ScalarOp::Sqrt:
+    case ScalarOp::Rsqrt:
+    case ScalarOp::Reciprocal:
+    case ScalarOp::Relu:
+    case ScalarOp::Floor:
+    case ScalarOp::Ceil:
+    case ScalarOp::Trunc:
+    case ScalarOp::Round:
+    case ScalarOp::Sign:
+    case ScalarOp::IsNan:
+    case ScalarOp::LogicalNot:
+    case ScalarOp::BitwiseNot:
+    case ScalarOp::Cast:
+    case ScalarOp::Add:
+    case ScalarOp::Sub:
+    case ScalarOp::Mul:
+    case ScalarOp::Div:
+    case ScalarOp::FloorDiv:
+    case ScalarOp::Mod:
+    case ScalarOp::Maximum:
+    case ScalarOp::Minimum:
+    case ScalarOp::BitwiseAnd:
+    case ScalarOp::BitwiseOr:
+    case ScalarOp::BitwiseXor:
+    case ScalarOp::Eq:
+    case ScalarOp::Ne:
+    case ScalarOp::Lt:
+    case ScalarOp::Le:
+    case ScalarOp::Gt:
+    case ScalarOp::Ge:
+    case ScalarOp::LogicalAnd:
+    case ScalarOp::LogicalOr:
+    case ScalarOp::Where:
+    case ScalarOp::ReduceSum:
+    case ScalarOp::ReduceProd:
+    case ScalarOp::ReduceMax:
+    case ScalarOp::ReduceMin:
+    case ScalarOp::WelfordMean:
+    case ScalarOp::WelfordM2:
+    case ScalarOp::CheckIndex:
+    case ScalarOp::Store: return false;
+  }
+  return false;
+}
+
+bool reads_node_values(const sym::Expr& e) {
+  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
+  for (const sym::Expr& o : e.operands())
+    if (reads_node_values(o)) return true;
+  return false;
+}
+
+// Same computation, operands aside.
+bool same_node_fields(const Node& a, const Node& b) {
+  if (a.op != b.op || a.dtype != b.dtype || a.operands.size() != b.operands.size()) return false;
+  if (a.op == ScalarOp::Constant) return a.constant == b.constant;
+  if (a.op == ScalarOp::Load) {
+    if (a.buffer != b.buffer || a.index.size() != b.index.size() || !a.operands.empty()) return false;
+    for (size_t d = 0; d < a.index.size(); ++d)
+      if (a.index[d] != b.index[d] || reads_node_values(a.index[d])) return false;
+    return true;
+  }
+  const loop_ir::OpClass cls = loop_ir::op_info(a.op).cls;
+  return cls == loop_ir::OpClass::Unary || cls == loop_ir::OpClass::Binary || cls == loop_ir::OpClass::Compare ||
+         cls == loop_ir::OpClass::Ternary;
+}
+
+// The root buffer whose memory `id` names (views resolved).
+BufferId root_of(const Program& p, BufferId id) {
+  while (p.buffers.at(id).kind == Buffer::Kind::View) id = p.buffers.at(id).base;
+  return id;
+}
+
+}  // namespace
+
+LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,
+                          const std::vector<bool>& vector_loop) {
+  LoopReuse plan;
+  const Kernel& k = *env.kernel;
+  const Program& p = *env.program;
+  std::vector<BufferId> written;
+  for (const Node& n : k.nodes)
+    if (n.op == ScalarOp::Store) written.push_back(root_of(p, n.buffer));
+  // A store into an input or an extern's result may alias anything the kernel loads.
+  for (BufferId b : written) {
+    Buffer::Kind kind = p.buffers.at(b).kind;
+    if (kind == Buffer::Kind::Input || kind == Buffer::Kind::Extern) return plan;
+  }
+  auto loads_unwritten = [&](const Node& n) {
+    return n.op != ScalarOp::Load ||
+           std::find(written.begin(), written.end(), root_of(p, n.buffer)) == written.end();
+  };
+  int64_t total = 0;
+  for (size_t l2 = 1; l2 < loops.size(); ++l2) {
+    if (!vector_loop[l2] || loops[l2].empty()) continue;
+    int64_t elements = 1;
+    for (int64_t e : loops[l2]) elements *= e;
+    if (elements > kMaxScratch) continue;
+    for (size_t l1 = l2; l1-- > 0;) {
+      if (!vector_loop[l1] || loops[l1] != loops[l2]) continue;
+      // match[n2] = the node of loop l1 computing the same value (bottom-up, operands first).
+      std::unordered_map<NodeId, NodeId> match;
+      std::unordered_map<NodeId, bool> costly;  // the matched value has a transcendental in it
+      for (const Node& n2 : k.nodes) {
+        if (n2.loop != static_cast<int>(l2) || plan.load_instead.count(n2.id) || !loads_unwritten(n2)) continue;
+        for (const Node& n1 : k.nodes) {
+          if (n1.loop != static_cast<int>(l1) || !same_node_fields(n1, n2)) continue;
+          bool same = true;
+          bool cost = expensive(n2.op);
+          for (size_t o = 0; o < n2.operands.size() && same; ++o) {
+            NodeId a = n1.operands[o], b = n2.operands[o];
+            if (env.node(b).loop == static_cast<int>(l2)) {
+              auto it = match.find(b);
+              same = it != match.end() && it->second == a;
+              if (same) cost = cost || costly[b];
+            } else {
+              same = a == b;
+            }
+          }
+          if (!same) continue;
+          match[n2.id] = n1.id;
+          costly[n2.id] = cost;
+          break;
+        }
+      }
+      // Cache the matched costly values that some unmatched node of l2 uses (the largest ones).
+      for (const Node& user : k.nodes) {
+        if (user.loop != static_cast<int>(l2) || match.count(user.id)) continue;
+        for (NodeId o : user.operands) {
+          auto it = match.find(o);
+          if (it == match.end() || !costly[o] || plan.load_instead.count(o)) continue;
+          if (total + elements > kMaxScratchTotal) continue;
+          NodeId source = it->second;
+          auto existing = plan.store_after.find(source);
+          std::string scratch = existing != plan.store_after.end() ? existing->second : "sc_t" + std::to_string(source);
+          if (existing == plan.store_after.end()) {
+            plan.store_after[source] = scratch;
+            plan.scratch.push_back({scratch, elements});
+            total += elements;
+          }
+          plan.load_instead[o] = scratch;
+        }
+      }
+    }
+  }
+  if (plan.load_instead.empty()) return plan;
+  // Nodes of later loops that only fed the replaced values are not emitted.
+  std::unordered_map<NodeId, bool> live;
+  for (size_t i = k.nodes.size(); i-- > 0;) {
+    const Node& n = k.nodes[i];
+    const loop_ir::OpClass cls = loop_ir::op_info(n.op).cls;
+    if (cls == loop_ir::OpClass::Reduce || cls == loop_ir::OpClass::Effect) live[n.id] = true;
+    if (!live[n.id]) continue;
+    if (plan.load_instead.count(n.id)) continue;
+    for (NodeId o : n.operands) live[o] = true;
+  }
+  for (const Node& n : k.nodes)
+    if (!live[n.id] && n.loop > 0) {
+      bool in_reusing_loop = false;
+      for (const auto& [id, name] : plan.load_instead) in_reusing_loop = in_reusing_loop || env.node(id).loop == n.loop;
+      if (in_reusing_loop) plan.dead.insert(n.id);
+    }
+  return plan;
+}
+
+std::string scratch_offset(const std::vector<int64_t>& extents) {
+  std::string s;
+  int64_t stride = 1;
+  for (size_t d = extents.size(); d-- > 0;) {
+    std::string term = "r" + std::to_string(d) + (stride == 1 ? "" : "*" + std::to_string(stride));
+    s = s.empty() ? term : term + " + " + s;
+    stride *= extents[d];
+  }
+  return s;
+}
+
+}  // namespace ember::codegen::detail
