@@ -112,7 +112,7 @@ Result infer_batch_norm(const Call& call) {
   int64_t channels = x->sizes[1];
   auto training = (*b)[5] ? as_bool((*b)[5]) : std::optional<bool>(false);
   if (!training) return std::nullopt;
-  if ((*b)[6] && !is_none((*b)[6]) && !as_real((*b)[6])) return std::nullopt;
+  if ((*b)[6] && !as_real((*b)[6])) return std::nullopt;  // momentum=None is a TypeError
   if ((*b)[7] && !as_real((*b)[7])) return std::nullopt;
   std::optional<Dense> params[4];
   for (int i = 0; i < 4; ++i) {
@@ -152,6 +152,9 @@ Result infer_group_norm(const Call& call) {
   if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
   int64_t channels = x->sizes[1];
   if (channels % *groups != 0) return std::nullopt;
+  // F.group_norm refuses one value per group and spatial position ((N * C / G) * spatial == 1),
+  // as batch norm in training does.
+  if (*numel(x->sizes) / *groups == 1) return std::nullopt;
   std::optional<Dense> affine[2];
   for (int i = 0; i < 2; ++i) {
     auto p = vector_param((*b)[2 + i], channels);
