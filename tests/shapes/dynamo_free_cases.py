@@ -56,6 +56,7 @@ def _module_cases():
         "torch.clamp": (lambda x: torch.clamp(x, -1, 1), (x2,)),
         "masked_fill": (lambda x: x.masked_fill(x > 0, 0.0), (x2,)),
         "getitem": (lambda x: (x[:, 1:5] * 2, x[None, ..., 0].exp(), x[1] + x[-1]), (x2,)),
+        "slice plus broadcast column": (lambda x: x[:, 1:5] + x[None, ..., 0].unsqueeze(-1)[0], (x2,)),
     }
 
 

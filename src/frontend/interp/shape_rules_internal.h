@@ -152,8 +152,10 @@ Result infer_where(const Call& call);
 Result infer_masked_fill(const Call& call);
 Result infer_clamp(const Call& call);
 // The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
-// cases the rules model (see the file comment), else nullopt.
-std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors);
+// cases the rules model (see the file comment), else nullopt. `result_dtype`: the result's
+// dtype where the caller knows it (the general ordering case needs operands of that dtype).
+std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
+                                       std::optional<ir::DType> result_dtype = std::nullopt);
 
 // shape_rules_reduce.cpp: reductions, normalizations, matmuls
 Result infer_sum_mean(const Call& call);
