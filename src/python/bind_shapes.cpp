@@ -1,12 +1,14 @@
 // Bindings of the shape rules (src/frontend/interp/shape_rules.h), for tests and measurements:
-// ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]) and
-// ember._C.shapes.time_rule(..., repeat). Tensors (real or meta) are read into TensorTypes;
+// ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]),
+// ember._C.shapes.time_rule(..., repeat) and torch_call_rule_names(); op_name is a core op's name or
+// the qualified name of a torch callable with a rule. Tensors (real or meta) are read into TensorTypes;
 // tuples and lists holding a tensor become list operands; anything else is passed as the
 // constant it is. A result is None or a list of (dtype, sizes, strides, requires_grad, device).
 // Tensors are read through attributes: the DLPack path refuses meta tensors, slowly (~1 ms).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <chrono>
 #include <deque>
@@ -61,10 +63,14 @@ struct Operands {
   }
 };
 
-ir::Op op_named(const std::string& name) {
-  auto op = ir::op_from_name(name);
-  if (!op) throw std::invalid_argument("no core op named '" + name + "'");
-  return *op;
+// `op` names a core op ("add") or a torch callable with a rule ("torch.conv2d").
+std::optional<std::vector<ir::TensorType>> infer(const std::string& op, const Operands& operands, bool grad_enabled,
+                                                 ir::DType default_dtype) {
+  if (auto core = ir::op_from_name(op))
+    return frontend::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  if (!frontend::has_torch_call_rule(op))
+    throw std::invalid_argument("no core op or torch callable with a shape rule named '" + op + "'");
+  return frontend::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
 }
 
 ir::DType dtype_named(const std::string& name) {
@@ -104,8 +110,7 @@ void bind_shapes(nb::module_& m) {
                                         std::to_string(arg));
           const_cast<ir::TensorType*>(operands.args[arg].tensor)->sizes[dim] = sym::Expr::symbol("s0");
         }
-        return to_python(frontend::infer_result_types(op_named(op), operands.args, operands.kwargs, grad_enabled,
-                                                      dtype_named(default_dtype)));
+        return to_python(infer(op, operands, grad_enabled, dtype_named(default_dtype)));
       },
       nb::arg("op"), nb::arg("args"), nb::arg("kwargs"), nb::arg("grad_enabled"), nb::arg("default_dtype"),
       nb::arg("symbolic") = nb::list());
@@ -113,16 +118,15 @@ void bind_shapes(nb::module_& m) {
   m.def("time_rule", [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled,
                         const std::string& default_dtype, int repeat) {
     Operands operands(args, kwargs);
-    ir::Op o = op_named(op);
     ir::DType dt = dtype_named(default_dtype);
     size_t answered = 0;
     auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < repeat; ++i)
-      answered += frontend::infer_result_types(o, operands.args, operands.kwargs, grad_enabled, dt).has_value();
+    for (int i = 0; i < repeat; ++i) answered += infer(op, operands, grad_enabled, dt).has_value();
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     if (answered != static_cast<size_t>(repeat)) throw std::invalid_argument("the rule has no answer for this call");
     return took.count() / repeat;
   });
+  m.def("torch_call_rule_names", &frontend::torch_call_rule_names);
 }
 
 }  // namespace ember::python

@@ -29,6 +29,14 @@ def cases():
         ("linear", F.linear, (x, w, b), {}),
         ("layer_norm", F.layer_norm, (x, (256,), lw, lb, 1e-5), {}),
         ("gelu", F.gelu, (x,), {"approximate": "tanh"}),
+        # Torch calls (not core ops), named as capture names them.
+        ("torch.conv2d", F.conv2d, (meta(2, 16, 32, 32), meta(32, 16, 3, 3, grad=True), meta(32, grad=True)),
+         {"padding": 1}),
+        ("torch.nn.functional.batch_norm", F.batch_norm,
+         (meta(2, 32, 32, 32), meta(32), meta(32), meta(32, grad=True), meta(32, grad=True), False), {}),
+        ("torch.nn.functional.rms_norm", F.rms_norm, (x, (256,), lw, 1e-6), {}),
+        ("torch.nn.functional.scaled_dot_product_attention", F.scaled_dot_product_attention,
+         (meta(2, 4, 64, 32), meta(2, 4, 64, 32), meta(2, 4, 64, 32)), {"is_causal": True}),
     ]
 
 
@@ -44,7 +52,7 @@ def main():
         meta_s = best_of(lambda: fn(*args, **kwargs), 2000)
         rule_s = statistics.median(shapes.time_rule(op, args, kwargs, True, "float32", 20000) for _ in range(7))
         bind_s = best_of(lambda: shapes.infer_result_types(op, args, kwargs, True, "float32"), 2000)
-        print(f"{op:<12}{meta_s * 1e6:>14.2f}{rule_s * 1e6:>14.3f}{bind_s * 1e6:>12.2f}{meta_s / rule_s:>13.0f}x")
+        print(f"{op.rsplit('.', 1)[-1]:<12}{meta_s * 1e6:>14.2f}{rule_s * 1e6:>14.3f}{bind_s * 1e6:>12.2f}{meta_s / rule_s:>13.0f}x")
 
 
 if __name__ == "__main__":

@@ -21,12 +21,24 @@ CALLABLES = {
     "squeeze": [torch.squeeze], "flatten": [torch.flatten], "contiguous": [torch.Tensor.contiguous],
     "split": [torch.split, torch.Tensor.split], "chunk": [torch.chunk], "gather": [torch.gather],
     "index_select": [torch.index_select], "embedding": [F.embedding], "tril": [torch.tril], "triu": [torch.triu],
-    "dropout": [F.dropout], "cat": [torch.cat], "stack": [torch.stack],
+    "dropout": [F.dropout], "cat": [torch.cat], "stack": [torch.stack], "var_mean": [torch.var_mean],
+    # Torch calls with rules, by qualified name (shape_rules_torch.cpp).
+    "torch.nn.functional.relu": [F.relu], "torch.nn.functional.mish": [F.mish],
+    "torch.nn.functional.softmax": [F.softmax], "torch.nn.functional.log_softmax": [F.log_softmax],
+    "torch.std": [torch.std], "torch.std_mean": [torch.std_mean], "torch.Tensor.float": [torch.Tensor.float],
+    "torch.Tensor.to": [torch.Tensor.to], "torch.Tensor.type_as": [torch.Tensor.type_as],
+    "torch.conv1d": [F.conv1d], "torch.conv2d": [F.conv2d], "torch.nn.functional.batch_norm": [F.batch_norm],
+    "torch.nn.functional.group_norm": [F.group_norm], "torch.nn.functional.rms_norm": [F.rms_norm],
+    "torch.nn.functional.scaled_dot_product_attention": [F.scaled_dot_product_attention],
+    "torch.nn.functional.cross_entropy": [F.cross_entropy], "torch.nn.functional.nll_loss": [F.nll_loss],
 }
 KEYWORDS = ["dim", "keepdim", "dtype", "alpha", "other", "input", "out", "size", "shape", "dims", "approximate",
             "inplace", "rounding_mode", "min", "max", "value", "eps", "weight", "bias", "p", "training", "diagonal",
             "padding_idx", "correction", "unbiased", "start_dim", "end_dim", "chunks", "index", "mat2", "beta",
-            "memory_format", "sparse_grad", "exponent", "implicit", "split_size", "normalized_shape"]
+            "memory_format", "sparse_grad", "exponent", "implicit", "split_size", "normalized_shape", "stride",
+            "padding", "dilation", "groups", "running_mean", "running_var", "momentum", "num_groups", "attn_mask",
+            "dropout_p", "is_causal", "scale", "enable_gqa", "reduction", "ignore_index", "label_smoothing",
+            "non_blocking", "copy", "_stacklevel"]
 
 
 def _value(r, depth=0):
@@ -40,7 +52,7 @@ def _value(r, depth=0):
     if kind == 4:
         return r.choice([0.5, -1.0, 1e-5, float("inf")])
     if kind == 5:
-        return r.choice(["tanh", "none", "floor", "x"])
+        return r.choice(["tanh", "none", "floor", "x", "same", "valid", "mean", "sum"])
     if kind == 6:
         return r.choice([torch.float32, torch.int64, torch.float16])
     if kind == 7 and depth == 0:

@@ -86,7 +86,7 @@ def test_factories_and_unknown_default_dtype_are_declined():
 
 
 def test_binding_reports_bad_names():
-    with pytest.raises(ValueError, match="no core op named 'nope'"):
+    with pytest.raises(ValueError, match="no core op or torch callable with a shape rule named 'nope'"):
         shapes.infer_result_types("nope", (), {}, True, "float32")
     with pytest.raises(ValueError, match="no dtype named 'float99'"):
         shapes.infer_result_types("neg", (), {}, True, "float99")

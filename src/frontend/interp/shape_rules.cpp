@@ -72,6 +72,7 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::Amin:
       return infer_amax_amin(call);
     case ir::Op::Var:
+    case ir::Op::VarMean:
       return infer_var(call);
     case ir::Op::Softmax:
     case ir::Op::LogSoftmax:
@@ -146,7 +147,6 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::Convert:
     case ir::Op::LogicalAnd:
     case ir::Op::LogicalOr:
-    case ir::Op::VarMean:
     case ir::Op::Slice:
     case ir::Op::Select:
       return std::nullopt;

@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,4 +50,16 @@ struct RuleOperand {
 // Must be called with the GIL held (constants are read through the C API; nothing is called).
 std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<RuleOperand>& args,
     const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype);
+
+// The same for a call of a torch callable that is not a core op (a `torch` node), named by its
+// qualified name as python/ember/ops.py's qualname() gives it ("torch.nn.functional.rms_norm",
+// "torch.conv2d", "torch.Tensor.float"). Same contract as infer_result_types; callables without
+// a rule give std::nullopt. docs/shape-rules.md lists them.
+std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
+    std::string_view qualified_name, const std::vector<RuleOperand>& args,
+    const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype);
+// Whether infer_torch_call_types has a rule for the callable (so callers skip building operands
+// for the others), and the names that have one, in order.
+bool has_torch_call_rule(std::string_view qualified_name);
+std::vector<std::string> torch_call_rule_names();
 }  // namespace ember::frontend

@@ -153,7 +153,7 @@ Result infer_dropout(const Call& call) {
   // Nothing to drop: torch returns the input itself.
   if (*p == 0.0 || !*training || *count == 0) return std::vector<ir::TensorType>{*(*b)[0]->tensor};
   if (!is_floating(x->dtype)) return std::nullopt;
-  auto strides = pointwise_strides(x->sizes, {&*x});
+  auto strides = pointwise_strides(x->sizes, {&*x}, x->dtype);
   auto device = result_device(call, false);
   if (!strides || !device) return std::nullopt;
   return std::vector<ir::TensorType>{

@@ -152,13 +152,15 @@ Result infer_where(const Call& call);
 Result infer_masked_fill(const Call& call);
 Result infer_clamp(const Call& call);
 // The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
-// cases the rules model (see the file comment), else nullopt.
-std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors);
+// cases the rules model (see the file comment), else nullopt. `result_dtype`: the result's
+// dtype where the caller knows it (the general ordering case needs operands of that dtype).
+std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
+                                       std::optional<ir::DType> result_dtype = std::nullopt);
 
 // shape_rules_reduce.cpp: reductions, normalizations, matmuls
 Result infer_sum_mean(const Call& call);
 Result infer_amax_amin(const Call& call);
-Result infer_var(const Call& call);
+Result infer_var(const Call& call);      // var and std (one result), var_mean and std_mean (two)
 Result infer_softmax(const Call& call);  // softmax and log_softmax
 Result infer_layer_norm(const Call& call);
 Result infer_mm(const Call& call);
@@ -186,5 +188,16 @@ Result infer_index_select(const Call& call);
 Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);
+
+// shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
+Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d
+Result infer_batch_norm(const Call& call);
+Result infer_group_norm(const Call& call);
+Result infer_rms_norm(const Call& call);
+Result infer_sdpa(const Call& call);
+Result infer_nll_loss(const Call& call, bool cross_entropy);  // nll_loss, cross_entropy
+
+// Whether torch's is_non_overlapping_and_dense() holds: the elements tile one block of memory.
+bool non_overlapping_and_dense(const Dense& t);
 
 }  // namespace ember::frontend::shape_rules

@@ -11,7 +11,9 @@
 // for its own shape (the output has default strides for the broadcast shape); or every tensor
 // operand has the output's shape and the same nonzero strides, either decreasing from outer to
 // inner dims (a slice: the output has default strides) or distinct over dims of size > 1 (a
-// permutation: the output is dense in that dimension order). Anything else is nullopt.
+// permutation: the output is dense in that dimension order); or, for results without size-1
+// dims over operands of the result's dtype, the dimension order TensorIterator computes
+// (ordered_strides). Anything else is nullopt.
 #include <algorithm>
 #include <numeric>
 
@@ -44,11 +46,82 @@ std::optional<Operand> operand(const RuleOperand* p) {
 
 }  // namespace
 
-std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors) {
+namespace {
+
+// The general case, for outputs whose dims all have size > 1 and operands that are not 0-d:
+// TensorIterator and torch's Python elementwise meta kernels order the output's dims alike.
+// Both broadcast the operands (stride 0 on broadcast dims), sort the dims from the innermost
+// by comparing, operand after operand, the strides of two dims (skipping an operand where
+// either is 0; equal strides put the smaller dim inside), and lay the output out densely in
+// that order. Size-1 output dims (whose strides the two kernels choose differently) and 0-d
+// operands (which floor_divide's meta kernel treats apart) are left out, and so are operands of
+// another dtype than the result's: the Python kernels first convert them, and the converted
+// copy has a layout of its own.
+std::optional<Sizes> ordered_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
+                                     std::optional<ir::DType> result_dtype) {
+  size_t n = out.size();
+  if (!result_dtype || n == 0 || std::any_of(out.begin(), out.end(), [](int64_t s) { return s < 2; }))
+    return std::nullopt;
+  std::vector<Sizes> strides;
+  for (const Dense* t : tensors) {
+    if (t->dim() == 0 || t->dtype != *result_dtype) return std::nullopt;
+    Sizes s(n, 0);
+    size_t offset = n - t->sizes.size();
+    for (size_t i = 0; i < t->sizes.size(); ++i) s[offset + i] = t->sizes[i] == 1 ? 0 : t->strides[i];
+    strides.push_back(std::move(s));
+  }
+  // -1: dim a goes inside dim b; 1: outside; 0: no operand decides.
+  auto compare = [&](size_t a, size_t b) {
+    for (const Sizes& s : strides) {
+      if (s[a] == 0 || s[b] == 0) continue;
+      if (s[a] < s[b]) return -1;
+      if (s[a] > s[b]) return 1;
+      if (out[a] > out[b]) return 1;
+    }
+    return 0;
+  };
+  // order[0] is the innermost dim. An insertion sort from the logical order (last dim
+  // innermost) that stops at the first decided comparison, as both kernels do: with undecided
+  // pairs the result is not a plain sort.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  for (size_t i = 1; i < n; ++i) {
+    size_t moving = i;
+    for (size_t j = i; j-- > 0;) {
+      int c = compare(order[j], order[moving]);
+      if (c > 0) {
+        std::swap(order[j], order[moving]);
+        moving = j;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  Sizes result(n);
+  int64_t inside = 1;
+  for (size_t d : order) {
+    result[d] = inside;
+    inside *= out[d];
+  }
+  return result;
+}
+
+std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<const Dense*>& tensors);
+
+}  // namespace
+
+std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
+                                       std::optional<ir::DType> result_dtype) {
   bool all_default = true;
   for (const Dense* t : tensors) all_default = all_default && has_default_strides(*t);
   if (all_default) return contiguous_strides(out);
+  if (auto shared = shared_layout_strides(out, tensors)) return shared;
+  return ordered_strides(out, tensors, result_dtype);
+}
 
+namespace {
+
+std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<const Dense*>& tensors) {
   // One layout shared by every operand (0-d tensors are left out of this case: floor_divide's
   // meta kernel then gives default strides).
   const Sizes* shared = nullptr;
@@ -83,6 +156,8 @@ std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const
   return strides;
 }
 
+}  // namespace
+
 namespace {
 
 std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const Operand*> operands) {
@@ -114,7 +189,10 @@ Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const 
     requires_grad = requires_grad || o->tensor->requires_grad;
   }
   if (tensors.empty()) return std::nullopt;
-  auto strides = pointwise_strides(out, tensors);
+  // floor_divide and remainder are compositions in torch's Python meta kernels, whose
+  // intermediate results reorder the dims: only the simple layouts for them.
+  bool composite = call.op == ir::Op::FloorDivide || call.op == ir::Op::Remainder;
+  auto strides = pointwise_strides(out, tensors, composite ? std::nullopt : std::optional<ir::DType>(dt));
   if (layout == Layout::Contiguous) {
     // Default strides; the meta kernel's strides of size-1 dims can differ when the inputs'
     // are not default themselves, so those cases are left to it.

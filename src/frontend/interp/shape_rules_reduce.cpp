@@ -1,4 +1,5 @@
-// Shape rules of reductions (sum, mean, amax, amin, var), softmax and log_softmax, layer_norm,
+// Shape rules of reductions (sum, mean, amax, amin, var, var_mean; std and std_mean through the
+// torch-call table), softmax and log_softmax, layer_norm,
 // and the matmul family (mm, bmm, addmm, linear, matmul).
 //
 // Reductions give torch's default strides when their input has them and is not empty
@@ -131,7 +132,13 @@ Result infer_var(const Call& call) {
   if (is_floating(x->dtype)) out = x->dtype;
   if (is_complex(x->dtype)) out = real_of(x->dtype);
   if (!out) return std::nullopt;
-  return reduction_result(call, *x, *reduced, *keepdim, *out);
+  auto deviation = reduction_result(call, *x, *reduced, *keepdim, *out);
+  if (!deviation || call.op != ir::Op::VarMean) return deviation;
+  // var_mean and std_mean: the mean keeps the input's dtype (complex stays complex).
+  auto mean = reduction_result(call, *x, *reduced, *keepdim, x->dtype);
+  if (!mean) return std::nullopt;
+  deviation->push_back(std::move((*mean)[0]));
+  return deviation;
 }
 
 Result infer_softmax(const Call& call) {

@@ -365,7 +365,8 @@ ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& ar
   return ir::device_from_string(py_str(dev.get())).value_or(ir::Device{"cpu", -1});
 }
 
-std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::vector<VarRef>& args,
+std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::string& name,
+                                                             const std::vector<VarRef>& args,
                                                              const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   // Operands as the rules see them; nested lists keep their storage alive in `lists`.
   std::vector<std::vector<RuleOperand>> lists;
@@ -410,6 +411,7 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
     if (!r) return std::nullopt;
     rule_kwargs.emplace_back(k, *r);
   }
+  if (op == ir::Op::TorchCall) return infer_torch_call_types(name, rule_args, rule_kwargs, grad_enabled, default_dtype_);
   return infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
 }
 
@@ -418,10 +420,14 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
   const CallableKind& kind = table.classify(callable);
   const std::string& name = table.name_of(callable);
   std::optional<std::vector<ir::TensorType>> ruled;
-  if (kind.kind == CallableKind::CoreOp && !kind.makes_tensors() && core_op_applies(kind.op, args, kwargs)) {
+  bool core_rule = kind.kind == CallableKind::CoreOp && !kind.makes_tensors() && core_op_applies(kind.op, args, kwargs);
+  bool torch_rule = kind.kind == CallableKind::TorchOp && has_torch_call_rule(name);
+  if (core_rule || torch_rule) {
     // Ember's own shape rules first: no meta kernel when they know the answer (under
-    // verify_shape_rules, the meta kernel runs too and must agree).
-    ruled = rule_types(kind.op, args, kwargs);
+    // verify_shape_rules, the meta kernel runs too and must agree). Some meta kernels are
+    // Python that imports torch._dynamo: seconds in a fresh process.
+    ir::Op rule_op = core_rule ? kind.op : ir::Op::TorchCall;
+    ruled = rule_types(rule_op, name, args, kwargs);
     if (auto& types = ruled; types && !options.verify_shape_rules) {
       std::vector<ir::Arg> ir_args;
       for (auto& a : args) ir_args.push_back(lower_arg(a, nullptr));
@@ -429,9 +435,10 @@ VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
       for (auto& [k, v] : kwargs) ir_kwargs.emplace_back(k, lower_arg(v, nullptr));
       ir::Device device = infer_device(callable, args, kwargs);
       for (auto& t : *types) t.device = device;
-      auto form = types->size() == 1 && kind.op != ir::Op::Split && kind.op != ir::Op::Chunk ? ir::Node::ResultForm::Single
+      auto form = types->size() == 1 && rule_op != ir::Op::Split && rule_op != ir::Op::Chunk ? ir::Node::ResultForm::Single
                                                                                               : ir::Node::ResultForm::Tuple;
-      ir::NodeId node = graph.add_node(kind.op, std::string(), std::move(ir_args), std::move(ir_kwargs), *types, form);
+      ir::NodeId node = graph.add_node(rule_op, rule_op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
+                                       std::move(ir_kwargs), *types, form);
       callables.push_back(PyRef::borrow(callable));
       const ir::Node& n = graph.node(node);
       std::vector<VarRef> out;

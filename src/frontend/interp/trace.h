@@ -128,8 +128,10 @@ class Trace {
   VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
   // The IR argument for `v`; with `meta_value`, also the Python value a meta computation takes.
   ir::Arg lower_arg(const VarRef& v, PyRef* meta_value);
-  // Result types from Ember's shape rules (shape_rules.h), or nullopt to run the meta kernel.
-  std::optional<std::vector<ir::TensorType>> rule_types(ir::Op op, const std::vector<VarRef>& args,
+  // Result types from Ember's shape rules (shape_rules.h), or nullopt to run the meta kernel:
+  // core op `op`'s rule, or for ir::Op::TorchCall the rule of the callable named `name`.
+  std::optional<std::vector<ir::TensorType>> rule_types(ir::Op op, const std::string& name,
+                                                        const std::vector<VarRef>& args,
                                                         const std::vector<std::pair<std::string, VarRef>>& kwargs);
   static bool core_op_applies(ir::Op op, const std::vector<VarRef>& args,
                               const std::vector<std::pair<std::string, VarRef>>& kwargs);

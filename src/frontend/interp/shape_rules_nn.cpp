@@ -1,0 +1,256 @@
+// Shape rules of neural-network layers that are torch calls, not core ops: conv1d/conv2d,
+// batch_norm, group_norm, rms_norm, scaled_dot_product_attention, nll_loss and cross_entropy.
+// shape_rules_torch.cpp maps their qualified names here.
+//
+// All of them allocate contiguous results, but torch carries the input's memory format over
+// (a channels-last input gives a channels-last convolution or batch norm on CPU, and the meta
+// kernels of attention and convolution disagree with the CPU kernels on such layouts): the
+// rules answer for inputs with torch's default strides only, except attention, whose meta
+// kernel gives default strides for any layout of query, key and value.
+//
+// Dtypes: floating inputs; weights and biases of the input's dtype (batch_norm also takes
+// float32 parameters for float16/bfloat16 inputs). Empty tensors, float8, complex and the
+// argument forms listed in docs/shape-rules.md are declined.
+#include <algorithm>
+
+#include "frontend/interp/shape_rules_internal.h"
+
+namespace ember::frontend::shape_rules {
+
+namespace {
+
+bool has_zero(const Sizes& sizes) { return std::find(sizes.begin(), sizes.end(), 0) != sizes.end(); }
+
+// An optional parameter tensor: absent/None, or a 1-D tensor of `n` elements. nullopt inside
+// the outer optional means "given but not such a tensor".
+std::optional<std::optional<Dense>> vector_param(const RuleOperand* p, int64_t n) {
+  if (is_none(p)) return std::optional<Dense>{};
+  auto d = as_dense(p);
+  if (!d || d->dim() != 1 || d->sizes[0] != n) return std::nullopt;
+  return std::optional<Dense>{std::move(*d)};
+}
+
+const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
+
+// An int or a sequence of `n` ints (a sequence of one is also expanded by torch, but only the
+// two common forms are modeled), each at least `min`.
+std::optional<Sizes> conv_param(const RuleOperand* p, size_t n, int64_t fallback, int64_t min) {
+  Sizes out;
+  if (!p) {
+    out.assign(n, fallback);
+  } else if (auto v = as_int(p)) {
+    out.assign(n, *v);
+  } else if (auto l = as_int_list(p); l && l->size() == n) {
+    out = *l;
+  } else {
+    return std::nullopt;
+  }
+  for (int64_t v : out)
+    if (v < min) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Result infer_conv(const Call& call, int spatial_dims) {
+  auto b = bind(call, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto w = as_dense((*b)[1]);
+  if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
+  if (w->dim() != spatial_dims + 2 || (x->dim() != spatial_dims + 2 && x->dim() != spatial_dims + 1)) return std::nullopt;
+  if (!has_default_strides(*x) || !has_default_strides(*w) || has_zero(x->sizes) || has_zero(w->sizes))
+    return std::nullopt;
+  bool batched = x->dim() == spatial_dims + 2;
+  size_t n = static_cast<size_t>(spatial_dims);
+  auto stride = conv_param((*b)[3], n, 1, 1);
+  auto dilation = conv_param((*b)[5], n, 1, 1);
+  auto groups = (*b)[6] ? as_int((*b)[6]) : std::optional<int64_t>(1);
+  if (!stride || !dilation || !groups || *groups < 1) return std::nullopt;
+  // padding: ints, or "valid" (none) or "same" (the output keeps the input's size; stride 1 only).
+  bool same = is_string((*b)[4], "same");
+  std::optional<Sizes> padding;
+  if (same) {
+    if (std::any_of(stride->begin(), stride->end(), [](int64_t s) { return s != 1; })) return std::nullopt;
+    padding = Sizes(n, 0);
+  } else if (is_string((*b)[4], "valid")) {
+    padding = Sizes(n, 0);
+  } else {
+    padding = conv_param((*b)[4], n, 0, 0);
+  }
+  if (!padding) return std::nullopt;
+  size_t first_spatial = batched ? 2 : 1;
+  int64_t channels = x->sizes[first_spatial - 1];
+  int64_t out_channels = w->sizes[0];
+  if (channels % *groups != 0 || out_channels % *groups != 0 || w->sizes[1] * *groups != channels)
+    return std::nullopt;
+  auto bias = vector_param((*b)[2], out_channels);
+  if (!bias || (*bias && (*bias)->dtype != x->dtype)) return std::nullopt;
+  Sizes out;
+  if (batched) out.push_back(x->sizes[0]);
+  out.push_back(out_channels);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = x->sizes[first_spatial + i];
+    int64_t extent = (*dilation)[i] * (w->sizes[2 + i] - 1) + 1;  // the kernel's reach
+    if (same) {
+      out.push_back(in);
+      continue;
+    }
+    int64_t padded = in + 2 * (*padding)[i];
+    if (padded < extent) return std::nullopt;
+    out.push_back((padded - extent) / (*stride)[i] + 1);
+  }
+  return computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)});
+}
+
+Result infer_batch_norm(const Call& call) {
+  auto b = bind(call, {"input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  if (!x || x->dim() < 2 || !is_floating(x->dtype) || !has_default_strides(*x) || has_zero(x->sizes))
+    return std::nullopt;
+  int64_t channels = x->sizes[1];
+  auto training = (*b)[5] ? as_bool((*b)[5]) : std::optional<bool>(false);
+  if (!training) return std::nullopt;
+  if ((*b)[6] && !as_real((*b)[6])) return std::nullopt;  // momentum=None is a TypeError
+  if ((*b)[7] && !as_real((*b)[7])) return std::nullopt;
+  std::optional<Dense> params[4];
+  for (int i = 0; i < 4; ++i) {
+    auto p = vector_param((*b)[1 + i], channels);
+    if (!p) return std::nullopt;
+    params[i] = std::move(*p);
+  }
+  const std::optional<Dense>& mean = params[0];
+  const std::optional<Dense>& var = params[1];
+  // Evaluation needs both running statistics; training takes both or neither. Statistics that
+  // require grad cannot be updated in place: left to torch's error.
+  if (!mean != !var || (!*training && !mean)) return std::nullopt;
+  if (mean && (mean->requires_grad || var->requires_grad)) return std::nullopt;
+  // Parameters share one dtype: the input's, or float32 under a float16/bfloat16 input.
+  std::optional<ir::DType> param_dtype;
+  for (auto& p : params) {
+    if (!p) continue;
+    if (param_dtype && *param_dtype != p->dtype) return std::nullopt;
+    param_dtype = p->dtype;
+  }
+  bool low_precision = x->dtype == ir::DType::Float16 || x->dtype == ir::DType::BFloat16;
+  if (param_dtype && *param_dtype != x->dtype && !(low_precision && *param_dtype == ir::DType::Float32))
+    return std::nullopt;
+  // Training normalizes with batch statistics: one value per channel is an error.
+  if (*training && *numel(x->sizes) / channels == 1) return std::nullopt;
+  return computed(call, x->dtype, x->sizes, {&*x, ptr(params[2]), ptr(params[3])});
+}
+
+Result infer_group_norm(const Call& call) {
+  auto b = bind(call, {"input", "num_groups", "weight", "bias", "eps"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto groups = as_int((*b)[1]);
+  if (!x || !groups || x->dim() < 2 || *groups < 1 || !is_floating(x->dtype) || !has_default_strides(*x) ||
+      has_zero(x->sizes))
+    return std::nullopt;
+  if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
+  int64_t channels = x->sizes[1];
+  if (channels % *groups != 0) return std::nullopt;
+  // F.group_norm refuses one value per group and spatial position ((N * C / G) * spatial == 1),
+  // as batch norm in training does.
+  if (*numel(x->sizes) / *groups == 1) return std::nullopt;
+  std::optional<Dense> affine[2];
+  for (int i = 0; i < 2; ++i) {
+    auto p = vector_param((*b)[2 + i], channels);
+    if (!p || (*p && (*p)->dtype != x->dtype)) return std::nullopt;
+    affine[i] = std::move(*p);
+  }
+  return computed(call, x->dtype, x->sizes, {&*x, ptr(affine[0]), ptr(affine[1])});
+}
+
+Result infer_rms_norm(const Call& call) {
+  auto b = bind(call, {"input", "normalized_shape", "weight", "eps"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto shape = as_int_list((*b)[1]);
+  if (!x || !shape || shape->empty() || !is_floating(x->dtype) || !has_default_strides(*x) || has_zero(x->sizes))
+    return std::nullopt;
+  if (!is_none((*b)[3]) && !as_real((*b)[3])) return std::nullopt;
+  if (static_cast<int64_t>(shape->size()) > x->dim() ||
+      !std::equal(shape->begin(), shape->end(), x->sizes.end() - static_cast<int64_t>(shape->size())))
+    return std::nullopt;
+  std::optional<Dense> weight;
+  if (!is_none((*b)[2])) {
+    weight = as_dense((*b)[2]);
+    if (!weight || weight->dtype != x->dtype || weight->sizes != *shape) return std::nullopt;
+  }
+  return computed(call, x->dtype, x->sizes, {&*x, ptr(weight)});
+}
+
+Result infer_sdpa(const Call& call) {
+  auto b = bind(call, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "*scale", "*enable_gqa"});
+  if (!b) return std::nullopt;
+  auto q = as_dense((*b)[0]);
+  auto k = as_dense((*b)[1]);
+  auto v = as_dense((*b)[2]);
+  if (!q || !k || !v || !is_floating(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype) return std::nullopt;
+  int64_t nd = q->dim();
+  if (nd < 2 || k->dim() != nd || v->dim() != nd || has_zero(q->sizes) || has_zero(k->sizes) || has_zero(v->sizes))
+    return std::nullopt;
+  // (batch..., L, E) x (batch..., S, E) x (batch..., S, Ev): one batch shape for all three.
+  size_t batch = static_cast<size_t>(nd - 2);
+  if (!std::equal(q->sizes.begin(), q->sizes.begin() + static_cast<int64_t>(batch), k->sizes.begin()) ||
+      !std::equal(q->sizes.begin(), q->sizes.begin() + static_cast<int64_t>(batch), v->sizes.begin()))
+    return std::nullopt;
+  int64_t E = q->sizes[batch + 1], S = k->sizes[batch], Ev = v->sizes[batch + 1];
+  if (k->sizes[batch + 1] != E || v->sizes[batch] != S) return std::nullopt;
+  auto dropout = (*b)[4] ? as_real((*b)[4]) : std::optional<double>(0.0);
+  auto causal = (*b)[5] ? as_bool((*b)[5]) : std::optional<bool>(false);
+  auto gqa = (*b)[7] ? as_bool((*b)[7]) : std::optional<bool>(false);
+  if (!dropout || !(*dropout >= 0.0 && *dropout < 1.0) || !causal || !gqa || *gqa) return std::nullopt;
+  if (!is_none((*b)[6]) && !as_real((*b)[6])) return std::nullopt;
+  std::optional<Dense> mask;
+  if (!is_none((*b)[3])) {
+    // A boolean mask or an additive one of the query's dtype, broadcasting to the scores'
+    // shape without widening it; never together with is_causal.
+    mask = as_dense((*b)[3]);
+    if (!mask || *causal || (mask->dtype != ir::DType::Bool && mask->dtype != q->dtype)) return std::nullopt;
+    Sizes scores(q->sizes.begin(), q->sizes.end() - 1);
+    scores.push_back(S);
+    if (mask->dim() > nd || broadcast(mask->sizes, scores) != scores) return std::nullopt;
+  }
+  Sizes out(q->sizes.begin(), q->sizes.end() - 1);
+  out.push_back(Ev);
+  return computed(call, q->dtype, out, {&*q, &*k, &*v, mask && is_floating(mask->dtype) ? &*mask : nullptr});
+}
+
+Result infer_nll_loss(const Call& call, bool cross_entropy) {
+  std::optional<Bound> b;
+  if (cross_entropy) {
+    b = bind(call, {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+                    "label_smoothing"});
+  } else {
+    b = bind(call, {"input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"});
+  }
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto target = as_dense((*b)[1]);
+  if (!x || !target || x->dim() < 1 || !is_floating(x->dtype) || target->dtype != ir::DType::Int64) return std::nullopt;
+  if (!has_default_strides(*x) || !has_default_strides(*target) || has_zero(x->sizes)) return std::nullopt;
+  // The legacy size_average/reduce arguments are declined; reduction is one of three strings.
+  if (!is_none((*b)[3]) || !is_none((*b)[5])) return std::nullopt;
+  if ((*b)[4] && !as_int((*b)[4])) return std::nullopt;
+  bool none = is_string((*b)[6], "none");
+  if ((*b)[6] && !none && !is_string((*b)[6], "mean") && !is_string((*b)[6], "sum")) return std::nullopt;
+  if (cross_entropy && (*b)[7]) {
+    auto smoothing = as_real((*b)[7]);
+    if (!smoothing || !(*smoothing >= 0.0 && *smoothing <= 1.0)) return std::nullopt;
+  }
+  // Class indices: the target is the input's shape without the class dim (dim 1, or dim 0 of
+  // an unbatched 1-D input).
+  int64_t class_dim = x->dim() == 1 ? 0 : 1;
+  Sizes expected = x->sizes;
+  expected.erase(expected.begin() + class_dim);
+  if (target->sizes != expected) return std::nullopt;
+  auto weight = vector_param((*b)[2], x->sizes[static_cast<size_t>(class_dim)]);
+  if (!weight || (*weight && (*weight)->dtype != x->dtype)) return std::nullopt;
+  return computed(call, x->dtype, none ? target->sizes : Sizes{}, {&*x, ptr(*weight)});
+}
+
+}  // namespace ember::frontend::shape_rules
