@@ -6,19 +6,21 @@ import torch.nn.functional as F
 
 from ember._C import shapes
 
-from .harness import T, _map, rule
+from .harness import T, _map, check, rule
 
 x23 = T((2, 3))
 xt = T((3, 2), (1, 3))  # transposed: dense, not default
 x_odd1 = T((3, 1, 4), (4, 100, 1))  # contiguous, with an odd stride on its size-1 dim
 
 DECLINED = [
-    # Pointwise layouts other than "all default strides" or "one shared dense layout".
-    ("add", torch.add, [xt, T((2,))], {}),
-    ("add", torch.add, [xt, T((3, 2))], {}),
+    # Pointwise layouts other than "all default strides", "one shared dense layout" or "ordered
+    # dims of a result without size-1 dims over operands of its dtype".
+    ("add", torch.add, [xt, T((2,), dtype=torch.float64)], {}),  # mixed layouts and a conversion
+    ("add", torch.add, [T((3, 1, 2), (1, 6, 3)), T((2,))], {}),  # a size-1 result dim
+    ("floor_divide", torch.floor_divide, [xt, T((3, 2))], {}),  # a composition in torch's meta kernel
     ("mul", torch.mul, [xt, T((), dtype=torch.float32)], {}),
     ("neg", torch.neg, [x_odd1], {}),
-    ("exp", torch.exp, [T((3, 2), (0, 1))], {}),  # broadcast (stride 0) input
+    ("exp", torch.exp, [T((3, 2), (0, 1), dtype=torch.int64)], {}),  # stride 0 and a conversion
     # Scalars outside the computation dtype's range, and dtypes torch refuses on CPU.
     ("add", torch.add, [T((3,), dtype=torch.uint8), 1000], {}),
     ("masked_fill", torch.masked_fill, [T((3,), dtype=torch.float16), T((3,), dtype=torch.bool), 1e10], {}),
@@ -68,6 +70,21 @@ def test_declined(case):
     assert rule(op, *args, **kwargs) is None, f"rule answered {op}{args} {kwargs}"
     # torch itself accepts the call (on meta tensors): the decline is the rule's choice.
     fn(*_map(list(args), T.meta), **{k: _map(v, T.meta) for k, v in kwargs.items()})
+
+
+# Formerly declined layouts that the ordered-dims case answers, exactly as torch does.
+ORDERED = [
+    ("add", torch.add, [xt, T((2,))], {}),
+    ("add", torch.add, [xt, T((3, 2))], {}),
+    ("exp", torch.exp, [T((3, 2), (0, 1))], {}),
+    ("add", torch.add, [T((6, 4), (16, 1)), T((6, 1), (16, 1))], {}),  # x[:, 1:5] + x[:, :1]
+]
+
+
+@pytest.mark.parametrize("case", range(len(ORDERED)))
+def test_ordered_layouts_answered(case):
+    op, fn, args, kwargs = ORDERED[case]
+    check(op, fn, args, kwargs, covered=True, seed=None)
 
 
 def test_symbolic_sizes_are_declined():
