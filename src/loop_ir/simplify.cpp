@@ -19,8 +19,8 @@
 //   (k*q + b) // k  ->  q + m         and   (k*q + b) % k  ->  b - m*k
 //       when every value of b lies in [m*k, (m+1)*k) (m = 0 for a symbolic k);
 //   (k*q + b) // k  ->  q + b // k    and   (k*q + b) % k  ->  b % k     otherwise;
-//   (g*x + y) // k  ->  x // (k/g)    when g > 1 divides a constant k and every value of y lies
-//       in [0, g) (the matching `% k` form, g*(x % (k/g)) + y, is not used: it costs more);
+//   (g*x + y) // k  ->  x // (k/g)    and   (g*x + y) % k  ->  g*(x % (k/g)) + y
+//       when g > 1 divides a constant k and every value of y lies in [0, g);
 //   (x % a) % b     ->  x % b         when b divides a (positive constants);
 //   (x // a) // b   ->  x // (a*b)    (sym::floordiv already does this for positive constants).
 // x // n -> 0 and x % n -> x for 0 <= x < n are the first rule with q = 0.
@@ -324,10 +324,13 @@ class Simplifier {
       if (m_lo == m_hi) return remainder ? b - m_lo * c : q + m_lo;
     }
     if (bb.lo && bb.hi && nonneg_form(*bb.lo) && nonneg(k - 1 - *bb.hi)) return remainder ? b : q;
-    // Only for floordiv: the remainder's split form costs more operations than it saves.
-    if (constant_divisor && !remainder)
+    // The remainder's split form g*(big % (k/g)) + small costs a multiply and an add more, but
+    // it is affine in `small`'s variables (a vector loop can use it) and lets an enclosing
+    // division fold: ((256*i1 + 16*i2 + i3) % 2048) // 256 with i2, i3 < 16 is i1 % 8.
+    if (constant_divisor)
       if (auto split = split_by_divisor(b, k.constant())) {
         auto [g, big, small] = *split;
+        if (remainder) return Expr(g) * mod(big, Expr(k.constant() / g)) + small;
         return q + floordiv(big, Expr(k.constant() / g));
       }
     if (q == Expr(0)) return rebuild(a);

@@ -255,3 +255,37 @@ def test_a_kernel_without_outer_loops_reduces_everything(cache_dir):
     got, = prog.run([data])
     assert got.shape == ()
     assert math.isclose(got.item(), data.double().sum().item(), rel_tol=1e-5)
+
+
+def test_a_value_kept_by_a_loop_that_itself_loads_it(cache_dir):
+    """exp(x) in three loops: the second loads it from the first's scratch, and the third, matched
+    against the second, must read that same scratch (the second never computes it)."""
+    rows, n = 3, 45
+    p = Program("exp_three_loops")
+    x = p.buffer(f"f32[{rows}, {n}]{{{n}, 1}} input 0")
+    out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
+    p.kernel(f"@k0 [i0 < {rows}]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    s0 = p.node(f"reduce_sum {p.node(f'exp {v} : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    e = p.node(f"exp {v} : f32")
+    s1 = p.node(f"reduce_sum {p.node(f'mul {e}, {e} : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    e = p.node(f"exp {v} : f32")
+    d = p.node(f"div {e}, {s1} : f32")
+    p.store(out, "i0, r0", p.node(f"add {d}, {s0} : f32"))
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    assert prog.source.count("kept in sc_t") == 1 and prog.source.count("loaded from sc_t") == 2
+    g = torch.Generator().manual_seed(8)
+    x_in = torch.randn(rows, n, generator=g)
+    ex = x_in.double().exp()
+    want = ex / (ex * ex).sum(1, keepdim=True) + ex.sum(1, keepdim=True)
+    got, = prog.run([x_in])
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)

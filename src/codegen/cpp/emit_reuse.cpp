@@ -174,6 +174,12 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
           if (it == match.end() || !costly[o] || plan.load_instead.count(o)) continue;
           if (total + elements > kMaxScratchTotal) continue;
           NodeId source = it->second;
+          // The source may itself be loaded from an earlier loop's scratch: read that one.
+          auto loaded = plan.load_instead.find(source);
+          if (loaded != plan.load_instead.end()) {
+            plan.load_instead[o] = loaded->second;
+            continue;
+          }
           auto existing = plan.store_after.find(source);
           std::string scratch = existing != plan.store_after.end() ? existing->second : "sc_t" + std::to_string(source);
           if (existing == plan.store_after.end()) {
@@ -192,7 +198,9 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
   for (size_t i = k.nodes.size(); i-- > 0;) {
     const Node& n = k.nodes[i];
     const loop_ir::OpClass cls = loop_ir::op_info(n.op).cls;
-    if (cls == loop_ir::OpClass::Reduce || cls == loop_ir::OpClass::Effect) live[n.id] = true;
+    // Roots: reductions, stores, and values a later loop reads from scratch.
+    if (cls == loop_ir::OpClass::Reduce || cls == loop_ir::OpClass::Effect || plan.store_after.count(n.id))
+      live[n.id] = true;
     if (!live[n.id]) continue;
     if (plan.load_instead.count(n.id)) continue;
     for (NodeId o : n.operands) live[o] = true;
