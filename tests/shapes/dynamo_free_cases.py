@@ -82,7 +82,16 @@ def main(names):
             expected = fn(*args)
             got = ember.compile(fn)(*args)
         # Train-mode batch norm updates its running statistics: both runs do, so compare outputs only.
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        if torch.is_tensor(expected) and expected.dtype in (torch.float16, torch.bfloat16):
+            # Fused kernels keep half-precision intermediates in float32 (eager rounds each op):
+            # both are held against a float64 reference instead (DESIGN.md, Testing).
+            with torch.no_grad():
+                reference = fn(*[a.double() if torch.is_tensor(a) and a.is_floating_point() else a for a in args])
+            eager_error = (expected.double() - reference).abs().max().item()
+            ember_error = (got.double() - reference).abs().max().item()
+            assert ember_error <= 2 * eager_error + 1e-6, (name, ember_error, eager_error)
+        else:
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
         print(json.dumps({"case": name, "dynamo": "torch._dynamo" in sys.modules}), flush=True)
         if "torch._dynamo" in sys.modules:
             return
