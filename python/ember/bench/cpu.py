@@ -382,9 +382,6 @@ def _markdown(results):
     env, cfg, bw = results["environment"], results["config"], results["bandwidth"]
     names = ["eager"] + cfg["compilers"]
     out = ["# Ember benchmark: cpu", "", report.environment_line(env), ""]
-    if "ember" in cfg["compilers"]:
-        out += ["Note: until code generation lands, backend=\"ember\" runs captured graphs on the eager executor, "
-                "so Ember is expected to track eager.", ""]
     out += ["Workloads:", ""] + [f"- `{w}`: {row['description']}" for w, row in results["workloads"].items()] + [""]
     out += [f"Per-call time: median of {cfg['repeat']} samples interleaved across eager and the compilers, after "
             f"{cfg['warmup']} warm-up calls; each sample lasts >= {cfg['min_sample_ms']} ms. × = speed-up over eager.",
