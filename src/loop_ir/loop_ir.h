@@ -149,6 +149,9 @@ struct ExternCall {
   std::vector<BufferId> results;          // Extern buffers (or none)
   ir::Node::ResultForm result_form = ir::Node::ResultForm::Single;
   bool mutates_first_arg = false;         // writes its first buffer argument in place
+
+  // Every buffer the arguments name (inside lists and tuples too), positional then keyword.
+  std::vector<BufferId> buffer_args() const;
 };
 
 struct Step {
@@ -166,6 +169,9 @@ struct Program {
   std::vector<BufferId> outputs;          // graph output k -> the buffer returned (may repeat)
 
   BufferId add_buffer(Buffer buffer);     // assigns the id
+  // The buffer whose storage `id` uses: itself, or the end of its chain of View bases. Throws
+  // std::invalid_argument on an id out of range or a cycle of views (a malformed program).
+  BufferId storage_root(BufferId id) const;
 };
 
 // Text form. print() then parse() gives back an equal program; parse() throws ParseError with a

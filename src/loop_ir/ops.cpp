@@ -3,6 +3,8 @@
 
 #include "loop_ir/loop_ir.h"
 
+#include <stdexcept>
+
 namespace ember::loop_ir {
 
 namespace {
@@ -29,6 +31,33 @@ BufferId Program::add_buffer(Buffer buffer) {
   buffer.id = static_cast<BufferId>(buffers.size());
   buffers.push_back(std::move(buffer));
   return buffers.back().id;
+}
+
+namespace {
+
+void collect_buffer_args(const ir::Arg& arg, std::vector<BufferId>& out) {
+  if (arg.kind == ir::Arg::Kind::Value) out.push_back(arg.value);
+  for (const ir::Arg& item : arg.items) collect_buffer_args(item, out);
+}
+
+}  // namespace
+
+std::vector<BufferId> ExternCall::buffer_args() const {
+  std::vector<BufferId> out;
+  for (const ir::Arg& arg : args) collect_buffer_args(arg, out);
+  for (const auto& kw : kwargs) collect_buffer_args(kw.second, out);
+  return out;
+}
+
+BufferId Program::storage_root(BufferId id) const {
+  for (size_t hops = 0; hops <= buffers.size(); ++hops) {
+    if (id < 0 || id >= static_cast<BufferId>(buffers.size()))
+      throw std::invalid_argument("buffer id " + std::to_string(id) + " out of range");
+    const Buffer& b = buffers[static_cast<size_t>(id)];
+    if (b.kind != Buffer::Kind::View) return id;
+    id = b.base;
+  }
+  throw std::invalid_argument("cycle of View buffers");
 }
 
 }  // namespace ember::loop_ir

@@ -304,17 +304,10 @@ class Verifier {
   }
 
   // ---- Extern calls.
-  void collect_arg_buffers(const ir::Arg& a, std::vector<BufferId>& out) {
-    if (a.kind == ir::Arg::Kind::Value) out.push_back(a.value);
-    for (const ir::Arg& item : a.items) collect_arg_buffers(item, out);
-  }
-
   void check_extern(const ExternCall& call, int step) {
     std::string who = "extern call \"" + call.callable + "\"";
     if (call.callable.empty()) report("an extern call has no callable");
-    std::vector<BufferId> args;
-    for (const ir::Arg& a : call.args) collect_arg_buffers(a, args);
-    for (const auto& kw : call.kwargs) collect_arg_buffers(kw.second, args);
+    std::vector<BufferId> args = call.buffer_args();
     bool mutated_first = call.mutates_first_arg;
     if (call.mutates_first_arg && args.empty()) report(who + " mutates its first buffer argument, but has none");
     for (size_t i = 0; i < args.size(); ++i) {

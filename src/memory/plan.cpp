@@ -34,14 +34,6 @@ using loop_ir::Program;
 
 namespace {
 
-BufferId root_of(const Program& program, BufferId id) {
-  for (size_t hops = 0; hops <= program.buffers.size(); ++hops) {
-    const Buffer& b = program.buffers.at(id);
-    if (b.kind != Buffer::Kind::View) return id;
-    id = b.base;
-  }
-  throw std::invalid_argument("plan_memory: cycle of View buffers");
-}
 
 int64_t storage_bytes(const Buffer& b) {
   auto need = [&](const sym::Expr& e, const char* what) {
@@ -63,19 +55,6 @@ int64_t storage_bytes(const Buffer& b) {
 
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-void collect_args(const ir::Arg& arg, std::vector<BufferId>& out) {
-  switch (arg.kind) {
-    case ir::Arg::Kind::Value:
-      out.push_back(arg.value);
-      return;
-    case ir::Arg::Kind::Literal:
-      return;
-    case ir::Arg::Kind::List:
-    case ir::Arg::Kind::Tuple:
-      for (const ir::Arg& item : arg.items) collect_args(item, out);
-      return;
-  }
-}
 
 // Buffers (roots) each step touches.
 std::vector<std::vector<BufferId>> step_buffers(const Program& program) {
@@ -89,13 +68,12 @@ std::vector<std::vector<BufferId>> step_buffers(const Program& program) {
         break;
       case loop_ir::Step::Kind::Extern: {
         const loop_ir::ExternCall& call = program.externs.at(step.index);
-        for (const ir::Arg& a : call.args) collect_args(a, ids);
-        for (const auto& kw : call.kwargs) collect_args(kw.second, ids);
+        ids = call.buffer_args();
         ids.insert(ids.end(), call.results.begin(), call.results.end());
         break;
       }
     }
-    for (BufferId& id : ids) id = root_of(program, id);
+    for (BufferId& id : ids) id = program.storage_root(id);
     out.push_back(std::move(ids));
   }
   return out;
@@ -131,7 +109,7 @@ MemoryPlan plan_memory(const Program& program) {
     }
   }
   for (BufferId b : program.outputs) {
-    BufferId r = root_of(program, b);
+    BufferId r = program.storage_root(b);
     if (live[r].first < 0) live[r].first = 0;
     live[r].last = std::max(n_steps - 1, 0);
   }
@@ -141,10 +119,7 @@ MemoryPlan plan_memory(const Program& program) {
   for (const loop_ir::Step& step : program.steps) {
     if (step.kind != loop_ir::Step::Kind::Extern) continue;
     const loop_ir::ExternCall& call = program.externs.at(step.index);
-    std::vector<BufferId> args;
-    for (const ir::Arg& a : call.args) collect_args(a, args);
-    for (const auto& kw : call.kwargs) collect_args(kw.second, args);
-    for (BufferId a : args) live[root_of(program, a)].last = std::max(n_steps - 1, 0);
+    for (BufferId a : call.buffer_args()) live[program.storage_root(a)].last = std::max(n_steps - 1, 0);
   }
 
   std::vector<int64_t> bytes(program.buffers.size(), 0);

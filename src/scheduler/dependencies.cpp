@@ -18,19 +18,6 @@ void sort_unique(std::vector<BufferId>& ids) {
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 }
 
-void collect_arg_buffers(const ir::Arg& arg, std::vector<BufferId>& out) {
-  switch (arg.kind) {
-    case ir::Arg::Kind::Value:
-      out.push_back(arg.value);
-      return;
-    case ir::Arg::Kind::Literal:
-      return;
-    case ir::Arg::Kind::List:
-    case ir::Arg::Kind::Tuple:
-      for (const ir::Arg& item : arg.items) collect_arg_buffers(item, out);
-      return;
-  }
-}
 
 bool intersects(const std::vector<BufferId>& a, const std::vector<BufferId>& b, BufferId* what) {
   for (BufferId x : a) {
@@ -44,40 +31,23 @@ bool intersects(const std::vector<BufferId>& a, const std::vector<BufferId>& b, 
 
 }  // namespace
 
-BufferId root_of(const Program& program, BufferId buffer) {
-  // A View chain is acyclic in a verified program; the bound guards against a malformed one.
-  for (size_t hops = 0; hops <= program.buffers.size(); ++hops) {
-    if (buffer < 0 || buffer >= static_cast<BufferId>(program.buffers.size()))
-      throw std::invalid_argument("scheduler: buffer id " + std::to_string(buffer) + " out of range");
-    const loop_ir::Buffer& b = program.buffers[buffer];
-    if (b.kind != loop_ir::Buffer::Kind::View) return buffer;
-    buffer = b.base;
-  }
-  throw std::invalid_argument("scheduler: cycle of View buffers");
-}
 
-std::vector<BufferId> extern_buffer_args(const loop_ir::ExternCall& call) {
-  std::vector<BufferId> out;
-  for (const ir::Arg& arg : call.args) collect_arg_buffers(arg, out);
-  for (const auto& kw : call.kwargs) collect_arg_buffers(kw.second, out);
-  return out;
-}
 
 Accesses accesses_of(const Program& program, const WorkStep& step) {
   Accesses acc;
   switch (step.kind) {
     case loop_ir::Step::Kind::Kernel:
       for (const Node& n : step.kernel.nodes) {
-        if (n.op == loop_ir::ScalarOp::Load) acc.reads.push_back(root_of(program, n.buffer));
-        if (n.op == loop_ir::ScalarOp::Store) acc.writes.push_back(root_of(program, n.buffer));
+        if (n.op == loop_ir::ScalarOp::Load) acc.reads.push_back(program.storage_root(n.buffer));
+        if (n.op == loop_ir::ScalarOp::Store) acc.writes.push_back(program.storage_root(n.buffer));
       }
       break;
     case loop_ir::Step::Kind::Extern: {
       const loop_ir::ExternCall& call = program.externs[step.extern_index];
-      std::vector<BufferId> args = extern_buffer_args(call);
-      for (BufferId b : args) acc.reads.push_back(root_of(program, b));
-      for (BufferId b : call.results) acc.writes.push_back(root_of(program, b));
-      if (call.mutates_first_arg && !args.empty()) acc.writes.push_back(root_of(program, args.front()));
+      std::vector<BufferId> args = call.buffer_args();
+      for (BufferId b : args) acc.reads.push_back(program.storage_root(b));
+      for (BufferId b : call.results) acc.writes.push_back(program.storage_root(b));
+      if (call.mutates_first_arg && !args.empty()) acc.writes.push_back(program.storage_root(args.front()));
       break;
     }
   }

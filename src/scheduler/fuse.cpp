@@ -96,15 +96,15 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
   std::map<BufferId, std::vector<const Node*>> a_stores;
   std::set<BufferId> a_reads;
   for (const Node& n : a.nodes) {
-    if (n.op == ScalarOp::Store) a_stores[root_of(program, n.buffer)].push_back(&n);
-    if (n.op == ScalarOp::Load) a_reads.insert(root_of(program, n.buffer));
+    if (n.op == ScalarOp::Store) a_stores[program.storage_root(n.buffer)].push_back(&n);
+    if (n.op == ScalarOp::Load) a_reads.insert(program.storage_root(n.buffer));
   }
   std::map<NodeId, Link> links;
   std::map<BufferId, int> b_store_loop;  // root -> first loop of b storing it
   std::set<std::string> read_as_written;
   for (const Node& n : b.nodes) {
     if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
-    const BufferId root = root_of(program, n.buffer);
+    const BufferId root = program.storage_root(n.buffer);
     if (n.op == ScalarOp::Store) {
       const std::string name = program.buffers[root].name();
       if (a_reads.count(root)) {
@@ -162,7 +162,7 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
       auto link = links.find(n.id);
       if (link != links.end()) lower = std::max(lower, link->second.store->loop);
       if (n.op == ScalarOp::Load) {
-        auto own = b_store_loop.find(root_of(program, n.buffer));
+        auto own = b_store_loop.find(program.storage_root(n.buffer));
         if (own != b_store_loop.end() && own->second < static_cast<int>(j)) lower = std::max(lower, place[own->second]);
       }
       std::set<NodeId> refs(n.operands.begin(), n.operands.end());

@@ -106,11 +106,11 @@ std::optional<std::vector<size_t>> var_dims(const Node& store, const Buffer& buf
 // Buffers that must stay in memory whatever their producer looks like.
 std::set<BufferId> pinned_buffers(const Program& program) {
   std::set<BufferId> pinned;
-  for (BufferId b : program.outputs) pinned.insert(root_of(program, b));
+  for (BufferId b : program.outputs) pinned.insert(program.storage_root(b));
   for (const Buffer& b : program.buffers)
-    if (b.kind == Buffer::Kind::View) pinned.insert(root_of(program, b.id));
+    if (b.kind == Buffer::Kind::View) pinned.insert(program.storage_root(b.id));
   for (const loop_ir::ExternCall& call : program.externs)
-    for (BufferId b : extern_buffer_args(call)) pinned.insert(root_of(program, b));
+    for (BufferId b : call.buffer_args()) pinned.insert(program.storage_root(b));
   return pinned;
 }
 

@@ -37,7 +37,6 @@ struct WorkStep {
 
 // dependencies.cpp --------------------------------------------------------------------------
 
-BufferId root_of(const Program& program, BufferId buffer);
 
 // Root buffers a step reads and writes (sorted, unique). An extern reads every buffer argument
 // and writes its results, and its first buffer argument when it mutates it.
@@ -46,8 +45,6 @@ struct Accesses {
   std::vector<BufferId> writes;
 };
 Accesses accesses_of(const Program& program, const WorkStep& step);
-// Buffer arguments of an extern call, in argument order (nested lists included).
-std::vector<BufferId> extern_buffer_args(const loop_ir::ExternCall& call);
 
 // True if `later` must stay after `earlier`: it reads what `earlier` writes, or writes what
 // `earlier` reads or writes. `what` receives the first root buffer involved.

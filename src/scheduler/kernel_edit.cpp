@@ -111,7 +111,7 @@ bool is_pointwise(const Kernel& kernel) { return kernel.loops.size() == 1 && ker
 bool is_reduce(const Node& node) { return loop_ir::op_info(node.op).cls == OpClass::Reduce; }
 
 bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store) {
-  const ir::DType storage = program.buffers.at(root_of(program, store.buffer)).dtype;
+  const ir::DType storage = program.buffers.at(program.storage_root(store.buffer)).dtype;
   if (storage != ir::DType::BFloat16 && storage != ir::DType::Float16) return false;
   std::map<NodeId, const Node*> by_id;
   for (const Node& n : kernel.nodes) by_id[n.id] = &n;
@@ -216,14 +216,14 @@ void remove_dead_nodes(Kernel& kernel) {
 void merge_duplicates(const Program& program, Kernel& kernel) {
   std::set<BufferId> stored;
   for (const Node& n : kernel.nodes)
-    if (n.op == ScalarOp::Store) stored.insert(root_of(program, n.buffer));
+    if (n.op == ScalarOp::Store) stored.insert(program.storage_root(n.buffer));
   std::map<NodeId, NodeId> replaced;
   std::map<std::string, NodeId> seen;
   std::vector<Node> kept;
   for (Node node : kernel.nodes) {
     remap_node(node, replaced);
     bool pure = node.op != ScalarOp::Store &&
-                !(node.op == ScalarOp::Load && stored.count(root_of(program, node.buffer)));
+                !(node.op == ScalarOp::Load && stored.count(program.storage_root(node.buffer)));
     if (pure) {
       std::string key = std::to_string(node.loop) + "|" + loop_ir::op_info(node.op).name + "|" +
                         ir::dtype_name(node.dtype) + "|" + std::to_string(node.buffer) + "|" +

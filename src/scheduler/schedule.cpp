@@ -41,7 +41,7 @@ namespace {
 // Roots whose contents someone still needs after the program: outputs; and roots read by a step.
 std::set<BufferId> needed_roots(const Program& program, const std::vector<WorkStep>& steps) {
   std::set<BufferId> needed;
-  for (BufferId b : program.outputs) needed.insert(root_of(program, b));
+  for (BufferId b : program.outputs) needed.insert(program.storage_root(b));
   for (const WorkStep& s : steps) {
     Accesses acc = accesses_of(program, s);
     needed.insert(acc.reads.begin(), acc.reads.end());
@@ -101,14 +101,14 @@ void rebuild(Program& program, std::vector<WorkStep>& steps) {
         if (n.op == ScalarOp::Load || n.op == ScalarOp::Store) used[n.buffer] = true;
     } else {
       const loop_ir::ExternCall& call = program.externs[s.extern_index];
-      for (BufferId b : extern_buffer_args(call)) used[b] = true;
+      for (BufferId b : call.buffer_args()) used[b] = true;
     }
   }
   // A View keeps its base chain.
   for (size_t b = program.buffers.size(); b-- > 0;)
     if (used[b] && program.buffers[b].kind == Buffer::Kind::View) used[program.buffers[b].base] = true;
   for (size_t b = program.buffers.size(); b-- > 0;)
-    if (used[b] && program.buffers[b].kind == Buffer::Kind::View) used[root_of(program, b)] = true;
+    if (used[b] && program.buffers[b].kind == Buffer::Kind::View) used[program.storage_root(b)] = true;
 
   std::vector<BufferId> ids(program.buffers.size(), -1);
   std::vector<Buffer> buffers;

@@ -108,12 +108,6 @@ bool same_node_fields(const Node& a, const Node& b) {
          cls == loop_ir::OpClass::Ternary;
 }
 
-// The root buffer whose memory `id` names (views resolved).
-BufferId root_of(const Program& p, BufferId id) {
-  while (p.buffers.at(id).kind == Buffer::Kind::View) id = p.buffers.at(id).base;
-  return id;
-}
-
 }  // namespace
 
 LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,
@@ -123,7 +117,7 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
   const Program& p = *env.program;
   std::vector<BufferId> written;
   for (const Node& n : k.nodes)
-    if (n.op == ScalarOp::Store) written.push_back(root_of(p, n.buffer));
+    if (n.op == ScalarOp::Store) written.push_back(p.storage_root(n.buffer));
   // A store into an input or an extern's result may alias anything the kernel loads.
   for (BufferId b : written) {
     Buffer::Kind kind = p.buffers.at(b).kind;
@@ -131,7 +125,7 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
   }
   auto loads_unwritten = [&](const Node& n) {
     return n.op != ScalarOp::Load ||
-           std::find(written.begin(), written.end(), root_of(p, n.buffer)) == written.end();
+           std::find(written.begin(), written.end(), p.storage_root(n.buffer)) == written.end();
   };
   int64_t total = 0;
   for (size_t l2 = 1; l2 < loops.size(); ++l2) {
