@@ -69,6 +69,13 @@ def _listener(event, info):
                 warnings.warn(f"ember: the C++ generated for {info['code']} ({info['filename']}:{info['lineno']}) "
                               f"did not compile; that graph runs on the eager executor. "
                               f"{info['backend_fallback']}", stacklevel=2)
+    elif event == "graph_break":
+        key = ("break", info["filename"], info["lineno"], info["reason"])
+        if "graph_breaks" in channels and key not in _logged_once:
+            _logged_once.add(key)
+            _log.getChild("graph_breaks").info("graph break in %s at %s:%s: %s\n    %s", info["code"], info["filename"],
+                                               info["lineno"], info["reason"],
+                                               _source_line(info["filename"], info["lineno"]))
     elif event == "fallback":
         key = (info["filename"], info["lineno"], info["reason"])
         if ("fallbacks" in channels or "graph_breaks" in channels) and key not in _logged_once:
@@ -187,9 +194,16 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
 
 @dataclasses.dataclass
 class BreakReason:
+    """A graph break, or a frame that runs eagerly: why, and the user's line."""
     reason: str
     filename: str
     lineno: int
+    source: str = ""  # the text of that line, stripped
+
+
+def _source_line(filename, lineno):
+    import linecache
+    return linecache.getline(filename, lineno).strip() if lineno and lineno > 0 else ""
 
 
 @dataclasses.dataclass
@@ -211,7 +225,7 @@ class ExplainOutput:
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
                  f"Op count: {self.op_count}"]
         for r in self.break_reasons:
-            lines.append(f"Break: {r.reason} ({r.filename}:{r.lineno})")
+            lines.append(f"Break: {r.reason} ({r.filename}:{r.lineno})" + (f"\n    {r.source}" if r.source else ""))
         for i, g in enumerate(self.graphs):
             lines.append(g)
             if i < len(self.kernel_counts):
@@ -237,20 +251,23 @@ def explain(fn, **compile_kwargs):
         finally:
             stack.remove(events)
         compiles = [info for event, info in events if event == "compile"]
-        breaks = [BreakReason(info["reason"], info["filename"], info["lineno"])
-                  for event, info in events if event == "fallback"]
+        # A segment of a frame with no tensor op compiles to no graph (as in Dynamo).
+        graphs = [info for info in compiles if info["ops"] > 0]
+        breaks = [BreakReason(info["reason"], info["filename"], info["lineno"],
+                              _source_line(info["filename"], info["lineno"]))
+                  for event, info in events if event in ("graph_break", "fallback")]
         return ExplainOutput(
-            graph_count=len(compiles),
+            graph_count=len(graphs),
             graph_break_count=len(breaks),
             break_reasons=breaks,
-            op_count=sum(info["ops"] for info in compiles),
-            graphs=[info["graph"] for info in compiles],
-            guards=[info["guards"] for info in compiles],
+            op_count=sum(info["ops"] for info in graphs),
+            graphs=[info["graph"] for info in graphs],
+            guards=[info["guards"] for info in graphs],
             compile_seconds=sum(info["seconds"] for info in compiles),
-            kernel_counts=[info["kernels"] for info in compiles],
+            kernel_counts=[info["kernels"] for info in graphs],
             planned_peak_bytes=[info["planned_peak_bytes"] if info["planned_peak_bytes"] >= 0 else None
-                                for info in compiles],
-            backend_fallbacks=[info["backend_fallback"] for info in compiles],
+                                for info in graphs],
+            backend_fallbacks=[info["backend_fallback"] for info in graphs],
         )
 
     return run

@@ -222,6 +222,23 @@ def make_meta(sizes, strides, dtype, requires_grad):
     return t
 
 
+class GradModeExit:
+    """The `__exit__` of a `with torch.no_grad()` (or enable_grad, set_grad_enabled) block that a
+    graph break splits: the generated code after the break gets this object where the block's exit
+    sits on the stack. Calling it restores the grad mode from before the block."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous):
+        self.previous = bool(previous)
+
+    def __call__(self, exc_type=None, exc=None, tb=None):
+        torch._C._set_grad_enabled(self.previous)
+
+    def __repr__(self):
+        return f"<exit of a grad-mode block: restores {self.previous}>"
+
+
 class TorchTable:
     """The object the C++ TorchTable reads its fields from (src/frontend/interp/torch_table.h)."""
 
@@ -235,6 +252,7 @@ class TorchTable:
     no_grad_type = torch.no_grad
     set_grad_enabled_type = torch.set_grad_enabled
     set_grad_enabled_fn = torch._C._set_grad_enabled
+    grad_mode_exit_type = GradModeExit
     inplace_callables = inplace_callables
     op_callables = op_callables
     qualname = staticmethod(qualname)

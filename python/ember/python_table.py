@@ -148,6 +148,7 @@ class PythonTable:
     size_type = dtype_type = device_type = _Unavailable
     no_grad_type = set_grad_enabled_type = _Unavailable
     set_grad_enabled_fn = staticmethod(_no_torch)
+    grad_mode_exit_type = _Unavailable
     inplace_callables = set()
     op_callables = {name: _no_torch for name in core_op_names()}
     qualname = staticmethod(qualname_python)

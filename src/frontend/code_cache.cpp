@@ -292,6 +292,8 @@ const char* skip_reason_name(SkipReason reason) {
       return "ember_file";
     case SkipReason::stdlib_file:
       return "stdlib_file";
+    case SkipReason::generated:
+      return "generated";
   }
   return nullptr;
 }
@@ -424,7 +426,11 @@ CodeCache* existing_code_cache(PyCodeObject* code) {
   return static_cast<CodeCache*>(extra);
 }
 
-CodeCache* code_cache_for(PyCodeObject* code) {
+namespace {
+
+// Creates the code object's cache with `skip`, or returns the existing one (`*existed`).
+CodeCache* attach_cache(PyCodeObject* code, const SkipReason* forced, bool* existed) {
+  *existed = false;
   if (g_extra_index < 0 || g_directories == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "Ember: code caches used before prepare_code_caches()");
     return nullptr;
@@ -434,10 +440,13 @@ CodeCache* code_cache_for(PyCodeObject* code) {
     return nullptr;
   }
   if (extra != nullptr) {
+    *existed = true;
     return static_cast<CodeCache*>(extra);
   }
   SkipReason skip = SkipReason::none;
-  if (!decide_skip(code, &skip)) {
+  if (forced) {
+    skip = *forced;
+  } else if (!decide_skip(code, &skip)) {
     return nullptr;
   }
   auto* cache = new CodeCache(code, skip);
@@ -447,6 +456,24 @@ CodeCache* code_cache_for(PyCodeObject* code) {
   }
   CodeCacheRegistry::link(cache);
   return cache;
+}
+
+}  // namespace
+
+CodeCache* code_cache_for(PyCodeObject* code) {
+  bool existed = false;
+  return attach_cache(code, nullptr, &existed);
+}
+
+bool mark_generated_code(PyCodeObject* code) {
+  SkipReason generated = SkipReason::generated;
+  bool existed = false;
+  if (!attach_cache(code, &generated, &existed)) return false;
+  if (existed) {
+    PyErr_SetString(PyExc_RuntimeError, "Ember: a generated code object already had a cache");
+    return false;
+  }
+  return true;
 }
 
 void clear_all_code_caches() {

@@ -27,6 +27,7 @@ enum class SkipReason : uint8_t {
   torch_file,
   ember_file,
   stdlib_file,
+  generated,       // Ember's own glue code (graph_break.h): it runs the instruction a trace broke at
 };
 // The reason as text, or nullptr for SkipReason::none.
 const char* skip_reason_name(SkipReason reason);
@@ -89,6 +90,10 @@ bool prepare_code_caches();
 // The code object's cache, created (with its skip decision) on first use; nullptr with a Python
 // error set on failure. Requires prepare_code_caches().
 CodeCache* code_cache_for(PyCodeObject* code);
+// Marks a code object Ember generated as never to be traced (its cache is created with
+// SkipReason::generated). Returns false with a Python error set on failure, or if the code
+// already has a cache.
+bool mark_generated_code(PyCodeObject* code);
 // The code object's cache if it has one (nullptr otherwise, or with an error set on failure).
 CodeCache* existing_code_cache(PyCodeObject* code);
 

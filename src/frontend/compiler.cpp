@@ -1,6 +1,7 @@
 // Compiler: trace a frame, build its cache entry, report what happened.
 #include "frontend/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "frontend/pyutil.h"
@@ -96,12 +97,62 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
   return nullptr;
 }
 
+// What runs after the graph of a frame that was split by a graph break (graph_break.h): the
+// graph's result is the tuple of the values glue takes (the non-NULL stack values, then the
+// live locals).
+struct Continuation {
+  const BreakCode* code = nullptr;
+  FrameCompiler* compiler = nullptr;
+};
+
+// A new function running `code` with the frame's globals and closure.
+PyRef function_for(PyObject* code, const FrameView& frame) {
+  PyRef fn = PyRef::steal(PyFunction_New(code, frame.globals));
+  if (fn && frame.closure() && PyFunction_SetClosure(fn.get(), frame.closure()) < 0) return PyRef();
+  return fn;
+}
+
+// Runs the glue of a break with `values`, then the resume function of the successor glue took.
+PyObject* continue_after_break(const Continuation& c, PyObject* values, const FrameView& frame) {
+  const BreakCode& bc = *c.code;
+  PyRef glue = function_for(bc.glue.get(), frame);
+  if (!glue) return nullptr;
+  PyRef r = PyRef::steal(call_in_region(c.compiler, glue.get(), values, nullptr));
+  if (!r) return nullptr;
+  PyObject* t = r.get();
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2 || PyTuple_GET_ITEM(t, 0) != BreakCodeCache::marker()) {
+    return r.release();  // the user's code handled an exception and finished the frame in the glue
+  }
+  long edge = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+  Py_ssize_t lower = 0, operands = 0;
+  for (SlotKind k : bc.lower) lower += k != SlotKind::Null;
+  for (SlotKind k : bc.operands) operands += k != SlotKind::Null;
+  Py_ssize_t pushed = PyTuple_GET_SIZE(t) - 2;
+  const std::vector<int>& locals = bc.resume_locals[edge];
+  PyRef args = PyRef::steal(PyTuple_New(lower + pushed + static_cast<Py_ssize_t>(locals.size())));
+  Py_ssize_t at = 0;
+  auto put = [&](PyObject* v) {
+    Py_INCREF(v);
+    PyTuple_SET_ITEM(args.get(), at++, v);
+  };
+  for (Py_ssize_t i = 0; i < lower; ++i) put(PyTuple_GET_ITEM(values, i));
+  for (Py_ssize_t i = 0; i < pushed; ++i) put(PyTuple_GET_ITEM(t, 2 + i));
+  for (int slot : locals) {
+    auto pos = std::find(bc.glue_locals.begin(), bc.glue_locals.end(), slot) - bc.glue_locals.begin();
+    put(PyTuple_GET_ITEM(values, lower + operands + pos));
+  }
+  PyRef resume = function_for(bc.resume[edge].get(), frame);
+  if (!resume) return nullptr;
+  return call_in_region(c.compiler, resume.get(), args.get(), nullptr);
+}
+
 // A frame compiled to a graph.
 class CompiledFrame : public CacheEntry {
  public:
   CompiledFrame(GuardSet guards, std::unique_ptr<runtime::GraphRunner> runner, ValuePlan result, std::vector<SideEffect> effects,
-                bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled)
-      : guards_(std::move(guards)),
+                bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled, Continuation continuation)
+      : continuation_(continuation),
+        guards_(std::move(guards)),
         runner_(std::move(runner)),
         result_(std::move(result)),
         effects_(std::move(effects)),
@@ -157,6 +208,7 @@ class CompiledFrame : public CacheEntry {
           break;
       }
     }
+    if (continuation_.code) return continue_after_break(continuation_, result.get(), frame);
     return result.release();
   }
 
@@ -171,6 +223,7 @@ class CompiledFrame : public CacheEntry {
     PyErr_Restore(type, value, tb);
   }
 
+  Continuation continuation_;
   GuardSet guards_;
   std::unique_ptr<runtime::GraphRunner> runner_;
   ValuePlan result_;
@@ -224,46 +277,156 @@ bool Compiler::emit(const char* event, PyObject* info) {
   return static_cast<bool>(r);
 }
 
+struct Compiler::Split {
+  Continuation continuation;
+  ValuePlan values;       // the tuple glue takes
+  std::string reason;     // why the frame broke
+  std::string filename;   // where: the instruction of the frame's own code
+  int line = -1;
+};
+
+namespace {
+
+// Why a trace failed and where, or nothing.
+struct Failure {
+  std::string reason, filename;
+  int line = -1;
+  Unsupported unsupported{""};
+  bool failed() const { return !reason.empty(); }
+};
+
+// Runs `f`, turning the ways a trace fails into a Failure.
+template <typename F>
+Failure catch_failure(F&& f) {
+  Failure out;
+  try {
+    f();
+  } catch (Unsupported& u) {
+    out.reason = u.reason;
+    out.filename = u.filename;
+    out.line = u.line;
+    out.unsupported = u;
+  } catch (PythonError&) {
+    out.reason = "internal error: " + take_error_message();
+  } catch (std::exception& e) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    out.reason = std::string("internal error: ") + e.what();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Compiler::Split> Compiler::plan_split(const FrameView& frame, Trace& trace, const Unsupported& failed,
+                                                      std::string* why_not) {
+  const CodeInfo& info = codes_.get(frame.code);
+  std::optional<BreakRange> range = break_range(info, failed.root_index);
+  if (!range) {
+    *why_not = unbreakable_reason(info, failed.root_index);
+    return nullptr;
+  }
+  std::unique_ptr<Split> split;
+  Failure f = catch_failure([&] {
+    StopAt stop;
+    stop.index = range->first;
+    stop.visit = failed.root_visit;
+    Interpreter::run_frame(trace, codes_, &stop);
+    if (!stop.reached) throw std::runtime_error("the second trace did not reach the graph break");
+    // Break code is made from the original code, also when this frame is a resume function.
+    const BreakCodeCache::Origin* origin = breaks_.origin(frame.code);
+    const CodeInfo& original = origin ? codes_.get(origin->original) : info;
+    int shift = origin ? origin->slot_shift : 0;
+    BreakRange at = *range;
+    if (origin) at = BreakRange{origin->index.at(range->first), origin->index.at(range->last)};
+    std::vector<SlotKind> layout;
+    std::vector<VarRef> values;
+    for (const VarRef& v : stop.stack) {
+      if (v->kind == VarKind::Null) {
+        layout.push_back(SlotKind::Null);
+      } else if (v->kind == VarKind::Iterator) {
+        auto& it = v->as<IteratorVar>();
+        layout.push_back(SlotKind::Iterator);
+        values.push_back(make_tuple(std::vector<VarRef>(it.items.begin() + it.position, it.items.end())));
+      } else {
+        layout.push_back(SlotKind::Value);
+        values.push_back(v);
+      }
+    }
+    size_t nlocal = original.localsplus_names.size() - original.nfree;
+    std::vector<bool> bound(original.localsplus_names.size(), false);
+    std::vector<VarRef> local_values(original.localsplus_names.size());
+    for (size_t s = 0; s < nlocal; ++s) {
+      VarRef v = stop.locals.at(s + shift);
+      if (v && v->kind == VarKind::Cell) v = v->as<CellVar>().contents;
+      if (!v) continue;
+      bound[s] = true;
+      local_values[s] = v;
+    }
+    const BreakCode& code = breaks_.get(original, at, layout, bound);
+    for (int s : code.glue_locals) values.push_back(local_values[s]);
+    split = std::make_unique<Split>();
+    split->continuation = Continuation{&code, this};
+    split->values = trace.finish(make_tuple(std::move(values)));
+    std::vector<std::string> problems = ir::verify(trace.graph);
+    if (!problems.empty()) throw std::runtime_error("the captured graph failed verification: " + problems.front());
+  });
+  if (f.failed()) {
+    *why_not = f.reason;
+    return nullptr;
+  }
+  split->reason = failed.reason;
+  if (!failed.filename.empty() && failed.line >= 0 &&
+      (failed.filename != info.filename || failed.line != info.decoded.instructions[range->last].line)) {
+    split->reason += " (at " + failed.filename + ":" + std::to_string(failed.line) + ")";
+  }
+  split->filename = info.filename;
+  split->line = info.decoded.instructions[range->last].line;
+  return split;
+}
+
 std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* error) {
   *error = false;
   RegionPause pause;
   auto start = std::chrono::steady_clock::now();
-  Trace trace(table_, frame, options_);
   GlobalState state = GlobalState::current();
-  trace.guards.global_state(state);
-  std::string reason, where_file;
-  int where_line = -1;
+  auto trace = std::make_unique<Trace>(table_, frame, options_);
+  trace->guards.global_state(state);
   ValuePlan plan;
-  try {
-    VarRef result = Interpreter::run_frame(trace, codes_);
-    plan = trace.finish(result);
-    std::vector<std::string> problems = ir::verify(trace.graph);
-    if (!problems.empty()) reason = "internal error: the captured graph failed verification: " + problems.front();
-  } catch (Unsupported& u) {
-    reason = u.reason;
-    where_file = u.filename;
-    where_line = u.line;
-  } catch (PythonError&) {
-    reason = "internal error: " + take_error_message();
-  } catch (std::exception& e) {
-    if (PyErr_Occurred()) PyErr_Clear();
-    reason = std::string("internal error: ") + e.what();
+  Failure failure = catch_failure([&] {
+    VarRef result = Interpreter::run_frame(*trace, codes_);
+    plan = trace->finish(result);
+    std::vector<std::string> problems = ir::verify(trace->graph);
+    if (!problems.empty()) throw std::runtime_error("the captured graph failed verification: " + problems.front());
+  });
+  // A frame that fails at an instruction of its own code is split there (unless fullgraph).
+  std::unique_ptr<Split> split;
+  if (failure.failed() && failure.unsupported.root_index >= 0 && !options_.fullgraph) {
+    auto retrace = std::make_unique<Trace>(table_, frame, options_);
+    retrace->guards.global_state(state);
+    std::string why_not;
+    split = plan_split(frame, *retrace, failure.unsupported, &why_not);
+    if (split) {
+      trace = std::move(retrace);
+      plan = split->values;
+      failure = Failure();
+    }
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Stats& s = stats();
   s.trace_seconds += seconds;
-  if (where_file.empty()) {
-    where_file = code_file(frame.code);
-    where_line = frame.code->co_firstlineno;
+  if (failure.filename.empty()) {
+    failure.filename = code_file(frame.code);
+    failure.line = frame.code->co_firstlineno;
   }
 
-  if (!reason.empty()) {
+  if (failure.failed()) {
     ++s.eager_frames;
-    std::string message = reason + " (at " + where_file + ":" + std::to_string(where_line) + ", in " + code_name(frame.code) + ")";
+    std::string message = failure.reason + " (at " + failure.filename + ":" + std::to_string(failure.line) + ", in " +
+                          code_name(frame.code) + ")";
     if (!emit("fallback", make_info({{"code", str(code_name(frame.code))},
-                                     {"reason", str(reason)},
-                                     {"filename", str(where_file)},
-                                     {"lineno", PyLong_FromLong(where_line)}}))) {
+                                     {"reason", str(failure.reason)},
+                                     {"filename", str(failure.filename)},
+                                     {"lineno", PyLong_FromLong(failure.line)}}))) {
       *error = true;
       return nullptr;
     }
@@ -272,16 +435,26 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
       *error = true;
       return nullptr;
     }
-    return std::make_unique<EagerEntry>(std::move(trace.guards));
+    return std::make_unique<EagerEntry>(std::move(trace->guards));
   }
 
+  if (split) {
+    ++s.graph_breaks;
+    if (!emit("graph_break", make_info({{"code", str(code_name(frame.code))},
+                                        {"reason", str(split->reason)},
+                                        {"filename", str(split->filename)},
+                                        {"lineno", PyLong_FromLong(split->line)}}))) {
+      *error = true;
+      return nullptr;
+    }
+  }
   ++s.frames_compiled;
   ++s.graphs;
-  s.ops_captured += trace.graph.nodes().size();
-  std::string graph_text = ir::print(trace.graph);
-  std::string guards_text = trace.guards.describe();
+  s.ops_captured += trace->graph.nodes().size();
+  std::string graph_text = ir::print(trace->graph);
+  std::string guards_text = trace->guards.describe();
   bool changes_grad_mode = false;
-  for (const auto& node : trace.graph.nodes())
+  for (const auto& node : trace->graph.nodes())
     if (node.op == ir::Op::TorchCall && node.result_form == ir::Node::ResultForm::None && node.results.empty() &&
         node.target == table_.name_of(table_.set_grad_enabled_fn.get()))
       changes_grad_mode = true;
@@ -289,10 +462,10 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   runtime::BackendReport backend;
   try {
     std::unique_ptr<runtime::GraphRunner> runner =
-        runtime::build_runner(trace.graph, trace.callables, table_, options_, &backend);
-    entry = std::make_unique<CompiledFrame>(std::move(trace.guards), std::move(runner), std::move(plan),
-                                            std::move(trace.side_effects), changes_grad_mode, state.grad_enabled,
-                                            table_.set_grad_enabled_fn);
+        runtime::build_runner(trace->graph, trace->callables, table_, options_, &backend);
+    entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(runner), std::move(plan),
+                                            std::move(trace->side_effects), changes_grad_mode, state.grad_enabled,
+                                            table_.set_grad_enabled_fn, split ? split->continuation : Continuation{});
   } catch (PythonError&) {
     *error = true;
     return nullptr;
@@ -304,7 +477,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"lineno", PyLong_FromLong(frame.code->co_firstlineno)},
                                   {"graph", str(graph_text)},
                                   {"guards", str(guards_text)},
-                                  {"ops", PyLong_FromSize_t(trace.graph.nodes().size())},
+                                  {"ops", PyLong_FromSize_t(trace->graph.nodes().size())},
                                   {"seconds", PyFloat_FromDouble(seconds)},
                                   {"backend_fallback", str(backend.fallback_reason)},
                                   {"codegen_failed", PyBool_FromLong(backend.codegen_failed)},

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "frontend/eval_frame.h"
+#include "frontend/graph_break.h"
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/torch_table.h"
 #include "support/options.h"
@@ -38,9 +39,16 @@ class Compiler : public FrameCompiler {
   // Sends an event to the listener; returns false with the listener's error set.
   bool emit(const char* event, PyObject* info);
 
+  struct Split;
+  // Traces the frame again up to where the first trace failed (`failed`) and plans the graph
+  // break there; nullptr with `*why_not` set when the frame cannot be split there.
+  std::unique_ptr<Split> plan_split(const FrameView& frame, Trace& trace, const Unsupported& failed,
+                                    std::string* why_not);
+
   CompileOptions options_;
   TorchTable table_;
   CodeInfoCache codes_;
+  BreakCodeCache breaks_;
   PyRef listener_;
   PyRef unsupported_error_;
 };

@@ -109,7 +109,7 @@ bool hook_installed();
 // Entries `compiler` holds for `code`.
 int cache_entry_count(PyCodeObject* code, const FrameCompiler* compiler);
 // Why the hook passes through every frame of `code` ("generator", "not_a_function",
-// "torch_file", "ember_file", "stdlib_file"), or nullptr when it does not. nullptr with a Python
+// "torch_file", "ember_file", "stdlib_file", "generated"), or nullptr when it does not. nullptr with a Python
 // error set on failure; check PyErr_Occurred().
 const char* skip_reason(PyCodeObject* code);
 // Code objects that currently hold an Ember cache in co_extra.

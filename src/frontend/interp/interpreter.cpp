@@ -59,7 +59,7 @@ Interpreter::Interpreter(Trace& trace, CodeInfoCache& codes, const CodeInfo& inf
   locals_.resize(info_.localsplus_names.size());
 }
 
-VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes) {
+VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) {
   const FrameView& frame = trace.frame;
   const CodeInfo& info = codes.get(frame.code);
   std::vector<VarRef> locals(info.localsplus_names.size());
@@ -78,6 +78,8 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes) {
     closure.push_back(cell);
   }
   Interpreter interp(trace, codes, info, Globals{frame.globals, nullptr}, std::move(locals), std::move(closure), 0);
+  interp.stop_ = stop;
+  interp.visits_.assign(info.decoded.instructions.size(), 0);
   return interp.run();
 }
 
@@ -146,6 +148,16 @@ VarRef Interpreter::run() {
     if (ip_ >= code.size()) unsupported("ran past the end of the bytecode");
     if (++trace_.instructions > trace_.options.instruction_limit)
       unsupported("trace exceeded the instruction limit (an unbounded loop?)");
+    bool root = depth_ == 0;
+    if (root) {
+      if (stop_ && static_cast<int>(ip_) == stop_->index && visits_[ip_] + 1 == stop_->visit) {
+        stop_->reached = true;
+        stop_->stack = stack_;
+        stop_->locals = locals_;
+        return nullptr;
+      }
+      ++visits_[ip_];
+    }
     current_ = &code[ip_++];
     if (!carries_sym_ints(current_->op)) {
       for (VarRef& v : stack_) v = trace_.specialize(v);
@@ -157,6 +169,10 @@ VarRef Interpreter::run() {
       if (u.line < 0 && current_) {
         u.filename = info_.filename;
         u.line = current_->line;
+      }
+      if (root && u.root_index < 0) {
+        u.root_index = static_cast<int>(ip_ - 1);
+        u.root_visit = visits_[ip_ - 1];
       }
       throw;
     }

@@ -46,6 +46,17 @@ class CodeInfoCache {
 
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;
 
+// Where a trace of the compiled frame stops, for a graph break: before the `visit`-th execution
+// (1 = the first) of normalized instruction `index` of the frame's own code. `reached` and the
+// stack and locals found there are filled in when the trace gets there.
+struct StopAt {
+  int index = -1;
+  int visit = 1;
+  bool reached = false;
+  std::vector<VarRef> stack;   // bottom first, Null Vars included
+  std::vector<VarRef> locals;  // localsplus
+};
+
 class Interpreter {
  public:
   struct Globals {
@@ -60,7 +71,8 @@ class Interpreter {
   VarRef run();
 
   // Entry for the compiled frame: binds the frame's arguments and closure from the Trace's frame.
-  static VarRef run_frame(Trace& trace, CodeInfoCache& codes);
+  // With `stop`, returns nullptr once the trace reaches it (see StopAt).
+  static VarRef run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop = nullptr);
 
  private:
   // Stack.
@@ -146,6 +158,8 @@ class Interpreter {
   const bytecode::Instruction* current_ = nullptr;
   VarRef result_;
   bool returned_ = false;
+  StopAt* stop_ = nullptr;      // the compiled frame's own interpreter only
+  std::vector<int> visits_;     // per instruction, executions so far (the compiled frame's own only)
   std::vector<VarRef>* yields_ = nullptr;  // set while running a generator's code: its yielded values
 };
 

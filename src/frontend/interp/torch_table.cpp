@@ -32,6 +32,7 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.no_grad_type = field(py, "no_grad_type");
   t.set_grad_enabled_type = field(py, "set_grad_enabled_type");
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
+  t.grad_mode_exit_type = field(py, "grad_mode_exit_type");
   t.inplace_callables = field(py, "inplace_callables");
   t.qualname = field(py, "qualname");
   t.classify_fn = field(py, "classify");

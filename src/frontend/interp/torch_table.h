@@ -49,6 +49,7 @@ struct TorchTable {
   PyRef size_type, dtype_type, device_type;
   PyRef no_grad_type, set_grad_enabled_type;
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
+  PyRef grad_mode_exit_type;  // ember.ops.GradModeExit: a grad-mode block's exit across a graph break
   PyRef core_ops;          // dict: callable -> core op name (ops.def)
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
   PyRef qualname;          // function(callable) -> qualified name

@@ -145,6 +145,13 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
              PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
     guards.equals(source, obj);
     v = make_object(PyRef::borrow(obj), source);
+  } else if (reinterpret_cast<PyObject*>(type) == table.grad_mode_exit_type.get()) {
+    // A grad-mode block's exit passed to the code after a graph break: the block again.
+    guards.type_match(source, type);
+    PyRef previous = PyRef::steal(PyObject_GetAttrString(obj, "previous"));
+    if (!previous) throw PythonError();
+    guards.equals(Source::attr(source, "previous"), previous.get());
+    v = std::make_shared<GradModeExitVar>(previous.get() == Py_True);
   } else if (PyTuple_Check(obj) || PyList_CheckExact(obj)) {
     bool is_tuple = PyTuple_Check(obj);
     guards.type_match(source, type);
@@ -737,6 +744,13 @@ ValuePlan Trace::plan_value(const VarRef& v) {
       p.kind = s.named_type ? ValuePlan::Kind::Named : v->kind == VarKind::Tuple ? ValuePlan::Kind::Tuple : ValuePlan::Kind::List;
       p.constant = s.named_type;
       for (auto& x : s.items) p.items.push_back(plan_value(x));
+      return p;
+    }
+    case VarKind::GradModeExit: {
+      p.kind = ValuePlan::Kind::Const;
+      PyObject* previous = v->as<GradModeExitVar>().previous ? Py_True : Py_False;
+      p.constant = PyRef::steal(PyObject_CallOneArg(table.grad_mode_exit_type.get(), previous));
+      if (!p.constant) throw PythonError();
       return p;
     }
     default:

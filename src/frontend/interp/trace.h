@@ -30,6 +30,11 @@ struct Unsupported : std::exception {
   std::string reason;
   std::string filename;
   int line = -1;
+  // The instruction of the compiled frame's own code that was running when this propagated out
+  // of it (normalized index, and which execution of it: 1 = the first), where the frame could be
+  // split by a graph break; -1 when it did not come from an instruction of that code.
+  int root_index = -1;
+  int root_visit = 0;
 };
 
 // Thrown when a Python error is set during tracing in a way that is not the user's program
