@@ -8,7 +8,8 @@
 // de-optimised copy: the in-memory one holds specialised and instrumented opcodes.
 //
 // Python is touched only to fetch co_code, co_linetable, co_exceptiontable and co_firstlineno; the
-// tables are parsed here so decoding costs no Python call per instruction.
+// tables are parsed in C++ (code_tables.cpp) so decoding costs no Python call per instruction.
+#include "frontend/bytecode/code_tables.h"
 #include "frontend/bytecode/instruction.h"
 #include "frontend/bytecode/opcode_table.h"
 
@@ -22,17 +23,7 @@ using detail::OpcodeEntry;
 using detail::OpcodeTable;
 using detail::Rule;
 
-[[noreturn]] void malformed(PyCodeObject* code, const std::string& what) {
-  std::string name = "?";
-  PyObject* qualname = PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_qualname");
-  if (qualname != nullptr && PyUnicode_Check(qualname)) {
-    const char* utf8 = PyUnicode_AsUTF8(qualname);
-    if (utf8 != nullptr) name = utf8;
-  }
-  Py_XDECREF(qualname);
-  PyErr_Clear();
-  throw std::runtime_error("malformed bytecode in " + name + ": " + what);
-}
+[[noreturn]] void malformed(PyCodeObject* code, const std::string& what) { detail::throw_malformed(code, what); }
 
 // A bytes attribute of the code object, kept alive for the duration of decode().
 struct BytesAttr {
@@ -52,111 +43,6 @@ struct BytesAttr {
   BytesAttr& operator=(const BytesAttr&) = delete;
   ~BytesAttr() { Py_XDECREF(obj); }
 };
-
-// The PEP 626/657 location table: entries of 1-8 code units; the first byte is
-// 0x80 | code << 3 | (units - 1); varints are 6-bit chunks, least significant first, 0x40 = more.
-class LineTableReader {
- public:
-  LineTableReader(PyCodeObject* code, const BytesAttr& table) : code_(code), t_(table) {}
-
-  // Line of every code unit (-1 where there is none), starting from `first_line`.
-  std::vector<int32_t> lines(size_t units, int first_line) {
-    std::vector<int32_t> out(units, -1);
-    long line = first_line;
-    size_t unit = 0;
-    while (pos_ < t_.size && unit < units) {
-      uint8_t head = t_.data[pos_++];
-      if ((head & 0x80) == 0) malformed(code_, "co_linetable entry does not start with a header byte");
-      int kind = (head >> 3) & 15;
-      size_t length = (head & 7) + 1u;
-      bool has_line = true;
-      if (kind == 15) {  // no location
-        has_line = false;
-      } else if (kind == 14) {  // long form: line delta, end-line delta, column + 1, end column + 1
-        line += signed_varint();
-        varint();
-        varint();
-        varint();
-      } else if (kind == 13) {  // line delta only
-        line += signed_varint();
-      } else if (kind >= 10) {  // one line, delta kind - 10, two column bytes
-        line += kind - 10;
-        skip(2);
-      } else {  // short form: same line, one column byte
-        skip(1);
-      }
-      for (size_t i = 0; i < length && unit < units; ++i, ++unit) {
-        out[unit] = has_line ? static_cast<int32_t>(line) : -1;
-      }
-    }
-    return out;
-  }
-
- private:
-  uint8_t next() {
-    if (pos_ >= t_.size) malformed(code_, "co_linetable ends inside an entry");
-    return t_.data[pos_++];
-  }
-  void skip(size_t n) {
-    for (size_t i = 0; i < n; ++i) next();
-  }
-  unsigned long varint() {
-    uint8_t b = next();
-    unsigned long value = b & 63;
-    int shift = 6;
-    while (b & 64) {
-      b = next();
-      if (shift > 30) malformed(code_, "co_linetable varint too long");
-      value |= static_cast<unsigned long>(b & 63) << shift;
-      shift += 6;
-    }
-    return value;
-  }
-  long signed_varint() {
-    unsigned long v = varint();
-    return (v & 1) ? -static_cast<long>(v >> 1) : static_cast<long>(v >> 1);
-  }
-
-  PyCodeObject* code_;
-  const BytesAttr& t_;
-  size_t pos_ = 0;
-};
-
-// co_exceptiontable: entries of four varints (start, length, target, depth << 1 | lasti), in code
-// units; 6-bit chunks, most significant first, 0x40 = more; 0x80 marks an entry's first byte.
-struct RawHandler {
-  size_t start, end, target, depth;
-  bool lasti;
-};
-
-std::vector<RawHandler> read_exception_table(PyCodeObject* code, const BytesAttr& t) {
-  std::vector<RawHandler> out;
-  size_t pos = 0;
-  auto varint = [&](bool first) {
-    if (pos >= t.size) malformed(code, "co_exceptiontable ends inside an entry");
-    uint8_t b = t.data[pos++];
-    if (first != ((b & 0x80) != 0)) malformed(code, "co_exceptiontable entry boundary is misplaced");
-    size_t value = b & 63;
-    while (b & 64) {
-      if (pos >= t.size) malformed(code, "co_exceptiontable ends inside a varint");
-      b = t.data[pos++];
-      if (value > (size_t{1} << 40)) malformed(code, "co_exceptiontable varint too long");
-      value = (value << 6) | (b & 63);
-    }
-    return value;
-  };
-  while (pos < t.size) {
-    RawHandler h;
-    h.start = varint(true);
-    h.end = h.start + varint(false);
-    h.target = varint(false);
-    size_t depth_lasti = varint(false);
-    h.depth = depth_lasti >> 1;
-    h.lasti = (depth_lasti & 1) != 0;
-    out.push_back(h);
-  }
-  return out;
-}
 
 class Decoder {
  public:
@@ -355,10 +241,19 @@ DecodedCode decode(PyCodeObject* code) {
   BytesAttr exceptiontable(PyObject_GetAttrString(code_obj, "co_exceptiontable"), "co_exceptiontable");
 
   Decoder decoder(code, table, bytes);
-  std::vector<int32_t> lines = LineTableReader(code, linetable).lines(bytes.size / 2, first_line_number(code));
+  std::vector<int32_t> lines;
+  std::vector<detail::RawHandler> handlers;
+  try {
+    for (const Position& p : detail::read_locations(linetable.data, linetable.size, bytes.size / 2, first_line_number(code))) {
+      lines.push_back(p.line);
+    }
+    handlers = detail::read_exception_table(exceptiontable.data, exceptiontable.size);
+  } catch (const std::runtime_error& e) {
+    malformed(code, e.what());
+  }
   DecodedCode out = decoder.run(lines);
 
-  for (const RawHandler& h : read_exception_table(code, exceptiontable)) {
+  for (const detail::RawHandler& h : handlers) {
     if (h.start > h.end || h.end > out.unit_index.size()) {
       malformed(code, "co_exceptiontable range [" + std::to_string(2 * h.start) + ", " +
                           std::to_string(2 * h.end) + ") lies outside the code");

@@ -8,6 +8,7 @@
 #include "frontend/bytecode/opcode_table.h"
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 
@@ -54,6 +55,18 @@ void throw_python_error(const std::string& what) {
   Py_XDECREF(value);
   Py_XDECREF(traceback);
   throw std::runtime_error(message);
+}
+
+void throw_malformed(PyCodeObject* code, const std::string& what) {
+  std::string name = "?";
+  PyObject* qualname = PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_qualname");
+  if (qualname != nullptr && PyUnicode_Check(qualname)) {
+    const char* utf8 = PyUnicode_AsUTF8(qualname);
+    if (utf8 != nullptr) name = utf8;
+  }
+  Py_XDECREF(qualname);
+  PyErr_Clear();
+  throw std::runtime_error("malformed bytecode in " + name + ": " + what);
 }
 
 namespace {
@@ -210,6 +223,38 @@ const NameRule kByName[] = {
     {"YIELD_VALUE", Opcode::YieldValue, Rule::Plain},
 };
 
+// Opcodes that never fall through to the next instruction (for the assembler's stack-depth flow).
+// `dis` has no list of them; names absent from a version simply never match.
+const char* const kEndsBlock[] = {
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST",
+    "RAISE_VARARGS", "RERAISE",
+};
+
+// Opcodes whose argument is a localsplus index. dis.haslocal/hasfree list them on every version
+// (checked for 3.11-3.13); the names are added as well so a version whose lists lag behind (3.12
+// keeps a removed number in hasfree) still gets the right set. The fused 3.13 ops hold two 4-bit slots.
+const char* const kLocalSlot[] = {
+    "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST", "LOAD_DEREF",
+    "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "MAKE_CELL", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF",
+};
+const char* const kFusedSlots[] = {"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"};
+
+bool in_list(const char* name, const char* const* list, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::strcmp(list[i], name) == 0) return true;
+  }
+  return false;
+}
+
+// "POP_JUMP_FORWARD_IF_TRUE" -> "POP_JUMP_BACKWARD_IF_TRUE" and back; "" when the name has neither.
+std::string flipped_name(const std::string& name) {
+  size_t at = name.find("FORWARD");
+  if (at != std::string::npos) return name.substr(0, at) + "BACKWARD" + name.substr(at + 7);
+  at = name.find("BACKWARD");
+  if (at != std::string::npos) return name.substr(0, at) + "FORWARD" + name.substr(at + 8);
+  return "";
+}
+
 void set_version_facts(OpcodeTable& t) {
   switch (t.minor) {
     case 11:
@@ -319,15 +364,37 @@ std::unique_ptr<OpcodeTable> build() {
   for_each_number(attr(dis.get(), "hasjrel").get(), "dis.hasjrel", [&](long n) {
     if (n >= 0 && n < 256) relative[n] = true;
   });
+  for (const char* list : {"haslocal", "hasfree"}) {
+    for_each_number(attr(dis.get(), list).get(), list, [&](long n) {
+      if (n >= 0 && n < 256 && t.entries[n].defined) t.entries[n].local_slots = 1;
+    });
+  }
   for (int number = 0; number < 256; ++number) {
     OpcodeEntry& e = t.entries[number];
     e.name = t.names[number].c_str();
+    e.relative_jump = relative[number];
+    if (e.defined) {
+      e.ends_block = in_list(e.name, kEndsBlock, std::size(kEndsBlock));
+      if (in_list(e.name, kLocalSlot, std::size(kLocalSlot))) e.local_slots = 1;
+      if (in_list(e.name, kFusedSlots, std::size(kFusedSlots))) e.local_slots = 2;
+      if (std::strcmp(e.name, "EXTENDED_ARG") == 0) t.extended_arg_opcode = number;
+      if (std::strcmp(e.name, "CACHE") == 0) t.cache_opcode = number;
+    }
     bool jump_rule = e.rule == Rule::Jump || e.rule == Rule::ForIter;
     if (jump_rule && !relative[number]) {
       throw std::runtime_error("bytecode tables: " + t.names[number] + " is not in dis.hasjrel");
     }
     // 3.12 turned LOAD_METHOD into a pseudo-op: LOAD_ATTR's low bit selects the method form.
     if (e.op == Opcode::LoadAttr && t.minor >= 12) e.rule = Rule::MethodBit;
+  }
+  for (int number = 0; number < 256; ++number) {
+    OpcodeEntry& e = t.entries[number];
+    if (!e.relative_jump) continue;
+    int other = t.number_of(flipped_name(e.name).c_str());
+    if (other >= 0 && t.entries[other].relative_jump) e.flipped = static_cast<int16_t>(other);
+  }
+  if (t.extended_arg_opcode < 0 || t.cache_opcode < 0) {
+    throw std::runtime_error("bytecode tables: EXTENDED_ARG or CACHE is missing from dis.opmap");
   }
   if (t.minor >= 12) {
     if (t.end_for_opcode < 0) throw std::runtime_error("bytecode tables: END_FOR is missing from dis.opmap");
@@ -345,6 +412,14 @@ std::unique_ptr<OpcodeTable> build() {
 }
 
 }  // namespace
+
+int OpcodeTable::number_of(const char* name) const {
+  if (name == nullptr || *name == 0) return -1;
+  for (int number = 0; number < 256; ++number) {
+    if (entries[number].defined && names[number] == name) return number;
+  }
+  return -1;
+}
 
 const OpcodeTable& running_opcode_table() {
   // A plain pointer rather than a function-local static: importing `dis` can release the GIL, and a

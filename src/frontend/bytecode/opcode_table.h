@@ -1,4 +1,5 @@
-// The running interpreter's opcode table, as the decoder needs it (internal to src/frontend/bytecode).
+// The running interpreter's opcode table, as the decoder and the assembler need it (internal to
+// src/frontend/bytecode).
 //
 // Built once, at first use, from `sys.version_info` and the `dis` module (opmap, hasarg or
 // HAVE_ARGUMENT, hasjrel, _inline_cache_entries, _intrinsic_1_descs), so one decoder serves 3.11,
@@ -49,6 +50,12 @@ struct OpcodeEntry {
   bool has_arg = false;
   bool backward = false;  // for Jump / ForIter: the arg counts backwards
   bool defined = false;   // the interpreter's opmap names this number
+  // Facts the assembler needs about every opcode, not only the ones Ember decodes.
+  bool relative_jump = false;  // in dis.hasjrel: the arg is a relative jump
+  bool ends_block = false;     // never falls through: unconditional jump, return, raise
+  uint8_t local_slots = 0;     // localsplus indices in the arg: 1, or 2 for a fused 4-bit pair
+  int16_t flipped = -1;        // the same jump in the other direction (3.11 POP_JUMP_FORWARD_IF_TRUE
+                               // <-> POP_JUMP_BACKWARD_IF_TRUE, JUMP_FORWARD <-> JUMP_BACKWARD), or -1
 };
 
 struct OpcodeTable {
@@ -64,6 +71,11 @@ struct OpcodeTable {
   int intrinsic_list_to_tuple = -1;
   int end_for_opcode = -1;        // numbers checked at FOR_ITER's exhaustion target, -1 if none
   int pop_top_opcode = -1;
+  int extended_arg_opcode = -1;
+  int cache_opcode = -1;
+
+  // The opcode number for `name` (exact CPython name), -1 when the interpreter has none.
+  int number_of(const char* name) const;
 };
 
 // The table of the running interpreter. Needs the GIL; throws std::runtime_error when `dis` lacks
@@ -72,5 +84,8 @@ const OpcodeTable& running_opcode_table();
 
 // Throws std::runtime_error carrying `what` and the pending Python exception's text (which is cleared).
 [[noreturn]] void throw_python_error(const std::string& what);
+
+// Throws std::runtime_error("malformed bytecode in <co_qualname>: <what>").
+[[noreturn]] void throw_malformed(PyCodeObject* code, const std::string& what);
 
 }  // namespace ember::bytecode::detail
