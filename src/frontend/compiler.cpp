@@ -46,8 +46,24 @@ std::string code_file(PyCodeObject* code) {
   return n ? n : "<file>";
 }
 
-// Rebuilds a Python value from its plan after the graph ran.
-PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, const FrameView& frame) {
+// Rebuilds Python values from their plans after the graph ran. One builder per call: a list or
+// dict with a ValuePlan::identity is built once and shared by every plan that names it.
+struct ValueBuilder {
+  const std::vector<PyRef>& outputs;
+  const FrameView& frame;
+  std::vector<PyRef> built;  // by identity
+
+  PyObject* build(const ValuePlan& p) {
+    if (p.identity < 0) return build_new(p);
+    if (static_cast<size_t>(p.identity) >= built.size()) built.resize(p.identity + 1);
+    if (!built[p.identity]) {
+      built[p.identity] = PyRef::steal(build_new(p));
+      if (!built[p.identity]) return nullptr;
+    }
+    return PyRef(built[p.identity]).release();
+  }
+
+  PyObject* build_new(const ValuePlan& p) {
   switch (p.kind) {
     case ValuePlan::Kind::Const:
       return PyRef(p.constant).release();
@@ -62,7 +78,7 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
       PyRef seq = PyRef::steal(list ? PyList_New(p.items.size()) : PyTuple_New(p.items.size()));
       if (!seq) return nullptr;
       for (size_t i = 0; i < p.items.size(); ++i) {
-        PyObject* item = build_value(p.items[i], outputs, frame);
+        PyObject* item = build(p.items[i]);
         if (!item) return nullptr;
         if (list) {
           PyList_SET_ITEM(seq.get(), i, item);
@@ -80,15 +96,15 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
       return PyObject_CallOneArg(make.get(), seq.get());
     }
     case ValuePlan::Kind::Call: {
-      PyRef a = PyRef::steal(build_value(p.items.at(0), outputs, frame));
-      PyRef b = a ? PyRef::steal(build_value(p.items.at(1), outputs, frame)) : PyRef();
+      PyRef a = PyRef::steal(build(p.items.at(0)));
+      PyRef b = a ? PyRef::steal(build(p.items.at(1))) : PyRef();
       if (!b) return nullptr;
       return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
     }
     case ValuePlan::Kind::Dict: {
       PyRef d = PyRef::steal(PyDict_New());
       for (size_t i = 0; i < p.items.size(); ++i) {
-        PyRef v = PyRef::steal(build_value(p.items[i], outputs, frame));
+        PyRef v = PyRef::steal(build(p.items[i]));
         if (!v || PyDict_SetItem(d.get(), PyTuple_GET_ITEM(p.constant.get(), i), v.get()) < 0) return nullptr;
       }
       return d.release();
@@ -96,6 +112,7 @@ PyObject* build_value(const ValuePlan& p, const std::vector<PyRef>& outputs, con
   }
   return nullptr;
 }
+};
 
 // What runs after the graph of a frame that was split by a graph break (graph_break.h): the
 // graph's result is the tuple of the values glue takes (the non-NULL stack values, then the
@@ -184,12 +201,13 @@ class CompiledFrame : public CacheEntry {
     }
     // Every value is computed before any store: a value may read a source that an earlier
     // store changes (`self.steps += 1; self.total = self.steps * 10`).
+    ValueBuilder builder{outputs, frame, {}};
     std::vector<PyRef> values;
     for (const SideEffect& e : effects_) {
-      values.push_back(PyRef::steal(build_value(e.plan, outputs, frame)));
+      values.push_back(PyRef::steal(builder.build(e.plan)));
       if (!values.back()) return nullptr;
     }
-    PyRef result = PyRef::steal(build_value(result_, outputs, frame));
+    PyRef result = PyRef::steal(builder.build(result_));
     if (!result) return nullptr;
     for (size_t i = 0; i < effects_.size(); ++i) {
       const SideEffect& e = effects_[i];

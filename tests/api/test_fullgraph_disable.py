@@ -79,5 +79,8 @@ def test_disabled_callee_of_compiled_function():
     for _ in range(3):
         torch.testing.assert_close(f(x), x.exp() + 1)
     s = ember.stats()
-    assert s["frames_compiled"] <= 1, "helper itself must never be compiled"
+    # The call breaks the graph: calls_disabled and the code after the call compile, helper never.
+    assert s["frames_compiled"] == 2 and s["graph_breaks"] == 1
     assert s["recompiles"] == 0
+    out = ember.explain(calls_disabled)(x)
+    assert out.graph_count == 1 and all("exp" not in g for g in out.graphs), "helper itself must never be compiled"

@@ -16,6 +16,15 @@ def with_print(x):
     return x
 
 
+class Holder:
+    attr = 1
+
+
+def deletes_attribute(x, obj):
+    del obj.attr  # no graph break can split a frame at DELETE_ATTR: the frame runs eagerly
+    return x
+
+
 @pytest.fixture
 def logs(monkeypatch, caplog):
     def enable(channels):
@@ -63,16 +72,31 @@ def test_recompiles_channel_names_failing_guard(logs):
 
 def test_fallbacks_channel(logs, capsys):
     caplog = logs("fallbacks")
-    g = ember.compile(with_print)
+    g = ember.compile(deletes_attribute)
     for _ in range(3):
-        g(torch.randn(3))
+        h = Holder()
+        h.attr = 2
+        g(torch.randn(3), h)
     msgs = messages(caplog)
     assert len(msgs) == 1 and "runs eagerly" in msgs[0] and "test_logs.py" in msgs[0], msgs
 
 
+def test_graph_breaks_channel_logs_each_location_once(logs, capsys):
+    caplog = logs("graph_breaks")
+    g = ember.compile(with_print)
+    for _ in range(3):
+        g(torch.randn(3))
+    msgs = messages(caplog)
+    assert len(msgs) == 1, msgs
+    assert "graph break" in msgs[0] and "print()" in msgs[0] and "test_logs.py:15" in msgs[0], msgs
+    assert 'print("ember log test", end="")' in msgs[0], msgs
+
+
 def test_graph_breaks_channel_also_reports_fallbacks(logs, capsys):
     caplog = logs("graph_breaks")
-    ember.compile(with_print)(torch.randn(3))
+    h = Holder()
+    h.attr = 2
+    ember.compile(deletes_attribute)(torch.randn(3), h)
     assert len(messages(caplog)) == 1
 
 

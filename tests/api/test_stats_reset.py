@@ -64,11 +64,28 @@ def test_reset_forgets_cache_limit():
 
 
 def test_eager_frames_counted():
-    def h(x):
-        print("ember api test", end="")
+    class Holder:
+        attr = 1
+
+    def h(x, obj):
+        del obj.attr  # a frame cannot be split at DELETE_ATTR: it runs eagerly
         return x
 
     g = ember.compile(h)
-    g(torch.randn(2))
+    holder = Holder()
+    holder.attr = 2
+    g(torch.randn(2), holder)
     assert ember.stats()["eager_frames"] >= 1
     assert ember.stats()["frames_compiled"] == 0
+
+
+def test_graph_breaks_counted():
+    def h(x):
+        print("ember api test", end="")
+        return x + 1
+
+    g = ember.compile(h)
+    g(torch.randn(2))
+    g(torch.randn(2))
+    s = ember.stats()
+    assert s["graph_breaks"] == 1 and s["frames_compiled"] == 2 and s["eager_frames"] == 0

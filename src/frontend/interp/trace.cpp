@@ -729,6 +729,7 @@ ValuePlan Trace::plan_value(const VarRef& v) {
         p.source = v->source;
         return p;
       }
+      if (v->kind != VarKind::Tuple) p.identity = identities_.emplace(v.get(), static_cast<int>(identities_.size())).first->second;
       if (v->kind == VarKind::Dict) {
         auto& d = v->as<DictVar>();
         p.kind = ValuePlan::Kind::Dict;

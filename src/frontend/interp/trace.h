@@ -53,6 +53,9 @@ struct ValuePlan {
   int output = -1;         // GraphOutput: index into Graph::outputs()
   SourceRef source;        // FromSource
   std::vector<ValuePlan> items;
+  // A list or dict the trace made: every plan of the same Var has the same id (0, 1, ...), and
+  // one run builds it once, so aliases stay aliases (`l = []; return l, l`). -1 otherwise.
+  int identity = -1;
 };
 
 struct SideEffect {
@@ -114,6 +117,8 @@ class Trace {
 
   // The plan that rebuilds `v` after the graph runs; adds graph outputs as needed.
   ValuePlan plan_value(const VarRef& v);
+  // How many ValuePlan identities the plans made so far use.
+  int identity_count() const { return static_cast<int>(identities_.size()); }
   // Ends the trace: plans the return value and the side effects, sets the graph's outputs.
   ValuePlan finish(const VarRef& result);
 
@@ -149,6 +154,7 @@ class Trace {
   std::map<std::pair<PyObject*, std::string>, VarRef> attr_overlay_;
   std::map<std::pair<PyObject*, std::string>, VarRef> global_overlay_;
   std::unordered_map<ir::ValueId, int> output_index_;
+  std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists and dicts
   std::vector<ir::ValueId> outputs_;
 };
 
