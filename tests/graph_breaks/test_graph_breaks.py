@@ -187,3 +187,22 @@ def test_inputs_switch_branches(programs, capsys):
 
 def test_corpus_size():
     assert len(PROGRAMS) >= 80, len(PROGRAMS)
+
+
+class _Token:
+    """Hashed by identity: only CPython knows the value, for each object anew."""
+
+
+def _hash_of(x, token):
+    return x * 3, hash(token)
+
+
+def test_hash_of_an_object_is_not_baked_into_the_trace():
+    """hash() of a user object is a break (corpus.builtin_hash): a trace that computes it once and
+    guards the object only by type would return the first object's hash for every later object."""
+    compiled = ember.compile(_hash_of)
+    tokens = [_Token() for _ in range(3)]  # kept alive: distinct objects, distinct hashes
+    x = torch.ones(2)
+    for token in tokens:
+        _, h = compiled(x, token)
+        assert h == hash(token)
