@@ -20,7 +20,7 @@ def _helper_print(v):
     return w + 1
 
 
-@program("inlined_break_one_level", 4, 2, inputs=x34, dynamo=None)
+@program("inlined_break_one_level", 4, 2, inputs=x34, dynamo=(4, 3))
 def inlined_break_one_level(x):
     # Graphs: [sin] in the frame, [mul] and [add] in the callee, [cos] in the frame's resume.
     a = x.sin()
@@ -40,7 +40,7 @@ def _level1(v):
     return c - 1
 
 
-@program("inlined_break_two_levels", 6, 3, inputs=x34, dynamo=None)
+@program("inlined_break_two_levels", 6, 3, inputs=x34, dynamo=(6, 5))
 def inlined_break_two_levels(x):
     # Each of the three frames breaks once and has a graph before and after its break.
     d = x.cos()
@@ -48,7 +48,7 @@ def inlined_break_two_levels(x):
     return e.exp()
 
 
-@program("inlined_helper_called_twice", 3, 3, inputs=x34, dynamo=None)
+@program("inlined_helper_called_twice", 3, 3, inputs=x34, dynamo=(3, 2))
 def inlined_helper_called_twice(x):
     # The frame breaks at each call (no op before either: no graph). The helper's frame and its resume
     # compile on the first call (graphs [mul], [add]); the second call has the same guards: a hit.
@@ -63,7 +63,7 @@ def _scaled_print(v, *, scale, shift):
     return v * scale + shift
 
 
-@program("inlined_keyword_arguments", 3, 2, inputs=x34, dynamo=None)
+@program("inlined_keyword_arguments", 3, 2, inputs=x34, dynamo=(3, 2))
 def inlined_keyword_arguments(x):
     a = x.exp()
     b = _scaled_print(a, scale=3.0, shift=x)  # BREAK print
@@ -80,7 +80,7 @@ class Accumulator:
         return t * 2
 
 
-@program("object_method_break", 3, 2, inputs=lambda: (rand(3, 4), Accumulator()), dynamo=None)
+@program("object_method_break", 3, 2, inputs=lambda: (rand(3, 4), Accumulator()), dynamo=(3, 2))
 def object_method_break(x, acc):
     y = x + 1
     z = acc.add(y)  # BREAK print
@@ -95,7 +95,7 @@ def _print_and_return(v):
     return v
 
 
-@program("pending_binary_operand", 2, 2, inputs=x34, dynamo=None)
+@program("pending_binary_operand", 2, 2, inputs=x34, dynamo=(2, 1))
 def pending_binary_operand(x):
     # relu's result and torch.sigmoid wait on the stack while _print_and_return runs in CPython; its
     # own frame breaks at its print and its resume only returns (no graph).
@@ -103,29 +103,29 @@ def pending_binary_operand(x):
     return y
 
 
-@program("pending_argument_list", 2, 2, inputs=x34, dynamo=None)
+@program("pending_argument_list", 2, 2, inputs=x34, dynamo=(2, 1))
 def pending_argument_list(x):
     z = torch.cat([x * 2, _print_and_return(x + 1), x - 1], dim=0)  # BREAK print
     return z
 
 
-@program("pending_keyword_argument", 2, 2, inputs=x34, dynamo=None)
+@program("pending_keyword_argument", 2, 2, inputs=x34, dynamo=(2, 1))
 def pending_keyword_argument(x):
     y = x * 2
     return torch.clamp(y, min=_print_and_return(-0.5), max=0.5)  # BREAK print
 
 
-@program("pending_method_chain", 2, 2, inputs=x34, dynamo=None)
+@program("pending_method_chain", 2, 2, inputs=x34, dynamo=(1, 0))
 def pending_method_chain(x):
     return (x + 1).mul(_print_and_return(2.0)).sum(dim=0)  # BREAK print
 
 
-@program("pending_tuple_and_dict", 2, 2, inputs=x34, dynamo=None)
+@program("pending_tuple_and_dict", 2, 2, inputs=x34, dynamo=(2, 1))
 def pending_tuple_and_dict(x):
     return {"a": x.sin(), "b": (x.cos(), _print_and_return(x).tanh())}  # BREAK print
 
 
-@program("print_inside_argument_list", 2, 1, inputs=x34, dynamo=None)
+@program("print_inside_argument_list", 2, 1, inputs=x34, dynamo=(2, 1))
 def print_inside_argument_list(x):
     # print itself (not a user function) is the breaking call, with sin and cos pending.
     return torch.stack([x.sin(), x.cos()], dim=print("choosing dim") or 0)  # BREAK print
@@ -148,7 +148,7 @@ class PrintingMLP(nn.Module):
         return self.fc2(h)
 
 
-@program("module_forward_print", 2, 2, inputs=x34, module=True, dynamo=None)
+@program("module_forward_print", 2, 2, inputs=x34, module=True, dynamo=(2, 1))
 def module_forward_print():
     return PrintingMLP()
 
@@ -177,7 +177,7 @@ class OuterWithPrintingBlock(nn.Module):
         return self.post(h)
 
 
-@program("module_submodule_print", 4, 3, inputs=x34, module=True, dynamo=None)
+@program("module_submodule_print", 4, 3, inputs=x34, module=True, dynamo=(4, 3))
 def module_submodule_print():
     return OuterWithPrintingBlock()
 
@@ -197,7 +197,7 @@ class Gate(nn.Module):
         return self._gate(h) + 1  # BREAK
 
 
-@program("module_method_tensor_branch", 4, 3, inputs=x34, module=True, dynamo=None)
+@program("module_method_tensor_branch", 4, 3, inputs=x34, module=True, dynamo=(4, 3))
 def module_method_tensor_branch():
     # Entry break; forward: [linear], break at the CALL of _gate; _gate's frame: [mean, gt], break at
     # the jump, its resume [mul]; forward's resume [add].
@@ -232,7 +232,7 @@ def _counting_reset(m):
 
 
 @program("module_attribute_writes", 2, 2, inputs=x34, module=True, state=_counting_state,
-         reset=_counting_reset, dynamo=None)
+         reset=_counting_reset, dynamo=(2, 1))
 def module_attribute_writes():
     return CountingLinear()
 
@@ -252,7 +252,7 @@ torch.manual_seed(0)
 GLOBAL_NET = PrintingForward()
 
 
-@program("function_calls_global_module", 4, 2, inputs=x34, dynamo=None)
+@program("function_calls_global_module", 4, 2, inputs=x34, dynamo=(4, 3))
 def function_calls_global_module(x):
     h = x * 2
     return GLOBAL_NET(h) - 1  # BREAK print
@@ -261,7 +261,7 @@ def function_calls_global_module(x):
 # ---------------------------------------------------------------------------------------------
 # Closures and locals across a break
 
-@program("closure_after_break", 2, 1, inputs=x34, dynamo=None)
+@program("closure_after_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def closure_after_break(x):
     scale = 3.0
     bias = x.mean()
@@ -273,7 +273,7 @@ def closure_after_break(x):
     return apply(x)
 
 
-@program("nonlocal_counter_across_break", 2, 1, inputs=x34, dynamo=None)
+@program("nonlocal_counter_across_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def nonlocal_counter_across_break(x):
     count = 0
 
@@ -288,8 +288,8 @@ def nonlocal_counter_across_break(x):
     return y + count, count
 
 
-@program("local_first_assigned_after_break_true", 2, 1, inputs=lambda: (rand(3, 4), True), dynamo=None)
-@program("local_first_assigned_after_break_false", 2, 1, inputs=lambda: (rand(3, 4), False), dynamo=None)
+@program("local_first_assigned_after_break_true", 2, 1, inputs=lambda: (rand(3, 4), True), dynamo=(2, 1))
+@program("local_first_assigned_after_break_false", 2, 1, inputs=lambda: (rand(3, 4), False), dynamo=(2, 1))
 def local_first_assigned_after_break(x, flag):
     y = x + 1
     print("flag", flag)  # BREAK print
@@ -300,7 +300,7 @@ def local_first_assigned_after_break(x, flag):
     return w
 
 
-@program("del_local_before_break", 2, 1, inputs=x34, dynamo=None)
+@program("del_local_before_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def del_local_before_break(x):
     tmp = x * 5
     y = tmp + 1
@@ -309,7 +309,7 @@ def del_local_before_break(x):
     return y * 2
 
 
-@program("del_argument_before_break", 2, 1, inputs=x34, dynamo=None)
+@program("del_argument_before_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def del_argument_before_break(x):
     y = x * 2
     del x
@@ -317,7 +317,7 @@ def del_argument_before_break(x):
     return y + 1
 
 
-@program("many_live_locals", 2, 1, inputs=x34, dynamo=None)
+@program("many_live_locals", 2, 1, inputs=x34, dynamo=(2, 1))
 def many_live_locals(x):
     n, s, t, none, f, b = 3, "abc", (1, 2.5, "z"), None, 1.5, True
     lst = [x, 2]
@@ -339,7 +339,7 @@ def _mode_reset(target):
     MODE = "a"
 
 
-@program("global_changed_by_break", 2, 1, inputs=x34, state=_mode_state, reset=_mode_reset, dynamo=None)
+@program("global_changed_by_break", 2, 1, inputs=x34, state=_mode_state, reset=_mode_reset, dynamo=(2, 1))
 def global_changed_by_break(x):
     # The resume must read MODE after the exec ran, not the value seen when the frame was traced.
     y = x * 2
@@ -352,7 +352,7 @@ def global_changed_by_break(x):
 # ---------------------------------------------------------------------------------------------
 # Side effects before and after a break: the print at the break shows what was applied by then.
 
-@program("list_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), []), dynamo=None)
+@program("list_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def list_mutation_order(x, log):
     log.append("start")
     y = x * 2
@@ -363,7 +363,7 @@ def list_mutation_order(x, log):
     return y + len(log)
 
 
-@program("dict_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=None)
+@program("dict_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=(2, 1))
 def dict_mutation_order(x, d):
     d["first"] = 1
     d["shape"] = tuple(x.shape)
@@ -387,7 +387,7 @@ def _g_reset(target):
     G_VALUE = 0
 
 
-@program("global_write_order", 2, 1, inputs=x34, state=_g_state, reset=_g_reset, dynamo=None)
+@program("global_write_order", 2, 1, inputs=x34, state=_g_state, reset=_g_reset, dynamo=(2, 1))
 def global_write_order(x):
     global G_VALUE
     G_VALUE = 1
@@ -397,7 +397,7 @@ def global_write_order(x):
     return y * seen, G_VALUE
 
 
-@program("attribute_write_order", 2, 1, inputs=lambda: (rand(3, 4), types.SimpleNamespace(count=0)), dynamo=None)
+@program("attribute_write_order", 2, 1, inputs=lambda: (rand(3, 4), types.SimpleNamespace(count=0)), dynamo=(2, 1))
 def attribute_write_order(x, ns):
     ns.before = "set"
     ns.count = ns.count + 1
@@ -407,7 +407,7 @@ def attribute_write_order(x, ns):
     return y - ns.count
 
 
-@program("print_interleave_list", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=None)
+@program("print_interleave_list", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def print_interleave_list(x, log):
     # No op before the first print: the frame has no graph.
     log.append("a")
@@ -430,7 +430,7 @@ def _history_reset(target):
     HISTORY.clear()
 
 
-@program("global_list_order", 2, 1, inputs=x34, state=_history_state, reset=_history_reset, dynamo=None)
+@program("global_list_order", 2, 1, inputs=x34, state=_history_state, reset=_history_reset, dynamo=(1, 0))
 def global_list_order(x):
     HISTORY.append("a")
     y = x.sin()
@@ -448,7 +448,7 @@ def _record_then_print(log, v):
     return w
 
 
-@program("callee_side_effects_order", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=None)
+@program("callee_side_effects_order", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def callee_side_effects_order(x, log):
     # The frame applies "caller start" before its CALL breaks; the callee's frame (run on its own)
     # applies "callee start" before its print; both resumes only append (no op): 2 graphs.
@@ -459,7 +459,7 @@ def callee_side_effects_order(x, log):
     return z
 
 
-@program("inplace_input_before_break", 2, 1, inputs=lambda: ((rand(3, 4) * 4).floor(),), dynamo=None)
+@program("inplace_input_before_break", 2, 1, inputs=lambda: ((rand(3, 4) * 4).floor(),), dynamo=(2, 1))
 def inplace_input_before_break(x):
     x.mul_(2)
     print("input after mul_:", x)  # BREAK print
@@ -477,7 +477,7 @@ def _powers(x, n):
         p = p * x
 
 
-@program("generator_consumed_whole", 1, 0, inputs=x34, dynamo=None)
+@program("generator_consumed_whole", 1, 0, inputs=x34, dynamo=(1, 0))
 def generator_consumed_whole(x):
     # A generator consumed whole is inlined (docs/interpreter.md): no break.
     total = torch.zeros_like(x)
@@ -492,7 +492,7 @@ def _printing_gen(x):
         yield x + i
 
 
-@program("generator_with_print", 2, 1, inputs=x34, dynamo=None)
+@program("generator_with_print", 2, 1, inputs=x34, dynamo=(0, -1))
 def generator_with_print(x):
     # The print inside the generator breaks at the CALL consuming it; the generator runs in CPython.
     y = x * 2
@@ -500,7 +500,7 @@ def generator_with_print(x):
     return torch.stack(vals).sum(0)
 
 
-@program("generator_expression_sum", 1, 0, inputs=lambda: ([rand(2, 2, seed=s) for s in range(3)],), dynamo=None)
+@program("generator_expression_sum", 1, 0, inputs=lambda: ([rand(2, 2, seed=s) for s in range(3)],), dynamo=(1, 0))
 def generator_expression_sum(xs):
     return sum(t * 2 for t in xs)
 
@@ -515,7 +515,7 @@ def _countdown(x, n):
     return _countdown(x * 2, n - 1) + 1  # BREAK print
 
 
-@program("recursion_through_breaks", 3, 4, inputs=x34, dynamo=None)
+@program("recursion_through_breaks", 3, 4, inputs=x34, dynamo=(4, 3))
 def recursion_through_breaks(x):
     # Segments: this frame breaks at the call [no op]; _countdown(n=2) at its print [no op]; its
     # resume [mul], breaking at the recursive call; _countdown(n=1) (new guards: n) at its print
@@ -530,6 +530,6 @@ def _tree_sum(x, n):
     return _tree_sum(x, n - 1) + _tree_sum(x * 2, n - 1)
 
 
-@program("recursion_inlined", 1, 0, inputs=pos34, dynamo=None)
+@program("recursion_inlined", 1, 0, inputs=pos34, dynamo=(1, 0))
 def recursion_inlined(x):
     return _tree_sum(x, 2)

@@ -15,16 +15,16 @@ from .registry import neg34, pos34, program, rand, x34
 # ---------------------------------------------------------------------------------------------
 # Tensor values in Python control flow
 
-@program("item_if_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("item_if_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("item_if_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("item_if_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def item_if(x):
     if x.sum().item() > 0:  # BREAK item
         return x * 2
     return x - 1
 
 
-@program("any_if_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("any_if_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("any_if_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("any_if_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def any_if(x):
     y = x.relu()
     if (y > 1).any():  # BREAK
@@ -32,8 +32,8 @@ def any_if(x):
     return y + 1
 
 
-@program("sum_gt_if_else_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("sum_gt_if_else_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("sum_gt_if_else_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("sum_gt_if_else_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def sum_gt_if_else(x):
     if x.sum() > 0:  # BREAK
         y = x.sin()
@@ -42,8 +42,8 @@ def sum_gt_if_else(x):
     return y * 2
 
 
-@program("bool_call_if_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("bool_call_if_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("bool_call_if_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("bool_call_if_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def bool_call_if(x):
     m = x.max()
     if bool(m > 0.5):  # BREAK
@@ -51,15 +51,15 @@ def bool_call_if(x):
     return x + m
 
 
-@program("tensor_ternary_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("tensor_ternary_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("tensor_ternary_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("tensor_ternary_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def tensor_ternary(x):
     y = x * 2 if x.sum() > 0 else x * 3  # BREAK
     return y.exp()
 
 
-@program("tensor_and_condition_pos", 3, 2, inputs=pos34, dynamo=None)
-@program("tensor_and_condition_neg", 2, 1, inputs=neg34, dynamo=None)
+@program("tensor_and_condition_pos", 3, 2, inputs=pos34, dynamo=(3, 2))
+@program("tensor_and_condition_neg", 2, 1, inputs=neg34, dynamo=(2, 1))
 def tensor_and_condition(x):
     # `and` short-circuits: the second comparison is traced (and breaks) only when the first holds.
     if x.sum() > 0 and x.mean() < 10:  # BREAK
@@ -67,9 +67,9 @@ def tensor_and_condition(x):
     return x.sigmoid()
 
 
-@program("tensor_elif_pos", 2, 1, inputs=pos34, dynamo=None)
-@program("tensor_elif_neg", 3, 2, inputs=neg34, dynamo=None)
-@program("tensor_elif_mid", 3, 2, inputs=lambda: (rand(3, 4) * 0.1,), dynamo=None)
+@program("tensor_elif_pos", 2, 1, inputs=pos34, dynamo=(2, 1))
+@program("tensor_elif_neg", 3, 2, inputs=neg34, dynamo=(3, 2))
+@program("tensor_elif_mid", 3, 2, inputs=lambda: (rand(3, 4) * 0.1,), dynamo=(3, 2))
 def tensor_elif(x):
     # pos34's mean is above 0.5 and neg34's below -0.5; the mid input's mean is within 0.1 of 0.
     # A false first condition resumes at the `elif`, whose comparison is a graph and a second break.
@@ -82,13 +82,13 @@ def tensor_elif(x):
     return y + 1  # the else path's resume still adds: a graph
 
 
-@program("item_arithmetic", 2, 1, inputs=x34, dynamo=None)
+@program("item_arithmetic", 2, 1, inputs=x34, dynamo=(2, 1))
 def item_arithmetic(x):
     k = x.max().item()  # BREAK item
     return x * k
 
 
-@program("tolist_loop", 2, 1, inputs=pos34, dynamo=None)
+@program("tolist_loop", 2, 1, inputs=pos34, dynamo=(2, 1))
 def tolist_loop(x):
     vals = x.sum(dim=1).tolist()  # BREAK
     out = x
@@ -98,19 +98,19 @@ def tolist_loop(x):
     return out
 
 
-@program("tolist_return", 1, 1, inputs=x34, dynamo=None)
+@program("tolist_return", 1, 1, inputs=x34, dynamo=(1, 0))
 def tolist_return(x):
     y = (x * 2).round()
     return y.tolist()  # BREAK (the resume only returns the list)
 
 
-@program("int_of_tensor_index", 2, 1, inputs=x34, dynamo=None)
+@program("int_of_tensor_index", 2, 1, inputs=x34, dynamo=(2, 1))
 def int_of_tensor_index(x):
     k = int(x.argmax())  # BREAK
     return x.flatten()[k] * 2
 
 
-@program("item_sets_loop_count", 2, 1, inputs=lambda: (torch.full((3, 4), 0.25),), dynamo=None)
+@program("item_sets_loop_count", 2, 1, inputs=lambda: (torch.full((3, 4), 0.25),), dynamo=(2, 1))
 def item_sets_loop_count(x):
     n = int(x.sum().item()) % 3 + 1  # BREAK item   (sum 3.0: n == 1)
     y = x
@@ -119,14 +119,14 @@ def item_sets_loop_count(x):
     return y
 
 
-@program("assert_on_tensor", 2, 1, inputs=x34, dynamo=None)
+@program("assert_on_tensor", 2, 1, inputs=x34, dynamo=(1, 0))
 def assert_on_tensor(x):
     y = x.abs()
     assert y.sum() >= 0, "a sum of absolute values is never negative"  # BREAK
     return y.sqrt()
 
 
-@program("float_of_tensor_math", 2, 1, inputs=x34, dynamo=None)
+@program("float_of_tensor_math", 2, 1, inputs=x34, dynamo=(2, 1))
 def float_of_tensor_math(x):
     s = float(x.sum())  # BREAK
     return x * math.cos(s)
@@ -136,7 +136,7 @@ def _halving_inputs():
     return (torch.tensor([[1.0, -2.0], [3.0, -2.0]]),)  # |x|.sum() == 8: three halvings
 
 
-@program("while_bool_halving", 2, 2, inputs=_halving_inputs, dynamo=None)
+@program("while_bool_halving", 2, 2, inputs=_halving_inputs, dynamo=(1, 0))
 def while_bool_halving(x):
     # CPython checks a `while` condition at the top (entering) and again at the bottom of the body:
     # the frame breaks at the top jump (graph: abs, sum, gt); the resume at the body start traces
@@ -151,7 +151,7 @@ def while_bool_halving(x):
     return t
 
 
-@program("item_in_for_range", 4, 3, inputs=x34, dynamo=None)
+@program("item_in_for_range", 4, 3, inputs=x34, dynamo=(0, -1))
 def item_in_for_range(x):
     total = 0.0
     for i in range(3):
@@ -159,7 +159,7 @@ def item_in_for_range(x):
     return x * total
 
 
-@program("loop_item_early_exit", 2, 2, inputs=lambda: (torch.full((4, 3), 0.5),), dynamo=None)
+@program("loop_item_early_exit", 2, 2, inputs=lambda: (torch.full((4, 3), 0.5),), dynamo=(0, -1))
 def loop_item_early_exit(x):
     # Row sums 1.5 each: the running sum passes 2.0 in the second iteration, which then `break`s.
     acc = torch.zeros_like(x[0])
@@ -173,7 +173,7 @@ def loop_item_early_exit(x):
 # ---------------------------------------------------------------------------------------------
 # Breaks inside loops
 
-@program("for_range_print", 4, 3, inputs=x34, dynamo=None)
+@program("for_range_print", 4, 3, inputs=x34, dynamo=(0, -1))
 def for_range_print(x):
     y = x
     for i in range(3):
@@ -182,7 +182,7 @@ def for_range_print(x):
     return y + 1
 
 
-@program("while_counter_print", 4, 3, inputs=x34, dynamo=None)
+@program("while_counter_print", 4, 3, inputs=x34, dynamo=(0, -1))
 def while_counter_print(x):
     i = 0
     y = x
@@ -197,7 +197,7 @@ def _three_tensors():
     return ([rand(2, 3, seed=s) for s in range(3)],)
 
 
-@program("for_over_list_print", 4, 3, inputs=_three_tensors, dynamo=None)
+@program("for_over_list_print", 4, 3, inputs=_three_tensors, dynamo=(0, -1))
 def for_over_list_print(xs):
     # The list iterator's position is guarded like a range's remaining items: one trace per iteration.
     acc = torch.zeros(2, 3)
@@ -207,7 +207,7 @@ def for_over_list_print(xs):
     return acc
 
 
-@program("nested_loops_print", 5, 4, inputs=x34, dynamo=None)
+@program("nested_loops_print", 5, 4, inputs=x34, dynamo=(0, -1))
 def nested_loops_print(x):
     y = x
     for i in range(2):
@@ -217,7 +217,7 @@ def nested_loops_print(x):
     return y.neg()
 
 
-@program("loop_print_odd_iterations", 2, 2, inputs=x34, dynamo=None)
+@program("loop_print_odd_iterations", 2, 2, inputs=x34, dynamo=(0, -1))
 def loop_print_odd_iterations(x):
     # Iterations 0,1 trace two muls before the first print, 2,3 two more before the second; the last
     # resume only returns y.
@@ -229,7 +229,7 @@ def loop_print_odd_iterations(x):
     return y
 
 
-@program("print_after_loop", 2, 1, inputs=x34, dynamo=None)
+@program("print_after_loop", 2, 1, inputs=x34, dynamo=(2, 1))
 def print_after_loop(x):
     y = x
     for i in range(3):
@@ -241,7 +241,7 @@ def print_after_loop(x):
 # ---------------------------------------------------------------------------------------------
 # try / except / finally
 
-@program("try_print_no_exception", 2, 1, inputs=x34, dynamo=None)
+@program("try_print_no_exception", 2, 1, inputs=x34, dynamo=(0, -1))
 def try_print_no_exception(x):
     y = x + 1
     try:
@@ -252,7 +252,7 @@ def try_print_no_exception(x):
     return y
 
 
-@program("try_c_call_raises_caught", 2, 1, inputs=x34, dynamo=None)
+@program("try_c_call_raises_caught", 2, 1, inputs=x34, dynamo="InternalTorchDynamoError")
 def try_c_call_raises_caught(x):
     # struct.error is raised by the breaking call itself, in CPython, and caught by the handler, which
     # continues in a resume function (its subtraction is the second graph).
@@ -265,7 +265,7 @@ def try_c_call_raises_caught(x):
     return y
 
 
-@program("try_finally_print", 2, 1, inputs=x34, dynamo=None)
+@program("try_finally_print", 2, 1, inputs=x34, dynamo=(0, -1))
 def try_finally_print(x):
     y = x + 1
     try:
@@ -276,7 +276,7 @@ def try_finally_print(x):
     return y
 
 
-@program("try_else_print", 2, 1, inputs=x34, dynamo=None)
+@program("try_else_print", 2, 1, inputs=x34, dynamo=(0, -1))
 def try_else_print(x):
     y = x.sin()
     try:
@@ -288,7 +288,7 @@ def try_else_print(x):
     return y
 
 
-@program("nested_try_print", 2, 1, inputs=x34, dynamo=None)
+@program("nested_try_print", 2, 1, inputs=x34, dynamo=(0, -1))
 def nested_try_print(x):
     y = x * 3
     try:
@@ -303,8 +303,8 @@ def nested_try_print(x):
     return y
 
 
-@program("raise_after_tensor_condition_raised", 2, 2, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=None)
-@program("raise_after_tensor_condition_not_raised", 2, 1, inputs=x34, dynamo=None)
+@program("raise_after_tensor_condition_raised", 2, 2, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=(0, -1))
+@program("raise_after_tensor_condition_not_raised", 2, 1, inputs=x34, dynamo=(0, -1))
 def raise_after_tensor_condition(x):
     # Raised: the true branch's resume breaks at the raise (no op before it) and the handler continues
     # in its own resume (graph 2). Not raised: the false branch's resume adds (graph 2).
@@ -325,7 +325,7 @@ def _grad_input():
     return (rand(3, 4, requires_grad=True),)
 
 
-@program("no_grad_across_break", 2, 1, inputs=_grad_input, dynamo=None)
+@program("no_grad_across_break", 2, 1, inputs=_grad_input, dynamo=(2, 1))
 def no_grad_across_break(x):
     with torch.no_grad():
         y = x * 2
@@ -335,7 +335,7 @@ def no_grad_across_break(x):
     return z, z.requires_grad, w, w.requires_grad
 
 
-@program("enable_grad_inside_no_grad", 2, 1, inputs=_grad_input, dynamo=None)
+@program("enable_grad_inside_no_grad", 2, 1, inputs=_grad_input, dynamo=(2, 1))
 def enable_grad_inside_no_grad(x):
     with torch.no_grad():
         a = x * 2
@@ -347,7 +347,7 @@ def enable_grad_inside_no_grad(x):
     return a.requires_grad, c.requires_grad, d.requires_grad, d, c
 
 
-@program("set_grad_enabled_across_break", 2, 1, inputs=_grad_input, dynamo=None)
+@program("set_grad_enabled_across_break", 2, 1, inputs=_grad_input, dynamo=(2, 1))
 def set_grad_enabled_across_break(x):
     with torch.set_grad_enabled(False):
         y = x.exp()
@@ -356,7 +356,7 @@ def set_grad_enabled_across_break(x):
     return z, z.requires_grad
 
 
-@program("no_grad_tensor_branch", 2, 1, inputs=_grad_input, dynamo=None)
+@program("no_grad_tensor_branch", 2, 1, inputs=_grad_input, dynamo=(2, 1))
 def no_grad_tensor_branch(x):
     with torch.no_grad():
         if x.sum() > -100:  # BREAK
@@ -370,7 +370,7 @@ def _autocast_inputs():
     return (rand(4, 8), rand(8, 8, seed=1))
 
 
-@program("autocast_across_break", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=None)
+@program("autocast_across_break", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
 def autocast_across_break(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x @ w
@@ -405,7 +405,7 @@ def _events_reset(target):
     EVENTS.clear()
 
 
-@program("user_cm_across_break", 2, 1, inputs=x34, state=_events_state, reset=_events_reset, dynamo=None)
+@program("user_cm_across_break", 2, 1, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_across_break(x):
     y = x + 1
     with Recorder("outer"):
@@ -416,7 +416,7 @@ def user_cm_across_break(x):
     return y
 
 
-@program("user_cm_nested_two_breaks", 3, 2, inputs=x34, state=_events_state, reset=_events_reset, dynamo=None)
+@program("user_cm_nested_two_breaks", 3, 2, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_nested_two_breaks(x):
     y = x.cos()
     with Recorder("a"):
@@ -429,7 +429,7 @@ def user_cm_nested_two_breaks(x):
     return y, len(EVENTS)
 
 
-@program("user_cm_with_no_grad", 2, 1, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=None)
+@program("user_cm_with_no_grad", 2, 1, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_with_no_grad(x):
     with Recorder("r"), torch.no_grad():
         y = x * 2
