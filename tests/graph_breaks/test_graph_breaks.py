@@ -121,6 +121,8 @@ def test_break_locations(program, capsys):
     assert out.break_reasons, "explain() reported no break"
     for r in out.break_reasons:
         where = f"{r.reason} ({r.filename}:{r.lineno})"
+        if program.module and r.filename == "<ember module call>":
+            continue  # the entry frame ember.compile(module) makes: its CALL of the module has no user line
         assert os.path.dirname(os.path.realpath(r.filename)) == CORPUS_DIR, f"break outside the corpus: {where}"
         line = linecache.getline(r.filename, r.lineno)
         marker = MARKER.search(line)
