@@ -1,5 +1,6 @@
-"""Frames with constructs left to eager execution in this issue: the result is eager's, the frame is
-counted in eager_frames, explain() names the reason with the right file and line, EMBER_LOGS=fallbacks
+"""Frames with constructs Ember leaves to CPython (a graph break, or the frame run eagerly): the
+result is eager's, explain() names the reason with the right file and line (for a break caused inside
+an inlined call: the call's line, with the inner line named in the reason), EMBER_LOGS=graph_breaks
 logs it once, and fullgraph=True raises ember.Unsupported naming that line.
 """
 import inspect
@@ -53,7 +54,8 @@ def test_explain_names_file_and_line(case, capsys):
     out = ember.explain(case.fn)(*call.args, **call.kwargs)
     filename, lineno = marker_location(case)
     locations = [(os.path.realpath(r.filename), r.lineno) for r in out.break_reasons]
-    assert (filename, lineno) in locations, f"expected a break reason at {filename}:{lineno}, got {out.break_reasons}"
+    inner = [r for r in out.break_reasons if f"{filename}:{lineno}" in r.reason]
+    assert (filename, lineno) in locations or inner, f"expected a break reason at {filename}:{lineno}, got {out.break_reasons}"
     assert out.graph_break_count >= 1
     assert all(r.reason for r in out.break_reasons)
 
@@ -71,7 +73,7 @@ def test_fullgraph_raises_unsupported_naming_line(case, capsys):
 
 @pytest.mark.parametrize("case", case_params(FALLBACK_CASES))
 def test_fallback_logged_once(case, monkeypatch, caplog, capsys):
-    monkeypatch.setenv("EMBER_LOGS", "fallbacks")
+    monkeypatch.setenv("EMBER_LOGS", "graph_breaks")
     caplog.set_level(logging.INFO, logger="ember")
     f = ember.compile(case.fn)
     for _ in range(3):
@@ -96,8 +98,12 @@ def _capturable_callee(x):
     return x.exp() * 2
 
 
-def eager_caller(x):
-    print("ember parity: calling the callee")
+class _Holder:
+    attr = 0
+
+
+def eager_caller(x, holder):
+    del holder.attr  # a frame cannot be split at DELETE_ATTR: this frame runs eagerly
     return _capturable_callee(x) + 1
 
 
@@ -105,7 +111,9 @@ def test_frames_called_from_an_eager_frame_are_compiled(capsys):
     f = ember.compile(eager_caller)
     x = torch.randn(3, 4)
     for _ in range(3):
-        torch.testing.assert_close(f(x), x.exp() * 2 + 1)
+        holder = _Holder()
+        holder.attr = 1
+        torch.testing.assert_close(f(x, holder), x.exp() * 2 + 1)
     s = ember.stats()
     assert s["eager_frames"] >= 1
     assert s["frames_compiled"] == 1, s

@@ -25,6 +25,7 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       return super_attr(obj->as<SuperVar>(), name);
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
+      if (obj->as<ObjectVar>().opaque) unsupported("attribute '" + name + "' of " + describe(*obj) + ", read from an object guarded by its type only");
       if (VarRef v = trace_.overlay_attr(o, name)) return v;
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
@@ -228,6 +229,16 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
     if (!v) {
       PyErr_Clear();
       unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
+    }
+    // An object read from the frame and guarded by its type alone (a generator, an ndarray, a
+    // set) may carry other state on the next call: its attribute is read again through its source.
+    if (src && !trace_.guarded_by_value(o)) {
+      if (trace_.guarded_by_value(v.get()) && !PyCFunction_Check(v.get()) && !PyMethod_Check(v.get()))
+        return trace_.wrap(v.get(), Source::attr(src, name));
+      auto opaque = std::make_shared<ObjectVar>(std::move(v));
+      opaque->source = Source::attr(src, name);
+      opaque->opaque = true;
+      return opaque;
     }
     return trace_.constant(std::move(v));
   }

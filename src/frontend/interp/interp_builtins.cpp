@@ -266,6 +266,14 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
   }
   if (name == "print") unsupported("print() inside compiled code");
   if (name == "id") unsupported("id() depends on object identity");
+  if (name == "hash" || name == "repr" || name == "str" || name == "format") {
+    // These read an object's state (or identity): fold them only on values whose state the guards
+    // pin down, not on objects guarded by their type alone.
+    for (const VarRef& a : args) {
+      if (a->kind == VarKind::Object && a->source && !trace_.guarded_by_value(a->as<ObjectVar>().obj.get()))
+        unsupported(name + "() of " + describe(*a) + ", an object whose state is not guarded");
+    }
+  }
   return folded();
 }
 

@@ -94,6 +94,7 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
 
 VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs) {
   const TorchTable& table = trace_.table;
+  if (fn->as<ObjectVar>().opaque) unsupported("call to " + describe(*fn) + ", read from an object guarded by its type only");
   if (PyMethod_Check(obj)) {
     PyObject* self = PyMethod_GET_SELF(obj);
     SourceRef self_src = fn->source ? Source::attr(fn->source, "__self__") : nullptr;
@@ -244,7 +245,31 @@ VarRef Interpreter::module_method(const std::string& name, std::vector<VarRef>& 
   return std::make_shared<IteratorVar>(std::move(out));
 }
 
+bool Interpreter::pinned(const Var& v) const {
+  switch (v.kind) {
+    case VarKind::Object:
+      return !v.as<ObjectVar>().opaque && (!v.source || trace_.guarded_by_value(v.as<ObjectVar>().obj.get()));
+    case VarKind::Tuple:
+    case VarKind::List:
+      for (const VarRef& item : v.as<SequenceVar>().items)
+        if (!pinned(*item)) return false;
+      return true;
+    case VarKind::Dict:
+      for (const VarRef& value : v.as<DictVar>().values)
+        if (!pinned(*value)) return false;
+      return true;
+    default:
+      return true;
+  }
+}
+
 VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs) {
+  // A call on an object the guards pin by type alone (a generator, an ndarray, a user object)
+  // may read state that differs on the next call: it is not folded.
+  for (const VarRef& a : args)
+    if (!pinned(*a)) return nullptr;
+  for (const auto& kv : kwargs)
+    if (!pinned(*kv.second)) return nullptr;
   PyRef t = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     PyRef c = Trace::materialize(*args[i]);

@@ -218,6 +218,10 @@ std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
         return out;
       }
       if (!is_builtin_instance(o) && !PyType_Check(o)) unsupported("iterating " + describe(*v));
+      // An object read from the frame and guarded by its type alone (an iterator, whose items
+      // reading consumes; a set) may hold other items on the next call: not unrolled.
+      if (v->source && !trace_.guarded_by_value(o))
+        unsupported("iterating " + describe(*v) + ", read from the frame and guarded by its type only");
       PyRef it = PyRef::steal(PyObject_GetIter(o));
       if (!it) {
         PyErr_Clear();

@@ -107,6 +107,9 @@ class Interpreter {
   VarRef call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs);
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
+  // Whether the guards fix `v`'s value (a trace constant, or read from the frame and guarded by
+  // value or identity, containers of such): only such values may be folded by running Python.
+  bool pinned(const Var& v) const;
 
   // Attributes, items, iteration, operators (interp_objects.cpp).
   VarRef get_attr(const VarRef& obj, const std::string& name);

@@ -87,13 +87,15 @@ VarRef Trace::constant(PyRef obj) { return make_object(std::move(obj)); }
 VarRef Trace::none() { return make_object(PyRef::borrow(Py_None)); }
 
 PyObject* Trace::as_constant(const Var& v) {
-  return v.kind == VarKind::Object ? static_cast<const ObjectVar&>(v).obj.get() : nullptr;
+  if (v.kind != VarKind::Object || v.as<ObjectVar>().opaque) return nullptr;
+  return v.as<ObjectVar>().obj.get();
 }
 
 PyRef Trace::materialize(const Var& v) {
   switch (v.kind) {
     case VarKind::Object:
-      return static_cast<const ObjectVar&>(v).obj;
+      if (v.as<ObjectVar>().opaque) return PyRef();
+      return v.as<ObjectVar>().obj;
     case VarKind::Tuple:
     case VarKind::List: {
       auto& items = static_cast<const SequenceVar&>(v).items;
@@ -127,6 +129,21 @@ bool Trace::is_tensor_type(PyObject* type) const {
   return PyType_Check(type) && PyObject_IsSubclass(type, table.tensor_type.get()) == 1;
 }
 
+bool Trace::is_equality_guarded(PyObject* obj) const {
+  return PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.size_type.get())) ||
+         PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.device_type.get()));
+}
+
+bool Trace::is_identity_guarded(PyObject* obj) const {
+  return PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.dtype_type.get())) || PyModule_Check(obj) ||
+         PyFunction_Check(obj) || PyCFunction_Check(obj) || PyType_Check(obj) || PyMethod_Check(obj) ||
+         PyObject_IsInstance(obj, table.module_type.get()) == 1;
+}
+
+bool Trace::guarded_by_value(PyObject* obj) const {
+  return is_plain_constant(obj) || is_equality_guarded(obj) || is_identity_guarded(obj);
+}
+
 VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   std::string key = source->str();
   auto it = by_source_.find(key);
@@ -141,8 +158,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   } else if (is_plain_constant(obj)) {
     guards.equals(source, obj);
     v = make_object(PyRef::borrow(obj), source);
-  } else if (PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.size_type.get())) ||
-             PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
+  } else if (is_equality_guarded(obj)) {
     guards.equals(source, obj);
     v = make_object(PyRef::borrow(obj), source);
   } else if (reinterpret_cast<PyObject*>(type) == table.grad_mode_exit_type.get()) {
@@ -176,9 +192,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
       d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
     }
     v = d;
-  } else if (PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.dtype_type.get())) || PyModule_Check(obj) ||
-             PyFunction_Check(obj) || PyCFunction_Check(obj) || PyType_Check(obj) || PyMethod_Check(obj) ||
-             PyObject_IsInstance(obj, table.module_type.get()) == 1) {
+  } else if (is_identity_guarded(obj)) {
     guards.id_match(source, obj);
     v = make_object(PyRef::borrow(obj), source);
   } else {

@@ -133,9 +133,14 @@ class Trace {
   // The core op's callable (ops.def torch target), borrowed.
   PyObject* op_callable(ir::Op op) const { return table.op_callables[static_cast<size_t>(op)].get(); }
   bool is_tensor_type(PyObject* type) const;
+  // Whether wrap() guards `obj` by value or identity (not by its type alone): what Python
+  // computes from such an object at trace time holds on every call the guards admit.
+  bool guarded_by_value(PyObject* obj) const;
 
  private:
   VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
+  bool is_equality_guarded(PyObject* obj) const;  // besides plain constants
+  bool is_identity_guarded(PyObject* obj) const;
   // The IR argument for `v`; with `meta_value`, also the Python value a meta computation takes.
   ir::Arg lower_arg(const VarRef& v, PyRef* meta_value);
   // Result types from Ember's shape rules (shape_rules.h), or nullopt to run the meta kernel:

@@ -55,6 +55,10 @@ struct Var {
   T& as() {
     return static_cast<T&>(*this);
   }
+  template <class T>
+  const T& as() const {
+    return static_cast<const T&>(*this);
+  }
 };
 
 struct NullVar : Var {
@@ -64,6 +68,10 @@ struct NullVar : Var {
 struct ObjectVar : Var {
   explicit ObjectVar(PyRef o) : Var(VarKind::Object), obj(std::move(o)) {}
   PyRef obj;
+  // Read through its source without a guard (an attribute of an object guarded by its type
+  // alone, e.g. a generator's bound `send`): it may be another object on the next call, so the
+  // trace passes it on (rebuilt from its source) but never computes with or calls it.
+  bool opaque = false;
 };
 
 struct TensorVar : Var {
