@@ -218,6 +218,9 @@ std::string write_exception_table(const std::vector<ExceptionTableEntry>& entrie
 }
 
 int stack_effect(const OpcodeTable& t, const std::vector<RawInstruction>& ins, size_t i, int op, uint32_t arg, bool jump) {
+  // 3.11/3.12 report 0 for RETURN_GENERATOR (their compiler adds it after computing the depth),
+  // but the resumed frame holds the value sent in, which the POP_TOP after it drops; 3.13 says 1.
+  if (op == t.return_generator_opcode) return 1;
   int effect = PyCompile_OpcodeStackEffectWithJump(op, static_cast<int>(arg), jump ? 1 : 0);
   if (effect == INT_MAX) refuse(t, ins, i, "has no stack effect known to CPython for argument " + std::to_string(arg));
   return effect;

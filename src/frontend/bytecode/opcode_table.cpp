@@ -379,6 +379,7 @@ std::unique_ptr<OpcodeTable> build() {
       if (in_list(e.name, kFusedSlots, std::size(kFusedSlots))) e.local_slots = 2;
       if (std::strcmp(e.name, "EXTENDED_ARG") == 0) t.extended_arg_opcode = number;
       if (std::strcmp(e.name, "CACHE") == 0) t.cache_opcode = number;
+      if (std::strcmp(e.name, "RETURN_GENERATOR") == 0) t.return_generator_opcode = number;
     }
     bool jump_rule = e.rule == Rule::Jump || e.rule == Rule::ForIter;
     if (jump_rule && !relative[number]) {

@@ -73,6 +73,7 @@ struct OpcodeTable {
   int pop_top_opcode = -1;
   int extended_arg_opcode = -1;
   int cache_opcode = -1;
+  int return_generator_opcode = -1;
 
   // The opcode number for `name` (exact CPython name), -1 when the interpreter has none.
   int number_of(const char* name) const;
