@@ -634,3 +634,16 @@ def test_make_code_errors_are_python_errors():
 def test_disassemble_refuses_non_code():
     with pytest.raises(TypeError, match="expected a code object"):
         bc.disassemble(resume_like)
+
+
+@pytest.mark.skipif(MINOR < 12, reason="3.12+ FOR_ITER lands on END_FOR")
+def test_refuses_for_iter_not_aimed_at_end_for():
+    instructions, table, first = bc.disassemble(with_prologue.__code__)
+    at = index_of((instructions, table, first), "FOR_ITER")
+    target = instructions[at][TARGET]
+    assert opname(instructions[target]) == "END_FOR"
+    instructions = list(instructions)
+    o, a, _, p, off = instructions[at]
+    instructions[at] = (o, a, target + 1, p, off)
+    with pytest.raises(ValueError, match=r"\(FOR_ITER\) must jump to END_FOR.*not to instruction"):
+        bc.assemble(instructions, table, first)

@@ -70,6 +70,13 @@ std::string describe(const OpcodeTable& t, const std::vector<RawInstruction>& in
   throw std::invalid_argument("assemble: " + describe(t, ins, i) + " " + what);
 }
 
+// 3.12+: FOR_ITER lands on END_FOR (3.13: END_FOR, POP_TOP), which its specialised forms skip.
+bool for_iter_target_ok(const OpcodeTable& t, const std::vector<RawInstruction>& ins, size_t target) {
+  if (t.for_iter_skip >= 1 && ins[target].opcode != t.end_for_opcode) return false;
+  if (t.for_iter_skip >= 2 && (target + 1 >= ins.size() || ins[target + 1].opcode != t.pop_top_opcode)) return false;
+  return true;
+}
+
 // The opcode each instruction is written with: the given one, or its other-direction variant when
 // the target lies the other way (3.11's forward/backward pairs, JUMP_FORWARD/JUMP_BACKWARD).
 std::vector<int> choose_opcodes(const OpcodeTable& t, const RawCode& raw) {
@@ -98,6 +105,10 @@ std::vector<int> choose_opcodes(const OpcodeTable& t, const RawCode& raw) {
     } else {
       refuse(t, ins, i, std::string("jumps ") + (backward ? "backward" : "forward") + " to instruction " + std::to_string(target) +
                             " but only jumps " + (e.backward ? "backward" : "forward") + " and has no other-direction variant");
+    }
+    if (e.rule == detail::Rule::ForIter && !for_iter_target_ok(t, ins, static_cast<size_t>(target))) {
+      refuse(t, ins, i, "must jump to END_FOR" + std::string(t.for_iter_skip >= 2 ? " followed by POP_TOP" : "") +
+                            " (specialised FOR_ITERs skip it), not to instruction " + std::to_string(target));
     }
   }
   return ops;

@@ -1,6 +1,7 @@
 // Builds the running interpreter's opcode table (see opcode_table.h) from `dis`, once.
 //
-// Opcode numbers, argument presence, cache counts and jump direction are read from `dis`, so a
+// Opcode numbers, argument presence, cache counts, jump direction and local-slot arguments are
+// read from `dis` (opmap, hasarg, hasjrel, haslocal, hasfree, _inline_cache_entries), so a
 // renumbering (3.13) or a new cache entry needs no change here. What an opcode *means* is keyed on
 // its name (kByName); names absent from kByName decode as Opcode::Unsupported. The handful of
 // encodings that `dis` only knows as code (arg bit fields, FOR_ITER's skip) are keyed on the minor
