@@ -77,12 +77,12 @@ struct Assembled {
 // `target` (forward/backward by the opcode's direction, counted as each version does), inline
 // caches, the location and exception tables, the stack depth. Throws std::invalid_argument naming
 // the instruction for: a jump without a target or a target out of range, a backward-only opcode
-// jumping forward or the reverse, an argument that does not fit 32 bits, a stack that underflows or
-// differs between two paths into one instruction, an exception entry out of range. Also refused:
-// an opcode the interpreter does not define, CACHE or EXTENDED_ARG listed as instructions (the
-// assembler writes them), a target on a non-jump, a 3.12+ FOR_ITER not aimed at END_FOR, control falling off the last instruction,
-// overlapping exception entries, and an instruction covered by an exception entry whose depth is
-// above the stack depth there. Empty exception entries are dropped. Instructions with line -1 get
+// jumping forward or the reverse, an argument that does not fit 32 bits (a negative `arg`), a
+// stack that underflows or differs between two paths into one instruction, an exception entry out
+// of range. Also refused: an opcode the interpreter does not define, CACHE or EXTENDED_ARG listed
+// as instructions (the assembler writes them), a target on a non-jump, a 3.12+ FOR_ITER not aimed
+// at END_FOR, control falling off the last instruction, overlapping exception entries, and an
+// instruction covered by an exception entry whose depth is above the stack depth there. Empty exception entries are dropped. Instructions with line -1 get
 // "no location"; positions follow CPython's own choice of location-table forms.
 Assembled assemble(const RawCode& raw);
 
