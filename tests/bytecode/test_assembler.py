@@ -644,3 +644,10 @@ def test_refuses_for_iter_not_aimed_at_end_for():
     instructions[at] = (o, a, target + 1, p, off)
     with pytest.raises(ValueError, match=r"\(FOR_ITER\) must jump to END_FOR.*not to instruction"):
         bc.assemble(instructions, table, first)
+
+
+def test_disassemble_refuses_malformed_bytecode():
+    code = resume_like.__code__
+    stray_cache = code.co_code[:2] + bytes([dis.opmap["CACHE"], 0]) + code.co_code[2:]
+    with pytest.raises(RuntimeError, match=r"malformed bytecode in resume_like: stray CACHE unit at offset 2"):
+        bc.disassemble(code.replace(co_code=stray_cache))
