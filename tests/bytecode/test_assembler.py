@@ -360,12 +360,14 @@ def try_and_with(xs, key, log):
 
 
 def _nops_everywhere(fn):
-    """A NOP before every instruction after RESUME (3.11: never between PRECALL and CALL, which
-    its specialised PRECALL skips as a pair)."""
+    """A NOP before every instruction after RESUME, except where CPython needs a pair together
+    (assembler.h): 3.11 PRECALL + CALL, 3.13 END_FOR + POP_TOP."""
     raw = bc.disassemble(fn.__code__)
     start = after_resume(raw)
     for i in range(len(raw[0]) - 1, start - 1, -1):
         if MINOR == 11 and opname(raw[0][i]) == "CALL":
+            continue
+        if MINOR >= 13 and opname(raw[0][i - 1]) == "END_FOR":
             continue
         raw = insert(raw, i, [ins("NOP")])
     return raw

@@ -238,15 +238,16 @@ int stack_effect(const OpcodeTable& t, const std::vector<RawInstruction>& ins, s
 }
 
 // Depth before each instruction by flow over fallthrough, jump and exception edges; returns the
-// maximum reached anywhere (co_stacksize). Unreachable instructions are not visited, as in CPython.
+// maximum reached anywhere (co_stacksize), at least the version's minimum (3.13 writes 1 for code
+// that never pushes). Unreachable instructions are not visited, as in CPython.
 int stack_size(const OpcodeTable& t, const RawCode& raw, const std::vector<int>& ops, const Layout& l,
                const std::vector<ExceptionTableEntry>& handlers) {
   const auto& ins = raw.instructions;
   size_t n = ins.size();
-  if (n == 0) return 0;
+  int max_depth = t.min_stacksize;
+  if (n == 0) return max_depth;
   std::vector<int> depth(n, -1);
   std::vector<size_t> work;
-  int max_depth = 0;
   auto reach = [&](size_t from, size_t to, int d, const char* how) {
     if (to >= n) refuse(t, ins, from, "falls through past the last instruction");
     max_depth = std::max(max_depth, d);

@@ -272,6 +272,7 @@ void set_version_facts(OpcodeTable& t) {
       t.compare_bool_bit = 4;
       t.for_iter_skip = 2;  // skips END_FOR and the POP_TOP after it
       t.end_for_pops = 1;
+      t.min_stacksize = 1;  // observed: `def f(): raise` and `while True: pass` get 1, not 0
       break;
     default:
       throw std::runtime_error("Ember's bytecode decoder supports CPython 3.11-3.13, not 3." +
