@@ -16,6 +16,64 @@ PyCodeObject* as_code(nb::handle code) {
   return reinterpret_cast<PyCodeObject*>(code.ptr());
 }
 
+nb::tuple to_python(const bytecode::RawCode& raw) {
+  nb::list instructions, table;
+  for (const bytecode::RawInstruction& i : raw.instructions) {
+    const bytecode::Position& p = i.position;
+    instructions.append(nb::make_tuple(i.opcode, i.arg, i.target, nb::make_tuple(p.line, p.end_line, p.col, p.end_col), i.offset));
+  }
+  for (const bytecode::ExceptionTableEntry& e : raw.exception_table) {
+    table.append(nb::make_tuple(e.start, e.end, e.target, e.depth, e.lasti));
+  }
+  return nb::make_tuple(instructions, table, raw.firstlineno);
+}
+
+bytecode::RawCode from_python(nb::handle instructions, nb::handle table, int firstlineno) {
+  bytecode::RawCode raw;
+  raw.firstlineno = firstlineno;
+  for (nb::handle item : instructions) {
+    nb::tuple t = nb::cast<nb::tuple>(item);
+    if (t.size() != 5) throw std::invalid_argument("instruction tuples are (opcode, arg, target, position, offset)");
+    bytecode::RawInstruction i;
+    i.opcode = nb::cast<int>(t[0]);
+    i.arg = nb::cast<int>(t[1]);
+    i.target = nb::cast<int>(t[2]);
+    if (!t[3].is_none()) {
+      nb::tuple p = nb::cast<nb::tuple>(t[3]);
+      if (p.size() != 4) throw std::invalid_argument("positions are (line, end_line, col, end_col)");
+      i.position = {nb::cast<int>(p[0]), nb::cast<int>(p[1]), nb::cast<int>(p[2]), nb::cast<int>(p[3])};
+    }
+    i.offset = nb::cast<int32_t>(t[4]);
+    raw.instructions.push_back(i);
+  }
+  for (nb::handle item : table) {
+    nb::tuple t = nb::cast<nb::tuple>(item);
+    if (t.size() != 5) throw std::invalid_argument("exception entries are (start, end, target, depth, lasti)");
+    raw.exception_table.push_back({nb::cast<int32_t>(t[0]), nb::cast<int32_t>(t[1]), nb::cast<int32_t>(t[2]), nb::cast<int32_t>(t[3]), nb::cast<bool>(t[4])});
+  }
+  return raw;
+}
+
+bytecode::CodeChanges changes_from(nb::kwargs kwargs) {
+  bytecode::CodeChanges c;
+  for (auto [key, value] : kwargs) {
+    std::string k = nb::cast<std::string>(key);
+    if (k == "argcount") c.argcount = nb::cast<int>(value);
+    else if (k == "posonlyargcount") c.posonlyargcount = nb::cast<int>(value);
+    else if (k == "kwonlyargcount") c.kwonlyargcount = nb::cast<int>(value);
+    else if (k == "flags") c.flags = nb::cast<int>(value);
+    else if (k == "varnames") c.varnames = PyRef::borrow(value.ptr());
+    else if (k == "cellvars") c.cellvars = PyRef::borrow(value.ptr());
+    else if (k == "freevars") c.freevars = PyRef::borrow(value.ptr());
+    else if (k == "consts") c.consts = PyRef::borrow(value.ptr());
+    else if (k == "names") c.names = PyRef::borrow(value.ptr());
+    else if (k == "name") c.name = nb::cast<std::string>(value);
+    else if (k == "qualname") c.qualname = nb::cast<std::string>(value);
+    else throw nb::type_error(("make_code: unknown field " + k).c_str());
+  }
+  return c;
+}
+
 }  // namespace
 
 void bind_bytecode(nb::module_& m) {

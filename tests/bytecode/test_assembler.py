@@ -29,7 +29,8 @@ MINOR = sys.version_info[1]
 # ---- 1. round trip ------------------------------------------------------------------------------
 
 PACKAGES = ["asyncio", "email", "json", "collections", "importlib", "unittest", "logging", "http", "urllib",
-            "xml.etree", "concurrent.futures", "re"]
+            "xml.etree", "xml.dom", "xml.sax", "concurrent.futures", "re", "multiprocessing", "html", "wsgiref",
+            "tomllib", "zoneinfo", "sqlite3", "ctypes", "pydoc_data"]
 MODULES = ["dis", "inspect", "typing", "argparse", "ast", "enum", "dataclasses", "functools", "pathlib", "pickle",
            "difflib", "textwrap", "tokenize", "traceback", "calendar", "string", "fractions", "statistics", "shutil",
            "tarfile", "zipfile", "configparser", "csv", "heapq", "bisect", "copy", "pprint", "subprocess", "threading",
@@ -125,18 +126,14 @@ def test_disassembly_matches_dis(name, code):
 
 def test_positions_use_every_location_form():
     """The round trip above only proves the writer if the corpus exercises all five entry forms."""
-    kinds = set()
+    forms = set()
     for _, code in CORPUS:
         for c in code_objects(code):
-            t = c.co_linetable
-            i = 0
-            while i < len(t):
-                kind = (t[i] >> 3) & 15
-                kinds.add(min(kind, 10) if kind < 13 else kind)
-                i += 1
-                while i < len(t) and not t[i] & 0x80:
-                    i += 1
-    assert {0, 10, 13, 14, 15} <= {0 if k < 10 else k for k in kinds}
+            for byte in c.co_linetable:
+                if byte & 0x80:  # an entry's header byte: 0x80 | code << 3 | (units - 1)
+                    kind = (byte >> 3) & 15
+                    forms.add("short" if kind < 10 else "one-line" if kind < 13 else kind)
+    assert forms == {"short", "one-line", 13, 14, 15}
 
 
 def test_opcode_number():
@@ -188,7 +185,7 @@ def test_inserted_jump_forward_skips_a_statement():
     line = skipped_statement.__code__.co_firstlineno + 2
     first = next(i for i, x in enumerate(raw[0]) if x[POSITION][0] == line)
     resume_at = next(i for i, x in enumerate(raw[0]) if x[POSITION][0] == line + 1)
-    fn = build_function(skipped_statement, insert(raw, first, [ins("JUMP_FORWARD", target=resume_at)]))
+    fn = build_function(skipped_statement, insert(raw, first, [ins("JUMP_FORWARD", target=resume_at + 1)]))
     assert skipped_statement() == 2 and fn() == 1
 
 
@@ -290,17 +287,10 @@ def test_backward_conditional_moved_forward_becomes_forward_variant():
 
 
 def _big_source(statements):
-    body = "\n".join("            total += 1" for _ in range(statements))
-    return textwrap.dedent(f"""\
-    def big(n):
-        total = 0
-        for i in range(n):
-            if i % 2:
-    {body}
-            else:
-                total -= 1
-        return total
-    """)
+    lines = ["def big(n):", "    total = 0", "    for i in range(n):", "        if i % 2:"]
+    lines += ["            total += 1"] * statements
+    lines += ["        else:", "            total -= 1", "    return total", ""]
+    return "\n".join(lines)
 
 
 def _extended_arg_jumps(code):
@@ -370,12 +360,14 @@ def try_and_with(xs, key, log):
 
 
 def _nops_everywhere(fn):
-    """A NOP before every instruction after RESUME (3.11: never between PRECALL and CALL, which
-    its specialised PRECALL skips as a pair)."""
+    """A NOP before every instruction after RESUME, except where CPython needs a pair together
+    (assembler.h): 3.11 PRECALL + CALL, 3.13 END_FOR + POP_TOP."""
     raw = bc.disassemble(fn.__code__)
     start = after_resume(raw)
     for i in range(len(raw[0]) - 1, start - 1, -1):
         if MINOR == 11 and opname(raw[0][i]) == "CALL":
+            continue
+        if MINOR >= 13 and opname(raw[0][i - 1]) == "END_FOR":
             continue
         raw = insert(raw, i, [ins("NOP")])
     return raw
@@ -490,11 +482,11 @@ def test_shift_local_slots_splits_fused_pairs(delta):
     args = list(range(20))
     assert fn(*new_names, *args) == many(*args)
     args[14], args[15] = 200, 300
-    assert fn(*new_names, *args) == many(*args) == (-1, 200, 300)
+    assert fn(*new_names, *args) == many(*args) == (-1, 300, 200)  # raised on the first pass, swapped 3 times
 
 
 def test_shift_local_slots_below_zero_is_refused():
-    with pytest.raises(ValueError, match="would use local slot -1"):
+    with pytest.raises(ValueError, match=r"instruction \d+ \(STORE_FAST\) would use local slot -9\d"):
         bc.shift_local_slots(*bc.disassemble(with_prologue.__code__), -100)
 
 
@@ -641,3 +633,23 @@ def test_make_code_errors_are_python_errors():
 def test_disassemble_refuses_non_code():
     with pytest.raises(TypeError, match="expected a code object"):
         bc.disassemble(resume_like)
+
+
+@pytest.mark.skipif(MINOR < 12, reason="3.12+ FOR_ITER lands on END_FOR")
+def test_refuses_for_iter_not_aimed_at_end_for():
+    instructions, table, first = bc.disassemble(with_prologue.__code__)
+    at = index_of((instructions, table, first), "FOR_ITER")
+    target = instructions[at][TARGET]
+    assert opname(instructions[target]) == "END_FOR"
+    instructions = list(instructions)
+    o, a, _, p, off = instructions[at]
+    instructions[at] = (o, a, target + 1, p, off)
+    with pytest.raises(ValueError, match=r"\(FOR_ITER\) must jump to END_FOR.*not to instruction"):
+        bc.assemble(instructions, table, first)
+
+
+def test_disassemble_refuses_malformed_bytecode():
+    code = resume_like.__code__
+    stray_cache = code.co_code[:2] + bytes([dis.opmap["CACHE"], 0]) + code.co_code[2:]
+    with pytest.raises(RuntimeError, match=r"malformed bytecode in resume_like: stray CACHE unit at offset 2"):
+        bc.disassemble(code.replace(co_code=stray_cache))

@@ -70,6 +70,13 @@ std::string describe(const OpcodeTable& t, const std::vector<RawInstruction>& in
   throw std::invalid_argument("assemble: " + describe(t, ins, i) + " " + what);
 }
 
+// 3.12+: FOR_ITER lands on END_FOR (3.13: END_FOR, POP_TOP), which its specialised forms skip.
+bool for_iter_target_ok(const OpcodeTable& t, const std::vector<RawInstruction>& ins, size_t target) {
+  if (t.for_iter_skip >= 1 && ins[target].opcode != t.end_for_opcode) return false;
+  if (t.for_iter_skip >= 2 && (target + 1 >= ins.size() || ins[target + 1].opcode != t.pop_top_opcode)) return false;
+  return true;
+}
+
 // The opcode each instruction is written with: the given one, or its other-direction variant when
 // the target lies the other way (3.11's forward/backward pairs, JUMP_FORWARD/JUMP_BACKWARD).
 std::vector<int> choose_opcodes(const OpcodeTable& t, const RawCode& raw) {
@@ -98,6 +105,10 @@ std::vector<int> choose_opcodes(const OpcodeTable& t, const RawCode& raw) {
     } else {
       refuse(t, ins, i, std::string("jumps ") + (backward ? "backward" : "forward") + " to instruction " + std::to_string(target) +
                             " but only jumps " + (e.backward ? "backward" : "forward") + " and has no other-direction variant");
+    }
+    if (e.rule == detail::Rule::ForIter && !for_iter_target_ok(t, ins, static_cast<size_t>(target))) {
+      refuse(t, ins, i, "must jump to END_FOR" + std::string(t.for_iter_skip >= 2 ? " followed by POP_TOP" : "") +
+                            " (specialised FOR_ITERs skip it), not to instruction " + std::to_string(target));
     }
   }
   return ops;
@@ -218,21 +229,25 @@ std::string write_exception_table(const std::vector<ExceptionTableEntry>& entrie
 }
 
 int stack_effect(const OpcodeTable& t, const std::vector<RawInstruction>& ins, size_t i, int op, uint32_t arg, bool jump) {
+  // 3.11/3.12 report 0 for RETURN_GENERATOR (their compiler adds it after computing the depth),
+  // but the resumed frame holds the value sent in, which the POP_TOP after it drops; 3.13 says 1.
+  if (op == t.return_generator_opcode) return 1;
   int effect = PyCompile_OpcodeStackEffectWithJump(op, static_cast<int>(arg), jump ? 1 : 0);
   if (effect == INT_MAX) refuse(t, ins, i, "has no stack effect known to CPython for argument " + std::to_string(arg));
   return effect;
 }
 
 // Depth before each instruction by flow over fallthrough, jump and exception edges; returns the
-// maximum reached anywhere (co_stacksize). Unreachable instructions are not visited, as in CPython.
+// maximum reached anywhere (co_stacksize), at least the version's minimum (3.13 writes 1 for code
+// that never pushes). Unreachable instructions are not visited, as in CPython.
 int stack_size(const OpcodeTable& t, const RawCode& raw, const std::vector<int>& ops, const Layout& l,
                const std::vector<ExceptionTableEntry>& handlers) {
   const auto& ins = raw.instructions;
   size_t n = ins.size();
-  if (n == 0) return 0;
+  int max_depth = t.min_stacksize;
+  if (n == 0) return max_depth;
   std::vector<int> depth(n, -1);
   std::vector<size_t> work;
-  int max_depth = 0;
   auto reach = [&](size_t from, size_t to, int d, const char* how) {
     if (to >= n) refuse(t, ins, from, "falls through past the last instruction");
     max_depth = std::max(max_depth, d);

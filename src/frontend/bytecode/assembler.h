@@ -12,6 +12,19 @@
 // Contract: for every code object CPython 3.11-3.13 produces, `assemble(disassemble(code))`
 // reproduces `co_code` (as returned by PyCode_GetCode: de-optimised, CACHE units zeroed),
 // `co_exceptiontable`, `co_linetable` and `co_stacksize` byte for byte.
+//
+// Jump direction is normalized: a relative jump's opcode may be either direction's variant; when
+// its target lies the other way, assemble() writes the variant that matches (3.11
+// POP_JUMP_FORWARD_IF_X <-> POP_JUMP_BACKWARD_IF_X, and on every version JUMP_FORWARD <->
+// JUMP_BACKWARD), so callers write JUMP_FORWARD / the forward conditional and never think about
+// it. A target at or before the jump itself is backward. Opcodes without a variant refuse the
+// wrong direction: 3.12+ POP_JUMP_IF_* and FOR_ITER, SEND, 3.11 JUMP_IF_*_OR_POP go forward only,
+// JUMP_BACKWARD_NO_INTERRUPT backward only.
+//
+// Instructions that CPython's specialised forms treat as a unit must stay together: on 3.11 a
+// PRECALL and its CALL (a specialised PRECALL skips the CALL as a pair), and on 3.12+ FOR_ITER's
+// target must be its END_FOR (3.13: END_FOR then POP_TOP), which specialised FOR_ITERs skip when
+// the iterator is exhausted; assemble() checks the FOR_ITER rule.
 #pragma once
 
 #include <Python.h>
@@ -64,8 +77,13 @@ struct Assembled {
 // `target` (forward/backward by the opcode's direction, counted as each version does), inline
 // caches, the location and exception tables, the stack depth. Throws std::invalid_argument naming
 // the instruction for: a jump without a target or a target out of range, a backward-only opcode
-// jumping forward or the reverse, an argument that does not fit 32 bits, a stack that underflows or
-// differs between two paths into one instruction, an exception entry out of range.
+// jumping forward or the reverse, an argument that does not fit 32 bits (a negative `arg`), a
+// stack that underflows or differs between two paths into one instruction, an exception entry out
+// of range. Also refused: an opcode the interpreter does not define, CACHE or EXTENDED_ARG listed
+// as instructions (the assembler writes them), a target on a non-jump, a 3.12+ FOR_ITER not aimed
+// at END_FOR, control falling off the last instruction, overlapping exception entries, and an
+// instruction covered by an exception entry whose depth is above the stack depth there. Empty exception entries are dropped. Instructions with line -1 get
+// "no location"; positions follow CPython's own choice of location-table forms.
 Assembled assemble(const RawCode& raw);
 
 // The fields of a new code object that differ from the one it is derived from; empty or
@@ -79,7 +97,9 @@ struct CodeChanges {
 };
 
 // A code object: `base` with `raw` assembled into it and `changes` applied (code.replace, the most
-// version-robust constructor). Needs the GIL; returns nullptr with a Python error set on failure.
+// version-robust constructor); co_firstlineno = raw.firstlineno, co_nlocals = len(varnames). Needs
+// the GIL; returns nullptr with a Python error set on failure, including assemble()'s refusals
+// (as ValueError "make_code(<qualname>): assemble: ...").
 PyRef make_code(PyCodeObject* base, const RawCode& raw, const CodeChanges& changes);
 
 // The running interpreter's opcode number for `name` (e.g. "LOAD_FAST"), or -1 when it has none.
@@ -89,6 +109,7 @@ int opcode_number(const char* name);
 // LOAD_FAST_LOAD_FAST / STORE_FAST_LOAD_FAST / STORE_FAST_STORE_FAST, which are split into two
 // instructions when a shifted slot no longer fits 4 bits) by `delta`: what inserting `delta`
 // names at the front of co_varnames requires. Jump targets and exception entries are kept valid.
+// Throws std::invalid_argument when a slot would become negative.
 void shift_local_slots(RawCode& raw, int delta);
 
 }  // namespace ember::bytecode

@@ -1,6 +1,7 @@
 // Builds the running interpreter's opcode table (see opcode_table.h) from `dis`, once.
 //
-// Opcode numbers, argument presence, cache counts and jump direction are read from `dis`, so a
+// Opcode numbers, argument presence, cache counts, jump direction and local-slot arguments are
+// read from `dis` (opmap, hasarg, hasjrel, haslocal, hasfree, _inline_cache_entries), so a
 // renumbering (3.13) or a new cache entry needs no change here. What an opcode *means* is keyed on
 // its name (kByName); names absent from kByName decode as Opcode::Unsupported. The handful of
 // encodings that `dis` only knows as code (arg bit fields, FOR_ITER's skip) are keyed on the minor
@@ -271,6 +272,7 @@ void set_version_facts(OpcodeTable& t) {
       t.compare_bool_bit = 4;
       t.for_iter_skip = 2;  // skips END_FOR and the POP_TOP after it
       t.end_for_pops = 1;
+      t.min_stacksize = 1;  // observed: `def f(): raise` and `while True: pass` get 1, not 0
       break;
     default:
       throw std::runtime_error("Ember's bytecode decoder supports CPython 3.11-3.13, not 3." +
@@ -379,6 +381,7 @@ std::unique_ptr<OpcodeTable> build() {
       if (in_list(e.name, kFusedSlots, std::size(kFusedSlots))) e.local_slots = 2;
       if (std::strcmp(e.name, "EXTENDED_ARG") == 0) t.extended_arg_opcode = number;
       if (std::strcmp(e.name, "CACHE") == 0) t.cache_opcode = number;
+      if (std::strcmp(e.name, "RETURN_GENERATOR") == 0) t.return_generator_opcode = number;
     }
     bool jump_rule = e.rule == Rule::Jump || e.rule == Rule::ForIter;
     if (jump_rule && !relative[number]) {

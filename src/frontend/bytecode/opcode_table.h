@@ -67,12 +67,14 @@ struct OpcodeTable {
   int compare_bool_bit = -1;      // COMPARE_OP: bit meaning "coerce the result to bool", -1 if none
   int for_iter_skip = 0;          // code units FOR_ITER skips past its jump target when exhausted
   int end_for_pops = 0;           // values END_FOR pops
+  int min_stacksize = 0;          // co_stacksize CPython writes for code that never pushes
   int intrinsic_unary_positive = -1;  // CALL_INTRINSIC_1 numbers, -1 where there is no intrinsic
   int intrinsic_list_to_tuple = -1;
   int end_for_opcode = -1;        // numbers checked at FOR_ITER's exhaustion target, -1 if none
   int pop_top_opcode = -1;
   int extended_arg_opcode = -1;
   int cache_opcode = -1;
+  int return_generator_opcode = -1;
 
   // The opcode number for `name` (exact CPython name), -1 when the interpreter has none.
   int number_of(const char* name) const;
