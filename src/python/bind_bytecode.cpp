@@ -1,7 +1,15 @@
-// ember._C.bytecode: the normalized bytecode decoder, exposed as plain tuples for tests and tools.
+// ember._C.bytecode: the normalized bytecode decoder and the assembler, exposed as plain tuples for
+// tests and tools.
+//
+// A RawCode crosses as (instructions, exception_table, firstlineno): instructions are
+// (opcode, arg, target, (line, end_line, col, end_col), offset) tuples, exception entries
+// (start, end, target, depth, lasti) in instruction indices.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <stdexcept>
+
+#include "frontend/bytecode/assembler.h"
 #include "frontend/bytecode/instruction.h"
 
 namespace nb = nanobind;
@@ -122,6 +130,41 @@ void bind_bytecode(nb::module_& m) {
         return out;
       },
       "The running interpreter's opcodes: (number, name, kind, rule, caches) tuples.");
+
+  m.def(
+      "disassemble", [](nb::handle code) { return to_python(disassemble(as_code(code))); }, nb::arg("code"),
+      "Raw instructions: (instructions, exception_table, firstlineno); see the module header for the tuples.");
+  m.def(
+      "assemble",
+      [](nb::handle instructions, nb::handle table, int firstlineno) {
+        Assembled a = assemble(from_python(instructions, table, firstlineno));
+        return nb::make_tuple(nb::bytes(a.code.data(), a.code.size()), nb::bytes(a.linetable.data(), a.linetable.size()),
+                              nb::bytes(a.exceptiontable.data(), a.exceptiontable.size()), a.stacksize);
+      },
+      nb::arg("instructions"), nb::arg("exception_table"), nb::arg("firstlineno"),
+      "(co_code, co_linetable, co_exceptiontable, co_stacksize) of raw instructions. Invalid input raises ValueError.");
+  m.def(
+      "make_code",
+      [](nb::handle base, nb::handle instructions, nb::handle table, int firstlineno, nb::kwargs kwargs) {
+        PyRef code = make_code(as_code(base), from_python(instructions, table, firstlineno), changes_from(kwargs));
+        if (!code) throw nb::python_error();
+        return nb::steal(code.release());
+      },
+      nb::arg("base"), nb::arg("instructions"), nb::arg("exception_table"), nb::arg("firstlineno"), nb::arg("changes"),
+      "A code object: base with the instructions assembled in; keyword changes argcount, posonlyargcount, "
+      "kwonlyargcount, flags, varnames, cellvars, freevars, consts, names, name, qualname.");
+  m.def(
+      "shift_local_slots",
+      [](nb::handle instructions, nb::handle table, int firstlineno, int delta) {
+        RawCode raw = from_python(instructions, table, firstlineno);
+        shift_local_slots(raw, delta);
+        return to_python(raw);
+      },
+      nb::arg("instructions"), nb::arg("exception_table"), nb::arg("firstlineno"), nb::arg("delta"),
+      "Raw code with every local-slot argument shifted by delta (3.13 fused pairs split when needed).");
+  m.def(
+      "opcode_number", [](const std::string& name) { return opcode_number(name.c_str()); }, nb::arg("name"),
+      "The running interpreter's number for an opcode name, -1 if it has none.");
 }
 
 }  // namespace ember::python
