@@ -70,7 +70,7 @@ def _listener(event, info):
                               f"did not compile; that graph runs on the eager executor. "
                               f"{info['backend_fallback']}", stacklevel=2)
     elif event == "graph_break":
-        key = ("break", info["filename"], info["lineno"], info["reason"])
+        key = ("break", info["filename"], info["lineno"])
         if "graph_breaks" in channels and key not in _logged_once:
             _logged_once.add(key)
             _log.getChild("graph_breaks").info("graph break in %s at %s:%s: %s\n    %s", info["code"], info["filename"],
