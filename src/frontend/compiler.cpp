@@ -411,6 +411,8 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   trace->guards.global_state(state);
   ValuePlan plan;
   Failure failure = catch_failure([&] {
+    // Ops under autocast run in other dtypes than their meta kernels say: not traced (yet).
+    if (state.autocast) throw Unsupported("torch.autocast is active: Ember does not trace code under autocast yet");
     VarRef result = Interpreter::run_frame(*trace, codes_);
     plan = trace->finish(result);
     std::vector<std::string> problems = ir::verify(trace->graph);

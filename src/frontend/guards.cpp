@@ -43,6 +43,7 @@ enum class CheckKind : uint8_t {
   NoGlobalHooks,
   GradMode,
   DefaultDType,
+  Autocast,
 };
 
 struct TensorExpectation {
@@ -55,7 +56,7 @@ struct Check {
   PyObject* object = nullptr;    // owned: type, expected value, keys tuple, or the id target/weakref
   PyObject* identity = nullptr;  // IdMatch: the address to compare (not owned)
   bool weak = false;             // IdMatch: `object` is a weak reference to `identity`
-  bool flag = false;             // GradMode: expected grad mode
+  bool flag = false;             // GradMode, Autocast: the expected state
   Py_ssize_t length = 0;         // Length
   ir::DType dtype = ir::DType::Float32;  // DefaultDType
   int tensor = -1;               // TensorMatch: index into Impl::tensors
@@ -237,7 +238,8 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
     case CheckKind::Length: return a.length == b.length;
     case CheckKind::NoHooks:
     case CheckKind::NoGlobalHooks: return true;
-    case CheckKind::GradMode: return a.flag == b.flag;
+    case CheckKind::GradMode:
+    case CheckKind::Autocast: return a.flag == b.flag;
     case CheckKind::DefaultDType: return a.dtype == b.dtype;
   }
   return false;
@@ -346,6 +348,10 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       ir::DType dt;
       return guards::read_default_dtype(&dt) && dt == c.dtype;
     }
+    case CheckKind::Autocast: {
+      bool on;
+      return guards::read_autocast(&on) && on == c.flag;
+    }
   }
   return false;
 }
@@ -363,6 +369,7 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::NoGlobalHooks: return "no global module hooks";
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
     case CheckKind::DefaultDType: return std::string("default dtype ") + guards::dtype_torch_name(c.dtype);
+    case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
   }
   return s;
 }
@@ -492,7 +499,8 @@ bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out) {
 
 GlobalState GlobalState::current() {
   GlobalState state;
-  if (!guards::read_grad_enabled(&state.grad_enabled) || !guards::read_default_dtype(&state.default_dtype)) {
+  if (!guards::read_grad_enabled(&state.grad_enabled) || !guards::read_default_dtype(&state.default_dtype) ||
+      !guards::read_autocast(&state.autocast)) {
     throw std::runtime_error("cannot read torch's global state: " + take_error_text());
   }
   return state;
@@ -611,6 +619,9 @@ void GuardSet::global_state(const GlobalState& state) {
   Check dtype{CheckKind::DefaultDType};
   dtype.dtype = state.default_dtype;
   impl_->add_root(dtype);
+  Check autocast{CheckKind::Autocast};
+  autocast.flag = state.autocast;
+  impl_->add_root(autocast);
 }
 
 int GuardSet::capture(const SourceRef& source) {

@@ -48,6 +48,7 @@ bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out);
 struct GlobalState {
   bool grad_enabled = true;
   ir::DType default_dtype = ir::DType::Float32;
+  bool autocast = false;  // torch.autocast active for some device (Ember does not trace under it)
   static GlobalState current();
 };
 

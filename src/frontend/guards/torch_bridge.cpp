@@ -112,6 +112,11 @@ TorchBridge* build_bridge(PyObject* torch) {
   b->is_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
   b->get_default_dtype = PyObject_GetAttrString(torch, "get_default_dtype");
   b->strided = PyObject_GetAttrString(torch, "strided");
+  if (PyObject* c = PyObject_GetAttrString(torch, "_C")) {
+    b->is_any_autocast_enabled = PyObject_GetAttrString(c, "_is_any_autocast_enabled");
+    Py_DECREF(c);
+  }
+  PyErr_Clear();
   bool ok = tensor && PyType_Check(tensor) && dtype_type && PyType_Check(dtype_type) && device_type &&
             PyType_Check(device_type) && b->is_grad_enabled && b->get_default_dtype && b->strided;
   if (ok) {
@@ -135,6 +140,7 @@ TorchBridge* build_bridge(PyObject* torch) {
     Py_XDECREF(device_type);
     Py_XDECREF(b->is_grad_enabled);
     Py_XDECREF(b->get_default_dtype);
+    Py_XDECREF(b->is_any_autocast_enabled);
     Py_XDECREF(b->strided);
     Py_DECREF(torch);
     delete b;
@@ -416,6 +422,17 @@ bool read_default_dtype(ir::DType* out) {
   Py_DECREF(result);
   if (!known) PyErr_SetString(PyExc_RuntimeError, "torch.get_default_dtype() returned a dtype Ember does not model");
   return known;
+}
+
+bool read_autocast(bool* out) {
+  const TorchBridge* bridge = torch_bridge();
+  *out = false;
+  if (bridge == nullptr || bridge->is_any_autocast_enabled == nullptr) return true;
+  PyObject* result = PyObject_CallNoArgs(bridge->is_any_autocast_enabled);
+  if (result == nullptr) return false;
+  *out = result == Py_True;
+  Py_DECREF(result);
+  return true;
 }
 
 }  // namespace ember::frontend::guards

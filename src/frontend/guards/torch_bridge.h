@@ -50,6 +50,7 @@ struct TorchBridge {
   const dlpack::ExchangeApi* dlpack = nullptr;  // nullptr: read tensors through attributes
   PyObject* is_grad_enabled = nullptr;
   PyObject* get_default_dtype = nullptr;
+  PyObject* is_any_autocast_enabled = nullptr;  // torch._C._is_any_autocast_enabled; null if missing
   PyObject* dtypes[kDTypeCount] = {};  // torch.float32, ...; nullptr where this torch lacks one
   PyTypeObject* dtype_type = nullptr;   // torch.dtype
   PyTypeObject* device_type = nullptr;  // torch.device
@@ -96,5 +97,7 @@ bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path
 // imported. False with a Python error set if torch's callables raised.
 bool read_grad_enabled(bool* out);
 bool read_default_dtype(ir::DType* out);
+// Whether torch.autocast is active for any device (false where this torch cannot say).
+bool read_autocast(bool* out);
 
 }  // namespace ember::frontend::guards

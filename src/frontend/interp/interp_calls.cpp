@@ -155,8 +155,12 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
         if (!c || !PyBool_Check(c)) unsupported("set_grad_enabled() with a non-constant mode");
         enabled = c == Py_True;
         // As a plain call (not a with-block) the mode changes at once; as a context manager,
-        // BEFORE_WITH applies the same mode again, which is harmless.
+        // BEFORE_WITH applies the same mode again, which is harmless, and the exit restores the
+        // mode from before this call.
+        auto ctx = std::make_shared<GradModeVar>(enabled);
+        ctx->restores = trace_.grad_enabled ? 1 : 0;
         trace_.set_grad_enabled(enabled);
+        return ctx;
       } else if (!args.empty() || !kwargs.empty()) {
         unsupported("grad-mode context with arguments");
       }

@@ -677,8 +677,9 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::BeforeWith: {
       VarRef ctx = pop();
       if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts are supported)");
-      bool previous = trace_.grad_enabled;
-      trace_.set_grad_enabled(ctx->as<GradModeVar>().enabled);
+      const auto& mode = ctx->as<GradModeVar>();
+      bool previous = mode.restores >= 0 ? mode.restores == 1 : trace_.grad_enabled;
+      trace_.set_grad_enabled(mode.enabled);
       push(std::make_shared<GradModeExitVar>(previous));
       push(trace_.none());
       return;

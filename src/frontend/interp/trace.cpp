@@ -136,7 +136,7 @@ bool Trace::is_equality_guarded(PyObject* obj) const {
 
 bool Trace::is_identity_guarded(PyObject* obj) const {
   return PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(table.dtype_type.get())) || PyModule_Check(obj) ||
-         PyFunction_Check(obj) || PyCFunction_Check(obj) || PyType_Check(obj) || PyMethod_Check(obj) ||
+         PyFunction_Check(obj) || PyCFunction_Check(obj) || PyType_Check(obj) ||
          PyObject_IsInstance(obj, table.module_type.get()) == 1;
 }
 
@@ -192,6 +192,12 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
       d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
     }
     v = d;
+  } else if (PyMethod_Check(obj)) {
+    // A bound method is a new object at each attribute read: its function is what must match;
+    // its `self` is read through the source when the method is called.
+    guards.type_match(source, type);
+    guards.id_match(Source::attr(source, "__func__"), PyMethod_GET_FUNCTION(obj));
+    v = make_object(PyRef::borrow(obj), source);
   } else if (is_identity_guarded(obj)) {
     guards.id_match(source, obj);
     v = make_object(PyRef::borrow(obj), source);

@@ -139,6 +139,9 @@ struct SuperVar : Var {
 struct GradModeVar : Var {
   explicit GradModeVar(bool e) : Var(VarKind::GradMode), enabled(e) {}
   bool enabled;
+  // torch.set_grad_enabled(b) changes the mode when called; its block's exit restores the mode
+  // from before that call, not from before the block.
+  int restores = -1;  // -1: the mode at BEFORE_WITH; else 0/1
 };
 
 struct GradModeExitVar : Var {
