@@ -107,6 +107,17 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
     return generic_attr(args[0], args[0]->as<ObjectVar>().obj.get(), str_of(n), false);
   }
+  if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
+      args[0]->kind == VarKind::Object &&
+      (args[0]->as<ObjectVar>().dict_owner ||
+       (PyDict_Check(args[0]->as<ObjectVar>().obj.get()) && PyDescr_TYPE(obj) == &PyDict_Type &&
+        (str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "get" ||
+         str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "__getitem__" ||
+         str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "__contains__")))) {
+    VarRef view = args[0];
+    args.erase(args.begin());
+    return dict_view_method(view, str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name), args, kwargs);
+  }
   // Methods of the containers the trace models: list.append(xs, v), xs.append(v), d.items(), ...
   if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
       (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::Dict)) {

@@ -52,6 +52,10 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       PyObject* i = Trace::as_constant(*index);
+      if (obj->as<ObjectVar>().dict_owner) {
+        if (VarRef v = dict_view_lookup(obj, i)) return v;
+        unsupported("KeyError in a lookup in an instance __dict__");
+      }
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
         const char* members = module_container_kind(o);
@@ -305,6 +309,28 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   return trace_.constant(std::move(r));
 }
 
+namespace {
+
+// Python tries the reflected comparison of the right operand: a < b falls back to b > a.
+const int kReflected[6] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+
+// Whether comparing `o` by `op` can run Python code: the method its type resolves for `op` is not
+// C code (a str-based Enum compares with str's C method; a class with a Python __eq__ does not).
+// object.__ne__ calls __eq__, so `!=` looks at both.
+bool comparison_runs_python(PyObject* o, int op) {
+  if (is_builtin_instance(o)) return false;
+  static const char* kNames[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+  for (int which : {op, op == Py_NE ? Py_EQ : op}) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString(kNames[which]));
+    PyObject* m = _PyType_Lookup(Py_TYPE(o), name.get());
+    if (m && !Py_IS_TYPE(m, &PyWrapperDescr_Type) && !Py_IS_TYPE(m, &PyMethodDescr_Type) && !PyCFunction_Check(m))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
   if (lhs->kind == VarKind::Tensor) return trace_.call_torch(trace_.op_callable(kCompareCore[op]), {lhs, rhs}, {});
   if (rhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kCompare[op]), {lhs, rhs}, {});
@@ -318,8 +344,7 @@ VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
   }
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("comparison ") + kCompare[op] + " of " + describe(*lhs) + " and " + describe(*rhs));
-  if ((!is_builtin_instance(a.get()) && Py_TYPE(a.get())->tp_richcompare != PyBaseObject_Type.tp_richcompare) ||
-      (!is_builtin_instance(b.get()) && Py_TYPE(b.get())->tp_richcompare != PyBaseObject_Type.tp_richcompare))
+  if (comparison_runs_python(a.get(), op) || comparison_runs_python(b.get(), kReflected[op]))
     unsupported("comparison that runs a user-defined __eq__/__lt__");
   PyRef r = PyRef::steal(PyObject_RichCompare(a.get(), b.get(), op));
   if (!r) {
@@ -411,6 +436,8 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
     }
     return false;
   }
+  if (container->kind == VarKind::Object && container->as<ObjectVar>().dict_owner)
+    return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);
   if (c && i && is_builtin_instance(c)) {

@@ -106,6 +106,13 @@ class Interpreter {
   // and `missing_ok`.
   VarRef generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok);
   VarRef tensor_attr(const VarRef& t, const std::string& name);
+  // An instance's __dict__ read lazily (ObjectVar::dict_owner), and reads through such a view:
+  // a lookup returns the value guarded through its item source, or nullptr when the key is
+  // absent (then the key set is guarded).
+  VarRef instance_dict(const VarRef& obj, PyObject* o);
+  VarRef dict_view_lookup(const VarRef& view, PyObject* key);
+  VarRef dict_view_attr(const VarRef& view, const std::string& name);
+  VarRef dict_view_method(const VarRef& view, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef super_attr(const SuperVar& sup, const std::string& name);
   VarRef class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source);
   void store_attr(const VarRef& obj, const std::string& name, const VarRef& value);

@@ -64,6 +64,10 @@ struct NullVar : Var {
 struct ObjectVar : Var {
   explicit ObjectVar(PyRef o) : Var(VarKind::Object), obj(std::move(o)) {}
   PyRef obj;
+  // Set when `obj` is the instance __dict__ of `dict_owner`, read lazily: lookups guard only the
+  // keys they read (config objects keep dozens of entries, some with int keys), and attribute
+  // writes the trace recorded on the owner show through.
+  PyRef dict_owner;
 };
 
 struct TensorVar : Var {
