@@ -175,3 +175,59 @@ def ne_branch(x):
 def test_python_eq_stays_unsupported(fn):
     with pytest.raises(ember.Unsupported, match="user-defined __eq__"):
         ember.compile(fn, fullgraph=True)(torch.randn(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects held in the globals of library code inlined from another module: read through their module
+# (M['...'].__dict__[...]), so attribute writes replay after the graph and reads are guarded.
+
+from . import model_helpers  # noqa: E402
+
+
+def uses_holder(x):
+    return model_helpers.run_with_holder(x) + 1
+
+
+def test_module_global_object_attribute_writes_replay():
+    h = model_helpers.HOLDER
+    h.value, h.active = "before", True
+    _whole(uses_holder, torch.randn(3))
+    assert h.value is None and h.active is False
+
+
+def uses_interface(x):
+    return model_helpers.apply("double", x) + model_helpers.apply("missing_is_unsupported_later", x)
+
+
+def uses_interface_present(x):
+    return model_helpers.apply("double", x) + model_helpers.apply("neg", x)
+
+
+def test_mapping_with_python_getitem_and_contains():
+    _whole(uses_interface_present, torch.randn(3))
+
+
+def test_mapping_missing_key_is_unsupported_not_wrong():
+    # Mapping.__contains__ catches the KeyError of a missing key: exception handling stays unsupported.
+    with pytest.raises(ember.Unsupported, match="KeyError"):
+        ember.compile(uses_interface, fullgraph=True)(torch.randn(3))
+
+
+def calls_callable(x):
+    f = lambda t: t + 1  # noqa: E731
+    assert callable(f) and not callable(x) and not callable((1, 2))
+    return f(x)
+
+
+def test_callable_of_trace_values():
+    _whole(calls_callable, torch.randn(3))
+
+
+def exporting(x):
+    if torch.compiler.is_exporting():
+        return x - 1
+    return x + 1
+
+
+def test_is_exporting_answers_what_eager_answers():
+    _whole(exporting, torch.randn(3))

@@ -77,6 +77,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
           sliced->as<SequenceVar>().named_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
         return sliced;
       }
+      if (VarRef r = call_python_dunder(obj, "__getitem__", index)) return r;
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));
         if (!v) {
@@ -170,6 +171,16 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
     return;
   }
   unsupported("del of an item of " + describe(*obj));
+}
+
+VarRef Interpreter::call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg) {
+  if (obj->kind != VarKind::Object) return nullptr;
+  PyObject* o = obj->as<ObjectVar>().obj.get();
+  if (is_builtin_instance(o) || PyType_Check(o) || PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return nullptr;
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  PyObject* method = _PyType_Lookup(Py_TYPE(o), key.get());
+  if (!method || !PyFunction_Check(method)) return nullptr;
+  return inline_real_function(method, nullptr, {obj, arg}, {});
 }
 
 std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef& module, const char* dict_name) {
@@ -438,6 +449,7 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
   }
   if (container->kind == VarKind::Object && container->as<ObjectVar>().dict_owner)
     return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
+  if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);
   if (c && i && is_builtin_instance(c)) {

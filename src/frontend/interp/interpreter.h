@@ -77,6 +77,8 @@ class Interpreter {
   PyObject* name_at(int index) const;   // borrowed
   PyObject* const_at(int index) const;  // borrowed
   VarRef load_global(const std::string& name);
+  // sys.modules[m].__dict__[name] for the module whose namespace `globals` is, or null.
+  static SourceRef module_global_source(PyObject* globals, const std::string& name);
   VarRef load_deref(int slot);
 
   // Calls (interp_calls.cpp).
@@ -116,6 +118,9 @@ class Interpreter {
   VarRef super_attr(const SuperVar& sup, const std::string& name);
   VarRef class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source);
   void store_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  // type(obj).name(obj, arg) when that is Python code of a user object's class (a Mapping's
+  // __getitem__, __contains__); nullptr when the type has no such Python method.
+  VarRef call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg);
   VarRef subscript(const VarRef& obj, const VarRef& index);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
   void delete_subscript(const VarRef& obj, const VarRef& index);
