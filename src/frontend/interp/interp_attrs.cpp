@@ -23,6 +23,8 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       return tensor_attr(obj, name);
     case VarKind::Super:
       return super_attr(obj->as<SuperVar>(), name);
+    case VarKind::Record:
+      return record_attr(obj, name);
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       if (obj->as<ObjectVar>().dict_owner) return dict_view_attr(obj, name);

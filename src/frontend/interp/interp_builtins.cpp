@@ -108,6 +108,7 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
       return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));
     }
     if (v->kind == VarKind::Dict) return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
+    if (v->kind == VarKind::Record) return trace_.constant(v->as<RecordVar>().cls);
     if (v->kind == VarKind::Object)
       return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->as<ObjectVar>().obj.get()))));
     unsupported("type() of " + describe(*v));

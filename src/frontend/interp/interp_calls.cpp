@@ -76,6 +76,11 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
       trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
       return trace_.none();
     case VarKind::Object:
+      if (!args.empty() && args[0]->kind == VarKind::Record && PyUnicode_Check(fn->as<ObjectVar>().obj.get())) {
+        VarRef rec = args[0];
+        args.erase(args.begin());
+        return record_method(rec, str_of(fn->as<ObjectVar>().obj.get()), args, kwargs);
+      }
       return call_object(fn, fn->as<ObjectVar>().obj.get(), args, kwargs);
     case VarKind::List: {
       // A slice of an nn.Sequential (see subscript): its modules applied in order.
@@ -127,6 +132,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
                                  kwargs);
   }
 
+  if (is_model_output_class(obj)) return make_record(obj, args, kwargs);
   const CallableKind& kind = table.classify(obj);
   bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
                  std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });

@@ -15,6 +15,8 @@ using namespace object_model;
 
 VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
   switch (obj->kind) {
+    case VarKind::Record:
+      return record_subscript(obj, index);
     case VarKind::Tensor:
       return trace_.call_torch(trace_.op_callable(ir::Op::Getitem), {obj, index}, {});
     case VarKind::Tuple:
@@ -202,6 +204,11 @@ std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef
 
 std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
   switch (v->kind) {
+    case VarKind::Record: {
+      std::vector<VarRef> no_args;
+      Kwargs no_kwargs;
+      return iterate(record_method(v, "keys", no_args, no_kwargs));
+    }
     case VarKind::Tuple:
     case VarKind::List:
       return v->as<SequenceVar>().items;
@@ -383,6 +390,8 @@ VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v) {
 
 bool Interpreter::truthy(const VarRef& v) {
   switch (v->kind) {
+    case VarKind::Record:
+      return !record_present(v->as<RecordVar>()).empty();
     case VarKind::Tensor:
       unsupported("branching on a tensor's value (data-dependent control flow, bool(tensor))");
     case VarKind::Tuple:
@@ -447,6 +456,11 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
     }
     return false;
   }
+  if (container->kind == VarKind::Record) {
+    std::vector<VarRef> key{item};
+    Kwargs none;
+    return truthy(record_method(container, "__contains__", key, none));
+  }
   if (container->kind == VarKind::Object && container->as<ObjectVar>().dict_owner)
     return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
   if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
@@ -474,6 +488,9 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
 VarRef Interpreter::length(const VarRef& v) {
   size_t n = 0;
   switch (v->kind) {
+    case VarKind::Record:
+      n = record_present(v->as<RecordVar>()).size();
+      break;
     case VarKind::Tuple:
     case VarKind::List:
       n = v->as<SequenceVar>().items.size();
@@ -534,6 +551,9 @@ VarRef Interpreter::isinstance(const VarRef& obj, const VarRef& cls) {
       break;
     case VarKind::Function:
       type = reinterpret_cast<PyObject*>(&PyFunction_Type);
+      break;
+    case VarKind::Record:
+      type = obj->as<RecordVar>().cls.get();
       break;
     default:
       unsupported("isinstance() of " + describe(*obj));

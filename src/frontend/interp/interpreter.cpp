@@ -295,6 +295,7 @@ void Interpreter::step(const Instruction& ins) {
     }
     case Opcode::ReturnValue:
       result_ = pop();
+      if (depth_ == 0 && result_->kind == VarKind::Record) result_ = record_for_return(result_);
       returned_ = true;
       return;
     case Opcode::ReturnConst:

@@ -122,6 +122,15 @@ class Interpreter {
   // __getitem__, __contains__); nullptr when the type has no such Python method.
   VarRef call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg);
   VarRef subscript(const VarRef& obj, const VarRef& index);
+  // transformers ModelOutputs (interp_records.cpp).
+  static bool is_model_output_class(PyObject* cls);
+  VarRef make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs);
+  std::vector<VarRef> record_present(const RecordVar& r);  // the values that are not None, in field order
+  VarRef record_attr(const VarRef& rec, const std::string& name);
+  VarRef record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
+  VarRef record_subscript(const VarRef& rec, const VarRef& index);
+  // What a compiled frame returns for a record: a tuple the runtime rebuilds the ModelOutput from.
+  VarRef record_for_return(const VarRef& rec);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
   void delete_subscript(const VarRef& obj, const VarRef& index);
   // The members of an nn.Module kept in one of its dicts (`_modules`, `_parameters`,
