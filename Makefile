@@ -20,6 +20,7 @@ $(VENV)/.ready:
 	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 nanobind scikit-build-core cmake ninja pytest numpy
+	$(PY) -m pip install -q transformers==5.24.0
 	touch $@
 
 # build/<tag>/ holds one CMake tree per interpreter; the extension is copied next to the package.

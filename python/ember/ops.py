@@ -65,6 +65,8 @@ for _path in ("torch.backends.mha.get_fastpath_enabled",):
 CONSTANTS = [
     ("torch.compiler.is_compiling", True),
     ("torch.compiler.is_dynamo_compiling", True),
+    # Ember captures graphs but never exports a program: what eager answers.
+    ("torch.compiler.is_exporting", False),
     ("torch.jit.is_scripting", False),
     ("torch.jit.is_tracing", False),
     ("torch._jit_internal.is_scripting", False),

@@ -68,6 +68,7 @@ SourceRef Source::item(SourceRef base, int64_t index) {
 SourceRef Source::dict_item(SourceRef base, std::string key) {
   return make(Kind::DictItem, require_base(std::move(base), "dict_item"), std::move(key), 0);
 }
+SourceRef Source::module(std::string name) { return make(Kind::Module, nullptr, std::move(name), 0); }
 
 std::string Source::str() const {
   std::string out;
@@ -76,6 +77,7 @@ std::string Source::str() const {
     case Kind::Global: out = "G["; append_quoted(out, name); out += ']'; return out;
     case Kind::Builtin: out = "B["; append_quoted(out, name); out += ']'; return out;
     case Kind::Closure: out = "C["; append_quoted(out, name); out += ']'; return out;
+    case Kind::Module: out = "M["; append_quoted(out, name); out += ']'; return out;
     case Kind::Attr:
     case Kind::ModuleMember: return base->str() + "." + name;
     case Kind::Item: return base->str() + "[" + std::to_string(index) + "]";
@@ -220,6 +222,12 @@ PyObject* read_root(Source::Kind kind, PyObject* name, int64_t index, const Fram
       if (value == nullptr) return set_error(PyExc_NameError, "free variable '%U' has no value (empty cell)", name);
       return Py_NewRef(value);
     }
+    case Source::Kind::Module: {
+      // A module removed from sys.modules (or replaced) is a different namespace: the guard fails.
+      PyObject* module = PyImport_GetModule(name);
+      if (module == nullptr && !PyErr_Occurred()) return set_error(PyExc_KeyError, "module '%U' is not loaded", name);
+      return module;
+    }
     case Source::Kind::Attr:
     case Source::Kind::ModuleMember:
     case Source::Kind::Item:
@@ -240,6 +248,7 @@ PyObject* read_step(Source::Kind kind, PyObject* base, PyObject* name, int64_t i
     case Source::Kind::Global:
     case Source::Kind::Builtin:
     case Source::Kind::Closure:
+    case Source::Kind::Module:
       break;
   }
   PyErr_SetString(PyExc_RuntimeError, "frame root read as a source step");

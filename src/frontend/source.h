@@ -4,7 +4,7 @@
 // (a local, a global, a closure cell, then attributes and items). Guards check the object at the
 // source on each call; graph inputs (tensors, parameters, buffers) are read through their source.
 // A source prints as Python-like text: L['x'], G['torch'], C['scale'], L['self'].layers[0].weight,
-// L['cfg']['dim'].
+// L['cfg']['dim'], M['transformers.utils.generic'].__dict__['logger'].
 #pragma once
 
 #include <Python.h>
@@ -30,6 +30,7 @@ struct Source {
     ModuleMember, // base is an nn.Module; name found in its __dict__, _parameters, _buffers or _modules
     Item,         // base[index] for a list or tuple
     DictItem,     // base[key] for a dict with a str key (name)
+    Module,       // name: a loaded module, sys.modules[name] (the globals of library code Ember inlines)
   };
   Kind kind;
   SourceRef base;    // null for Local, Global, Builtin, Closure
@@ -44,6 +45,7 @@ struct Source {
   static SourceRef module_member(SourceRef base, std::string name);
   static SourceRef item(SourceRef base, int64_t index);
   static SourceRef dict_item(SourceRef base, std::string key);
+  static SourceRef module(std::string name);
 
   std::string str() const;
 };

@@ -71,10 +71,22 @@ def test_unknown_compiler_is_rejected():
     assert "turbo" in proc.stderr and "known: ember_eager, ember, dynamo_eager, inductor" in proc.stderr
 
 
-def test_models_suite_says_not_implemented():
-    proc = _run_bench("models")
-    assert proc.returncode == 2
-    assert proc.stdout.strip().startswith("not implemented yet: the model suite")
+def test_models_suite_writes_expected_json(tmp_path):
+    out = tmp_path / "models.json"
+    proc = _run_bench("models", "--quick", "--no-inductor", "--models", "nanogpt", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert results["suite"] == "models" and list(results["models"]) == ["nanogpt"]
+    row = results["models"]["nanogpt"]["results"]
+    assert set(row) == {"eager", "ember"}
+    assert row["ember"]["error"] is None and row["ember"]["graphs"] >= 1 and not row["ember"]["wrong"]
+    assert row["ember"]["time"]["median_us"] > 0
+    assert (tmp_path / "models.md").read_text().startswith("# Ember benchmark: models")
+
+
+def test_models_suite_rejects_unknown_model():
+    proc = _run_bench("models", "--quick", "--models", "gpt5", "--out", os.devnull)
+    assert proc.returncode != 0 and "gpt5" in proc.stderr
 
 
 def test_timing_difference_needs_paired_samples():

@@ -23,9 +23,12 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       return tensor_attr(obj, name);
     case VarKind::Super:
       return super_attr(obj->as<SuperVar>(), name);
+    case VarKind::Record:
+      return record_attr(obj, name);
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       if (obj->as<ObjectVar>().opaque) unsupported("attribute '" + name + "' of " + describe(*obj) + ", read from an object guarded by its type only");
+      if (obj->as<ObjectVar>().dict_owner) return dict_view_attr(obj, name);
       if (VarRef v = trace_.overlay_attr(o, name)) return v;
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
@@ -264,6 +267,7 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
 
 VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok) {
   const SourceRef& src = obj->source;
+  if (name == "__dict__" && src && !PyType_Check(o)) return instance_dict(obj, o);
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(Py_TYPE(o), key.get());
   if (descr && Py_TYPE(descr)->tp_descr_set) {
@@ -332,6 +336,65 @@ VarRef Interpreter::super_attr(const SuperVar& sup, const std::string& name) {
     }
   }
   unsupported("'super' object has no attribute '" + name + "'");
+}
+
+VarRef Interpreter::instance_dict(const VarRef& obj, PyObject* o) {
+  PyRef dict = PyRef::steal(PyObject_GenericGetDict(o, nullptr));
+  if (!dict || !PyDict_CheckExact(dict.get())) {
+    PyErr_Clear();
+    unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no plain __dict__");
+  }
+  SourceRef src = Source::attr(obj->source, "__dict__");
+  trace_.guards.type_match(src, &PyDict_Type);
+  VarRef view = make_object(std::move(dict), src);
+  view->as<ObjectVar>().dict_owner = PyRef::borrow(o);
+  return view;
+}
+
+VarRef Interpreter::dict_view_lookup(const VarRef& view, PyObject* key) {
+  auto& v = view->as<ObjectVar>();
+  PyObject* d = v.obj.get();
+  if (!key) unsupported("a lookup in a dict object with a key that is not a constant");
+  if (!view->source) {
+    // A dict object the trace holds as a constant (the globals of inlined library code): read it.
+    PyObject* value = PyDict_GetItemWithError(d, key);
+    if (!value && PyErr_Occurred()) throw PythonError();
+    return value ? trace_.constant(PyRef::borrow(value)) : nullptr;
+  }
+  if (!PyUnicode_Check(key)) unsupported("a lookup in a dict object of the caller with a key that is not a string");
+  static PyObject* getitem = PyUnicode_InternFromString("__getitem__");
+  if (!PyDict_CheckExact(d) && _PyType_Lookup(Py_TYPE(d), getitem) != _PyType_Lookup(&PyDict_Type, getitem))
+    unsupported("a lookup in a " + std::string(Py_TYPE(d)->tp_name) + " object (its __getitem__ is Python code)");
+  std::string name = str_of(key);
+  // The trace's own attribute writes land in the instance dict when they are replayed.
+  if (v.dict_owner)
+    if (VarRef written = trace_.overlay_attr(v.dict_owner.get(), name)) return written;
+  if (PyObject* value = PyDict_GetItemWithError(d, key)) return trace_.wrap(value, Source::dict_item(view->source, name));
+  if (PyErr_Occurred()) throw PythonError();
+  PyRef keys = PyRef::steal(PyDict_Keys(d));
+  PyRef keys_tuple = keys ? PyRef::steal(PyList_AsTuple(keys.get())) : PyRef();
+  if (!keys_tuple) throw PythonError();
+  trace_.guards.dict_keys(view->source, keys_tuple.get());
+  return nullptr;
+}
+
+VarRef Interpreter::dict_view_attr(const VarRef& view, const std::string& name) {
+  if (name != "get" && name != "__getitem__" && name != "__contains__")
+    unsupported("attribute '" + name + "' of an instance __dict__ (only get, [] and `in` are traced)");
+  PyRef descr = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), name.c_str()));
+  if (!descr) throw PythonError();
+  return std::make_shared<BoundMethodVar>(view, trace_.constant(std::move(descr)));
+}
+
+VarRef Interpreter::dict_view_method(const VarRef& view, const std::string& name, std::vector<VarRef>& args,
+                                     Kwargs& kwargs) {
+  if (!kwargs.empty() || args.empty() || args.size() > (name == "get" ? 2u : 1u))
+    unsupported("dict." + name + "() with unexpected arguments on a dict object");
+  VarRef found = dict_view_lookup(view, Trace::as_constant(*args[0]));
+  if (name == "__contains__") return trace_.constant(PyRef::borrow(found ? Py_True : Py_False));
+  if (found) return found;
+  if (name == "get") return args.size() == 2 ? args[1] : trace_.none();
+  unsupported("KeyError in a lookup in a dict object");
 }
 
 void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {

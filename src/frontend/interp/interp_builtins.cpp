@@ -108,6 +108,7 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
       return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));
     }
     if (v->kind == VarKind::Dict) return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
+    if (v->kind == VarKind::Record) return trace_.constant(v->as<RecordVar>().cls);
     if (v->kind == VarKind::Object)
       return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->as<ObjectVar>().obj.get()))));
     unsupported("type() of " + describe(*v));
@@ -263,6 +264,13 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     }
     std::vector<VarRef> one{trace_.constant(std::move(t))};
     if (VarRef v = constant_call(fn, one, kwargs)) return v;
+  }
+  if (name == "callable" && args.size() == 1 && kwargs.empty() && args[0]->kind != VarKind::Object) {
+    VarKind k = args[0]->kind;
+    bool yes = k == VarKind::Function || k == VarKind::BoundMethod || k == VarKind::GradModeExit;
+    bool no = k == VarKind::Tensor || k == VarKind::Tuple || k == VarKind::List || k == VarKind::Dict ||
+              k == VarKind::Iterator;
+    if (yes || no) return trace_.constant(PyRef::borrow(yes ? Py_True : Py_False));
   }
   if (name == "print") unsupported("print() inside compiled code");
   if (name == "id") unsupported("id() depends on object identity");

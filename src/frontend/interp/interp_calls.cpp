@@ -76,6 +76,11 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
       trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
       return trace_.none();
     case VarKind::Object:
+      if (!args.empty() && args[0]->kind == VarKind::Record && PyUnicode_Check(fn->as<ObjectVar>().obj.get())) {
+        VarRef rec = args[0];
+        args.erase(args.begin());
+        return record_method(rec, str_of(fn->as<ObjectVar>().obj.get()), args, kwargs);
+      }
       return call_object(fn, fn->as<ObjectVar>().obj.get(), args, kwargs);
     case VarKind::List: {
       // A slice of an nn.Sequential (see subscript): its modules applied in order.
@@ -108,6 +113,17 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
     return generic_attr(args[0], args[0]->as<ObjectVar>().obj.get(), str_of(n), false);
   }
+  if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
+      args[0]->kind == VarKind::Object &&
+      (args[0]->as<ObjectVar>().dict_owner ||
+       (PyDict_Check(args[0]->as<ObjectVar>().obj.get()) && PyDescr_TYPE(obj) == &PyDict_Type &&
+        (str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "get" ||
+         str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "__getitem__" ||
+         str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "__contains__")))) {
+    VarRef view = args[0];
+    args.erase(args.begin());
+    return dict_view_method(view, str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name), args, kwargs);
+  }
   // Methods of the containers the trace models: list.append(xs, v), xs.append(v), d.items(), ...
   if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
       (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::Dict)) {
@@ -117,6 +133,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
                                  kwargs);
   }
 
+  if (is_model_output_class(obj)) return make_record(obj, args, kwargs);
   const CallableKind& kind = table.classify(obj);
   bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
                  std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });

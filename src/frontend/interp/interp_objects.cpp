@@ -15,6 +15,8 @@ using namespace object_model;
 
 VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
   switch (obj->kind) {
+    case VarKind::Record:
+      return record_subscript(obj, index);
     case VarKind::Tensor:
       return trace_.call_torch(trace_.op_callable(ir::Op::Getitem), {obj, index}, {});
     case VarKind::Tuple:
@@ -52,6 +54,10 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       PyObject* i = Trace::as_constant(*index);
+      if (obj->as<ObjectVar>().dict_owner) {
+        if (VarRef v = dict_view_lookup(obj, i)) return v;
+        unsupported("KeyError in a lookup in an instance __dict__");
+      }
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
         const char* members = module_container_kind(o);
@@ -73,6 +79,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
           sliced->as<SequenceVar>().named_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
         return sliced;
       }
+      if (VarRef r = call_python_dunder(obj, "__getitem__", index)) return r;
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));
         if (!v) {
@@ -168,6 +175,16 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
   unsupported("del of an item of " + describe(*obj));
 }
 
+VarRef Interpreter::call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg) {
+  if (obj->kind != VarKind::Object) return nullptr;
+  PyObject* o = obj->as<ObjectVar>().obj.get();
+  if (is_builtin_instance(o) || PyType_Check(o) || PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return nullptr;
+  PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
+  PyObject* method = _PyType_Lookup(Py_TYPE(o), key.get());
+  if (!method || !PyFunction_Check(method)) return nullptr;
+  return inline_real_function(method, nullptr, {obj, arg}, {});
+}
+
 std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef& module, const char* dict_name) {
   if (!module->source) unsupported("members of a module that is not reachable from the frame");
   PyObject* m = module->as<ObjectVar>().obj.get();
@@ -187,6 +204,11 @@ std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef
 
 std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
   switch (v->kind) {
+    case VarKind::Record: {
+      std::vector<VarRef> no_args;
+      Kwargs no_kwargs;
+      return iterate(record_method(v, "keys", no_args, no_kwargs));
+    }
     case VarKind::Tuple:
     case VarKind::List:
       return v->as<SequenceVar>().items;
@@ -309,6 +331,28 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   return trace_.constant(std::move(r));
 }
 
+namespace {
+
+// Python tries the reflected comparison of the right operand: a < b falls back to b > a.
+const int kReflected[6] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+
+// Whether comparing `o` by `op` can run Python code: the method its type resolves for `op` is not
+// C code (a str-based Enum compares with str's C method; a class with a Python __eq__ does not).
+// object.__ne__ calls __eq__, so `!=` looks at both.
+bool comparison_runs_python(PyObject* o, int op) {
+  if (is_builtin_instance(o)) return false;
+  static const char* kNames[6] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+  for (int which : {op, op == Py_NE ? Py_EQ : op}) {
+    PyRef name = PyRef::steal(PyUnicode_InternFromString(kNames[which]));
+    PyObject* m = _PyType_Lookup(Py_TYPE(o), name.get());
+    if (m && !Py_IS_TYPE(m, &PyWrapperDescr_Type) && !Py_IS_TYPE(m, &PyMethodDescr_Type) && !PyCFunction_Check(m))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
   if (lhs->kind == VarKind::Tensor) return trace_.call_torch(trace_.op_callable(kCompareCore[op]), {lhs, rhs}, {});
   if (rhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kCompare[op]), {lhs, rhs}, {});
@@ -322,8 +366,7 @@ VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
   }
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("comparison ") + kCompare[op] + " of " + describe(*lhs) + " and " + describe(*rhs));
-  if ((!is_builtin_instance(a.get()) && Py_TYPE(a.get())->tp_richcompare != PyBaseObject_Type.tp_richcompare) ||
-      (!is_builtin_instance(b.get()) && Py_TYPE(b.get())->tp_richcompare != PyBaseObject_Type.tp_richcompare))
+  if (comparison_runs_python(a.get(), op) || comparison_runs_python(b.get(), kReflected[op]))
     unsupported("comparison that runs a user-defined __eq__/__lt__");
   PyRef r = PyRef::steal(PyObject_RichCompare(a.get(), b.get(), op));
   if (!r) {
@@ -351,6 +394,8 @@ VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v) {
 
 bool Interpreter::truthy(const VarRef& v) {
   switch (v->kind) {
+    case VarKind::Record:
+      return !record_present(v->as<RecordVar>()).empty();
     case VarKind::Tensor:
       unsupported("branching on a tensor's value (data-dependent control flow, bool(tensor))");
     case VarKind::Tuple:
@@ -415,6 +460,14 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
     }
     return false;
   }
+  if (container->kind == VarKind::Record) {
+    std::vector<VarRef> key{item};
+    Kwargs none;
+    return truthy(record_method(container, "__contains__", key, none));
+  }
+  if (container->kind == VarKind::Object && container->as<ObjectVar>().dict_owner)
+    return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
+  if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);
   if (c && i && is_builtin_instance(c)) {
@@ -439,6 +492,9 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
 VarRef Interpreter::length(const VarRef& v) {
   size_t n = 0;
   switch (v->kind) {
+    case VarKind::Record:
+      n = record_present(v->as<RecordVar>()).size();
+      break;
     case VarKind::Tuple:
     case VarKind::List:
       n = v->as<SequenceVar>().items.size();
@@ -499,6 +555,9 @@ VarRef Interpreter::isinstance(const VarRef& obj, const VarRef& cls) {
       break;
     case VarKind::Function:
       type = reinterpret_cast<PyObject*>(&PyFunction_Type);
+      break;
+    case VarKind::Record:
+      type = obj->as<RecordVar>().cls.get();
       break;
     default:
       unsupported("isinstance() of " + describe(*obj));

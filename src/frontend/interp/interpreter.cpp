@@ -1,6 +1,7 @@
 // The opcode loop of the symbolic interpreter: stack, locals, cells, jumps, containers.
 // Calls live in interp_calls.cpp; attributes, items and operators in interp_objects.cpp.
 #include "frontend/interp/interpreter.h"
+#include "frontend/interp/object_model.h"
 #include "frontend/pyutil.h"
 
 #include <algorithm>
@@ -310,6 +311,7 @@ void Interpreter::step(const Instruction& ins) {
     }
     case Opcode::ReturnValue:
       result_ = pop();
+      if (depth_ == 0 && result_->kind == VarKind::Record) result_ = record_for_return(result_);
       returned_ = true;
       return;
     case Opcode::ReturnConst:
@@ -763,6 +765,18 @@ void Interpreter::step(const Instruction& ins) {
   unsupported(std::string("unhandled instruction ") + bytecode::opcode_name(ins.op));
 }
 
+SourceRef Interpreter::module_global_source(PyObject* globals, const std::string& name) {
+  PyObject* module_name = PyDict_GetItemString(globals, "__name__");
+  if (!module_name || !PyUnicode_Check(module_name)) return nullptr;
+  PyRef module = PyRef::steal(PyImport_GetModule(module_name));
+  if (!module) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (!PyModule_Check(module.get()) || PyModule_GetDict(module.get()) != globals) return nullptr;
+  return Source::dict_item(Source::attr(Source::module(str_of(module_name)), "__dict__"), name);
+}
+
 VarRef Interpreter::load_global(const std::string& name) {
   if (VarRef v = trace_.overlay_global(globals_.dict, name)) return v;
   PyRef key = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), name.size()));
@@ -773,6 +787,11 @@ VarRef Interpreter::load_global(const std::string& name) {
       src = Source::global(name);
     } else if (globals_.base) {
       src = Source::dict_item(globals_.base, name);
+    } else if (!object_model::is_builtin_instance(value) && !PyType_Check(value)) {
+      // An object of library code inlined without a source for its function (logger, registries,
+      // context holders): read through its module, so attribute reads are guarded and writes
+      // can be replayed. Functions, classes and constants stay unguarded as before.
+      src = module_global_source(globals_.dict, name);
     }
     return src ? trace_.wrap(value, src) : trace_.constant(PyRef::borrow(value));
   }

@@ -89,6 +89,8 @@ class Interpreter {
   PyObject* name_at(int index) const;   // borrowed
   PyObject* const_at(int index) const;  // borrowed
   VarRef load_global(const std::string& name);
+  // sys.modules[m].__dict__[name] for the module whose namespace `globals` is, or null.
+  static SourceRef module_global_source(PyObject* globals, const std::string& name);
   VarRef load_deref(int slot);
 
   // Calls (interp_calls.cpp).
@@ -121,10 +123,29 @@ class Interpreter {
   // and `missing_ok`.
   VarRef generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok);
   VarRef tensor_attr(const VarRef& t, const std::string& name);
+  // An instance's __dict__ read lazily (ObjectVar::dict_owner), and reads through such a view:
+  // a lookup returns the value guarded through its item source, or nullptr when the key is
+  // absent (then the key set is guarded).
+  VarRef instance_dict(const VarRef& obj, PyObject* o);
+  VarRef dict_view_lookup(const VarRef& view, PyObject* key);
+  VarRef dict_view_attr(const VarRef& view, const std::string& name);
+  VarRef dict_view_method(const VarRef& view, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef super_attr(const SuperVar& sup, const std::string& name);
   VarRef class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source);
   void store_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  // type(obj).name(obj, arg) when that is Python code of a user object's class (a Mapping's
+  // __getitem__, __contains__); nullptr when the type has no such Python method.
+  VarRef call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg);
   VarRef subscript(const VarRef& obj, const VarRef& index);
+  // transformers ModelOutputs (interp_records.cpp).
+  static bool is_model_output_class(PyObject* cls);
+  VarRef make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs);
+  std::vector<VarRef> record_present(const RecordVar& r);  // the values that are not None, in field order
+  VarRef record_attr(const VarRef& rec, const std::string& name);
+  VarRef record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
+  VarRef record_subscript(const VarRef& rec, const VarRef& index);
+  // What a compiled frame returns for a record: a tuple the runtime rebuilds the ModelOutput from.
+  VarRef record_for_return(const VarRef& rec);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
   void delete_subscript(const VarRef& obj, const VarRef& index);
   // The members of an nn.Module kept in one of its dicts (`_modules`, `_parameters`,

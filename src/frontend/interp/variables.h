@@ -43,6 +43,7 @@ enum class VarKind : uint8_t {
   GradMode,     // torch.no_grad() / enable_grad() / set_grad_enabled(b) context
   GradModeExit, // the bound __exit__ of an entered GradMode context
   SymInt,       // an int read from an attribute, global or cell, not yet guarded by value
+  Record,       // a transformers ModelOutput built by the trace (a dataclass that is also a dict)
 };
 
 struct Var {
@@ -72,6 +73,10 @@ struct ObjectVar : Var {
   // alone, e.g. a generator's bound `send`): it may be another object on the next call, so the
   // trace passes it on (rebuilt from its source) but never computes with or calls it.
   bool opaque = false;
+  // Set when `obj` is the instance __dict__ of `dict_owner`, read lazily: lookups guard only the
+  // keys they read (config objects keep dozens of entries, some with int keys), and attribute
+  // writes the trace recorded on the owner show through.
+  PyRef dict_owner;
 };
 
 struct TensorVar : Var {
@@ -159,6 +164,16 @@ struct SymIntVar : Var {
   PyRef value;                                       // the value at trace time
   std::shared_ptr<const struct ValuePlan> expr;      // how to compute it from the frame
   std::vector<std::pair<SourceRef, PyRef>> leaves;   // the sources it reads, with their values
+};
+
+// A ModelOutput made during the trace: its dataclass fields in order, each value a Var (None
+// when unset). As ModelOutput does, the fields whose value is not None are its dict keys, in
+// field order: to_tuple(), [int], len() and iteration see only those.
+struct RecordVar : Var {
+  RecordVar() : Var(VarKind::Record) {}
+  PyRef cls;
+  std::vector<std::string> fields;
+  std::vector<VarRef> values;
 };
 
 inline VarRef make_null() { return std::make_shared<NullVar>(); }

@@ -1,0 +1,261 @@
+"""Suite `models`: eager PyTorch, Ember and torch.compile (Inductor) on real models, side by side in one run.
+
+Models (models_workloads.py has the configs): transformers' GPT-2, BERT, LLaMA and T5 with tiny random-init
+configs (2 layers, hidden 64, 4 heads, vocabulary 128, batch 2, sequence 16) and Ember's nanoGPT at the same
+sizes; all under torch.no_grad(), in eval().
+
+Columns, per model and compiler:
+  time       median per-call time of samples interleaved across eager and every compiler (timing.py)
+  speed-up   eager median / compiler median; a geometric mean over the models closes the table
+  graphs     graphs the compiler built for one call (Ember: ember.stats(); Inductor: Dynamo's counters)
+  cold       compile time in a fresh process with empty cache directories (models_probe.py): first compiled
+             call - fastest eager call
+  error      max |output - eager output| over the model's output tensors
+
+A compiler that fails on a model is recorded in its row, the suite carries on and exits 1 at the end; so does
+an output that differs from eager's beyond torch.testing.assert_close's float32 tolerances.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from . import models_workloads, report, timing
+from .compilers import COMPILERS
+
+PROBE_TIMEOUT_S = 300
+PROBE_PREFIX = "EMBER_BENCH_MODELS_PROBE "
+
+
+def add_arguments(parser):
+    parser.add_argument("--models", default=",".join(models_workloads.MODELS),
+                        help=f"comma-separated, in run order (default: all of {', '.join(models_workloads.MODELS)})")
+    parser.add_argument("--repeat", type=int, default=None, help="timed samples per callable (default 15; 3 with --quick)")
+    parser.add_argument("--warmup", type=int, default=None, help="calls before timing (default 3; 1 with --quick)")
+    parser.add_argument("--min-sample-ms", type=float, default=None,
+                        help="each sample times enough calls to last this long (default 5 ms; 0.5 with --quick)")
+    parser.add_argument("--no-inductor", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--no-cold", action="store_true", help="skip the fresh-process cold compile times")
+    parser.add_argument("--quick", action="store_true", help="few samples, no cold compiles: checks that the suite runs")
+    parser.add_argument("--out", default="bench-results/models.json", help="JSON path; .md is written next to it")
+
+
+def _config(args, compilers):
+    def pick(value, full, quick):
+        return value if value is not None else (quick if args.quick else full)
+
+    config = {"models": report.parse_names(args.models, models_workloads.MODELS, "model"),
+              "compilers": [c.name for c in compilers], "repeat": pick(args.repeat, 15, 3),
+              "warmup": pick(args.warmup, 3, 1), "min_sample_ms": pick(args.min_sample_ms, 5.0, 0.5),
+              "cold": not (args.no_cold or args.quick), "quick": args.quick}
+    if config["repeat"] < 1 or config["warmup"] < 0 or config["min_sample_ms"] <= 0:
+        raise ValueError("--repeat must be >= 1, --warmup >= 0, --min-sample-ms > 0")
+    return config
+
+
+def _max_abs_diff(out, ref):
+    got, want = models_workloads.tensors_of(out), models_workloads.tensors_of(ref)
+    if len(got) != len(want):
+        raise ValueError(f"the output has {len(got)} tensors, eager's {len(want)}")
+    worst = 0.0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            raise ValueError(f"output shape {tuple(g.shape)} differs from eager's {tuple(w.shape)}")
+        worst = max(worst, (g.double() - w.double()).abs().max().item() if g.numel() else 0.0)
+    return worst
+
+
+def _matches(out, ref):
+    import torch
+    try:
+        for g, w in zip(models_workloads.tensors_of(out), models_workloads.tensors_of(ref), strict=True):
+            torch.testing.assert_close(g, w)
+        return True
+    except (AssertionError, ValueError):
+        return False
+
+
+def _graphs(compiler):
+    c = compiler.counters()
+    return c["graphs"]
+
+
+def _run_model(name, compilers, config):
+    import torch
+    w = models_workloads.build(name)
+    row = {"description": w.description, "results": {}}
+    call = (lambda f: lambda: f(*w.args, **w.kwargs))
+    with torch.no_grad():
+        ref = w.model(*w.args, **w.kwargs)
+        row["results"]["eager"] = {"label": "eager PyTorch", "error": None, "max_abs_diff": 0.0}
+        callables = {"eager": call(w.model)}
+        for compiler in compilers:
+            print(f"[models] {name}: {compiler.name} (in this process) ...", flush=True)
+            compiler.reset()
+            result = {"label": compiler.label, "error": None}
+            try:
+                compiled = compiler.compile(w.model)
+                result["first_call_s"], out = timing.time_first_call(call(compiled))
+                result["graphs"] = _graphs(compiler)
+                result["max_abs_diff"] = _max_abs_diff(out, ref)
+                result["wrong"] = not _matches(out, ref)
+                callables[compiler.name] = call(compiled)
+            except Exception as exc:  # a compiler failing on a model is a result, not a reason to stop
+                result["error"] = report.error_text(exc)
+            row["results"][compiler.name] = result
+        try:
+            timings = timing.measure(callables, warmup=config["warmup"], repeats=config["repeat"],
+                                     min_sample_s=config["min_sample_ms"] / 1e3)
+        except Exception as exc:
+            for cname in callables:
+                row["results"][cname]["error"] = f"while timing: {report.error_text(exc)}"
+            timings = {}
+        for compiler in compilers:
+            compiler.reset()
+    eager_t = timings.get("eager")
+    for cname, t in timings.items():
+        row["results"][cname]["time"] = t.to_json()
+        row["results"][cname]["speedup"] = eager_t.median / t.median
+    if config["cold"]:
+        for compiler in compilers:
+            if row["results"][compiler.name]["error"] is None:
+                print(f"[models] {name}: {compiler.name} cold compile (fresh process) ...", flush=True)
+                row["results"][compiler.name]["cold"] = _cold(name, compiler.name)
+    return row
+
+
+def _cold(name, compiler_name):
+    import ember
+    root = tempfile.mkdtemp(prefix="ember-bench-models-")
+    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, EMBER_CACHE_DIR=os.path.join(root, "ember"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(root, "inductor"),
+               PYTHONPATH=python_dir + (os.pathsep + path if path else ""))
+    cmd = [sys.executable, "-m", "ember.bench.models", json.dumps({"model": name, "compiler": compiler_name})]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the fresh process ran past {PROBE_TIMEOUT_S} s"}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(PROBE_PREFIX)]
+    if lines:
+        return json.loads(lines[-1][len(PROBE_PREFIX):])
+    tail = [line for line in proc.stderr.splitlines() if line.strip()]
+    return {"error": f"the fresh process exited with status {proc.returncode} and no result"
+                     + (f": {tail[-1][:300]}" if tail else "")}
+
+
+def probe(name, compiler_name):
+    """In a fresh process: the first compiled call's time minus the fastest eager call."""
+    import torch
+    w = models_workloads.build(name)
+    compiler = COMPILERS[compiler_name]
+    with torch.no_grad():
+        eager = timing.measure({"eager": lambda: w.model(*w.args, **w.kwargs)}, warmup=2, repeats=5, calls=1)["eager"]
+        compiled = compiler.compile(w.model)
+        first_s, _ = timing.time_first_call(lambda: compiled(*w.args, **w.kwargs))
+    return {"compile_s": first_s - eager.min, "first_call_s": first_s, "eager_call_s": eager.min,
+            "graphs": _graphs(compiler), "error": None}
+
+
+def _geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _fmt(value, spec, suffix=""):
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _markdown(results):
+    cfg = results["config"]
+    names = ["eager"] + cfg["compilers"]
+    out = ["# Ember benchmark: models", "", report.environment_line(results["environment"]), ""]
+    out += ["Models:", ""] + [f"- `{m}`: {row['description']}" for m, row in results["models"].items()] + [""]
+    out += [f"Per-call time: median of {cfg['repeat']} samples interleaved across eager and the compilers, after "
+            f"{cfg['warmup']} warm-up calls. × = speed-up over eager. Graphs: graphs built for one call. Cold: first "
+            "compiled call - eager call, in a fresh process with empty caches.", ""]
+    header = ["model", "eager µs"]
+    for c in names[1:]:
+        header += [f"{c} µs", f"{c} ×", f"{c} graphs", f"{c} cold", f"{c} max diff"]
+    rows, geo = [], {c: [] for c in names[1:]}
+    for m, row in results["models"].items():
+        res = row["results"]
+        cells = [m, _fmt(res["eager"].get("time", {}).get("median_us"), ".1f")]
+        for c in names[1:]:
+            r = res[c]
+            cold = r.get("cold", {})
+            cells += ["error" if r.get("error") else _fmt(r.get("time", {}).get("median_us"), ".1f"),
+                      _fmt(r.get("speedup"), ".2f", "×"), _fmt(r.get("graphs"), "d"),
+                      "error" if cold.get("error") else _fmt(cold.get("compile_s"), ".2f", " s"),
+                      _fmt(r.get("max_abs_diff"), ".1e")]
+            if r.get("speedup"):
+                geo[c].append(r["speedup"])
+        rows.append(cells)
+    footer = ["geomean", ""]
+    for c in names[1:]:
+        footer += ["", _fmt(_geomean(geo[c]), ".2f", f"× ({len(geo[c])})"), "", "", ""]
+    rows.append(footer)
+    out.append(report.markdown_table(header, rows))
+    failures = [f"- {m} / {c}: {msg}" for m, row in results["models"].items() for c, r in row["results"].items()
+                for msg in _failures(r)]
+    if failures:
+        out += ["", "Failures:", ""] + failures
+    return "\n".join(out)
+
+
+def _failures(result):
+    found = [result["error"]] if result.get("error") else []
+    if result.get("wrong"):
+        found.append(f"wrong output: differs from eager's by up to {_fmt(result.get('max_abs_diff'), '.3g')}")
+    if result.get("cold", {}).get("error"):
+        found.append(f"cold compile: {result['cold']['error']}")
+    return found
+
+
+def run(args):
+    compilers = [COMPILERS["ember"]] + ([] if args.no_inductor else [COMPILERS["inductor"]])
+    config = _config(args, compilers)
+    scratch = tempfile.mkdtemp(prefix="ember-bench-models-")
+    saved = {k: os.environ.get(k) for k in ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    os.environ["EMBER_CACHE_DIR"] = os.path.join(scratch, "ember")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
+    try:
+        results = {"suite": "models", "environment": report.environment(), "config": config, "models": {}}
+        for name in config["models"]:
+            results["models"][name] = _run_model(name, compilers, config)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(scratch, ignore_errors=True)
+    results["ok"] = not any(_failures(r) for row in results["models"].values() for r in row["results"].values())
+    markdown = _markdown(results)
+    print()
+    print(markdown)
+    md_path = report.write_results(args.out, results, markdown)
+    print(f"\nwrote {args.out} and {md_path}")
+    if not results["ok"]:
+        print("some compiler failed or gave a wrong output: see Failures above")
+    return 0 if results["ok"] else 1
+
+
+def main(argv):
+    """The fresh-process probe: `python -m ember.bench.models '{"model": ..., "compiler": ...}'`."""
+    config = json.loads(argv[0])
+    try:
+        result = probe(config["model"], config["compiler"])
+    except Exception as exc:  # reported to the suite, which records it and carries on
+        result = {"error": report.error_text(exc)}
+    print(PROBE_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+    return 0 if result["error"] is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

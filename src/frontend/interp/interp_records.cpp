@@ -1,0 +1,153 @@
+// transformers' ModelOutput in the symbolic interpreter.
+//
+// Model forwards end by building a ModelOutput (a dataclass that is also an OrderedDict) and callers
+// read it back by attribute, by key, by position or through to_tuple(). Its __init__/__post_init__
+// run dataclasses machinery and OrderedDict's C methods Ember cannot trace, so the trace models the
+// result directly (RecordVar): the fields by name, the keys being the fields that are not None, as
+// ModelOutput.__post_init__ sets them for keyword construction. Construction forms that take the
+// other __post_init__ paths (a first field that is an iterator of key/value pairs) stay unsupported.
+// A compiled frame that returns a record returns a tuple of its field values with a rebuilder
+// (ember.records) in place of a namedtuple type: the runtime calls cls(**fields) after the graph.
+#include <algorithm>
+
+#include "frontend/interp/interpreter.h"
+#include "frontend/interp/object_model.h"
+#include "frontend/pyutil.h"
+
+namespace ember::frontend {
+
+namespace {
+
+bool is_none(const VarRef& v) { return v->kind == VarKind::Object && v->as<ObjectVar>().obj.get() == Py_None; }
+
+}  // namespace
+
+bool Interpreter::is_model_output_class(PyObject* cls) {
+  if (!PyType_Check(cls)) return false;
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    PyRef mod = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__module__"));
+    if (!mod) PyErr_Clear();
+    if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()) == "transformers.utils.generic" &&
+        std::string(t->tp_name) == "ModelOutput")
+      return true;
+  }
+  return false;
+}
+
+VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs) {
+  auto rec = std::make_shared<RecordVar>();
+  rec->cls = PyRef::borrow(cls);
+  PyRef fields = PyRef::steal(PyObject_GetAttrString(cls, "__dataclass_fields__"));
+  if (!fields || !PyDict_Check(fields.get())) {
+    PyErr_Clear();
+    unsupported(std::string("constructing ") + reinterpret_cast<PyTypeObject*>(cls)->tp_name + ", a ModelOutput that is not a dataclass");
+  }
+  PyObject *k, *f;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(fields.get(), &pos, &k, &f)) {
+    // ClassVar and InitVar pseudo-fields are not dataclass fields of the instance.
+    PyRef ftype = PyRef::steal(PyObject_GetAttrString(f, "_field_type"));
+    PyRef fname = ftype ? PyRef::steal(PyObject_GetAttrString(ftype.get(), "name")) : PyRef();
+    if (!fname) throw PythonError();
+    if (str_of(fname.get()) != "_FIELD") continue;
+    rec->fields.push_back(str_of(k));
+    rec->values.push_back(trace_.none());
+  }
+  if (rec->fields.empty()) unsupported("constructing a ModelOutput without fields");
+  if (args.size() > rec->fields.size()) unsupported("too many positional arguments for a ModelOutput");
+  for (size_t i = 0; i < args.size(); ++i) rec->values[i] = args[i];
+  for (auto& [name, value] : kwargs) {
+    std::string field = name;
+    // ModelOutput's metaclass renames the keywords of the former cache name (_rename_kwargs_for_bc).
+    if ((field == "past_key_values" || field == "cache_params") &&
+        std::find(rec->fields.begin(), rec->fields.end(), field) == rec->fields.end())
+      field = "cache";
+    auto it = std::find(rec->fields.begin(), rec->fields.end(), field);
+    if (it == rec->fields.end()) unsupported("ModelOutput got an unexpected keyword argument '" + name + "'");
+    rec->values[it - rec->fields.begin()] = value;
+  }
+  bool others_none = true;
+  for (size_t i = 1; i < rec->values.size(); ++i) others_none = others_none && is_none(rec->values[i]);
+  const VarRef& first = rec->values[0];
+  if (others_none && !is_none(first) && first->kind != VarKind::Tensor)
+    unsupported("a ModelOutput whose only value is not a tensor (__post_init__ would read it as key/value pairs)");
+  for (auto& v : rec->values)
+    if (v->kind == VarKind::SymInt) v = trace_.specialize(v);
+  return rec;
+}
+
+std::vector<VarRef> Interpreter::record_present(const RecordVar& r) {
+  std::vector<VarRef> out;
+  for (auto& v : r.values)
+    if (!is_none(v)) out.push_back(v);
+  return out;
+}
+
+VarRef Interpreter::record_attr(const VarRef& rec, const std::string& name) {
+  auto& r = rec->as<RecordVar>();
+  for (size_t i = 0; i < r.fields.size(); ++i)
+    if (r.fields[i] == name) return r.values[i];
+  if (name == "to_tuple" || name == "keys" || name == "values" || name == "items" || name == "get" ||
+      name == "__getitem__" || name == "__contains__")
+    return std::make_shared<BoundMethodVar>(rec, trace_.constant(PyRef::steal(PyUnicode_FromString(name.c_str()))));
+  if (name == "__class__") return trace_.constant(r.cls);
+  unsupported("attribute '" + name + "' of " + describe(*rec));
+}
+
+VarRef Interpreter::record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args,
+                                  Kwargs& kwargs) {
+  auto& r = rec->as<RecordVar>();
+  if (!kwargs.empty()) unsupported("ModelOutput." + name + "() with keyword arguments");
+  if (name == "to_tuple" && args.empty()) return make_tuple(record_present(r));
+  if ((name == "keys" || name == "values" || name == "items") && args.empty()) {
+    std::vector<VarRef> out;
+    for (size_t i = 0; i < r.fields.size(); ++i) {
+      if (is_none(r.values[i])) continue;
+      VarRef key = trace_.constant(PyRef::steal(PyUnicode_FromString(r.fields[i].c_str())));
+      out.push_back(name == "keys" ? key : name == "values" ? r.values[i] : make_tuple({key, r.values[i]}));
+    }
+    return make_tuple(std::move(out));
+  }
+  if (name == "__getitem__" && args.size() == 1) return record_subscript(rec, args[0]);
+  if ((name == "get" || name == "__contains__") && !args.empty() && args.size() <= (name == "get" ? 2u : 1u)) {
+    PyObject* k = Trace::as_constant(*args[0]);
+    if (!k || !PyUnicode_Check(k)) unsupported("ModelOutput." + name + "() with a key that is not a constant string");
+    for (size_t i = 0; i < r.fields.size(); ++i) {
+      if (r.fields[i] != str_of(k) || is_none(r.values[i])) continue;
+      return name == "get" ? r.values[i] : trace_.constant(PyRef::borrow(Py_True));
+    }
+    if (name == "__contains__") return trace_.constant(PyRef::borrow(Py_False));
+    return args.size() == 2 ? args[1] : trace_.none();
+  }
+  unsupported("method " + name + "() of " + describe(*rec));
+}
+
+VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
+  auto& r = rec->as<RecordVar>();
+  PyObject* k = Trace::as_constant(*index);
+  if (k && PyUnicode_Check(k)) {
+    std::string key = str_of(k);
+    if (key == "past_key_values" || key == "cache_params") key = "cache";
+    for (size_t i = 0; i < r.fields.size(); ++i)
+      if (r.fields[i] == key && !is_none(r.values[i])) return r.values[i];
+    unsupported("KeyError: '" + key + "' is not a key of " + describe(*rec));
+  }
+  return subscript(make_tuple(record_present(r)), index);
+}
+
+VarRef Interpreter::record_for_return(const VarRef& rec) {
+  auto& r = rec->as<RecordVar>();
+  static PyObject* records = PyImport_ImportModule("ember.records");
+  if (!records) throw PythonError();
+  PyRef names = PyRef::steal(PyTuple_New(r.fields.size()));
+  for (size_t i = 0; i < r.fields.size(); ++i) PyTuple_SET_ITEM(names.get(), i, PyUnicode_FromString(r.fields[i].c_str()));
+  PyRef rebuilder = PyRef::steal(PyObject_CallMethod(records, "rebuilder", "OO", r.cls.get(), names.get()));
+  if (!rebuilder) throw PythonError();
+  auto seq = std::make_shared<SequenceVar>(VarKind::Tuple, r.values);
+  seq->named_type = std::move(rebuilder);
+  return seq;
+}
+
+}  // namespace ember::frontend
