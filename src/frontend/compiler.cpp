@@ -145,6 +145,9 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
   for (SlotKind k : bc.lower) lower += k != SlotKind::Null;
   for (SlotKind k : bc.operands) operands += k != SlotKind::Null;
   Py_ssize_t pushed = PyTuple_GET_SIZE(t) - 2;
+  // Layouts (graph_break.h): glue took [first argument?, stack values, other locals]; the
+  // resume function takes [first argument?, lower stack values, pushed values, other locals].
+  Py_ssize_t first = bc.first_in_place ? 1 : 0;
   const std::vector<int>& locals = bc.resume_locals[edge];
   PyRef args = PyRef::steal(PyTuple_New(lower + pushed + static_cast<Py_ssize_t>(locals.size())));
   Py_ssize_t at = 0;
@@ -152,10 +155,12 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
     Py_INCREF(v);
     PyTuple_SET_ITEM(args.get(), at++, v);
   };
-  for (Py_ssize_t i = 0; i < lower; ++i) put(PyTuple_GET_ITEM(values, i));
+  if (first) put(PyTuple_GET_ITEM(values, 0));
+  for (Py_ssize_t i = 0; i < lower; ++i) put(PyTuple_GET_ITEM(values, first + i));
   for (Py_ssize_t i = 0; i < pushed; ++i) put(PyTuple_GET_ITEM(t, 2 + i));
   for (int slot : locals) {
-    auto pos = std::find(bc.glue_locals.begin(), bc.glue_locals.end(), slot) - bc.glue_locals.begin();
+    if (first && slot == 0) continue;
+    Py_ssize_t pos = std::find(bc.glue_locals.begin(), bc.glue_locals.end(), slot) - bc.glue_locals.begin();
     put(PyTuple_GET_ITEM(values, lower + operands + pos));
   }
   PyRef resume = function_for(bc.resume[edge].get(), frame);
@@ -353,7 +358,6 @@ std::unique_ptr<Compiler::Split> Compiler::plan_split(const FrameView& frame, Tr
     // Break code is made from the original code, also when this frame is a resume function.
     const BreakCodeCache::Origin* origin = breaks_.origin(frame.code);
     const CodeInfo& original = origin ? codes_.get(origin->original) : info;
-    int shift = origin ? origin->slot_shift : 0;
     BreakRange at = *range;
     if (origin) at = BreakRange{origin->index.at(range->first), origin->index.at(range->last)};
     std::vector<SlotKind> layout;
@@ -374,14 +378,16 @@ std::unique_ptr<Compiler::Split> Compiler::plan_split(const FrameView& frame, Tr
     std::vector<bool> bound(original.localsplus_names.size(), false);
     std::vector<VarRef> local_values(original.localsplus_names.size());
     for (size_t s = 0; s < nlocal; ++s) {
-      VarRef v = stop.locals.at(s + shift);
+      VarRef v = stop.locals.at(origin ? origin->slot(static_cast<int>(s)) : static_cast<int>(s));
       if (v && v->kind == VarKind::Cell) v = v->as<CellVar>().contents;
       if (!v) continue;
       bound[s] = true;
       local_values[s] = v;
     }
     const BreakCode& code = breaks_.get(original, at, layout, bound);
-    for (int s : code.glue_locals) values.push_back(local_values[s]);
+    if (code.first_in_place) values.insert(values.begin(), local_values[0]);
+    for (int s : code.glue_locals)
+      if (!(code.first_in_place && s == 0)) values.push_back(local_values[s]);
     split = std::make_unique<Split>();
     split->continuation = Continuation{&code, this};
     split->values = trace.finish(make_tuple(std::move(values)));

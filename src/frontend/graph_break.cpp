@@ -222,17 +222,24 @@ class CodeBuilder {
 
  private:
   void begin(const std::vector<SlotKind>& stack, const std::vector<int>& locals, const std::vector<std::string>& temps) {
+    // The code's first argument keeps slot 0 and stays the first argument: zero-argument super()
+    // reads `self` from there. The new names go after it.
+    keep_first_ = code_->co_argcount > 0;
+    if (keep_first_ && (locals.empty() || locals.front() != 0))
+      throw Unsupported("graph break after the first argument of " + info_.name + " was deleted");
     args_.clear();
+    if (keep_first_) args_.push_back(info_.localsplus_names[0]);
     for (size_t i = 0; i < stack.size(); ++i)
       if (stack[i] != SlotKind::Null) args_.push_back("__ember_stack" + std::to_string(i));
-    for (int s : locals) args_.push_back(info_.localsplus_names[s]);
     // Argument names must differ from the code's own names: the passed locals get a prefix.
-    for (size_t i = args_.size() - locals.size(); i < args_.size(); ++i) args_[i] = "__ember_local_" + args_[i];
+    for (int s : locals)
+      if (!(keep_first_ && s == 0)) args_.push_back("__ember_local_" + info_.localsplus_names[s]);
     names_ = args_;
     names_.insert(names_.end(), temps.begin(), temps.end());
-    shift_ = static_cast<int>(names_.size());
+    int first = keep_first_ ? 1 : 0;
+    shift_ = static_cast<int>(names_.size()) - first;
     src_ = bytecode::disassemble(code_);
-    bytecode::shift_local_slots(src_, shift_);
+    bytecode::shift_local_slots(src_, shift_, first);
     resume_index_ = -1;
     for (size_t i = 0; i < src_.instructions.size(); ++i) {
       if (src_.instructions[i].opcode == opcode("RESUME")) {
@@ -262,7 +269,7 @@ class CodeBuilder {
 
   void emit_prefix_and_prologue(const std::vector<SlotKind>& stack, const std::vector<int>& locals, int jump_to) {
     for (int i = 0; i <= resume_index_; ++i) emit_original(i);
-    int arg = 0;
+    int arg = keep_first_ ? 1 : 0;
     for (SlotKind k : stack) {
       switch (k) {
         case SlotKind::Null:
@@ -278,6 +285,7 @@ class CodeBuilder {
       }
     }
     for (int s : locals) {
+      if (keep_first_ && s == 0) continue;  // passed in its own slot
       out_.instructions.push_back(make("LOAD_FAST", arg++));
       bool cell = is_cell(s);
       out_.instructions.push_back(make(cell ? "STORE_DEREF" : "STORE_FAST", s + shift_));
@@ -340,7 +348,12 @@ class CodeBuilder {
     ch.posonlyargcount = 0;
     ch.kwonlyargcount = 0;
     ch.flags = code_->co_flags & ~(CO_VARARGS | CO_VARKEYWORDS);
-    ch.varnames = prepend_names(names_, code_attr(info_.code.get(), "co_varnames").get());
+    PyRef varnames = code_attr(info_.code.get(), "co_varnames");
+    if (keep_first_) {
+      varnames = PyRef::steal(PyTuple_GetSlice(varnames.get(), 1, PyTuple_GET_SIZE(varnames.get())));
+      if (!varnames) throw PythonError();
+    }
+    ch.varnames = prepend_names(names_, varnames.get());
     ch.qualname = info_.name + "." + suffix;
     if (glue) {
       PyObject* consts = code_->co_consts;
@@ -373,6 +386,7 @@ class CodeBuilder {
     bytecode::DecodedCode decoded = bytecode::decode(reinterpret_cast<PyCodeObject*>(code.get()));
     origin->original = code_;
     origin->slot_shift = shift_;
+    origin->first_in_place = keep_first_;
     int32_t prev_offset = -1;
     int same = 0;
     for (size_t r = 0; r < decoded.instructions.size(); ++r) {
@@ -391,6 +405,7 @@ class CodeBuilder {
   int nvarnames_ = 0, first_free_ = 0;
   std::vector<std::string> args_, names_;
   int shift_ = 0, temp_base_ = 0;
+  bool keep_first_ = false;
   RawCode src_, out_;
   int resume_index_ = -1;
   std::vector<int> newpos_;
@@ -487,10 +502,11 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
   if (static_cast<int>(stack.size()) < shape->pops) throw Unsupported("graph break: the stack is shallower than the instruction needs");
   std::vector<std::vector<bool>> live = live_locals(original);
   int first_free = static_cast<int>(original.localsplus_names.size()) - original.nfree;
+  bool first_in_place = reinterpret_cast<PyCodeObject*>(original.code.get())->co_argcount > 0;
   auto passed = [&](int at) {
     std::vector<int> slots;
     for (int s = 0; s < first_free; ++s)
-      if (bound[s] && live[at][s]) slots.push_back(s);
+      if (bound[s] && (live[at][s] || (first_in_place && s == 0))) slots.push_back(s);
     return slots;
   };
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(original.code.get())) + ":" + std::to_string(range.first) +
@@ -500,6 +516,7 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
 
   auto bc = std::make_unique<BreakCode>();
   bc->qualname = original.name;
+  bc->first_in_place = first_in_place;
   size_t nlower = stack.size() - shape->pops;
   bc->lower.assign(stack.begin(), stack.begin() + nlower);
   bc->operands.assign(stack.begin() + nlower, stack.end());

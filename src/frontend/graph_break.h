@@ -18,7 +18,8 @@
 //    function is mapped back to the original code, so there is one resume function per location
 //    of the original code, never a resume of a resume.
 //
-// Both take their arguments positionally: the non-NULL stack values (bottom first), then the
+// Both take their arguments positionally: the code's first argument (kept in slot 0, where
+// zero-argument super() reads `self`), the non-NULL stack values (bottom first), then the other
 // live locals (localsplus order). NULLs of call sequences are re-pushed by the prologue; an
 // iterator on the stack (a `for` loop around the break) is passed as the tuple of the items it
 // has left and re-made with GET_ITER.
@@ -58,7 +59,9 @@ struct BreakCode {
   std::vector<SlotKind> lower;         // stack slots the break leaves alone (bottom first)
   std::vector<SlotKind> operands;      // the slots it consumes
   int pushed[2] = {0, 0};              // values it pushes along each successor
-  std::vector<int> glue_locals;        // original localsplus slots passed to glue, in order
+  bool first_in_place = false;         // the code has arguments: slot 0 is passed first, in place
+  std::vector<int> glue_locals;        // original localsplus slots passed to glue, in order (slot 0
+                                       // first when first_in_place)
   std::vector<int> resume_locals[2];   // ... and to each resume function
   std::string qualname;                // of the original code, for names and messages
 };
@@ -70,7 +73,11 @@ class BreakCodeCache {
   // A code object's origin: itself, or the original of a resume function.
   struct Origin {
     PyCodeObject* original = nullptr;
-    int slot_shift = 0;                    // resume slot = original slot + slot_shift
+    int slot_shift = 0;                    // resume slot = original slot + slot_shift ...
+    bool first_in_place = false;           // ... except slot 0 when this is set
+    int slot(int original_slot) const {
+      return first_in_place && original_slot == 0 ? 0 : original_slot + slot_shift;
+    }
     std::unordered_map<int, int> index;    // resume normalized index -> original normalized index
   };
   // nullptr for a code this cache did not make.

@@ -14,8 +14,8 @@ transformers = pytest.importorskip("transformers")
 import ember  # noqa: E402
 from ember.bench import models_workloads as mw  # noqa: E402
 
-# Models whose forward Ember does not capture whole yet: the first construct the tracer refuses (the frame
-# then runs eagerly and its callees compile one by one, so the graph count exceeds Dynamo's single graph).
+# Models whose forward Ember does not capture whole yet: the first construct the tracer refuses (the forward
+# then breaks there, so the graph count exceeds Dynamo's single graph).
 NOT_WHOLE = {
     "bert": "transformers/pytorch_utils.py:168 calls inspect.signature (standard library, not traced)",
     "llama": "os.environ lookup (<frozen os>:676) inside the RoPE/attention set-up raises in the tracer",
@@ -63,7 +63,7 @@ def _dynamo_graph_count(name):
     return _dynamo_counts[name]
 
 
-@pytest.mark.parametrize("name", [_param(m) for m in MODELS])
+@pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("backend", ["eager", "ember"])
 def test_matches_eager_under_no_grad(name, backend):
     w = mw.build(name)

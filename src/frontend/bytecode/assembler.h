@@ -108,8 +108,9 @@ int opcode_number(const char* name);
 // Shifts every local-slot argument (dis.haslocal and dis.hasfree opcodes, incl. the 3.13 fused
 // LOAD_FAST_LOAD_FAST / STORE_FAST_LOAD_FAST / STORE_FAST_STORE_FAST, which are split into two
 // instructions when a shifted slot no longer fits 4 bits) by `delta`: what inserting `delta`
-// names at the front of co_varnames requires. Jump targets and exception entries are kept valid.
-// Throws std::invalid_argument when a slot would become negative.
-void shift_local_slots(RawCode& raw, int delta);
+// names into co_varnames before slot `from_slot` requires (slots below it keep their index).
+// Jump targets and exception entries are kept valid. Throws std::invalid_argument when a slot
+// would become negative.
+void shift_local_slots(RawCode& raw, int delta, int from_slot = 0);
 
 }  // namespace ember::bytecode

@@ -100,7 +100,7 @@ PyRef make_code(PyCodeObject* base, const RawCode& raw, const CodeChanges& chang
   return PyRef::steal(PyObject_Call(replace.get(), empty.get(), kw));
 }
 
-void shift_local_slots(RawCode& raw, int delta) {
+void shift_local_slots(RawCode& raw, int delta, int from_slot) {
   const OpcodeTable& t = detail::running_opcode_table();
   int load_fast = t.number_of("LOAD_FAST");
   int store_fast = t.number_of("STORE_FAST");
@@ -122,12 +122,14 @@ void shift_local_slots(RawCode& raw, int delta) {
     if (x.opcode < 0 || x.opcode > 255) throw std::invalid_argument("shift_local_slots: instruction " + std::to_string(i) + " has opcode " + std::to_string(x.opcode));
     const OpcodeEntry& e = t.entries[x.opcode];
     if (e.local_slots == 1) {
-      long slot = static_cast<long>(x.arg) + delta;
+      auto moved = [&](long s) { return s < from_slot ? s : s + delta; };
+      long slot = moved(x.arg);
       check(i, slot);
       x.arg = static_cast<int>(slot);
     } else if (e.local_slots == 2) {
-      long first = static_cast<long>(x.arg >> 4) + delta;
-      long second = static_cast<long>(x.arg & 15) + delta;
+      auto moved = [&](long s) { return s < from_slot ? s : s + delta; };
+      long first = moved(x.arg >> 4);
+      long second = moved(x.arg & 15);
       check(i, first);
       check(i, second);
       if (first < 16 && second < 16) {
