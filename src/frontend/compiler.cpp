@@ -64,54 +64,54 @@ struct ValueBuilder {
   }
 
   PyObject* build_new(const ValuePlan& p) {
-  switch (p.kind) {
-    case ValuePlan::Kind::Const:
-      return PyRef(p.constant).release();
-    case ValuePlan::Kind::GraphOutput:
-      return PyRef(outputs.at(p.output)).release();
-    case ValuePlan::Kind::FromSource:
-      return resolve(*p.source, frame);
-    case ValuePlan::Kind::Tuple:
-    case ValuePlan::Kind::List:
-    case ValuePlan::Kind::Named: {
-      bool list = p.kind == ValuePlan::Kind::List;
-      PyRef seq = PyRef::steal(list ? PyList_New(p.items.size()) : PyTuple_New(p.items.size()));
-      if (!seq) return nullptr;
-      for (size_t i = 0; i < p.items.size(); ++i) {
-        PyObject* item = build(p.items[i]);
-        if (!item) return nullptr;
-        if (list) {
-          PyList_SET_ITEM(seq.get(), i, item);
-        } else {
-          PyTuple_SET_ITEM(seq.get(), i, item);
+    switch (p.kind) {
+      case ValuePlan::Kind::Const:
+        return PyRef(p.constant).release();
+      case ValuePlan::Kind::GraphOutput:
+        return PyRef(outputs.at(p.output)).release();
+      case ValuePlan::Kind::FromSource:
+        return resolve(*p.source, frame);
+      case ValuePlan::Kind::Tuple:
+      case ValuePlan::Kind::List:
+      case ValuePlan::Kind::Named: {
+        bool list = p.kind == ValuePlan::Kind::List;
+        PyRef seq = PyRef::steal(list ? PyList_New(p.items.size()) : PyTuple_New(p.items.size()));
+        if (!seq) return nullptr;
+        for (size_t i = 0; i < p.items.size(); ++i) {
+          PyObject* item = build(p.items[i]);
+          if (!item) return nullptr;
+          if (list) {
+            PyList_SET_ITEM(seq.get(), i, item);
+          } else {
+            PyTuple_SET_ITEM(seq.get(), i, item);
+          }
         }
+        if (p.kind != ValuePlan::Kind::Named) return seq.release();
+        // namedtuple types rebuild through _make; structseqs (torch.return_types) from a tuple.
+        PyRef make = PyRef::steal(PyObject_GetAttrString(p.constant.get(), "_make"));
+        if (!make) {
+          PyErr_Clear();
+          return PyObject_CallOneArg(p.constant.get(), seq.get());
+        }
+        return PyObject_CallOneArg(make.get(), seq.get());
       }
-      if (p.kind != ValuePlan::Kind::Named) return seq.release();
-      // namedtuple types rebuild through _make; structseqs (torch.return_types) from a tuple.
-      PyRef make = PyRef::steal(PyObject_GetAttrString(p.constant.get(), "_make"));
-      if (!make) {
-        PyErr_Clear();
-        return PyObject_CallOneArg(p.constant.get(), seq.get());
+      case ValuePlan::Kind::Call: {
+        PyRef a = PyRef::steal(build(p.items.at(0)));
+        PyRef b = a ? PyRef::steal(build(p.items.at(1))) : PyRef();
+        if (!b) return nullptr;
+        return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
       }
-      return PyObject_CallOneArg(make.get(), seq.get());
-    }
-    case ValuePlan::Kind::Call: {
-      PyRef a = PyRef::steal(build(p.items.at(0)));
-      PyRef b = a ? PyRef::steal(build(p.items.at(1))) : PyRef();
-      if (!b) return nullptr;
-      return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
-    }
-    case ValuePlan::Kind::Dict: {
-      PyRef d = PyRef::steal(PyDict_New());
-      for (size_t i = 0; i < p.items.size(); ++i) {
-        PyRef v = PyRef::steal(build(p.items[i]));
-        if (!v || PyDict_SetItem(d.get(), PyTuple_GET_ITEM(p.constant.get(), i), v.get()) < 0) return nullptr;
+      case ValuePlan::Kind::Dict: {
+        PyRef d = PyRef::steal(PyDict_New());
+        for (size_t i = 0; i < p.items.size(); ++i) {
+          PyRef v = PyRef::steal(build(p.items[i]));
+          if (!v || PyDict_SetItem(d.get(), PyTuple_GET_ITEM(p.constant.get(), i), v.get()) < 0) return nullptr;
+        }
+        return d.release();
       }
-      return d.release();
     }
+    return nullptr;
   }
-  return nullptr;
-}
 };
 
 // What runs after the graph of a frame that was split by a graph break (graph_break.h): the
@@ -435,6 +435,8 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
       trace = std::move(retrace);
       plan = split->values;
       failure = Failure();
+    } else {
+      failure.reason += "; the frame could not be split there: " + why_not;
     }
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

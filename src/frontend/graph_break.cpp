@@ -157,8 +157,6 @@ class CodeBuilder {
  public:
   CodeBuilder(const CodeInfo& info, const BreakCode& bc) : info_(info), bc_(bc) {
     code_ = reinterpret_cast<PyCodeObject*>(info.code.get());
-    nvarnames_ = static_cast<int>(PyTuple_GET_SIZE(code_attr(info.code.get(), "co_varnames").get()));
-    first_free_ = static_cast<int>(info.localsplus_names.size()) - info.nfree;
   }
 
   // Glue: runs raw instructions [first, last] of the original, then returns per successor.
@@ -177,7 +175,7 @@ class CodeBuilder {
     std::vector<RawInstruction> epilogues[2];
     for (int e = 0; e < 2; ++e) {
       if ((e == 0 && !falls) || (e == 1 && !jumps)) continue;
-      epilogues[e] = epilogue(e, max_pushed);
+      epilogues[e] = epilogue(e);
     }
     // Layout: prefix, prologue (jump to `first`), body with the breaking instruction's exits sent
     // to the epilogues, epilogues.
@@ -304,8 +302,7 @@ class CodeBuilder {
   }
 
   // Stores the pushed values in temps, drops the rest of the stack, returns the tuple.
-  std::vector<RawInstruction> epilogue(int e, int max_pushed) {
-    (void)max_pushed;
+  std::vector<RawInstruction> epilogue(int e) {
     std::vector<RawInstruction> out;
     int pushed = bc_.pushed[e];
     for (int k = pushed - 1; k >= 0; --k) out.push_back(make("STORE_FAST", temp_base_ + k));
@@ -402,7 +399,6 @@ class CodeBuilder {
   const CodeInfo& info_;
   const BreakCode& bc_;
   PyCodeObject* code_ = nullptr;
-  int nvarnames_ = 0, first_free_ = 0;
   std::vector<std::string> args_, names_;
   int shift_ = 0, temp_base_ = 0;
   bool keep_first_ = false;

@@ -319,7 +319,7 @@ def test_default_dtype():
 def test_explicit_global_state():
     g = G.GuardSet()
     g.global_state(False, "bfloat16")
-    assert g.describe() == "grad mode disabled\ndefault dtype bfloat16\n"
+    assert g.describe() == "grad mode disabled\ndefault dtype bfloat16\nautocast inactive\n"
     with pytest.raises(ValueError):
         g.global_state(True, "float128")
 
@@ -459,6 +459,7 @@ def test_describe_lists_every_check_in_a_stable_order_without_duplicates():
     assert text == (
         "grad mode enabled\n"
         "default dtype float32\n"
+        "autocast inactive\n"
         "id(L['self']) matches\n"
         "L['self'].w tensor: f32[2, 3]{3, 1} cpu\n"
         "len(L['self'].items) == 2\n"
@@ -466,7 +467,7 @@ def test_describe_lists_every_check_in_a_stable_order_without_duplicates():
         "L['cfg'].keys() == ('dim',)\n"
         "type(L['cfg']) is dict\n"
     )
-    assert len(g) == 8
+    assert len(g) == 9
     assert build().describe() == text
 
 
