@@ -213,10 +213,10 @@ class CountingLinear(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        self.seen.append("before")
+        self.seen.append("before")  # BREAK append
         y = self.lin(x)
         print("calls:", self.calls, "seen:", self.seen)  # BREAK print
-        self.seen.append("after")
+        self.seen.append("after")  # BREAK append
         self.last = y.detach() * 1
         return y * 2
 
@@ -231,7 +231,9 @@ def _counting_reset(m):
     m.__dict__.pop("last", None)
 
 
-@program("module_attribute_writes", 2, 2, inputs=x34, module=True, state=_counting_state,
+# Appends to the module's own list are breaks (an object of the caller): the entry frame breaks at
+# its CALL of the module, forward at both appends and the print.
+@program("module_attribute_writes", 2, 4, inputs=x34, module=True, state=_counting_state,
          reset=_counting_reset, dynamo=(2, 1))
 def module_attribute_writes():
     return CountingLinear()
@@ -261,7 +263,9 @@ def function_calls_global_module(x):
 # ---------------------------------------------------------------------------------------------
 # Closures and locals across a break
 
-@program("closure_after_break", 2, 1, inputs=x34, dynamo=(2, 1))
+# could be fewer: a function made during the trace (apply) cannot cross a break, so the frame runs
+# eagerly; apply's own frame is compiled (1 graph).
+@program("closure_after_break", 1, 1, inputs=x34, dynamo=(2, 1))
 def closure_after_break(x):
     scale = 3.0
     bias = x.mean()
@@ -273,7 +277,9 @@ def closure_after_break(x):
     return apply(x)
 
 
-@program("nonlocal_counter_across_break", 2, 1, inputs=x34, dynamo=(2, 1))
+# could be fewer: a function made during the trace (bump) cannot cross a break, so the frame runs
+# eagerly; bump's own frames hold no op (0 graphs).
+@program("nonlocal_counter_across_break", 0, 1, inputs=x34, dynamo=(2, 1))
 def nonlocal_counter_across_break(x):
     count = 0
 
@@ -309,7 +315,9 @@ def del_local_before_break(x):
     return y * 2
 
 
-@program("del_argument_before_break", 2, 1, inputs=x34, dynamo=(2, 1))
+# could be fewer: a frame whose first argument was deleted cannot be split ("graph break after the
+# first argument ... was deleted"): it runs eagerly.
+@program("del_argument_before_break", 0, 1, inputs=x34, dynamo=(2, 1))
 def del_argument_before_break(x):
     y = x * 2
     del x
@@ -339,7 +347,8 @@ def _mode_reset(target):
     MODE = "a"
 
 
-@program("global_changed_by_break", 2, 1, inputs=x34, state=_mode_state, reset=_mode_reset, dynamo=(2, 1))
+# could be fewer: globals() (a C function Ember does not know) is a break of its own before exec.
+@program("global_changed_by_break", 2, 2, inputs=x34, state=_mode_state, reset=_mode_reset, dynamo=(2, 1))
 def global_changed_by_break(x):
     # The resume must read MODE after the exec ran, not the value seen when the frame was traced.
     y = x * 2
@@ -352,26 +361,28 @@ def global_changed_by_break(x):
 # ---------------------------------------------------------------------------------------------
 # Side effects before and after a break: the print at the break shows what was applied by then.
 
-@program("list_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# Each mutation of the caller's list is a break, as is the print.
+@program("list_mutation_order", 2, 5, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def list_mutation_order(x, log):
-    log.append("start")
+    log.append("start")  # BREAK append
     y = x * 2
-    log.append(tuple(y.shape))
+    log.append(tuple(y.shape))  # BREAK append
     print("log before break:", log)  # BREAK print
-    log.append("after")
-    log.extend(["x", "y"])
+    log.append("after")  # BREAK append
+    log.extend(["x", "y"])  # BREAK extend
     return y + len(log)
 
 
-@program("dict_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=(2, 1))
+# Each item assignment and del on the caller's dict is a break, as is the print.
+@program("dict_mutation_order", 2, 6, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=(2, 1))
 def dict_mutation_order(x, d):
-    d["first"] = 1
-    d["shape"] = tuple(x.shape)
+    d["first"] = 1  # BREAK item assignment
+    d["shape"] = tuple(x.shape)  # BREAK item assignment
     y = x.exp()
     print("dict before break:", d)  # BREAK print
-    d["after"] = True
-    del d["first"]
-    d["n"] = len(d)
+    d["after"] = True  # BREAK item assignment
+    del d["first"]  # BREAK del
+    d["n"] = len(d)  # BREAK item assignment
     return y * d["n"]
 
 
@@ -407,15 +418,16 @@ def attribute_write_order(x, ns):
     return y - ns.count
 
 
-@program("print_interleave_list", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# Each append to the caller's list is a break, as is each print.
+@program("print_interleave_list", 2, 5, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def print_interleave_list(x, log):
     # No op before the first print: the frame has no graph.
-    log.append("a")
+    log.append("a")  # BREAK append
     print("one", log)  # BREAK print
-    log.append("b")
+    log.append("b")  # BREAK append
     y = x * 2
     print("two", log)  # BREAK print
-    log.append("c")
+    log.append("c")  # BREAK append
     return y + 1
 
 
@@ -430,36 +442,42 @@ def _history_reset(target):
     HISTORY.clear()
 
 
-@program("global_list_order", 2, 1, inputs=x34, state=_history_state, reset=_history_reset, dynamo=(1, 0))
+# Each mutation of the global list is a break; only the segment with sin has an op (1 graph).
+@program("global_list_order", 1, 4, inputs=x34, state=_history_state, reset=_history_reset, dynamo=(1, 0))
 def global_list_order(x):
-    HISTORY.append("a")
+    HISTORY.append("a")  # BREAK append
     y = x.sin()
     print("history", HISTORY)  # BREAK print
-    HISTORY.append("b")
-    HISTORY.insert(0, "z")
+    HISTORY.append("b")  # BREAK append
+    HISTORY.insert(0, "z")  # BREAK insert
     return y, len(HISTORY)
 
 
 def _record_then_print(log, v):
-    log.append("callee start")
+    log.append("callee start")  # BREAK append
     w = v + 1
     print("callee sees", log)  # BREAK print
-    log.append("callee end")
+    log.append("callee end")  # BREAK append
     return w
 
 
-@program("callee_side_effects_order", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# Each append to the caller's list is a break, in the caller and in the callee's own frame; the
+# callee's first append already breaks the caller at its CALL.
+@program("callee_side_effects_order", 2, 6, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def callee_side_effects_order(x, log):
     # The frame applies "caller start" before its CALL breaks; the callee's frame (run on its own)
     # applies "callee start" before its print; both resumes only append (no op): 2 graphs.
-    log.append("caller start")
+    log.append("caller start")  # BREAK append
     y = x * 2
-    z = _record_then_print(log, y)  # BREAK print
-    log.append("caller end")
+    z = _record_then_print(log, y)  # BREAK
+    log.append("caller end")  # BREAK append
     return z
 
 
-@program("inplace_input_before_break", 2, 1, inputs=lambda: ((rand(3, 4) * 4).floor(),), dynamo=(2, 1))
+# could be fewer: printing a tensor captures a namedtuple's `<string>` __new__ frame, which breaks at
+# tuple.__new__ (one more break, outside the corpus).
+@program("inplace_input_before_break", 2, 2, inputs=lambda: ((rand(3, 4) * 4).floor(),), dynamo=(2, 1),
+         foreign_breaks=("<string>",))
 def inplace_input_before_break(x):
     x.mul_(2)
     print("input after mul_:", x)  # BREAK print
@@ -492,7 +510,9 @@ def _printing_gen(x):
         yield x + i
 
 
-@program("generator_with_print", 2, 1, inputs=x34, dynamo=(0, -1))
+# could be fewer: making the generator breaks (it cannot run to completion at trace time), then
+# list() over the generator object breaks again on the same line: 2 breaks where 1 would do.
+@program("generator_with_print", 2, 2, inputs=x34, dynamo=(0, -1))
 def generator_with_print(x):
     # The print inside the generator breaks at the CALL consuming it; the generator runs in CPython.
     y = x * 2

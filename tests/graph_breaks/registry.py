@@ -38,6 +38,13 @@ class Program:
     reset: Optional[Callable] = None
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    # The second call may compile again: a value that crosses the break is guarded by value and
+    # differs per call (id()/hash() of a fresh object), so its resume function recompiles each time.
+    recompiles_per_call: bool = False
+    # Files outside the corpus where explain() may report a break (substrings of the filename): frames
+    # of libraries that the hook captures on their own (a namedtuple's `<string>` __new__, NumPy's
+    # Python code), each a missed optimisation noted at the program.
+    foreign_breaks: tuple = ()
 
     def __post_init__(self):
         if self.graphs < 0 or self.breaks < 0:

@@ -89,6 +89,8 @@ def test_matches_eager(program, capsys):
     actual = run_calls(program, compiled, target, capsys, stats=True)
     compare(program, expected, actual)
     first, second = (r["stats"] for r in actual)
+    if program.recompiles_per_call:
+        return  # a value guarded by value changes per call (registry.Program.recompiles_per_call)
     moved = {k: (first[k], second[k]) for k in COMPILE_COUNTERS if first[k] != second[k]}
     assert not moved, f"the second call compiled something (counter: (after call 1, after call 2)): {moved}"
     assert second["cache_hits"] > first["cache_hits"], f"the second call hit no cache entry: {first} -> {second}"
@@ -123,6 +125,8 @@ def test_break_locations(program, capsys):
         where = f"{r.reason} ({r.filename}:{r.lineno})"
         if program.module and r.filename == "<ember module call>":
             continue  # the entry frame ember.compile(module) makes: its CALL of the module has no user line
+        if any(part in r.filename for part in program.foreign_breaks):
+            continue  # a library frame the hook captured on its own (registry.Program.foreign_breaks)
         assert os.path.dirname(os.path.realpath(r.filename)) == CORPUS_DIR, f"break outside the corpus: {where}"
         line = linecache.getline(r.filename, r.lineno)
         marker = MARKER.search(line)
