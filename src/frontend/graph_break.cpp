@@ -71,7 +71,15 @@ std::optional<Shape> shape_of(const Instruction& ins) {
       return simple(3, 1);
     case Opcode::StoreAttr:
     case Opcode::DeleteSubscr:
+    case Opcode::MapAdd:
       return simple(2, 0);
+    case Opcode::ListAppend:
+    case Opcode::ListExtend:
+    case Opcode::SetAdd:
+    case Opcode::SetUpdate:
+    case Opcode::DictUpdate:
+    case Opcode::DictMerge:
+      return simple(1, 0);
     case Opcode::StoreSubscr:
       return simple(3, 0);
     case Opcode::StoreSlice:

@@ -107,7 +107,7 @@ bool equals_supported(PyObject* v, const guards::TorchBridge* bridge) {
       PyComplex_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v)) {
     return true;
   }
-  if (PyTuple_CheckExact(v)) {
+  if (PyTuple_CheckExact(v) || (bridge != nullptr && bridge->size_type != nullptr && Py_IS_TYPE(v, bridge->size_type))) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); ++i)
       if (!equals_supported(PyTuple_GET_ITEM(v, i), bridge)) return false;
     return true;
@@ -552,8 +552,8 @@ void GuardSet::type_match(const SourceRef& source, PyTypeObject* type) {
 void GuardSet::equals(const SourceRef& source, PyObject* value) {
   if (value == nullptr || !equals_supported(value, guards::torch_bridge())) {
     throw std::invalid_argument(
-        "equals: " + source->str() + " needs None, bool, int, float, complex, str, bytes, torch.dtype, " +
-        "torch.device or a tuple of those; got " + (value ? Py_TYPE(value)->tp_name : "null"));
+"equals: " + source->str() + " needs None, bool, int, float, complex, str, bytes, torch.dtype, " +
+        "torch.device or a tuple (or torch.Size) of those; got " + (value ? Py_TYPE(value)->tp_name : "null"));
   }
   Check c{CheckKind::Equals};
   c.object = Py_NewRef(value);

@@ -138,6 +138,22 @@ def helper_print(a):
     return a * 10
 
 
+class Item:
+    def __init__(self, k):
+        self.k = k
+
+
+ITEM_TYPES = {"a": Item}
+
+
+def comprehension_that_breaks(names, kw):
+    # Constructing an instance breaks inside the comprehension (inlined on 3.12+): the list under
+    # construction then continues in resume functions, where it is a real object.
+    items = [ITEM_TYPES[n](**kw) for n in names]
+    squares = {n: len(n) ** 2 for n in names if print(n) is None}
+    return [i.k for i in items], squares
+
+
 def comprehension(n):
     xs = [i * 2 for i in range(n)]
     print(xs)
@@ -162,6 +178,7 @@ PROGRAMS = [
     (branches, (5,)),
     (nested_calls, (3,)),
     (comprehension, (4,)),
+    (comprehension_that_breaks, (["a", "a", "a"], {"k": 7})),
 ]
 
 

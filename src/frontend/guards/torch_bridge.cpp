@@ -112,6 +112,9 @@ TorchBridge* build_bridge(PyObject* torch) {
   b->is_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled");
   b->get_default_dtype = PyObject_GetAttrString(torch, "get_default_dtype");
   b->strided = PyObject_GetAttrString(torch, "strided");
+  if (PyObject* size = PyObject_GetAttrString(torch, "Size")) {
+    if (PyType_Check(size)) b->size_type = reinterpret_cast<PyTypeObject*>(size);  // kept for the process
+  }
   if (PyObject* c = PyObject_GetAttrString(torch, "_C")) {
     b->is_any_autocast_enabled = PyObject_GetAttrString(c, "_is_any_autocast_enabled");
     Py_DECREF(c);

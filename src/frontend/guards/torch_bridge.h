@@ -54,6 +54,7 @@ struct TorchBridge {
   PyObject* dtypes[kDTypeCount] = {};  // torch.float32, ...; nullptr where this torch lacks one
   PyTypeObject* dtype_type = nullptr;   // torch.dtype
   PyTypeObject* device_type = nullptr;  // torch.device
+  PyTypeObject* size_type = nullptr;    // torch.Size (a tuple of ints); null if missing
   PyObject* strided = nullptr;          // torch.strided
   // torch's C implementations of Tensor.requires_grad and Tensor.is_neg()/is_conj(), called
   // directly (skipping attribute lookup, ~15% of a tensor check). Null where torch does not

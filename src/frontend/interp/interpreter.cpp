@@ -521,6 +521,7 @@ void Interpreter::step(const Instruction& ins) {
       VarRef v = pop();
       VarRef list = peek(ins.arg);
       if (list->kind != VarKind::List) unsupported("LIST_APPEND to a non-list");
+      refuse_frame_container(*list, "LIST_APPEND");
       list->as<SequenceVar>().items.push_back(v);
       return;
     }
@@ -528,6 +529,7 @@ void Interpreter::step(const Instruction& ins) {
       VarRef it = pop();
       VarRef list = peek(ins.arg);
       if (list->kind != VarKind::List) unsupported("LIST_EXTEND to a non-list");
+      refuse_frame_container(*list, "LIST_EXTEND");
       for (auto& x : iterate(it)) list->as<SequenceVar>().items.push_back(x);
       return;
     }
@@ -540,6 +542,7 @@ void Interpreter::step(const Instruction& ins) {
       VarRef d = peek(ins.arg);
       PyObject* k = Trace::as_constant(*key);
       if (d->kind != VarKind::Dict || !k) unsupported("dict comprehension with a non-constant key");
+      refuse_frame_container(*d, "MAP_ADD");
       auto& dv = d->as<DictVar>();
       int at = dv.find(k);
       if (at >= 0) {
@@ -555,6 +558,7 @@ void Interpreter::step(const Instruction& ins) {
       VarRef update = pop();
       VarRef d = peek(ins.arg);
       if (d->kind != VarKind::Dict || update->kind != VarKind::Dict) unsupported("dict update from a non-dict");
+      refuse_frame_container(*d, ins.opname);
       auto& dst = d->as<DictVar>();
       auto& src = update->as<DictVar>();
       for (size_t i = 0; i < src.keys.size(); ++i) {
@@ -775,6 +779,12 @@ SourceRef Interpreter::module_global_source(PyObject* globals, const std::string
   }
   if (!PyModule_Check(module.get()) || PyModule_GetDict(module.get()) != globals) return nullptr;
   return Source::dict_item(Source::attr(Source::module(str_of(module_name)), "__dict__"), name);
+}
+
+void Interpreter::refuse_frame_container(const Var& container, const std::string& what) const {
+  // A list or dict under construction arrives as an argument of a resume function when a graph
+  // break split its comprehension: the object is real, so it is mutated for real (in CPython).
+  if (container.source) unsupported(what + " to " + container.source->str() + ", a container read from the frame");
 }
 
 VarRef Interpreter::load_global(const std::string& name) {

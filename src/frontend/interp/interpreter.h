@@ -84,6 +84,8 @@ class Interpreter {
   void step(const bytecode::Instruction& ins);
   static bool carries_sym_ints(bytecode::Opcode op);
   [[noreturn]] void unsupported(const std::string& reason) const;
+  // Unsupported when `container` (the target of LIST_APPEND, MAP_ADD, ...) was read from the frame.
+  void refuse_frame_container(const Var& container, const std::string& what) const;
 
   // Names and constants of the code.
   PyObject* name_at(int index) const;   // borrowed
