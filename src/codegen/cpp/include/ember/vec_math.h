@@ -1,5 +1,6 @@
-// Ember's vectorized math: exp, log, log1p, expm1, tanh, sigmoid, erf, sin, cos, pow, for VecF and
-// for float, with the same algorithm (and so the same bits) in both forms.
+// Ember's vectorized math: exp, log, log1p, expm1, tanh, sigmoid, erf, sin, cos, pow and division
+// by a loop-invariant divisor (DivisorF), for VecF and for float, with the same algorithm (and so
+// the same bits) in both forms.
 //
 // Needs: vec.h's ISA layer (VecF, MaskF and, in the SIMD builds, detail::VecD with fma_, where_,
 // pow2i_, scale_exponent_, exponent_, widen_lo/hi, narrow).
@@ -434,5 +435,33 @@ inline VecF pow(VecF x, VecF y) {
 }
 
 #endif
+
+// Division by a value fixed over a loop (softmax's sum, a mean's count): divide(a, d) gives the
+// bits of a / d.value. With y = 1/b rounded and q = a * y rounded (within one ulp of a/b),
+// e = a - b q is exact (one fma) and q + e y rounded is a/b correctly rounded (Markstein's
+// theorem), provided nothing underflows or overflows on the way: so the SIMD form takes the
+// multiply-and-two-fmas route only when |b| lies in [2^-60, 2^60] (decided once) and every lane of
+// |a| in [2^-60, 2^60] (per vector, NaN and zero fail it); otherwise it divides. One divide per
+// vector bounded softmax's normalize pass (AVX2 divide throughput: one per ~3.5 cycles).
+struct DivisorF {
+  explicit DivisorF(float b)
+      : value(b), b_v(b), inv_v(1.0f / b), fast(std::fabs(b) >= 0x1p-60f && std::fabs(b) <= 0x1p60f) {}
+  float value;
+  VecF b_v, inv_v;
+  bool fast;
+};
+inline float divide(float a, const DivisorF& d) { return a / d.value; }
+inline VecF divide(VecF a, const DivisorF& d) {
+#if EMBER_VEC_SIMD
+  if (d.fast) {
+    VecF m = abs(a);
+    if (all((m >= VecF(0x1p-60f)) & (m <= VecF(0x1p60f)))) {
+      VecF q = a * d.inv_v;
+      return fma(fma(-q, d.b_v, a), d.inv_v, q);
+    }
+  }
+#endif
+  return a / d.b_v;
+}
 
 }  // namespace ember::vec
