@@ -289,3 +289,48 @@ def test_a_value_kept_by_a_loop_that_itself_loads_it(cache_dir):
     want = ex / (ex * ex).sum(1, keepdim=True) + ex.sum(1, keepdim=True)
     got, = prog.run([x_in])
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [37, 1000])
+def test_division_by_a_row_value_has_the_bits_of_division(cache_dir, n):
+    """A divisor computed before a vector loop becomes an ev::DivisorF (reciprocal, multiply and two
+    fmas where operands allow, else a divide): every quotient must equal torch's x / d bit for bit,
+    over divisors and dividends on both sides of the fast route's range, zeros, subnormals,
+    infinities and NaN."""
+    specials = [0.0, -0.0, 1e-45, -3e-39, float("inf"), float("-inf"), float("nan"), 1.0, 3.0]
+    g = torch.Generator().manual_seed(11)
+    # Random significands with exponents in [-70, 70], random signs.
+    def spread(*shape):
+        mant = 1 + torch.rand(*shape, generator=g)
+        exps = torch.randint(-70, 71, shape, generator=g).float()
+        signs = torch.where(torch.rand(*shape, generator=g) < 0.5, -1.0, 1.0)
+        return (signs * mant * torch.exp2(exps)).float()
+    divisors = torch.cat([torch.tensor(specials), spread(40), torch.tensor([1e30, 1e-30, float.fromhex("0x1.fffffep-1")])])
+    rows = divisors.numel()
+    x = spread(rows, n)
+    x[::3] = x[::3].abs() * 1e-3 + 0.25  # rows inside the fast route's range (softmax-like)
+    x[1, :9] = torch.tensor(specials)
+    x[4, 5] = float("nan")
+
+    p = Program("divide_rows")
+    xb = p.buffer(f"f32[{rows}, {n}]{{{n}, 1}} input 0")
+    db = p.buffer(f"f32[{rows}]{{1}} input 1")
+    out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
+    p.kernel(f"@k0 [i0 < {rows}]")
+    p.loop()
+    d = p.node(f"load {db}[i0] : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {xb}[i0, r0] : f32")
+    p.store(out, "i0, r0", p.node(f"div {v}, {d} : f32"))
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    assert "ev::DivisorF t0_d(t0);" in prog.source and "ev::divide(t1, t0_d)" in prog.source
+    (got,) = prog.run([x, divisors])
+    want = x / divisors[:, None]
+    same = (got.view(torch.int32) == want.view(torch.int32)) | (got.isnan() & want.isnan())
+    bad = (~same).nonzero()
+    assert bad.numel() == 0, f"{bad.shape[0]} quotients differ, first at {bad[0].tolist()}: " \
+        f"{x[tuple(bad[0])].item()!r} / {divisors[bad[0][0]].item()!r} gave {got[tuple(bad[0])].item()!r}, " \
+        f"want {want[tuple(bad[0])].item()!r}"

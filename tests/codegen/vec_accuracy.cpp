@@ -10,7 +10,8 @@
 //   tails                   masked loads/stores against a guard page and canaries.
 //   half16 OUT              every 16-bit pattern through load_bf16/load_f16 (vector, tail, scalar).
 //   tohalf IN OUT           float bits from IN through store_bf16/store_f16 (vector, tail, scalar).
-//   misc SEED               maximum/minimum, rounding, sign, relu, masks, reductions, Welford.
+//   misc SEED               maximum/minimum, rounding, sign, relu, masks, reductions, Welford,
+//                           divide by a DivisorF against IEEE division.
 //   bench                   throughput of exp and tanh against a scalar libm loop (not a test).
 // Failures are printed as lines starting with FAIL; the Python test asserts on them.
 #include "ember/vec.h"
@@ -466,6 +467,39 @@ int run_misc(uint64_t seed) {
     double var_bound = offset == 0.0 ? 2e-6 : 1e-5;
     if (mean_err > 1e-6 || var_err > var_bound) fail("welford accuracy n=" + std::to_string(count));
     if (std::fabs(scalar.m2 / count - m2 / count) / (m2 / count) > 1e-3) fail("scalar welford");
+  }
+  // divide(a, DivisorF(b)) against IEEE a / b, bit for bit: random significands, signs and
+  // exponents on both sides of the fast route's [2^-60, 2^60] (so both routes run), plus zeros,
+  // subnormals, infinities and NaN among the dividends and divisors.
+  {
+    std::mt19937_64 drng(seed ^ 0x5eed);
+    auto any_float = [&](int emin, int emax) {
+      uint32_t e = uint32_t(emin + int(drng() % uint64_t(emax - emin + 1)) + 127);
+      return float_of((uint32_t(drng() & 1) << 31) | (e << 23) | (uint32_t(drng()) & 0x7fffffu));
+    };
+    const float specials[] = {0.0f, -0.0f, 1e-45f, -3e-39f, INFINITY, -INFINITY, nan, 1.0f, 0x1.fffffep-1f};
+    std::vector<float> divisors(specials, specials + 9);
+    for (int i = 0; i < 200; ++i) divisors.push_back(any_float(-70, 70));
+    int64_t mismatches = 0, checked = 0;
+    float as[64];
+    for (float bdiv : divisors) {
+      const ev::DivisorF d(bdiv);
+      for (int rep = 0; rep < 2000; ++rep) {
+        for (float& x : as) x = rep % 7 == 0 ? specials[drng() % 9] : any_float(-70, 70);
+        for (int i = 0; i + K <= 64; i += K) {
+          VecF q = ev::divide(VecF::load(as + i), d);
+          for (int j = 0; j < K; ++j) {
+            float want = as[i + j] / bdiv;
+            ++checked;
+            if (!same_bits(q.lane(j), want)) {
+              if (mismatches++ < 5) fail("divide " + std::to_string(as[i + j]) + " / " + std::to_string(bdiv));
+            }
+            if (!same_bits(ev::divide(as[i + j], d), want)) fail("divide scalar");
+          }
+        }
+      }
+    }
+    std::printf("divide checked %lld mismatches %lld\n", (long long)checked, (long long)mismatches);
   }
   std::printf("misc done failures %d\n", failures);
   return 0;

@@ -72,6 +72,8 @@ struct NodeEnv {
 // The vector spelling of a node's operand: its own name inside the vector region, else the
 // broadcast of the scalar computed earlier (`t3_v`).
 std::string vector_operand_name(NodeId id, bool inside_region);
+// `t5_d`: the ev::DivisorF of a value from outside a vector region that divides inside it.
+std::string divisor_name(NodeId id);
 
 // Why `node` cannot be part of a vector region over `var` ("" when it can). `inside(id)` says
 // which nodes belong to the region.

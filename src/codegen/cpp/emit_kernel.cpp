@@ -210,7 +210,8 @@ struct KernelEmitter {
   }
 
   // A loop with ranges, at the scope of one outer point.
-  void ranged_loop(int l, const VectorChoice& v, std::set<NodeId>& broadcasts, int depth) {
+  void ranged_loop(int l, const VectorChoice& v, std::set<NodeId>& broadcasts, std::set<NodeId>& divisors,
+                   int depth) {
     auto inside = [this, l](NodeId id) { return env.node(id).loop == l; };
     const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
     const int unroll = v.vector && loop_has_reductions(inside) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
@@ -221,12 +222,21 @@ struct KernelEmitter {
     }
     env.acc_suffix.clear();
     if (v.vector) {
+      // Scalars from earlier loops: a broadcast for each use, an ev::DivisorF where one divides
+      // (emit_vector_node spells a division by it ev::divide).
       for (const Node& n : kernel.nodes) {
         if (n.loop != l) continue;
-        for (NodeId o : n.operands) {
-          if (inside(o) || !broadcasts.insert(o).second) continue;
-          line(depth, "const ev::VecF " + vector_operand_name(o, false) + " = ev::VecF::broadcast(t" +
-                          std::to_string(o) + ");");
+        for (size_t k = 0; k < n.operands.size(); ++k) {
+          const NodeId o = n.operands[k];
+          if (inside(o)) continue;
+          const bool divisor = n.op == ScalarOp::Div && k == 1;
+          if (!(divisor ? divisors : broadcasts).insert(o).second) continue;
+          if (divisor) {
+            line(depth, "const ev::DivisorF " + divisor_name(o) + "(t" + std::to_string(o) + ");");
+          } else {
+            line(depth, "const ev::VecF " + vector_operand_name(o, false) + " = ev::VecF::broadcast(t" +
+                            std::to_string(o) + ");");
+          }
         }
       }
     }
@@ -407,14 +417,14 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   } else {
     for (const auto& [scratch, elements] : k.reuse.scratch)
       k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
-    std::set<NodeId> broadcasts;
+    std::set<NodeId> broadcasts, divisors;
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) {
         k.reduction_inits(static_cast<int>(l), false, depth);
         k.scalar_nodes(static_cast<int>(l), depth);
         k.reduction_finals(static_cast<int>(l), false, depth);
       } else {
-        k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, depth);
+        k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, divisors, depth);
       }
     }
   }

@@ -494,6 +494,7 @@ NodeId welford_leader(const NodeEnv& env, const Node& n) {
 }
 
 std::string vector_operand_name(NodeId id, bool inside_region) { return inside_region ? name(id) : name(id) + "_v"; }
+std::string divisor_name(NodeId id) { return name(id) + "_d"; }
 
 void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const std::string& indent, std::string& out) {
   if (is_welford(n.op)) {
@@ -887,7 +888,15 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     case ScalarOp::Add: out += infix(" + "); return;
     case ScalarOp::Sub: out += infix(" - "); return;
     case ScalarOp::Mul: out += infix(" * "); return;
-    case ScalarOp::Div: out += infix(" / "); return;
+    case ScalarOp::Div:
+      // A divisor from outside the region is fixed over the loop: ranged_loop declared its
+      // ev::DivisorF next to its broadcast (same bits as " / ", fewer divides).
+      if (!inside(n.operands.at(1))) {
+        out += def + "ev::divide(" + operand(0) + ", " + divisor_name(n.operands.at(1)) + ");\n";
+      } else {
+        out += infix(" / ");
+      }
+      return;
     case ScalarOp::Pow: out += def + "ev::pow(" + operand(0) + ", " + operand(1) + ");\n"; return;
     case ScalarOp::Maximum: out += def + "ev::maximum(" + operand(0) + ", " + operand(1) + ");\n"; return;
     case ScalarOp::Minimum: out += def + "ev::minimum(" + operand(0) + ", " + operand(1) + ");\n"; return;

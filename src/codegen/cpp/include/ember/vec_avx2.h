@@ -203,6 +203,11 @@ inline VecD pow2i_(VecD n) {
   return VecD(_mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)), 52)));
 }
 // The float form, n in [-126, 127].
+// p * 2^n where shifted = n + 1.5 * 2^23 and the product is normal (vec_math.h's float form
+// says why one integer add of shifted's bits << 23 does it).
+inline VecF scale_exponent_(VecF p, VecF shifted) {
+  return VecF(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p.v), _mm256_slli_epi32(_mm256_castps_si256(shifted.v), 23))));
+}
 inline VecF pow2i_(VecF n) {
   __m256i bits = _mm256_castps_si256(_mm256_add_ps(n.v, _mm256_set1_ps(12582912.0f)));
   return VecF(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(127)), 23)));

@@ -186,6 +186,11 @@ inline VecD pow2i_(VecD n) {
   __m512i bits = _mm512_castpd_si512(_mm512_add_pd(n.v, _mm512_set1_pd(6755399441055744.0)));
   return VecD(_mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)), 52)));
 }
+// p * 2^n where shifted = n + 1.5 * 2^23 and the product is normal (vec_math.h's float form
+// says why one integer add of shifted's bits << 23 does it).
+inline VecF scale_exponent_(VecF p, VecF shifted) {
+  return VecF(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p.v), _mm512_slli_epi32(_mm512_castps_si512(shifted.v), 23))));
+}
 inline VecF pow2i_(VecF n) {
   __m512i bits = _mm512_castps_si512(_mm512_add_ps(n.v, _mm512_set1_ps(12582912.0f)));
   return VecF(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(127)), 23)));

@@ -1,14 +1,15 @@
-// Ember's vectorized math: exp, log, log1p, expm1, tanh, sigmoid, erf, sin, cos, pow, for VecF and
-// for float, with the same algorithm (and so the same bits) in both forms.
+// Ember's vectorized math: exp, log, log1p, expm1, tanh, sigmoid, erf, sin, cos, pow and division
+// by a loop-invariant divisor (DivisorF), for VecF and for float, with the same algorithm (and so
+// the same bits) in both forms.
 //
 // Needs: vec.h's ISA layer (VecF, MaskF and, in the SIMD builds, detail::VecD with fma_, where_,
-// pow2i_, exponent_, widen_lo/hi, narrow).
+// pow2i_, scale_exponent_, exponent_, widen_lo/hi, narrow).
 // Guarantees: every function is within 2 ulp of glibc's float32 libm over the whole float range
 // (tests/codegen/test_vec.py measures it; docs/vector-math.md has the figures), with IEEE special
 // values: NaN in gives NaN out, odd functions keep the sign of zero, overflow gives inf and
 // underflow rounds through the subnormals. The scalar form of each function gives the same bits as
 // every vector lane (sin, cos and pow beyond their vector range call libm in both forms alike).
-// Why this shape: exp is the hot one (softmax) and runs in float with a degree-7 polynomial; the
+// Why this shape: exp is the hot one (softmax) and runs in float with a degree-6 polynomial; the
 // others widen to double, where short Taylor or Chebyshev polynomials are accurate to ~1e-10, so
 // the single rounding to float at the end leaves them all but correctly rounded. The kernels are
 // templates over the lane type (float/double or VecF/VecD), which is what keeps scalar and vector
@@ -35,6 +36,18 @@ inline double pow2i_(double n) {
   bits = (bits + 1023u) << 52;
   double out;
   std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+// p * 2^n for a normal p and an integer n with a normal product, where shifted = n + 1.5 * 2^23 (as
+// exp's reduction leaves it): its low bits are n in two's complement, which the shift by 23 moves
+// onto the exponent field (every higher bit falls off), so one integer add scales p exactly.
+inline float scale_exponent_(float p, float shifted) {
+  uint32_t pb, sb;
+  std::memcpy(&pb, &p, sizeof pb);
+  std::memcpy(&sb, &shifted, sizeof sb);
+  pb += sb << 23;
+  float out;
+  std::memcpy(&out, &pb, sizeof out);
   return out;
 }
 inline float pow2i_(float n) {
@@ -75,33 +88,46 @@ T horner(T x, double c0, Cs... rest) {
   return fma_(horner(x, rest...), x, T(c0));
 }
 
-// exp in float for x in [-104, 89]. x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n * hi is
-// exact); exp(r) = 1 + r + r^2 * (Taylor to r^7), whose truncation is below 0.06 ulp; 2^n applied in
-// two halves so a subnormal result is rounded once.
+// exp in float, shared by both scalings below. x = n ln2 + r: s = x log2e + 1.5 * 2^23 rounded
+// once (one fma) holds n = round(x log2e) in its low mantissa bits, and n = s - 1.5 * 2^23 exactly;
+// |r| <= ln2/2 + 2e-6 (ln2 split in two so n * hi is exact). exp(r) = 1 + (r + r^2 P(r)) with P of
+// degree 4, a minimax fit of (exp(r) - 1 - r) / r^2 weighted by r^2 / exp(r)
+// (tests/codegen/vec_fit_coeffs.py; relative error 3.8e-9, 0.03 ulp, with these float
+// coefficients). Returns exp(r), in [0.707, 1.415]; exp(x) = that * 2^n.
+constexpr float kExpShift = 12582912.0f;  // 1.5 * 2^23
 template <class T>
-T exp_f(T x) {
-  T n = rint_f(x * T(1.44269502162933349609375f));
+T exp_reduced_(T x, T& shifted) {
+  shifted = fma_(x, T(1.44269502162933349609375f), T(kExpShift));
+  T n = shifted - T(kExpShift);
   T r = fma_(n, T(-0.693145751953125f), x);
   r = fma_(n, T(-1.428606765330187e-06f), r);
-  T tail = horner(r, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040);
-  T p = T(1.0f) + fma_(r * r, tail, r);
+  // P by Estrin's scheme, (c0 + c1 r) + r^2 (c2 + c3 r + c4 r^2): the same number of fmas as
+  // Horner's but half its dependency chain, which is what bounds a softmax row's exp loop.
+  T r2 = r * r;
+  T lo = fma_(T(0x1.555492p-3f), r, T(0x1.fffffcp-2f));
+  T tail = fma_(fma_(T(0x1.6a243ep-10f), r2, fma_(T(0x1.1239dcp-7f), r, T(0x1.5558f2p-5f))), r2, lo);
+  return T(1.0f) + fma_(r2, tail, r);
+}
+
+// exp in float for x in [-104, 89]: 2^n applied in two halves so a subnormal result is rounded once.
+template <class T>
+T exp_f(T x) {
+  T shifted;
+  T p = exp_reduced_(x, shifted);
+  T n = shifted - T(kExpShift);
   T n1 = rint_f(n * T(0.5f));
   return (p * pow2i_(n1)) * pow2i_(n - n1);
 }
 
-// exp_f without the two-step scaling, for x in [kExpFastLo, kExpFastHi], where n lies in
-// [-125, 127] so 2^n is a normal float: p * 2^n then rounds once, exactly like exp_f's
-// (p * 2^n1) * 2^(n - n1) (whose first product is exact), so both give the same bits there.
-constexpr float kExpFastLo = -86.5f;
-constexpr float kExpFastHi = 88.3f;
+// exp_f for |x| <= kExpFastAbs, where n lies in [-125, 125] and p * 2^n is a normal float, so it
+// is exact: adding n to p's exponent field (scale_exponent_) gives the bits of exp_f's
+// (p * 2^n1) * 2^(n - n1), whose products are exact too, without a multiply.
+constexpr float kExpFastAbs = 86.5f;
 template <class T>
 T exp_f_normal(T x) {
-  T n = rint_f(x * T(1.44269502162933349609375f));
-  T r = fma_(n, T(-0.693145751953125f), x);
-  r = fma_(n, T(-1.428606765330187e-06f), r);
-  T tail = horner(r, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040);
-  T p = T(1.0f) + fma_(r * r, tail, r);
-  return p * pow2i_(n);
+  T shifted;
+  T p = exp_reduced_(x, shifted);
+  return scale_exponent_(p, shifted);
 }
 
 // exp in double for |y| <= 700: Taylor to r^10 on |r| <= ln2/2 (truncation 2e-13 relative; the
@@ -213,7 +239,7 @@ float on_doubles(float x, K kernel) {
 // ---- float forms ----
 
 inline float exp(float x) {
-  if (x >= detail::kExpFastLo && x <= detail::kExpFastHi) return detail::exp_f_normal(x);
+  if (std::fabs(x) <= detail::kExpFastAbs) return detail::exp_f_normal(x);
   float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
   return x != x ? x + x : detail::exp_f(c);
 }
@@ -326,7 +352,7 @@ inline VecF quiet_nan_where(MaskF m, VecF x) {
 // Rows whose every lane is in the normal range (NaN is not) take the short form; the result
 // bits are the same either way, so the branch only decides the cost.
 inline VecF exp(VecF x) {
-  if (all((x >= VecF(detail::kExpFastLo)) & (x <= VecF(detail::kExpFastHi)))) return detail::exp_f_normal(x);
+  if (all(abs(x) <= VecF(detail::kExpFastAbs))) return detail::exp_f_normal(x);
   VecF r = detail::exp_f(detail::clamp_(x, -104.0f, 89.0f));
   return where(isnan(x), x + x, r);
 }
@@ -412,5 +438,33 @@ inline VecF pow(VecF x, VecF y) {
 }
 
 #endif
+
+// Division by a value fixed over a loop (softmax's sum, a mean's count): divide(a, d) gives the
+// bits of a / d.value. With y = 1/b rounded and q = a * y rounded (within one ulp of a/b),
+// e = a - b q is exact (one fma) and q + e y rounded is a/b correctly rounded (Markstein's
+// theorem), provided nothing underflows or overflows on the way: so the SIMD form takes the
+// multiply-and-two-fmas route only when |b| lies in [2^-60, 2^60] (decided once) and every lane of
+// |a| in [2^-60, 2^60] (per vector, NaN and zero fail it); otherwise it divides. One divide per
+// vector bounded softmax's normalize pass (AVX2 divide throughput: one per ~3.5 cycles).
+struct DivisorF {
+  explicit DivisorF(float b)
+      : value(b), b_v(b), inv_v(1.0f / b), fast(std::fabs(b) >= 0x1p-60f && std::fabs(b) <= 0x1p60f) {}
+  float value;
+  VecF b_v, inv_v;
+  bool fast;
+};
+inline float divide(float a, const DivisorF& d) { return a / d.value; }
+inline VecF divide(VecF a, const DivisorF& d) {
+#if EMBER_VEC_SIMD
+  if (d.fast) {
+    VecF m = abs(a);
+    if (all((m >= VecF(0x1p-60f)) & (m <= VecF(0x1p60f)))) {
+      VecF q = a * d.inv_v;
+      return fma(fma(-q, d.b_v, a), d.inv_v, q);
+    }
+  }
+#endif
+  return a / d.b_v;
+}
 
 }  // namespace ember::vec
