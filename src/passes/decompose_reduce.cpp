@@ -114,7 +114,9 @@ ValueId softmax_of(Rewriter& rw, ValueId x, int64_t dim, bool log) {
   ValueId e = unary(rw, Op::Exp, shifted);
   ValueId s = reduce(rw, Op::Sum, e, {dim}, true);
   if (log) return binary(rw, Op::Sub, shifted, V(unary(rw, Op::Log, s)));
-  return binary(rw, Op::Div, e, V(s));
+  // exp * (1 / sum), as torch's kernels compute it: the same bits as eager, and one reciprocal per
+  // row instead of a division per element.
+  return binary(rw, Op::Mul, e, V(unary(rw, Op::Reciprocal, s)));
 }
 
 void softmax(Ctx& c, bool log) {
