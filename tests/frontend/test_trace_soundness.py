@@ -146,3 +146,19 @@ def test_a_torch_size_argument_is_guarded_by_value():
         torch.testing.assert_close(f(x, shape), shape_argument(x, shape))
     s = ember.stats()
     assert s["eager_frames"] == 0 and s["frames_compiled"] == 2
+
+
+def pops_kwargs(x, **kwargs):
+    scale = kwargs.pop("scale", 1.0)
+    kwargs["extra"] = 3
+    return x * scale, kwargs
+
+
+def test_the_frames_own_kwargs_dict_is_mutated_without_a_break():
+    f = ember.compile(pops_kwargs)
+    x = torch.ones(2)
+    for scale in (2.0, 3.0):
+        out, kw = f(x, scale=scale, a=1)
+        torch.testing.assert_close(out, x * scale)
+        assert kw == {"a": 1, "extra": 3}
+    assert ember.stats()["graph_breaks"] == 0

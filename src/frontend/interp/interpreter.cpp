@@ -69,6 +69,17 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
     if (!frame.localsplus[i]) continue;
     locals[i] = trace.wrap(frame.localsplus[i], Source::local(i, info.localsplus_names[i]));
   }
+  if (info.varkeywords) {
+    // CPython builds a new **kwargs dict for every call and nothing else refers to it: the trace
+    // owns it, so `kwargs.pop(...)` and `kwargs[k] = v` are trace-level mutations (its items keep
+    // their sources and guards; a dict that escapes is rebuilt).
+    int slot = info.argcount + info.kwonlyargcount + (info.varargs ? 1 : 0);
+    if (VarRef& d = locals.at(slot); d && d->kind == VarKind::Dict) {
+      auto owned = std::make_shared<DictVar>(d->as<DictVar>());
+      owned->source = nullptr;
+      d = owned;
+    }
+  }
   std::vector<VarRef> closure;
   PyObject* cells = frame.closure();
   size_t first_free = info.localsplus_names.size() - info.nfree;
