@@ -1,10 +1,13 @@
 // Compiler: the FrameCompiler of one ember.compile() call. It traces a frame with the symbolic
 // interpreter, and turns the trace into a cache entry: the guards, the graph run by the backend,
-// the side effects to replay and the plan of the return value. A frame it cannot trace gets an
-// entry that runs it eagerly under the guards read so far (the same inputs would fail the same
-// way), and the reason is reported; under fullgraph=True the call raises ember.Unsupported.
+// the side effects to replay and the plan of the return value. A frame that fails at an
+// instruction of its own code is traced again up to it and split there (graph_break.h): its entry
+// runs the graph, then the generated glue and resume functions. A frame it can neither trace nor
+// split gets an entry that runs it eagerly under the guards read so far (the same inputs would
+// fail the same way), and the reason is reported; under fullgraph=True the first failure raises
+// ember.Unsupported.
 //
-// Events (compiles, fallbacks, recompiles, the cache limit) go to a Python listener, which
+// Events (compiles, graph breaks, fallbacks, recompiles, the cache limit) go to a Python listener, which
 // logs them (EMBER_LOGS) and collects them for ember.explain.
 #pragma once
 

@@ -4,7 +4,8 @@
 // One Interpreter runs one frame: the compiled frame itself, or a function it calls, which is
 // inlined by running a child Interpreter over the callee's code with the same Trace. Python
 // values known at trace time are computed for real (constant folding); tensor operations become
-// graph nodes; anything else throws Unsupported, and the whole frame then runs eagerly.
+// graph nodes; anything else throws Unsupported, and the compiler splits the frame there (a graph
+// break, graph_break.h) or, where it cannot, runs the whole frame eagerly.
 // Loops are unrolled: the interpreter simply follows the jumps.
 #pragma once
 
