@@ -5,7 +5,8 @@ Kinds: "core" (a core op of src/ir/ops.def; detail = op name), "torch" (a graph 
 callable), "query" (a Tensor method answered from metadata), "factory" (a node even without tensor
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
-"is_grad_enabled", "constant" (detail = the value it always returns), "unsupported" (detail = why).
+"is_grad_enabled", "constant" (detail = the value it always returns), "module_method",
+"signature" (inspect.signature), "unsupported" (detail = why).
 """
 import math
 import operator
@@ -255,6 +256,7 @@ class TorchTable:
     set_grad_enabled_type = torch.set_grad_enabled
     set_grad_enabled_fn = torch._C._set_grad_enabled
     grad_mode_exit_type = GradModeExit
+    environ = os.environ
     inplace_callables = inplace_callables
     op_callables = op_callables
     qualname = staticmethod(qualname)

@@ -8,6 +8,7 @@ is an instance of.
 """
 import builtins
 import importlib
+import inspect
 import os
 import sys
 import sysconfig
@@ -93,6 +94,8 @@ def classify_python(fn, qualname=qualname_python):
             return ("builtin", _builtins[fn])
     except TypeError:  # unhashable callable
         pass
+    if fn is inspect.signature:
+        return ("signature", "")
     module = module_of(fn)
     if module in ("_operator", "operator") and not isinstance(fn, type):
         return ("operator", fn.__name__)
@@ -149,6 +152,7 @@ class PythonTable:
     no_grad_type = set_grad_enabled_type = _Unavailable
     set_grad_enabled_fn = staticmethod(_no_torch)
     grad_mode_exit_type = _Unavailable
+    environ = os.environ
     inplace_callables = set()
     op_callables = {name: _no_torch for name in core_op_names()}
     qualname = staticmethod(qualname_python)

@@ -44,6 +44,7 @@ enum class CheckKind : uint8_t {
   GradMode,
   DefaultDType,
   Autocast,
+  Environ,
 };
 
 struct TensorExpectation {
@@ -53,7 +54,9 @@ struct TensorExpectation {
 
 struct Check {
   CheckKind kind;
-  PyObject* object = nullptr;    // owned: type, expected value, keys tuple, or the id target/weakref
+  // owned: type, expected value, keys tuple, the id target/weakref, or for Environ the tuple
+  // (os.environ's byte dict, encoded key, encoded expected value or None when unset, key as str)
+  PyObject* object = nullptr;
   PyObject* identity = nullptr;  // IdMatch: the address to compare (not owned)
   bool weak = false;             // IdMatch: `object` is a weak reference to `identity`
   bool flag = false;             // GradMode, Autocast: the expected state
@@ -230,7 +233,8 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
     case CheckKind::IdMatch: return a.identity == b.identity;
     case CheckKind::TypeMatch: return a.object == b.object;
     case CheckKind::Equals:
-    case CheckKind::DictKeys: {
+    case CheckKind::DictKeys:
+    case CheckKind::Environ: {
       int eq = exact_equal(a.object, b.object);
       if (eq < 0) PyErr_Clear();
       return eq == 1;
@@ -352,6 +356,12 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       bool on;
       return guards::read_autocast(&on) && on == c.flag;
     }
+    case CheckKind::Environ: {
+      PyObject* value = PyDict_GetItemWithError(PyTuple_GET_ITEM(c.object, 0), PyTuple_GET_ITEM(c.object, 1));
+      PyObject* expected = PyTuple_GET_ITEM(c.object, 2);
+      if (value == nullptr) return !PyErr_Occurred() && expected == Py_None;
+      return expected != Py_None && exact_equal(value, expected) == 1;
+    }
   }
   return false;
 }
@@ -370,6 +380,11 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
     case CheckKind::DefaultDType: return std::string("default dtype ") + guards::dtype_torch_name(c.dtype);
     case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
+    case CheckKind::Environ: {
+      std::string key = repr_of(PyTuple_GET_ITEM(c.object, 3));
+      if (PyTuple_GET_ITEM(c.object, 2) == Py_None) return key + " not in os.environ";
+      return "os.environ[" + key + "] == " + repr_of(PyTuple_GET_ITEM(c.object, 2));
+    }
   }
   return s;
 }
@@ -622,6 +637,26 @@ void GuardSet::global_state(const GlobalState& state) {
   Check autocast{CheckKind::Autocast};
   autocast.flag = state.autocast;
   impl_->add_root(autocast);
+}
+
+void GuardSet::environ_entry(PyObject* environ, PyObject* key) {
+  if (key == nullptr || !PyUnicode_CheckExact(key)) throw std::invalid_argument("environ_entry: the key must be a str");
+  // os.environ keeps the process environment in `_data`, keyed and valued by `encodekey` and
+  // `encodevalue` (bytes on POSIX): reading it directly costs one dict lookup per call, where
+  // os.environ.get would raise and catch KeyError in Python code for an unset variable.
+  PyObject* data = PyObject_GetAttrString(environ, "_data");
+  PyObject* encoded = data ? PyObject_CallMethod(environ, "encodekey", "O", key) : nullptr;
+  PyObject* value = encoded && PyDict_Check(data) ? PyDict_GetItemWithError(data, encoded) : nullptr;  // borrowed
+  Check c{CheckKind::Environ};
+  if (encoded && PyDict_Check(data) && !PyErr_Occurred())
+    c.object = PyTuple_Pack(4, data, encoded, value ? value : Py_None, key);
+  Py_XDECREF(data);
+  Py_XDECREF(encoded);
+  if (c.object == nullptr) {
+    std::string why = PyErr_Occurred() ? take_error_text() : "os.environ._data is not a dict";
+    throw std::runtime_error("environ_entry: cannot read os.environ's variables: " + why);
+  }
+  impl_->add_root(c);
 }
 
 int GuardSet::capture(const SourceRef& source) {

@@ -74,6 +74,10 @@ class GuardSet {
   // (torch.nn.modules.module must be imported; its global hook dicts are cached here).
   void no_hooks(const SourceRef& module_source);
   void global_state(const GlobalState& state);
+  // The variable `key` of the process environment, read through `environ` (os.environ), still
+  // has the value it has now, or is still unset. Throws std::runtime_error when os.environ does
+  // not keep its variables as CPython's does.
+  void environ_entry(PyObject* environ, PyObject* key);
 
   // Registers `source` as an input slot; check() stores a new reference into captured[slot].
   // Capturing the same source again returns the same slot.

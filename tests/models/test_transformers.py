@@ -14,20 +14,6 @@ transformers = pytest.importorskip("transformers")
 import ember  # noqa: E402
 from ember.bench import models_workloads as mw  # noqa: E402
 
-# Models whose forward Ember does not capture whole yet: the first construct the tracer refuses (the forward
-# then breaks there, so the graph count exceeds Dynamo's single graph).
-NOT_WHOLE = {
-    "bert": "transformers/pytorch_utils.py:168 calls inspect.signature (standard library, not traced)",
-    "llama": "os.environ lookup (<frozen os>:676) inside the RoPE/attention set-up raises in the tracer",
-}
-
-
-def _param(name):
-    if name in NOT_WHOLE:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_WHOLE[name]))
-    return name
-
-
 MODELS = list(mw.MODELS)
 TRANSFORMERS_MODELS = [m for m in MODELS if m != "nanogpt"]
 
@@ -88,7 +74,7 @@ def test_matches_eager_with_grad_enabled(name):
     _assert_same(out, ref)
 
 
-@pytest.mark.parametrize("name", [_param(m) for m in MODELS])
+@pytest.mark.parametrize("name", MODELS)
 def test_graph_count_against_dynamo(name):
     dynamo_graphs, dynamo_breaks = _dynamo_graph_count(name)
     w = mw.build(name)

@@ -28,7 +28,7 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       if (obj->as<ObjectVar>().opaque) unsupported("attribute '" + name + "' of " + describe(*obj) + ", read from an object guarded by its type only");
-      if (obj->as<ObjectVar>().dict_owner) return dict_view_attr(obj, name);
+      if (is_keyed_view(*obj)) return dict_view_attr(obj, name);
       if (VarRef v = trace_.overlay_attr(o, name)) return v;
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
@@ -351,10 +351,30 @@ VarRef Interpreter::instance_dict(const VarRef& obj, PyObject* o) {
   return view;
 }
 
+bool Interpreter::is_keyed_view(const Var& v) const {
+  return v.kind == VarKind::Object &&
+         (v.as<ObjectVar>().dict_owner || v.as<ObjectVar>().obj.get() == trace_.table.environ.get());
+}
+
 VarRef Interpreter::dict_view_lookup(const VarRef& view, PyObject* key) {
   auto& v = view->as<ObjectVar>();
   PyObject* d = v.obj.get();
   if (!key) unsupported("a lookup in a dict object with a key that is not a constant");
+  if (d == trace_.table.environ.get()) {
+    // The process environment changes between calls (os.environ[k] = v, putenv by libraries):
+    // each variable read is guarded on its own, set to this value or unset.
+    if (!PyUnicode_CheckExact(key)) unsupported("an os.environ lookup with a key that is not a str");
+    try {
+      trace_.guards.environ_entry(d, key);
+    } catch (const std::runtime_error& e) {
+      unsupported(std::string("an os.environ lookup: ") + e.what());
+    }
+    PyObject* value = PyObject_GetItem(d, key);
+    if (value) return trace_.constant(PyRef::steal(value));
+    if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw PythonError();
+    PyErr_Clear();
+    return nullptr;
+  }
   if (!view->source) {
     // A dict object the trace holds as a constant (the globals of inlined library code): read it.
     PyObject* value = PyDict_GetItemWithError(d, key);
@@ -379,8 +399,10 @@ VarRef Interpreter::dict_view_lookup(const VarRef& view, PyObject* key) {
 }
 
 VarRef Interpreter::dict_view_attr(const VarRef& view, const std::string& name) {
-  if (name != "get" && name != "__getitem__" && name != "__contains__")
-    unsupported("attribute '" + name + "' of an instance __dict__ (only get, [] and `in` are traced)");
+  if (name != "get" && name != "__getitem__" && name != "__contains__") {
+    const char* what = view->as<ObjectVar>().dict_owner ? "an instance __dict__" : "os.environ";
+    unsupported("attribute '" + name + "' of " + what + " (only get, [] and `in` are traced)");
+  }
   PyRef descr = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), name.c_str()));
   if (!descr) throw PythonError();
   return std::make_shared<BoundMethodVar>(view, trace_.constant(std::move(descr)));

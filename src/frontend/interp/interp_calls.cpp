@@ -115,7 +115,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   }
   if ((Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyWrapperDescr_Type)) && !args.empty() &&
       args[0]->kind == VarKind::Object &&
-      (args[0]->as<ObjectVar>().dict_owner ||
+      (is_keyed_view(*args[0]) ||
        (PyDict_Check(args[0]->as<ObjectVar>().obj.get()) && PyDescr_TYPE(obj) == &PyDict_Type &&
         (str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "get" ||
          str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name) == "__getitem__" ||
@@ -189,6 +189,8 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       return trace_.constant(kind.constant);
     case CallableKind::ModuleMethod:
       return module_method(kind.detail, args, kwargs);
+    case CallableKind::Signature:
+      return signature_of(obj, args, kwargs);
     case CallableKind::Unsupported:
       unsupported(kind.detail);
   }
@@ -264,6 +266,29 @@ VarRef Interpreter::module_method(const std::string& name, std::vector<VarRef>& 
     }
   }
   return std::make_shared<IteratorVar>(std::move(out));
+}
+
+VarRef Interpreter::signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs) {
+  if (args.size() != 1 || !kwargs.empty()) unsupported("inspect.signature() with arguments other than one callable");
+  // A signature is computed from the function alone (code, defaults, annotations, __wrapped__),
+  // which the guards pin wherever the trace may call it: a function read by identity, or a
+  // method whose function is its class's. A bound method's receiver only drops the first
+  // parameter, so any receiver stands in for it.
+  PyRef target;
+  const VarRef& f = args[0];
+  if (f->kind == VarKind::BoundMethod) {
+    PyObject* func = Trace::as_constant(*f->as<BoundMethodVar>().func);
+    if (func && PyFunction_Check(func)) target = PyRef::steal(PyMethod_New(func, Py_None));
+  } else if (f->kind == VarKind::Object && pinned(*f)) {
+    target = f->as<ObjectVar>().obj;
+  }
+  if (!target) unsupported("inspect.signature() of " + describe(*f) + ", which the guards do not pin");
+  PyObject* r = PyObject_CallOneArg(signature, target.get());
+  if (!r) {
+    std::string why = take_error_message();
+    unsupported("inspect.signature() raised " + why);
+  }
+  return trace_.constant(PyRef::steal(r));
 }
 
 bool Interpreter::pinned(const Var& v) const {

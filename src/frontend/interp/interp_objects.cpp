@@ -54,9 +54,10 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
     case VarKind::Object: {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       PyObject* i = Trace::as_constant(*index);
-      if (obj->as<ObjectVar>().dict_owner) {
+      if (is_keyed_view(*obj)) {
         if (VarRef v = dict_view_lookup(obj, i)) return v;
-        unsupported("KeyError in a lookup in an instance __dict__");
+        unsupported(obj->as<ObjectVar>().dict_owner ? "KeyError in a lookup in an instance __dict__"
+                                                   : "KeyError: an unset variable of os.environ");
       }
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
@@ -465,8 +466,7 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
     Kwargs none;
     return truthy(record_method(container, "__contains__", key, none));
   }
-  if (container->kind == VarKind::Object && container->as<ObjectVar>().dict_owner)
-    return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
+  if (is_keyed_view(*container)) return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
   if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);

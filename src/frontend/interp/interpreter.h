@@ -112,6 +112,7 @@ class Interpreter {
   VarRef call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs);
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
+  VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
   // Whether the guards fix `v`'s value (a trace constant, or read from the frame and guarded by
   // value or identity, containers of such): only such values may be folded by running Python.
   bool pinned(const Var& v) const;
@@ -126,9 +127,11 @@ class Interpreter {
   // and `missing_ok`.
   VarRef generic_attr(const VarRef& obj, PyObject* o, const std::string& name, bool missing_ok);
   VarRef tensor_attr(const VarRef& t, const std::string& name);
-  // An instance's __dict__ read lazily (ObjectVar::dict_owner), and reads through such a view:
-  // a lookup returns the value guarded through its item source, or nullptr when the key is
-  // absent (then the key set is guarded).
+  // Mappings read key by key, each read guarded on its own: an instance's __dict__ read lazily
+  // (ObjectVar::dict_owner) and os.environ. A lookup returns the value (guarded through its item
+  // source, or by an environ_entry guard), or nullptr when the key is absent (then the key set,
+  // or the variable's absence, is guarded).
+  bool is_keyed_view(const Var& v) const;
   VarRef instance_dict(const VarRef& obj, PyObject* o);
   VarRef dict_view_lookup(const VarRef& view, PyObject* key);
   VarRef dict_view_attr(const VarRef& view, const std::string& name);

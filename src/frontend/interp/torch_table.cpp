@@ -33,6 +33,7 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.set_grad_enabled_type = field(py, "set_grad_enabled_type");
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
   t.grad_mode_exit_type = field(py, "grad_mode_exit_type");
+  t.environ = field(py, "environ");
   t.inplace_callables = field(py, "inplace_callables");
   t.qualname = field(py, "qualname");
   t.classify_fn = field(py, "classify");
@@ -117,7 +118,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"operator", CallableKind::Operator}, {"inline", CallableKind::Inline},
       {"grad_mode", CallableKind::GradMode}, {"is_grad_enabled", CallableKind::IsGradEnabled},
       {"constant", CallableKind::Constant}, {"unsupported", CallableKind::Unsupported},
-      {"module_method", CallableKind::ModuleMethod},
+      {"module_method", CallableKind::ModuleMethod}, {"signature", CallableKind::Signature},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {

@@ -28,6 +28,7 @@ struct CallableKind {
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
     ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms
+    Signature,      // inspect.signature: folded for a function the guards pin
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;
@@ -50,6 +51,7 @@ struct TorchTable {
   PyRef no_grad_type, set_grad_enabled_type;
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
   PyRef grad_mode_exit_type;  // ember.ops.GradModeExit: a grad-mode block's exit across a graph break
+  PyRef environ;           // os.environ: read by key, each variable guarded (interp_attrs.cpp)
   PyRef core_ops;          // dict: callable -> core op name (ops.def)
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
   PyRef qualname;          // function(callable) -> qualified name
