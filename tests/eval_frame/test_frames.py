@@ -300,7 +300,9 @@ def test_module_and_class_bodies_are_not_offered():
         return namespace["result"]
 
     assert rec.call(run_module_code, 1) == 2
-    assert rec.seen == ["run_module_code"]
+    # Only these names: other frames may run meanwhile (a library's gc or fork callbacks).
+    assert rec.seen[0] == "run_module_code"
+    assert "K" not in rec.seen and "<module>" not in rec.seen, rec.seen
 
 
 def test_finalizers_run_when_a_replaced_frame_releases_the_last_reference():

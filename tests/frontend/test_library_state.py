@@ -135,3 +135,34 @@ def test_signature_of_a_function_made_in_the_trace_breaks_and_is_right():
     assert any("inspect.signature" in b.reason for b in e.break_reasons), e.break_reasons
     ember.reset()
     torch.testing.assert_close(ember.compile(signature_of_a_closure)(x), signature_of_a_closure(x))
+
+
+LIBRARY = '''
+import torch
+
+REGISTRY = {}
+ORDER = []
+
+
+class Layer(torch.nn.Module):
+    def forward(self, x):
+        flags = REGISTRY.get(str(self.__class__)) or {}
+        return x * (len(flags) + len(ORDER))
+'''
+
+
+def test_plain_dicts_and_lists_of_library_modules_are_guarded(tmp_path, monkeypatch):
+    # Library code reached without a source for its function (a module's forward) reads its
+    # module's registry dict and list: they are mutable, so their reads are guarded, not folded.
+    (tmp_path / "ember_test_registry_lib.py").write_text(LIBRARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ember_test_registry_lib as lib
+    m = lib.Layer()
+    compiled = ember.compile(m, fullgraph=True)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), m(x))
+    lib.REGISTRY[str(lib.Layer)] = {"hidden_states": 0, "attentions": 1}
+    torch.testing.assert_close(compiled(x), m(x))
+    lib.ORDER.append("a")
+    torch.testing.assert_close(compiled(x), m(x))
+    assert ember.stats()["frames_compiled"] == 3

@@ -48,8 +48,8 @@ def print_call(x):
 
 @case(inputs=x34, counters="eager", fallback_marker="numpy")
 def numpy_call(x):
-    a = np.tanh(x.numpy())  # FALLBACK numpy
-    return torch.from_numpy(a) + x
+    a = np.tanh(x.cpu().numpy())  # FALLBACK numpy
+    return torch.from_numpy(a).to(x.device) + x
 
 
 @case(inputs=x34, counters="eager", fallback_marker="numpy-const")

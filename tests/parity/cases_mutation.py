@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ember.testing import randint, randn
+from ember.testing import DEVICE, randint, randn
 
 from .registry import case
 
@@ -173,7 +173,7 @@ def inplace_input_broadcast_add(x, b):
 CALLS = 0
 LOG = []
 LAST = None
-GLOBAL_BUFFER = torch.zeros(4)
+GLOBAL_BUFFER = torch.zeros(4, device=DEVICE)  # globals live where the inputs do
 
 
 def _reset_globals():

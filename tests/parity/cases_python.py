@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ember.testing import Call, randint, randn
+from ember.testing import DEVICE, Call, randint, randn
 
 from .registry import case
 
@@ -52,7 +52,7 @@ def locals_swap(x):
     return a - b
 
 
-GLOBAL_TENSOR = torch.linspace(-1.0, 1.0, 4)
+GLOBAL_TENSOR = torch.linspace(-1.0, 1.0, 4, device=DEVICE)  # globals live where the inputs do
 GLOBAL_SCALE = 2.5
 GLOBAL_NAMES = ("alpha", "beta")
 
@@ -76,7 +76,7 @@ def global_function_call(x):
     return _global_helper(x, 3.0) + _global_helper(x, -1.0)
 
 
-GLOBAL_LINEAR = torch.nn.Linear(4, 2)
+GLOBAL_LINEAR = torch.nn.Linear(4, 2).to(DEVICE)
 
 
 @case(inputs=x34)
@@ -105,7 +105,7 @@ def _make_tensor_closure(bias):
     return add_bias
 
 
-case("closure_tensor", inputs=x34)(_make_tensor_closure(torch.arange(4.0)))
+case("closure_tensor", inputs=x34)(_make_tensor_closure(torch.arange(4.0, device=DEVICE)))
 
 
 def _make_two_level(a):

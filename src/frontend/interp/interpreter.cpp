@@ -808,10 +808,12 @@ VarRef Interpreter::load_global(const std::string& name) {
       src = Source::global(name);
     } else if (globals_.base) {
       src = Source::dict_item(globals_.base, name);
-    } else if (!object_model::is_builtin_instance(value) && !PyType_Check(value)) {
+    } else if ((!object_model::is_builtin_instance(value) && !PyType_Check(value)) || PyDict_CheckExact(value) ||
+               PyList_CheckExact(value)) {
       // An object of library code inlined without a source for its function (logger, registries,
-      // context holders): read through its module, so attribute reads are guarded and writes
-      // can be replayed. Functions, classes and constants stay unguarded as before.
+      // context holders, plain dicts and lists that the library mutates): read through its
+      // module, so what the trace reads is guarded and writes can be replayed. Functions, classes
+      // and immutable constants stay unguarded (library code does not rebind them).
       src = module_global_source(globals_.dict, name);
     }
     return src ? trace_.wrap(value, src) : trace_.constant(PyRef::borrow(value));
