@@ -6,7 +6,7 @@ callable), "query" (a Tensor method answered from metadata), "factory" (a node e
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "constant" (detail = the value it always returns), "module_method",
-"signature" (inspect.signature), "unsupported" (detail = why).
+"signature" (inspect.signature), "null_context" (contextlib.nullcontext), "unsupported" (detail = why).
 """
 import math
 import operator
@@ -228,17 +228,21 @@ def make_meta(sizes, strides, dtype, requires_grad):
 class GradModeExit:
     """The `__exit__` of a `with torch.no_grad()` (or enable_grad, set_grad_enabled) block that a
     graph break splits: the generated code after the break gets this object where the block's exit
-    sits on the stack. Calling it restores the grad mode from before the block."""
+    sits on the stack. Calling it restores the grad mode from before the block; with `previous`
+    None it is the exit of a `contextlib.nullcontext()` block and does nothing."""
 
     __slots__ = ("previous",)
 
     def __init__(self, previous):
-        self.previous = bool(previous)
+        self.previous = None if previous is None else bool(previous)
 
     def __call__(self, exc_type=None, exc=None, tb=None):
-        torch._C._set_grad_enabled(self.previous)
+        if self.previous is not None:
+            torch._C._set_grad_enabled(self.previous)
 
     def __repr__(self):
+        if self.previous is None:
+            return "<exit of a nullcontext block>"
         return f"<exit of a grad-mode block: restores {self.previous}>"
 
 

@@ -7,6 +7,7 @@ tests on CPython 3.12 and 3.13 run this way); its torch fields are placeholders 
 is an instance of.
 """
 import builtins
+import contextlib
 import importlib
 import inspect
 import os
@@ -96,6 +97,8 @@ def classify_python(fn, qualname=qualname_python):
         pass
     if fn is inspect.signature:
         return ("signature", "")
+    if fn is contextlib.nullcontext:
+        return ("null_context", "")
     module = module_of(fn)
     if module in ("_operator", "operator") and not isinstance(fn, type):
         return ("operator", fn.__name__)

@@ -4,6 +4,7 @@ breaks inside `for` and `while` loops, `try`/`except`/`finally` around a break, 
 (`torch.no_grad`, `enable_grad`, `set_grad_enabled`, `autocast`, a user context manager) active across
 a break. Counting rules: corpus.py's header.
 """
+import contextlib
 import math
 import struct
 
@@ -365,6 +366,26 @@ def no_grad_tensor_branch(x):
         else:
             y = x
     return y, y.requires_grad
+
+
+@program("nullcontext_across_break", 2, 1, inputs=_grad_input, dynamo=(2, 1))
+def nullcontext_across_break(x):
+    with contextlib.nullcontext(x * 2) as y:
+        z = y + 1
+        print("in nullcontext")  # BREAK print
+        torch.set_grad_enabled(False)  # a mode change inside the block outlives it
+        w = z * 3
+    out = w, w.requires_grad, torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    return out
+
+
+@program("nullcontext_or_autocast", 1, 0, inputs=_grad_input, dynamo=(1, 0))
+def nullcontext_or_autocast(x, amp=False):
+    with torch.autocast("cpu") if amp else contextlib.nullcontext():
+        y = x.sin()
+    with contextlib.nullcontext(enter_result=y) as z:
+        return z * 2, torch.is_grad_enabled()
 
 
 def _autocast_inputs():

@@ -73,7 +73,7 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
       return call(bm.func, std::move(args), std::move(kwargs));
     }
     case VarKind::GradModeExit:
-      trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
+      if (fn->as<GradModeExitVar>().restores_mode) trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
       return trace_.none();
     case VarKind::Object:
       if (!args.empty() && args[0]->kind == VarKind::Record && PyUnicode_Check(fn->as<ObjectVar>().obj.get())) {
@@ -182,6 +182,15 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
         unsupported("grad-mode context with arguments");
       }
       return std::make_shared<GradModeVar>(enabled);
+    }
+    case CallableKind::NullContext: {
+      if (args.size() + kwargs.size() > 1 || (!kwargs.empty() && kwargs[0].first != "enter_result"))
+        unsupported("contextlib.nullcontext() with unexpected arguments");
+      auto ctx = std::make_shared<GradModeVar>(trace_.grad_enabled);
+      ctx->null = true;
+      if (!args.empty()) ctx->enter_result = args[0];
+      if (!kwargs.empty()) ctx->enter_result = kwargs[0].second;
+      return ctx;
     }
     case CallableKind::IsGradEnabled:
       return trace_.constant(PyRef::borrow(trace_.grad_enabled ? Py_True : Py_False));

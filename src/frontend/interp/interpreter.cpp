@@ -695,6 +695,11 @@ void Interpreter::step(const Instruction& ins) {
       VarRef ctx = pop();
       if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts are supported)");
       const auto& mode = ctx->as<GradModeVar>();
+      if (mode.null) {
+        push(std::make_shared<GradModeExitVar>(false, /*restores=*/false));
+        push(mode.enter_result ? mode.enter_result : trace_.none());
+        return;
+      }
       bool previous = mode.restores >= 0 ? mode.restores == 1 : trace_.grad_enabled;
       trace_.set_grad_enabled(mode.enabled);
       push(std::make_shared<GradModeExitVar>(previous));

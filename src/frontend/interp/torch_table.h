@@ -25,6 +25,7 @@ struct CallableKind {
     Operator,       // a function of the operator module (`detail` is its name)
     Inline,         // Python code the interpreter inlines
     GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
+    NullContext,    // contextlib.nullcontext: a with-block that changes nothing
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
     ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms

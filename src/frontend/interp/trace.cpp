@@ -167,7 +167,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     PyRef previous = PyRef::steal(PyObject_GetAttrString(obj, "previous"));
     if (!previous) throw PythonError();
     guards.equals(Source::attr(source, "previous"), previous.get());
-    v = std::make_shared<GradModeExitVar>(previous.get() == Py_True);
+    v = std::make_shared<GradModeExitVar>(previous.get() == Py_True, previous.get() != Py_None);
   } else if (PyTuple_Check(obj) || PyList_CheckExact(obj)) {
     bool is_tuple = PyTuple_Check(obj);
     guards.type_match(source, type);
@@ -769,7 +769,8 @@ ValuePlan Trace::plan_value(const VarRef& v) {
     }
     case VarKind::GradModeExit: {
       p.kind = ValuePlan::Kind::Const;
-      PyObject* previous = v->as<GradModeExitVar>().previous ? Py_True : Py_False;
+      auto& exit = v->as<GradModeExitVar>();
+      PyObject* previous = !exit.restores_mode ? Py_None : exit.previous ? Py_True : Py_False;
       p.constant = PyRef::steal(PyObject_CallOneArg(table.grad_mode_exit_type.get(), previous));
       if (!p.constant) throw PythonError();
       return p;

@@ -63,7 +63,7 @@ std::string describe(const Var& v) {
     case VarKind::Record:
       return std::string("model output ") + reinterpret_cast<PyTypeObject*>(static_cast<const RecordVar&>(v).cls.get())->tp_name;
     case VarKind::GradMode:
-      return "grad-mode context";
+      return static_cast<const GradModeVar&>(v).null ? "nullcontext()" : "grad-mode context";
     case VarKind::GradModeExit:
       return "grad-mode exit";
     case VarKind::SymInt:

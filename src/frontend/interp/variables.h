@@ -147,11 +147,19 @@ struct GradModeVar : Var {
   // torch.set_grad_enabled(b) changes the mode when called; its block's exit restores the mode
   // from before that call, not from before the block.
   int restores = -1;  // -1: the mode at BEFORE_WITH; else 0/1
+  // contextlib.nullcontext(enter_result): a block that changes nothing (`enabled` is unused);
+  // entering it gives `enter_result` (None when not given).
+  bool null = false;
+  VarRef enter_result;
 };
 
+// The exit of an entered GradModeVar: restores grad mode `previous`, or, for a null context
+// (restores_mode false), does nothing.
 struct GradModeExitVar : Var {
-  explicit GradModeExitVar(bool p) : Var(VarKind::GradModeExit), previous(p) {}
+  explicit GradModeExitVar(bool p, bool restores = true)
+      : Var(VarKind::GradModeExit), previous(p), restores_mode(restores) {}
   bool previous;
+  bool restores_mode;
 };
 
 // An int the trace read through a source (`self.steps`) and has so far only done arithmetic on.
