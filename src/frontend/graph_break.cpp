@@ -293,20 +293,11 @@ class CodeBuilder {
     for (int s : locals) {
       if (keep_first_ && s == 0) continue;  // passed in its own slot
       out_.instructions.push_back(make("LOAD_FAST", arg++));
-      bool cell = is_cell(s);
-      out_.instructions.push_back(make(cell ? "STORE_DEREF" : "STORE_FAST", s + shift_));
+      out_.instructions.push_back(make(info_.cell[s] ? "STORE_DEREF" : "STORE_FAST", s + shift_));
     }
     prologue_jump_ = static_cast<int>(out_.instructions.size());
     out_.instructions.push_back(make("JUMP_FORWARD"));
     jump_to_ = jump_to;
-  }
-
-  bool is_cell(int slot) const {
-    const std::string& name = info_.localsplus_names[slot];
-    PyRef cellvars = code_attr(info_.code.get(), "co_cellvars");
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cellvars.get()); ++i)
-      if (str_of(PyTuple_GET_ITEM(cellvars.get(), i)) == name) return true;
-    return false;
   }
 
   // Stores the pushed values in temps, drops the rest of the stack, returns the tuple.
@@ -477,13 +468,9 @@ std::vector<std::vector<bool>> live_locals(const CodeInfo& info) {
     }
   }
   // Cells (a closure may read them at any time).
-  PyRef cellvars = code_attr(info.code.get(), "co_cellvars");
-  for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(cellvars.get()); ++c) {
-    std::string name = str_of(PyTuple_GET_ITEM(cellvars.get(), c));
-    for (size_t j = 0; j < nslots; ++j)
-      if (info.localsplus_names[j] == name)
-        for (auto& row : live) row[j] = true;
-  }
+  for (size_t j = 0; j < nslots; ++j)
+    if (info.cell[j])
+      for (auto& row : live) row[j] = true;
   return live;
 }
 
@@ -504,7 +491,8 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
   std::optional<Shape> shape = shape_of(breaking);
   if (!shape) throw Unsupported(unbreakable_reason(original, range.last));
   if (static_cast<int>(stack.size()) < shape->pops) throw Unsupported("graph break: the stack is shallower than the instruction needs");
-  std::vector<std::vector<bool>> live = live_locals(original);
+  if (!original.live) original.live = live_locals(original);
+  const std::vector<std::vector<bool>>& live = *original.live;
   int first_free = static_cast<int>(original.localsplus_names.size()) - original.nfree;
   bool first_in_place = reinterpret_cast<PyCodeObject*>(original.code.get())->co_argcount > 0;
   auto passed = [&](int at) {
