@@ -247,11 +247,10 @@ class CodeBuilder {
     src_ = bytecode::disassemble(code_);
     bytecode::shift_local_slots(src_, shift_, first);
     resume_index_ = -1;
+    raw_at_offset_.clear();
     for (size_t i = 0; i < src_.instructions.size(); ++i) {
-      if (src_.instructions[i].opcode == opcode("RESUME")) {
-        resume_index_ = static_cast<int>(i);
-        break;
-      }
+      raw_at_offset_.emplace(src_.instructions[i].offset, static_cast<int>(i));
+      if (resume_index_ < 0 && src_.instructions[i].opcode == opcode("RESUME")) resume_index_ = static_cast<int>(i);
     }
     if (resume_index_ < 0) throw std::runtime_error("graph break: code without RESUME");
     out_ = RawCode();
@@ -263,9 +262,10 @@ class CodeBuilder {
   // Index of the raw instruction at a normalized instruction's offset.
   int raw_index(int norm) const {
     uint32_t off = info_.decoded.instructions.at(norm).offset;
-    for (size_t i = 0; i < src_.instructions.size(); ++i)
-      if (src_.instructions[i].offset == static_cast<int32_t>(off)) return static_cast<int>(i);
-    throw std::runtime_error("graph break: no raw instruction at offset " + std::to_string(off));
+    auto it = raw_at_offset_.find(static_cast<int32_t>(off));
+    if (it == raw_at_offset_.end())
+      throw std::runtime_error("graph break: no raw instruction at offset " + std::to_string(off));
+    return it->second;
   }
 
   void emit_original(size_t i) {
@@ -402,6 +402,7 @@ class CodeBuilder {
   int shift_ = 0, temp_base_ = 0;
   bool keep_first_ = false;
   RawCode src_, out_;
+  std::unordered_map<int32_t, int> raw_at_offset_;  // src_ byte offset -> index, set by begin()
   int resume_index_ = -1;
   std::vector<int> newpos_;
   int prologue_jump_ = -1, jump_to_ = -1, body_end_ = 0;
