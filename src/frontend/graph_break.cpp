@@ -247,11 +247,10 @@ class CodeBuilder {
     src_ = bytecode::disassemble(code_);
     bytecode::shift_local_slots(src_, shift_, first);
     resume_index_ = -1;
+    raw_at_offset_.clear();
     for (size_t i = 0; i < src_.instructions.size(); ++i) {
-      if (src_.instructions[i].opcode == opcode("RESUME")) {
-        resume_index_ = static_cast<int>(i);
-        break;
-      }
+      raw_at_offset_.emplace(src_.instructions[i].offset, static_cast<int>(i));
+      if (resume_index_ < 0 && src_.instructions[i].opcode == opcode("RESUME")) resume_index_ = static_cast<int>(i);
     }
     if (resume_index_ < 0) throw std::runtime_error("graph break: code without RESUME");
     out_ = RawCode();
@@ -263,9 +262,10 @@ class CodeBuilder {
   // Index of the raw instruction at a normalized instruction's offset.
   int raw_index(int norm) const {
     uint32_t off = info_.decoded.instructions.at(norm).offset;
-    for (size_t i = 0; i < src_.instructions.size(); ++i)
-      if (src_.instructions[i].offset == static_cast<int32_t>(off)) return static_cast<int>(i);
-    throw std::runtime_error("graph break: no raw instruction at offset " + std::to_string(off));
+    auto it = raw_at_offset_.find(static_cast<int32_t>(off));
+    if (it == raw_at_offset_.end())
+      throw std::runtime_error("graph break: no raw instruction at offset " + std::to_string(off));
+    return it->second;
   }
 
   void emit_original(size_t i) {
@@ -293,20 +293,11 @@ class CodeBuilder {
     for (int s : locals) {
       if (keep_first_ && s == 0) continue;  // passed in its own slot
       out_.instructions.push_back(make("LOAD_FAST", arg++));
-      bool cell = is_cell(s);
-      out_.instructions.push_back(make(cell ? "STORE_DEREF" : "STORE_FAST", s + shift_));
+      out_.instructions.push_back(make(info_.cell[s] ? "STORE_DEREF" : "STORE_FAST", s + shift_));
     }
     prologue_jump_ = static_cast<int>(out_.instructions.size());
     out_.instructions.push_back(make("JUMP_FORWARD"));
     jump_to_ = jump_to;
-  }
-
-  bool is_cell(int slot) const {
-    const std::string& name = info_.localsplus_names[slot];
-    PyRef cellvars = code_attr(info_.code.get(), "co_cellvars");
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cellvars.get()); ++i)
-      if (str_of(PyTuple_GET_ITEM(cellvars.get(), i)) == name) return true;
-    return false;
   }
 
   // Stores the pushed values in temps, drops the rest of the stack, returns the tuple.
@@ -411,6 +402,7 @@ class CodeBuilder {
   int shift_ = 0, temp_base_ = 0;
   bool keep_first_ = false;
   RawCode src_, out_;
+  std::unordered_map<int32_t, int> raw_at_offset_;  // src_ byte offset -> index, set by begin()
   int resume_index_ = -1;
   std::vector<int> newpos_;
   int prologue_jump_ = -1, jump_to_ = -1, body_end_ = 0;
@@ -477,13 +469,9 @@ std::vector<std::vector<bool>> live_locals(const CodeInfo& info) {
     }
   }
   // Cells (a closure may read them at any time).
-  PyRef cellvars = code_attr(info.code.get(), "co_cellvars");
-  for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(cellvars.get()); ++c) {
-    std::string name = str_of(PyTuple_GET_ITEM(cellvars.get(), c));
-    for (size_t j = 0; j < nslots; ++j)
-      if (info.localsplus_names[j] == name)
-        for (auto& row : live) row[j] = true;
-  }
+  for (size_t j = 0; j < nslots; ++j)
+    if (info.cell[j])
+      for (auto& row : live) row[j] = true;
   return live;
 }
 
@@ -504,7 +492,8 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
   std::optional<Shape> shape = shape_of(breaking);
   if (!shape) throw Unsupported(unbreakable_reason(original, range.last));
   if (static_cast<int>(stack.size()) < shape->pops) throw Unsupported("graph break: the stack is shallower than the instruction needs");
-  std::vector<std::vector<bool>> live = live_locals(original);
+  if (!original.live) original.live = live_locals(original);
+  const std::vector<std::vector<bool>>& live = *original.live;
   int first_free = static_cast<int>(original.localsplus_names.size()) - original.nfree;
   bool first_in_place = reinterpret_cast<PyCodeObject*>(original.code.get())->co_argcount > 0;
   auto passed = [&](int at) {

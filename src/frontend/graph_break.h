@@ -100,7 +100,8 @@ class BreakCodeCache {
 
 // Local slots live on entry to each normalized instruction of `info`: read later on some path
 // (jumps and exception handlers included) before being written. Cells and free variables are
-// reported live everywhere (closures may read them at any time).
+// reported live everywhere (closures may read them at any time). BreakCodeCache::get keeps the result
+// in CodeInfo::live, so it is computed once per code object.
 std::vector<std::vector<bool>> live_locals(const CodeInfo& info);
 
 }  // namespace ember::frontend

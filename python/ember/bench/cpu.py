@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import cpu_probe, cpu_workloads, memory, report, timing
+from . import cpu_probe, cpu_workloads, memory, options, report, timing
 from .compilers import COMPILERS, check_captured
 
 SPEED_TARGET = 1.0          # Ember's time / Inductor's on memory-bound workloads and on the geomean
@@ -44,6 +44,7 @@ BANDWIDTH_WORKLOADS = ("softmax", "layer_norm")
 ACCURACY_TARGET = 2.0       # Ember's error / eager's error
 MEMORY_CALLS = 3
 PROBE_TIMEOUT_S = 900
+SAMPLING = {"repeat": 21, "warmup": 3, "min_sample_ms": 10.0}  # without --quick (options.py)
 
 
 def _default_threads():
@@ -53,31 +54,23 @@ def _default_threads():
 def add_arguments(parser):
     parser.add_argument("--workloads", default=",".join(cpu_workloads.BUILDERS),
                         help=f"comma-separated, in run order (default: all of {', '.join(cpu_workloads.BUILDERS)})")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="timed samples per callable (default 21; 3 with --quick)")
-    parser.add_argument("--warmup", type=int, default=None, help="calls before timing (default 3; 1 with --quick)")
-    parser.add_argument("--min-sample-ms", type=float, default=None,
-                        help="each sample times enough calls to last this long (default 10 ms; 0.5 with --quick)")
+    options.add_sampling_arguments(parser, SAMPLING)
     parser.add_argument("--threads", type=int, default=_default_threads(),
                         help="torch threads here and OMP_NUM_THREADS in the fresh processes (default: all cores, "
                              f"{_default_threads()} here)")
-    parser.add_argument("--no-inductor", action="store_true", help="leave torch.compile out")
+    options.add_no_inductor_argument(parser)
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and few samples: checks that the suite runs, measures nothing worth reading")
     parser.add_argument("--out", default="bench-results/cpu.json", help="JSON path; .md and .png are written next to it")
 
 
 def _config(args, compilers):
-    def pick(value, full, quick):
-        return value if value is not None else (quick if args.quick else full)
-
     config = {"workloads": report.parse_names(args.workloads, cpu_workloads.BUILDERS, "workload"),
-              "compilers": [c.name for c in compilers], "repeat": pick(args.repeat, 21, 3),
-              "warmup": pick(args.warmup, 3, 1), "min_sample_ms": pick(args.min_sample_ms, 10.0, 0.5),
+              "compilers": [c.name for c in compilers], **options.sampling_config(args, SAMPLING),
               "threads": args.threads, "quick": args.quick, "memory_calls": MEMORY_CALLS,
               "copy_bytes": (16 if args.quick else 256) << 20}
-    if config["repeat"] < 1 or config["warmup"] < 0 or config["min_sample_ms"] <= 0 or config["threads"] < 1:
-        raise ValueError("--repeat and --threads must be >= 1, --warmup >= 0, --min-sample-ms > 0")
+    if config["threads"] < 1:
+        raise ValueError("--threads must be >= 1")
     return config
 
 
@@ -434,7 +427,7 @@ def _chart(results, path):
 
 def run(args, extra_compilers=()):
     """extra_compilers: objects shaped like compilers.Compiler, measured in this process only (a test's hook)."""
-    compilers = [COMPILERS["ember"]] + ([] if args.no_inductor else [COMPILERS["inductor"]]) + list(extra_compilers)
+    compilers = options.compilers(args) + list(extra_compilers)
     config = _config(args, compilers)
     scratch = tempfile.mkdtemp(prefix="ember-bench-cpu-")
     saved = {k: os.environ.get(k) for k in ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}

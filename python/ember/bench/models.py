@@ -23,37 +23,28 @@ import subprocess
 import sys
 import tempfile
 
-from . import models_workloads, report, timing
+from . import models_workloads, options, report, timing
 from .compilers import COMPILERS
 
 PROBE_TIMEOUT_S = 300
+SAMPLING = {"repeat": 15, "warmup": 3, "min_sample_ms": 5.0}  # without --quick (options.py)
 PROBE_PREFIX = "EMBER_BENCH_MODELS_PROBE "
 
 
 def add_arguments(parser):
     parser.add_argument("--models", default=",".join(models_workloads.MODELS),
                         help=f"comma-separated, in run order (default: all of {', '.join(models_workloads.MODELS)})")
-    parser.add_argument("--repeat", type=int, default=None, help="timed samples per callable (default 15; 3 with --quick)")
-    parser.add_argument("--warmup", type=int, default=None, help="calls before timing (default 3; 1 with --quick)")
-    parser.add_argument("--min-sample-ms", type=float, default=None,
-                        help="each sample times enough calls to last this long (default 5 ms; 0.5 with --quick)")
-    parser.add_argument("--no-inductor", action="store_true", help="leave torch.compile out")
+    options.add_sampling_arguments(parser, SAMPLING)
+    options.add_no_inductor_argument(parser)
     parser.add_argument("--no-cold", action="store_true", help="skip the fresh-process cold compile times")
     parser.add_argument("--quick", action="store_true", help="few samples, no cold compiles: checks that the suite runs")
     parser.add_argument("--out", default="bench-results/models.json", help="JSON path; .md is written next to it")
 
 
 def _config(args, compilers):
-    def pick(value, full, quick):
-        return value if value is not None else (quick if args.quick else full)
-
-    config = {"models": report.parse_names(args.models, models_workloads.MODELS, "model"),
-              "compilers": [c.name for c in compilers], "repeat": pick(args.repeat, 15, 3),
-              "warmup": pick(args.warmup, 3, 1), "min_sample_ms": pick(args.min_sample_ms, 5.0, 0.5),
-              "cold": not (args.no_cold or args.quick), "quick": args.quick}
-    if config["repeat"] < 1 or config["warmup"] < 0 or config["min_sample_ms"] <= 0:
-        raise ValueError("--repeat must be >= 1, --warmup >= 0, --min-sample-ms > 0")
-    return config
+    return {"models": report.parse_names(args.models, models_workloads.MODELS, "model"),
+            "compilers": [c.name for c in compilers], **options.sampling_config(args, SAMPLING),
+            "cold": not (args.no_cold or args.quick), "quick": args.quick}
 
 
 def _max_abs_diff(out, ref):
@@ -218,7 +209,7 @@ def _failures(result):
 
 
 def run(args):
-    compilers = [COMPILERS["ember"]] + ([] if args.no_inductor else [COMPILERS["inductor"]])
+    compilers = options.compilers(args)
     config = _config(args, compilers)
     scratch = tempfile.mkdtemp(prefix="ember-bench-models-")
     saved = {k: os.environ.get(k) for k in ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}

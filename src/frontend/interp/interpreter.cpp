@@ -38,6 +38,8 @@ const CodeInfo& CodeInfoCache::get(PyCodeObject* code) {
     if (std::find(varnames.begin(), varnames.end(), c) == varnames.end()) info->localsplus_names.push_back(c);
   for (const auto& f : freevars) info->localsplus_names.push_back(f);
   info->nfree = static_cast<int>(freevars.size());
+  for (const auto& n : info->localsplus_names)
+    info->cell.push_back(std::find(cellvars.begin(), cellvars.end(), n) != cellvars.end());
   info->argcount = code->co_argcount;
   info->posonlyargcount = code->co_posonlyargcount;
   info->kwonlyargcount = code->co_kwonlyargcount;

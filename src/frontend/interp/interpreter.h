@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -31,7 +32,11 @@ struct CodeInfo {
   int argcount = 0, posonlyargcount = 0, kwonlyargcount = 0;
   bool varargs = false, varkeywords = false;
   int nfree = 0;
+  std::vector<bool> cell;  // per localsplus slot: a cell variable (named in co_cellvars)
   std::string filename, name;
+  // Per normalized instruction (and one past the end), the local slots live on entry (live_locals,
+  // graph_break.h). Computed by the first graph break in this code, as most code never breaks.
+  mutable std::optional<std::vector<std::vector<bool>>> live;
 };
 
 class CodeInfoCache {
