@@ -38,19 +38,6 @@ bool set_ref(PyObject* kwargs, const char* key, const PyRef& value) {
   return PyDict_SetItemString(kwargs, key, value.get()) == 0;
 }
 
-// The code object's qualified name, for error messages ("?" if unreadable).
-std::string qualname_of(PyCodeObject* code) {
-  std::string name = "?";
-  PyObject* q = PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_qualname");
-  if (q != nullptr && PyUnicode_Check(q)) {
-    const char* utf8 = PyUnicode_AsUTF8(q);
-    if (utf8 != nullptr) name = utf8;
-  }
-  Py_XDECREF(q);
-  PyErr_Clear();
-  return name;
-}
-
 }  // namespace
 
 PyRef make_code(PyCodeObject* base, const RawCode& raw, const CodeChanges& changes) {
@@ -63,7 +50,7 @@ PyRef make_code(PyCodeObject* base, const RawCode& raw, const CodeChanges& chang
     a = assemble(raw);
   } catch (const std::exception& e) {
     // The header promises a Python error, so a caller handles refusal and CPython failure alike.
-    PyErr_SetString(PyExc_ValueError, ("make_code(" + qualname_of(base) + "): " + e.what()).c_str());
+    PyErr_SetString(PyExc_ValueError, ("make_code(" + detail::qualname_of(base) + "): " + e.what()).c_str());
     return PyRef();
   }
   PyObject* base_obj = reinterpret_cast<PyObject*>(base);

@@ -58,7 +58,7 @@ void throw_python_error(const std::string& what) {
   throw std::runtime_error(message);
 }
 
-void throw_malformed(PyCodeObject* code, const std::string& what) {
+std::string qualname_of(PyCodeObject* code) {
   std::string name = "?";
   PyObject* qualname = PyObject_GetAttrString(reinterpret_cast<PyObject*>(code), "co_qualname");
   if (qualname != nullptr && PyUnicode_Check(qualname)) {
@@ -67,7 +67,11 @@ void throw_malformed(PyCodeObject* code, const std::string& what) {
   }
   Py_XDECREF(qualname);
   PyErr_Clear();
-  throw std::runtime_error("malformed bytecode in " + name + ": " + what);
+  return name;
+}
+
+void throw_malformed(PyCodeObject* code, const std::string& what) {
+  throw std::runtime_error("malformed bytecode in " + qualname_of(code) + ": " + what);
 }
 
 namespace {

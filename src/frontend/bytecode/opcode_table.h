@@ -87,6 +87,9 @@ const OpcodeTable& running_opcode_table();
 // Throws std::runtime_error carrying `what` and the pending Python exception's text (which is cleared).
 [[noreturn]] void throw_python_error(const std::string& what);
 
+// The code object's co_qualname, for messages ("?" when unreadable; no Python error left set).
+std::string qualname_of(PyCodeObject* code);
+
 // Throws std::runtime_error("malformed bytecode in <co_qualname>: <what>").
 [[noreturn]] void throw_malformed(PyCodeObject* code, const std::string& what);
 

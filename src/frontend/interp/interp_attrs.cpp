@@ -176,6 +176,12 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
   return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(attr)));
 }
 
+VarRef Interpreter::property_value(PyObject* property, const VarRef& self, const std::string& name) {
+  PyRef fget = PyRef::steal(PyObject_GetAttrString(property, "fget"));
+  if (!fget || !PyFunction_Check(fget.get())) unsupported("property '" + name + "' without a Python getter");
+  return inline_real_function(fget.get(), nullptr, {self}, {});
+}
+
 VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
   PyObject* m = module->as<ObjectVar>().obj.get();
   const SourceRef& src = module->source;
@@ -183,11 +189,7 @@ VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(Py_TYPE(m), key.get());
   if (descr && Py_TYPE(descr)->tp_descr_set) {
-    if (PyObject_TypeCheck(descr, &PyProperty_Type)) {
-      PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
-      if (!fget || !PyFunction_Check(fget.get())) unsupported("property '" + name + "' without a Python getter");
-      return inline_real_function(fget.get(), nullptr, {module}, {});
-    }
+    if (PyObject_TypeCheck(descr, &PyProperty_Type)) return property_value(descr, module, name);
     unsupported("module attribute '" + name + "' is a data descriptor Ember cannot read");
   }
   PyRef dict = PyRef::steal(PyObject_GenericGetDict(m, nullptr));
@@ -271,11 +273,7 @@ VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::stri
   PyRef key = PyRef::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(Py_TYPE(o), key.get());
   if (descr && Py_TYPE(descr)->tp_descr_set) {
-    if (PyObject_TypeCheck(descr, &PyProperty_Type)) {
-      PyRef fget = PyRef::steal(PyObject_GetAttrString(descr, "fget"));
-      if (!fget || !PyFunction_Check(fget.get())) unsupported("property '" + name + "' without a Python getter");
-      return inline_real_function(fget.get(), nullptr, {obj}, {});
-    }
+    if (PyObject_TypeCheck(descr, &PyProperty_Type)) return property_value(descr, obj, name);
     if (!is_builtin_instance(descr)) unsupported("attribute '" + name + "' is a Python data descriptor");
     PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
     if (!v) throw PythonError();

@@ -127,6 +127,8 @@ class Interpreter {
   // Pushes what LOAD_METHOD pushes: [method, self] or the NULL form.
   void load_method(const VarRef& obj, const std::string& name);
   VarRef module_attr(const VarRef& module, const std::string& name);
+  // A Python property's value: its getter inlined on `self`.
+  VarRef property_value(PyObject* property, const VarRef& self, const std::string& name);
   VarRef object_attr(const VarRef& obj, PyObject* o, const std::string& name);
   // Python's generic lookup (object.__getattribute__) on a user object; nullptr when missing
   // and `missing_ok`.
