@@ -6,7 +6,8 @@ callable), "query" (a Tensor method answered from metadata), "factory" (a node e
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "constant" (detail = the value it always returns), "module_method",
-"signature" (inspect.signature), "null_context" (contextlib.nullcontext), "unsupported" (detail = why).
+"signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
+Python class whose instance the trace builds), "unsupported" (detail = why).
 """
 import math
 import operator
@@ -212,6 +213,9 @@ def _classify(fn):
             return ("torch", "")
     if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
         return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
+    if isinstance(fn, type) and _is_torch_module_name(module):
+        # torch's own classes (autocast, profilers, ...) carry state the tracer does not model.
+        return ("unsupported", f"constructing an instance of {qualname(fn)}")
     call = getattr(type(fn), "__call__", None)
     if isinstance(call, types.FunctionType) and python_table.file_of(call).startswith(_TORCH_DIR):
         return ("unsupported", f"call to {qualname(fn)}")

@@ -27,6 +27,7 @@ EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _STDLIB_MODULES = set(sys.stdlib_module_names)
 _NO_SELF = object()
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement, not a C type
 
 
 def core_op_names():
@@ -122,11 +123,26 @@ def classify_python(fn, qualname=qualname_python):
     if isinstance(fn, type):
         if fn.__module__ == "itertools":
             return ("pure", "")  # itertools.repeat(x, n), ... on constants
+        if _constructible(fn):
+            return ("construct", "")
         return ("unsupported", f"constructing an instance of {fn.__module__}.{fn.__qualname__}")
     call = getattr(type(fn), "__call__", None)
     if isinstance(call, types.FunctionType):
         return ("inline", "")
     return ("unsupported", f"call to {qualname(fn)}")
+
+
+def _constructible(cls):
+    """A plain Python class of user or library code whose instances the tracer can build: object's
+    own __new__, __setattr__, __delattr__ and __getattribute__, no metaclass, an instance __dict__
+    and no C base class but object (so every attribute lives in the __dict__ the trace models)."""
+    if type(cls) is not type or cls.__module__ == "builtins" or is_stdlib_module_name(cls.__module__):
+        return False
+    for base in cls.__mro__[:-1]:
+        if not base.__flags__ & _HEAPTYPE or "__slots__" in base.__dict__:
+            return False
+    return (cls.__new__ is object.__new__ and cls.__setattr__ is object.__setattr__ and
+            cls.__delattr__ is object.__delattr__ and cls.__getattribute__ is object.__getattribute__)
 
 
 def resolve_path(path):

@@ -56,6 +56,18 @@ struct ValueBuilder {
   PyObject* build(const ValuePlan& p) {
     if (p.identity < 0) return build_new(p);
     if (static_cast<size_t>(p.identity) >= built.size()) built.resize(p.identity + 1);
+    if (!built[p.identity] && p.kind == ValuePlan::Kind::Object) {
+      // Registered before its attributes are built: an attribute may refer back to the object.
+      PyObject* cls = PyTuple_GET_ITEM(p.constant.get(), 0);
+      PyObject* names = PyTuple_GET_ITEM(p.constant.get(), 1);
+      built[p.identity] = PyRef::steal(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__", "O", cls));
+      if (!built[p.identity]) return nullptr;
+      PyObject* obj = built[p.identity].get();
+      for (size_t i = 0; i < p.items.size(); ++i) {
+        PyRef value = PyRef::steal(build(p.items[i]));
+        if (!value || PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(names, i), value.get()) < 0) return nullptr;
+      }
+    }
     if (!built[p.identity]) {
       built[p.identity] = PyRef::steal(build_new(p));
       if (!built[p.identity]) return nullptr;
@@ -101,6 +113,9 @@ struct ValueBuilder {
         if (!b) return nullptr;
         return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
       }
+      case ValuePlan::Kind::Object:
+        PyErr_SetString(PyExc_SystemError, "ember: an object plan without an identity");
+        return nullptr;
       case ValuePlan::Kind::Dict: {
         PyRef d = PyRef::steal(PyDict_New());
         for (size_t i = 0; i < p.items.size(); ++i) {

@@ -251,10 +251,9 @@ class _FreshObject:
     pass
 
 
-@case(inputs=x34, counters="eager", fallback_marker="new-object",
-      note="constructing instances of user classes inside compiled code is not captured yet")
+@case(inputs=x34)
 def new_object_in_trace(x):
-    o = _FreshObject()  # FALLBACK new-object
+    o = _FreshObject()
     o.value = x * 2
     o.n = 3
     return o.value * o.n

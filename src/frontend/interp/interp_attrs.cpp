@@ -29,6 +29,7 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       PyObject* o = obj->as<ObjectVar>().obj.get();
       if (obj->as<ObjectVar>().opaque) unsupported("attribute '" + name + "' of " + describe(*obj) + ", read from an object guarded by its type only");
       if (is_keyed_view(*obj)) return dict_view_attr(obj, name);
+      if (obj->as<ObjectVar>().made_attrs) return instance_attr(obj, name);
       if (VarRef v = trace_.overlay_attr(o, name)) return v;
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
@@ -418,6 +419,7 @@ VarRef Interpreter::dict_view_method(const VarRef& view, const std::string& name
 }
 
 void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {
+  if (obj->kind == VarKind::Object && obj->as<ObjectVar>().made_attrs) return store_instance_attr(obj, name, value);
   if (obj->kind != VarKind::Object || !obj->source)
     unsupported("assignment to attribute '" + name + "' of " + describe(*obj));
   PyObject* o = obj->as<ObjectVar>().obj.get();

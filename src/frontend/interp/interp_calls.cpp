@@ -108,6 +108,10 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     return call(func, std::move(args), std::move(kwargs));
   }
   if (PyObject_IsInstance(obj, table.module_type.get()) == 1) return call_module(fn, std::move(args), std::move(kwargs));
+  static PyObject* object_init = _PyType_Lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__init__"));
+  if (obj == object_init && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::Object &&
+      args[0]->as<ObjectVar>().made_attrs)
+    return trace_.none();  // `super().__init__()` reaching object in a constructed instance's __init__
   if (obj == object_getattribute() && args.size() == 2 && kwargs.empty() && args[0]->kind == VarKind::Object) {
     PyObject* n = Trace::as_constant(*args[1]);
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
@@ -183,6 +187,8 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       }
       return std::make_shared<GradModeVar>(enabled);
     }
+    case CallableKind::Construct:
+      return construct(obj, std::move(args), std::move(kwargs));
     case CallableKind::NullContext: {
       if (args.size() + kwargs.size() > 1 || (!kwargs.empty() && kwargs[0].first != "enter_result"))
         unsupported("contextlib.nullcontext() with unexpected arguments");
@@ -303,7 +309,8 @@ VarRef Interpreter::signature_of(PyObject* signature, std::vector<VarRef>& args,
 bool Interpreter::pinned(const Var& v) const {
   switch (v.kind) {
     case VarKind::Object:
-      return !v.as<ObjectVar>().opaque && (!v.source || trace_.guarded_by_value(v.as<ObjectVar>().obj.get()));
+      return !v.as<ObjectVar>().opaque && !v.as<ObjectVar>().made_attrs &&
+             (!v.source || trace_.guarded_by_value(v.as<ObjectVar>().obj.get()));
     case VarKind::Tuple:
     case VarKind::List:
       for (const VarRef& item : v.as<SequenceVar>().items)

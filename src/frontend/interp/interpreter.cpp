@@ -695,7 +695,8 @@ void Interpreter::step(const Instruction& ins) {
     }
     case Opcode::BeforeWith: {
       VarRef ctx = pop();
-      if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts are supported)");
+      if (enter_python_context(ctx)) return;
+      if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts, nullcontext and classes with Python __enter__/__exit__ are supported)");
       const auto& mode = ctx->as<GradModeVar>();
       if (mode.null) {
         push(std::make_shared<GradModeExitVar>(false, /*restores=*/false));

@@ -118,6 +118,13 @@ class Interpreter {
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
   VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
+  // Instances the trace constructs (interp_instances.cpp; ObjectVar::made_attrs).
+  VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
+  VarRef instance_attr(const VarRef& obj, const std::string& name);
+  void store_instance_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  // BEFORE_WITH over an object whose class has Python __enter__ and __exit__: pushes the bound
+  // exit and the result of the inlined __enter__. False when `ctx` is not such an object.
+  bool enter_python_context(const VarRef& ctx);
   // Whether the guards fix `v`'s value (a trace constant, or read from the frame and guarded by
   // value or identity, containers of such): only such values may be folded by running Python.
   bool pinned(const Var& v) const;

@@ -119,7 +119,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"grad_mode", CallableKind::GradMode}, {"is_grad_enabled", CallableKind::IsGradEnabled},
       {"constant", CallableKind::Constant}, {"unsupported", CallableKind::Unsupported},
       {"module_method", CallableKind::ModuleMethod}, {"signature", CallableKind::Signature},
-      {"null_context", CallableKind::NullContext},
+      {"null_context", CallableKind::NullContext}, {"construct", CallableKind::Construct},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {

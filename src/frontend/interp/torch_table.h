@@ -26,6 +26,7 @@ struct CallableKind {
     Inline,         // Python code the interpreter inlines
     GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
     NullContext,    // contextlib.nullcontext: a with-block that changes nothing
+    Construct,      // a plain Python class: the trace builds the instance (interp_objects.cpp)
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
     ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms

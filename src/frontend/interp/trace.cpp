@@ -87,14 +87,14 @@ VarRef Trace::constant(PyRef obj) { return make_object(std::move(obj)); }
 VarRef Trace::none() { return make_object(PyRef::borrow(Py_None)); }
 
 PyObject* Trace::as_constant(const Var& v) {
-  if (v.kind != VarKind::Object || v.as<ObjectVar>().opaque) return nullptr;
+  if (v.kind != VarKind::Object || v.as<ObjectVar>().opaque || v.as<ObjectVar>().made_attrs) return nullptr;
   return v.as<ObjectVar>().obj.get();
 }
 
 PyRef Trace::materialize(const Var& v) {
   switch (v.kind) {
     case VarKind::Object:
-      if (v.as<ObjectVar>().opaque) return PyRef();
+      if (v.as<ObjectVar>().opaque || v.as<ObjectVar>().made_attrs) return PyRef();
       return v.as<ObjectVar>().obj;
     case VarKind::Tuple:
     case VarKind::List: {
@@ -731,6 +731,24 @@ ValuePlan Trace::plan_value(const VarRef& v) {
     }
     case VarKind::Object: {
       PyObject* o = v->as<ObjectVar>().obj.get();
+      if (const auto& attrs = v->as<ObjectVar>().made_attrs) {
+        p.kind = ValuePlan::Kind::Object;
+        p.identity = identities_.emplace(v.get(), static_cast<int>(identities_.size())).first->second;
+        PyRef names = PyRef::steal(PyTuple_New(attrs->size()));
+        for (size_t i = 0; i < attrs->size(); ++i) {
+          PyObject* name = PyUnicode_FromString((*attrs)[i].first.c_str());
+          if (!name) throw PythonError();
+          PyTuple_SET_ITEM(names.get(), i, name);
+        }
+        p.constant = PyRef::steal(PyTuple_Pack(2, reinterpret_cast<PyObject*>(Py_TYPE(o)), names.get()));
+        if (!p.constant) throw PythonError();
+        // An attribute that leads back to the object (a parent pointer) plans no attributes: the
+        // builder registers the object before building its attributes and returns it there.
+        if (!planning_.insert(v.get()).second) return p;
+        for (const auto& kv : *attrs) p.items.push_back(plan_value(kv.second));
+        planning_.erase(v.get());
+        return p;
+      }
       if (v->source && !is_plain_constant(o)) {
         p.kind = ValuePlan::Kind::FromSource;
         p.source = v->source;
@@ -765,6 +783,17 @@ ValuePlan Trace::plan_value(const VarRef& v) {
       p.kind = s.named_type ? ValuePlan::Kind::Named : v->kind == VarKind::Tuple ? ValuePlan::Kind::Tuple : ValuePlan::Kind::List;
       p.constant = s.named_type;
       for (auto& x : s.items) p.items.push_back(plan_value(x));
+      return p;
+    }
+    case VarKind::BoundMethod: {
+      // A Python function bound to a value: types.MethodType(function, self) after the graph.
+      auto& bm = v->as<BoundMethodVar>();
+      PyObject* f = as_constant(*bm.func);
+      if (!f || !PyFunction_Check(f)) throw Unsupported("returning or storing a bound method of " + describe(*bm.func) + " from compiled code");
+      p.kind = ValuePlan::Kind::Call;
+      p.constant = PyRef::borrow(reinterpret_cast<PyObject*>(&PyMethod_Type));
+      p.items.push_back(plan_value(bm.func));
+      p.items.push_back(plan_value(bm.self));
       return p;
     }
     case VarKind::GradModeExit: {

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -46,15 +47,17 @@ struct PythonError : std::exception {
 // How to rebuild a Python value after the graph ran: the frame's return value, or the value a
 // side effect stores.
 struct ValuePlan {
-  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call };
+  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call, Object };
   Kind kind = Kind::Const;
   PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys
-                           // tuple; for Call, the callable applied to the items
+                           // tuple; for Call, the callable applied to the items; for Object, the
+                           // tuple (class, attribute names): object.__new__(class), then the
+                           // items assigned to those attributes
   int output = -1;         // GraphOutput: index into Graph::outputs()
   SourceRef source;        // FromSource
   std::vector<ValuePlan> items;
-  // A list or dict the trace made: every plan of the same Var has the same id (0, 1, ...), and
-  // one run builds it once, so aliases stay aliases (`l = []; return l, l`). -1 otherwise.
+  // A list, dict or object the trace made: every plan of the same Var has the same id (0, 1,
+  // ...), and one run builds it once, so aliases stay aliases (`l = []; return l, l`). -1 otherwise.
   int identity = -1;
 };
 
@@ -159,7 +162,8 @@ class Trace {
   std::map<std::pair<PyObject*, std::string>, VarRef> attr_overlay_;
   std::map<std::pair<PyObject*, std::string>, VarRef> global_overlay_;
   std::unordered_map<ir::ValueId, int> output_index_;
-  std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists and dicts
+  std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists, dicts, objects
+  std::unordered_set<const Var*> planning_;          // constructed objects plan_value is inside
   std::vector<ir::ValueId> outputs_;
 };
 

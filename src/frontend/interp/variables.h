@@ -77,6 +77,11 @@ struct ObjectVar : Var {
   // keys they read (config objects keep dozens of entries, some with int keys), and attribute
   // writes the trace recorded on the owner show through.
   PyRef dict_owner;
+  // Set when the trace constructed this instance (`cls(...)` of a plain Python class): `obj` is a
+  // placeholder of the class with an empty __dict__ that the program never sees; the instance's
+  // attributes are these, in assignment order, and each run builds a fresh instance from them
+  // (ValuePlan::Kind::Object). Such an object is never a trace constant.
+  std::shared_ptr<std::vector<std::pair<std::string, VarRef>>> made_attrs;
 };
 
 struct TensorVar : Var {
