@@ -326,7 +326,20 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
   bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
                   name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__" ||
                   name == "reverse" || name == "sort" || name == "__delitem__";
-  if (mutating && self->source) unsupported(name + "() would mutate " + self->source->str() + ", an object of the caller");
+  if (mutating && (self->kind == VarKind::List || self->kind == VarKind::Dict)) {
+    // A list or dict of the caller is mutated here and brought to its final contents after the
+    // graph (Trace::record_mutation). The values that may go into it are checked first.
+    std::vector<VarRef> stored;
+    if (name == "extend" && !args.empty()) {
+      stored = iterate(args[0]);
+    } else if (name == "update" && !args.empty() && args[0]->kind == VarKind::Dict) {
+      stored = args[0]->as<DictVar>().values;
+    } else if (name != "pop" && name != "remove" && name != "__delitem__") {
+      stored = args;
+    }
+    for (auto& [k, v] : kwargs) stored.push_back(v);
+    trace_.record_mutation(self, stored);
+  }
   if (self->kind == VarKind::List || self->kind == VarKind::Tuple) {
     auto& items = self->as<SequenceVar>().items;
     bool is_list = self->kind == VarKind::List;
