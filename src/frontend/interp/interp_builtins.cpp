@@ -325,7 +325,7 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
   if (!kwargs.empty() && name != "update" && name != "sort") unsupported(name + "() with keyword arguments on " + describe(*self));
   bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
                   name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__" ||
-                  name == "reverse" || name == "sort" || name == "__delitem__";
+                  name == "reverse" || name == "sort" || name == "__delitem__" || name == "popitem";
   if (mutating && (self->kind == VarKind::List || self->kind == VarKind::Dict)) {
     // A list or dict of the caller is mutated here and brought to its final contents after the
     // graph (Trace::record_mutation). The values that may go into it are checked first.
@@ -334,7 +334,7 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
       stored = iterate(args[0]);
     } else if (name == "update" && !args.empty() && args[0]->kind == VarKind::Dict) {
       stored = args[0]->as<DictVar>().values;
-    } else if (name != "pop" && name != "remove" && name != "__delitem__") {
+    } else if (name != "pop" && name != "remove" && name != "__delitem__" && name != "popitem") {
       stored = args;
     }
     for (auto& [k, v] : kwargs) stored.push_back(v);
@@ -471,6 +471,18 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
     if (name == "__setitem__" && args.size() == 2) {
       store_subscript(self, args[0], args[1]);
       return trace_.none();
+    }
+    if (name == "clear" && args.empty()) {
+      d.keys.clear();
+      d.values.clear();
+      return trace_.none();
+    }
+    if (name == "popitem" && args.empty()) {
+      if (d.keys.empty()) unsupported("popitem(): dictionary is empty");
+      VarRef item = make_tuple({trace_.constant(d.keys.back()), d.values.back()});
+      d.keys.pop_back();
+      d.values.pop_back();
+      return item;
     }
     if (name == "copy" && args.empty()) {
       auto c = std::make_shared<DictVar>();
