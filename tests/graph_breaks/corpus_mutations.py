@@ -18,7 +18,7 @@ def _list_input():
     return (rand(3, 4), [1, "two", rand(2, seed=1)])
 
 
-@program("list_methods_one_graph", 1, 0, inputs=_list_input)
+@program("list_methods_one_graph", 1, 0, dynamo=(1, 0), inputs=_list_input)
 def list_methods_one_graph(x, xs):
     y = x * 2
     xs.append(y)  # a tensor stored into the caller's list comes from a graph output
@@ -34,7 +34,7 @@ def list_methods_one_graph(x, xs):
     return y + len(xs)
 
 
-@program("list_sort_and_clear", 1, 0, inputs=lambda: (rand(3, 4), [3, 1, 2], [9, 8]))
+@program("list_sort_and_clear", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), [3, 1, 2], [9, 8]))
 def list_sort_and_clear(x, xs, ys):
     xs.sort()
     first = xs[0]
@@ -45,7 +45,7 @@ def list_sort_and_clear(x, xs, ys):
 
 
 # The tensors appended in the loop are graph outputs; the list's earlier items stay the caller's.
-@program("list_append_in_loop", 1, 0, inputs=lambda: (rand(3, 4), ["start"]))
+@program("list_append_in_loop", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), ["start"]))
 def list_append_in_loop(x, acc):
     for i in range(3):
         x = x.sin() + i
@@ -54,14 +54,14 @@ def list_append_in_loop(x, acc):
 
 
 # Returned and mutated: the caller gets its own list back, with the new items.
-@program("list_mutated_and_returned", 1, 0, inputs=lambda: (rand(3, 4), [0]))
+@program("list_mutated_and_returned", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), [0]))
 def list_mutated_and_returned(x, xs):
     xs.append(x.cos())
     return xs, {"same": xs}
 
 
 # The caller's list stored into a list the trace builds, then mutated: both show the new item.
-@program("list_inside_built_container", 1, 0, inputs=lambda: (rand(3, 4), ["a"]))
+@program("list_inside_built_container", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), ["a"]))
 def list_inside_built_container(x, xs):
     holder = [xs, x + 1]
     xs.append("b")
@@ -81,7 +81,7 @@ def _history_reset(target):
     HISTORY.append("initial")
 
 
-@program("global_list_one_graph", 1, 0, inputs=x34, state=_history_state, reset=_history_reset)
+@program("global_list_one_graph", 1, 0, dynamo=(1, 0), inputs=x34, state=_history_state, reset=_history_reset)
 def global_list_one_graph(x):
     HISTORY.append(x.shape[0])
     HISTORY.insert(0, "z")
@@ -97,7 +97,7 @@ def _dict_input():
     return (rand(3, 4), {"a": 1, "b": 2, "c": 3, "t": rand(2, seed=2)})
 
 
-@program("dict_methods_one_graph", 1, 0, inputs=_dict_input)
+@program("dict_methods_one_graph", 1, 0, dynamo=(1, 0), inputs=_dict_input)
 def dict_methods_one_graph(x, d):
     d["b"] = 20                 # existing key: keeps its place
     d["new"] = x.sum()          # new key: at the end
@@ -111,7 +111,7 @@ def dict_methods_one_graph(x, d):
     return x + d["a"], list(d)
 
 
-@program("dict_clear_then_fill", 1, 0, inputs=lambda: (rand(3, 4), {"old": 1, "older": 2}))
+@program("dict_clear_then_fill", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), {"old": 1, "older": 2}))
 def dict_clear_then_fill(x, d):
     n = len(d)
     d.clear()
@@ -133,7 +133,7 @@ def _cache_reset(target):
     CACHE["hits"] = 0
 
 
-@program("global_dict_one_graph", 1, 0, inputs=x34, state=_cache_state, reset=_cache_reset)
+@program("global_dict_one_graph", 1, 0, dynamo=(1, 0), inputs=x34, state=_cache_state, reset=_cache_reset)
 def global_dict_one_graph(x):
     CACHE.pop("stale", None)
     CACHE["hits"] = CACHE["hits"] + 1
@@ -142,7 +142,7 @@ def global_dict_one_graph(x):
 
 
 # A list inside the caller's dict: both the inner list and the dict are mutated.
-@program("nested_list_in_dict", 1, 0, inputs=lambda: (rand(3, 4), {"items": [1], "count": 0}))
+@program("nested_list_in_dict", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), {"items": [1], "count": 0}))
 def nested_list_in_dict(x, d):
     d["items"].append(x.amax())
     d["items"].append("label")
@@ -160,7 +160,7 @@ def _same_list_twice():
     return (rand(3, 4), xs, xs)
 
 
-@program("alias_same_list_twice", 1, 0, inputs=_same_list_twice)
+@program("alias_same_list_twice", 1, 0, dynamo=(1, 0), inputs=_same_list_twice)
 def alias_same_list_twice(x, xs, ys):
     xs.append(3)
     ys.append(len(xs))  # eager: ys is xs, so this sees the 3
@@ -172,7 +172,7 @@ def _list_in_dict_and_arg():
     return (rand(3, 4), {"inner": inner}, inner)
 
 
-@program("alias_list_also_in_dict", 1, 0, inputs=_list_in_dict_and_arg)
+@program("alias_list_also_in_dict", 1, 0, dynamo=(1, 0), inputs=_list_in_dict_and_arg)
 def alias_list_also_in_dict(x, d, inner):
     inner.append("via arg")
     d["inner"].append("via dict")
@@ -204,7 +204,8 @@ def _shared_reset(m):
     m.a.clear()
 
 
-@program("alias_module_attributes", 1, 0, inputs=x34, module=True, state=_shared_state, reset=_shared_reset)
+@program("alias_module_attributes", 1, 0, dynamo=(1, 0), inputs=x34, module=True, state=_shared_state,
+         reset=_shared_reset)
 def alias_module_attributes():
     return SharedBuffers()
 
@@ -214,7 +215,7 @@ def alias_module_attributes():
 
 # The print (run in glue) sees the mutations made before it; those after it are the resume
 # function's. One break, two graphs.
-@program("list_mutation_around_print", 2, 1, inputs=lambda: (rand(3, 4), ["start"]))
+@program("list_mutation_around_print", 2, 1, dynamo=(2, 1), inputs=lambda: (rand(3, 4), ["start"]))
 def list_mutation_around_print(x, log):
     y = x * 2
     log.append(tuple(y.shape))
@@ -225,7 +226,7 @@ def list_mutation_around_print(x, log):
     return y + len(log)
 
 
-@program("dict_mutation_around_print", 2, 1, inputs=lambda: (rand(3, 4), {"k": 0, "m": 1}))
+@program("dict_mutation_around_print", 2, 1, dynamo=(2, 1), inputs=lambda: (rand(3, 4), {"k": 0, "m": 1}))
 def dict_mutation_around_print(x, d):
     d["k"] = d.pop("k") + 1  # k moves after m
     y = x.exp()
@@ -236,7 +237,7 @@ def dict_mutation_around_print(x, d):
 
 
 # A break inside a loop: each iteration's appends are applied before that iteration's print.
-@program("list_mutation_loop_with_print", 1, 2, inputs=lambda: (rand(3, 4), []))
+@program("list_mutation_loop_with_print", 1, 2, dynamo=(0, -1), inputs=lambda: (rand(3, 4), []))
 def list_mutation_loop_with_print(x, log):
     y = x.relu()
     for i in range(2):
@@ -258,7 +259,7 @@ class Flag:
 
 # An attribute write after the list mutation: the old list gets the item, the attribute the new
 # list; and a store into an item rotated by the trace lands on the object the trace saw there.
-@program("mutation_and_attribute_writes", 1, 0,
+@program("mutation_and_attribute_writes", 1, 0, dynamo=(1, 0),
          inputs=lambda: (rand(3, 4), Holder([0]), [Flag(0), Flag(1)]))
 def mutation_and_attribute_writes(x, holder, objs):
     old = holder.items
@@ -272,7 +273,7 @@ def mutation_and_attribute_writes(x, holder, objs):
 
 
 # dict.popitem takes the last key; the rest keep their order.
-@program("dict_popitem", 1, 0, inputs=lambda: (rand(3, 4), {"p": 1, "q": 2, "r": 3}))
+@program("dict_popitem", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), {"p": 1, "q": 2, "r": 3}))
 def dict_popitem(x, d):
     key, value = d.popitem()
     d[key + "2"] = value * 2
@@ -285,7 +286,7 @@ def _append_helper(log, v):
 
 
 # A mutation inside an inlined call is a mutation of the frame's trace.
-@program("list_mutation_in_callee", 1, 0, inputs=lambda: (rand(3, 4), []))
+@program("list_mutation_in_callee", 1, 0, dynamo=(1, 0), inputs=lambda: (rand(3, 4), []))
 def list_mutation_in_callee(x, log):
     log.append("caller")
     y = _append_helper(log, x)
