@@ -146,3 +146,28 @@ def test_identity_checks_are_listed_with_the_guards():
     out = ember.explain(appends_to_both)(torch.randn(2), [0], [0])
     guards = "\n".join(out.guards) if isinstance(out.guards, list) else str(out.guards)
     assert "L['xs'] is not L['ys']" in guards and "L['ys'] is not L['xs']" in guards
+
+
+def appends_itself(x, xs):
+    xs.append(xs)
+    return x + len(xs)
+
+
+def reads_first(x, xs):
+    xs.append(xs[0])
+    return x + len(xs)
+
+
+def test_a_list_that_contains_itself_is_refused_not_traced():
+    # Storing a list into itself is a break; reading one that already holds itself is refused
+    # cleanly (the trace's walks over values assume no cycles).
+    out = ember.explain(appends_itself)(torch.zeros(2), [1])
+    assert "contains itself" in out.break_reasons[0].reason
+    xs = [1]
+    torch.testing.assert_close(ember.compile(appends_itself)(torch.zeros(2), xs), torch.full((2,), 2.0))
+    assert xs[1] is xs
+    ember.reset()
+    ys = [1]
+    ys.append(ys)
+    torch.testing.assert_close(ember.compile(reads_first)(torch.zeros(2), ys), torch.full((2,), 3.0))
+    assert ys[1] is ys and ys[2] == 1

@@ -162,6 +162,9 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   if (PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
     auto found = container_index_.find(obj);
     if (found != container_index_.end()) {
+      // Vars stay acyclic: the walks over them (plans, folding, lowering) assume so.
+      if (std::find(wrapping_.begin(), wrapping_.end(), obj) != wrapping_.end())
+        throw Unsupported("a list or dict that contains itself, read from the frame at " + key);
       // A list or dict already read through another source (`f(xs, xs)`, `self.a is self.b`):
       // the same Var, so a mutation through one name is seen through the other; `aliases`
       // requires both sources to reach one object on later calls.
@@ -199,9 +202,10 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     auto seq = std::make_shared<SequenceVar>(is_tuple ? VarKind::Tuple : VarKind::List, std::vector<VarRef>{});
     if (is_tuple && !PyTuple_CheckExact(obj)) seq->named_type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
     v = seq;
-    // Registered before its items are read: a list that holds itself reads as itself.
     if (!is_tuple) register_container(obj, v, source);
+    wrapping_.push_back(obj);
     for (Py_ssize_t i = 0; i < n; ++i) seq->items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
+    wrapping_.pop_back();
   } else if (PyDict_CheckExact(obj)) {
     guards.type_match(source, type);
     PyRef keys = PyRef::steal(PyDict_Keys(obj));
@@ -210,6 +214,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     auto d = std::make_shared<DictVar>();
     v = d;
     register_container(obj, v, source);
+    wrapping_.push_back(obj);
     PyObject *k, *val;
     Py_ssize_t pos = 0;
     while (PyDict_Next(obj, &pos, &k, &val)) {
@@ -217,6 +222,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
       d->keys.push_back(PyRef::borrow(k));
       d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
     }
+    wrapping_.pop_back();
   } else if (PyMethod_Check(obj)) {
     // A bound method is a new object at each attribute read: its function is what must match;
     // its `self` is read through the source when the method is called.
@@ -675,7 +681,23 @@ void Trace::record_setcell(int closure_index, const VarRef& value) {
   side_effects.push_back(std::move(e));
 }
 
+// Whether `target` is `from` or held by it, through lists, tuples and dicts.
+static bool holds(const Var& from, const Var* target, std::vector<const Var*>& seen) {
+  if (&from == target) return true;
+  if (from.kind != VarKind::Tuple && from.kind != VarKind::List && from.kind != VarKind::Dict) return false;
+  if (std::find(seen.begin(), seen.end(), &from) != seen.end()) return false;
+  seen.push_back(&from);
+  const std::vector<VarRef>& items = from.kind == VarKind::Dict ? from.as<DictVar>().values : from.as<SequenceVar>().items;
+  for (const VarRef& item : items)
+    if (holds(*item, target, seen)) return true;
+  return false;
+}
+
 void Trace::record_mutation(const VarRef& container, const std::vector<VarRef>& stored) {
+  std::vector<const Var*> seen;
+  for (const VarRef& v : stored)
+    if (holds(*v, container.get(), seen))
+      throw Unsupported("storing " + describe(*container) + " into itself (a list or dict that contains itself)");
   if (!container->source) return;  // built by the trace: its plan builds the final contents
   auto found = container_of_.find(container.get());
   if (found == container_of_.end() || (container->kind != VarKind::List && container->kind != VarKind::Dict))

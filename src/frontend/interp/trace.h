@@ -201,6 +201,7 @@ class Trace {
   std::unordered_map<PyObject*, int> container_index_;            // by identity
   std::unordered_map<const Var*, int> container_of_;              // by Var
   std::vector<std::pair<SourceRef, int>> container_sources_;      // every source that reached one
+  std::vector<PyObject*> wrapping_;  // the lists and dicts whose items wrap() is reading
   // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
   void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
   // Whether a plan can rebuild `v` after the graph (plan_value would not refuse it).
