@@ -682,21 +682,21 @@ void Trace::record_setcell(int closure_index, const VarRef& value) {
 }
 
 // Whether `target` is `from` or held by it, through lists, tuples and dicts.
-static bool holds(const Var& from, const Var* target, std::vector<const Var*>& seen) {
+static bool reaches(const Var& from, const Var* target, std::vector<const Var*>& seen) {
   if (&from == target) return true;
   if (from.kind != VarKind::Tuple && from.kind != VarKind::List && from.kind != VarKind::Dict) return false;
   if (std::find(seen.begin(), seen.end(), &from) != seen.end()) return false;
   seen.push_back(&from);
   const std::vector<VarRef>& items = from.kind == VarKind::Dict ? from.as<DictVar>().values : from.as<SequenceVar>().items;
   for (const VarRef& item : items)
-    if (holds(*item, target, seen)) return true;
+    if (reaches(*item, target, seen)) return true;
   return false;
 }
 
 void Trace::record_mutation(const VarRef& container, const std::vector<VarRef>& stored) {
   std::vector<const Var*> seen;
   for (const VarRef& v : stored)
-    if (holds(*v, container.get(), seen))
+    if (reaches(*v, container.get(), seen))
       throw Unsupported("storing " + describe(*container) + " into itself (a list or dict that contains itself)");
   if (!container->source) return;  // built by the trace: its plan builds the final contents
   auto found = container_of_.find(container.get());
