@@ -38,7 +38,7 @@ def list_methods_one_graph(x, xs):
 def list_sort_and_clear(x, xs, ys):
     xs.sort()
     first = xs[0]
-    xs.sort(reverse=True)
+    xs.sort(key=lambda v: -v)  # a lambda as key: used by the trace, not stored
     ys.clear()
     ys.append(first)
     return x * first + xs[0]

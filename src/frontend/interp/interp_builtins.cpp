@@ -337,7 +337,8 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
     } else if (name != "pop" && name != "remove" && name != "__delitem__" && name != "popitem") {
       stored = args;
     }
-    for (auto& [k, v] : kwargs) stored.push_back(v);
+    if (name == "update")  // sort's key= and reverse= are not stored
+      for (auto& [k, v] : kwargs) stored.push_back(v);
     trace_.record_mutation(self, stored);
   }
   if (self->kind == VarKind::List || self->kind == VarKind::Tuple) {
