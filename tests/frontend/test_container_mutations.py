@@ -171,3 +171,24 @@ def test_a_list_that_contains_itself_is_refused_not_traced():
     ys.append(ys)
     torch.testing.assert_close(ember.compile(reads_first)(torch.zeros(2), ys), torch.full((2,), 3.0))
     assert ys[1] is ys and ys[2] == 1
+
+
+class Plain:
+    def __init__(self):
+        self.v = 1
+
+
+def writes_dict_reads_attribute(x, d, o):
+    d["v"] = 2
+    return x + o.v
+
+
+def test_a_dict_that_is_an_objects_dict_is_not_modelled_apart_from_it():
+    # The attribute read must see the item assignment (eager: o.v == 2): the read is a break.
+    o = Plain()
+    out = ember.explain(writes_dict_reads_attribute)(torch.zeros(2), o.__dict__, o)
+    assert any("is the __dict__ of L['o']" in r.reason for r in out.break_reasons), out.break_reasons
+    o = Plain()
+    torch.testing.assert_close(ember.compile(writes_dict_reads_attribute)(torch.zeros(2), o.__dict__, o),
+                               torch.full((2,), 2.0))
+    assert o.v == 2

@@ -240,6 +240,10 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   }
   v->source = source;
   by_source_[key] = v;
+  // An object read after the trace mutated a dict of the caller that is its __dict__.
+  if (v->kind == VarKind::Object && mutated_dicts_ > 0)
+    for (const Container& c : containers_)
+      if (c.mutated && c.var->kind == VarKind::Dict) refuse_instance_dict(c, *v);
   return v;
 }
 
@@ -681,6 +685,21 @@ void Trace::record_setcell(int closure_index, const VarRef& value) {
   side_effects.push_back(std::move(e));
 }
 
+// The instance __dict__ of `obj` when it has one (borrowed), else nullptr. Materializes a
+// lazily made one: only called at trace time.
+static PyObject* instance_dict_of(PyObject* obj) {
+  if (PyType_Check(obj)) return nullptr;  // a class's __dict__ is a mappingproxy
+  PyObject** slot = _PyObject_GetDictPtr(obj);
+  return slot ? *slot : nullptr;
+}
+
+void Trace::refuse_instance_dict(const Container& c, const Var& owner) const {
+  if (!owner.source || owner.kind != VarKind::Object || c.object.get() != instance_dict_of(owner.as<ObjectVar>().obj.get()))
+    return;
+  throw Unsupported("mutating " + c.var->source->str() + ", which is the __dict__ of " + owner.source->str() +
+                    " (its attributes would not follow)");
+}
+
 // Whether `target` is `from` or held by it, through lists, tuples and dicts.
 static bool reaches(const Var& from, const Var* target, std::vector<const Var*>& seen) {
   if (&from == target) return true;
@@ -711,6 +730,10 @@ void Trace::record_mutation(const VarRef& container, const std::vector<VarRef>& 
       throw Unsupported("storing " + describe(*v) + " into " + container->source->str() +
                         ", an object of the caller (the value cannot be rebuilt after the graph)");
   if (c.mutated) return;
+  if (container->kind == VarKind::Dict) {
+    for (auto& [key, owner] : by_source_) refuse_instance_dict(c, *owner);
+    ++mutated_dicts_;
+  }
   c.mutated = true;
   SideEffect e;
   e.kind = SideEffect::Kind::Contents;

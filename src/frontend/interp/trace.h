@@ -202,6 +202,10 @@ class Trace {
   std::unordered_map<const Var*, int> container_of_;              // by Var
   std::vector<std::pair<SourceRef, int>> container_sources_;      // every source that reached one
   std::vector<PyObject*> wrapping_;  // the lists and dicts whose items wrap() is reading
+  int mutated_dicts_ = 0;
+  // Unsupported when the mutated dict `c` is the instance __dict__ of `owner`, an object read
+  // from the frame (the trace reads its attributes apart from the dict).
+  void refuse_instance_dict(const Container& c, const Var& owner) const;
   // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
   void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
   // Whether a plan can rebuild `v` after the graph (plan_value would not refuse it).
