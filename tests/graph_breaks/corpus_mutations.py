@@ -292,3 +292,15 @@ def list_mutation_in_callee(x, log):
     y = _append_helper(log, x)
     log.append("caller end")
     return y
+
+
+# A list the frame built crosses the break as a real list; the resume function mutates it as a
+# list of its caller (replayed), and returns it.
+@program("built_list_across_print", 2, 1, dynamo=(2, 1), inputs=x34)
+def built_list_across_print(x):
+    acc = [x + 1]
+    acc.append("built")
+    print("acc has", len(acc))  # BREAK print
+    acc.append(x * 2)
+    acc.insert(0, "first")
+    return acc
