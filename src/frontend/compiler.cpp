@@ -186,10 +186,12 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
 // A frame compiled to a graph.
 class CompiledFrame : public CacheEntry {
  public:
-  CompiledFrame(GuardSet guards, std::unique_ptr<runtime::GraphRunner> runner, ValuePlan result, std::vector<SideEffect> effects,
-                bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled, Continuation continuation)
+  CompiledFrame(GuardSet guards, AliasGuard aliases, std::unique_ptr<runtime::GraphRunner> runner, ValuePlan result,
+                std::vector<SideEffect> effects, bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled,
+                Continuation continuation)
       : continuation_(continuation),
         guards_(std::move(guards)),
+        aliases_(std::move(aliases)),
         runner_(std::move(runner)),
         result_(std::move(result)),
         effects_(std::move(effects)),
@@ -201,6 +203,11 @@ class CompiledFrame : public CacheEntry {
     int n = guards_.capture_count();
     auto* captured = new PyObject*[n > 0 ? n : 1];
     if (!guards_.check(frame, captured)) {
+      delete[] captured;
+      return false;
+    }
+    if (!aliases_.holds(frame)) {
+      for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
       delete[] captured;
       return false;
     }
@@ -219,30 +226,45 @@ class CompiledFrame : public CacheEntry {
       if (changes_grad_mode_) restore_grad_mode();
       return nullptr;
     }
-    // Every value is computed before any store: a value may read a source that an earlier
-    // store changes (`self.steps += 1; self.total = self.steps * 10`).
+    // Every value and every store's target is computed before any store: a value may read a
+    // source that an earlier store changes (`self.steps += 1; self.total = self.steps * 10`), and
+    // a target's source names the object the trace saw (`xs.insert(0, a); xs[1].flag = 1`).
     ValueBuilder builder{outputs, frame, {}};
-    std::vector<PyRef> values;
+    std::vector<PyRef> values, targets;
     for (const SideEffect& e : effects_) {
       values.push_back(PyRef::steal(builder.build(e.plan)));
       if (!values.back()) return nullptr;
+      targets.push_back(e.target ? PyRef::steal(resolve(*e.target, frame)) : PyRef());
+      if (e.target && !targets.back()) return nullptr;
     }
     PyRef result = PyRef::steal(builder.build(result_));
     if (!result) return nullptr;
     for (size_t i = 0; i < effects_.size(); ++i) {
       const SideEffect& e = effects_[i];
       PyObject* value = values[i].get();
+      PyObject* target = targets[i].get();
       switch (e.kind) {
-        case SideEffect::Kind::SetAttr: {
-          PyRef target = PyRef::steal(resolve(*e.target, frame));
-          if (!target || PyObject_SetAttrString(target.get(), e.name.c_str(), value) < 0) return nullptr;
+        case SideEffect::Kind::SetAttr:
+          if (PyObject_SetAttrString(target, e.name.c_str(), value) < 0) return nullptr;
           break;
-        }
         case SideEffect::Kind::SetGlobal:
           if (PyDict_SetItemString(e.globals.get(), e.name.c_str(), value) < 0) return nullptr;
           break;
         case SideEffect::Kind::SetCell:
           if (PyCell_Set(PyTuple_GET_ITEM(frame.closure(), e.cell), value) < 0) return nullptr;
+          break;
+        case SideEffect::Kind::Contents:
+          // In place, so every reference to the caller's object sees the new contents; a dict
+          // is cleared first so that its keys come out in the trace's final order.
+          if (PyList_CheckExact(target)) {
+            if (PyList_SetSlice(target, 0, PyList_GET_SIZE(target), value) < 0) return nullptr;
+          } else if (PyDict_CheckExact(target)) {
+            PyDict_Clear(target);
+            if (PyDict_Merge(target, value, 1) < 0) return nullptr;
+          } else {
+            PyErr_Format(PyExc_RuntimeError, "ember: %s is no longer a list or dict", e.target->str().c_str());
+            return nullptr;
+          }
           break;
       }
     }
@@ -250,7 +272,11 @@ class CompiledFrame : public CacheEntry {
     return result.release();
   }
 
-  std::string failing_guard(const FrameView& frame) override { return guards_.first_failure(frame); }
+  std::string failing_guard(const FrameView& frame) override {
+    std::string failure = guards_.first_failure(frame);
+    if (failure.empty()) aliases_.holds(frame, &failure);
+    return failure;
+  }
 
  private:
   void restore_grad_mode() {
@@ -263,6 +289,7 @@ class CompiledFrame : public CacheEntry {
 
   Continuation continuation_;
   GuardSet guards_;
+  AliasGuard aliases_;
   std::unique_ptr<runtime::GraphRunner> runner_;
   ValuePlan result_;
   std::vector<SideEffect> effects_;
@@ -495,7 +522,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   ++s.graphs;
   s.ops_captured += trace->graph.nodes().size();
   std::string graph_text = ir::print(trace->graph);
-  std::string guards_text = trace->guards.describe();
+  std::string guards_text = trace->guards.describe() + trace->aliases.describe();
   bool changes_grad_mode = false;
   for (const auto& node : trace->graph.nodes())
     if (node.op == ir::Op::TorchCall && node.result_form == ir::Node::ResultForm::None && node.results.empty() &&
@@ -506,7 +533,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   try {
     std::unique_ptr<runtime::GraphRunner> runner =
         runtime::build_runner(trace->graph, trace->callables, table_, options_, &backend);
-    entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(runner), std::move(plan),
+    entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             std::move(trace->side_effects), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn, split ? split->continuation : Continuation{});
   } catch (PythonError&) {

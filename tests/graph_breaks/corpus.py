@@ -356,4 +356,4 @@ def five_prints(x):
     return y.sum()
 
 
-from . import corpus_calls, corpus_flow  # noqa: E402,F401  (registers the rest of the corpus)
+from . import corpus_calls, corpus_flow, corpus_mutations  # noqa: E402,F401  (registers the rest of the corpus)

@@ -213,10 +213,10 @@ class CountingLinear(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        self.seen.append("before")  # BREAK append
+        self.seen.append("before")
         y = self.lin(x)
         print("calls:", self.calls, "seen:", self.seen)  # BREAK print
-        self.seen.append("after")  # BREAK append
+        self.seen.append("after")
         self.last = y.detach() * 1
         return y * 2
 
@@ -231,9 +231,9 @@ def _counting_reset(m):
     m.__dict__.pop("last", None)
 
 
-# Appends to the module's own list are breaks (an object of the caller): the entry frame breaks at
-# its CALL of the module, forward at both appends and the print.
-@program("module_attribute_writes", 2, 4, inputs=x34, module=True, state=_counting_state,
+# Appends to the module's own list are traced and replayed (corpus_mutations.py): the entry frame
+# breaks at its CALL of the module (the print inside), forward at the print.
+@program("module_attribute_writes", 2, 2, inputs=x34, module=True, state=_counting_state,
          reset=_counting_reset, dynamo=(2, 1))
 def module_attribute_writes():
     return CountingLinear()
@@ -361,28 +361,29 @@ def global_changed_by_break(x):
 # ---------------------------------------------------------------------------------------------
 # Side effects before and after a break: the print at the break shows what was applied by then.
 
-# Each mutation of the caller's list is a break, as is the print.
-@program("list_mutation_order", 2, 5, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# The mutations of the caller's list are replayed after each graph; the print (in glue) sees the
+# first two. Only the print breaks.
+@program("list_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def list_mutation_order(x, log):
-    log.append("start")  # BREAK append
+    log.append("start")
     y = x * 2
-    log.append(tuple(y.shape))  # BREAK append
+    log.append(tuple(y.shape))
     print("log before break:", log)  # BREAK print
-    log.append("after")  # BREAK append
-    log.extend(["x", "y"])  # BREAK extend
+    log.append("after")
+    log.extend(["x", "y"])
     return y + len(log)
 
 
-# Each item assignment and del on the caller's dict is a break, as is the print.
-@program("dict_mutation_order", 2, 6, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=(2, 1))
+# Item assignment and del on the caller's dict are replayed after each graph; only the print breaks.
+@program("dict_mutation_order", 2, 1, inputs=lambda: (rand(3, 4), {"existing": 0}), dynamo=(2, 1))
 def dict_mutation_order(x, d):
-    d["first"] = 1  # BREAK item assignment
-    d["shape"] = tuple(x.shape)  # BREAK item assignment
+    d["first"] = 1
+    d["shape"] = tuple(x.shape)
     y = x.exp()
     print("dict before break:", d)  # BREAK print
-    d["after"] = True  # BREAK item assignment
-    del d["first"]  # BREAK del
-    d["n"] = len(d)  # BREAK item assignment
+    d["after"] = True
+    del d["first"]
+    d["n"] = len(d)
     return y * d["n"]
 
 
@@ -418,16 +419,16 @@ def attribute_write_order(x, ns):
     return y - ns.count
 
 
-# Each append to the caller's list is a break, as is each print.
-@program("print_interleave_list", 2, 5, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# The appends are replayed before each print's glue; each print is a break.
+@program("print_interleave_list", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def print_interleave_list(x, log):
     # No op before the first print: the frame has no graph.
-    log.append("a")  # BREAK append
+    log.append("a")
     print("one", log)  # BREAK print
-    log.append("b")  # BREAK append
+    log.append("b")
     y = x * 2
     print("two", log)  # BREAK print
-    log.append("c")  # BREAK append
+    log.append("c")
     return y + 1
 
 
@@ -442,35 +443,36 @@ def _history_reset(target):
     HISTORY.clear()
 
 
-# Each mutation of the global list is a break; only the segment with sin has an op (1 graph).
-@program("global_list_order", 1, 4, inputs=x34, state=_history_state, reset=_history_reset, dynamo=(1, 0))
+# The global list's mutations are replayed; the print is the only break, and only the segment with
+# sin has an op (1 graph).
+@program("global_list_order", 1, 1, inputs=x34, state=_history_state, reset=_history_reset, dynamo=(1, 0))
 def global_list_order(x):
-    HISTORY.append("a")  # BREAK append
+    HISTORY.append("a")
     y = x.sin()
     print("history", HISTORY)  # BREAK print
-    HISTORY.append("b")  # BREAK append
-    HISTORY.insert(0, "z")  # BREAK insert
+    HISTORY.append("b")
+    HISTORY.insert(0, "z")
     return y, len(HISTORY)
 
 
 def _record_then_print(log, v):
-    log.append("callee start")  # BREAK append
+    log.append("callee start")
     w = v + 1
     print("callee sees", log)  # BREAK print
-    log.append("callee end")  # BREAK append
+    log.append("callee end")
     return w
 
 
-# Each append to the caller's list is a break, in the caller and in the callee's own frame; the
-# callee's first append already breaks the caller at its CALL.
-@program("callee_side_effects_order", 2, 6, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
+# The callee's print breaks the caller at its CALL and the callee's own frame at the print; the
+# appends in both frames are replayed in order around them.
+@program("callee_side_effects_order", 2, 2, inputs=lambda: (rand(3, 4), []), dynamo=(2, 1))
 def callee_side_effects_order(x, log):
     # The frame applies "caller start" before its CALL breaks; the callee's frame (run on its own)
     # applies "callee start" before its print; both resumes only append (no op): 2 graphs.
-    log.append("caller start")  # BREAK append
+    log.append("caller start")
     y = x * 2
     z = _record_then_print(log, y)  # BREAK
-    log.append("caller end")  # BREAK append
+    log.append("caller end")
     return z
 
 

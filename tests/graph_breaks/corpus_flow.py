@@ -414,11 +414,11 @@ class Recorder:
         self.name = name
 
     def __enter__(self):
-        EVENTS.append(("enter", self.name))  # BREAK append
+        EVENTS.append(("enter", self.name))
         return self
 
     def __exit__(self, *exc):
-        EVENTS.append(("exit", self.name))  # BREAK append
+        EVENTS.append(("exit", self.name))
         return False
 
 
@@ -431,23 +431,21 @@ def _events_reset(target):
 
 
 # Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames and break at their append to EVENTS; the with line breaks again at the exit
-# call (an inlined append); appends to EVENTS in the frame are breaks.
-@program("user_cm_across_break", 3, 7, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
+@program("user_cm_across_break", 3, 3, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_across_break(x):
     y = x + 1
     with Recorder("outer"):  # BREAK
         y = y * 2
         print("inside; events so far:", EVENTS)  # BREAK print
         y = y - 3
-    EVENTS.append(("after", len(EVENTS)))  # BREAK append
+    EVENTS.append(("after", len(EVENTS)))
     return y
 
 
 # Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames and break at their append to EVENTS; the with line breaks again at the exit
-# call (an inlined append); appends to EVENTS in the frame are breaks.
-@program("user_cm_nested_two_breaks", 4, 12, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
+@program("user_cm_nested_two_breaks", 4, 6, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_nested_two_breaks(x):
     y = x.cos()
     with Recorder("a"):  # BREAK
@@ -461,9 +459,8 @@ def user_cm_nested_two_breaks(x):
 
 
 # Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames and break at their append to EVENTS; the with line breaks again at the exit
-# call (an inlined append); appends to EVENTS in the frame are breaks.
-@program("user_cm_with_no_grad", 2, 6, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
+@program("user_cm_with_no_grad", 2, 3, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_with_no_grad(x):
     with Recorder("r"), torch.no_grad():  # BREAK
         y = x * 2

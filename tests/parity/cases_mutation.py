@@ -202,10 +202,10 @@ def global_tensor_write(x):
     return x + 1
 
 
-@case(inputs=x34, counters="eager", fallback_marker="global-append", reset=_reset_globals, state=_globals_state,
-      note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
+@case(inputs=x34, counters="captured", reset=_reset_globals, state=_globals_state,
+      note="the appends are replayed after the graph; LOG grows per call and its length is guarded (a recompile per call)")
 def global_list_append(x):
-    LOG.append(x.shape[0])  # FALLBACK global-append
+    LOG.append(x.shape[0])
     LOG.append("seen")
     return x.relu()
 
@@ -219,16 +219,16 @@ def global_buffer_inplace(x):
 # ---------------------------------------------------------------------------------------------
 # Caller-owned Python containers and objects
 
-@case(inputs=lambda g: (randn(g, 3, 4), []), counters="eager", fallback_marker="input-append", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
+@case(inputs=lambda g: (randn(g, 3, 4), []), note="the appends are replayed in place after the graph")
 def input_list_append(x, sink):
-    sink.append(x * 2)  # FALLBACK input-append
+    sink.append(x * 2)
     sink.append(x.shape[0])
     return x
 
 
-@case(inputs=lambda g: (randn(g, 3, 4), {"seen": 0}), counters="eager", fallback_marker="input-setitem", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly")
+@case(inputs=lambda g: (randn(g, 3, 4), {"seen": 0}), note="the dict's final contents are replayed in place after the graph")
 def input_dict_setitem(x, store):
-    store["out"] = x.sum()  # FALLBACK input-setitem
+    store["out"] = x.sum()
     store["seen"] = store["seen"] + 1
     del store["seen"]
     return x
@@ -343,9 +343,10 @@ class ListAttrAppend(nn.Module):
         self.seen_shapes = []
 
     def forward(self, x):
-        self.seen_shapes.append(tuple(x.shape))  # FALLBACK module-list-append
+        self.seen_shapes.append(tuple(x.shape))
         return x.sin()
 
 
-case("module_list_attr_append", inputs=x34, module=True, counters="eager", fallback_marker="module-list-append", note="mutating a list or dict of the caller is the graph-break issue's side-effect work; the frame runs eagerly",
+case("module_list_attr_append", inputs=x34, module=True, counters="captured",
+     note="the append is replayed after the graph; the list grows per call and its length is guarded (a recompile per call)",
      state=lambda m: list(m.seen_shapes))(ListAttrAppend)

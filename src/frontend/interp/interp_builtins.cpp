@@ -325,8 +325,22 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
   if (!kwargs.empty() && name != "update" && name != "sort") unsupported(name + "() with keyword arguments on " + describe(*self));
   bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
                   name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__" ||
-                  name == "reverse" || name == "sort" || name == "__delitem__";
-  if (mutating && self->source) unsupported(name + "() would mutate " + self->source->str() + ", an object of the caller");
+                  name == "reverse" || name == "sort" || name == "__delitem__" || name == "popitem";
+  if (mutating && (self->kind == VarKind::List || self->kind == VarKind::Dict)) {
+    // A list or dict of the caller is mutated here and brought to its final contents after the
+    // graph (Trace::record_mutation). The values that may go into it are checked first.
+    std::vector<VarRef> stored;
+    if (name == "extend" && !args.empty()) {
+      stored = iterate(args[0]);
+    } else if (name == "update" && !args.empty() && args[0]->kind == VarKind::Dict) {
+      stored = args[0]->as<DictVar>().values;
+    } else if (name != "pop" && name != "remove" && name != "__delitem__" && name != "popitem") {
+      stored = args;
+    }
+    if (name == "update")  // sort's key= and reverse= are not stored
+      for (auto& [k, v] : kwargs) stored.push_back(v);
+    trace_.record_mutation(self, stored);
+  }
   if (self->kind == VarKind::List || self->kind == VarKind::Tuple) {
     auto& items = self->as<SequenceVar>().items;
     bool is_list = self->kind == VarKind::List;
@@ -458,6 +472,18 @@ VarRef Interpreter::call_container_method(const VarRef& self, const std::string&
     if (name == "__setitem__" && args.size() == 2) {
       store_subscript(self, args[0], args[1]);
       return trace_.none();
+    }
+    if (name == "clear" && args.empty()) {
+      d.keys.clear();
+      d.values.clear();
+      return trace_.none();
+    }
+    if (name == "popitem" && args.empty()) {
+      if (d.keys.empty()) unsupported("popitem(): dictionary is empty");
+      VarRef item = make_tuple({trace_.constant(d.keys.back()), d.values.back()});
+      d.keys.pop_back();
+      d.values.pop_back();
+      return item;
     }
     if (name == "copy" && args.empty()) {
       auto c = std::make_shared<DictVar>();

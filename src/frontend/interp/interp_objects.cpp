@@ -101,8 +101,8 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
     trace_.call_torch(operator_fn("setitem"), {obj, index, value}, {});
     return;
   }
-  if (obj->source) unsupported("item assignment would mutate " + obj->source->str() + ", an object of the caller");
   if (obj->kind == VarKind::List) {
+    trace_.record_mutation(obj, {value});
     auto& items = obj->as<SequenceVar>().items;
     PyObject* i = Trace::as_constant(*index);
     if (i && PySlice_Check(i)) {
@@ -127,6 +127,7 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
     auto& d = obj->as<DictVar>();
     PyObject* k = Trace::as_constant(*index);
     if (!k) unsupported("dict item assignment with a non-constant key");
+    trace_.record_mutation(obj, {value});
     int at = d.find(k);
     if (at >= 0) {
       d.values[at] = value;
@@ -141,8 +142,8 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
 }
 
 void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
-  if (obj->source) unsupported("del would mutate " + obj->source->str() + ", an object of the caller");
   PyObject* i = Trace::as_constant(*index);
+  if (obj->kind == VarKind::List || obj->kind == VarKind::Dict) trace_.record_mutation(obj);
   if (obj->kind == VarKind::List && i) {
     auto& items = obj->as<SequenceVar>().items;
     if (PySlice_Check(i)) {
@@ -291,7 +292,7 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
       std::vector<VarRef> items = iterate(lhs);
       for (auto& x : iterate(rhs)) items.push_back(x);
       if (inplace && lhs->kind == VarKind::List) {
-        if (lhs->source) unsupported("+= would mutate " + lhs->source->str() + ", a list of the caller");
+        trace_.record_mutation(lhs, items);
         lhs->as<SequenceVar>().items = std::move(items);
         return lhs;
       }
@@ -307,7 +308,7 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
     }
   }
   if (base == 7 && lhs->kind == VarKind::Dict && rhs->kind == VarKind::Dict) {  // d1 | d2
-    if (inplace && lhs->source) unsupported("|= would mutate " + lhs->source->str() + ", a dict of the caller");
+    if (inplace) trace_.record_mutation(lhs, rhs->as<DictVar>().values);
     auto merged = inplace ? std::static_pointer_cast<DictVar>(lhs) : std::make_shared<DictVar>(lhs->as<DictVar>());
     if (!inplace) merged->source = nullptr;
     auto& src = rhs->as<DictVar>();

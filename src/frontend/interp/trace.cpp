@@ -2,6 +2,7 @@
 // from meta tensors, grad-mode changes, side effects and the plan of the return value.
 #include "frontend/interp/trace.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -144,10 +145,35 @@ bool Trace::guarded_by_value(PyObject* obj) const {
   return is_plain_constant(obj) || is_equality_guarded(obj) || is_identity_guarded(obj);
 }
 
+void Trace::register_container(PyObject* obj, const VarRef& v, const SourceRef& source) {
+  int index = static_cast<int>(containers_.size());
+  containers_.push_back(Container{PyRef::borrow(obj), v, false});
+  container_index_[obj] = index;
+  container_of_[v.get()] = index;
+  container_sources_.emplace_back(source, index);
+  v->source = source;
+  by_source_[source->str()] = v;
+}
+
 VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   std::string key = source->str();
   auto it = by_source_.find(key);
   if (it != by_source_.end()) return it->second;
+  if (PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
+    auto found = container_index_.find(obj);
+    if (found != container_index_.end()) {
+      // Vars stay acyclic: the walks over them (plans, folding, lowering) assume so.
+      if (std::find(wrapping_.begin(), wrapping_.end(), obj) != wrapping_.end())
+        throw Unsupported("a list or dict that contains itself, read from the frame at " + key);
+      // A list or dict already read through another source (`f(xs, xs)`, `self.a is self.b`):
+      // the same Var, so a mutation through one name is seen through the other; `aliases`
+      // requires both sources to reach one object on later calls.
+      container_sources_.emplace_back(source, found->second);
+      VarRef v = containers_[found->second].var;
+      by_source_[key] = v;
+      return v;
+    }
+  }
   VarRef v;
   PyTypeObject* type = Py_TYPE(obj);
   if (is_tensor_type(reinterpret_cast<PyObject*>(type))) {
@@ -173,17 +199,22 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     guards.type_match(source, type);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
     guards.length(source, n);
-    std::vector<VarRef> items;
-    for (Py_ssize_t i = 0; i < n; ++i) items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
-    auto seq = std::make_shared<SequenceVar>(is_tuple ? VarKind::Tuple : VarKind::List, std::move(items));
+    auto seq = std::make_shared<SequenceVar>(is_tuple ? VarKind::Tuple : VarKind::List, std::vector<VarRef>{});
     if (is_tuple && !PyTuple_CheckExact(obj)) seq->named_type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
     v = seq;
+    if (!is_tuple) register_container(obj, v, source);
+    wrapping_.push_back(obj);
+    for (Py_ssize_t i = 0; i < n; ++i) seq->items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
+    wrapping_.pop_back();
   } else if (PyDict_CheckExact(obj)) {
     guards.type_match(source, type);
     PyRef keys = PyRef::steal(PyDict_Keys(obj));
     PyRef keys_tuple = PyRef::steal(PyList_AsTuple(keys.get()));
     guards.dict_keys(source, keys_tuple.get());
     auto d = std::make_shared<DictVar>();
+    v = d;
+    register_container(obj, v, source);
+    wrapping_.push_back(obj);
     PyObject *k, *val;
     Py_ssize_t pos = 0;
     while (PyDict_Next(obj, &pos, &k, &val)) {
@@ -191,7 +222,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
       d->keys.push_back(PyRef::borrow(k));
       d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
     }
-    v = d;
+    wrapping_.pop_back();
   } else if (PyMethod_Check(obj)) {
     // A bound method is a new object at each attribute read: its function is what must match;
     // its `self` is read through the source when the method is called.
@@ -209,6 +240,10 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   }
   v->source = source;
   by_source_[key] = v;
+  // An object read after the trace mutated a dict of the caller that is its __dict__.
+  if (v->kind == VarKind::Object && mutated_dicts_ > 0)
+    for (const Container& c : containers_)
+      if (c.mutated && c.var->kind == VarKind::Dict) refuse_instance_dict(c, *v);
   return v;
 }
 
@@ -650,6 +685,127 @@ void Trace::record_setcell(int closure_index, const VarRef& value) {
   side_effects.push_back(std::move(e));
 }
 
+// The instance __dict__ of `obj` when it has one (borrowed), else nullptr. Materializes a
+// lazily made one: only called at trace time.
+static PyObject* instance_dict_of(PyObject* obj) {
+  if (PyType_Check(obj)) return nullptr;  // a class's __dict__ is a mappingproxy
+  PyObject** slot = _PyObject_GetDictPtr(obj);
+  return slot ? *slot : nullptr;
+}
+
+void Trace::refuse_instance_dict(const Container& c, const Var& owner) const {
+  if (!owner.source || owner.kind != VarKind::Object || c.object.get() != instance_dict_of(owner.as<ObjectVar>().obj.get()))
+    return;
+  throw Unsupported("mutating " + c.var->source->str() + ", which is the __dict__ of " + owner.source->str() +
+                    " (its attributes would not follow)");
+}
+
+// Whether `target` is `from` or held by it, through lists, tuples and dicts.
+static bool reaches(const Var& from, const Var* target, std::vector<const Var*>& seen) {
+  if (&from == target) return true;
+  if (from.kind != VarKind::Tuple && from.kind != VarKind::List && from.kind != VarKind::Dict) return false;
+  if (std::find(seen.begin(), seen.end(), &from) != seen.end()) return false;
+  seen.push_back(&from);
+  const std::vector<VarRef>& items = from.kind == VarKind::Dict ? from.as<DictVar>().values : from.as<SequenceVar>().items;
+  for (const VarRef& item : items)
+    if (reaches(*item, target, seen)) return true;
+  return false;
+}
+
+void Trace::record_mutation(const VarRef& container, const std::vector<VarRef>& stored) {
+  std::vector<const Var*> seen;
+  for (const VarRef& v : stored)
+    if (reaches(*v, container.get(), seen))
+      throw Unsupported("storing " + describe(*container) + " into itself (a list or dict that contains itself)");
+  if (!container->source) return;  // built by the trace: its plan builds the final contents
+  auto found = container_of_.find(container.get());
+  if (found == container_of_.end() || (container->kind != VarKind::List && container->kind != VarKind::Dict))
+    throw Unsupported("mutating " + describe(*container) + " read from " + container->source->str() +
+                      ", an object of the caller that Ember does not track");
+  Container& c = containers_[found->second];
+  if (c.object.get() == frame.globals || c.object.get() == frame.builtins)
+    throw Unsupported("mutating " + container->source->str() + ", the globals or builtins dict itself");
+  for (const VarRef& v : stored)
+    if (!plannable(*v))
+      throw Unsupported("storing " + describe(*v) + " into " + container->source->str() +
+                        ", an object of the caller (the value cannot be rebuilt after the graph)");
+  if (c.mutated) return;
+  if (container->kind == VarKind::Dict) {
+    for (auto& [key, owner] : by_source_) refuse_instance_dict(c, *owner);
+    ++mutated_dicts_;
+  }
+  c.mutated = true;
+  SideEffect e;
+  e.kind = SideEffect::Kind::Contents;
+  e.target = container->source;
+  e.value = container;
+  side_effects.push_back(std::move(e));
+}
+
+bool Trace::plannable(const Var& v) const {
+  // Containers are walked once each (a list may hold itself).
+  std::vector<const Var*> seen;
+  std::function<bool(const Var&)> walk = [&](const Var& x) -> bool {
+    switch (x.kind) {
+      case VarKind::Object: {
+        const auto& attrs = x.as<ObjectVar>().made_attrs;
+        if (!attrs || std::find(seen.begin(), seen.end(), &x) != seen.end()) return true;
+        seen.push_back(&x);
+        for (const auto& kv : *attrs)
+          if (!walk(*kv.second)) return false;
+        return true;
+      }
+      case VarKind::BoundMethod: {
+        PyObject* f = as_constant(*x.as<BoundMethodVar>().func);
+        return f && PyFunction_Check(f) && walk(*x.as<BoundMethodVar>().self);
+      }
+      case VarKind::Tensor:
+      case VarKind::SymInt:
+      case VarKind::GradModeExit:
+        return true;
+      case VarKind::Tuple:
+      case VarKind::List:
+      case VarKind::Dict: {
+        if (x.source) return true;  // rebuilt from its source (the caller's own object)
+        if (std::find(seen.begin(), seen.end(), &x) != seen.end()) return true;
+        seen.push_back(&x);
+        const std::vector<VarRef>& items = x.kind == VarKind::Dict ? x.as<DictVar>().values : x.as<SequenceVar>().items;
+        if (x.kind == VarKind::List && x.as<SequenceVar>().named_type) return false;
+        for (const VarRef& item : items)
+          if (!walk(*item)) return false;
+        return true;
+      }
+      case VarKind::Null:
+      case VarKind::Function:
+      case VarKind::Cell:
+      case VarKind::Iterator:
+      case VarKind::Super:
+      case VarKind::GradMode:
+      case VarKind::Record:
+        return false;
+    }
+    return false;
+  };
+  return walk(v);
+}
+
+ValuePlan Trace::plan_contents(const VarRef& container) {
+  ValuePlan p;
+  if (container->kind == VarKind::Dict) {
+    auto& d = container->as<DictVar>();
+    p.kind = ValuePlan::Kind::Dict;
+    p.constant = PyRef::steal(PyTuple_New(d.keys.size()));
+    for (size_t i = 0; i < d.keys.size(); ++i) {
+      PyTuple_SET_ITEM(p.constant.get(), i, PyRef(d.keys[i]).release());
+      p.items.push_back(plan_value(d.values[i]));
+    }
+    return p;
+  }
+  p.kind = ValuePlan::Kind::List;
+  for (auto& x : container->as<SequenceVar>().items) p.items.push_back(plan_value(x));
+  return p;
+}
+
 VarRef Trace::overlay_attr(PyObject* obj, const std::string& name) const {
   auto it = attr_overlay_.find({obj, name});
   return it == attr_overlay_.end() ? nullptr : it->second;
@@ -762,7 +918,8 @@ ValuePlan Trace::plan_value(const VarRef& v) {
     case VarKind::List:
     case VarKind::Dict: {
       if (v->source) {
-        // Read from the frame and never mutated (the trace refuses that): the caller's object.
+        // Read from the frame: the caller's object (a mutation of it is a Contents side effect,
+        // replayed in place, so the object rebuilt here ends up with the final contents).
         p.kind = ValuePlan::Kind::FromSource;
         p.source = v->source;
         return p;
@@ -811,9 +968,66 @@ ValuePlan Trace::plan_value(const VarRef& v) {
 
 ValuePlan Trace::finish(const VarRef& result) {
   ValuePlan plan = plan_value(result);
-  for (auto& e : side_effects) e.plan = plan_value(e.value);
+  for (auto& e : side_effects) e.plan = e.kind == SideEffect::Kind::Contents ? plan_contents(e.value) : plan_value(e.value);
   graph.set_outputs(outputs_);
+  // Every source of an object reached twice, and every container source once one was mutated.
+  std::vector<int> sources_per(containers_.size(), 0);
+  bool any_mutated = false;
+  for (auto& [source, index] : container_sources_) ++sources_per[index];
+  for (auto& c : containers_) any_mutated = any_mutated || c.mutated;
+  aliases.entries.clear();
+  for (auto& [source, index] : container_sources_)
+    if (any_mutated || sources_per[index] > 1)
+      aliases.entries.push_back(AliasGuard::Entry{source, index, containers_[index].mutated});
   return plan;
+}
+
+std::string AliasGuard::describe() const {
+  std::string out;
+  std::map<int, size_t> first;  // ordered: the text is deterministic
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto [at, inserted] = first.emplace(entries[i].object, i);
+    if (!inserted) out += entries[i].source->str() + " is " + entries[at->second].source->str() + "\n";
+  }
+  for (auto& [object, i] : first) {
+    if (!entries[i].mutated) continue;
+    for (auto& [other, j] : first)
+      if (other != object) out += entries[i].source->str() + " is not " + entries[j].source->str() + "\n";
+  }
+  return out;
+}
+
+bool AliasGuard::holds(const FrameView& frame, std::string* why) const {
+  if (entries.empty()) return true;
+  std::vector<PyRef> objects;
+  objects.reserve(entries.size());
+  for (const Entry& e : entries) {
+    objects.push_back(PyRef::steal(resolve(*e.source, frame)));
+    if (!objects.back()) {
+      PyErr_Clear();
+      if (why) *why = "cannot read " + e.source->str() + " (identity check)";
+      return false;
+    }
+  }
+  // The first entry of each object stands for it; mutated objects are looked up by identity.
+  std::unordered_map<int, size_t> first;
+  std::unordered_map<PyObject*, size_t> mutated;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto [at, inserted] = first.emplace(entries[i].object, i);
+    if (!inserted && objects[i].get() != objects[at->second].get()) {
+      if (why) *why = entries[i].source->str() + " is " + entries[at->second].source->str();
+      return false;
+    }
+    if (inserted && entries[i].mutated) mutated.emplace(objects[i].get(), i);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto hit = mutated.find(objects[i].get());
+    if (hit != mutated.end() && entries[hit->second].object != entries[i].object) {
+      if (why) *why = entries[i].source->str() + " is not " + entries[hit->second].source->str();
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ember::frontend

@@ -61,15 +61,38 @@ struct ValuePlan {
   int identity = -1;
 };
 
+// A store the trace made outside itself, replayed after the graph. Contents: a list or dict of
+// the caller (read through `target`) that the trace mutated, brought in place to its final
+// contents (`plan` builds a new list or dict holding them; the replay copies them into the real
+// object, so its identity is kept). One Contents effect per container, at its first mutation.
 struct SideEffect {
-  enum class Kind : uint8_t { SetAttr, SetGlobal, SetCell };
+  enum class Kind : uint8_t { SetAttr, SetGlobal, SetCell, Contents };
   Kind kind = Kind::SetAttr;
-  SourceRef target;  // SetAttr: the object
+  SourceRef target;  // SetAttr: the object; Contents: the list or dict
   PyRef globals;     // SetGlobal: the dict
   std::string name;
   int cell = -1;     // SetCell: index in the compiled function's closure
   VarRef value;     // during the trace
   ValuePlan plan;   // after finish()
+};
+
+// The identities a trace relies on among the lists and dicts it read from the frame, checked
+// after the GuardSet on each call. Sources that reached one object during the trace share one
+// Var (`f(xs, xs)`), so they must reach one object again; and a container the trace mutated was
+// modelled apart from every other list or dict it read, so it must not be reachable through their
+// sources either (`f(xs, ys)` called as `f(a, a)`). Empty when neither applies.
+struct AliasGuard {
+  struct Entry {
+    SourceRef source;
+    int object = 0;        // the same number for the sources of one object at trace time
+    bool mutated = false;  // the trace mutated that object
+  };
+  std::vector<Entry> entries;
+  // Whether the identities hold for `frame`; when not, `why` (if given) says which one failed.
+  // Never leaves a Python error set.
+  bool holds(const FrameView& frame, std::string* why = nullptr) const;
+  // One line per identity it checks, for explain() and EMBER_LOGS=guards.
+  std::string describe() const;
 };
 
 class Trace {
@@ -108,6 +131,12 @@ class Trace {
   void record_setcell(int closure_index, const VarRef& value);
   VarRef overlay_attr(PyObject* obj, const std::string& name) const;
   VarRef overlay_global(PyObject* globals, const std::string& name) const;
+  // Called before the trace mutates `container` (its Var is then changed in place by the
+  // caller, so later reads see the new contents). For a list or dict read from the frame, the
+  // first call records a Contents side effect at this point of the program order; containers the
+  // trace built need nothing. `stored`: the values the mutation puts into it, which must be
+  // values a plan can rebuild after the graph (else Unsupported, before anything changed).
+  void record_mutation(const VarRef& container, const std::vector<VarRef>& stored = {});
 
   // A SymInt for an int read through `source` (no value guard yet; its type is guarded).
   VarRef sym_int(PyObject* value, const SourceRef& source);
@@ -122,8 +151,10 @@ class Trace {
   ValuePlan plan_value(const VarRef& v);
   // How many ValuePlan identities the plans made so far use.
   int identity_count() const { return static_cast<int>(identities_.size()); }
-  // Ends the trace: plans the return value and the side effects, sets the graph's outputs.
+  // Ends the trace: plans the return value and the side effects, sets the graph's outputs and
+  // fills `aliases`.
   ValuePlan finish(const VarRef& result);
+  AliasGuard aliases;
 
   // The meta tensor of `t`, made from its type when it has none yet (borrowed).
   PyObject* meta_of(TensorVar& t);
@@ -164,6 +195,27 @@ class Trace {
   std::unordered_map<ir::ValueId, int> output_index_;
   std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists, dicts, objects
   std::unordered_set<const Var*> planning_;          // constructed objects plan_value is inside
+  // Lists and dicts read from the frame: one Var per object, however many sources reach it.
+  struct Container {
+    PyRef object;
+    VarRef var;
+    bool mutated = false;
+  };
+  std::vector<Container> containers_;
+  std::unordered_map<PyObject*, int> container_index_;            // by identity
+  std::unordered_map<const Var*, int> container_of_;              // by Var
+  std::vector<std::pair<SourceRef, int>> container_sources_;      // every source that reached one
+  std::vector<PyObject*> wrapping_;  // the lists and dicts whose items wrap() is reading
+  int mutated_dicts_ = 0;
+  // Unsupported when the mutated dict `c` is the instance __dict__ of `owner`, an object read
+  // from the frame (the trace reads its attributes apart from the dict).
+  void refuse_instance_dict(const Container& c, const Var& owner) const;
+  // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
+  void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
+  // Whether a plan can rebuild `v` after the graph (plan_value would not refuse it).
+  bool plannable(const Var& v) const;
+  // A list or dict holding the current contents of a container Var (a Contents effect's value).
+  ValuePlan plan_contents(const VarRef& container);
   std::vector<ir::ValueId> outputs_;
 };
 

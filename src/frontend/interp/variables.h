@@ -96,8 +96,9 @@ struct TensorVar : Var {
   PyRef py_type;  // the Python type (torch.Tensor, nn.Parameter, a subclass)
 };
 
-// Tuple and List share the item vector; a List built by the trace may be mutated, a List read
-// from the frame may not (that would be a side effect on the caller's object).
+// Tuple and List share the item vector. A List (or Dict) read from the frame is one Var per
+// object; the trace mutates it like one it built, and Trace::record_mutation makes the caller's
+// object follow after the graph.
 struct SequenceVar : Var {
   SequenceVar(VarKind k, std::vector<VarRef> xs) : Var(k), items(std::move(xs)) {}
   std::vector<VarRef> items;
