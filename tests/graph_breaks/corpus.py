@@ -132,18 +132,18 @@ def print_tensor_fstring(x):
 # ---------------------------------------------------------------------------------------------
 # logging (a logger whose handler writes to a StringIO, registry.LOG_BUFFER)
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the frame runs eagerly at the logging call instead of splitting there.
-@program("log_info", 0, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
+# LOG is a global bound by `from .registry import LOG`; its bound method crosses the break as
+# types.MethodType(function, LOG), so the frame splits at the logging call.
+@program("log_info", 2, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
 def log_info(x):
     y = x * 2
     LOG.info("y has shape %s", tuple(y.shape))  # BREAK
     return y - 1
 
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the .item() resume runs eagerly at the logging call instead of splitting there.
-@program("log_item_then_warning", 1, 2, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
+# LOG's bound method crosses the break (types.MethodType), so the .item() resume splits at the
+# logging call.
+@program("log_item_then_warning", 2, 2, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
 def log_item_then_warning(x):
     m = x.mean()
     v = m.item()  # BREAK item
@@ -151,9 +151,9 @@ def log_item_then_warning(x):
     return x - v  # the segment between the two breaks has no op
 
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the frame runs eagerly at the logging call instead of splitting there.
-@program("log_debug_filtered", 0, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
+# LOG is a global bound by `from .registry import LOG`; its bound method crosses the break as
+# types.MethodType(function, LOG), so the frame splits at the logging call.
+@program("log_debug_filtered", 2, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
 def log_debug_filtered(x):
     # Below the logger's level nothing is written, but the call is still made in CPython.
     y = x.sigmoid()
@@ -161,19 +161,18 @@ def log_debug_filtered(x):
     return y * 4
 
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the frame runs eagerly at the logging call instead of splitting there.
-@program("log_with_keywords", 0, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
+# LOG is a global bound by `from .registry import LOG`; its bound method crosses the break as
+# types.MethodType(function, LOG), so the frame splits at the logging call.
+@program("log_with_keywords", 2, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(2, 1))
 def log_with_keywords(x):
     y = x.abs()
     LOG.log(30, "custom level %s", "ok", stacklevel=1)  # BREAK
     return y.max(dim=0).values
 
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the frame runs eagerly at the logging call instead of splitting there
-# (once per iteration).
-@program("log_in_loop", 0, 1, inputs=x34, state=log_state, reset=log_reset, dynamo=(0, -1))
+# LOG's bound method crosses the break (types.MethodType): one split per iteration (Dynamo runs a
+# frame with a break inside a loop eagerly).
+@program("log_in_loop", 3, 3, inputs=x34, state=log_state, reset=log_reset, dynamo=(0, -1))
 def log_in_loop(x):
     y = x
     for i in range(3):
@@ -327,9 +326,9 @@ def builtin_eval(x):
 # ---------------------------------------------------------------------------------------------
 # Several kinds of break in one frame
 
-# could be fewer: LOG is a global bound by `from .registry import LOG`; such a value cannot cross a
-# break (Ember defect), so the resume after .item() runs eagerly at the logging call instead of splitting there.
-@program("mixed_breaks", 2, 3, inputs=x34, state=log_state, reset=log_reset, dynamo=(3, 2))
+# LOG's bound method crosses the break (types.MethodType), so the resume after .item() splits at
+# the logging call.
+@program("mixed_breaks", 3, 4, inputs=x34, state=log_state, reset=log_reset, dynamo=(3, 2))
 def mixed_breaks(x):
     y = x * 2
     print("first")  # BREAK print

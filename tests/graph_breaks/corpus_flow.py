@@ -430,9 +430,9 @@ def _events_reset(target):
     EVENTS.clear()
 
 
-# Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
-@program("user_cm_across_break", 3, 3, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# The Recorder is constructed and entered in the trace (its __enter__/__exit__ inlined, their
+# appends to EVENTS replayed); only the prints break, and the bound __exit__ crosses them.
+@program("user_cm_across_break", 2, 1, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_across_break(x):
     y = x + 1
     with Recorder("outer"):  # BREAK
@@ -443,9 +443,9 @@ def user_cm_across_break(x):
     return y
 
 
-# Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
-@program("user_cm_nested_two_breaks", 4, 6, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# The Recorder is constructed and entered in the trace (its __enter__/__exit__ inlined, their
+# appends to EVENTS replayed); only the prints break, and the bound __exit__ crosses them.
+@program("user_cm_nested_two_breaks", 3, 2, inputs=x34, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_nested_two_breaks(x):
     y = x.cos()
     with Recorder("a"):  # BREAK
@@ -458,9 +458,9 @@ def user_cm_nested_two_breaks(x):
     return y, len(EVENTS)
 
 
-# Constructing a Recorder and entering it are breaks (the with line); __enter__/__exit__ run as
-# their own frames, and their appends to EVENTS (a global list) are replayed, as are the frame's.
-@program("user_cm_with_no_grad", 2, 3, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=(0, -1))
+# The Recorder is constructed and entered in the trace (its __enter__/__exit__ inlined, their
+# appends to EVENTS replayed); only the prints break, and the bound __exit__ crosses them.
+@program("user_cm_with_no_grad", 2, 1, inputs=_grad_input, state=_events_state, reset=_events_reset, dynamo=(0, -1))
 def user_cm_with_no_grad(x):
     with Recorder("r"), torch.no_grad():  # BREAK
         y = x * 2
