@@ -6,6 +6,7 @@ Where torch is not installed, `table` alone lets Ember interpret pure-Python fra
 tests on CPython 3.12 and 3.13 run this way); its torch fields are placeholders that no object
 is an instance of.
 """
+import abc
 import builtins
 import contextlib
 import importlib
@@ -134,12 +135,16 @@ def classify_python(fn, qualname=qualname_python):
 
 def _constructible(cls):
     """A plain Python class of user or library code whose instances the tracer can build: object's
-    own __new__, __setattr__, __delattr__ and __getattribute__, no metaclass, an instance __dict__
-    and no C base class but object (so every attribute lives in the __dict__ the trace models)."""
-    if type(cls) is not type or cls.__module__ == "builtins" or is_stdlib_module_name(cls.__module__):
+    own __new__, __setattr__, __delattr__ and __getattribute__, no metaclass but ABCMeta (and then no
+    abstract methods left), an instance __dict__ and no C base class but object (so every attribute
+    lives in the __dict__ the trace models)."""
+    if type(cls) not in (type, abc.ABCMeta) or getattr(cls, "__abstractmethods__", None):
+        return False
+    if cls.__module__ == "builtins" or is_stdlib_module_name(cls.__module__):
         return False
     for base in cls.__mro__[:-1]:
-        if not base.__flags__ & _HEAPTYPE or "__slots__" in base.__dict__:
+        # Empty __slots__ (as the collections.abc classes declare) add no attribute storage.
+        if not base.__flags__ & _HEAPTYPE or base.__dict__.get("__slots__", ()) or "__slots__" in cls.__dict__:
             return False
     return (cls.__new__ is object.__new__ and cls.__setattr__ is object.__setattr__ and
             cls.__delattr__ is object.__delattr__ and cls.__getattribute__ is object.__getattribute__)

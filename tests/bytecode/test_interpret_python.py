@@ -101,8 +101,13 @@ def asserts(n):
 
 
 def globals_(n):
-    G_WRITES["seen"] = n  # a dict of the module: mutation makes the frame run eagerly
+    G_WRITES["seen"] = n  # a dict of the module: traced, and written back after the frame
     return n * G_SCALE
+
+
+def unknown_builtin(n):
+    table = globals()  # a C function Ember does not know: the frame breaks here
+    return n * table["G_SCALE"]
 
 
 class Point:
@@ -201,13 +206,21 @@ def test_attribute_writes_are_replayed():
     assert (p.x, p.y) == (q.x, q.y) == (16, 5)
 
 
-def test_unsupported_python_runs_eagerly_with_a_reason():
+def test_a_global_dict_write_is_replayed():
     ember.reset()
     compiled = ember.compile(globals_)
     assert compiled(2) == 2 * G_SCALE and G_WRITES["seen"] == 2
-    out = ember.explain(globals_)(3)
-    assert out.graph_break_count == 1 and "mutate" in out.break_reasons[0].reason
-    assert out.break_reasons[0].lineno == globals_.__code__.co_firstlineno + 1
+    assert compiled(5) == 5 * G_SCALE and G_WRITES["seen"] == 5
+    assert ember.explain(globals_)(3).graph_break_count == 0
+
+
+def test_unsupported_python_breaks_with_a_reason():
+    ember.reset()
+    compiled = ember.compile(unknown_builtin)
+    assert compiled(2) == 2 * G_SCALE
+    out = ember.explain(unknown_builtin)(3)
+    assert out.graph_break_count == 1 and "globals" in out.break_reasons[0].reason
+    assert out.break_reasons[0].lineno == unknown_builtin.__code__.co_firstlineno + 1
 
 
 def test_failing_assert_raises_from_the_user_line():

@@ -3,6 +3,7 @@ into the graph, their attributes tracked by the trace, and rebuilt as real objec
 when they are returned, stored or live across a graph break. Each program runs on new inputs per
 call and is compared with eager."""
 import dataclasses
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -215,3 +216,55 @@ def test_other_classes_break_with_a_reason_and_stay_correct(fullgraph):
     ember.reset()
     with pytest.raises(ValueError, match="bad value"):
         ember.compile(lambda t: Failing(t))(x)
+
+
+class Layers(Sequence):
+    """A read-only sequence view (an ABC subclass), as libraries write them."""
+
+    def __init__(self, items):
+        self._items = items
+
+    def __len__(self):
+        return len(self._items)
+
+    def __getitem__(self, i):
+        return self._items[i]
+
+
+class Flag:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on
+
+
+def uses_protocols(x):
+    layers = Layers([x, x * 2, x * 3])
+    total = layers[0] + layers[-1]
+    if Flag(len(layers) == 3) and layers:
+        total = total * len(layers)
+    return total, isinstance(layers, Sequence), bool(Flag(False))
+
+
+def test_abc_subclasses_len_and_truth_are_traced():
+    for out, ref in _check(uses_protocols, fullgraph=True):
+        torch.testing.assert_close(out[0], ref[0])
+        assert out[1:] == ref[1:]
+
+
+class Abstract(Sequence):
+    pass
+
+
+def constructs_an_abstract_class(x):
+    try:
+        Abstract()
+    except TypeError:
+        return x + 1
+    return x
+
+
+def test_an_abstract_class_is_not_constructed_in_the_trace():
+    x = torch.randn(3)
+    torch.testing.assert_close(ember.compile(constructs_an_abstract_class)(x), x + 1)

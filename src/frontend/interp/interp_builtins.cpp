@@ -69,6 +69,10 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     need(1, 1);
     return length(args[0]);
   }
+  if (name == "bool" && args.size() == 1 && kwargs.empty() && args[0]->kind != VarKind::Tensor) {
+    // Python's truth protocol, as a branch asks it (a tensor's bool() stays a torch call).
+    return trace_.constant(PyRef::borrow(truthy(args[0]) ? Py_True : Py_False));
+  }
   if (name == "isinstance") {
     need(2, 2);
     return isinstance(args[0], args[1]);

@@ -178,14 +178,18 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
 }
 
 VarRef Interpreter::call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg) {
-  if (obj->kind != VarKind::Object) return nullptr;
+  if (obj->kind != VarKind::Object || obj->as<ObjectVar>().opaque) return nullptr;
   PyObject* o = obj->as<ObjectVar>().obj.get();
   if (is_builtin_instance(o) || PyType_Check(o) || PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return nullptr;
   PyRef key = PyRef::steal(PyUnicode_InternFromString(name));
   PyObject* method = _PyType_Lookup(Py_TYPE(o), key.get());
   if (!method || !PyFunction_Check(method)) return nullptr;
-  return inline_real_function(method, nullptr, {obj, arg}, {});
+  std::vector<VarRef> args{obj};
+  if (arg) args.push_back(arg);
+  return inline_real_function(method, nullptr, std::move(args), {});
 }
+
+VarRef Interpreter::call_python_dunder(const VarRef& obj, const char* name) { return call_python_dunder(obj, name, nullptr); }
 
 std::vector<Interpreter::ModuleMember> Interpreter::module_children(const VarRef& module, const char* dict_name) {
   if (!module->source) unsupported("members of a module that is not reachable from the frame");
@@ -396,6 +400,8 @@ VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v) {
 
 bool Interpreter::truthy(const VarRef& v) {
   switch (v->kind) {
+    case VarKind::SymInt:
+      return truthy(trace_.specialize(v));
     case VarKind::Record:
       return !record_present(v->as<RecordVar>()).empty();
     case VarKind::Tensor:
@@ -413,8 +419,20 @@ bool Interpreter::truthy(const VarRef& v) {
       bool user_truth = (t->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
                         ((t->tp_as_number && t->tp_as_number->nb_bool) || (t->tp_as_mapping && t->tp_as_mapping->mp_length) ||
                          (t->tp_as_sequence && t->tp_as_sequence->sq_length));
-      if (user_truth && PyObject_IsInstance(o, trace_.table.module_type.get()) != 1)
+      if (user_truth && PyObject_IsInstance(o, trace_.table.module_type.get()) != 1) {
+        // Python asks __bool__, then __len__ (through len(): its checks apply).
+        if (VarRef r = call_python_dunder(v, "__bool__")) {
+          PyObject* c = Trace::as_constant(*trace_.specialize(r));
+          if (!c || !PyBool_Check(c)) unsupported("__bool__ of a " + std::string(t->tp_name) + " object returned a value that is not a known bool");
+          return c == Py_True;
+        }
+        static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
+        if (!_PyType_Lookup(t, bool_name)) {
+          VarRef n = length(v);
+          return PyLong_AsSsize_t(Trace::as_constant(*n)) != 0;
+        }
         unsupported("truth value of a " + std::string(t->tp_name) + " object (user-defined __bool__/__len__)");
+      }
       if (user_truth) return PyObject_Length(o) != 0;  // a container module: len(_modules)
       int r = PyObject_IsTrue(o);
       if (r < 0) throw PythonError();
@@ -517,6 +535,15 @@ VarRef Interpreter::length(const VarRef& v) {
         if (!members) unsupported("len() of " + describe(*v));
         n = module_children(v, members).size();
         break;
+      }
+      if (VarRef r = call_python_dunder(v, "__len__")) {
+        // Python's len() takes __len__'s result through __index__ and refuses negatives.
+        PyObject* c = Trace::as_constant(*trace_.specialize(r));
+        if (!c || !PyLong_CheckExact(c) || PyLong_AsSsize_t(c) < 0) {
+          PyErr_Clear();
+          unsupported("__len__ of a " + std::string(Py_TYPE(o)->tp_name) + " object returned a value that is not a known int >= 0");
+        }
+        return trace_.constant(PyRef::borrow(c));
       }
       if (!is_builtin_instance(o)) unsupported("len() of a " + std::string(Py_TYPE(o)->tp_name) + " object");
       Py_ssize_t r = PyObject_Length(o);

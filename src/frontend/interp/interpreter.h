@@ -156,6 +156,7 @@ class Interpreter {
   // type(obj).name(obj, arg) when that is Python code of a user object's class (a Mapping's
   // __getitem__, __contains__); nullptr when the type has no such Python method.
   VarRef call_python_dunder(const VarRef& obj, const char* name, const VarRef& arg);
+  VarRef call_python_dunder(const VarRef& obj, const char* name);  // one without an argument
   VarRef subscript(const VarRef& obj, const VarRef& index);
   // transformers ModelOutputs (interp_records.cpp).
   static bool is_model_output_class(PyObject* cls);
