@@ -155,6 +155,62 @@ def test_softmax_as_one_kernel(cache_dir):
     assert "acc_t1_3" in prog.source  # rows of 1000 reduce with four accumulators
 
 
+def shifted_exp_program(n, max_of, scale_in_max):
+    """Row sums of exp(x * 2 - max(m * c)): m is x itself (max_of="x") or a second input holding the
+    same values ("y"); c is 2, or 3 when not scale_in_max. Only m = x with c = 2 proves the argument
+    <= 0 (every x * 2 is one of the values the max ranges over)."""
+    p = Program("shifted_exp")
+    x = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 0")
+    y = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 1")
+    e_out = p.output(f"f32[4, {n}]{{{n}, 1}}")
+    s_out = p.output("f32[4]{1}")
+    p.kernel("@k0 [i0 < 4]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x if max_of == 'x' else y}[i0, r0] : f32")
+    c = p.node(f"constant {2.0 if scale_in_max else 3.0} : f32")
+    mx = p.node(f"reduce_max {p.node(f'mul {v}, {c} : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    c = p.node("constant 2.0 : f32")
+    scaled = p.node(f"mul {v}, {c} : f32")
+    e = p.node(f"exp {p.node(f'sub {scaled}, {mx} : f32')} : f32")
+    p.store(e_out, "i0, r0", e)
+    s = p.node(f"reduce_sum {e} : f32")
+    p.end()
+    p.loop()
+    p.store(s_out, "i0", s)
+    p.end()
+    p.end()
+    return p.text()
+
+
+@pytest.mark.parametrize("n", [8, 37, 1000])
+def test_exp_of_a_row_minus_its_max_has_the_bits_of_exp(cache_dir, n):
+    """exp(v - max(v)) is emitted as ev::exp_nonpositive (no |x| in its range check) exactly when the
+    max ranges over the same values; its bits equal ev::exp's on rows with NaN, +-inf, all -inf,
+    spreads past exp's underflow (subnormal results) and zeros of both signs."""
+    proven = compile_loop(shifted_exp_program(n, "x", True), cache_dir)
+    other_buffer = compile_loop(shifted_exp_program(n, "y", True), cache_dir)
+    other_scale = compile_loop(shifted_exp_program(n, "x", False), cache_dir)
+    assert "ev::exp_nonpositive(" in proven.source
+    assert "ev::exp_nonpositive(" not in other_buffer.source and "ev::exp(" in other_buffer.source
+    assert "ev::exp_nonpositive(" not in other_scale.source
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, n, generator=g) * 30
+    x[0, 3] = float("nan")
+    x[1, :] = float("-inf")
+    x[2, 1], x[2, 5] = float("inf"), -0.0
+    x[3, :] = -0.0
+    x[3, 2:7] = torch.tensor([-43.3, -45.0, -50.0, -52.0, -60.0])  # x * 2 below -86.5 and -104
+    got_e, got_s = proven.run([x, x.clone()])
+    want_e, want_s = other_buffer.run([x, x.clone()])
+    assert torch.equal(got_e.view(torch.int32), want_e.view(torch.int32))
+    assert torch.equal(got_s.view(torch.int32), want_s.view(torch.int32))
+    assert (got_e[3, 4:7] < 1.2e-38).all() and (got_e[3, 4:7] >= 0).all()  # subnormal or zero
+    torch.testing.assert_close(got_e, torch.exp(x * 2 - (x * 2).amax(-1, keepdim=True)), equal_nan=True)
+
+
 def exp_rows_program(rows, ranges, index, writes_input):
     """Loop 1 sums exp(x) over `ranges`, loop 2 stores exp(x) / sum (into the input itself when
     writes_input, where keeping exp(x) for loop 2 would be legal but is refused: the kernel writes
