@@ -211,6 +211,55 @@ def test_exp_of_a_row_minus_its_max_has_the_bits_of_exp(cache_dir, n):
     torch.testing.assert_close(got_e, torch.exp(x * 2 - (x * 2).amax(-1, keepdim=True)), equal_nan=True)
 
 
+def kept_exp_program(n, out_spec, out_index, reread):
+    """exp(x) kept by the sum loop for the loop that stores exp(x) / sum into `out`; reread: a
+    fourth loop reads exp(x) again after that store (so the kept values cannot live in `out`)."""
+    p = Program("kept_exp")
+    x = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 0")
+    out = p.output(out_spec)
+    p.kernel("@k0 [i0 < 4]")
+    p.loop(f"[r0 < {n}]")
+    s = p.node(f"reduce_sum {p.node('exp ' + p.node(f'load {x}[i0, r0] : f32') + ' : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    e = p.node(f"exp {p.node(f'load {x}[i0, r0] : f32')} : f32")
+    p.store(out, out_index, p.node(f"div {e}, {s} : f32"))
+    p.end()
+    if reread:
+        out2 = p.output("f32[4]{1}")
+        p.loop(f"[r0 < {n}]")
+        m = p.node(f"reduce_max {p.node('exp ' + p.node(f'load {x}[i0, r0] : f32') + ' : f32')} : f32")
+        p.end()
+        p.loop()
+        p.store(out2, "i0", m)
+        p.end()
+    p.end()
+    return p.text()
+
+
+@pytest.mark.parametrize("case", ["row", "padded", "bf16", "reread"])
+def test_kept_values_live_in_the_output_row_only_when_safe(cache_dir, case):
+    """The kept exp(x) is written straight into the output row (and normalized there in place) when
+    the storing loop writes a float32 row in the kept layout (rows may be padded apart) and nothing
+    reads it later; otherwise it stays in a stack array. Results are the same either way."""
+    n = 37
+    spec = {"row": f"f32[4, {n}]{{{n}, 1}}", "padded": f"f32[4, {n}]{{40, 1}}",
+            "bf16": f"bf16[4, {n}]{{{n}, 1}}", "reread": f"f32[4, {n}]{{{n}, 1}}"}[case]
+    prog = compile_loop(kept_exp_program(n, spec, "i0, r0", case == "reread"), cache_dir)
+    assert "kept in sc_t" in prog.source
+    in_output = case in ("row", "padded")
+    assert ("(the output row)" in prog.source) == in_output
+    assert ("alignas(64) float sc_t" in prog.source) == (not in_output)
+    x = torch.randn(4, n, generator=torch.Generator().manual_seed(11))
+    got = prog.run([x])
+    want = x.exp() / x.exp().sum(-1, keepdim=True)
+    if case == "bf16":
+        want = want.to(torch.bfloat16)
+    torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-7)
+    if case == "reread":
+        torch.testing.assert_close(got[1], x.exp().amax(-1))
+
+
 def exp_rows_program(rows, ranges, index, writes_input):
     """Loop 1 sums exp(x) over `ranges`, loop 2 stores exp(x) / sum (into the input itself when
     writes_input, where keeping exp(x) for loop 2 would be legal but is refused: the kernel writes

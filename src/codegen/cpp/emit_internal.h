@@ -110,6 +110,9 @@ struct LoopReuse {
   std::map<NodeId, std::string> load_instead;  // node of a later loop -> the scratch it loads
   std::set<NodeId> dead;                       // later-loop nodes only the replaced ones used
   std::vector<std::pair<std::string, int64_t>> scratch;  // arrays to declare: name, floats
+  // Scratch kept in the output row instead of an array: name -> the store's pointer at the current
+  // loop point ("b1 + 1024*i0 + r0"). See output_row_scratch in emit_reuse.cpp.
+  std::map<std::string, std::string> in_output;
 };
 // `vector_loop[l]`: loop l is emitted as vector code.
 LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,

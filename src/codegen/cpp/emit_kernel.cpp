@@ -147,16 +147,20 @@ struct KernelEmitter {
     const std::string at = n.loop >= 0 && static_cast<size_t>(n.loop) < loops.size()
                                ? scratch_offset(loops[static_cast<size_t>(n.loop)])
                                : std::string();
+    // A scratch array's element at this point, or the output element that stands in for it.
+    auto pointer = [&](const std::string& scratch) {
+      auto in_output = reuse.in_output.find(scratch);
+      return in_output != reuse.in_output.end() ? in_output->second : scratch + " + " + at;
+    };
     auto load = reuse.load_instead.find(n.id);
     if (load != reuse.load_instead.end()) {
-      line(depth, "const ev::VecF t" + std::to_string(n.id) + " = ev::VecF::load(" + load->second + " + " + at + count +
-                      ");");
+      line(depth, "const ev::VecF t" + std::to_string(n.id) + " = ev::VecF::load(" + pointer(load->second) + count + ");");
       return;
     }
     emit_vector_node(env, n, v.var, mode, inside, indent(depth), out);
     auto store = reuse.store_after.find(n.id);
     if (store != reuse.store_after.end())
-      line(depth, "t" + std::to_string(n.id) + ".store(" + store->second + " + " + at + count + ");");
+      line(depth, "t" + std::to_string(n.id) + ".store(" + pointer(store->second) + count + ");");
   }
 
   // The main body (kSize lanes from `var`) and the masked tail of a vector region.
@@ -371,7 +375,9 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       for (const auto& [id, scratch] : k.reuse.load_instead)
         if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " loaded from " + scratch;
       for (const auto& [id, scratch] : k.reuse.store_after)
-        if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " kept in " + scratch;
+        if (k.env.node(id).loop == static_cast<int>(l))
+          what += "; %t" + std::to_string(id) + " kept in " + scratch +
+                  (k.reuse.in_output.count(scratch) ? " (the output row)" : "");
       out += "//   loop " + std::to_string(l) + " " + ranges_text(k.loops[l], 'r') + ": " + what + "\n";
     }
   }
@@ -416,7 +422,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     }
   } else {
     for (const auto& [scratch, elements] : k.reuse.scratch)
-      k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
+      if (!k.reuse.in_output.count(scratch))
+        k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
     std::set<NodeId> broadcasts, divisors;
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) {
