@@ -153,6 +153,36 @@ def test_softmax_as_one_kernel(cache_dir):
     assert prog.source.count("kept in sc_t") == len([n for n in SIZES if n > 1])
     assert prog.source.count("loaded from sc_t") == len([n for n in SIZES if n > 1])
     assert "acc_t1_3" in prog.source  # rows of 1000 reduce with four accumulators
+    # Row pipelining: the max pass of row i0 + 1 runs in row i0's last loop (every vectorized size).
+    assert prog.source.count("also runs loop 0 for i0 + 1") == len([n for n in SIZES if n > 1])
+
+
+@pytest.mark.parametrize("openmp", [False, True])
+@pytest.mark.parametrize("n", [8, 37, 1000])
+def test_pipelined_rows_have_the_bits_of_rows_alone(cache_dir, openmp, n):
+    """The row max computed one row ahead (inside the previous row's last loop, per OpenMP thread
+    from the first row of its chunk) gives every row the bits the same kernel gives it alone."""
+    rows = 67  # odd, so the two threads' chunks differ in length
+    many, one = Program(f"pipelined_{n}"), Program(f"single_{n}")
+    for p, r in ((many, rows), (one, 1)):
+        x = p.buffer(f"f32[{r}, {n}]{{{n}, 1}} input 0")
+        softmax_kernel(p, 0, x, p.output(f"f32[{r}, {n}]{{{n}, 1}}"), r, n)
+    pipelined = compile_loop(many.text(), cache_dir, openmp=openmp, parallel_threshold=1)
+    alone = compile_loop(one.text(), cache_dir, openmp=openmp)
+    assert "also runs loop 0 for i0 + 1" in pipelined.source
+    assert "also runs loop 0" not in alone.source
+    assert ("#pragma omp for schedule(static)" in pipelined.source) == openmp
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(rows, n, generator=g) * 20
+    x[3, n // 2] = float("nan")
+    x[4, :] = float("-inf")
+    x[5, 0] = float("inf")
+    x[33, 1] = -0.0
+    x[34:36] = torch.linspace(-120, 0, n)
+    got, = pipelined.run([x])
+    for i in range(rows):
+        want, = alone.run([x[i:i + 1].clone()])
+        assert torch.equal(got[i:i + 1].view(torch.int32), want.view(torch.int32)), f"row {i}"
 
 
 def shifted_exp_program(n, max_of, scale_in_max):

@@ -85,7 +85,8 @@ bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node) {
   if (sub.op != ScalarOp::Sub || sub.dtype != DType::Float32 || sub.loop != exp_node.loop) return false;
   const Node& a = env.node(sub.operands.at(0));
   const Node& m = env.node(sub.operands.at(1));
-  if (m.op != ScalarOp::ReduceMax || m.dtype != DType::Float32 || a.loop != sub.loop || m.loop == sub.loop) return false;
+  if (m.op != ScalarOp::ReduceMax || m.dtype != DType::Float32 || a.loop != sub.loop || m.loop == sub.loop)
+    return false;
   const Kernel& k = *env.kernel;
   if (m.loop < 0 || a.loop < 0 || static_cast<size_t>(std::max(m.loop, a.loop)) >= k.loops.size()) return false;
   const auto& lm = k.loops[static_cast<size_t>(m.loop)].ranges;
