@@ -153,6 +153,141 @@ def test_softmax_as_one_kernel(cache_dir):
     assert prog.source.count("kept in sc_t") == len([n for n in SIZES if n > 1])
     assert prog.source.count("loaded from sc_t") == len([n for n in SIZES if n > 1])
     assert "acc_t1_3" in prog.source  # rows of 1000 reduce with four accumulators
+    # Row pipelining: the max pass of row i0 + 1 runs in row i0's last loop (every vectorized size).
+    assert prog.source.count("also runs loop 0 for i0 + 1") == len([n for n in SIZES if n > 1])
+
+
+@pytest.mark.parametrize("openmp", [False, True])
+@pytest.mark.parametrize("n", [8, 37, 1000])
+def test_pipelined_rows_have_the_bits_of_rows_alone(cache_dir, openmp, n):
+    """The row max computed one row ahead (inside the previous row's last loop, per OpenMP thread
+    from the first row of its chunk) gives every row the bits the same kernel gives it alone."""
+    rows = 67  # odd, so the two threads' chunks differ in length
+    many, one = Program(f"pipelined_{n}"), Program(f"single_{n}")
+    for p, r in ((many, rows), (one, 1)):
+        x = p.buffer(f"f32[{r}, {n}]{{{n}, 1}} input 0")
+        softmax_kernel(p, 0, x, p.output(f"f32[{r}, {n}]{{{n}, 1}}"), r, n)
+    pipelined = compile_loop(many.text(), cache_dir, openmp=openmp, parallel_threshold=1)
+    alone = compile_loop(one.text(), cache_dir, openmp=openmp)
+    assert "also runs loop 0 for i0 + 1" in pipelined.source
+    assert "also runs loop 0" not in alone.source
+    assert ("#pragma omp for schedule(static)" in pipelined.source) == openmp
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(rows, n, generator=g) * 20
+    x[3, n // 2] = float("nan")
+    x[4, :] = float("-inf")
+    x[5, 0] = float("inf")
+    x[33, 1] = -0.0
+    x[34:36] = torch.linspace(-120, 0, n)
+    got, = pipelined.run([x])
+    for i in range(rows):
+        want, = alone.run([x[i:i + 1].clone()])
+        assert torch.equal(got[i:i + 1].view(torch.int32), want.view(torch.int32)), f"row {i}"
+
+
+def shifted_exp_program(n, max_of, scale_in_max):
+    """Row sums of exp(x * 2 - max(m * c)): m is x itself (max_of="x") or a second input holding the
+    same values ("y"); c is 2, or 3 when not scale_in_max. Only m = x with c = 2 proves the argument
+    <= 0 (every x * 2 is one of the values the max ranges over)."""
+    p = Program("shifted_exp")
+    x = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 0")
+    y = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 1")
+    e_out = p.output(f"f32[4, {n}]{{{n}, 1}}")
+    s_out = p.output("f32[4]{1}")
+    p.kernel("@k0 [i0 < 4]")
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x if max_of == 'x' else y}[i0, r0] : f32")
+    c = p.node(f"constant {2.0 if scale_in_max else 3.0} : f32")
+    mx = p.node(f"reduce_max {p.node(f'mul {v}, {c} : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    v = p.node(f"load {x}[i0, r0] : f32")
+    c = p.node("constant 2.0 : f32")
+    scaled = p.node(f"mul {v}, {c} : f32")
+    e = p.node(f"exp {p.node(f'sub {scaled}, {mx} : f32')} : f32")
+    p.store(e_out, "i0, r0", e)
+    s = p.node(f"reduce_sum {e} : f32")
+    p.end()
+    p.loop()
+    p.store(s_out, "i0", s)
+    p.end()
+    p.end()
+    return p.text()
+
+
+@pytest.mark.parametrize("n", [8, 37, 1000])
+def test_exp_of_a_row_minus_its_max_has_the_bits_of_exp(cache_dir, n):
+    """exp(v - max(v)) is emitted as ev::exp_nonpositive (no |x| in its range check) exactly when the
+    max ranges over the same values; its bits equal ev::exp's on rows with NaN, +-inf, all -inf,
+    spreads past exp's underflow (subnormal results) and zeros of both signs."""
+    proven = compile_loop(shifted_exp_program(n, "x", True), cache_dir)
+    other_buffer = compile_loop(shifted_exp_program(n, "y", True), cache_dir)
+    other_scale = compile_loop(shifted_exp_program(n, "x", False), cache_dir)
+    assert "ev::exp_nonpositive(" in proven.source
+    assert "ev::exp_nonpositive(" not in other_buffer.source and "ev::exp(" in other_buffer.source
+    assert "ev::exp_nonpositive(" not in other_scale.source
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, n, generator=g) * 30
+    x[0, 3] = float("nan")
+    x[1, :] = float("-inf")
+    x[2, 1], x[2, 5] = float("inf"), -0.0
+    x[3, :] = -0.0
+    x[3, 2:7] = torch.tensor([-43.3, -45.0, -50.0, -52.0, -60.0])  # x * 2 below -86.5 and -104
+    got_e, got_s = proven.run([x, x.clone()])
+    want_e, want_s = other_buffer.run([x, x.clone()])
+    assert torch.equal(got_e.view(torch.int32), want_e.view(torch.int32))
+    assert torch.equal(got_s.view(torch.int32), want_s.view(torch.int32))
+    assert (got_e[3, 4:7] < 1.2e-38).all() and (got_e[3, 4:7] >= 0).all()  # subnormal or zero
+    torch.testing.assert_close(got_e, torch.exp(x * 2 - (x * 2).amax(-1, keepdim=True)), equal_nan=True)
+
+
+def kept_exp_program(n, out_spec, out_index, reread):
+    """exp(x) kept by the sum loop for the loop that stores exp(x) / sum into `out`; reread: a
+    fourth loop reads exp(x) again after that store (so the kept values cannot live in `out`)."""
+    p = Program("kept_exp")
+    x = p.buffer(f"f32[4, {n}]{{{n}, 1}} input 0")
+    out = p.output(out_spec)
+    p.kernel("@k0 [i0 < 4]")
+    p.loop(f"[r0 < {n}]")
+    s = p.node(f"reduce_sum {p.node('exp ' + p.node(f'load {x}[i0, r0] : f32') + ' : f32')} : f32")
+    p.end()
+    p.loop(f"[r0 < {n}]")
+    e = p.node(f"exp {p.node(f'load {x}[i0, r0] : f32')} : f32")
+    p.store(out, out_index, p.node(f"div {e}, {s} : f32"))
+    p.end()
+    if reread:
+        out2 = p.output("f32[4]{1}")
+        p.loop(f"[r0 < {n}]")
+        m = p.node(f"reduce_max {p.node('exp ' + p.node(f'load {x}[i0, r0] : f32') + ' : f32')} : f32")
+        p.end()
+        p.loop()
+        p.store(out2, "i0", m)
+        p.end()
+    p.end()
+    return p.text()
+
+
+@pytest.mark.parametrize("case", ["row", "padded", "bf16", "reread"])
+def test_kept_values_live_in_the_output_row_only_when_safe(cache_dir, case):
+    """The kept exp(x) is written straight into the output row (and normalized there in place) when
+    the storing loop writes a float32 row in the kept layout (rows may be padded apart) and nothing
+    reads it later; otherwise it stays in a stack array. Results are the same either way."""
+    n = 37
+    spec = {"row": f"f32[4, {n}]{{{n}, 1}}", "padded": f"f32[4, {n}]{{40, 1}}",
+            "bf16": f"bf16[4, {n}]{{{n}, 1}}", "reread": f"f32[4, {n}]{{{n}, 1}}"}[case]
+    prog = compile_loop(kept_exp_program(n, spec, "i0, r0", case == "reread"), cache_dir)
+    assert "kept in sc_t" in prog.source
+    in_output = case in ("row", "padded")
+    assert ("(the output row)" in prog.source) == in_output
+    assert ("alignas(64) float sc_t" in prog.source) == (not in_output)
+    x = torch.randn(4, n, generator=torch.Generator().manual_seed(11))
+    got = prog.run([x])
+    want = x.exp() / x.exp().sum(-1, keepdim=True)
+    if case == "bf16":
+        want = want.to(torch.bfloat16)
+    torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-7)
+    if case == "reread":
+        torch.testing.assert_close(got[1], x.exp().amax(-1))
 
 
 def exp_rows_program(rows, ranges, index, writes_input):

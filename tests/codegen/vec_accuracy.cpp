@@ -12,6 +12,8 @@
 //   tohalf IN OUT           float bits from IN through store_bf16/store_f16 (vector, tail, scalar).
 //   misc SEED               maximum/minimum, rounding, sign, relu, masks, reductions, Welford,
 //                           divide by a DivisorF against IEEE division.
+//   nonpos STRIDE SSTRIDE   exp_nonpositive against exp bit for bit over every non-positive float
+//                           and NaN (vector lanes every STRIDE-th block, float forms every SSTRIDE-th).
 //   bench                   throughput of exp and tanh against a scalar libm loop (not a test).
 // Failures are printed as lines starting with FAIL; the Python test asserts on them.
 #include "ember/vec.h"
@@ -505,6 +507,46 @@ int run_misc(uint64_t seed) {
   return 0;
 }
 
+// exp_nonpositive against exp, bit for bit (NaN payloads included), over the arguments it is for:
+// every pattern with the sign bit set (-0, the negative floats, -inf, negative NaNs), +0 and every
+// positive NaN. Vector lanes: every STRIDE-th block of kSize patterns; float forms: every
+// SCALAR_STRIDE-th pattern (1 and 1: all 2^31 + 2^23 of them).
+int run_nonpos(uint32_t stride, uint32_t scalar_stride) {
+  int64_t failures = 0, vectors = 0, scalars = 0;
+  auto fail = [&](const char* form, uint32_t u, float got, float want) {
+    if (failures++ < 10)
+      std::printf("FAIL exp_nonpositive %s x=0x%08x got 0x%08x exp gives 0x%08x\n", form, u, bits_of(got),
+                  bits_of(want));
+  };
+  auto sweep = [&](uint64_t first, uint64_t last) {  // patterns [first, last]
+    alignas(64) float xs[K], got[K], want[K];
+    for (uint64_t base = first; base <= last; base += uint64_t(K) * stride) {
+      for (int i = 0; i < K; ++i) {
+        uint64_t u = base + uint64_t(i);
+        xs[i] = float_of(uint32_t(u <= last ? u : last));
+      }
+      VecF x = VecF::load(xs);
+      ev::exp_nonpositive(x).store(got);
+      ev::exp(x).store(want);
+      ++vectors;
+      for (int i = 0; i < K; ++i)
+        if (bits_of(got[i]) != bits_of(want[i])) fail("vector", bits_of(xs[i]), got[i], want[i]);
+    }
+    for (uint64_t u = first; u <= last; u += scalar_stride) {
+      float x = float_of(uint32_t(u));
+      float g = ev::exp_nonpositive(x), w = ev::exp(x);
+      ++scalars;
+      if (bits_of(g) != bits_of(w)) fail("float", uint32_t(u), g, w);
+    }
+  };
+  sweep(0x80000000u, 0xffffffffu);
+  sweep(0x00000000u, 0x00000000u);
+  sweep(0x7f800001u, 0x7fffffffu);
+  std::printf("nonpos done vectors %lld floats %lld failures %lld\n", (long long)vectors, (long long)scalars,
+              (long long)failures);
+  return 0;
+}
+
 // Tells the compiler the buffer is read and written, so repeated passes of a pure loop are not
 // folded into one.
 inline void clobber(void* p) { asm volatile("" : : "r"(p) : "memory"); }
@@ -569,7 +611,11 @@ int main(int argc, char** argv) {
   if (mode == "half16" && argc == 3) return run_half16(argv[2]);
   if (mode == "tohalf" && argc == 4) return run_tohalf(argv[2], argv[3]);
   if (mode == "misc" && argc == 3) return run_misc(std::strtoull(argv[2], nullptr, 10));
+  if (mode == "nonpos" && argc == 4)
+    return run_nonpos(uint32_t(std::strtoul(argv[2], nullptr, 10)), uint32_t(std::strtoul(argv[3], nullptr, 10)));
   if (mode == "bench") return run_bench();
-  std::fprintf(stderr, "usage: vec_accuracy ulp SEED RANDOM STRIDE | tails | half16 OUT | tohalf IN OUT | misc SEED | bench\n");
+  std::fprintf(stderr,
+               "usage: vec_accuracy ulp SEED RANDOM STRIDE | tails | half16 OUT | tohalf IN OUT | misc SEED | "
+               "nonpos STRIDE SCALAR_STRIDE | bench\n");
   return 2;
 }

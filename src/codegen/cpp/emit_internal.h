@@ -1,6 +1,6 @@
 // Pieces shared by the C++ emitter's files: C++ spellings of dtypes, literals and index
 // expressions (emit_expr.cpp), per-node statements (emit_ops.cpp) and kernel functions
-// (emit_kernel.cpp). Not a public interface: cpp_codegen.h is.
+// (emit_kernel.cpp), proven signs (emit_range.cpp). Not a public interface: cpp_codegen.h is.
 #pragma once
 
 #include <cstdint>
@@ -97,6 +97,11 @@ void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& 
 void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
                           std::string& out);
 
+// ---- proven signs (emit_range.cpp)
+// `exp_node` (an Exp) takes `a - reduce_max(a)` over the same points, so its argument is <= 0 or
+// NaN everywhere: ev::exp_nonpositive gives its bits.
+bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node);
+
 // ---- reuse across loops (emit_reuse.cpp)
 // Values a later vector loop recomputes from an earlier one: the earlier loop stores them into a
 // scratch array per outer point, the later loads them (emit_reuse.cpp says when this is done).
@@ -105,6 +110,9 @@ struct LoopReuse {
   std::map<NodeId, std::string> load_instead;  // node of a later loop -> the scratch it loads
   std::set<NodeId> dead;                       // later-loop nodes only the replaced ones used
   std::vector<std::pair<std::string, int64_t>> scratch;  // arrays to declare: name, floats
+  // Scratch kept in the output row instead of an array: name -> the store's pointer at the current
+  // loop point ("b1 + 1024*i0 + r0"). See output_row_scratch in emit_reuse.cpp.
+  std::map<std::string, std::string> in_output;
 };
 // `vector_loop[l]`: loop l is emitted as vector code.
 LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,

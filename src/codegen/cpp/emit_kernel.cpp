@@ -8,6 +8,11 @@
 // with one masked tail (loads and stores of the first n lanes), so no lane ever touches memory
 // past the end of a row.
 //
+// Row pipelining (can_pipeline_rows): when loop 0 only reduces loads of unchanging buffers (a
+// softmax's row max), the last loop of outer point i0 also runs loop 0 for i0 + 1, one row ahead,
+// with the same accumulators in the same order; each thread runs loop 0 itself only for the first
+// row of its chunk (`pipe_row`).
+//
 // A failed check_index reports through ctx and jumps to the end of the current outer point (a
 // label after the point's block, so no initialisation is skipped); the entry returns after the
 // kernel.
@@ -44,6 +49,11 @@ struct KernelEmitter {
   std::vector<int64_t> outer;               // extents of i0, i1, ...
   std::vector<std::vector<int64_t>> loops;  // extents of each loop's r0, r1, ...
   LoopReuse reuse;                          // values kept in scratch between loops
+  // Row pipelining (see can_pipeline_rows): loop 0 of outer point i0 + 1 runs inside the last
+  // loop of point i0; `shifted` holds loop 0's nodes with i0 replaced by i0 + 1.
+  bool pipelined = false;
+  std::map<NodeId, Node> shifted;
+  bool emit_shifted = false;                // vector_node takes loop 0's nodes from `shifted`
   std::string out;
 
   KernelEmitter(const Program& p, const Kernel& k, const CppOptions& o, std::vector<std::string>* sites)
@@ -140,28 +150,36 @@ struct KernelEmitter {
 
   // One node of a vector region, with the loop-reuse plan applied: a value an earlier loop kept
   // is loaded from its scratch array, one a later loop reuses is stored into it.
-  void vector_node(const Node& n, const VectorChoice& v, Mode mode, const std::function<bool(NodeId)>& inside,
+  void vector_node(const Node& node, const VectorChoice& v, Mode mode, const std::function<bool(NodeId)>& inside,
                    int depth) {
+    auto shifted_node = emit_shifted ? shifted.find(node.id) : shifted.end();
+    const Node& n = shifted_node != shifted.end() ? shifted_node->second : node;
     if (reuse.dead.count(n.id)) return;
     const std::string count = mode == Mode::VectorTail ? ", n" : "";
     const std::string at = n.loop >= 0 && static_cast<size_t>(n.loop) < loops.size()
                                ? scratch_offset(loops[static_cast<size_t>(n.loop)])
                                : std::string();
+    // A scratch array's element at this point, or the output element that stands in for it.
+    auto pointer = [&](const std::string& scratch) {
+      auto in_output = reuse.in_output.find(scratch);
+      return in_output != reuse.in_output.end() ? in_output->second : scratch + " + " + at;
+    };
     auto load = reuse.load_instead.find(n.id);
     if (load != reuse.load_instead.end()) {
-      line(depth, "const ev::VecF t" + std::to_string(n.id) + " = ev::VecF::load(" + load->second + " + " + at + count +
-                      ");");
+      line(depth, "const ev::VecF t" + std::to_string(n.id) + " = ev::VecF::load(" + pointer(load->second) + count + ");");
       return;
     }
     emit_vector_node(env, n, v.var, mode, inside, indent(depth), out);
     auto store = reuse.store_after.find(n.id);
     if (store != reuse.store_after.end())
-      line(depth, "t" + std::to_string(n.id) + ".store(" + store->second + " + " + at + count + ");");
+      line(depth, "t" + std::to_string(n.id) + ".store(" + pointer(store->second) + count + ");");
   }
 
   // The main body (kSize lanes from `var`) and the masked tail of a vector region.
+  // `emitted` (default: `inside`) picks the nodes to run; `inside` names operands computed here.
   void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
-                     bool parallel_chunks, int unroll) {
+                     bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr) {
+    if (!emitted) emitted = inside;
     const std::string e = std::to_string(v.extent);
     const int outer_depth = depth;
     if (unroll > 1) line(depth++, "{");  // scopes the step variable of the unrolled loops
@@ -183,7 +201,7 @@ struct KernelEmitter {
                             (u == 0 ? std::string() : " + " + std::to_string(u) + " * ev::VecF::kSize") + ";");
         env.acc_suffix = u == 0 ? std::string() : "_" + std::to_string(u);
         for (const Node& n : kernel.nodes)
-          if (inside(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 2);
+          if (emitted(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 2);
         env.acc_suffix.clear();
         line(depth + 1, "}");
       }
@@ -195,32 +213,47 @@ struct KernelEmitter {
                       " += ev::VecF::kSize) {");
     }
     for (const Node& n : kernel.nodes)
-      if (inside(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 1);
+      if (emitted(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 1);
     line(depth, "}");
     if (unroll > 1) line(--depth, "}");
     if (depth != outer_depth) throw std::logic_error("vector_bodies: unbalanced blocks");
     line(depth, "if (" + e + " % ev::VecF::kSize != 0) {");
     line(depth + 1, "const int64_t " + v.var + " = " + e + " - " + e + " % ev::VecF::kSize;");
     line(depth + 1, "const int n = static_cast<int>(" + e + " % ev::VecF::kSize);");
-    if (loop_has_reductions(inside))
+    if (loop_has_reductions(emitted))
       line(depth + 1, "const ev::MaskF tail_mask = ev::MaskF::first(n);");
     for (const Node& n : kernel.nodes)
-      if (inside(n.id)) vector_node(n, v, Mode::VectorTail, inside, depth + 1);
+      if (emitted(n.id)) vector_node(n, v, Mode::VectorTail, inside, depth + 1);
     line(depth, "}");
   }
 
   // A loop with ranges, at the scope of one outer point.
+  // with_loop0: the last loop also runs loop 0's nodes for outer point i0 + 1 (row pipelining):
+  // their accumulators are declared here, their loads read row i0 + 1 (`shifted`), and their
+  // merged values go to pipe_t<n> for the next point, which then skips loop 0.
   void ranged_loop(int l, const VectorChoice& v, std::set<NodeId>& broadcasts, std::set<NodeId>& divisors,
-                   int depth) {
-    auto inside = [this, l](NodeId id) { return env.node(id).loop == l; };
+                   int depth, bool with_loop0 = false) {
+    // `inside`: values computed in this region (loop 0's reductions are the scalars of the current
+    // point to the last loop's nodes); `emitted`: nodes the region runs (loop 0's updates too).
+    auto inside = [this, l, with_loop0](NodeId id) {
+      const Node& n = env.node(id);
+      return n.loop == l || (with_loop0 && n.loop == 0 && !is_reduction(n));
+    };
+    auto emitted = [this, l, with_loop0](NodeId id) {
+      const int nl = env.node(id).loop;
+      return nl == l || (with_loop0 && nl == 0);
+    };
     const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
-    const int unroll = v.vector && loop_has_reductions(inside) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
-    reduction_inits(l, v.vector, depth);
-    for (int u = 1; u < unroll; ++u) {
-      env.acc_suffix = "_" + std::to_string(u);
-      reduction_inits(l, v.vector, depth);
+    const int unroll = v.vector && loop_has_reductions(emitted) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
+    for (int loop : with_loop0 ? std::vector<int>{l, 0} : std::vector<int>{l}) {
+      reduction_inits(loop, v.vector, depth);
+      for (int u = 1; u < unroll; ++u) {
+        env.acc_suffix = "_" + std::to_string(u);
+        reduction_inits(loop, v.vector, depth);
+      }
+      env.acc_suffix.clear();
     }
-    env.acc_suffix.clear();
+    emit_shifted = with_loop0;
     if (v.vector) {
       // Scalars from earlier loops: a broadcast for each use, an ev::DivisorF where one divides
       // (emit_vector_node spells a division by it ev::divide).
@@ -248,21 +281,116 @@ struct KernelEmitter {
     }
     const int inner = depth + static_cast<int>(nest);
     if (v.vector) {
-      vector_bodies(v, inside, inner, false, false, unroll);
+      vector_bodies(v, inside, inner, false, false, unroll, emitted);
     } else {
       scalar_nodes(l, inner);
     }
     for (size_t d = nest; d-- > 0;) line(depth + static_cast<int>(d), "}");
-    // The accumulators merge in a fixed tree: (0 + 1) + (2 + 3).
+    emit_shifted = false;
+    if (with_loop0) {
+      // Row i0 + 1's loop 0 values, merged as loop 0 itself merges them, for the next point.
+      line(depth, "{");
+      merges_and_finals(0, unroll, true, depth + 1);
+      for (const Node& n : kernel.nodes)
+        if (n.loop == 0 && is_reduction(n))
+          line(depth + 1, "pipe_t" + std::to_string(n.id) + " = t" + std::to_string(n.id) + ";");
+      line(depth + 1, "pipe_row = i0 + 1;");
+      line(depth, "}");
+    }
+    merges_and_finals(l, unroll, v.vector, depth);
+  }
+
+  // The accumulators merge in a fixed tree, (0 + 1) + (2 + 3), then each reduction's value.
+  void merges_and_finals(int l, int unroll, bool vector, int depth) {
     for (int width = 1; width < unroll; width *= 2)
       for (int u = 0; u + width < unroll; u += 2 * width)
         for (const Node& n : kernel.nodes)
           if (n.loop == l && is_reduction(n))
             emit_reduction_merge(env, n, u == 0 ? std::string() : "_" + std::to_string(u),
                                  "_" + std::to_string(u + width), indent(depth), out);
-    reduction_finals(l, v.vector, depth);
+    reduction_finals(l, vector, depth);
   }
 };
+
+bool reads_node_values(const sym::Expr& e) {
+  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
+  for (const sym::Expr& o : e.operands())
+    if (reads_node_values(o)) return true;
+  return false;
+}
+
+// i0 -> i0 + 1 in an index expression (rebuilt through the simplifying constructors).
+sym::Expr next_row(const sym::Expr& e) {
+  switch (e.kind()) {
+    case sym::ExprKind::Constant: return e;
+    case sym::ExprKind::Symbol: return e.symbol_name() == "i0" ? e + sym::Expr(1) : e;
+    case sym::ExprKind::Add:
+    case sym::ExprKind::Mul: {
+      sym::Expr acc = next_row(e.operands()[0]);
+      for (size_t k = 1; k < e.operands().size(); ++k)
+        acc = e.kind() == sym::ExprKind::Add ? acc + next_row(e.operands()[k]) : acc * next_row(e.operands()[k]);
+      return acc;
+    }
+    case sym::ExprKind::FloorDiv: return floordiv(next_row(e.operands()[0]), next_row(e.operands()[1]));
+    case sym::ExprKind::Mod: return mod(next_row(e.operands()[0]), next_row(e.operands()[1]));
+    case sym::ExprKind::Max: return max(next_row(e.operands()[0]), next_row(e.operands()[1]));
+    case sym::ExprKind::Min: return min(next_row(e.operands()[0]), next_row(e.operands()[1]));
+  }
+  return e;
+}
+
+// Row pipelining. Softmax's first loop (the row max) streams its row from L3 at ~1.4 cycles per
+// vector while the last loop (out *= 1/sum) is bound by its stores with FP pipes to spare; so
+// loop 0 of row i0 + 1 runs inside the last loop of row i0, with the same accumulators in the
+// same order (the same bits), and row i0 + 1 skips its own loop 0. Each thread runs loop 0 alone
+// for the first row of its chunk (pipe_row says which row's accumulators are carried).
+// Needs: one outer loop; loop 0 and the last loop both vector loops of equal extents; loop 0 only
+// loads (unmasked, of buffers the kernel never writes, nothing stored into an input or extern
+// result), computes and reduces (sum, prod, max, min), none of it kept for a later loop; the last
+// loop reduces nothing itself; no index checks.
+bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
+                       const std::vector<std::vector<int64_t>>& loops, const std::vector<bool>& vector_loop,
+                       const LoopReuse& reuse) {
+  const Kernel& k = *env.kernel;
+  const Program& p = *env.program;
+  const size_t last = loops.size() - 1;
+  if (outer.size() != 1 || outer[0] < 2 || loops.size() < 2 || loops[0].empty() || loops[0] != loops[last])
+    return false;
+  if (!vector_loop[0] || !vector_loop[last]) return false;
+  for (const Node& n : k.nodes) {
+    if (n.op == ScalarOp::Store) {
+      Buffer::Kind kind = p.buffers.at(p.storage_root(n.buffer)).kind;
+      if (kind == Buffer::Kind::Input || kind == Buffer::Kind::Extern) return false;
+    }
+    if (n.op == ScalarOp::CheckIndex) return false;
+    if (static_cast<size_t>(n.loop) == last && loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce) return false;
+    if (n.loop != 0) continue;
+    if (reuse.store_after.count(n.id) || reuse.dead.count(n.id)) return false;
+    for (NodeId o : n.operands)
+      if (env.node(o).loop != 0) return false;
+    switch (loop_ir::op_info(n.op).cls) {
+      case loop_ir::OpClass::Leaf:
+        if (n.op == ScalarOp::Constant) break;
+        if (n.op != ScalarOp::Load || !n.operands.empty()) return false;
+        for (const Node& w : k.nodes)
+          if (w.op == ScalarOp::Store && p.storage_root(w.buffer) == p.storage_root(n.buffer)) return false;
+        for (const sym::Expr& e : n.index)
+          if (reads_node_values(e)) return false;
+        break;
+      case loop_ir::OpClass::Unary:
+      case loop_ir::OpClass::Binary:
+      case loop_ir::OpClass::Compare:
+      case loop_ir::OpClass::Ternary: break;
+      case loop_ir::OpClass::Reduce:
+        if (n.op != ScalarOp::ReduceSum && n.op != ScalarOp::ReduceProd && n.op != ScalarOp::ReduceMax &&
+            n.op != ScalarOp::ReduceMin)
+          return false;
+        break;
+      case loop_ir::OpClass::Effect: return false;
+    }
+  }
+  return true;
+}
 
 std::string param_type(const Buffer& b, bool written, bool restrict_ok) {
   return std::string(written ? "" : "const ") + storage_type(b.dtype) + "*" + (restrict_ok ? " __restrict" : "") + " b" +
@@ -324,6 +452,14 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     std::vector<bool> vector_loop;
     for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
     k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
+    k.pipelined = can_pipeline_rows(k.env, k.outer, k.loops, vector_loop, k.reuse);
+    if (k.pipelined)
+      for (const Node& n : kernel.nodes)
+        if (n.loop == 0) {
+          Node copy = n;
+          for (sym::Expr& e : copy.index) e = next_row(e);
+          k.shifted.emplace(n.id, std::move(copy));
+        }
   }
 
   // Parallelism: outer points × the trip counts of the loops run at each point.
@@ -371,7 +507,10 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       for (const auto& [id, scratch] : k.reuse.load_instead)
         if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " loaded from " + scratch;
       for (const auto& [id, scratch] : k.reuse.store_after)
-        if (k.env.node(id).loop == static_cast<int>(l)) what += "; %t" + std::to_string(id) + " kept in " + scratch;
+        if (k.env.node(id).loop == static_cast<int>(l))
+          what += "; %t" + std::to_string(id) + " kept in " + scratch +
+                  (k.reuse.in_output.count(scratch) ? " (the output row)" : "");
+      if (k.pipelined && l + 1 == k.loops.size()) what += "; also runs loop 0 for i0 + 1";
       out += "//   loop " + std::to_string(l) + " " + ranges_text(k.loops[l], 'r') + ": " + what + "\n";
     }
   }
@@ -396,7 +535,16 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   // Outer loops.
   int depth = 1;
   const size_t nested = vector_points ? rank - 1 : rank;
-  if (parallel_outer) {
+  if (k.pipelined) {
+    // Per thread: the row whose loop 0 values were computed ahead, and those values.
+    if (parallel_outer) k.line(depth, "#pragma omp parallel");
+    k.line(depth++, "{");
+    k.line(depth, "int64_t pipe_row = -1;");
+    for (const Node& n : kernel.nodes)
+      if (n.loop == 0 && loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce)
+        k.line(depth, std::string(value_type(n.dtype)) + " pipe_t" + std::to_string(n.id) + " = 0;");
+    if (parallel_outer) k.line(depth, "#pragma omp for schedule(static)");
+  } else if (parallel_outer) {
     k.line(depth, "#pragma omp parallel for schedule(static)" +
                       (nested > 1 ? " collapse(" + std::to_string(nested) + ")" : std::string()));
   }
@@ -416,13 +564,35 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     }
   } else {
     for (const auto& [scratch, elements] : k.reuse.scratch)
-      k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
+      if (!k.reuse.in_output.count(scratch))
+        k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
     std::set<NodeId> broadcasts, divisors;
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) {
         k.reduction_inits(static_cast<int>(l), false, depth);
         k.scalar_nodes(static_cast<int>(l), depth);
         k.reduction_finals(static_cast<int>(l), false, depth);
+      } else if (k.pipelined && l == 0) {
+        // Loop 0 runs here only for the first point of a thread's rows; otherwise the previous
+        // point computed its values.
+        k.line(depth, "if (pipe_row != i0) {");
+        k.ranged_loop(0, loop_choice[0], broadcasts, divisors, depth + 1);
+        for (const Node& n : kernel.nodes)
+          if (n.loop == 0 && loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce)
+            k.line(depth + 1, "pipe_t" + std::to_string(n.id) + " = t" + std::to_string(n.id) + ";");
+        k.line(depth, "}");
+        for (const Node& n : kernel.nodes)
+          if (n.loop == 0 && loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce)
+            k.line(depth, "const " + std::string(value_type(n.dtype)) + " t" + std::to_string(n.id) + " = pipe_t" +
+                              std::to_string(n.id) + ";");
+      } else if (k.pipelined && l + 1 == k.loops.size()) {
+        // The last row of all has no next row to read.
+        std::set<NodeId> b2 = broadcasts, d2 = divisors;
+        k.line(depth, "if (i0 + 1 < " + std::to_string(k.outer[0]) + ") {");
+        k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, divisors, depth + 1, true);
+        k.line(depth, "} else {");
+        k.ranged_loop(static_cast<int>(l), loop_choice[l], b2, d2, depth + 1);
+        k.line(depth, "}");
       } else {
         k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, divisors, depth);
       }

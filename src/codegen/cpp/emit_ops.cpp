@@ -858,7 +858,10 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     case ScalarOp::Constant: out += def + "ev::VecF::broadcast(" + literal(n.constant, n.dtype) + ");\n"; return;
     case ScalarOp::Neg: out += def + "-" + operand(0) + ";\n"; return;
     case ScalarOp::Abs: out += call("abs"); return;
-    case ScalarOp::Exp: out += call("exp"); return;
+    case ScalarOp::Exp:
+      // A masked tail's dead lanes hold 0 - max, which may be positive: the tail keeps exp.
+      out += call(!tail && exp_argument_nonpositive(env, n) ? "exp_nonpositive" : "exp");
+      return;
     case ScalarOp::Log: out += call("log"); return;
     case ScalarOp::Log1p: out += call("log1p"); return;
     case ScalarOp::Expm1: out += call("expm1"); return;

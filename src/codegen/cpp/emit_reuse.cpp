@@ -12,6 +12,7 @@
 // same inputs); only values with a transcendental op in them are cached (loading a cheap value
 // costs about what recomputing it does); scratch stays small enough for L1/L2 (kMaxScratch).
 #include <algorithm>
+#include <optional>
 
 #include "codegen/cpp/emit_internal.h"
 
@@ -108,6 +109,61 @@ bool same_node_fields(const Node& a, const Node& b) {
          cls == loop_ir::OpClass::Ternary;
 }
 
+// Where a scratch array can live in the output instead: the loop that reads it back (l2) stores
+// into a float32 output or temporary, at exactly the scratch's row-major layout per outer point,
+// and the rows of different outer points do not overlap. The earlier loop then writes the kept
+// values straight into the output row and the later one overwrites them in place, element by
+// element after reading them: the output's lines are fetched while the earlier (expensive) loop
+// runs, and the later loop's loads and stores hit L1 (softmax: exp pass, then out *= 1/sum).
+// Needs: that store is the buffer's only one in the kernel and nothing loads the buffer; every
+// read of the scratch is in l2 and comes before the store in the loop body.
+std::optional<std::string> output_row_scratch(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,
+                                              const std::vector<int64_t>& outer, int l2,
+                                              const std::vector<NodeId>& readers) {
+  const Kernel& k = *env.kernel;
+  const Program& p = *env.program;
+  const std::vector<int64_t>& ext = loops[static_cast<size_t>(l2)];
+  const Node* store = nullptr;
+  for (const Node& n : k.nodes) {
+    if (n.op != ScalarOp::Store || n.loop != l2) continue;
+    const Buffer& b = p.buffers.at(n.buffer);
+    const Buffer::Kind kind = p.buffers.at(p.storage_root(n.buffer)).kind;
+    if (b.dtype != DType::Float32 || (kind != Buffer::Kind::Output && kind != Buffer::Kind::Temp)) continue;
+    store = &n;
+    break;
+  }
+  if (store == nullptr) return std::nullopt;
+  const BufferId root = p.storage_root(store->buffer);
+  for (const Node& n : k.nodes)
+    if ((n.op == ScalarOp::Load || n.op == ScalarOp::Store) && &n != store && p.storage_root(n.buffer) == root)
+      return std::nullopt;
+  for (NodeId r : readers)
+    if (env.node(r).loop != l2 || env.position.at(r) > env.position.at(store->id)) return std::nullopt;
+  const sym::Expr offset = element_offset(p.buffers.at(store->buffer), store->index);
+  if (reads_node_values(offset)) return std::nullopt;
+  int64_t elements = 1;
+  for (size_t d = ext.size(); d-- > 0;) {
+    std::optional<int64_t> c = linear_coefficient(offset, "r" + std::to_string(d));
+    if (!c || *c != elements) return std::nullopt;
+    elements *= ext[d];
+  }
+  // Rows of different outer points are disjoint when the outer strides, smallest first, each
+  // step over everything the smaller ones span (the non-overlap test of a strided layout).
+  std::vector<std::pair<int64_t, int64_t>> strides;  // |coefficient|, extent
+  for (size_t d = 0; d < outer.size(); ++d) {
+    std::optional<int64_t> c = linear_coefficient(offset, "i" + std::to_string(d));
+    if (!c) return std::nullopt;
+    if (outer[d] > 1) strides.push_back({*c < 0 ? -*c : *c, outer[d]});
+  }
+  std::sort(strides.begin(), strides.end());
+  int64_t span = elements;
+  for (const auto& [stride, extent] : strides) {
+    if (stride < span) return std::nullopt;
+    span = stride * extent;
+  }
+  return "b" + std::to_string(store->buffer) + " + " + c_index(offset, env.symbols);
+}
+
 }  // namespace
 
 LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int64_t>>& loops,
@@ -187,6 +243,22 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
     }
   }
   if (plan.load_instead.empty()) return plan;
+  std::vector<int64_t> outer;
+  for (const sym::Expr& r : k.ranges) outer.push_back(constant_of(r, "an outer range"));
+  for (const auto& [name, elements] : plan.scratch) {
+    std::vector<NodeId> readers;
+    int l2 = -1;
+    for (const auto& [id, scratch] : plan.load_instead) {
+      if (scratch != name) continue;
+      readers.push_back(id);
+      l2 = std::max(l2, env.node(id).loop);
+    }
+    if (l2 < 0) continue;
+    std::optional<std::string> ptr = output_row_scratch(env, loops, outer, l2, readers);
+    bool taken = false;  // one scratch per output row
+    for (const auto& [other, other_ptr] : plan.in_output) taken = taken || (ptr && other_ptr == *ptr);
+    if (ptr && !taken) plan.in_output[name] = *ptr;
+  }
   // Nodes of later loops that only fed the replaced values are not emitted.
   std::unordered_map<NodeId, bool> live;
   for (size_t i = k.nodes.size(); i-- > 0;) {

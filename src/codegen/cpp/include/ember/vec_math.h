@@ -243,6 +243,14 @@ inline float exp(float x) {
   float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
   return x != x ? x + x : detail::exp_f(c);
 }
+// exp for an argument known to be <= 0 or NaN (softmax's x - max(x)): the bits of exp(x) for every
+// such x. For x <= 0, |x| <= kExpFastAbs is x >= -kExpFastAbs, so the range check needs no |x|;
+// NaN fails both tests alike. A positive argument is a caller's error (it would skip the overflow
+// handling): the code generator emits this only where it proved the argument non-positive.
+inline float exp_nonpositive(float x) {
+  if (x >= -detail::kExpFastAbs) return detail::exp_f_normal(x);
+  return x != x ? x + x : detail::exp_f(x < -104.0f ? -104.0f : x);
+}
 inline float expm1(float x) {
   if (x != x || x == 0.0f) return x + x;
   float c = x < -110.0f ? -110.0f : (x > 89.0f ? 89.0f : x);
@@ -356,6 +364,11 @@ inline VecF exp(VecF x) {
   VecF r = detail::exp_f(detail::clamp_(x, -104.0f, 89.0f));
   return where(isnan(x), x + x, r);
 }
+inline VecF exp_nonpositive(VecF x) {
+  if (all(x >= VecF(-detail::kExpFastAbs))) return detail::exp_f_normal(x);
+  VecF r = detail::exp_f(detail::clamp_(x, -104.0f, 89.0f));
+  return where(isnan(x), x + x, r);
+}
 inline VecF expm1(VecF x) {
   VecF r = detail::on_doubles(detail::clamp_(x, -110.0f, 89.0f), [](auto d) { return detail::expm1_d(d); });
   return where(isnan(x) | (x == VecF(0.0f)), x + x, r);
@@ -423,6 +436,7 @@ inline VecF pow(VecF x, VecF y) {
 #else  // the scalar ISA: every lane through the float form, so the bits agree by construction
 
 inline VecF exp(VecF x) { return map_lanes(x, [](float v) { return exp(v); }); }
+inline VecF exp_nonpositive(VecF x) { return map_lanes(x, [](float v) { return exp_nonpositive(v); }); }
 inline VecF expm1(VecF x) { return map_lanes(x, [](float v) { return expm1(v); }); }
 inline VecF log(VecF x) { return map_lanes(x, [](float v) { return log(v); }); }
 inline VecF log1p(VecF x) { return map_lanes(x, [](float v) { return log1p(v); }); }
