@@ -357,3 +357,20 @@ def test_a_pointwise_kernel_with_few_rows_splits_its_vector_loop(cache_dir):
     assert "parallel over the vector chunks of i1" in prog.source
     data = torch.randn(2, n)
     close(prog.run([data])[0], torch.sigmoid(data), rtol=3e-6, atol=1e-7)
+
+
+def test_a_pointwise_kernel_with_few_small_rows_runs_one_region_over_them(cache_dir):
+    # 32 rows of 1024: a region per row would fork and join 32 times for 1024 lanes each.
+    p = Program("rows")
+    x = p.buffer("f32[32, 1024]{1024, 1} input 0")
+    out = p.output("f32[32, 1024]{1024, 1}")
+    p.kernel("@k0 [i0 < 32, i1 < 1024]")
+    p.loop()
+    p.store(out, "i0, i1", p.node(f"sigmoid {p.node(f'load {x}[i0, i1] : f32')} : f32"))
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    assert "parallel over 1 outer loop(s), 32 points" in prog.source
+    assert prog.source.count("#pragma omp parallel for") == 1
+    data = torch.randn(32, 1024)
+    close(prog.run([data])[0], torch.sigmoid(data), rtol=3e-6, atol=1e-7)

@@ -26,7 +26,9 @@ namespace ember::codegen::detail {
 namespace {
 
 // Below this many parallel outer points a pointwise kernel splits its vector loop across threads
-// instead (a [2, 1000000] kernel has two rows but plenty of lanes).
+// instead (a [2, 1000000] kernel has two rows but plenty of lanes), when each row holds enough work
+// for a parallel region of its own (the threshold): else one region over the rows is cheaper than
+// a region per row (a [32, 1024] GELU would fork and join 32 times).
 constexpr int64_t kMinParallelRows = 64;
 
 // A vector loop with reductions runs this many independent accumulators when its extent holds at
@@ -482,7 +484,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     parallel_note = "serial: OpenMP off";
   } else if (work < options.parallel_threshold) {
     parallel_note = "serial: work " + std::to_string(work) + " < " + std::to_string(options.parallel_threshold);
-  } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2)) {
+  } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2) ||
+             (parallel_points >= 2 && work / parallel_points < options.parallel_threshold)) {
     parallel_outer = true;
     parallel_note = "parallel over " + std::to_string(parallel_dims) + " outer loop(s), " +
                     std::to_string(parallel_points) + " points";
