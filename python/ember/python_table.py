@@ -146,8 +146,11 @@ def _constructible(cls):
         # Empty __slots__ (as the collections.abc classes declare) add no attribute storage.
         if not base.__flags__ & _HEAPTYPE or base.__dict__.get("__slots__", ()) or "__slots__" in cls.__dict__:
             return False
+    # No __del__: the trace's placeholder instance (interp_instances.cpp) must not run user code when
+    # it is dropped.
     return (cls.__new__ is object.__new__ and cls.__setattr__ is object.__setattr__ and
-            cls.__delattr__ is object.__delattr__ and cls.__getattribute__ is object.__getattribute__)
+            cls.__delattr__ is object.__delattr__ and cls.__getattribute__ is object.__getattribute__ and
+            getattr(cls, "__del__", None) is None)
 
 
 def resolve_path(path):

@@ -193,6 +193,30 @@ class Guarded:
         object.__setattr__(self, name, value * 2 if name == "v" else value)
 
 
+class Finalized:
+    deleted = 0
+
+    def __init__(self, v):
+        self.v = v
+
+    def __del__(self):
+        Finalized.deleted += 1
+
+
+def makes_a_finalized_object(x):
+    return Finalized(x).v * 2
+
+
+def test_a_class_with_del_is_not_constructed_in_the_trace():
+    # Its placeholder would run __del__ at compile time: the construction is left to CPython.
+    x = torch.randn(3)
+    compiled = ember.compile(makes_a_finalized_object)
+    Finalized.deleted = 0
+    torch.testing.assert_close(compiled(x), x * 2)
+    torch.testing.assert_close(compiled(x), x * 2)
+    assert Finalized.deleted == 2
+
+
 class Failing:
     def __init__(self, v):
         raise ValueError("bad value")
