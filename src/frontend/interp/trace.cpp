@@ -792,18 +792,21 @@ bool Trace::plannable(const Var& v) const {
 ValuePlan Trace::plan_contents(const VarRef& container) {
   ValuePlan p;
   if (container->kind == VarKind::Dict) {
-    auto& d = container->as<DictVar>();
-    p.kind = ValuePlan::Kind::Dict;
-    p.constant = PyRef::steal(PyTuple_New(d.keys.size()));
-    for (size_t i = 0; i < d.keys.size(); ++i) {
-      PyTuple_SET_ITEM(p.constant.get(), i, PyRef(d.keys[i]).release());
-      p.items.push_back(plan_value(d.values[i]));
-    }
+    plan_dict_items(container->as<DictVar>(), p);
     return p;
   }
   p.kind = ValuePlan::Kind::List;
   for (auto& x : container->as<SequenceVar>().items) p.items.push_back(plan_value(x));
   return p;
+}
+
+void Trace::plan_dict_items(const DictVar& d, ValuePlan& p) {
+  p.kind = ValuePlan::Kind::Dict;
+  p.constant = PyRef::steal(PyTuple_New(d.keys.size()));
+  for (size_t i = 0; i < d.keys.size(); ++i) {
+    PyTuple_SET_ITEM(p.constant.get(), i, PyRef(d.keys[i]).release());
+    p.items.push_back(plan_value(d.values[i]));
+  }
 }
 
 VarRef Trace::overlay_attr(PyObject* obj, const std::string& name) const {
@@ -926,13 +929,7 @@ ValuePlan Trace::plan_value(const VarRef& v) {
       }
       if (v->kind != VarKind::Tuple) p.identity = identities_.emplace(v.get(), static_cast<int>(identities_.size())).first->second;
       if (v->kind == VarKind::Dict) {
-        auto& d = v->as<DictVar>();
-        p.kind = ValuePlan::Kind::Dict;
-        p.constant = PyRef::steal(PyTuple_New(d.keys.size()));
-        for (size_t i = 0; i < d.keys.size(); ++i) {
-          PyTuple_SET_ITEM(p.constant.get(), i, PyRef(d.keys[i]).release());
-          p.items.push_back(plan_value(d.values[i]));
-        }
+        plan_dict_items(v->as<DictVar>(), p);
         return p;
       }
       auto& s = v->as<SequenceVar>();
@@ -980,54 +977,6 @@ ValuePlan Trace::finish(const VarRef& result) {
     if (any_mutated || sources_per[index] > 1)
       aliases.entries.push_back(AliasGuard::Entry{source, index, containers_[index].mutated});
   return plan;
-}
-
-std::string AliasGuard::describe() const {
-  std::string out;
-  std::map<int, size_t> first;  // ordered: the text is deterministic
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto [at, inserted] = first.emplace(entries[i].object, i);
-    if (!inserted) out += entries[i].source->str() + " is " + entries[at->second].source->str() + "\n";
-  }
-  for (auto& [object, i] : first) {
-    if (!entries[i].mutated) continue;
-    for (auto& [other, j] : first)
-      if (other != object) out += entries[i].source->str() + " is not " + entries[j].source->str() + "\n";
-  }
-  return out;
-}
-
-bool AliasGuard::holds(const FrameView& frame, std::string* why) const {
-  if (entries.empty()) return true;
-  std::vector<PyRef> objects;
-  objects.reserve(entries.size());
-  for (const Entry& e : entries) {
-    objects.push_back(PyRef::steal(resolve(*e.source, frame)));
-    if (!objects.back()) {
-      PyErr_Clear();
-      if (why) *why = "cannot read " + e.source->str() + " (identity check)";
-      return false;
-    }
-  }
-  // The first entry of each object stands for it; mutated objects are looked up by identity.
-  std::unordered_map<int, size_t> first;
-  std::unordered_map<PyObject*, size_t> mutated;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto [at, inserted] = first.emplace(entries[i].object, i);
-    if (!inserted && objects[i].get() != objects[at->second].get()) {
-      if (why) *why = entries[i].source->str() + " is " + entries[at->second].source->str();
-      return false;
-    }
-    if (inserted && entries[i].mutated) mutated.emplace(objects[i].get(), i);
-  }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    auto hit = mutated.find(objects[i].get());
-    if (hit != mutated.end() && entries[hit->second].object != entries[i].object) {
-      if (why) *why = entries[i].source->str() + " is not " + entries[hit->second].source->str();
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace ember::frontend

@@ -216,6 +216,8 @@ class Trace {
   bool plannable(const Var& v) const;
   // A list or dict holding the current contents of a container Var (a Contents effect's value).
   ValuePlan plan_contents(const VarRef& container);
+  // Makes `p` the Dict plan of `d`'s keys and values.
+  void plan_dict_items(const DictVar& d, ValuePlan& p);
   std::vector<ir::ValueId> outputs_;
 };
 
