@@ -25,15 +25,12 @@ torch.testing.assert_close's tolerances *and* is further than 2x eager's error f
 An output that differs from eager's by being more accurate (Inductor's bfloat16 seed block rounds once where
 eager rounds after every op) is not wrong.
 """
-import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
-from . import cpu_probe, cpu_workloads, memory, options, report, timing
+from . import cpu_workloads, fresh, memory, options, report, timing
 from .compilers import COMPILERS, check_captured
 
 SPEED_TARGET = 1.0          # Ember's time / Inductor's on memory-bound workloads and on the geomean
@@ -151,38 +148,16 @@ def _compile_in_process(compiler, workload, reference, eager_out, eager_error, w
     return result, compiled
 
 
-def _probe_env(root, threads):
-    import ember
-    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
-    path = os.environ.get("PYTHONPATH")
-    return dict(os.environ, EMBER_CACHE_DIR=os.path.join(root, "ember"),
-                TORCHINDUCTOR_CACHE_DIR=os.path.join(root, "inductor"), OMP_NUM_THREADS=str(threads),
-                PYTHONPATH=python_dir + (os.pathsep + path if path else ""))
-
-
-def _run_probe(probe_config, env):
-    cmd = [sys.executable, "-m", "ember.bench.cpu_probe", json.dumps(probe_config, sort_keys=True)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"the fresh process ran past {PROBE_TIMEOUT_S} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(cpu_probe.RESULT_PREFIX)]
-    if lines:
-        return json.loads(lines[-1][len(cpu_probe.RESULT_PREFIX):])
-    tail = [line for line in proc.stderr.splitlines() if line.strip()]
-    return {"error": f"the fresh process exited with status {proc.returncode} and no result"
-                     + (f": {tail[-1][:300]}" if tail else "")}
-
-
 def _compile_times(workload_name, compiler, config):
     """{"cold": probe result, "warm": probe result}: two fresh processes sharing new, empty cache directories."""
     root = tempfile.mkdtemp(prefix="ember-bench-cpu-")
     try:
-        env = _probe_env(root, config["threads"])
+        env = fresh.probe_env(root, config["threads"])
         probe_config = {"workload": workload_name, "compiler": compiler.name, "quick": config["quick"],
                         "threads": config["threads"]}
-        cold = _run_probe(probe_config, env)
-        warm = _run_probe(probe_config, env) if cold["error"] is None else {"error": "not run: the cold run failed"}
+        cold = fresh.run_probe("ember.bench.cpu_probe", probe_config, env, PROBE_TIMEOUT_S)
+        warm = (fresh.run_probe("ember.bench.cpu_probe", probe_config, env, PROBE_TIMEOUT_S) if cold["error"] is None
+                else {"error": "not run: the cold run failed"})
         return {"cold": cold, "warm": warm}
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -238,10 +213,6 @@ def _run_workload(name, compilers, config):
 # ---------------------------------------------------------------------------------------------
 # Summary: geomeans and targets
 
-def _geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def _time_ratio(row, cname):
     r, eager = row["results"].get(cname), row["results"]["eager"]
     if not r or "time" not in r or "time" not in eager:
@@ -270,8 +241,8 @@ def _targets(rows, compiler_names, bandwidth):
                 checks.append(_check(f"time {w}: ember vs inductor", ours, theirs, "us", "<=", SPEED_TARGET))
         both = [w for w, row in rows.items() if _time_ratio(row, "ember") and _time_ratio(row, "inductor")]
         checks.append(_check(f"time geomean ({len(both)} workloads): ember vs inductor",
-                             _geomean([_time_ratio(rows[w], "ember") for w in both]),
-                             _geomean([_time_ratio(rows[w], "inductor") for w in both]), "x eager time", "<=",
+                             report.geomean([_time_ratio(rows[w], "ember") for w in both]),
+                             report.geomean([_time_ratio(rows[w], "inductor") for w in both]), "x eager time", "<=",
                              SPEED_TARGET))
         for phase, target in (("cold", COLD_COMPILE_TARGET), ("warm", WARM_COMPILE_TARGET)):
             both = [w for w, row in rows.items()
@@ -293,12 +264,8 @@ def _targets(rows, compiler_names, bandwidth):
 # ---------------------------------------------------------------------------------------------
 # Report
 
-def _fmt(value, spec, suffix=""):
-    return "—" if value is None else f"{value:{spec}}{suffix}"
-
-
 def _time_cell(r):
-    return "error" if r.get("error") and "time" not in r else _fmt(r.get("time", {}).get("median_us"), ".1f")
+    return "error" if r.get("error") and "time" not in r else report.fmt(r.get("time", {}).get("median_us"), ".1f")
 
 
 def _compile_cell(r, phase):
@@ -317,13 +284,13 @@ def _speed_table(results, names):
         cells = [w, _time_cell(row["results"]["eager"])]
         for c in names[1:]:
             r = row["results"][c]
-            cells += [_time_cell(r), _fmt(r.get("speedup"), ".2f", "×")]
+            cells += [_time_cell(r), report.fmt(r.get("speedup"), ".2f", "×")]
             if r.get("speedup"):
                 geo[c].append(r["speedup"])
         rows.append(cells)
     footer = ["geomean", ""]
     for c in names[1:]:
-        footer += ["", _fmt(_geomean(geo[c]), ".2f", f"× ({len(geo[c])})")]
+        footer += ["", report.fmt(report.geomean(geo[c]), ".2f", f"× ({len(geo[c])})")]
     rows.append(footer)
     return report.markdown_table(header, rows)
 
@@ -341,9 +308,9 @@ def _memory_error_table(results, names):
     rows = []
     for w, row in results["workloads"].items():
         res = row["results"]
-        mem = [_fmt(None if res[c].get("peak_memory_bytes") is None else res[c]["peak_memory_bytes"] / 1e6, ".2f")
+        mem = [report.fmt(None if res[c].get("peak_memory_bytes") is None else res[c]["peak_memory_bytes"] / 1e6, ".2f")
                for c in names]
-        err = [_fmt(res[c].get("max_abs_error"), ".2e") for c in names]
+        err = [report.fmt(res[c].get("max_abs_error"), ".2e") for c in names]
         rows.append([w] + mem + err)
     return report.markdown_table(header, rows)
 
@@ -356,8 +323,8 @@ def _bandwidth_table(results, names):
         if not row["memory_bound"]:
             continue
         gbs = [row["results"][c].get("gbs") for c in names]
-        rows.append([w, f"{row['bytes_moved'] / 1e6:.2f}"] + [_fmt(g, ".3g") for g in gbs]
-                    + [_fmt(None if g is None else 100 * g / best, ".0f", "%") for g in gbs[1:]])
+        rows.append([w, f"{row['bytes_moved'] / 1e6:.2f}"] + [report.fmt(g, ".3g") for g in gbs]
+                    + [report.fmt(None if g is None else 100 * g / best, ".0f", "%") for g in gbs[1:]])
     return report.markdown_table(header, rows) if rows else None
 
 
@@ -366,8 +333,8 @@ def _targets_table(targets):
     for t in targets:
         spec = ".4f" if t["unit"] in ("s", "x eager time") else ".3g" if t["unit"] == "abs" else ".1f"
         met = "n/a (a side failed)" if t["met"] is None else "met" if t["met"] else "NOT MET"
-        rows.append([t["name"], f"{_fmt(t['ember'], spec)} {t['unit']}", f"{_fmt(t['reference'], spec)} {t['unit']}",
-                     _fmt(t["ratio"], ".3f"), f"{t['op']} {t['target']:.3g}", met])
+        rows.append([t["name"], f"{report.fmt(t['ember'], spec)} {t['unit']}", f"{report.fmt(t['reference'], spec)} {t['unit']}",
+                     report.fmt(t["ratio"], ".3f"), f"{t['op']} {t['target']:.3g}", met])
     return report.markdown_table(["check", "ember", "reference", "ratio", "target", "met"], rows)
 
 
@@ -405,7 +372,7 @@ def _markdown(results):
 def _failures(result):
     found = [result["error"]] if result.get("error") else []
     if result.get("wrong"):
-        found.append(f"wrong output: differs from eager's and its error ({_fmt(result['max_abs_error'], '.3g')}) "
+        found.append(f"wrong output: differs from eager's and its error ({report.fmt(result['max_abs_error'], '.3g')}) "
                      f"is more than {ACCURACY_TARGET:g}x eager's")
     for phase in ("cold", "warm"):
         if result.get(phase, {}).get("error"):
@@ -420,7 +387,7 @@ def _chart(results, path):
     for c in names:
         values = [results["workloads"][w]["results"][c].get("speedup") for w in workloads]
         present = [v for v in values if v is not None]
-        series[c] = values + [_geomean(present) if present else None]
+        series[c] = values + [report.geomean(present) if present else None]
     return report.write_bar_chart(path, "CPU speed-up over eager (higher is better)", workloads + ["geomean"], series,
                                   "× eager", reference=1.0)
 
@@ -429,12 +396,7 @@ def run(args, extra_compilers=()):
     """extra_compilers: objects shaped like compilers.Compiler, measured in this process only (a test's hook)."""
     compilers = options.compilers(args) + list(extra_compilers)
     config = _config(args, compilers)
-    scratch = tempfile.mkdtemp(prefix="ember-bench-cpu-")
-    saved = {k: os.environ.get(k) for k in ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
-    # This process's compiles stay out of the user's caches, as the fresh processes' do.
-    os.environ["EMBER_CACHE_DIR"] = os.path.join(scratch, "ember")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
-    try:
+    with fresh.scratch_caches("ember-bench-cpu-"):
         import torch
         torch.set_num_threads(config["threads"])
         results = {"suite": "cpu", "environment": report.environment(), "config": config, "workloads": {}}
@@ -442,29 +404,11 @@ def run(args, extra_compilers=()):
         results["bandwidth"] = _copy_bandwidth(config)
         for name in config["workloads"]:
             results["workloads"][name] = _run_workload(name, compilers, config)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(scratch, ignore_errors=True)
     results["geomean_speedup"] = {}
     for c in config["compilers"]:
         present = [row["results"][c]["speedup"] for row in results["workloads"].values()
                    if row["results"][c].get("speedup")]
-        results["geomean_speedup"][c] = {"value": _geomean(present), "workloads": len(present)}
+        results["geomean_speedup"][c] = {"value": report.geomean(present), "workloads": len(present)}
     results["targets"] = _targets(results["workloads"], config["compilers"], results["bandwidth"])
     results["ok"] = not any(_failures(r) for row in results["workloads"].values() for r in row["results"].values())
-    markdown = _markdown(results)
-    print()
-    print(markdown)
-    md_path = report.write_results(args.out, results, markdown)
-    png_path = os.path.splitext(args.out)[0] + ".png"
-    if _chart(results, png_path):
-        print(f"\nwrote {args.out}, {md_path} and {png_path}")
-    else:
-        print(f"\nwrote {args.out} and {md_path}; chart skipped: matplotlib is not installed")
-    if not results["ok"]:
-        print("some compiler failed or gave a wrong output: see Failures above")
-    return 0 if results["ok"] else 1
+    return report.finish(args.out, results, _markdown(results), lambda png: _chart(results, png))

@@ -14,20 +14,20 @@ generation, the C++ compiler, loading from its cache. The growth of the resident
 call is reported too (memory.py): the compiler's own footprint, which the suite's peak-memory column
 leaves out.
 
-The last line of stdout is `EMBER_BENCH_PROBE <json>`; a failure is reported in that JSON's "error" (and the
-process exits 1), so the suite can record it and carry on.
+The last line of stdout is `EMBER_BENCH_PROBE <json>` (fresh.py); a failure is reported in that JSON's "error"
+(and the process exits 1), so the suite can record it and carry on.
 """
-import json
 import sys
 
-RESULT_PREFIX = "EMBER_BENCH_PROBE "
+from . import fresh
+
 EAGER_CALLS = 5
 
 
 def probe(config):
     import torch
 
-    from . import cpu_workloads, memory, report, timing
+    from . import cpu_workloads, memory, timing
     from .compilers import COMPILERS, check_captured
 
     torch.set_num_threads(config["threads"])
@@ -49,17 +49,7 @@ def probe(config):
 
 
 def main(argv):
-    if len(argv) != 1:
-        print(f"usage: python -m ember.bench.cpu_probe JSON (got {len(argv)} arguments)", file=sys.stderr)
-        return 2
-    config = json.loads(argv[0])
-    try:
-        result = probe(config)
-    except Exception as exc:  # reported to the suite, which records it in the row and carries on
-        from .report import error_text
-        result = {"error": error_text(exc)}
-    print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
-    return 0 if result["error"] is None else 1
+    return fresh.probe_main(argv, probe, "python -m ember.bench.cpu_probe JSON")
 
 
 if __name__ == "__main__":

@@ -8,27 +8,22 @@ Columns, per model and compiler:
   time       median per-call time of samples interleaved across eager and every compiler (timing.py)
   speed-up   eager median / compiler median; a geometric mean over the models closes the table
   graphs     graphs the compiler built for one call (Ember: ember.stats(); Inductor: Dynamo's counters)
-  cold       compile time in a fresh process with empty cache directories (models_probe.py): first compiled
+  cold       compile time in a fresh process with empty cache directories (this module's `main`): first compiled
              call - fastest eager call
   error      max |output - eager output| over the model's output tensors
 
 A compiler that fails on a model is recorded in its row, the suite carries on and exits 1 at the end; so does
 an output that differs from eager's beyond torch.testing.assert_close's float32 tolerances.
 """
-import json
-import math
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from . import models_workloads, options, report, timing
+from . import fresh, models_workloads, options, report, timing
 from .compilers import COMPILERS
 
 PROBE_TIMEOUT_S = 300
 SAMPLING = {"repeat": 15, "warmup": 3, "min_sample_ms": 5.0}  # without --quick (options.py)
-PROBE_PREFIX = "EMBER_BENCH_MODELS_PROBE "
 
 
 def add_arguments(parser):
@@ -119,47 +114,25 @@ def _run_model(name, compilers, config):
 
 
 def _cold(name, compiler_name):
-    import ember
     root = tempfile.mkdtemp(prefix="ember-bench-models-")
-    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
-    path = os.environ.get("PYTHONPATH")
-    env = dict(os.environ, EMBER_CACHE_DIR=os.path.join(root, "ember"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(root, "inductor"),
-               PYTHONPATH=python_dir + (os.pathsep + path if path else ""))
-    cmd = [sys.executable, "-m", "ember.bench.models", json.dumps({"model": name, "compiler": compiler_name})]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"the fresh process ran past {PROBE_TIMEOUT_S} s"}
+        return fresh.run_probe("ember.bench.models", {"model": name, "compiler": compiler_name},
+                               fresh.probe_env(root), PROBE_TIMEOUT_S)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(PROBE_PREFIX)]
-    if lines:
-        return json.loads(lines[-1][len(PROBE_PREFIX):])
-    tail = [line for line in proc.stderr.splitlines() if line.strip()]
-    return {"error": f"the fresh process exited with status {proc.returncode} and no result"
-                     + (f": {tail[-1][:300]}" if tail else "")}
 
 
-def probe(name, compiler_name):
+def probe(config):
     """In a fresh process: the first compiled call's time minus the fastest eager call."""
     import torch
-    w = models_workloads.build(name)
-    compiler = COMPILERS[compiler_name]
+    w = models_workloads.build(config["model"])
+    compiler = COMPILERS[config["compiler"]]
     with torch.no_grad():
         eager = timing.measure({"eager": lambda: w.model(*w.args, **w.kwargs)}, warmup=2, repeats=5, calls=1)["eager"]
         compiled = compiler.compile(w.model)
         first_s, _ = timing.time_first_call(lambda: compiled(*w.args, **w.kwargs))
     return {"compile_s": first_s - eager.min, "first_call_s": first_s, "eager_call_s": eager.min,
             "graphs": _graphs(compiler), "error": None}
-
-
-def _geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
-def _fmt(value, spec, suffix=""):
-    return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
 def _markdown(results):
@@ -176,20 +149,20 @@ def _markdown(results):
     rows, geo = [], {c: [] for c in names[1:]}
     for m, row in results["models"].items():
         res = row["results"]
-        cells = [m, _fmt(res["eager"].get("time", {}).get("median_us"), ".1f")]
+        cells = [m, report.fmt(res["eager"].get("time", {}).get("median_us"), ".1f")]
         for c in names[1:]:
             r = res[c]
             cold = r.get("cold", {})
-            cells += ["error" if r.get("error") else _fmt(r.get("time", {}).get("median_us"), ".1f"),
-                      _fmt(r.get("speedup"), ".2f", "×"), _fmt(r.get("graphs"), "d"),
-                      "error" if cold.get("error") else _fmt(cold.get("compile_s"), ".2f", " s"),
-                      _fmt(r.get("max_abs_diff"), ".1e")]
+            cells += ["error" if r.get("error") else report.fmt(r.get("time", {}).get("median_us"), ".1f"),
+                      report.fmt(r.get("speedup"), ".2f", "×"), report.fmt(r.get("graphs"), "d"),
+                      "error" if cold.get("error") else report.fmt(cold.get("compile_s"), ".2f", " s"),
+                      report.fmt(r.get("max_abs_diff"), ".1e")]
             if r.get("speedup"):
                 geo[c].append(r["speedup"])
         rows.append(cells)
     footer = ["geomean", ""]
     for c in names[1:]:
-        footer += ["", _fmt(_geomean(geo[c]), ".2f", f"× ({len(geo[c])})"), "", "", ""]
+        footer += ["", report.fmt(report.geomean(geo[c]), ".2f", f"× ({len(geo[c])})"), "", "", ""]
     rows.append(footer)
     out.append(report.markdown_table(header, rows))
     failures = [f"- {m} / {c}: {msg}" for m, row in results["models"].items() for c, r in row["results"].items()
@@ -202,7 +175,7 @@ def _markdown(results):
 def _failures(result):
     found = [result["error"]] if result.get("error") else []
     if result.get("wrong"):
-        found.append(f"wrong output: differs from eager's by up to {_fmt(result.get('max_abs_diff'), '.3g')}")
+        found.append(f"wrong output: differs from eager's by up to {report.fmt(result.get('max_abs_diff'), '.3g')}")
     if result.get("cold", {}).get("error"):
         found.append(f"cold compile: {result['cold']['error']}")
     return found
@@ -211,41 +184,17 @@ def _failures(result):
 def run(args):
     compilers = options.compilers(args)
     config = _config(args, compilers)
-    scratch = tempfile.mkdtemp(prefix="ember-bench-models-")
-    saved = {k: os.environ.get(k) for k in ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
-    os.environ["EMBER_CACHE_DIR"] = os.path.join(scratch, "ember")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
-    try:
+    with fresh.scratch_caches("ember-bench-models-"):
         results = {"suite": "models", "environment": report.environment(), "config": config, "models": {}}
         for name in config["models"]:
             results["models"][name] = _run_model(name, compilers, config)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(scratch, ignore_errors=True)
     results["ok"] = not any(_failures(r) for row in results["models"].values() for r in row["results"].values())
-    markdown = _markdown(results)
-    print()
-    print(markdown)
-    md_path = report.write_results(args.out, results, markdown)
-    print(f"\nwrote {args.out} and {md_path}")
-    if not results["ok"]:
-        print("some compiler failed or gave a wrong output: see Failures above")
-    return 0 if results["ok"] else 1
+    return report.finish(args.out, results, _markdown(results))
 
 
 def main(argv):
     """The fresh-process probe: `python -m ember.bench.models '{"model": ..., "compiler": ...}'`."""
-    config = json.loads(argv[0])
-    try:
-        result = probe(config["model"], config["compiler"])
-    except Exception as exc:  # reported to the suite, which records it and carries on
-        result = {"error": report.error_text(exc)}
-    print(PROBE_PREFIX + json.dumps(result, sort_keys=True), flush=True)
-    return 0 if result["error"] is None else 1
+    return fresh.probe_main(argv, probe, "python -m ember.bench.models JSON")
 
 
 if __name__ == "__main__":

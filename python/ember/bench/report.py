@@ -5,6 +5,7 @@ printed go to bench-results/<suite>.md, so a run can be pasted into an issue as 
 chart (bench-results/<suite>.png) when matplotlib is installed; without it the chart is skipped with a note.
 """
 import json
+import math
 import os
 import platform
 import subprocess
@@ -70,6 +71,15 @@ def error_text(exc):
     return first_line[:300]
 
 
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def fmt(value, spec, suffix=""):
+    """A table cell: the value formatted, or a dash for a missing measurement."""
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
 def markdown_table(header, rows):
     """header: list of column titles; rows: lists of cells (str() is applied)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -126,3 +136,22 @@ def write_bar_chart(path, title, categories, series, ylabel, reference=None):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def finish(path, results, markdown, chart=None):
+    """The end of a suite: prints the tables, writes JSON + markdown (and the chart, `chart(png_path)` -> False
+    without matplotlib), says whether anything failed; -> the exit status (0, or 1 when results["ok"] is false)."""
+    print()
+    print(markdown)
+    md_path = write_results(path, results, markdown)
+    if chart is None:
+        print(f"\nwrote {path} and {md_path}")
+    else:
+        png_path = os.path.splitext(path)[0] + ".png"
+        if chart(png_path):
+            print(f"\nwrote {path}, {md_path} and {png_path}")
+        else:
+            print(f"\nwrote {path} and {md_path}; chart skipped: matplotlib is not installed")
+    if not results["ok"]:
+        print("some compiler failed or gave a wrong output: see Failures above")
+    return 0 if results["ok"] else 1
