@@ -194,8 +194,13 @@ struct GuardSet::Impl {
 
   bool passes(const Check& c, PyObject* v) const;
   std::string text(const Node* node, const Check& c) const;
+  // failure_text(nullptr, c, nullptr) describes a root check.
   std::string failure_text(const Node* node, const Check& c, PyObject* v) const;
+  // Whether every check of `checks` passes on v; the first failure's text goes to *why.
+  bool all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, std::string* why) const;
   bool walk(int node, PyObject* v, PyObject** captured, std::string* why) const;
+  // walk() over `value`, a new reference read from node `id`'s source, or null where the read raised.
+  bool walk_read(int id, PyObject* value, PyObject** captured, std::string* why) const;
   bool run(const FrameView& frame, PyObject** captured, std::string* why) const;
 };
 
@@ -402,18 +407,35 @@ std::string GuardSet::Impl::failure_text(const Node* node, const Check& c, PyObj
   return node->source->str() + " tensor: expected " + tensors[c.tensor].meta.str() + ", got " + got;
 }
 
-bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, std::string* why) const {
-  const Node& node = nodes[id];
-  for (const Check& c : node.checks) {
+bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v,
+                              std::string* why) const {
+  for (const Check& c : checks) {
     if (!passes(c, v)) {
       if (why != nullptr) {
-        *why = failure_text(&node, c, v);
+        *why = failure_text(node, c, v);
         if (PyErr_Occurred()) *why += " (raised " + take_error_text() + ")";
       }
       PyErr_Clear();
       return false;
     }
   }
+  return true;
+}
+
+bool GuardSet::Impl::walk_read(int id, PyObject* value, PyObject** captured, std::string* why) const {
+  if (value == nullptr) {
+    if (why != nullptr) *why = "cannot read " + nodes[id].source->str() + ": " + take_error_text();
+    PyErr_Clear();
+    return false;
+  }
+  bool ok = walk(id, value, captured, why);
+  Py_DECREF(value);
+  return ok;
+}
+
+bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, std::string* why) const {
+  const Node& node = nodes[id];
+  if (!all_pass(&node, node.checks, v, why)) return false;
   if (captured != nullptr) {
     for (int slot : node.captures) {
       captured[slot] = Py_NewRef(v);  // each slot belongs to one node, visited once
@@ -422,40 +444,17 @@ bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, std::string*
   for (int child_id : node.children) {
     const Node& child = nodes[child_id];
     PyObject* child_value = guards::read_step(child.source->kind, v, child.key, child.source->index);
-    if (child_value == nullptr) {
-      if (why != nullptr) *why = "cannot read " + child.source->str() + ": " + take_error_text();
-      PyErr_Clear();
-      return false;
-    }
-    bool ok = walk(child_id, child_value, captured, why);
-    Py_DECREF(child_value);
-    if (!ok) return false;
+    if (!walk_read(child_id, child_value, captured, why)) return false;
   }
   return true;
 }
 
 bool GuardSet::Impl::run(const FrameView& frame, PyObject** captured, std::string* why) const {
-  for (const Check& c : root_checks) {
-    if (!passes(c, nullptr)) {
-      if (why != nullptr) {
-        *why = text(nullptr, c);
-        if (PyErr_Occurred()) *why += " (raised " + take_error_text() + ")";
-      }
-      PyErr_Clear();
-      return false;
-    }
-  }
+  if (!all_pass(nullptr, root_checks, nullptr, why)) return false;
   for (int id : roots) {
     const Node& root = nodes[id];
     PyObject* value = guards::read_root(root.source->kind, root.key, root.source->index, frame);
-    if (value == nullptr) {
-      if (why != nullptr) *why = "cannot read " + root.source->str() + ": " + take_error_text();
-      PyErr_Clear();
-      return false;
-    }
-    bool ok = walk(id, value, captured, why);
-    Py_DECREF(value);
-    if (!ok) return false;
+    if (!walk_read(id, value, captured, why)) return false;
   }
   return true;
 }
