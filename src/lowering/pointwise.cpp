@@ -142,6 +142,23 @@ DType operand_dtype(Lowerer& L, const Operand& op, DType other) {
   return op.value ? L.type(*op.value).dtype : literal_dtype(op.literal, other);
 }
 
+// torch's pow by a float or double scalar exponent takes these forms (products, a quotient, sqrt, rsqrt,
+// reciprocal) before any pow call: the same forms give the same bits, and a multiply is far cheaper than
+// a scalar libm pow per element. Exponents 0 and 1 are a fill and a copy in torch. Other exponents (and
+// reduced-precision storage, whose eager rounding between the products differs per dtype) keep pow.
+std::optional<NodeId> pow_by_constant(KernelBuilder& kb, NodeId x, double e, DType cdt) {
+  auto mul = [&](NodeId p, NodeId q) { return kb.binary(ScalarOp::Mul, p, q, cdt); };
+  if (e == 0.0) return kb.constant(loop_ir::Scalar{1.0}, cdt);
+  if (e == 1.0) return x;
+  if (e == 2.0) return mul(x, x);
+  if (e == 3.0) return mul(mul(x, x), x);
+  if (e == -2.0) return kb.binary(ScalarOp::Div, kb.constant(loop_ir::Scalar{1.0}, cdt), mul(x, x), cdt);
+  if (e == 0.5) return kb.unary(ScalarOp::Sqrt, x);
+  if (e == -0.5) return kb.unary(ScalarOp::Rsqrt, x);
+  if (e == -1.0) return kb.unary(ScalarOp::Reciprocal, x);
+  return std::nullopt;
+}
+
 std::string lower_unary(Lowerer& L, const ir::Node& node, ScalarOp op) {
   if (node.args.size() != 1 || !node.kwargs.empty() || node.args[0].kind != ir::Arg::Kind::Value)
     return "expects one tensor operand";
@@ -203,6 +220,15 @@ std::string lower_binary(Lowerer& L, const ir::Node& node, ScalarOp op) {
   PointwiseKernel k(L, r);
   std::optional<NodeId> av = k.get(*a, cdt), bv = k.get(*b, cdt);
   if (!bv) throw std::logic_error("lowering: scalar operand checked above does not convert");
+  if (op == ScalarOp::Pow && !b->value && (rdt == DType::Float32 || rdt == DType::Float64)) {
+    std::optional<loop_ir::Scalar> e = scalar_of(b->literal, cdt);
+    std::optional<NodeId> v;
+    if (e && std::holds_alternative<double>(*e)) v = pow_by_constant(k.kb(), *av, std::get<double>(*e), cdt);
+    if (v) {
+      k.finish(*v);
+      return "";
+    }
+  }
   k.finish(k.kb().binary(op, *av, *bv, cdt));
   return "";
 }

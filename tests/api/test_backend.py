@@ -102,3 +102,22 @@ def test_seed_block_matmul_plus_one_kernel(dtype):
     eager_err = (seed(x, w, b, r).double() - ref).abs().max().item()
     ember_err = (got.double() - ref).abs().max().item()
     assert ember_err <= 2 * eager_err + 1e-6, (ember_err, eager_err)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("exponent", [0.0, 1.0, 2.0, 3.0, 3, -2.0, -0.5, -1.0])
+def test_pow_by_small_constants_takes_torchs_exact_forms(exponent, dtype):
+    # torch computes these as products, a quotient, rsqrt or a reciprocal, not with pow: the generated
+    # kernel must give the same bits (pow(x, 3) by libm's powf differs from x*x*x in the last place).
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(4093) * 3, torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan")])])
+    x = x.to(dtype)
+    if exponent == -0.5:
+        x = x.abs()
+
+    def f(t):
+        return torch.pow(t, exponent) + 1
+
+    out = ember.explain(f)(x)
+    assert out.kernel_counts == [1], out
+    torch.testing.assert_close(ember.compile(f)(x), f(x), rtol=0, atol=0, equal_nan=True)
