@@ -94,6 +94,19 @@ int64_t span_bytes(const Buffer& b) {
   return span * ir::dtype_itemsize(b.dtype);
 }
 
+// Arenas up to this size are kept between calls (their tensors with them); larger ones are
+// allocated per call, where creating a few tensors is small against the kernels' time anyway.
+constexpr int64_t kReusedArenaMaxBytes = int64_t{64} << 20;
+
+// The arena's length rounded up to 64 bytes, so that every dtype can view all of it.
+int64_t arena_span(const memory::MemoryPlan& plan) { return (plan.arena_bytes + 63) / 64 * 64; }
+
+// base.as_strided(sizes, strides, offset); `shape` is the (sizes, strides) tuple. New reference.
+PyObject* as_strided(PyObject* base, PyObject* shape, int64_t offset) {
+  return PyObject_CallMethod(base, "as_strided", "OOL", PyTuple_GET_ITEM(shape, 0), PyTuple_GET_ITEM(shape, 1),
+                             static_cast<long long>(offset));
+}
+
 [[noreturn]] void throw_python_error() {
   PyObject *type, *value, *trace;
   PyErr_Fetch(&type, &value, &trace);
@@ -117,10 +130,16 @@ struct CompiledGraph::Call {
   const CompiledGraph* graph = nullptr;
   ember_ctx ctx{};
   std::vector<void*> pointers;  // ctx.buffers
-  std::vector<PyRef> tensors;   // per buffer, once it has a torch tensor
-  PyRef arena;                  // uint8 tensor holding the (aligned) arena
-  int64_t arena_pad = 0;        // bytes from the arena tensor's start to ctx.arena
+  std::vector<PyRef> tensors;   // per buffer, once it has a torch tensor (not the arena's)
+  std::vector<int64_t> storage_offsets;  // per Input/Output/Extern buffer viewed: its storage offset, or -1
+  Arena own;                    // the arena, when this call cannot use the reused one
+  Arena* arena = nullptr;       // &own or &graph->reused_arena_; null when the plan has no arena
+  bool outputs_alias_arena = false;
   PyThreadState* saved = nullptr;
+
+  ~Call() {
+    if (arena != nullptr && arena != &own) graph->give_back_arena(*this);
+  }
 };
 
 CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
@@ -146,6 +165,18 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
       throw std::invalid_argument("compiled graph: output " + std::to_string(k) + " (%b" +
                                   std::to_string(program_.outputs[k]) +
                                   ") lives in the per-call arena; outputs must be Output, Input or Extern buffers");
+  }
+  placement_.resize(program_.buffers.size());
+  for (const Buffer& b : program_.buffers) {
+    Placement& p = placement_[static_cast<size_t>(b.id)];
+    p.root = b.id;
+    while (p.root >= 0 && program_.buffers[static_cast<size_t>(p.root)].kind == Buffer::Kind::View) {
+      const Buffer& view = program_.buffers[static_cast<size_t>(p.root)];
+      p.offset += constant(view.offset);
+      p.root = program_.buffers.at(static_cast<size_t>(view.base)).dtype == view.dtype ? view.base : -1;
+    }
+    if (b.kind == Buffer::Kind::Temp && plan_.offsets.at(static_cast<size_t>(b.id)) % ir::dtype_itemsize(b.dtype) != 0)
+      throw std::invalid_argument("compiled graph: %" + b.name() + " is not aligned to its dtype in the arena");
   }
   entry_ = reinterpret_cast<int (*)(ember_ctx*)>(library_->symbol(source_.entry.c_str()));
 
@@ -277,44 +308,87 @@ PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
   PyRef& slot = call.tensors[static_cast<size_t>(id)];
   if (slot) return slot.get();
   const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
+  const Placement& p = placement_[static_cast<size_t>(id)];
   switch (b.kind) {
     case Buffer::Kind::Input:
     case Buffer::Kind::Output:
     case Buffer::Kind::Extern:
       PyErr_Format(PyExc_RuntimeError, "ember: %%%s is used before the step that defines it", b.name().c_str());
       return nullptr;
-    case Buffer::Kind::Temp: {
-      // A view of the arena bytes as this buffer's dtype, sizes and strides.
-      const int64_t start = call.arena_pad + plan_.offsets.at(static_cast<size_t>(id));
-      PyRef bytes = PyRef::steal(PyObject_CallMethod(call.arena.get(), "narrow", "iLL", 0, static_cast<long long>(start),
-                                                     static_cast<long long>(span_bytes(b))));
-      if (!bytes) return nullptr;
-      PyRef typed = PyRef::steal(PyObject_CallMethod(bytes.get(), "view", "O",
-                                                     guards::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
-      if (!typed) return nullptr;
-      const PyRef& shape = alloc_args_[static_cast<size_t>(id)];
-      slot = PyRef::steal(PyObject_CallMethod(typed.get(), "as_strided", "OO", PyTuple_GET_ITEM(shape.get(), 0),
-                                              PyTuple_GET_ITEM(shape.get(), 1)));
-      return slot.get();
-    }
+    case Buffer::Kind::Temp: return arena_tensor(call, id);
     case Buffer::Kind::View: {
-      PyObject* base = tensor_of(call, b.base);
-      if (base == nullptr) return nullptr;
-      if (program_.buffers.at(static_cast<size_t>(b.base)).dtype != b.dtype) {
+      if (p.root < 0) {
         PyErr_Format(PyExc_NotImplementedError, "ember: view %%%s reinterprets its base's dtype; not supported",
                      b.name().c_str());
         return nullptr;
       }
-      PyRef offset = PyRef::steal(PyObject_CallMethod(base, "storage_offset", nullptr));
-      if (!offset) return nullptr;
-      long long at = PyLong_AsLongLong(offset.get()) + constant(b.offset);
-      const PyRef& shape = alloc_args_[static_cast<size_t>(id)];
-      slot = PyRef::steal(PyObject_CallMethod(base, "as_strided", "OOL", PyTuple_GET_ITEM(shape.get(), 0),
-                                              PyTuple_GET_ITEM(shape.get(), 1), at));
+      if (program_.buffers[static_cast<size_t>(p.root)].kind == Buffer::Kind::Temp) return arena_tensor(call, id);
+      // One as_strided over the root: the caller's or torch's tensor, whose storage offset is read once per call.
+      PyObject* root = tensor_of(call, p.root);
+      if (root == nullptr) return nullptr;
+      int64_t& root_offset = call.storage_offsets[static_cast<size_t>(p.root)];
+      if (root_offset < 0) {
+        PyRef offset = PyRef::steal(PyObject_CallMethod(root, "storage_offset", nullptr));
+        if (!offset) return nullptr;
+        root_offset = PyLong_AsLongLong(offset.get());
+      }
+      slot = PyRef::steal(as_strided(root, alloc_args_[static_cast<size_t>(id)].get(), root_offset + p.offset));
       return slot.get();
     }
   }
   return nullptr;
+}
+
+PyObject* CompiledGraph::arena_tensor(Call& call, BufferId id) const {
+  Arena& arena = *call.arena;
+  PyRef& slot = arena.tensors[static_cast<size_t>(id)];
+  if (slot) return slot.get();
+  const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
+  const Placement& p = placement_[static_cast<size_t>(id)];
+  PyRef& typed = arena.typed[static_cast<int>(b.dtype)];
+  if (!typed) {
+    PyRef bytes = PyRef::steal(PyObject_CallMethod(arena.bytes.get(), "narrow", "iLL", 0,
+                                                   static_cast<long long>(arena.pad),
+                                                   static_cast<long long>(arena_span(plan_))));
+    if (!bytes) return nullptr;
+    typed = PyRef::steal(PyObject_CallMethod(bytes.get(), "view", "O",
+                                             guards::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
+    if (!typed) return nullptr;
+  }
+  const int64_t at = plan_.offsets.at(static_cast<size_t>(p.root)) / ir::dtype_itemsize(b.dtype) + p.offset;
+  slot = PyRef::steal(as_strided(typed.get(), alloc_args_[static_cast<size_t>(id)].get(), at));
+  return slot.get();
+}
+
+bool CompiledGraph::new_arena(Arena* arena) const {
+  *arena = Arena{};
+  // Over-allocated by 64 bytes so that its start can be rounded up to a 64-byte boundary.
+  PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(arena_span(plan_) + 64)));
+  arena->bytes = PyRef::steal(PyObject_Call(empty_.get(), size.get(), uint8_kwargs_.get()));
+  void* base = nullptr;
+  if (!arena->bytes || !data_pointer(arena->bytes.get(), &base)) return false;
+  arena->pad = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(base) % 64) % 64);
+  arena->start = static_cast<char*>(base) + arena->pad;
+  arena->tensors.resize(program_.buffers.size());
+  return true;
+}
+
+bool CompiledGraph::take_arena(Call& call) const {
+  if (plan_.arena_bytes == 0) return true;
+  if (reused_arena_busy_ || plan_.arena_bytes > kReusedArenaMaxBytes) {
+    call.arena = &call.own;
+    return new_arena(&call.own);
+  }
+  reused_arena_busy_ = true;
+  call.arena = &reused_arena_;
+  return reused_arena_.bytes || new_arena(&reused_arena_);
+}
+
+void CompiledGraph::give_back_arena(Call& call) const {
+  // An output that aliases the arena (an extern returned a view of a temporary) now belongs to the
+  // caller: the next call gets a new arena instead of overwriting it.
+  if (call.outputs_alias_arena) reused_arena_ = Arena{};
+  reused_arena_busy_ = false;
 }
 
 int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
@@ -335,9 +409,32 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
   }
   std::vector<PyRef> results;
   if (!step.executor->run(args.data(), &results)) return false;
+  for (size_t k = 0; k < step.inputs.size(); ++k)
+    if (in_arena(step.inputs[k]) && !still_as_planned(call, step.inputs[k], args[k]))
+      call.arena->tensors[static_cast<size_t>(step.inputs[k])] = PyRef();  // an in-place view op (unsqueeze_) changed it
   for (size_t k = 0; k < step.results.size(); ++k)
     if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
   return true;
+}
+
+bool CompiledGraph::in_arena(BufferId id) const {
+  const BufferId root = placement_[static_cast<size_t>(id)].root;
+  return root >= 0 && program_.buffers[static_cast<size_t>(root)].kind == Buffer::Kind::Temp;
+}
+
+bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* tensor) const {
+  const Buffer& b = program_.buffers[static_cast<size_t>(id)];
+  const Placement& p = placement_[static_cast<size_t>(id)];
+  guards::RawTensorMeta meta;
+  bool strides_equal = false;
+  void* data = nullptr;
+  const bool ok = guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto) &&
+                  meta.dtype == b.dtype && same_dims(b, meta, &strides_equal) && strides_equal &&
+                  (is_empty(meta) || data_pointer(tensor, &data));
+  PyErr_Clear();
+  const char* planned = call.arena->start + plan_.offsets[static_cast<size_t>(p.root)] +
+                        p.offset * ir::dtype_itemsize(b.dtype);
+  return ok && (is_empty(meta) || data == planned);
 }
 
 bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
@@ -354,15 +451,9 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     if (span_bytes(b) > 0 && !data_pointer(t.get(), &call.pointers[static_cast<size_t>(b.id)])) return false;
     call.tensors[static_cast<size_t>(b.id)] = std::move(t);
   }
-  if (plan_.arena_bytes > 0) {
-    // One allocation per call, over-allocated so that its start can be rounded up to 64 bytes.
-    PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(plan_.arena_bytes + 64)));
-    call.arena = PyRef::steal(PyObject_Call(empty_.get(), size.get(), uint8_kwargs_.get()));
-    void* base = nullptr;
-    if (!call.arena || !data_pointer(call.arena.get(), &base)) return false;
-    call.arena_pad = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(base) % 64) % 64);
-    call.ctx.arena = static_cast<char*>(base) + call.arena_pad;
-  }
+  call.storage_offsets.assign(program_.buffers.size(), -1);
+  if (!take_arena(call)) return false;
+  if (call.arena != nullptr) call.ctx.arena = call.arena->start;
   call.ctx.buffers = call.pointers.data();
   call.ctx.call_extern = &CompiledGraph::call_extern;
   call.ctx.runtime = &call;
@@ -387,6 +478,11 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     PyObject* t = tensor_of(call, id);
     if (t == nullptr) return false;
     outputs->push_back(PyRef::borrow(t));
+    void* data = nullptr;
+    if (call.arena == &reused_arena_ && data_pointer(t, &data) && data >= call.arena->start &&
+        data < call.arena->start + arena_span(plan_))
+      call.outputs_alias_arena = true;
+    PyErr_Clear();  // a tensor without data (empty) aliases nothing
   }
   return true;
 }

@@ -7,7 +7,10 @@
 // input, outputs new references, false with a Python error set on failure. Per call: Output
 // buffers become torch tensors of exactly the planned sizes, strides and dtype
 // (torch.empty_strided), temporaries live in one arena allocation (a torch uint8 tensor, so an
-// extern call can be handed a view of a temporary), and the entry runs every step. Extern calls
+// extern call can be handed a view of a temporary), and the entry runs every step. The arena and
+// the tensors over it (temporaries and views of them) are kept for the next call when they are
+// small and no output aliases them; a call that finds them in use (another thread, re-entry)
+// allocates its own. Extern calls
 // run through torch by a one-node EagerExecutor each, so their arguments and literals are built
 // exactly as the eager backend builds them; a result whose strides differ from the planned ones
 // is copied into a tensor that has them (kernels fold strides into their code). A failed
@@ -55,6 +58,21 @@ class CompiledGraph : public GraphRunner {
 
  private:
   struct Call;
+  // The arena of a call and the tensors over it (per buffer; a Temp or a View rooted in one).
+  struct Arena {
+    PyRef bytes;                // uint8 tensor
+    char* start = nullptr;      // its first 64-byte aligned byte (ctx.arena)
+    int64_t pad = 0;            // bytes from bytes' start to `start`
+    PyRef typed[16];            // per dtype: bytes from `start` on, viewed as that dtype
+    std::vector<PyRef> tensors;
+  };
+  // Where a buffer's elements are: `root` is the buffer itself or, for a View, the non-view buffer
+  // its chain of bases ends at (-1 where a view changes the dtype); `offset` counts elements from
+  // the root's first element.
+  struct Placement {
+    loop_ir::BufferId root = -1;
+    int64_t offset = 0;
+  };
   struct ExternStep {
     std::unique_ptr<EagerExecutor> executor;  // one node: the call, over its buffer arguments
     std::vector<loop_ir::BufferId> inputs;    // the executor's graph inputs, in order
@@ -65,6 +83,13 @@ class CompiledGraph : public GraphRunner {
   bool bind_input(Call& call, size_t k, PyObject* tensor) const;
   bool adopt_result(Call& call, loop_ir::BufferId id, PyObject* tensor) const;
   PyObject* tensor_of(Call& call, loop_ir::BufferId id) const;  // borrowed from call; null + error
+  PyObject* arena_tensor(Call& call, loop_ir::BufferId id) const;  // a Temp or a View rooted in one
+  bool in_arena(loop_ir::BufferId id) const;
+  // Whether `tensor`, the arena's tensor of buffer id, still has its planned sizes, strides and place.
+  bool still_as_planned(const Call& call, loop_ir::BufferId id, PyObject* tensor) const;
+  bool new_arena(Arena* arena) const;
+  bool take_arena(Call& call) const;
+  void give_back_arena(Call& call) const;
   PyRef empty_like_buffer(const loop_ir::Buffer& b) const;
 
   loop_ir::Program program_;
@@ -73,6 +98,10 @@ class CompiledGraph : public GraphRunner {
   std::shared_ptr<LoadedLibrary> library_;
   int (*entry_)(ember_ctx*) = nullptr;
   std::vector<ExternStep> externs_;
+  std::vector<Placement> placement_;      // per buffer
+  // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
+  mutable Arena reused_arena_;
+  mutable bool reused_arena_busy_ = false;
   PyRef empty_strided_;                   // torch.empty_strided
   PyRef empty_;                           // torch.empty
   std::vector<PyRef> alloc_args_;         // per buffer: (sizes, strides) for empty_strided, or null

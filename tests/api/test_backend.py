@@ -121,3 +121,64 @@ def test_pow_by_small_constants_takes_torchs_exact_forms(exponent, dtype):
     out = ember.explain(f)(x)
     assert out.kernel_counts == [1], out
     torch.testing.assert_close(ember.compile(f)(x), f(x), rtol=0, atol=0, equal_nan=True)
+
+
+# The arena of temporaries (and the tensors over it) is kept between calls: results of one call must
+# never change when a later call runs, whatever an extern did with a temporary.
+def temp_unsqueezed_in_place(x):
+    y = x * 2
+    y.unsqueeze_(0)  # an extern that changes a temporary's tensor (sizes) in place
+    return y + 1
+
+
+def temp_returned_by_extern(x):
+    y = x * 2
+    return y.unsqueeze_(0), y.sum()  # the first output aliases the temporary's memory
+
+
+def temp_into_matmul(x, w):
+    h = torch.tanh(x) * 2  # a temporary handed to an extern matmul, then to a kernel
+    return torch.relu(h @ w) + h.sum()
+
+
+@pytest.mark.parametrize("fn", [temp_unsqueezed_in_place, temp_returned_by_extern])
+def test_reused_arena_keeps_earlier_results(fn):
+    compiled = ember.compile(fn)
+    kept = []
+    for _ in range(4):
+        x = torch.randn(3, 4)
+        out = compiled(x)
+        outs = out if isinstance(out, tuple) else (out,)
+        want = fn(x.clone())
+        wants = want if isinstance(want, tuple) else (want,)
+        for o, w in zip(outs, wants):
+            torch.testing.assert_close(o, w)
+        kept.append((outs, tuple(o.clone() for o in outs)))
+    for outs, copies in kept:  # later calls did not write into earlier outputs
+        for o, c in zip(outs, copies):
+            assert torch.equal(o, c)
+    assert ember.stats()["kernels_compiled"] >= 1
+
+
+def test_reused_arena_under_threads():
+    import threading
+    compiled = ember.compile(temp_into_matmul)
+    w = torch.randn(64, 64)
+    inputs = [torch.randn(32, 64) for _ in range(8)]
+    expected = [compiled(x, w) for x in inputs]  # one thread: the bits every thread must get
+    for x, e in zip(inputs, expected):
+        torch.testing.assert_close(e, temp_into_matmul(x, w), rtol=1e-4, atol=1e-4)  # h.sum() of 2048 terms
+    failures = []
+
+    def worker(k):
+        for _ in range(20):
+            if not torch.equal(compiled(inputs[k], w), expected[k]):
+                failures.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert ember.stats()["kernels_compiled"] >= 1
