@@ -53,7 +53,7 @@ POLICY = {
         # Composite ops whose decomposition reaches no op that autocast changes on CPU.
         **_entries(NONE, "to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow "
                          "dropout where softmax log_softmax layer_norm group_norm var var_mean std square "
-                         "tile size empty batch_norm"),
+                         "tile batch_norm"),
     },
     "cuda": {
         **_entries(LOWER, "mm bmm matmul linear addmm baddbmm addbmm addmv addr mv conv1d conv2d conv3d "
@@ -65,7 +65,7 @@ POLICY = {
                          "soft_margin_loss cosine_similarity"),
         **_entries(FP32_OPT_DTYPE, "softmax log_softmax sum prod cumsum cumprod"),
         **_entries(NONE, "to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow "
-                         "dropout where size empty"),
+                         "dropout where"),
     },
 }
 
@@ -78,6 +78,8 @@ PYTHON_OPS = {
     F.cross_entropy: "cross_entropy_loss", F.kl_div: "kl_div",
     F.binary_cross_entropy_with_logits: "binary_cross_entropy_with_logits", F.embedding: "embedding",
     F.margin_ranking_loss: "margin_ranking_loss", F.soft_margin_loss: "soft_margin_loss",
+    F.batch_norm: "batch_norm", F.max_pool3d: "max_pool3d", F.adaptive_avg_pool3d: "adaptive_avg_pool3d",
+    torch.cdist: "cdist", torch.Tensor.unflatten: "unflatten",
 }
 
 _dispatcher_sets = {}
