@@ -41,6 +41,11 @@ def _entries(policy, names):
     return {name: policy for name in names.split()}
 
 
+# Views and shape ops: some are composite in some torch versions (aten::transpose in 2.11), but
+# they only rearrange or reinterpret a tensor, never computing in another dtype.
+_SHAPE_OPS = ("to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow dropout where "
+              "transpose t permute view unsqueeze squeeze expand select slice movedim swapaxes unbind")
+
 # Per device type: aten op name (no overload) -> policy. Only ops the sweep test checks.
 POLICY = {
     "cpu": {
@@ -51,9 +56,8 @@ POLICY = {
                          "binary_cross_entropy_with_logits prod cdist trace avg_pool3d max_pool3d "
                          "adaptive_avg_pool3d margin_ranking_loss soft_margin_loss"),
         # Composite ops whose decomposition reaches no op that autocast changes on CPU.
-        **_entries(NONE, "to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow "
-                         "dropout where softmax log_softmax layer_norm group_norm var var_mean std square "
-                         "tile batch_norm"),
+        **_entries(NONE, _SHAPE_OPS + " softmax log_softmax layer_norm group_norm var var_mean std square tile "
+                         "batch_norm"),
     },
     "cuda": {
         **_entries(LOWER, "mm bmm matmul linear addmm baddbmm addbmm addmv addr mv conv1d conv2d conv3d "
@@ -64,8 +68,7 @@ POLICY = {
                          "kl_div binary_cross_entropy_with_logits cdist dist logsumexp margin_ranking_loss "
                          "soft_margin_loss cosine_similarity"),
         **_entries(FP32_OPT_DTYPE, "softmax log_softmax sum prod cumsum cumprod"),
-        **_entries(NONE, "to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow "
-                         "dropout where"),
+        **_entries(NONE, _SHAPE_OPS),
     },
 }
 

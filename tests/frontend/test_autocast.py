@@ -152,6 +152,18 @@ SAMPLES = {
     "std": (lambda a: a.std(dim=-1), lambda d: (r(4, 5, device=d),)),
     "square": (lambda a: torch.square(a), lambda d: (r(4, 5, device=d),)),
     "tile": (lambda a: a.tile(2, 1), lambda d: (r(4, 5, device=d),)),
+    "transpose": (lambda a: a.transpose(0, 1), lambda d: (r(4, 5, device=d),)),
+    "t": (lambda a: a.t(), lambda d: (r(4, 5, device=d),)),
+    "permute": (lambda a: a.permute(1, 0), lambda d: (r(4, 5, device=d),)),
+    "view": (lambda a: a.view(5, 4), lambda d: (r(4, 5, device=d),)),
+    "unsqueeze": (lambda a: a.unsqueeze(1), lambda d: (r(4, 5, device=d),)),
+    "squeeze": (lambda a: a.squeeze(1), lambda d: (r(4, 1, device=d),)),
+    "expand": (lambda a: a.expand(3, 5), lambda d: (r(1, 5, device=d),)),
+    "select": (lambda a: a.select(0, 2), lambda d: (r(4, 5, device=d),)),
+    "slice": (lambda a: a[1:3], lambda d: (r(4, 5, device=d),)),
+    "movedim": (lambda a: a.movedim(0, 1), lambda d: (r(4, 5, device=d),)),
+    "swapaxes": (lambda a: a.swapaxes(0, 1), lambda d: (r(4, 5, device=d),)),
+    "unbind": (lambda a: a.unbind(0), lambda d: (r(4, 5, device=d),)),
 }
 
 # Core ops Ember traces that the table does not list: autocast leaves them alone on CPU, and the
