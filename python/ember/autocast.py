@@ -25,6 +25,7 @@ other ops are "none". Python functions that Ember records as one node are "unkno
 Needs torch >= 2.4 (torch.get_autocast_dtype(device_type)).
 """
 import inspect
+import operator
 import types
 
 import torch
@@ -119,6 +120,9 @@ def _op_names(fn):
     name = getattr(fn, "__name__", None)
     if not isinstance(name, str):
         return None
+    if fn in ops.inplace_callables and name.startswith("i"):
+        # operator.imatmul: `x @= w` computes x @ w (tensors have no in-place matmul); iadd is add_.
+        return [name[1:] + "_", name[1:]]
     if name.startswith("__") and name.endswith("__"):
         bare = name.strip("_")
         # __rpow__ / __ipow__: the reflected and in-place forms of pow.
@@ -139,7 +143,14 @@ def policy(fn, device_type):
                          "whose autocast behaviour Ember's table does not know")
     for name in names:
         if name in table:
-            return (table[name], "")
+            kind = table[name]
+            # An op writing its first argument in place would write the cast copy (torch's
+            # in-place ops have no autocast kernels; `x @= w` is not in place for tensors).
+            writes_in_place = names[0].endswith("_") and fn is not operator.imatmul
+            if kind != NONE and writes_in_place:
+                return (UNKNOWN, f"{label} under torch.autocast({device_type!r}): an in-place op whose "
+                                 "out-of-place form autocast casts")
+            return (kind, "")
     autocast_ops = _dispatcher_names(_DISPATCH_KEYS[device_type])
     composite = _dispatcher_names("CompositeImplicitAutograd")
     for name in names:

@@ -266,6 +266,18 @@ def test_op_whose_policy_is_unknown_is_not_traced():
     torch.testing.assert_close(got, expected)
 
 
+def augmented_assignments(x, w):
+    y = x * 1
+    y @= w
+    y += 1
+    return y
+
+
+def test_augmented_assignment_operators_follow_the_policy():
+    x, w = r(4, 8), r(8, 8, seed=1)
+    _check_like_eager(augmented_assignments, (x, w), "cpu", torch.bfloat16)
+
+
 # ---------------------------------------------------------------------------------------------
 # Models
 

@@ -192,10 +192,9 @@ void Trace::apply_autocast(PyObject* callable, std::vector<VarRef>& args,
       v = record_call(table.tensor_to.get(), {v, constant(PyRef::borrow(table.dtype_object(*target)))}, {});
       return true;
     };
-    bool changed_first = false;
-    auto visit = [&](VarRef& slot, bool is_first) {
+    auto visit = [&](VarRef& slot) {
       if (slot->kind != VarKind::List && slot->kind != VarKind::Tuple) {
-        if (cast_one(slot) && is_first) changed_first = true;
+        cast_one(slot);
         return;
       }
       // A list or tuple argument (cat, stack): a copy holding the casts; the caller's Var is
@@ -209,10 +208,8 @@ void Trace::apply_autocast(PyObject* callable, std::vector<VarRef>& args,
       copy->named_type = seq.named_type;
       slot = copy;
     };
-    for (size_t i = 0; i < args.size(); ++i) visit(args[i], i == 0);
-    for (auto& kv : kwargs) visit(kv.second, false);
-    if (changed_first && PySet_Contains(table.inplace_callables.get(), callable) == 1)
-      throw Unsupported(table.name_of(callable) + " under torch.autocast would cast the tensor it writes in place");
+    for (VarRef& a : args) visit(a);
+    for (auto& kv : kwargs) visit(kv.second);
   }
 }
 
