@@ -404,7 +404,7 @@ def autocast_across_break(x, w):
     return z.float(), y.dtype, z.dtype, (z + 1).dtype, torch.is_autocast_enabled("cpu")
 
 
-@program("autocast_print_in_block", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2)
+@program("autocast_print_in_block", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
 def autocast_print_in_block(x, w):
     h = torch.relu(x @ w)
     with torch.amp.autocast("cpu", dtype=torch.bfloat16):
@@ -415,7 +415,7 @@ def autocast_print_in_block(x, w):
     return a.float(), b, c, b.dtype, c.dtype, (h @ w).dtype
 
 
-@program("autocast_nested_disabled", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2)
+@program("autocast_nested_disabled", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
 def autocast_nested_disabled(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         a = x @ w
