@@ -6,7 +6,7 @@ callable), "query" (a Tensor method answered from metadata), "factory" (a node e
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "autocast" (torch.autocast and its subclasses), "autocast_query" (detail =
-is_autocast_enabled or get_autocast_dtype), "constant" (detail = the value it always returns), "module_method",
+is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "module_method",
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
 Python class whose instance the trace builds), "unsupported" (detail = why).
 """
@@ -169,7 +169,7 @@ def _classify(fn):
         return ("is_grad_enabled", "")
     if autocast.is_autocast_class(fn):
         return ("autocast", "")
-    if fn is torch.is_autocast_enabled or fn is torch.get_autocast_dtype:
+    if fn is torch.is_autocast_enabled or fn is torch.get_autocast_dtype or fn is torch.is_autocast_cache_enabled:
         return ("autocast_query", fn.__name__)
     try:
         if fn in _module_methods:

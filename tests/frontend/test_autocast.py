@@ -342,6 +342,23 @@ def test_model_under_autocast_matches_eager(name):
     assert ember.stats()["graphs"] >= 3 and ember.stats()["graph_breaks"] == 0
 
 
+@pytest.mark.parametrize("name", ["nanogpt", "gpt2", "llama"])
+def test_real_model_under_autocast_is_one_graph_matching_eager(name):
+    if name != "nanogpt":
+        pytest.importorskip("transformers")
+    from ember.bench import models_workloads
+
+    w = models_workloads.build(name)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = models_workloads.tensors_of(w.model(*w.args, **w.kwargs))
+        out = ember.explain(w.model)(*w.args, **w.kwargs)
+        got = models_workloads.tensors_of(ember.compile(w.model)(*w.args, **w.kwargs))
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    for e, g in zip(expected, got, strict=True):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g.float(), e.float(), rtol=3e-2, atol=3e-2)
+
+
 def test_backward_under_autocast_gives_eagers_gradients():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
@@ -430,7 +447,8 @@ def old_spellings(x, w):
         a = x @ w
     with torch.amp.autocast(device_type="cpu", dtype=torch.float16, cache_enabled=False):
         b = x @ w
-    return a, b
+        cache = torch.is_autocast_cache_enabled()
+    return a, b, cache, torch.is_autocast_cache_enabled()
 
 
 def test_nested_and_disabled_blocks_in_traced_code():
@@ -446,9 +464,10 @@ def test_nested_and_disabled_blocks_in_traced_code():
     assert got == expected and expected[0][4] == torch.float16
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        a, b = old_spellings(x, w)
-        a2, b2 = ember.compile(old_spellings, fullgraph=True)(x, w)
+        a, b, cache, after = old_spellings(x, w)
+        a2, b2, cache2, after2 = ember.compile(old_spellings, fullgraph=True)(x, w)
     assert (a2.dtype, b2.dtype) == (a.dtype, b.dtype) == (torch.bfloat16, torch.float16)
+    assert (cache2, after2) == (cache, after) == (False, True)
     assert torch.is_autocast_cache_enabled()
 
 

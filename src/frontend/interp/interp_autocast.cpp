@@ -61,6 +61,11 @@ VarRef Interpreter::autocast_context(PyObject* cls, const std::vector<VarRef>& a
 }
 
 VarRef Interpreter::autocast_query(const std::string& name, const std::vector<VarRef>& args, const Kwargs& kwargs) {
+  if (name == "is_autocast_cache_enabled") {
+    if (!args.empty() || !kwargs.empty()) unsupported("torch.is_autocast_cache_enabled() with arguments");
+    trace_.depend_on_autocast();
+    return trace_.constant(PyRef::borrow(trace_.autocast.cache ? Py_True : Py_False));
+  }
   // torch.is_autocast_enabled() without a device type asks about cuda.
   std::string device = "cuda";
   if (args.size() + kwargs.size() > 1 || (!kwargs.empty() && kwargs[0].first != "device_type"))

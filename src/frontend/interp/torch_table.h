@@ -27,7 +27,7 @@ struct CallableKind {
     Inline,         // Python code the interpreter inlines
     GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
     Autocast,       // torch.autocast (torch.amp.autocast, torch.cpu/cuda.amp.autocast)
-    AutocastQuery,  // torch.is_autocast_enabled / get_autocast_dtype (`detail`): the trace's state
+    AutocastQuery,  // torch.is_autocast_enabled / get_autocast_dtype / is_autocast_cache_enabled (`detail`)
     NullContext,    // contextlib.nullcontext: a with-block that changes nothing
     Construct,      // a plain Python class: the trace builds the instance (interp_objects.cpp)
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode

@@ -127,7 +127,9 @@ void Trace::autocast_exit(const AutocastMode& restore) {
 
 VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
                          const std::vector<std::pair<std::string, VarRef>>& kwargs) {
-  if (!autocast.cpu.enabled && !autocast.cuda.enabled) return record_call(callable, args, kwargs);
+  // Metadata queries (size, dim, ...) compute nothing autocast could change.
+  if ((!autocast.cpu.enabled && !autocast.cuda.enabled) || table.classify(callable).kind == CallableKind::Query)
+    return record_call(callable, args, kwargs);
   std::vector<VarRef> cast_args = args;
   std::vector<std::pair<std::string, VarRef>> cast_kwargs = kwargs;
   apply_autocast(callable, cast_args, cast_kwargs);
