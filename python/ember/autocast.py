@@ -42,10 +42,12 @@ def _entries(policy, names):
     return {name: policy for name in names.split()}
 
 
-# Views and shape ops: some are composite in some torch versions (aten::transpose in 2.11), but
-# they only rearrange or reinterpret a tensor, never computing in another dtype.
+# Views, shape ops, indexing and reductions autocast does not list on either device type: some are
+# composite in some torch versions (aten::transpose and the Dimname overloads of mean, max, sort,
+# ... in 2.11), but they only rearrange, select or reduce in the input's dtype.
 _SHAPE_OPS = ("to type_as view_as expand_as reshape flatten unflatten contiguous chunk split narrow dropout where "
-              "transpose t permute view unsqueeze squeeze expand select slice movedim swapaxes unbind")
+              "transpose t permute view unsqueeze squeeze expand select slice movedim swapaxes unbind "
+              "mean max min all any sort gather index_select scatter repeat_interleave")
 
 # Per device type: aten op name (no overload) -> policy. Only ops the sweep test checks.
 POLICY = {
@@ -58,7 +60,7 @@ POLICY = {
                          "adaptive_avg_pool3d margin_ranking_loss soft_margin_loss"),
         # Composite ops whose decomposition reaches no op that autocast changes on CPU.
         **_entries(NONE, _SHAPE_OPS + " softmax log_softmax layer_norm group_norm var var_mean std square tile "
-                         "batch_norm"),
+                         "batch_norm sum cumsum"),
     },
     "cuda": {
         **_entries(LOWER, "mm bmm matmul linear addmm baddbmm addbmm addmv addr mv conv1d conv2d conv3d "
@@ -69,7 +71,7 @@ POLICY = {
                          "kl_div binary_cross_entropy_with_logits cdist dist logsumexp margin_ranking_loss "
                          "soft_margin_loss cosine_similarity"),
         **_entries(FP32_OPT_DTYPE, "softmax log_softmax sum prod cumsum cumprod"),
-        **_entries(NONE, _SHAPE_OPS),
+        **_entries(NONE, _SHAPE_OPS + " var var_mean"),
     },
 }
 

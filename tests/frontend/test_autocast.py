@@ -164,6 +164,17 @@ SAMPLES = {
     "movedim": (lambda a: a.movedim(0, 1), lambda d: (r(4, 5, device=d),)),
     "swapaxes": (lambda a: a.swapaxes(0, 1), lambda d: (r(4, 5, device=d),)),
     "unbind": (lambda a: a.unbind(0), lambda d: (r(4, 5, device=d),)),
+    "mean": (lambda a: a.mean(-1), lambda d: (r(4, 5, device=d),)),
+    "max": (lambda a: a.max(dim=1), lambda d: (r(4, 5, device=d),)),
+    "min": (lambda a: torch.min(a, 0), lambda d: (r(4, 5, device=d),)),
+    "all": (lambda a: (a > 0).all(-1), lambda d: (r(4, 5, device=d),)),
+    "any": (lambda a: (a > 0).any(-1), lambda d: (r(4, 5, device=d),)),
+    "sort": (lambda a: a.sort(dim=-1), lambda d: (r(4, 5, device=d),)),
+    "gather": (lambda a, i: torch.gather(a, 1, i), lambda d: (r(4, 5, device=d), torch.zeros(4, 2, dtype=torch.long, device=d))),
+    "index_select": (lambda a, i: a.index_select(0, i), lambda d: (r(4, 5, device=d), torch.tensor([2, 0], device=d))),
+    "scatter": (lambda a, i, b: a.scatter(1, i, b),
+                lambda d: (r(4, 5, device=d), torch.zeros(4, 2, dtype=torch.long, device=d), r(4, 2, device=d, seed=1))),
+    "repeat_interleave": (lambda a: a.repeat_interleave(2, dim=0), lambda d: (r(4, 5, device=d),)),
 }
 
 # Core ops Ember traces that the table does not list: autocast leaves them alone on CPU, and the
