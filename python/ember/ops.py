@@ -5,7 +5,8 @@ Kinds: "core" (a core op of src/ir/ops.def; detail = op name), "torch" (a graph 
 callable), "query" (a Tensor method answered from metadata), "factory" (a node even without tensor
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
-"is_grad_enabled", "constant" (detail = the value it always returns), "module_method",
+"is_grad_enabled", "autocast" (torch.autocast and its subclasses), "autocast_query" (detail =
+is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "module_method",
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
 Python class whose instance the trace builds), "unsupported" (detail = why).
 """
@@ -17,6 +18,7 @@ import types
 import torch
 import torch.nn.functional as F
 
+from . import autocast
 from . import python_table
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +167,10 @@ def _classify(fn):
         return ("grad_mode", "")
     if fn is torch.is_grad_enabled:
         return ("is_grad_enabled", "")
+    if autocast.is_autocast_class(fn):
+        return ("autocast", "")
+    if fn is torch.is_autocast_enabled or fn is torch.get_autocast_dtype or fn is torch.is_autocast_cache_enabled:
+        return ("autocast_query", fn.__name__)
     try:
         if fn in _module_methods:
             return ("module_method", fn.__name__)
@@ -264,6 +270,13 @@ class TorchTable:
     set_grad_enabled_type = torch.set_grad_enabled
     set_grad_enabled_fn = torch._C._set_grad_enabled
     grad_mode_exit_type = GradModeExit
+    tensor_to = staticmethod(torch.Tensor.to)
+    autocast_policy = staticmethod(autocast.policy)
+    autocast_arguments = staticmethod(autocast.arguments)
+    autocast_exit_type = autocast.AutocastExit
+    autocast_replay = staticmethod(autocast.replay)
+    autocast_suspend = staticmethod(autocast.suspend)
+    autocast_resume = staticmethod(autocast.resume)
     environ = os.environ
     inplace_callables = inplace_callables
     op_callables = op_callables

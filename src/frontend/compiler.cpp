@@ -183,13 +183,35 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
   return call_in_region(c.compiler, resume.get(), args.get(), nullptr);
 }
 
+// The events ember.autocast.replay takes: ((entering, device, enabled, dtype, cache), ...).
+PyRef autocast_events_tuple(const TorchTable& table, const std::vector<Trace::AutocastEvent>& events) {
+  PyRef out = PyRef::steal(PyTuple_New(events.size()));
+  if (!out) throw PythonError();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const AutocastMode& m = events[i].mode;
+    PyObject* e = Py_BuildValue("(OsOOO)", events[i].enter ? Py_True : Py_False, m.device.c_str(),
+                                m.enabled ? Py_True : Py_False, table.dtype_object(m.dtype), m.cache ? Py_True : Py_False);
+    if (!e) throw PythonError();
+    PyTuple_SET_ITEM(out.get(), i, e);
+  }
+  return out;
+}
+
+// What a compiled frame does about torch.autocast around its graph (see Trace::autocast).
+struct AutocastRun {
+  bool suspend = false;  // autocast is on when the frame starts: off while the graph runs
+  PyRef events;          // the tuple ember.autocast.replay applies after the graph; null if none
+  PyRef suspend_fn, resume_fn, replay_fn;
+};
+
 // A frame compiled to a graph.
 class CompiledFrame : public CacheEntry {
  public:
   CompiledFrame(GuardSet guards, AliasGuard aliases, std::unique_ptr<runtime::GraphRunner> runner, ValuePlan result,
                 std::vector<SideEffect> effects, bool changes_grad_mode, bool initial_grad_mode, PyRef set_grad_enabled,
-                Continuation continuation)
-      : continuation_(continuation),
+                Continuation continuation, AutocastRun autocast)
+      : autocast_(std::move(autocast)),
+        continuation_(continuation),
         guards_(std::move(guards)),
         aliases_(std::move(aliases)),
         runner_(std::move(runner)),
@@ -219,7 +241,29 @@ class CompiledFrame : public CacheEntry {
     auto* captured = static_cast<PyObject**>(state);
     int n = guards_.capture_count();
     std::vector<PyRef> outputs;
+    PyRef suspended;
+    if (autocast_.suspend) {
+      suspended = PyRef::steal(PyObject_CallNoArgs(autocast_.suspend_fn.get()));
+      if (!suspended) {
+        for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
+        delete[] captured;
+        return nullptr;
+      }
+    }
     bool ok = runner_->run(captured, &outputs);
+    if (suspended) {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyRef r = PyRef::steal(PyObject_CallOneArg(autocast_.resume_fn.get(), suspended.get()));
+      if (!r) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        ok = false;
+      } else {
+        PyErr_Restore(type, value, tb);
+      }
+    }
     for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
     delete[] captured;
     if (!ok) {
@@ -268,6 +312,11 @@ class CompiledFrame : public CacheEntry {
           break;
       }
     }
+    // CPython now enters and leaves the autocast blocks the trace left open or closed.
+    if (autocast_.events) {
+      PyRef r = PyRef::steal(PyObject_CallOneArg(autocast_.replay_fn.get(), autocast_.events.get()));
+      if (!r) return nullptr;
+    }
     if (continuation_.code) return continue_after_break(continuation_, result.get(), frame);
     return result.release();
   }
@@ -287,6 +336,7 @@ class CompiledFrame : public CacheEntry {
     PyErr_Restore(type, value, tb);
   }
 
+  AutocastRun autocast_;
   Continuation continuation_;
   GuardSet guards_;
   AliasGuard aliases_;
@@ -459,8 +509,8 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   trace->guards.global_state(state);
   ValuePlan plan;
   Failure failure = catch_failure([&] {
-    // Ops under autocast run in other dtypes than their meta kernels say: not traced (yet).
-    if (state.autocast) throw Unsupported("torch.autocast is active: Ember does not trace code under autocast yet");
+    if (state.autocast_state.other)
+      throw Unsupported("torch.autocast is active for a device type other than cpu and cuda (Ember traces autocast for those two)");
     VarRef result = Interpreter::run_frame(*trace, codes_);
     plan = trace->finish(result);
     std::vector<std::string> problems = ir::verify(trace->graph);
@@ -528,14 +578,21 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     if (node.op == ir::Op::TorchCall && node.result_form == ir::Node::ResultForm::None && node.results.empty() &&
         node.target == table_.name_of(table_.set_grad_enabled_fn.get()))
       changes_grad_mode = true;
+  AutocastRun autocast;
+  autocast.suspend = state.autocast_state.cpu.enabled || state.autocast_state.cuda.enabled;
+  autocast.suspend_fn = table_.autocast_suspend;
+  autocast.resume_fn = table_.autocast_resume;
+  autocast.replay_fn = table_.autocast_replay;
   std::unique_ptr<CacheEntry> entry;
   runtime::BackendReport backend;
   try {
+    if (!trace->autocast_events.empty()) autocast.events = autocast_events_tuple(table_, trace->autocast_events);
     std::unique_ptr<runtime::GraphRunner> runner =
         runtime::build_runner(trace->graph, trace->callables, table_, options_, &backend);
     entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             std::move(trace->side_effects), changes_grad_mode, state.grad_enabled,
-                                            table_.set_grad_enabled_fn, split ? split->continuation : Continuation{});
+                                            table_.set_grad_enabled_fn, split ? split->continuation : Continuation{},
+                                            std::move(autocast));
   } catch (PythonError&) {
     *error = true;
     return nullptr;

@@ -44,6 +44,7 @@ enum class CheckKind : uint8_t {
   GradMode,
   DefaultDType,
   Autocast,
+  AutocastState,
   Environ,
 };
 
@@ -63,6 +64,7 @@ struct Check {
   Py_ssize_t length = 0;         // Length
   ir::DType dtype = ir::DType::Float32;  // DefaultDType
   int tensor = -1;               // TensorMatch: index into Impl::tensors
+  int autocast = -1;             // AutocastState: index into Impl::autocast_states
 };
 
 struct Node {
@@ -174,6 +176,7 @@ struct GuardSet::Impl {
   std::vector<int> roots;
   std::map<NodeKey, int> node_index;
   std::vector<TensorExpectation> tensors;
+  std::vector<AutocastState> autocast_states;
   int capture_count = 0;
   size_t check_count = 0;
   PyObject* global_hook_dicts[4] = {};  // torch.nn.modules.module's global hook dicts (owned)
@@ -249,6 +252,7 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
     case CheckKind::NoGlobalHooks: return true;
     case CheckKind::GradMode:
     case CheckKind::Autocast: return a.flag == b.flag;
+    case CheckKind::AutocastState: return autocast_states[a.autocast] == autocast_states[b.autocast];
     case CheckKind::DefaultDType: return a.dtype == b.dtype;
   }
   return false;
@@ -361,6 +365,14 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       bool on;
       return guards::read_autocast(&on) && on == c.flag;
     }
+    case CheckKind::AutocastState: {
+      AutocastState now;
+      if (!read_autocast_state(&now)) {
+        PyErr_Clear();
+        return false;
+      }
+      return now == autocast_states[c.autocast];
+    }
     case CheckKind::Environ: {
       PyObject* value = PyDict_GetItemWithError(PyTuple_GET_ITEM(c.object, 0), PyTuple_GET_ITEM(c.object, 1));
       PyObject* expected = PyTuple_GET_ITEM(c.object, 2);
@@ -385,6 +397,7 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
     case CheckKind::DefaultDType: return std::string("default dtype ") + guards::dtype_torch_name(c.dtype);
     case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
+    case CheckKind::AutocastState: return "autocast state: " + autocast_states[c.autocast].str();
     case CheckKind::Environ: {
       std::string key = repr_of(PyTuple_GET_ITEM(c.object, 3));
       if (PyTuple_GET_ITEM(c.object, 2) == Py_None) return key + " not in os.environ";
@@ -511,10 +524,41 @@ bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out) {
   return guards::read_raw_tensor_meta(obj, &raw, TensorReadPath::Attributes) && convert(obj, raw, out);
 }
 
+AutocastState::Device* AutocastState::device(std::string_view type) {
+  if (type == "cpu") return &cpu;
+  if (type == "cuda") return &cuda;
+  return nullptr;
+}
+
+const AutocastState::Device* AutocastState::device(std::string_view type) const {
+  return const_cast<AutocastState*>(this)->device(type);
+}
+
+std::string AutocastState::str() const {
+  auto one = [](const char* name, const Device& d) {
+    return std::string(name) + (d.enabled ? " on " : " off ") + guards::dtype_torch_name(d.dtype);
+  };
+  std::string out = one("cpu", cpu) + ", " + one("cuda", cuda) + (cache ? ", cache on" : ", cache off");
+  if (other) out += ", on for another device type";
+  return out;
+}
+
+bool read_autocast_state(AutocastState* out) {
+  bool any = false;
+  if (!guards::read_autocast(&any)) return false;
+  if (!guards::read_autocast_device("cpu", &out->cpu.enabled, &out->cpu.dtype) ||
+      !guards::read_autocast_device("cuda", &out->cuda.enabled, &out->cuda.dtype) ||
+      !guards::read_autocast_cache(&out->cache)) {
+    return false;
+  }
+  out->other = any && !out->cpu.enabled && !out->cuda.enabled;
+  return true;
+}
+
 GlobalState GlobalState::current() {
   GlobalState state;
   if (!guards::read_grad_enabled(&state.grad_enabled) || !guards::read_default_dtype(&state.default_dtype) ||
-      !guards::read_autocast(&state.autocast)) {
+      !guards::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state)) {
     throw std::runtime_error("cannot read torch's global state: " + take_error_text());
   }
   return state;
@@ -636,6 +680,14 @@ void GuardSet::global_state(const GlobalState& state) {
   Check autocast{CheckKind::Autocast};
   autocast.flag = state.autocast;
   impl_->add_root(autocast);
+  if (state.autocast) autocast_state(state.autocast_state);
+}
+
+void GuardSet::autocast_state(const AutocastState& state) {
+  Check c{CheckKind::AutocastState};
+  c.autocast = static_cast<int>(impl_->autocast_states.size());
+  impl_->autocast_states.push_back(state);
+  impl_->add_root(c);
 }
 
 void GuardSet::environ_entry(PyObject* environ, PyObject* key) {

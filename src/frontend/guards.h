@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frontend/source.h"
@@ -44,13 +45,40 @@ bool read_tensor_meta(PyObject* obj, TensorMeta* out);
 // The same through Python attributes only (the fallback path), for tests and measurements.
 bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out);
 
+// torch.autocast's state for the device types Ember traces: per device whether autocast is on and
+// its lower-precision dtype (which a block without `dtype=` takes even while off), and the cast
+// cache flag (restored exactly by a block's exit).
+struct AutocastState {
+  struct Device {
+    bool enabled = false;
+    ir::DType dtype = ir::DType::BFloat16;
+    bool operator==(const Device& o) const { return enabled == o.enabled && dtype == o.dtype; }
+  };
+  Device cpu{false, ir::DType::BFloat16};
+  Device cuda{false, ir::DType::Float16};
+  bool cache = true;
+  bool other = false;  // autocast on for a device type other than cpu and cuda (not traced)
+  bool any() const { return cpu.enabled || cuda.enabled || other; }
+  // The state of device type "cpu" or "cuda"; nullptr for any other name.
+  Device* device(std::string_view type);
+  const Device* device(std::string_view type) const;
+  bool operator==(const AutocastState& o) const {
+    return cpu == o.cpu && cuda == o.cuda && cache == o.cache && other == o.other;
+  }
+  // "cpu on bfloat16, cuda off float16, cache on"
+  std::string str() const;
+};
+
 // Interpreter-wide state that changes what a graph computes.
 struct GlobalState {
   bool grad_enabled = true;
   ir::DType default_dtype = ir::DType::Float32;
-  bool autocast = false;  // torch.autocast active for some device (Ember does not trace under it)
+  bool autocast = false;  // torch.autocast active for some device
+  AutocastState autocast_state;
   static GlobalState current();
 };
+// Reads torch.autocast's state now; false with a Python error set where torch raised.
+bool read_autocast_state(AutocastState* out);
 
 class GuardSet {
  public:
@@ -74,6 +102,10 @@ class GuardSet {
   // (torch.nn.modules.module must be imported; its global hook dicts are cached here).
   void no_hooks(const SourceRef& module_source);
   void global_state(const GlobalState& state);
+  // The whole autocast state (per device enabled and dtype, cache flag) is still `state`: added
+  // by traces that run under autocast or read or change its state (global_state checks only
+  // whether autocast is active, which costs one call).
+  void autocast_state(const AutocastState& state);
   // The variable `key` of the process environment, read through `environ` (os.environ), still
   // has the value it has now, or is still unset. Throws std::runtime_error when os.environ does
   // not keep its variables as CPython's does.

@@ -124,14 +124,17 @@ def under_autocast(x, w):
     return (x @ w).dtype
 
 
-def test_frames_under_autocast_run_eagerly():
+def test_frames_under_autocast_are_traced_with_its_casts_and_guarded_on_it():
     f = ember.compile(under_autocast)
     x, w = torch.randn(4, 4), torch.randn(4, 4)
     assert f(x, w) == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert f(x, w) == torch.bfloat16
         out = ember.explain(under_autocast)(x, w)
-    assert out.graph_count == 0 and "autocast" in out.break_reasons[0].reason
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert "torch.Tensor.to" in out.graphs[0] and "autocast state: cpu on bfloat16" in out.guards[0]
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert f(x, w) == torch.float16
     assert f(x, w) == torch.float32
 
 

@@ -392,16 +392,52 @@ def _autocast_inputs():
     return (rand(4, 8), rand(8, 8, seed=1))
 
 
-# Constructing the autocast object and entering it are breaks; the resume inside the block runs
-# eagerly (autocast active, counted as a fallback): 0 graphs, 3 breaks. That fallback's reason names
-# the code's first line (this decorator), not the resume location (an Ember diagnostics defect).
-@program("autocast_across_break", 0, 3, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))  # BREAK autocast
+# The block is traced: its casts are nodes of the first graph, which leaves CPython inside the
+# block (autocast on) for the print and the resume; the resume is traced under that state and its
+# exit of the block restores it.
+@program("autocast_across_break", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
 def autocast_across_break(x, w):
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # BREAK
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         y = x @ w
         print("autocast", y.dtype)  # BREAK print
         z = y @ w
-    return z.float(), y.dtype, z.dtype, (z + 1).dtype
+    return z.float(), y.dtype, z.dtype, (z + 1).dtype, torch.is_autocast_enabled("cpu")
+
+
+@program("autocast_print_in_block", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
+def autocast_print_in_block(x, w):
+    h = torch.relu(x @ w)
+    with torch.amp.autocast("cpu", dtype=torch.bfloat16):
+        a = torch.nn.functional.linear(h, w)
+        print("inside", a.dtype, torch.is_autocast_enabled("cpu"))  # BREAK print
+        b = torch.cat([a, h], dim=-1)
+        c = torch.nn.functional.mse_loss(a, h)
+    return a.float(), b, c, b.dtype, c.dtype, (h @ w).dtype
+
+
+@program("autocast_nested_disabled", 2, 1, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(2, 1))
+def autocast_nested_disabled(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = x @ w
+        with torch.autocast("cpu", enabled=False):
+            b = x @ w
+            print("disabled", b.dtype, torch.is_autocast_enabled("cpu"))  # BREAK print
+            c = a.float() @ w
+        d = c @ w
+        with torch.autocast("cpu", dtype=torch.float16):
+            e = d @ w
+    return a.float(), b, c, d.float(), e.float(), [t.dtype for t in (a, b, c, d, e)]
+
+
+def _autocast_helper(x, w):
+    return torch.softmax(x @ w, dim=-1) * 2
+
+
+@program("autocast_helper_called_under_it", 1, 0, inputs=_autocast_inputs, rtol=2e-2, atol=2e-2, dynamo=(1, 0))
+def autocast_helper_called_under_it(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _autocast_helper(x, w)
+    return y.float(), y.dtype, _autocast_helper(x, w).dtype
 
 
 EVENTS = []

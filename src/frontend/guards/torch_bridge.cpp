@@ -120,6 +120,10 @@ TorchBridge* build_bridge(PyObject* torch) {
     Py_DECREF(c);
   }
   PyErr_Clear();
+  b->is_autocast_enabled = PyObject_GetAttrString(torch, "is_autocast_enabled");
+  b->get_autocast_dtype = PyObject_GetAttrString(torch, "get_autocast_dtype");
+  b->is_autocast_cache_enabled = PyObject_GetAttrString(torch, "is_autocast_cache_enabled");
+  PyErr_Clear();
   bool ok = tensor && PyType_Check(tensor) && dtype_type && PyType_Check(dtype_type) && device_type &&
             PyType_Check(device_type) && b->is_grad_enabled && b->get_default_dtype && b->strided;
   if (ok) {
@@ -144,6 +148,9 @@ TorchBridge* build_bridge(PyObject* torch) {
     Py_XDECREF(b->is_grad_enabled);
     Py_XDECREF(b->get_default_dtype);
     Py_XDECREF(b->is_any_autocast_enabled);
+    Py_XDECREF(b->is_autocast_enabled);
+    Py_XDECREF(b->get_autocast_dtype);
+    Py_XDECREF(b->is_autocast_cache_enabled);
     Py_XDECREF(b->strided);
     Py_DECREF(torch);
     delete b;
@@ -432,6 +439,43 @@ bool read_autocast(bool* out) {
   *out = false;
   if (bridge == nullptr || bridge->is_any_autocast_enabled == nullptr) return true;
   PyObject* result = PyObject_CallNoArgs(bridge->is_any_autocast_enabled);
+  if (result == nullptr) return false;
+  *out = result == Py_True;
+  Py_DECREF(result);
+  return true;
+}
+
+bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dtype) {
+  const TorchBridge* bridge = torch_bridge();
+  *enabled = false;
+  *dtype = std::string_view(device_type) == "cpu" ? ir::DType::BFloat16 : ir::DType::Float16;
+  if (bridge == nullptr) return true;
+  if (bridge->is_autocast_enabled == nullptr || bridge->get_autocast_dtype == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "this torch has no torch.get_autocast_dtype(device_type) (Ember needs torch >= 2.4)");
+    return false;
+  }
+  PyObject* name = PyUnicode_FromString(device_type);
+  if (name == nullptr) return false;
+  PyObject* on = PyObject_CallOneArg(bridge->is_autocast_enabled, name);
+  PyObject* dt = on ? PyObject_CallOneArg(bridge->get_autocast_dtype, name) : nullptr;
+  Py_DECREF(name);
+  if (dt == nullptr) {
+    Py_XDECREF(on);
+    return false;
+  }
+  *enabled = on == Py_True;
+  bool known = dtype_from_object(*bridge, dt, dtype);
+  Py_DECREF(on);
+  Py_DECREF(dt);
+  if (!known) PyErr_SetString(PyExc_RuntimeError, "torch.get_autocast_dtype() returned a dtype Ember does not model");
+  return known;
+}
+
+bool read_autocast_cache(bool* out) {
+  const TorchBridge* bridge = torch_bridge();
+  *out = true;
+  if (bridge == nullptr || bridge->is_autocast_cache_enabled == nullptr) return true;
+  PyObject* result = PyObject_CallNoArgs(bridge->is_autocast_cache_enabled);
   if (result == nullptr) return false;
   *out = result == Py_True;
   Py_DECREF(result);

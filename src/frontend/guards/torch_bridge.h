@@ -51,6 +51,11 @@ struct TorchBridge {
   PyObject* is_grad_enabled = nullptr;
   PyObject* get_default_dtype = nullptr;
   PyObject* is_any_autocast_enabled = nullptr;  // torch._C._is_any_autocast_enabled; null if missing
+  // torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type) (torch >= 2.4),
+  // torch.is_autocast_cache_enabled(); null if missing
+  PyObject* is_autocast_enabled = nullptr;
+  PyObject* get_autocast_dtype = nullptr;
+  PyObject* is_autocast_cache_enabled = nullptr;
   PyObject* dtypes[kDTypeCount] = {};  // torch.float32, ...; nullptr where this torch lacks one
   PyTypeObject* dtype_type = nullptr;   // torch.dtype
   PyTypeObject* device_type = nullptr;  // torch.device
@@ -100,5 +105,10 @@ bool read_grad_enabled(bool* out);
 bool read_default_dtype(ir::DType* out);
 // Whether torch.autocast is active for any device (false where this torch cannot say).
 bool read_autocast(bool* out);
+// torch.autocast's state for one device type ("cpu", "cuda"): enabled and its lower-precision
+// dtype; and the cast-cache flag. False with a Python error set where torch raised or lacks the
+// per-device functions (torch < 2.4).
+bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dtype);
+bool read_autocast_cache(bool* out);
 
 }  // namespace ember::frontend::guards

@@ -73,6 +73,7 @@ VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwar
       return call(bm.func, std::move(args), std::move(kwargs));
     }
     case VarKind::GradModeExit:
+      if (fn->as<GradModeExitVar>().autocast) trace_.autocast_exit(*fn->as<GradModeExitVar>().autocast);
       if (fn->as<GradModeExitVar>().restores_mode) trace_.set_grad_enabled(fn->as<GradModeExitVar>().previous);
       return trace_.none();
     case VarKind::Object:
@@ -187,6 +188,10 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       }
       return std::make_shared<GradModeVar>(enabled);
     }
+    case CallableKind::Autocast:
+      return autocast_context(obj, args, kwargs);
+    case CallableKind::AutocastQuery:
+      return autocast_query(kind.detail, args, kwargs);
     case CallableKind::Construct:
       return construct(obj, std::move(args), std::move(kwargs));
     case CallableKind::NullContext: {

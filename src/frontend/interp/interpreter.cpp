@@ -698,6 +698,11 @@ void Interpreter::step(const Instruction& ins) {
       if (enter_python_context(ctx)) return;
       if (ctx->kind != VarKind::GradMode) unsupported("with-block over " + describe(*ctx) + " (only grad-mode contexts, nullcontext and classes with Python __enter__/__exit__ are supported)");
       const auto& mode = ctx->as<GradModeVar>();
+      if (mode.autocast) {
+        push(std::make_shared<GradModeExitVar>(trace_.autocast_enter(*mode.autocast)));
+        push(ctx);  // torch.autocast's __enter__ returns the context
+        return;
+      }
       if (mode.null) {
         push(std::make_shared<GradModeExitVar>(false, /*restores=*/false));
         push(mode.enter_result ? mode.enter_result : trace_.none());

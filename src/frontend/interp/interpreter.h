@@ -118,6 +118,10 @@ class Interpreter {
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
   VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
+  // torch.autocast(...) and torch.is_autocast_enabled / get_autocast_dtype, answered from the
+  // trace's autocast state (interp_autocast.cpp).
+  VarRef autocast_context(PyObject* cls, const std::vector<VarRef>& args, const Kwargs& kwargs);
+  VarRef autocast_query(const std::string& name, const std::vector<VarRef>& args, const Kwargs& kwargs);
   // Instances the trace constructs (interp_instances.cpp; ObjectVar::made_attrs).
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
   VarRef instance_attr(const VarRef& obj, const std::string& name);

@@ -33,6 +33,13 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.set_grad_enabled_type = field(py, "set_grad_enabled_type");
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
   t.grad_mode_exit_type = field(py, "grad_mode_exit_type");
+  t.tensor_to = field(py, "tensor_to");
+  t.autocast_policy_fn = field(py, "autocast_policy");
+  t.autocast_arguments = field(py, "autocast_arguments");
+  t.autocast_exit_type = field(py, "autocast_exit_type");
+  t.autocast_replay = field(py, "autocast_replay");
+  t.autocast_suspend = field(py, "autocast_suspend");
+  t.autocast_resume = field(py, "autocast_resume");
   t.environ = field(py, "environ");
   t.inplace_callables = field(py, "inplace_callables");
   t.qualname = field(py, "qualname");
@@ -120,6 +127,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"constant", CallableKind::Constant}, {"unsupported", CallableKind::Unsupported},
       {"module_method", CallableKind::ModuleMethod}, {"signature", CallableKind::Signature},
       {"null_context", CallableKind::NullContext}, {"construct", CallableKind::Construct},
+      {"autocast", CallableKind::Autocast}, {"autocast_query", CallableKind::AutocastQuery},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {
@@ -140,6 +148,34 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
     k.op = *op;
   }
   return kinds_.emplace(fn, std::make_pair(PyRef::borrow(fn), std::move(k))).first->second.second;
+}
+
+const TorchTable::AutocastPolicy& TorchTable::autocast_policy(PyObject* fn, const std::string& device_type) const {
+  auto key = std::make_pair(fn, device_type);
+  auto it = autocast_policies_.find(key);
+  if (it != autocast_policies_.end()) return it->second.second;
+  PyRef r = PyRef::steal(PyObject_CallFunction(autocast_policy_fn.get(), "Os", fn, device_type.c_str()));
+  if (!r) throw PythonError();
+  if (!PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(r.get(), 0)) ||
+      !PyUnicode_Check(PyTuple_GET_ITEM(r.get(), 1)))
+    throw std::runtime_error("autocast policy() must return a pair of str");
+  std::string kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 0));
+  static const std::pair<const char*, AutocastPolicy::Kind> kNames[] = {
+      {"lower", AutocastPolicy::Lower},     {"fp32", AutocastPolicy::Fp32},
+      {"promote", AutocastPolicy::Promote}, {"fp32_opt_dtype", AutocastPolicy::Fp32OptDType},
+      {"none", AutocastPolicy::None},       {"unknown", AutocastPolicy::Unknown},
+  };
+  AutocastPolicy p;
+  bool found = false;
+  for (auto& [n, k] : kNames) {
+    if (kind == n) {
+      p.kind = k;
+      found = true;
+    }
+  }
+  if (!found) throw std::runtime_error("autocast policy() returned an unknown policy '" + kind + "'");
+  p.detail = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r.get(), 1));
+  return autocast_policies_.emplace(key, std::make_pair(PyRef::borrow(fn), std::move(p))).first->second.second;
 }
 
 }  // namespace ember::frontend

@@ -4,6 +4,7 @@
 
 #include <Python.h>
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,8 @@ struct CallableKind {
     Operator,       // a function of the operator module (`detail` is its name)
     Inline,         // Python code the interpreter inlines
     GradMode,       // torch.no_grad / enable_grad / set_grad_enabled
+    Autocast,       // torch.autocast (torch.amp.autocast, torch.cpu/cuda.amp.autocast)
+    AutocastQuery,  // torch.is_autocast_enabled / get_autocast_dtype / is_autocast_cache_enabled (`detail`)
     NullContext,    // contextlib.nullcontext: a with-block that changes nothing
     Construct,      // a plain Python class: the trace builds the instance (interp_objects.cpp)
     IsGradEnabled,  // torch.is_grad_enabled(): the trace's grad mode
@@ -53,6 +56,12 @@ struct TorchTable {
   PyRef no_grad_type, set_grad_enabled_type;
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
   PyRef grad_mode_exit_type;  // ember.ops.GradModeExit: a grad-mode block's exit across a graph break
+  PyRef tensor_to;            // torch.Tensor.to: the casts autocast's policy adds
+  // python/ember/autocast.py: policy(fn, device_type) -> (policy, detail); arguments(cls, args,
+  // kwargs, state) -> (device_type, enabled, dtype, cache); AutocastExit (an autocast block's exit
+  // across a graph break); replay(events), suspend(), resume(token) (see compiler.cpp)
+  PyRef autocast_policy_fn, autocast_arguments, autocast_exit_type, autocast_replay, autocast_suspend,
+      autocast_resume;
   PyRef environ;           // os.environ: read by key, each variable guarded (interp_attrs.cpp)
   PyRef core_ops;          // dict: callable -> core op name (ops.def)
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
@@ -74,10 +83,20 @@ struct TorchTable {
   // The qualified name of a callable (memoized).
   const std::string& name_of(PyObject* fn) const;
 
+  // What torch.autocast does to a call of `fn` on tensors of device type "cpu" or "cuda"
+  // (memoized). Throws PythonError on failure.
+  struct AutocastPolicy {
+    enum Kind : uint8_t { Lower, Fp32, Promote, Fp32OptDType, None, Unknown };
+    Kind kind = Unknown;
+    std::string detail;  // Unknown: why
+  };
+  const AutocastPolicy& autocast_policy(PyObject* fn, const std::string& device_type) const;
+
  private:
   std::vector<PyRef> dtype_objects_;
   mutable std::unordered_map<PyObject*, std::pair<PyRef, CallableKind>> kinds_;
   mutable std::unordered_map<PyObject*, std::pair<PyRef, std::string>> names_;
+  mutable std::map<std::pair<PyObject*, std::string>, std::pair<PyRef, AutocastPolicy>> autocast_policies_;
 };
 
 }  // namespace ember::frontend

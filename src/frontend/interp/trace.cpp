@@ -81,6 +81,7 @@ Trace::Trace(const TorchTable& t, const FrameView& f, const CompileOptions& o) :
   GlobalState state = GlobalState::current();
   grad_enabled = state.grad_enabled;
   default_dtype_ = state.default_dtype;
+  autocast = initial_autocast_ = state.autocast_state;
 }
 
 VarRef Trace::constant(PyRef obj) { return make_object(std::move(obj)); }
@@ -187,6 +188,10 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   } else if (is_equality_guarded(obj)) {
     guards.equals(source, obj);
     v = make_object(PyRef::borrow(obj), source);
+  } else if (reinterpret_cast<PyObject*>(type) == table.autocast_exit_type.get()) {
+    // An autocast block's exit passed to the code after a graph break: the block again.
+    guards.type_match(source, type);
+    v = std::make_shared<GradModeExitVar>(read_autocast_exit(obj, source));
   } else if (reinterpret_cast<PyObject*>(type) == table.grad_mode_exit_type.get()) {
     // A grad-mode block's exit passed to the code after a graph break: the block again.
     guards.type_match(source, type);
@@ -477,8 +482,8 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
   return infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
 }
 
-VarRef Trace::call_torch(PyObject* callable, const std::vector<VarRef>& args,
-                         const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
+                          const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   const CallableKind& kind = table.classify(callable);
   const std::string& name = table.name_of(callable);
   std::optional<std::vector<ir::TensorType>> ruled;
@@ -953,6 +958,10 @@ ValuePlan Trace::plan_value(const VarRef& v) {
     case VarKind::GradModeExit: {
       p.kind = ValuePlan::Kind::Const;
       auto& exit = v->as<GradModeExitVar>();
+      if (exit.autocast) {
+        p.constant = autocast_exit_object(table, *exit.autocast);
+        return p;
+      }
       PyObject* previous = !exit.restores_mode ? Py_None : exit.previous ? Py_True : Py_False;
       p.constant = PyRef::steal(PyObject_CallOneArg(table.grad_mode_exit_type.get(), previous));
       if (!p.constant) throw PythonError();

@@ -95,6 +95,10 @@ struct AliasGuard {
   std::string describe() const;
 };
 
+// An ember.autocast.AutocastExit restoring `mode` (the object a graph break passes on for an
+// autocast block's exit). Throws PythonError.
+PyRef autocast_exit_object(const TorchTable& table, const AutocastMode& mode);
+
 class Trace {
  public:
   Trace(const TorchTable& table, const FrameView& frame, const CompileOptions& options);
@@ -123,6 +127,25 @@ class Trace {
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // Records a grad-mode change as a graph node and applies it to later meta computations.
   void set_grad_enabled(bool enabled);
+
+  // torch.autocast (trace_autocast.cpp). `autocast` is the state at this point of the trace (the
+  // frame's at the start); while it is on for a device type, call_torch adds autocast's casts
+  // for that type's tensors as explicit nodes. The graph's casts are all explicit, so the
+  // compiled frame runs it with autocast off, then brings CPython to the state the trace ended
+  // in by replaying `autocast_events`: the block entries and exits not cancelled by a later exit
+  // or entry of the same trace, in order.
+  AutocastState autocast;
+  struct AutocastEvent {
+    bool enter = true;
+    AutocastMode mode;  // what the entry sets, or what the exit restores
+  };
+  std::vector<AutocastEvent> autocast_events;
+  // Enters a block that sets `mode`; returns the mode its exit restores.
+  AutocastMode autocast_enter(const AutocastMode& mode);
+  void autocast_exit(const AutocastMode& restore);
+  // The trace depends on the whole autocast state (it read a default or a flag of it, or changes
+  // it): the frame's state becomes a guard.
+  void depend_on_autocast();
 
   // Attribute writes and global writes are replayed after the graph; later reads in the trace
   // see them through these overlays.
@@ -173,6 +196,17 @@ class Trace {
 
  private:
   VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
+  // call_torch without autocast's casts.
+  VarRef record_call(PyObject* callable, const std::vector<VarRef>& args,
+                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // Replaces the arguments of a call recorded while autocast is on with autocast's casts of them;
+  // Unsupported where Ember does not know what autocast does to `callable`.
+  void apply_autocast(PyObject* callable, std::vector<VarRef>& args,
+                      std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // The mode an ember.autocast.AutocastExit object read through `source` restores (guarded).
+  AutocastMode read_autocast_exit(PyObject* exit, const SourceRef& source);
+  AutocastState initial_autocast_;
+  bool autocast_guarded_ = false;
   bool is_equality_guarded(PyObject* obj) const;  // besides plain constants
   bool is_identity_guarded(PyObject* obj) const;
   // The IR argument for `v`; with `meta_value`, also the Python value a meta computation takes.

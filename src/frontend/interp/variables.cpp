@@ -63,9 +63,10 @@ std::string describe(const Var& v) {
     case VarKind::Record:
       return std::string("model output ") + reinterpret_cast<PyTypeObject*>(static_cast<const RecordVar&>(v).cls.get())->tp_name;
     case VarKind::GradMode:
+      if (static_cast<const GradModeVar&>(v).autocast) return "torch.autocast context";
       return static_cast<const GradModeVar&>(v).null ? "nullcontext()" : "grad-mode context";
     case VarKind::GradModeExit:
-      return "grad-mode exit";
+      return static_cast<const GradModeExitVar&>(v).autocast ? "autocast exit" : "grad-mode exit";
     case VarKind::SymInt:
       return "int";
   }

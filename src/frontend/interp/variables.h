@@ -147,6 +147,15 @@ struct SuperVar : Var {
   VarRef self;
 };
 
+// The autocast state a torch.autocast block sets for one device type ("cpu" or "cuda"), or that
+// its exit restores.
+struct AutocastMode {
+  std::string device;
+  bool enabled = false;
+  ir::DType dtype = ir::DType::BFloat16;
+  bool cache = true;
+};
+
 struct GradModeVar : Var {
   explicit GradModeVar(bool e) : Var(VarKind::GradMode), enabled(e) {}
   bool enabled;
@@ -157,15 +166,22 @@ struct GradModeVar : Var {
   // entering it gives `enter_result` (None when not given).
   bool null = false;
   VarRef enter_result;
+  // torch.autocast(...): a block that sets this autocast mode (`enabled` is unused); entering it
+  // gives the context itself.
+  std::optional<AutocastMode> autocast;
 };
 
 // The exit of an entered GradModeVar: restores grad mode `previous`, or, for a null context
-// (restores_mode false), does nothing.
+// (restores_mode false), does nothing; for an autocast block (`autocast` set, the others
+// unused), closes the block and restores that autocast mode.
 struct GradModeExitVar : Var {
   explicit GradModeExitVar(bool p, bool restores = true)
       : Var(VarKind::GradModeExit), previous(p), restores_mode(restores) {}
+  explicit GradModeExitVar(AutocastMode restore)
+      : Var(VarKind::GradModeExit), previous(false), restores_mode(false), autocast(std::move(restore)) {}
   bool previous;
   bool restores_mode;
+  std::optional<AutocastMode> autocast;
 };
 
 // An int the trace read through a source (`self.steps`) and has so far only done arithmetic on.
