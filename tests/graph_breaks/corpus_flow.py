@@ -304,16 +304,16 @@ def nested_try_print(x):
     return y
 
 
-# Raised: constructing the ValueError is a break of its own (could be fewer: a builtin exception),
-# then the raise; it raises inside the user's try, so the handler runs natively in glue: 1 graph.
-@program("raise_after_tensor_condition_raised", 1, 3, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=(0, -1))
+# Raised: the true branch's resume raises and catches the ValueError inside its trace (the
+# exception is traced, docs/interpreter.md), so the handler's `y * 0` is graph 2.
+@program("raise_after_tensor_condition_raised", 2, 1, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=(0, -1))
 @program("raise_after_tensor_condition_not_raised", 2, 1, inputs=x34, dynamo=(0, -1))
 def raise_after_tensor_condition(x):
     # Not raised: the false branch's resume adds (graph 2). Raised: see above.
     y = x * 2
     try:
         if y.sum() < -1000:  # BREAK
-            raise ValueError("very negative")  # BREAK
+            raise ValueError("very negative")
         y = y + 1
     except ValueError:
         y = y * 0
