@@ -475,3 +475,72 @@ def test_sequence_protocol_with_other_exception_is_eagers():
         return x
 
     _raises_like_eager(f, torch.randn(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# More handler shapes
+
+class Suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, value, tb):
+        return typ is not None and issubclass(typ, LookupError)
+
+
+def suppressed_by_exit(x):
+    y = x + 1
+    with Suppress():
+        y = y * 2
+        [][0]
+        y = y * 100  # skipped: the IndexError leaves the block and __exit__ suppresses it
+    return y
+
+
+def test_context_manager_that_suppresses():
+    _same(suppressed_by_exit, torch.randn(3))
+
+
+def folded_call_raises(x):
+    y = x * 2
+    try:
+        n = int("not a number")
+    except ValueError as e:
+        n = len(str(e)) % 5
+    try:
+        y = y / (1 // 0)
+    except ZeroDivisionError:
+        y = y + n
+    return y
+
+
+def test_constant_calls_and_operators_that_raise():
+    _same(folded_call_raises, torch.randn(3))
+
+
+def exc_info_in_handler(x):
+    y = x - 1
+    try:
+        raise KeyError("k")
+    except KeyError:
+        kind = sys.exc_info()[0]
+    return y * 2, kind is KeyError
+
+
+def test_sys_exc_info_inside_a_handler_is_cpythons():
+    # sys.exc_info() is not traced: the frame is split at the raise and the handler runs in CPython.
+    _same(exc_info_in_handler, torch.randn(3), graphs=1, breaks=1)
+
+
+def test_loop_with_handler_per_iteration():
+    def f(x):
+        table = {0: 1.0, 2: 3.0}
+        y = x
+        for i in range(4):
+            try:
+                y = y + table[i]
+            except KeyError:
+                y = y * 2
+        return y
+
+    _same(f, torch.randn(3))

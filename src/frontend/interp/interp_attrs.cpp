@@ -34,7 +34,10 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
         PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
-        if (!v) raise_python_error("attribute '" + name + "' of module '" + str_of(PyModule_GetNameObject(o)) + "'");
+        if (!v) {
+          PyRef e = take_exception();
+          raise_taken(std::move(e), "attribute '" + name + "' of module '" + str_of(PyModule_GetNameObject(o)) + "'");
+        }
         // torch's and the standard library's modules are treated as immutable: no guards.
         const CallableKind& kind = trace_.table.classify(o);
         if (obj->source && kind.kind != CallableKind::Pure) return trace_.wrap(v.get(), Source::attr(obj->source, name));
@@ -231,13 +234,13 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
       return trace_.constant(std::move(v));
     }
     PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
-    if (!v) raise_python_error("attribute '" + name + "' of class " + reinterpret_cast<PyTypeObject*>(o)->tp_name);
+    if (!v) raise_taken(take_exception(), "attribute '" + name + "' of class " + reinterpret_cast<PyTypeObject*>(o)->tp_name);
     return src ? trace_.wrap(v.get(), Source::attr(src, name)) : trace_.constant(std::move(v));
   }
   if (is_builtin_instance(o)) {
     // Builtin objects (numbers, strings, tuples, torch.dtype, ...): their attributes are C code.
     PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
-    if (!v) raise_python_error("attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object");
+    if (!v) raise_taken(take_exception(), "attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object");
     // An object read from the frame and guarded by its type alone (a generator, an ndarray, a
     // set) may carry other state on the next call: its attribute is read again through its source.
     if (src && !trace_.guarded_by_value(o)) {

@@ -349,7 +349,10 @@ VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args,
     }
   }
   PyObject* r = PyObject_Call(fn, t.get(), kw.get());
-  if (!r) raise_python_error("constant call to " + trace_.table.name_of(fn));
+  if (!r) {
+    PyRef e = take_exception();
+    raise_taken(std::move(e), "constant call to " + trace_.table.name_of(fn));
+  }
   return trace_.constant(PyRef::steal(r));
 }
 

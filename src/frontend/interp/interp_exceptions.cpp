@@ -62,18 +62,22 @@ void Interpreter::raise_key_error(PyObject* key) {
   raise_var(trace_.constant(exc));
 }
 
-void Interpreter::raise_python_error(const std::string& what) {
-  // The real operation raised on values the guards fix: the program sees that exception. Errors
-  // that are not the program's (MemoryError, KeyboardInterrupt, ...) stop the trace instead.
+PyRef Interpreter::take_exception() {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
   PyRef t = PyRef::steal(type), v = PyRef::steal(value), keep_tb = PyRef::steal(tb);
+  if (v) PyException_SetTraceback(v.get(), Py_None);
+  return v;
+}
+
+void Interpreter::raise_taken(PyRef v, const std::string& what) {
+  // The real operation raised on values the guards fix: the program sees that exception. Errors
+  // that are not the program's stop the trace instead.
   if (!v || !PyErr_GivenExceptionMatches(v.get(), PyExc_Exception) ||
       PyErr_GivenExceptionMatches(v.get(), PyExc_MemoryError) ||
       PyErr_GivenExceptionMatches(v.get(), PyExc_RecursionError))
     unsupported(what + " raised " + (v ? exception_text(v.get()) : std::string("an error")));
-  PyException_SetTraceback(v.get(), Py_None);
   raise_var(trace_.constant(std::move(v)));
 }
 
@@ -158,7 +162,8 @@ Interpreter::Origin Interpreter::origin_of(const Var& exc) const {
   // Inside a handler of the frame's code, everything is reported where the outermost handled
   // exception came from; else where this one was first seen.
   if (!handler_origins_.empty()) return handler_origins_.front();
-  if (auto it = exc_origins_.find(&exc); it != exc_origins_.end()) return it->second;
+  for (const auto& [seen, origin] : exc_origins_)
+    if (seen.get() == &exc) return origin;
   int at = static_cast<int>(ip_) - 1;
   return Origin{at, visits_.at(at)};
 }

@@ -46,7 +46,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       if (!k) unsupported("dict key that is not a constant");
       int at = obj->as<DictVar>().find(k);
       if (at < 0) {
-        if (PyErr_Occurred()) raise_python_error("a dict lookup");  // an unhashable key
+        if (PyErr_Occurred()) raise_taken(take_exception(), "a dict lookup");  // an unhashable key
         raise_key_error(k);
       }
       return obj->as<DictVar>().values[at];
@@ -82,9 +82,9 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       if (VarRef r = call_python_dunder(obj, "__getitem__", index)) return r;
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));
-        if (!v && pinned(*obj)) raise_python_error("indexing a " + std::string(Py_TYPE(o)->tp_name));
         if (!v) {
-          PyErr_Clear();
+          PyRef e = take_exception();
+          if (pinned(*obj)) raise_taken(std::move(e), "indexing a " + std::string(Py_TYPE(o)->tp_name));
           unsupported("indexing a constant raised an error");
         }
         return trace_.constant(std::move(v));
@@ -170,7 +170,7 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
     auto& d = obj->as<DictVar>();
     int at = d.find(i);
     if (at < 0) {
-      if (PyErr_Occurred()) raise_python_error("del of a dict item");
+      if (PyErr_Occurred()) raise_taken(take_exception(), "del of a dict item");
       raise_key_error(i);
     }
     d.keys.erase(d.keys.begin() + at);
@@ -334,9 +334,9 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("operator ") + kBinary[base] + " on " + describe(*lhs) + " and " + describe(*rhs));
   PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(operator_fn(inplace ? kInplace[base] : kBinary[base]), a.get(), b.get(), nullptr));
-  if (!r && pinned(*lhs) && pinned(*rhs)) raise_python_error(std::string("operator ") + kBinary[base] + " on constants");
   if (!r) {
-    PyErr_Clear();
+    PyRef e = take_exception();
+    if (pinned(*lhs) && pinned(*rhs)) raise_taken(std::move(e), std::string("operator ") + kBinary[base] + " on constants");
     unsupported(std::string("operator ") + kBinary[base] + " raised an exception on constants");
   }
   return trace_.constant(std::move(r));

@@ -194,12 +194,15 @@ VarRef Interpreter::run() {
       }
       throw;
     } catch (TracedException& e) {
-      if (root) exc_origins_.emplace(e.value.get(), origin_of(*e.value));
+      Origin at;
+      if (root) {
+        at = origin_of(*e.value);
+        exc_origins_.emplace_back(e.value, at);
+      }
       if (handle(e)) continue;
       trace_.handling.resize(std::min(trace_.handling.size(), handling_base));
       if (!root) throw;
       Unsupported u = uncaught(e);
-      Origin at = exc_origins_.at(e.value.get());
       u.root_index = at.index;
       u.root_visit = at.visit;
       throw u;

@@ -206,8 +206,12 @@ class Interpreter {
   };
   [[noreturn]] void raise(PyObject* type, const std::string& message);  // a new `type(message)`
   [[noreturn]] void raise_key_error(PyObject* key);
-  // The pending Python error of an operation on guarded values (`what`), raised in the trace.
-  [[noreturn]] void raise_python_error(const std::string& what);
+  // The pending Python error of an operation on guarded values, cleared: its exception instance.
+  // Taken before anything else runs (building a message may call Python).
+  static PyRef take_exception();
+  // Raises a taken exception in the trace; errors that are not the program's own (MemoryError,
+  // KeyboardInterrupt, ...) are Unsupported naming `what`.
+  [[noreturn]] void raise_taken(PyRef exc, const std::string& what);
   [[noreturn]] void raise_var(const VarRef& exc);
   static bool is_exception(const Var& v, PyObject* type);  // an exception instance matching `type`
   static bool is_exception_class_var(const Var& v);
@@ -238,7 +242,8 @@ class Interpreter {
   std::vector<VarRef>* yields_ = nullptr;  // set while running a generator's code: its yielded values
   // The compiled frame's own interpreter only: where each exception it has seen entered its code,
   // and, per handler of its code now running, the origin of the exception it handles.
-  std::unordered_map<const Var*, Origin> exc_origins_;
+  // (The Vars are kept alive so that an address is never another exception's.)
+  std::vector<std::pair<VarRef, Origin>> exc_origins_;
   std::vector<Origin> handler_origins_;
 };
 
