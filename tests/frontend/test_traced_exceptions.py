@@ -544,3 +544,58 @@ def test_loop_with_handler_per_iteration():
         return y
 
     _same(f, torch.randn(3))
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if hasattr(self, "extra"):
+            y = y + self.extra
+        if not hasattr(self, "lin"):
+            y = y * 0
+        return y + getattr(self, "bias_scale", 2.0)
+
+
+def test_hasattr_on_a_module_is_guarded():
+    torch.manual_seed(0)
+    m = Block()
+    x = torch.randn(2, 3)
+    compiled = ember.compile(m)
+    torch.testing.assert_close(compiled(x), m(x))
+    m.extra = 5.0  # a new attribute: the guard on the module's attribute names fails, traced again
+    torch.testing.assert_close(compiled(x), m(x))
+    assert _counts(m, x) == (1, 0)
+
+
+def uncaught_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        raise RuntimeError("inside no_grad")
+    return y
+
+
+def test_uncaught_inside_a_with_block_restores_like_eager():
+    x = torch.randn(2, requires_grad=True)
+    _raises_like_eager(uncaught_in_no_grad, x)
+    assert torch.is_grad_enabled()
+
+
+def raise_with_tensor_message(x):
+    try:
+        raise ValueError(x)
+    except ValueError as e:
+        return e.args[0] * 2
+
+
+def test_exception_built_from_a_tensor_is_not_traced():
+    # Exception instances are made at trace time from constants; a tensor argument stops the trace
+    # there (the frame is split at that call) and the result is still eager's.
+    x = torch.randn(3)
+    torch.testing.assert_close(ember.compile(raise_with_tensor_message)(x), raise_with_tensor_message(x))
+    ember.reset()
+    with pytest.raises(ember.Unsupported, match="constructing"):
+        ember.compile(raise_with_tensor_message, fullgraph=True)(x)
