@@ -599,3 +599,23 @@ def test_exception_built_from_a_tensor_is_not_traced():
     ember.reset()
     with pytest.raises(ember.Unsupported, match="constructing"):
         ember.compile(raise_with_tensor_message, fullgraph=True)(x)
+
+
+class Bag:
+    def __init__(self, t):
+        self.t = t
+        self.tmp = 1
+
+
+def in_and_del(x):
+    b = Bag(x)
+    del b.tmp
+    try:
+        del b.tmp  # already gone: AttributeError in the trace
+    except AttributeError:
+        b.t = b.t + 1
+    return b.t, hasattr(b, "tmp"), 2 in OldSequence(1, 3), 3 in OldSequence(1, 3), 1 in GenIter(2)
+
+
+def test_in_through_iteration_and_del_of_attributes():
+    _same(in_and_del, torch.randn(3))

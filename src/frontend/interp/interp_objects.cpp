@@ -492,6 +492,8 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
   }
   if (is_keyed_view(*container)) return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
   if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
+  // Without __contains__, Python's `in` walks the object's own iteration.
+  if (std::optional<std::vector<VarRef>> items = iterate_python(container)) return contains(make_tuple(std::move(*items)), item);
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);
   if (c && i && is_builtin_instance(c)) {

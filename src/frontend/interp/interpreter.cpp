@@ -303,7 +303,8 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::DeleteAttr:
-      unsupported("del of an attribute");
+      delete_attr(pop(), str_of(name_at(ins.arg)));
+      return;
     case Opcode::LoadDeref:
       push(load_deref(ins.arg));
       return;

@@ -122,6 +122,9 @@ class Interpreter {
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
   VarRef instance_attr(const VarRef& obj, const std::string& name);
   void store_instance_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  // `del obj.name`: of an instance the trace constructed (its attribute is dropped; a missing one
+  // raises AttributeError in the trace); of anything else Unsupported.
+  void delete_attr(const VarRef& obj, const std::string& name);
   // BEFORE_WITH over an object whose class has Python __enter__ and __exit__: pushes the bound
   // exit and the result of the inlined __enter__. False when `ctx` is not such an object.
   bool enter_python_context(const VarRef& ctx);
