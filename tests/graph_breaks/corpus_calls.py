@@ -527,6 +527,72 @@ def generator_expression_sum(xs):
     return sum(t * 2 for t in xs)
 
 
+def _halves(x):
+    yield x / 2
+    yield x / 4
+
+
+@program("generators_in_loops_list_zip", 1, 0, inputs=x34, dynamo=(1, 0))
+def generators_in_loops_list_zip(x):
+    total = torch.zeros_like(x)
+    for t in _powers(x, 2):
+        total = total + t
+    for a, b in zip(_powers(x, 2), _halves(x)):
+        total = total + a * b
+    return total + sum(list(_halves(x)), torch.zeros_like(x)) + tuple(_powers(x, 3))[2]
+
+
+class _Rows:
+    """Iterated through the old sequence protocol: __getitem__ until IndexError."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __getitem__(self, i):
+        if i >= self.t.shape[0]:
+            raise IndexError(i)
+        return self.t[i]
+
+
+class _Steps:
+    """An iterator: __iter__ returns itself, __next__ raises StopIteration."""
+
+    def __init__(self, n):
+        self.i = 0
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class _Pairs:
+    """__iter__ is a generator."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __iter__(self):
+        yield self.t
+        yield self.t * 2
+
+
+@program("user_iteration_protocols", 1, 0, inputs=x34, dynamo=(1, 0))
+def user_iteration_protocols(x):
+    y = x.clone()
+    for row in _Rows(x):
+        y = y + row.sum()
+    for k in _Steps(3):
+        y = y * k
+    a, b = _Pairs(x)
+    return y + a - b + len(list(_Rows(x)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Recursion
 

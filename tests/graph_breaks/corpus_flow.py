@@ -304,20 +304,118 @@ def nested_try_print(x):
     return y
 
 
-# Raised: constructing the ValueError is a break of its own (could be fewer: a builtin exception),
-# then the raise; it raises inside the user's try, so the handler runs natively in glue: 1 graph.
-@program("raise_after_tensor_condition_raised", 1, 3, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=(0, -1))
+# Raised: the true branch's resume raises and catches the ValueError inside its trace (the
+# exception is traced, docs/interpreter.md), so the handler's `y * 0` is graph 2.
+@program("raise_after_tensor_condition_raised", 2, 1, inputs=lambda: (rand(3, 4).abs() * -1000 - 1,), dynamo=(0, -1))
 @program("raise_after_tensor_condition_not_raised", 2, 1, inputs=x34, dynamo=(0, -1))
 def raise_after_tensor_condition(x):
     # Not raised: the false branch's resume adds (graph 2). Raised: see above.
     y = x * 2
     try:
         if y.sum() < -1000:  # BREAK
-            raise ValueError("very negative")  # BREAK
+            raise ValueError("very negative")
         y = y + 1
     except ValueError:
         y = y * 0
     return y
+
+
+# Exceptions raised and caught inside the trace (docs/interpreter.md, "Exceptions"): no break.
+
+@program("traced_raise_caught", 1, 0, inputs=x34, dynamo=(1, 0))
+def traced_raise_caught(x):
+    y = x.cos()  # computed in the graph before the exception
+    try:
+        raise ValueError(f"rows {y.shape[0]}")
+    except ValueError as e:
+        y = y * len(e.args[0])
+    return y
+
+
+def _check_rows(y, limit):
+    if y.shape[0] > limit:
+        raise IndexError("too many rows")
+    return y
+
+
+@program("traced_raise_in_callee_caught", 1, 0, inputs=x34, dynamo=(1, 0))
+def traced_raise_in_callee_caught(x):
+    y = x + 1
+    try:
+        y = _check_rows(y * 2, 2)
+    except (KeyError, IndexError):
+        y = y - 3
+    return y
+
+
+@program("traced_key_error_finally", 1, 0, inputs=x34, dynamo=(1, 0))
+def traced_key_error_finally(x):
+    table = {"a": 2.0}
+    y = x * 2
+    try:
+        y = y * table["b"]
+    except KeyError:
+        y = y + table.get("b", 1.0)
+    finally:
+        y = y - 1
+    return y
+
+
+class _CorpusError(Exception):
+    pass
+
+
+@program("traced_reraise_to_outer_handler", 1, 0, inputs=x34, dynamo=(1, 0))
+def traced_reraise_to_outer_handler(x):
+    y = x * 5
+    try:
+        try:
+            raise _CorpusError("inner")
+        except _CorpusError:
+            y = y + 1
+            raise
+    except Exception as e:
+        y = y * (2 if isinstance(e, _CorpusError) else 100)
+    return y
+
+
+@program("traced_exception_print_in_handler", 1, 1, inputs=x34, dynamo=(0, -1))
+def traced_exception_print_in_handler(x):
+    # The print inside the handler is reported where the handled exception came from: the frame is
+    # split at the raise, which CPython runs, and the user's handler runs natively in glue.
+    y = x * 2
+    try:
+        raise KeyError("k")  # BREAK print
+    except KeyError:
+        print("handled")  # BREAK print
+        y = y + 1
+    return y
+
+
+class _Exits:
+    def __init__(self):
+        self.count = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.count += 1
+        return False
+
+
+@program("traced_exception_through_with", 1, 0, inputs=x34, dynamo=(1, 0))
+def traced_exception_through_with(x):
+    ctx = _Exits()
+    y = x + 1
+    try:
+        with ctx:
+            with torch.no_grad():
+                y = y * 2
+                raise RuntimeError("leave both blocks")
+    except RuntimeError:
+        y = y + ctx.count
+    return y, torch.is_grad_enabled()
 
 
 # ---------------------------------------------------------------------------------------------

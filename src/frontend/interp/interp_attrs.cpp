@@ -35,8 +35,8 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       if (PyModule_Check(o)) {
         PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
         if (!v) {
-          PyErr_Clear();
-          unsupported("module '" + str_of(PyModule_GetNameObject(o)) + "' has no attribute '" + name + "'");
+          PyRef e = take_exception();
+          raise_taken(std::move(e), "attribute '" + name + "' of module '" + str_of(PyModule_GetNameObject(o)) + "'");
         }
         // torch's and the standard library's modules are treated as immutable: no guards.
         const CallableKind& kind = trace_.table.classify(o);
@@ -62,7 +62,8 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
               return seq.items[i];
         }
       }
-      unsupported(describe(*obj) + " has no attribute '" + name + "'");
+      raise(PyExc_AttributeError, "'" + std::string(obj->kind == VarKind::List ? "list" : "tuple") +
+                                      "' object has no attribute '" + name + "'");
     }
     case VarKind::Function: {
       auto& f = obj->as<FunctionVar>();
@@ -170,8 +171,9 @@ VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
     unsupported("tensor attribute '" + name + "' (autograd state) inside compiled code");
   PyRef attr = PyRef::steal(PyObject_GetAttrString(trace_.table.tensor_type.get(), name.c_str()));
   if (!attr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw PythonError();
     PyErr_Clear();
-    unsupported("'Tensor' object has no attribute '" + name + "'");
+    raise(PyExc_AttributeError, "'Tensor' object has no attribute '" + name + "'");
   }
   if (!PyCallable_Check(attr.get())) unsupported("tensor attribute '" + name + "'");
   return std::make_shared<BoundMethodVar>(t, trace_.constant(std::move(attr)));
@@ -207,7 +209,16 @@ VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
   }
   if (PyErr_Occurred()) throw PythonError();
   if (descr) return class_attr_value(reinterpret_cast<PyObject*>(Py_TYPE(m)), descr, module, nullptr);
-  unsupported("'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
+  // Missing: nn.Module.__getattr__ raises. The answer holds while the names in the module's
+  // __dict__ and member dicts stay the same.
+  if (src) {
+    trace_.guards.dict_keys(Source::attr(src, "__dict__"), PyRef::steal(PySequence_Tuple(dict.get())).get());
+    for (const char* container : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* d = PyDict_GetItemString(dict.get(), container);
+      if (d && PyDict_Check(d)) trace_.guards.dict_keys(Source::attr(src, container), PyRef::steal(PySequence_Tuple(d)).get());
+    }
+  }
+  raise(PyExc_AttributeError, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
 }
 
 VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::string& name) {
@@ -223,19 +234,13 @@ VarRef Interpreter::object_attr(const VarRef& obj, PyObject* o, const std::strin
       return trace_.constant(std::move(v));
     }
     PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
-    if (!v) {
-      PyErr_Clear();
-      unsupported("type object '" + std::string(reinterpret_cast<PyTypeObject*>(o)->tp_name) + "' has no attribute '" + name + "'");
-    }
+    if (!v) raise_taken(take_exception(), "attribute '" + name + "' of class " + reinterpret_cast<PyTypeObject*>(o)->tp_name);
     return src ? trace_.wrap(v.get(), Source::attr(src, name)) : trace_.constant(std::move(v));
   }
   if (is_builtin_instance(o)) {
     // Builtin objects (numbers, strings, tuples, torch.dtype, ...): their attributes are C code.
     PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
-    if (!v) {
-      PyErr_Clear();
-      unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
-    }
+    if (!v) raise_taken(take_exception(), "attribute '" + name + "' of a " + Py_TYPE(o)->tp_name + " object");
     // An object read from the frame and guarded by its type alone (a generator, an ndarray, a
     // set) may carry other state on the next call: its attribute is read again through its source.
     if (src && !trace_.guarded_by_value(o)) {
@@ -287,8 +292,11 @@ VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::stri
       return src ? trace_.wrap(v, Source::attr(src, name)) : trace_.constant(PyRef::borrow(v));
   }
   if (descr) return class_attr_value(reinterpret_cast<PyObject*>(Py_TYPE(o)), descr, obj, src ? Source::attr(src, name) : nullptr);
+  // Missing (the type is guarded): the answer holds while the instance's attribute names stay
+  // the same.
+  if (src && dict) trace_.guards.dict_keys(Source::attr(src, "__dict__"), PyRef::steal(PySequence_Tuple(dict.get())).get());
   if (missing_ok) return nullptr;
-  unsupported("'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
+  raise(PyExc_AttributeError, "'" + std::string(Py_TYPE(o)->tp_name) + "' object has no attribute '" + name + "'");
 }
 
 VarRef Interpreter::class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source) {
@@ -334,7 +342,7 @@ VarRef Interpreter::super_attr(const SuperVar& sup, const std::string& name) {
       return class_attr_value(cls, attr, sup.self, nullptr);
     }
   }
-  unsupported("'super' object has no attribute '" + name + "'");
+  raise(PyExc_AttributeError, "'super' object has no attribute '" + name + "'");
 }
 
 VarRef Interpreter::instance_dict(const VarRef& obj, PyObject* o) {
@@ -415,7 +423,7 @@ VarRef Interpreter::dict_view_method(const VarRef& view, const std::string& name
   if (name == "__contains__") return trace_.constant(PyRef::borrow(found ? Py_True : Py_False));
   if (found) return found;
   if (name == "get") return args.size() == 2 ? args[1] : trace_.none();
-  unsupported("KeyError in a lookup in a dict object");
+  raise_key_error(Trace::as_constant(*args[0]));
 }
 
 void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {

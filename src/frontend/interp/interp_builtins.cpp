@@ -84,12 +84,11 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     VarRef v;
     try {
       v = get_attr(args[0], str_of(n));
-    } catch (Unsupported& u) {
-      // Only a missing attribute is answered here; anything else is still unsupported.
-      if (u.reason.find("has no attribute") == std::string::npos) throw;
-      if (name == "hasattr") return trace_.constant(PyRef::borrow(Py_False));
-      if (args.size() == 3) return args[2];
-      throw;
+    } catch (TracedException& e) {
+      // The lookup raised in the trace (a missing attribute, a Python __getattr__ that raised):
+      // hasattr and getattr with a default answer an AttributeError, as Python's do.
+      if (!is_exception(*e.value, PyExc_AttributeError) || (name == "getattr" && args.size() == 2)) throw;
+      return name == "hasattr" ? trace_.constant(PyRef::borrow(Py_False)) : args[2];
     }
     return name == "hasattr" ? trace_.constant(PyRef::borrow(Py_True)) : v;
   }
@@ -165,11 +164,16 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
   }
   if (name == "next") {
     need(1, 2);
+    if (has_python_method(*args[0], "__next__")) {
+      if (VarRef v = next_python(args[0])) return v;
+      if (args.size() == 2) return args[1];
+      raise_var(make_exception(PyExc_StopIteration, {}, {}));
+    }
     if (args[0]->kind != VarKind::Iterator) unsupported("next() on " + describe(*args[0]));
     auto& it = args[0]->as<IteratorVar>();
     if (it.position < it.items.size()) return it.items[it.position++];
     if (args.size() == 2) return args[1];
-    unsupported("next() on an exhausted iterator (StopIteration)");
+    raise_var(make_exception(PyExc_StopIteration, {}, {}));
   }
   if (name == "list" || name == "tuple") {
     need(0, 1);
@@ -250,13 +254,17 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     return std::make_shared<IteratorVar>(std::move(kept));
   }
   if (name == "abs" && args.size() == 1 && args[0]->kind == VarKind::Tensor) return unary("abs", 3, args[0]);
-  if (name == "sum" && !args.empty() && args[0]->kind != VarKind::Object) {
+  // A user object iterated through its class's Python code is a sequence of Vars too.
+  auto vars_iterable = [&](const Var& v) {
+    return v.kind != VarKind::Object || has_python_method(v, "__iter__") || has_python_method(v, "__getitem__");
+  };
+  if (name == "sum" && !args.empty() && vars_iterable(*args[0])) {
     VarRef acc = args.size() > 1 ? args[1] : trace_.constant(PyRef::steal(PyLong_FromLong(0)));
     for (auto& x : iterate(args[0])) acc = binary_op(0, acc, x);
     return acc;
   }
   if ((name == "min" || name == "max" || name == "any" || name == "all" || name == "sorted") && args.size() == 1 &&
-      args[0]->kind != VarKind::Object) {
+      vars_iterable(*args[0])) {
     // Over a container of constants: fold on a real tuple of them.
     std::vector<VarRef> items = iterate(args[0]);
     PyRef t = PyRef::steal(PyTuple_New(items.size()));

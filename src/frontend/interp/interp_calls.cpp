@@ -139,6 +139,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   }
 
   if (is_model_output_class(obj)) return make_record(obj, args, kwargs);
+  if (is_exception_class_var(*fn)) return make_exception(obj, args, kwargs);
   const CallableKind& kind = table.classify(obj);
   bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
                  std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });
@@ -354,8 +355,8 @@ VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args,
   }
   PyObject* r = PyObject_Call(fn, t.get(), kw.get());
   if (!r) {
-    PyErr_Clear();
-    unsupported("constant call to " + trace_.table.name_of(fn) + " raised an exception");
+    PyRef e = take_exception();
+    raise_taken(std::move(e), "constant call to " + trace_.table.name_of(fn));
   }
   return trace_.constant(PyRef::steal(r));
 }
@@ -508,6 +509,12 @@ VarRef Interpreter::inline_function(PyObject* code, Globals globals, const std::
     // Keep the inner location (the line that failed) and say that the generator ran here.
     u.reason = "generator " + what + " cannot be run to completion at trace time: " + u.reason;
     throw;
+  } catch (TracedException& e) {
+    // Run ahead of its consumer, the generator would raise where it is made instead of where
+    // the consumer reaches that item: the consumer's own handlers could not see it in order.
+    Unsupported u = uncaught(e);
+    u.reason = "generator " + what + " raised during the trace: " + u.reason;
+    throw u;
   }
   return std::make_shared<IteratorVar>(std::move(yielded));
 }

@@ -73,6 +73,23 @@ void Interpreter::store_instance_attr(const VarRef& obj, const std::string& name
   o.made_attrs->emplace_back(name, value);
 }
 
+void Interpreter::delete_attr(const VarRef& obj, const std::string& name) {
+  if (obj->kind != VarKind::Object || !obj->as<ObjectVar>().made_attrs)
+    unsupported("del of attribute '" + name + "' of " + describe(*obj));
+  auto& o = obj->as<ObjectVar>();
+  PyObject* descr = lookup(Py_TYPE(o.obj.get()), name.c_str());
+  if (descr && Py_TYPE(descr)->tp_descr_set)
+    unsupported("del of '" + name + "' of a " + Py_TYPE(o.obj.get())->tp_name + ", a data descriptor of its class");
+  auto& attrs = *o.made_attrs;
+  for (auto it = attrs.begin(); it != attrs.end(); ++it) {
+    if (it->first == name) {
+      attrs.erase(it);
+      return;
+    }
+  }
+  raise(PyExc_AttributeError, "'" + std::string(Py_TYPE(o.obj.get())->tp_name) + "' object has no attribute '" + name + "'");
+}
+
 bool Interpreter::enter_python_context(const VarRef& ctx) {
   if (ctx->kind != VarKind::Object || ctx->as<ObjectVar>().opaque || ctx->as<ObjectVar>().dict_owner) return false;
   PyTypeObject* type = Py_TYPE(ctx->as<ObjectVar>().obj.get());

@@ -28,7 +28,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
         if (at == -1 && PyErr_Occurred()) throw PythonError();
         Py_ssize_t n = items.size();
         if (at < 0) at += n;
-        if (at < 0 || at >= n) unsupported("index out of range");
+        if (at < 0 || at >= n) raise(PyExc_IndexError, obj->kind == VarKind::List ? "list index out of range" : "tuple index out of range");
         return items[at];
       }
       if (i && PySlice_Check(i)) {
@@ -46,8 +46,8 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       if (!k) unsupported("dict key that is not a constant");
       int at = obj->as<DictVar>().find(k);
       if (at < 0) {
-        PyErr_Clear();
-        unsupported("KeyError in dict lookup");
+        if (PyErr_Occurred()) raise_taken(take_exception(), "a dict lookup");  // an unhashable key
+        raise_key_error(k);
       }
       return obj->as<DictVar>().values[at];
     }
@@ -56,8 +56,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       PyObject* i = Trace::as_constant(*index);
       if (is_keyed_view(*obj)) {
         if (VarRef v = dict_view_lookup(obj, i)) return v;
-        unsupported(obj->as<ObjectVar>().dict_owner ? "KeyError in a lookup in an instance __dict__"
-                                                   : "KeyError: an unset variable of os.environ");
+        raise_key_error(i);
       }
       const TorchTable& t = trace_.table;
       if (PyObject_IsInstance(o, t.module_type.get()) == 1) {
@@ -68,7 +67,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
         if (by_key) {
           for (auto& c : children)
             if (PyUnicode_Compare(c.key.get(), i) == 0) return c.var;
-          unsupported("key not found in a module container");
+          raise_key_error(i);
         }
         std::vector<VarRef> items;
         for (auto& c : children) items.push_back(c.var);
@@ -84,7 +83,8 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
       if (i && is_builtin_instance(o)) {
         PyRef v = PyRef::steal(PyObject_GetItem(o, i));
         if (!v) {
-          PyErr_Clear();
+          PyRef e = take_exception();
+          if (pinned(*obj)) raise_taken(std::move(e), "indexing a " + std::string(Py_TYPE(o)->tp_name));
           unsupported("indexing a constant raised an error");
         }
         return trace_.constant(std::move(v));
@@ -119,7 +119,7 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
     if (!i || !PyIndex_Check(i)) unsupported("list item assignment at a non-constant index");
     Py_ssize_t at = PyNumber_AsSsize_t(i, nullptr), n = items.size();
     if (at < 0) at += n;
-    if (at < 0 || at >= n) unsupported("list assignment index out of range");
+    if (at < 0 || at >= n) raise(PyExc_IndexError, "list assignment index out of range");
     items[at] = value;
     return;
   }
@@ -161,7 +161,7 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
     if (PyIndex_Check(i)) {
       Py_ssize_t at = PyNumber_AsSsize_t(i, nullptr), n = items.size();
       if (at < 0) at += n;
-      if (at < 0 || at >= n) unsupported("list deletion index out of range");
+      if (at < 0 || at >= n) raise(PyExc_IndexError, "list assignment index out of range");
       items.erase(items.begin() + at);
       return;
     }
@@ -169,7 +169,10 @@ void Interpreter::delete_subscript(const VarRef& obj, const VarRef& index) {
   if (obj->kind == VarKind::Dict && i) {
     auto& d = obj->as<DictVar>();
     int at = d.find(i);
-    if (at < 0) unsupported("KeyError in del of a dict item");
+    if (at < 0) {
+      if (PyErr_Occurred()) raise_taken(take_exception(), "del of a dict item");
+      raise_key_error(i);
+    }
     d.keys.erase(d.keys.begin() + at);
     d.values.erase(d.values.begin() + at);
     return;
@@ -245,6 +248,7 @@ std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
         for (auto& c : module_children(v, members)) out.push_back(dict_like ? trace_.constant(c.key) : c.var);
         return out;
       }
+      if (std::optional<std::vector<VarRef>> items = iterate_python(v)) return std::move(*items);
       if (!is_builtin_instance(o) && !PyType_Check(o)) unsupported("iterating " + describe(*v));
       // An object read from the frame and guarded by its type alone (an iterator, whose items
       // reading consumes; a set) may hold other items on the next call: not unrolled.
@@ -331,7 +335,8 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   if (!a || !b) unsupported(std::string("operator ") + kBinary[base] + " on " + describe(*lhs) + " and " + describe(*rhs));
   PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(operator_fn(inplace ? kInplace[base] : kBinary[base]), a.get(), b.get(), nullptr));
   if (!r) {
-    PyErr_Clear();
+    PyRef e = take_exception();
+    if (pinned(*lhs) && pinned(*rhs)) raise_taken(std::move(e), std::string("operator ") + kBinary[base] + " on constants");
     unsupported(std::string("operator ") + kBinary[base] + " raised an exception on constants");
   }
   return trace_.constant(std::move(r));
@@ -487,6 +492,8 @@ bool Interpreter::contains(const VarRef& container, const VarRef& item) {
   }
   if (is_keyed_view(*container)) return dict_view_lookup(container, Trace::as_constant(*item)) != nullptr;
   if (VarRef r = call_python_dunder(container, "__contains__", item)) return truthy(r);
+  // Without __contains__, Python's `in` walks the object's own iteration.
+  if (std::optional<std::vector<VarRef>> items = iterate_python(container)) return contains(make_tuple(std::move(*items)), item);
   PyObject* c = Trace::as_constant(*container);
   PyObject* i = Trace::as_constant(*item);
   if (c && i && is_builtin_instance(c)) {

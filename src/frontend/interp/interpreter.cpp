@@ -158,6 +158,8 @@ PyObject* Interpreter::const_at(int index) const {
 
 VarRef Interpreter::run() {
   const auto& code = info_.decoded.instructions;
+  // Handlers of this code that an exception leaves are no longer handling anything.
+  const size_t handling_base = trace_.handling.size();
   while (!returned_) {
     if (ip_ >= code.size()) unsupported("ran past the end of the bytecode");
     if (++trace_.instructions > trace_.options.instruction_limit)
@@ -185,10 +187,25 @@ VarRef Interpreter::run() {
         u.line = current_->line;
       }
       if (root && u.root_index < 0) {
-        u.root_index = static_cast<int>(ip_ - 1);
-        u.root_visit = visits_[ip_ - 1];
+        // Inside a traced handler, the frame is split where the handled exception came from.
+        Origin at = handler_origins_.empty() ? Origin{static_cast<int>(ip_ - 1), visits_[ip_ - 1]} : handler_origins_.front();
+        u.root_index = at.index;
+        u.root_visit = at.visit;
       }
       throw;
+    } catch (TracedException& e) {
+      Origin at;
+      if (root) {
+        at = origin_of(*e.value);
+        exc_origins_.emplace_back(e.value, at);
+      }
+      if (handle(e)) continue;
+      trace_.handling.resize(std::min(trace_.handling.size(), handling_base));
+      if (!root) throw;
+      Unsupported u = uncaught(e);
+      u.root_index = at.index;
+      u.root_visit = at.visit;
+      throw u;
     }
   }
   return result_;
@@ -286,7 +303,8 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::DeleteAttr:
-      unsupported("del of an attribute");
+      delete_attr(pop(), str_of(name_at(ins.arg)));
+      return;
     case Opcode::LoadDeref:
       push(load_deref(ins.arg));
       return;
@@ -385,6 +403,17 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::CallIntrinsic1:
+      if (ins.arg == 3) {
+        // INTRINSIC_STOPITERATION_ERROR (3.12+, a generator's own handler): a StopIteration that
+        // escapes a generator body becomes RuntimeError (PEP 479); any other exception is kept.
+        VarRef exc = pop();
+        if (!is_exception(*exc, PyExc_StopIteration)) {
+          push(exc);
+          return;
+        }
+        push(make_exception(PyExc_RuntimeError, {trace_.constant(PyRef::steal(PyUnicode_FromString("generator raised StopIteration")))}, {}));
+        return;
+      }
       unsupported("CALL_INTRINSIC_1 " + std::to_string(ins.arg));
     case Opcode::MakeFunction: {
       VarRef code = pop();
@@ -719,9 +748,9 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::PopExcept:
     case Opcode::Reraise:
     case Opcode::CheckExcMatch:
-      unsupported("exception handling (" + std::string(ins.opname) + ")");
     case Opcode::RaiseVarargs:
-      unsupported("raise statement reached during tracing");
+      exception_op(ins);
+      return;
     case Opcode::LoadAssertionError:
       push(trace_.constant(PyRef::borrow(PyExc_AssertionError)));
       return;

@@ -126,6 +126,9 @@ class Interpreter {
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
   VarRef instance_attr(const VarRef& obj, const std::string& name);
   void store_instance_attr(const VarRef& obj, const std::string& name, const VarRef& value);
+  // `del obj.name`: of an instance the trace constructed (its attribute is dropped; a missing one
+  // raises AttributeError in the trace); of anything else Unsupported.
+  void delete_attr(const VarRef& obj, const std::string& name);
   // BEFORE_WITH over an object whose class has Python __enter__ and __exit__: pushes the bound
   // exit and the result of the inlined __enter__. False when `ctx` is not such an object.
   bool enter_python_context(const VarRef& ctx);
@@ -183,6 +186,14 @@ class Interpreter {
   };
   std::vector<ModuleMember> module_children(const VarRef& module, const char* dict_name);
   std::vector<VarRef> iterate(const VarRef& v);
+  // Iteration of a user object through Python code of its class (interp_iteration.cpp): an
+  // __iter__ (a generator, iter() of a container, or an iterator with a Python __next__), or the
+  // old sequence protocol (__getitem__ from 0 until IndexError). nullopt when its class has
+  // neither.
+  std::optional<std::vector<VarRef>> iterate_python(const VarRef& v);
+  // next(it) of an object whose class has a Python __next__; nullptr on StopIteration.
+  VarRef next_python(const VarRef& it);
+  bool has_python_method(const Var& v, const char* name) const;
   VarRef binary_op(int nb, const VarRef& lhs, const VarRef& rhs);
   VarRef compare(int op, const VarRef& lhs, const VarRef& rhs);
   VarRef unary(const char* torch_name, int py_op, const VarRef& v);
@@ -193,6 +204,32 @@ class Interpreter {
   VarRef isinstance(const VarRef& obj, const VarRef& cls);
   VarRef build_slice(const VarRef& start, const VarRef& stop, const VarRef& step);
   VarRef format_value(const VarRef& v, const VarRef& spec);
+
+  // Exceptions (interp_exceptions.cpp; TracedException, trace.h).
+  // Where an exception entered the compiled frame's own code: an instruction and its visit.
+  struct Origin {
+    int index = -1;
+    int visit = 0;
+  };
+  [[noreturn]] void raise(PyObject* type, const std::string& message);  // a new `type(message)`
+  [[noreturn]] void raise_key_error(PyObject* key);
+  // The pending Python error of an operation on guarded values, cleared: its exception instance.
+  // Taken before anything else runs (building a message may call Python).
+  static PyRef take_exception();
+  // Raises a taken exception in the trace; errors that are not the program's own (MemoryError,
+  // KeyboardInterrupt, ...) are Unsupported naming `what`.
+  [[noreturn]] void raise_taken(PyRef exc, const std::string& what);
+  [[noreturn]] void raise_var(const VarRef& exc);
+  static bool is_exception(const Var& v, PyObject* type);  // an exception instance matching `type`
+  static bool is_exception_class_var(const Var& v);
+  bool made_by_trace(PyObject* exc) const;
+  VarRef make_exception(PyObject* cls, const std::vector<VarRef>& args, const Kwargs& kwargs);
+  VarRef raisable(const VarRef& v);  // what `raise v` raises: an instance (a class is instantiated)
+  // Jumps to this code's handler for the running instruction; false when it has none.
+  bool handle(const TracedException& e);
+  Origin origin_of(const Var& exc) const;  // the compiled frame's own interpreter only
+  Unsupported uncaught(const TracedException& e) const;
+  void exception_op(const bytecode::Instruction& ins);
 
   Trace& trace_;
   CodeInfoCache& codes_;
@@ -210,6 +247,11 @@ class Interpreter {
   StopAt* stop_ = nullptr;      // the compiled frame's own interpreter only
   std::vector<int> visits_;     // per instruction, executions so far (the compiled frame's own only)
   std::vector<VarRef>* yields_ = nullptr;  // set while running a generator's code: its yielded values
+  // The compiled frame's own interpreter only: where each exception it has seen entered its code,
+  // and, per handler of its code now running, the origin of the exception it handles.
+  // (The Vars are kept alive so that an address is never another exception's.)
+  std::vector<std::pair<VarRef, Origin>> exc_origins_;
+  std::vector<Origin> handler_origins_;
 };
 
 }  // namespace ember::frontend

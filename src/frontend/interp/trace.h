@@ -38,6 +38,19 @@ struct Unsupported : std::exception {
   int root_visit = 0;
 };
 
+// A Python exception the traced program raises: a `raise` statement, or an operation the
+// interpreter models whose outcome the guards fix (a missing attribute, an index out of range,
+// an exhausted iterator, a call on constants that raised). It unwinds the interpreter's C++
+// frames to the nearest handler in the exception table of the traced code (the frame's own or an
+// inlined caller's). One that no traced handler catches becomes Unsupported at the compiled
+// frame's instruction it came from, so that CPython runs that instruction and raises it itself.
+// Not a std::exception: code that turns failures into fallbacks must not swallow it.
+struct TracedException {
+  VarRef value;          // an Object Var holding the exception instance
+  std::string filename;  // where it was raised
+  int line = -1;
+};
+
 // Thrown when a Python error is set during tracing in a way that is not the user's program
 // failing (a bug or an environment problem): the compile aborts with that error.
 struct PythonError : std::exception {
@@ -112,6 +125,12 @@ class Trace {
   std::vector<PyRef> callables;  // per node: the callable the executor applies
   std::vector<SideEffect> side_effects;
   bool grad_enabled = true;      // grad mode at this point of the trace
+  // The exceptions traced handlers are handling, innermost last (what sys.exc_info() would give
+  // inside them): PUSH_EXC_INFO pushes, POP_EXCEPT pops.
+  std::vector<VarRef> handling;
+  // Exception instances the trace made (`raise E(...)`): the only ones whose __context__ and
+  // __cause__ the trace sets, as CPython does when they are raised.
+  std::vector<PyRef> made_exceptions;
   int64_t instructions = 0;
 
   // Reads a value the frame reaches through `source`: guards it and wraps it (tensors become
