@@ -1,5 +1,5 @@
 """Graph/break counts of the transformers models' default calls, Ember vs Dynamo.
-PYTHONPATH=python .venv/bin/python notes/default_calls.py [gpt2 llama t5 bert] [--dynamo]"""
+PYTHONPATH=python .venv/bin/python tools/default_calls.py [gpt2 llama t5 bert] [--dynamo]"""
 import sys, torch, ember
 from ember.bench import models_workloads as mw
 
