@@ -18,8 +18,16 @@ VarRef Trace::wrap_cell(PyObject* cell, const SourceRef& source) {
   guards.type_match(source, Py_TYPE(cell));
   auto found = cell_index_.find(cell);
   if (found != cell_index_.end()) {
-    cell_sources_.emplace_back(source, found->second);
-    return cells_[found->second].var;
+    const VarRef& var = cells_[found->second].var;
+    const SourceRef& contents = var->source;
+    if (contents && contents->kind == Source::Kind::Attr && contents->name == "cell_contents") {
+      cell_sources_.emplace_back(source, found->second);
+    } else {
+      // Known without a source of the cell object (the function's own closure): only an
+      // identity guard ties the two.
+      guards.id_match(source, cell);
+    }
+    return var;
   }
   auto c = std::make_shared<CellVar>();
   c->real = PyRef::borrow(cell);
@@ -29,6 +37,21 @@ VarRef Trace::wrap_cell(PyObject* cell, const SourceRef& source) {
   cell_index_.emplace(cell, index);
   cells_.push_back(FrameCell{c, false});
   cell_sources_.emplace_back(source, index);
+  return c;
+}
+
+void Trace::register_frame_cell(PyObject* cell, const VarRef& var) {
+  if (cell_index_.count(cell)) return;
+  cell_index_.emplace(cell, static_cast<int>(cells_.size()));
+  cells_.push_back(FrameCell{var, false});
+}
+
+VarRef Trace::cell_of(PyObject* cell) {
+  auto found = cell_index_.find(cell);
+  if (found != cell_index_.end()) return cells_[found->second].var;
+  auto c = std::make_shared<CellVar>();
+  c->real = PyRef::borrow(cell);
+  register_frame_cell(cell, c);
   return c;
 }
 

@@ -420,9 +420,7 @@ VarRef Interpreter::inline_real_function(PyObject* func, const SourceRef& func_s
         closure.push_back(trace_.wrap(real, Source::item(Source::attr(func_source, "__closure__"), i)));
         continue;
       }
-      auto cell = std::make_shared<CellVar>();
-      cell->real = PyRef::borrow(real);
-      closure.push_back(cell);
+      closure.push_back(trace_.cell_of(real));
     }
   }
   SourceRef globals_base;

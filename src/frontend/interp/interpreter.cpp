@@ -89,6 +89,7 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
     auto cell = std::make_shared<CellVar>();
     cell->real = PyRef::borrow(PyTuple_GET_ITEM(cells, i));
     cell->source = Source::closure(i, info.localsplus_names[first_free + i]);
+    trace.register_frame_cell(cell->real.get(), cell);
     closure.push_back(cell);
   }
   Interpreter interp(trace, codes, info, Globals{frame.globals, nullptr}, std::move(locals), std::move(closure), 0);

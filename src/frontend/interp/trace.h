@@ -139,6 +139,12 @@ class Trace {
   void record_setcell(int closure_index, const VarRef& value);
   // A write to a real cell read through a source (wrap_cell): `cell_contents` set after the graph.
   void record_cell_write(const VarRef& cell, const VarRef& value);
+  // Real cells the trace reaches without a source of the cell object: the compiled function's
+  // own closure cells (`var` made by the interpreter, contents read through C[...]), and the cells
+  // of a function known only as a constant (cell_of makes a CellVar without a source: its
+  // contents become constants). Either way one CellVar per cell object (closures.cpp).
+  void register_frame_cell(PyObject* cell, const VarRef& var);
+  VarRef cell_of(PyObject* cell);
   VarRef overlay_attr(PyObject* obj, const std::string& name) const;
   VarRef overlay_global(PyObject* globals, const std::string& name) const;
   // Called before the trace mutates `container` (its Var is then changed in place by the
