@@ -56,6 +56,8 @@ struct ValueBuilder {
   PyObject* build(const ValuePlan& p) {
     if (p.identity < 0) return build_new(p);
     if (static_cast<size_t>(p.identity) >= built.size()) built.resize(p.identity + 1);
+    if (!built[p.identity] && (p.kind == ValuePlan::Kind::Function || p.kind == ValuePlan::Kind::Cell))
+      return build_closure_part(p);
     if (!built[p.identity] && p.kind == ValuePlan::Kind::Object) {
       // Registered before its attributes are built: an attribute may refer back to the object.
       PyObject* cls = PyTuple_GET_ITEM(p.constant.get(), 0);
@@ -71,6 +73,42 @@ struct ValueBuilder {
     if (!built[p.identity]) {
       built[p.identity] = PyRef::steal(build_new(p));
       if (!built[p.identity]) return nullptr;
+    }
+    return PyRef(built[p.identity]).release();
+  }
+
+  // A function made by MAKE_FUNCTION, or a cell: registered before its items are built (a
+  // closure may reach itself through a cell), then completed.
+  PyObject* build_closure_part(const ValuePlan& p) {
+    bool function = p.kind == ValuePlan::Kind::Function;
+    built[p.identity] = PyRef::steal(function ? PyFunction_New(PyTuple_GET_ITEM(p.constant.get(), 0),
+                                                               PyTuple_GET_ITEM(p.constant.get(), 1))
+                                              : PyCell_New(nullptr));
+    PyObject* obj = built[p.identity].get();
+    if (!obj) return nullptr;
+    std::vector<PyRef> items;
+    for (const ValuePlan& item : p.items) {
+      items.push_back(PyRef::steal(build(item)));
+      if (!items.back()) return nullptr;
+    }
+    if (!function) {
+      if (!items.empty() && PyCell_Set(obj, items[0].get()) < 0) return nullptr;
+      return PyRef(built[p.identity]).release();
+    }
+    if (items.size() != 4) {
+      PyErr_SetString(PyExc_SystemError, "ember: a function plan without its four parts");
+      return nullptr;
+    }
+    if (PyFunction_SetDefaults(obj, items[0].get()) < 0 || PyFunction_SetKwDefaults(obj, items[1].get()) < 0 ||
+        PyFunction_SetClosure(obj, items[2].get()) < 0)
+      return nullptr;
+    if (items[3].get() != Py_None) {
+      // MAKE_FUNCTION's flat (name, value, ...) tuple; a function's __annotations__ is a dict.
+      PyObject* flat = items[3].get();
+      PyRef annotations = PyRef::steal(PyDict_New());
+      for (Py_ssize_t i = 0; annotations && i + 1 < PyTuple_GET_SIZE(flat); i += 2)
+        if (PyDict_SetItem(annotations.get(), PyTuple_GET_ITEM(flat, i), PyTuple_GET_ITEM(flat, i + 1)) < 0) return nullptr;
+      if (!annotations || PyFunction_SetAnnotations(obj, annotations.get()) < 0) return nullptr;
     }
     return PyRef(built[p.identity]).release();
   }
@@ -114,8 +152,18 @@ struct ValueBuilder {
         return PyObject_CallFunctionObjArgs(p.constant.get(), a.get(), b.get(), nullptr);
       }
       case ValuePlan::Kind::Object:
-        PyErr_SetString(PyExc_SystemError, "ember: an object plan without an identity");
+      case ValuePlan::Kind::Function:
+      case ValuePlan::Kind::Cell:
+        PyErr_SetString(PyExc_SystemError, "ember: an object, function or cell plan without an identity");
         return nullptr;
+      case ValuePlan::Kind::FrameCell: {
+        PyObject* cells = frame.closure();
+        if (!cells || p.output >= PyTuple_GET_SIZE(cells)) {
+          PyErr_SetString(PyExc_SystemError, "ember: the frame has no such closure cell");
+          return nullptr;
+        }
+        return Py_NewRef(PyTuple_GET_ITEM(cells, p.output));
+      }
       case ValuePlan::Kind::Dict: {
         PyRef d = PyRef::steal(PyDict_New());
         for (size_t i = 0; i < p.items.size(); ++i) {
@@ -164,7 +212,7 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
   // resume function takes [first argument?, lower stack values, pushed values, other locals].
   Py_ssize_t first = bc.first_in_place ? 1 : 0;
   const std::vector<int>& locals = bc.resume_locals[edge];
-  PyRef args = PyRef::steal(PyTuple_New(lower + pushed + static_cast<Py_ssize_t>(locals.size())));
+  PyRef args = PyRef::steal(PyTuple_New(first + lower + pushed + static_cast<Py_ssize_t>(locals.size())));
   Py_ssize_t at = 0;
   auto put = [&](PyObject* v) {
     Py_INCREF(v);
@@ -174,9 +222,8 @@ PyObject* continue_after_break(const Continuation& c, PyObject* values, const Fr
   for (Py_ssize_t i = 0; i < lower; ++i) put(PyTuple_GET_ITEM(values, first + i));
   for (Py_ssize_t i = 0; i < pushed; ++i) put(PyTuple_GET_ITEM(t, 2 + i));
   for (int slot : locals) {
-    if (first && slot == 0) continue;
     Py_ssize_t pos = std::find(bc.glue_locals.begin(), bc.glue_locals.end(), slot) - bc.glue_locals.begin();
-    put(PyTuple_GET_ITEM(values, lower + operands + pos));
+    put(PyTuple_GET_ITEM(values, first + lower + operands + pos));
   }
   PyRef resume = function_for(bc.resume[edge].get(), frame);
   if (!resume) return nullptr;
@@ -470,16 +517,19 @@ std::unique_ptr<Compiler::Split> Compiler::plan_split(const FrameView& frame, Tr
     std::vector<bool> bound(original.localsplus_names.size(), false);
     std::vector<VarRef> local_values(original.localsplus_names.size());
     for (size_t s = 0; s < nlocal; ++s) {
+      // A cell variable crosses as its cell object, so closures made before the break and the
+      // code after it share it (a cell the trace made is built once per run: ValuePlan::identity).
       VarRef v = stop.locals.at(origin ? origin->slot(static_cast<int>(s)) : static_cast<int>(s));
-      if (v && v->kind == VarKind::Cell) v = v->as<CellVar>().contents;
       if (!v) continue;
+      if (original.cell[s] && v->kind != VarKind::Cell) throw std::runtime_error("a cell variable's slot holds no cell");
       bound[s] = true;
       local_values[s] = v;
     }
     const BreakCode& code = breaks_.get(original, at, layout, bound);
-    if (code.first_in_place) values.insert(values.begin(), local_values[0]);
-    for (int s : code.glue_locals)
-      if (!(code.first_in_place && s == 0)) values.push_back(local_values[s]);
+    // Slot 0 in place: the first argument's value, or None where it is a cell (passed as a local)
+    // or was deleted (the prologue deletes it again).
+    if (code.first_in_place) values.insert(values.begin(), code.first_plain ? local_values[0] : trace.none());
+    for (int s : code.glue_locals) values.push_back(local_values[s]);
     split = std::make_unique<Split>();
     split->continuation = Continuation{&code, this};
     split->values = trace.finish(make_tuple(std::move(values)));

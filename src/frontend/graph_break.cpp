@@ -231,15 +231,12 @@ class CodeBuilder {
     // The code's first argument keeps slot 0 and stays the first argument: zero-argument super()
     // reads `self` from there. The new names go after it.
     keep_first_ = code_->co_argcount > 0;
-    if (keep_first_ && (locals.empty() || locals.front() != 0))
-      throw Unsupported("graph break after the first argument of " + info_.name + " was deleted");
     args_.clear();
     if (keep_first_) args_.push_back(info_.localsplus_names[0]);
     for (size_t i = 0; i < stack.size(); ++i)
       if (stack[i] != SlotKind::Null) args_.push_back("__ember_stack" + std::to_string(i));
     // Argument names must differ from the code's own names: the passed locals get a prefix.
-    for (int s : locals)
-      if (!(keep_first_ && s == 0)) args_.push_back("__ember_local_" + info_.localsplus_names[s]);
+    for (int s : locals) args_.push_back("__ember_local_" + info_.localsplus_names[s]);
     names_ = args_;
     names_.insert(names_.end(), temps.begin(), temps.end());
     int first = keep_first_ ? 1 : 0;
@@ -290,10 +287,11 @@ class CodeBuilder {
           break;
       }
     }
+    if (bc_.first_deleted) out_.instructions.push_back(make("DELETE_FAST", 0));
     for (int s : locals) {
-      if (keep_first_ && s == 0) continue;  // passed in its own slot
+      // A cell variable's cell object replaces the fresh cell MAKE_CELL put in its slot.
       out_.instructions.push_back(make("LOAD_FAST", arg++));
-      out_.instructions.push_back(make(info_.cell[s] ? "STORE_DEREF" : "STORE_FAST", s + shift_));
+      out_.instructions.push_back(make("STORE_FAST", keep_first_ && s == 0 ? 0 : s + shift_));
     }
     prologue_jump_ = static_cast<int>(out_.instructions.size());
     out_.instructions.push_back(make("JUMP_FORWARD"));
@@ -496,20 +494,25 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
   const std::vector<std::vector<bool>>& live = *original.live;
   int first_free = static_cast<int>(original.localsplus_names.size()) - original.nfree;
   bool first_in_place = reinterpret_cast<PyCodeObject*>(original.code.get())->co_argcount > 0;
+  bool first_plain = first_in_place && !original.cell[0] && bound[0];
+  bool first_deleted = first_in_place && !original.cell[0] && !bound[0];
+  // Slot 0 in place is not among the locals, except a cell's cell object (see graph_break.h).
   auto passed = [&](int at) {
     std::vector<int> slots;
     for (int s = 0; s < first_free; ++s)
-      if (bound[s] && (live[at][s] || (first_in_place && s == 0))) slots.push_back(s);
+      if (bound[s] && live[at][s] && !(first_in_place && s == 0 && !original.cell[0])) slots.push_back(s);
     return slots;
   };
   std::string key = std::to_string(reinterpret_cast<uintptr_t>(original.code.get())) + ":" + std::to_string(range.first) +
-                    ":" + std::to_string(range.last) + ":" + layout_key(stack) + ":";
+                    ":" + std::to_string(range.last) + ":" + layout_key(stack) + (first_deleted ? ":d:" : ":");
   for (int s : passed(range.first)) key += std::to_string(s) + ",";
   if (auto it = codes_.find(key); it != codes_.end()) return *it->second;
 
   auto bc = std::make_unique<BreakCode>();
   bc->qualname = original.name;
   bc->first_in_place = first_in_place;
+  bc->first_plain = first_plain;
+  bc->first_deleted = first_deleted;
   size_t nlower = stack.size() - shape->pops;
   bc->lower.assign(stack.begin(), stack.begin() + nlower);
   bc->operands.assign(stack.begin() + nlower, stack.end());

@@ -22,7 +22,15 @@
 // zero-argument super() reads `self`), the non-NULL stack values (bottom first), then the other
 // live locals (localsplus order). NULLs of call sequences are re-pushed by the prologue; an
 // iterator on the stack (a `for` loop around the break) is passed as the tuple of the items it
-// has left and re-made with GET_ITER.
+// has left and re-made with GET_ITER. A first argument that was deleted (`del x`) is passed as
+// None and deleted again by the prologue (super() then fails as it would in CPython).
+//
+// Cell variables are passed as their cell objects, not their contents: the prologue stores the
+// passed cell in the cell's slot (STORE_FAST over the fresh cell MAKE_CELL made), so the glue,
+// the resume function and every closure made before the break (rebuilt from its code and these
+// cells, closures.cpp) share one cell, and `nonlocal` writes on either side are seen on the
+// other. A first argument that is a cell is passed in place as None (MAKE_CELL wraps it) and
+// its cell object among the locals.
 #pragma once
 
 #include <Python.h>
@@ -60,8 +68,10 @@ struct BreakCode {
   std::vector<SlotKind> operands;      // the slots it consumes
   int pushed[2] = {0, 0};              // values it pushes along each successor
   bool first_in_place = false;         // the code has arguments: slot 0 is passed first, in place
-  std::vector<int> glue_locals;        // original localsplus slots passed to glue, in order (slot 0
-                                       // first when first_in_place)
+  bool first_plain = false;            // ... with its value (a bound plain local); else None,
+  bool first_deleted = false;          // ... and the prologue deletes slot 0 when it was deleted
+  std::vector<int> glue_locals;        // original localsplus slots passed to glue after the stack
+                                       // (slot 0 only when it is a cell), in order
   std::vector<int> resume_locals[2];   // ... and to each resume function
   std::string qualname;                // of the original code, for names and messages
 };

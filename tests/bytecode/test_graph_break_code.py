@@ -4,6 +4,7 @@ bytecode built from the user's code, so these programs check the prologues, epil
 exception tables, cells and the NULLs of call sequences on each version. Every program is compiled,
 run three times and compared with plain Python, output included."""
 import contextlib
+import functools
 import io
 import zlib
 
@@ -160,6 +161,109 @@ def comprehension(n):
     return sum(x for x in xs)
 
 
+def closure_counter(a):
+    # A closure made before the break, called on both sides: one cell for `count`.
+    count = a
+
+    def bump(k=1):
+        nonlocal count
+        count += k
+        return count
+
+    bump()
+    print("count", count)
+    count *= 2
+    return bump(3), count
+
+
+def closure_annotated(a):
+    def f(t: int, u: int = 2, *, v: int = 5) -> int:
+        return t * u + v + a
+
+    print("made", f.__qualname__)
+    return f(a), f.__defaults__, f.__kwdefaults__, f.__annotations__, f.__name__, f.__qualname__
+
+
+def closure_to_c_call(a):
+    calls = []
+    n = 0
+
+    def add(acc, v):
+        nonlocal n
+        n += 1
+        calls.append(v)
+        return acc + v * a
+
+    total = functools.reduce(add, [1, 2, 3], 0)
+    return total, n, calls
+
+
+def lambdas_in_loop(a):
+    fs = []
+    for i in range(3):
+        fs.append(lambda t, j=i: t * j + i)
+        print("made", i)
+    return [f(a) for f in fs]
+
+
+def recursive_closure(a):
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    print("fact defined")
+    return fact(a)
+
+
+def closure_made_in_callee(a):
+    # The closure is made by an inlined callee: its cells are the callee's, made in the trace.
+    inc, get = make_pair(a)
+    inc()
+    print("pair made")
+    inc()
+    return get()
+
+
+def make_pair(start):
+    value = start
+
+    def inc():
+        nonlocal value
+        value += 1
+
+    def get():
+        return value
+
+    return inc, get
+
+
+def deleted_first_then_closure(a, b):
+    k = a + b
+    del a
+    g = lambda t: t + k  # noqa: E731
+    print("a deleted")
+    return g(b)
+
+
+class Base:
+    def value(self, x):
+        return x + 100
+
+
+class CapturesSelf(Base):
+    def __init__(self):
+        self.k = 3
+
+    def value(self, x):
+        scale = lambda t: t * self.k  # noqa: E731
+        print("self captured")
+        return super().value(scale(x)), scale(1)
+
+    def deleted(self, x):
+        del self
+        print("self deleted")
+        return super().value(x)
+
+
 PROGRAMS = [
     (first_statement, (3,)),
     (between, (2, 5)),
@@ -179,7 +283,17 @@ PROGRAMS = [
     (nested_calls, (3,)),
     (comprehension, (4,)),
     (comprehension_that_breaks, (["a", "a", "a"], {"k": 7})),
+    (closure_counter, (4,)),
+    (closure_annotated, (3,)),
+    (closure_to_c_call, (2,)),
+    (lambdas_in_loop, (5,)),
+    (recursive_closure, (5,)),
+    (closure_made_in_callee, (10,)),
+    (deleted_first_then_closure, (1, 2)),
+    (CapturesSelf().value, (4,)),
 ]
+
+CLOSURE_PROGRAMS = PROGRAMS[-8:]
 
 
 def run_printing(fn, *args):
@@ -257,3 +371,51 @@ def test_glue_code_is_never_traced():
     glue = seen[-1]
     assert "<break at line" in glue.co_qualname
     assert ember._C.eval_frame.skip_reason(glue) == "generated"
+
+
+@pytest.mark.parametrize("fn,args", CLOSURE_PROGRAMS, ids=lambda p: getattr(p, "__name__", None))
+def test_closures_split_instead_of_running_eagerly(fn, args):
+    # Closures made in the trace cross the break: the frame is split, not run eagerly.
+    ember.reset()
+    compiled = ember.compile(fn, backend="eager")
+    run_printing(compiled, *args)
+    s = ember.stats()
+    assert s["graph_breaks"] >= 1 and s["eager_frames"] == 0, s
+
+
+def returns_counter(a):
+    count = a
+
+    def inc():
+        nonlocal count
+        count += 1
+        return count
+
+    print("made")
+    count += 10
+    return inc, (lambda: count)
+
+
+def test_a_closure_returned_after_a_break_shares_its_cell():
+    ember.reset()
+    compiled = ember.compile(returns_counter, backend="eager")
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()):
+            inc, get = compiled(1)
+        assert (get(), inc(), inc(), get()) == (11, 12, 13, 13)
+        assert inc.__closure__[0] is get.__closure__[0]
+        assert inc.__qualname__ == "returns_counter.<locals>.inc"
+    assert ember.stats()["eager_frames"] == 0
+
+
+def test_zero_argument_super_after_the_first_argument_was_deleted_fails_like_python():
+    # 3.11: RuntimeError (super() finds slot 0 empty); 3.12+: UnboundLocalError (LOAD_SUPER_ATTR
+    # loads `self` first). The compiled frame must fail the same way after its break.
+    obj = CapturesSelf()
+    with contextlib.redirect_stdout(io.StringIO()):
+        with pytest.raises((RuntimeError, UnboundLocalError)) as expected:
+            obj.deleted(1)
+        compiled = ember.compile(CapturesSelf.deleted, backend="eager")
+        with pytest.raises((RuntimeError, UnboundLocalError)) as got:
+            compiled(obj, 1)
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)

@@ -114,18 +114,33 @@ def test_tensor_items_are_read_again_on_each_call():
     assert ember.stats()["frames_compiled"] == 1
 
 
-def stores_a_lambda(x, xs):
-    xs.append(lambda: 1)
+def stores_a_grad_mode(x, xs):
+    xs.append(torch.no_grad())
     return x + 1
 
 
 def test_a_value_that_cannot_be_rebuilt_is_still_a_break():
-    out = ember.explain(stores_a_lambda)(torch.randn(2), [])
+    out = ember.explain(stores_a_grad_mode)(torch.randn(2), [])
     assert out.graph_break_count == 1
     assert "cannot be rebuilt after the graph" in out.break_reasons[0].reason
     xs = []
+    torch.testing.assert_close(ember.compile(stores_a_grad_mode)(torch.ones(2), xs), torch.ones(2) + 1)
+    assert len(xs) == 1 and isinstance(xs[0], torch.no_grad)
+
+
+def stores_a_lambda(x, xs):
+    k = 2
+    xs.append(lambda: k)
+    return x + 1
+
+
+def test_a_lambda_stored_into_a_caller_list_is_rebuilt():
+    # A function made in the trace is rebuilt after the graph (code, cells): no break.
+    out = ember.explain(stores_a_lambda)(torch.randn(2), [])
+    assert out.graph_break_count == 0
+    xs = []
     torch.testing.assert_close(ember.compile(stores_a_lambda)(torch.ones(2), xs), torch.ones(2) + 1)
-    assert len(xs) == 1 and xs[0]() == 1
+    assert len(xs) == 1 and xs[0]() == 2 and xs[0].__name__ == "<lambda>"
 
 
 def writes_into(x, d):

@@ -355,4 +355,4 @@ def five_prints(x):
     return y.sum()
 
 
-from . import corpus_calls, corpus_flow, corpus_mutations  # noqa: E402,F401  (registers the rest of the corpus)
+from . import corpus_calls, corpus_closures, corpus_flow, corpus_mutations  # noqa: E402,F401  (registers the rest of the corpus)

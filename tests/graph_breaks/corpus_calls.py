@@ -263,10 +263,10 @@ def function_calls_global_module(x):
 # ---------------------------------------------------------------------------------------------
 # Closures and locals across a break
 
-# could be fewer: a function made during the trace (apply) cannot cross a break, so the frame runs
-# eagerly; apply's own frame is compiled (1 graph).
-@program("closure_after_break", 1, 1, inputs=x34, dynamo=(2, 1))
+@program("closure_after_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def closure_after_break(x):
+    # apply (made in the trace) crosses the break as a real function with the frame's cells; the
+    # resume function inlines it: graphs [mean], [mul, add].
     scale = 3.0
     bias = x.mean()
 
@@ -277,10 +277,10 @@ def closure_after_break(x):
     return apply(x)
 
 
-# could be fewer: a function made during the trace (bump) cannot cross a break, so the frame runs
-# eagerly; bump's own frames hold no op (0 graphs).
-@program("nonlocal_counter_across_break", 0, 1, inputs=x34, dynamo=(2, 1))
+@program("nonlocal_counter_across_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def nonlocal_counter_across_break(x):
+    # count's cell crosses the break as the same object bump's closure holds: bump's write in
+    # the resume function is replayed on it (cell_contents) and seen by the frame.
     count = 0
 
     def bump():
@@ -315,10 +315,9 @@ def del_local_before_break(x):
     return y * 2
 
 
-# could be fewer: a frame whose first argument was deleted cannot be split ("graph break after the
-# first argument ... was deleted"): it runs eagerly.
-@program("del_argument_before_break", 0, 1, inputs=x34, dynamo=(2, 1))
+@program("del_argument_before_break", 2, 1, inputs=x34, dynamo=(2, 1))
 def del_argument_before_break(x):
+    # The deleted first argument is passed as None and deleted again by the prologue.
     y = x * 2
     del x
     print("argument deleted")  # BREAK print

@@ -23,7 +23,7 @@ import torch._dynamo
 from .registry import PROGRAMS
 from . import corpus  # noqa: F401  (registers the programs)
 
-FILES = ("corpus.py", "corpus_flow.py", "corpus_calls.py", "corpus_mutations.py")
+FILES = ("corpus.py", "corpus_flow.py", "corpus_calls.py", "corpus_closures.py", "corpus_mutations.py")
 
 
 def dynamo_counts(program):

@@ -232,7 +232,9 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     if (it == names.end() || info_.argcount == 0) unsupported("super() without a __class__ cell");
     VarRef cls = load_deref(static_cast<int>(it - names.begin()));
     VarRef self = locals_[0];
-    if (self && self->kind == VarKind::Cell) self = self->as<CellVar>().contents;
+    // A first argument captured by a closure is a cell (after a graph break, a real one whose
+    // contents are read lazily).
+    if (self && self->kind == VarKind::Cell) self = load_deref(0);
     PyObject* c = Trace::as_constant(*cls);
     if (!self || !c || !PyType_Check(c)) unsupported("super() outside a method");
     return std::make_shared<SuperVar>(PyRef::borrow(c), self);

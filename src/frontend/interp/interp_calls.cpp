@@ -419,11 +419,14 @@ VarRef Interpreter::inline_real_function(PyObject* func, const SourceRef& func_s
   std::vector<VarRef> closure;
   if (PyObject* cells = PyFunction_GET_CLOSURE(func)) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cells); ++i) {
-      auto cell = std::make_shared<CellVar>();
-      cell->real = PyRef::borrow(PyTuple_GET_ITEM(cells, i));
-      if (func_source)
-        cell->source = Source::attr(Source::item(Source::attr(func_source, "__closure__"), i), "cell_contents");
-      closure.push_back(cell);
+      PyObject* real = PyTuple_GET_ITEM(cells, i);
+      if (func_source) {
+        // One CellVar per cell object: the same cell may also be a local of the frame (a resume
+        // function's cell variable, captured by a closure made before the break).
+        closure.push_back(trace_.wrap(real, Source::item(Source::attr(func_source, "__closure__"), i)));
+        continue;
+      }
+      closure.push_back(trace_.cell_of(real));
     }
   }
   SourceRef globals_base;

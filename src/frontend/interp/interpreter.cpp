@@ -89,6 +89,7 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
     auto cell = std::make_shared<CellVar>();
     cell->real = PyRef::borrow(PyTuple_GET_ITEM(cells, i));
     cell->source = Source::closure(i, info.localsplus_names[first_free + i]);
+    trace.register_frame_cell(cell->real.get(), cell);
     closure.push_back(cell);
   }
   Interpreter interp(trace, codes, info, Globals{frame.globals, nullptr}, std::move(locals), std::move(closure), 0);
@@ -314,10 +315,16 @@ void Interpreter::step(const Instruction& ins) {
       auto& c = cell->as<CellVar>();
       VarRef value = pop();
       if (c.real) {
-        // A cell of the compiled function's closure: written after the graph, like a global.
-        if (!c.source || c.source->kind != Source::Kind::Closure)
+        // A real cell: written after the graph, like a global. The compiled function's own
+        // closure by index; a cell object the frame reaches (an argument, a function's
+        // __closure__) through its `cell_contents` attribute.
+        if (c.source && c.source->kind == Source::Kind::Closure) {
+          trace_.record_setcell(static_cast<int>(c.source->index), value);
+        } else if (c.source && c.source->kind == Source::Kind::Attr && c.source->name == "cell_contents") {
+          trace_.record_cell_write(cell, value);
+        } else {
           unsupported("assignment to a nonlocal variable of a function inlined from outside the compiled frame");
-        trace_.record_setcell(static_cast<int>(c.source->index), value);
+        }
       }
       c.contents = value;
       return;
@@ -430,6 +437,8 @@ void Interpreter::step(const Instruction& ins) {
         VarRef attr = pop();
         if (flag == 0x08) {
           fn->closure = iterate(attr);
+        } else if (flag == 0x04) {
+          fn->annotations = attr;
         } else if (flag == 0x02) {
           if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
           fn->kwdefaults = std::static_pointer_cast<DictVar>(attr);
@@ -446,6 +455,7 @@ void Interpreter::step(const Instruction& ins) {
       if (fnv->kind != VarKind::Function) unsupported("SET_FUNCTION_ATTRIBUTE on a non-function");
       auto& fn = fnv->as<FunctionVar>();
       if (ins.arg == 0x08) fn.closure = iterate(attr);
+      if (ins.arg == 0x04) fn.annotations = attr;
       if (ins.arg == 0x02) {
         if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
         fn.kwdefaults = std::static_pointer_cast<DictVar>(attr);

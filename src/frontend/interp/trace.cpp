@@ -160,6 +160,7 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   std::string key = source->str();
   auto it = by_source_.find(key);
   if (it != by_source_.end()) return it->second;
+  if (PyCell_Check(obj)) return by_source_[key] = wrap_cell(obj, source);
   if (PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
     auto found = container_index_.find(obj);
     if (found != container_index_.end()) {
@@ -233,6 +234,9 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     // its `self` is read through the source when the method is called.
     guards.type_match(source, type);
     guards.id_match(Source::attr(source, "__func__"), PyMethod_GET_FUNCTION(obj));
+    v = make_object(PyRef::borrow(obj), source);
+  } else if (PyFunction_Check(obj) && PyFunction_GET_CLOSURE(obj)) {
+    guard_closure(obj, source);
     v = make_object(PyRef::borrow(obj), source);
   } else if (is_identity_guarded(obj)) {
     guards.id_match(source, obj);
@@ -780,9 +784,23 @@ bool Trace::plannable(const Var& v) const {
           if (!walk(*item)) return false;
         return true;
       }
+      case VarKind::Function: {
+        if (std::find(seen.begin(), seen.end(), &x) != seen.end()) return true;
+        seen.push_back(&x);
+        const auto& f = x.as<FunctionVar>();
+        for (const VarRef& d : f.defaults)
+          if (!walk(*d)) return false;
+        for (const VarRef& c : f.closure)
+          if (!walk(*c)) return false;
+        return (!f.kwdefaults || walk(*f.kwdefaults)) && (!f.annotations || walk(*f.annotations));
+      }
+      case VarKind::Cell: {
+        const auto& c = x.as<CellVar>();
+        if (c.real || std::find(seen.begin(), seen.end(), &x) != seen.end()) return true;
+        seen.push_back(&x);
+        return !c.contents || walk(*c.contents);
+      }
       case VarKind::Null:
-      case VarKind::Function:
-      case VarKind::Cell:
       case VarKind::Iterator:
       case VarKind::Super:
       case VarKind::GradMode:
@@ -955,6 +973,10 @@ ValuePlan Trace::plan_value(const VarRef& v) {
       p.items.push_back(plan_value(bm.self));
       return p;
     }
+    case VarKind::Function:
+      return plan_function(v);
+    case VarKind::Cell:
+      return plan_cell(v);
     case VarKind::GradModeExit: {
       p.kind = ValuePlan::Kind::Const;
       auto& exit = v->as<GradModeExitVar>();
@@ -985,6 +1007,7 @@ ValuePlan Trace::finish(const VarRef& result) {
   for (auto& [source, index] : container_sources_)
     if (any_mutated || sources_per[index] > 1)
       aliases.entries.push_back(AliasGuard::Entry{source, index, containers_[index].mutated});
+  alias_cells(static_cast<int>(containers_.size()));
   return plan;
 }
 

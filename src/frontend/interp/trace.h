@@ -60,17 +60,25 @@ struct PythonError : std::exception {
 // How to rebuild a Python value after the graph ran: the frame's return value, or the value a
 // side effect stores.
 struct ValuePlan {
-  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call, Object };
+  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call, Object, Function, Cell, FrameCell };
   Kind kind = Kind::Const;
   PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys
                            // tuple; for Call, the callable applied to the items; for Object, the
                            // tuple (class, attribute names): object.__new__(class), then the
                            // items assigned to those attributes
-  int output = -1;         // GraphOutput: index into Graph::outputs()
+                           // Function: the tuple (code, globals); its items are the defaults
+                           // tuple, the kwdefaults dict, the closure tuple and the flat
+                           // annotations tuple, each a None constant when absent.
+                           // Cell: a new cell; items: its contents, or none while empty.
+  int output = -1;         // GraphOutput: index into Graph::outputs(); FrameCell: index of the
+                           // compiled function's closure cell (the cell object itself)
   SourceRef source;        // FromSource
   std::vector<ValuePlan> items;
-  // A list, dict or object the trace made: every plan of the same Var has the same id (0, 1,
-  // ...), and one run builds it once, so aliases stay aliases (`l = []; return l, l`). -1 otherwise.
+  // A list, dict, object, function or cell the trace made: every plan of the same Var has the
+  // same id (0, 1, ...), and one run builds it once, so aliases stay aliases (`l = []; return l,
+  // l`) and closures share their cells with the frame. Objects, functions and cells are
+  // registered before their items are built: a plan met again inside its own items (a recursive
+  // closure) has no items and stands for the object being built. -1 otherwise.
   int identity = -1;
 };
 
@@ -171,6 +179,14 @@ class Trace {
   void record_setattr(const VarRef& obj, const std::string& name, const VarRef& value);
   void record_setglobal(PyObject* globals, const std::string& name, const VarRef& value);
   void record_setcell(int closure_index, const VarRef& value);
+  // A write to a real cell read through a source (wrap_cell): `cell_contents` set after the graph.
+  void record_cell_write(const VarRef& cell, const VarRef& value);
+  // Real cells the trace reaches without a source of the cell object: the compiled function's
+  // own closure cells (`var` made by the interpreter, contents read through C[...]), and the cells
+  // of a function known only as a constant (cell_of makes a CellVar without a source: its
+  // contents become constants). Either way one CellVar per cell object (closures.cpp).
+  void register_frame_cell(PyObject* cell, const VarRef& var);
+  VarRef cell_of(PyObject* cell);
   VarRef overlay_attr(PyObject* obj, const std::string& name) const;
   VarRef overlay_global(PyObject* globals, const std::string& name) const;
   // Called before the trace mutates `container` (its Var is then changed in place by the
@@ -226,6 +242,25 @@ class Trace {
   AutocastMode read_autocast_exit(PyObject* exit, const SourceRef& source);
   AutocastState initial_autocast_;
   bool autocast_guarded_ = false;
+  // A cell object read from the frame (a resume function's cell variable, an item of a
+  // function's __closure__): one CellVar per cell object, however many sources reach it, and
+  // `aliases` requires those sources to reach one cell again (closures.cpp).
+  VarRef wrap_cell(PyObject* cell, const SourceRef& source);
+  // A closure is made anew on every call of the frame that makes it: guarded by its code and
+  // globals, not its identity; the trace reads its defaults and cells through their sources.
+  void guard_closure(PyObject* fn, const SourceRef& source);
+  // Plans of functions made by MAKE_FUNCTION and of cells (closures.cpp).
+  ValuePlan plan_function(const VarRef& v);
+  ValuePlan plan_cell(const VarRef& v);
+  // Appends the identity checks of the cells read from the frame to `aliases` (closures.cpp).
+  void alias_cells(int first_object);
+  struct FrameCell {
+    VarRef var;
+    bool written = false;
+  };
+  std::vector<FrameCell> cells_;
+  std::unordered_map<PyObject*, int> cell_index_;               // by identity
+  std::vector<std::pair<SourceRef, int>> cell_sources_;         // every source that reached one
   bool is_equality_guarded(PyObject* obj) const;  // besides plain constants
   bool is_identity_guarded(PyObject* obj) const;
   // The IR argument for `v`; with `meta_value`, also the Python value a meta computation takes.

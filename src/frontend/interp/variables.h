@@ -121,6 +121,7 @@ struct FunctionVar : Var {
   std::vector<VarRef> defaults;
   std::shared_ptr<DictVar> kwdefaults;  // may be null
   std::vector<VarRef> closure;          // CellVars
+  VarRef annotations;                   // MAKE_FUNCTION's flat (name, value, ...) tuple; may be null
 };
 
 struct BoundMethodVar : Var {
@@ -129,10 +130,14 @@ struct BoundMethodVar : Var {
   VarRef func;
 };
 
+// A cell the trace made (MAKE_CELL: `real` is null), or a real cell object read lazily through
+// `source`, which names its contents: C['x'] for the compiled function's own closure, or
+// `<where the cell object is>.cell_contents` for a cell reached through a local or a function's
+// __closure__ (Trace::wrap_cell: one CellVar per cell object).
 struct CellVar : Var {
   CellVar() : Var(VarKind::Cell) {}
   VarRef contents;      // null while empty (or not yet read from `real`)
-  PyRef real;           // a cell of the real function's closure, read lazily through `source`
+  PyRef real;
 };
 
 struct IteratorVar : Var {
