@@ -6,6 +6,7 @@ run three times and compared with plain Python, output included."""
 import contextlib
 import functools
 import io
+import os
 import zlib
 
 import pytest
@@ -419,3 +420,29 @@ def test_zero_argument_super_after_the_first_argument_was_deleted_fails_like_pyt
         with pytest.raises((RuntimeError, UnboundLocalError)) as got:
             compiled(obj, 1)
     assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
+
+
+def _accumulate_sent():
+    total = 0
+    while True:
+        value = yield total
+        total = total + value  # raises when the trace runs the generator ahead, sending None
+
+
+def sends_to_a_generator(x):
+    acc = _accumulate_sent()
+    next(acc)
+    acc.send(x)
+    return acc.send(x * 2)
+
+
+def test_generator_failing_ahead_of_its_consumer_names_its_own_line():
+    # On 3.12+ the generator's body sits under a handler (StopIteration -> RuntimeError) that
+    # re-raises: the reason must still name the line that raised, on every version.
+    # The break is where the generator is made; its reason names the line inside it.
+    report = ember.explain(sends_to_a_generator, backend="eager")(3)
+    first = report.break_reasons[0]
+    assert first.source == "acc = _accumulate_sent()", report.break_reasons
+    line = _accumulate_sent.__code__.co_firstlineno + 4
+    assert f"{os.path.basename(__file__)}:{line}" in first.reason, first.reason
+    assert ember.compile(sends_to_a_generator, backend="eager")(3) == sends_to_a_generator(3) == 9

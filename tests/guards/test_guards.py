@@ -197,7 +197,8 @@ def test_id_match_fails_after_the_object_died_even_at_the_same_address():
         if id(candidate) == address:
             break
         keep.append(candidate)
-    assert id(candidate) == address, "CPython did not reuse the address; the test cannot run"
+    if id(candidate) != address:  # seen on Python 3.12 (another allocator state): nothing to check
+        pytest.skip("CPython did not reuse the dead object's address in 1,000 allocations")
     assert not passes(g, (candidate,))
 
 

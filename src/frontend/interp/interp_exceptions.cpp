@@ -13,6 +13,8 @@
 // reported at that instruction: the frame is split there and CPython runs it, raising the same
 // exception into the user's own handlers, so a traced handler never has to be rebuilt after a
 // graph break and the current-exception state (sys.exc_info) is CPython's own.
+#include <algorithm>
+
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/object_model.h"
 #include "frontend/pyutil.h"
@@ -81,10 +83,10 @@ void Interpreter::raise_taken(PyRef v, const std::string& what) {
   raise_var(trace_.constant(std::move(v)));
 }
 
-void Interpreter::raise_var(const VarRef& exc) {
+void Interpreter::raise_var(const VarRef& exc, bool reraise) {
   PyObject* e = exc->as<ObjectVar>().obj.get();
   // CPython links an exception raised inside a handler to the one being handled.
-  if (!trace_.handling.empty() && made_by_trace(e)) {
+  if (!reraise && !trace_.handling.empty() && made_by_trace(e)) {
     PyObject* context = trace_.handling.back()->as<ObjectVar>().obj.get();
     if (context != e) PyException_SetContext(e, Py_NewRef(context));
   }
@@ -92,6 +94,17 @@ void Interpreter::raise_var(const VarRef& exc) {
   t.value = exc;
   t.filename = info_.filename;
   t.line = current_ ? current_->line : -1;
+  auto site = std::find_if(trace_.raise_sites.begin(), trace_.raise_sites.end(),
+                           [&](const Trace::RaiseSite& r) { return r.exception.get() == e; });
+  if (site == trace_.raise_sites.end()) {
+    trace_.raise_sites.push_back({PyRef::borrow(e), t.filename, t.line});
+  } else if (reraise) {
+    t.filename = site->filename;
+    t.line = site->line;
+  } else {
+    site->filename = t.filename;
+    site->line = t.line;
+  }
   throw t;
 }
 
@@ -180,7 +193,7 @@ void Interpreter::exception_op(const Instruction& ins) {
   if (ins.op == Opcode::RaiseVarargs) {
     if (ins.arg == 0) {
       if (trace_.handling.empty()) unsupported("bare raise with no exception being handled in the trace");
-      raise_var(trace_.handling.back());
+      raise_var(trace_.handling.back(), /*reraise=*/true);
     }
     VarRef cause = ins.arg == 2 ? pop() : nullptr;
     VarRef exc = raisable(pop());
@@ -231,11 +244,7 @@ void Interpreter::exception_op(const Instruction& ins) {
     VarRef exc = pop();  // with an argument, lasti stays under it (only CPython's f_lasti reads it)
     if (exc->kind != VarKind::Object || !PyExceptionInstance_Check(exc->as<ObjectVar>().obj.get()))
       unsupported("RERAISE of " + describe(*exc));
-    TracedException t;
-    t.value = exc;
-    t.filename = info_.filename;
-    t.line = current_ ? current_->line : -1;
-    throw t;
+    raise_var(exc, /*reraise=*/true);
   }
   if (ins.op == Opcode::WithExceptStart) {
     // [exit, lasti, previous exception, exception]: exit(type, exception, traceback).

@@ -219,7 +219,9 @@ class Interpreter {
   // Raises a taken exception in the trace; errors that are not the program's own (MemoryError,
   // KeyboardInterrupt, ...) are Unsupported naming `what`.
   [[noreturn]] void raise_taken(PyRef exc, const std::string& what);
-  [[noreturn]] void raise_var(const VarRef& exc);
+  // Raises `exc` in the trace from the current instruction; a re-raise (RERAISE, a bare `raise`)
+  // keeps the place it was raised before, as CPython's traceback does.
+  [[noreturn]] void raise_var(const VarRef& exc, bool reraise = false);
   static bool is_exception(const Var& v, PyObject* type);  // an exception instance matching `type`
   static bool is_exception_class_var(const Var& v);
   bool made_by_trace(PyObject* exc) const;

@@ -139,6 +139,14 @@ class Trace {
   // Exception instances the trace made (`raise E(...)`): the only ones whose __context__ and
   // __cause__ the trace sets, as CPython does when they are raised.
   std::vector<PyRef> made_exceptions;
+  // Where each exception was last raised by a raise statement or an operation: RERAISE (the end
+  // of a handler that did not match, a finally block) keeps that place, as CPython's traceback does.
+  struct RaiseSite {
+    PyRef exception;
+    std::string filename;
+    int line = -1;
+  };
+  std::vector<RaiseSite> raise_sites;
   int64_t instructions = 0;
 
   // Reads a value the frame reaches through `source`: guards it and wraps it (tensors become
