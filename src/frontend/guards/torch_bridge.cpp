@@ -434,15 +434,25 @@ bool read_default_dtype(ir::DType* out) {
   return known;
 }
 
-bool read_autocast(bool* out) {
-  const TorchBridge* bridge = torch_bridge();
-  *out = false;
-  if (bridge == nullptr || bridge->is_any_autocast_enabled == nullptr) return true;
-  PyObject* result = PyObject_CallNoArgs(bridge->is_any_autocast_enabled);
+namespace {
+
+// *out = fn() is True; *out keeps its value where this torch has no `fn` (null). False with a
+// Python error set when the call raised.
+bool read_flag(PyObject* fn, bool* out) {
+  if (fn == nullptr) return true;
+  PyObject* result = PyObject_CallNoArgs(fn);
   if (result == nullptr) return false;
   *out = result == Py_True;
   Py_DECREF(result);
   return true;
+}
+
+}  // namespace
+
+bool read_autocast(bool* out) {
+  const TorchBridge* bridge = torch_bridge();
+  *out = false;
+  return bridge == nullptr || read_flag(bridge->is_any_autocast_enabled, out);
 }
 
 bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dtype) {
@@ -474,12 +484,7 @@ bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dty
 bool read_autocast_cache(bool* out) {
   const TorchBridge* bridge = torch_bridge();
   *out = true;
-  if (bridge == nullptr || bridge->is_autocast_cache_enabled == nullptr) return true;
-  PyObject* result = PyObject_CallNoArgs(bridge->is_autocast_cache_enabled);
-  if (result == nullptr) return false;
-  *out = result == Py_True;
-  Py_DECREF(result);
-  return true;
+  return bridge == nullptr || read_flag(bridge->is_autocast_cache_enabled, out);
 }
 
 }  // namespace ember::frontend::guards
