@@ -16,23 +16,24 @@ using loop_ir::ScalarOp;
 using K = ValueKind;
 
 constexpr DTypeSpelling kDTypes[] = {
-    // dtype            kind      storage     value       load / store                                  vector load / store
-    {DType::Bool, K::Bool, "bool", "bool", "$0", "$0", nullptr, nullptr},
-    {DType::UInt8, K::Int, "uint8_t", "uint8_t", "$0", "$0", nullptr, nullptr},
-    {DType::Int8, K::Int, "int8_t", "int8_t", "$0", "$0", nullptr, nullptr},
-    {DType::Int16, K::Int, "int16_t", "int16_t", "$0", "$0", nullptr, nullptr},
-    {DType::Int32, K::Int, "int32_t", "int32_t", "$0", "$0", nullptr, nullptr},
-    {DType::Int64, K::Int, "int64_t", "int64_t", "$0", "$0", nullptr, nullptr},
-    {DType::Float16, K::F32, "uint16_t", "float", "ev::f16_to_f32($0)", "ev::f32_to_f16($0)",  //
-     "ev::load_f16($0$2)", "ev::store_f16($0, $1$2)"},
-    {DType::BFloat16, K::F32, "uint16_t", "float", "ev::bf16_to_f32($0)", "ev::f32_to_bf16($0)",  //
-     "ev::load_bf16($0$2)", "ev::store_bf16($0, $1$2)"},
-    {DType::Float32, K::F32, "float", "float", "$0", "$0", "ev::VecF::load($0$2)", "$1.store($0$2)"},
-    {DType::Float64, K::F64, "double", "double", "$0", "$0", nullptr, nullptr},
-    {DType::Complex64, K::None, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
-    {DType::Complex128, K::None, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
-    {DType::Float8E4M3FN, K::None, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
-    {DType::Float8E5M2, K::None, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+    // dtype, kind, storage, value; load (element $0 as a value), store (value $0 as an element);
+    // vector load and store.
+    {DType::Bool,         K::Bool, "bool",     "bool",    "$0", "$0", nullptr, nullptr},
+    {DType::UInt8,        K::Int,  "uint8_t",  "uint8_t", "$0", "$0", nullptr, nullptr},
+    {DType::Int8,         K::Int,  "int8_t",   "int8_t",  "$0", "$0", nullptr, nullptr},
+    {DType::Int16,        K::Int,  "int16_t",  "int16_t", "$0", "$0", nullptr, nullptr},
+    {DType::Int32,        K::Int,  "int32_t",  "int32_t", "$0", "$0", nullptr, nullptr},
+    {DType::Int64,        K::Int,  "int64_t",  "int64_t", "$0", "$0", nullptr, nullptr},
+    {DType::Float16,      K::F32,  "uint16_t", "float",   "ev::f16_to_f32($0)", "ev::f32_to_f16($0)",
+                                                          "ev::load_f16($0$2)", "ev::store_f16($0, $1$2)"},
+    {DType::BFloat16,     K::F32,  "uint16_t", "float",   "ev::bf16_to_f32($0)", "ev::f32_to_bf16($0)",
+                                                          "ev::load_bf16($0$2)", "ev::store_bf16($0, $1$2)"},
+    {DType::Float32,      K::F32,  "float",    "float",   "$0", "$0", "ev::VecF::load($0$2)", "$1.store($0$2)"},
+    {DType::Float64,      K::F64,  "double",   "double",  "$0", "$0", nullptr, nullptr},
+    {DType::Complex64,    K::None, nullptr,    nullptr,   nullptr, nullptr, nullptr, nullptr},
+    {DType::Complex128,   K::None, nullptr,    nullptr,   nullptr, nullptr, nullptr, nullptr},
+    {DType::Float8E4M3FN, K::None, nullptr,    nullptr,   nullptr, nullptr, nullptr, nullptr},
+    {DType::Float8E5M2,   K::None, nullptr,    nullptr,   nullptr, nullptr, nullptr, nullptr},
 };
 
 // Reasons, shared by the rows that refuse a kind for the same cause.
@@ -42,7 +43,8 @@ constexpr const char* kBitwise = "bitwise ops need integer or bool operands";
 #define EMBER_F64_EXTREMUM(cmp) "(($0 != $0 || $0 " cmp " $1) ? $0 : ($1 != $1) ? $1 : $0 " cmp " $1 ? $0 : $1)"
 
 constexpr OpSpelling kOps[] = {
-    // op, scalar {bool, int, f32 (ev::), f64 (<cmath>)}, why a kind is missing, vector, on masks, transcendental.
+    // op, scalar {bool, int, f32 (ev::), f64 (<cmath>)}, why a kind is missing, vector, on masks,
+    // transcendental.
     // Leaves, stores, casts and index checks print addresses, conversions or control flow: emit_ops.cpp
     // spells them itself.
     {ScalarOp::Load, {}, nullptr, nullptr, false, false},
