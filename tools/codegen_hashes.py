@@ -102,32 +102,39 @@ def run_parity(rec, name_filter):
                 run_calls(case, compiled, target)
 
 
-def run_cpu(rec, name_filter):
+def run_workloads(rec, name_filter, group, names, run_one):
+    """One call of each benchmark workload `run_one(name)` under torch.no_grad(), as the bench suites run them."""
     import torch
     import ember
-    from ember.bench import cpu_workloads
-    for workload_name in cpu_workloads.BUILDERS:
-        name = f"cpu/{workload_name}"
+    for workload in names:
+        name = f"{group}/{workload}"
         if not name_filter(name):
             continue
         ember.reset()
         with torch.no_grad(), rec.program(name):
-            w = cpu_workloads.build(workload_name, quick=False)
-            ember.compile(w.fn, backend="ember")(*w.args)
+            run_one(workload)
+
+
+def run_cpu(rec, name_filter):
+    import ember
+    from ember.bench import cpu_workloads
+
+    def run_one(name):
+        w = cpu_workloads.build(name, quick=False)
+        ember.compile(w.fn, backend="ember")(*w.args)
+
+    run_workloads(rec, name_filter, "cpu", cpu_workloads.BUILDERS, run_one)
 
 
 def run_models(rec, name_filter):
-    import torch
     import ember
     from ember.bench import models_workloads
-    for model_name in models_workloads.MODELS:
-        name = f"models/{model_name}"
-        if not name_filter(name):
-            continue
-        ember.reset()
-        with torch.no_grad(), rec.program(name):
-            w = models_workloads.build(model_name)
-            ember.compile(w.model, backend="ember")(*w.args, **w.kwargs)
+
+    def run_one(name):
+        w = models_workloads.build(name)
+        ember.compile(w.model, backend="ember")(*w.args, **w.kwargs)
+
+    run_workloads(rec, name_filter, "models", models_workloads.MODELS, run_one)
 
 
 def record(groups, name_filter):

@@ -10,54 +10,28 @@
 namespace ember::codegen::detail {
 
 const char* storage_type(DType dt) {
-  switch (dt) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "uint8_t";
-    case DType::Int8: return "int8_t";
-    case DType::Int16: return "int16_t";
-    case DType::Int32: return "int32_t";
-    case DType::Int64: return "int64_t";
-    case DType::Float16: return "uint16_t";
-    case DType::BFloat16: return "uint16_t";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    case DType::Complex64:
-    case DType::Complex128:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2: break;
-  }
-  throw CodegenError(std::string("C++ code generation does not support dtype ") + ir::dtype_name(dt));
+  const char* t = dtype_spelling(dt).storage;
+  if (!t) throw CodegenError(std::string("C++ code generation does not support dtype ") + ir::dtype_name(dt));
+  return t;
 }
 
 const char* value_type(DType dt) {
-  if (dt == DType::Float16 || dt == DType::BFloat16) return "float";
-  return storage_type(dt);
+  storage_type(dt);  // throws for dtypes without a spelling
+  return dtype_spelling(dt).value;
 }
 
-bool is_f32_like(DType dt) { return dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16; }
+ValueKind value_kind(DType dt) { return dtype_spelling(dt).kind; }
 
-bool is_integer(DType dt) {
-  return dt == DType::UInt8 || dt == DType::Int8 || dt == DType::Int16 || dt == DType::Int32 || dt == DType::Int64;
-}
+bool is_integer(DType dt) { return value_kind(dt) == ValueKind::Int; }
 
 void require_supported(DType dt, const std::string& what) {
-  switch (dt) {
-    case DType::Complex64:
-    case DType::Complex128:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2:
-      throw CodegenError(what + ": C++ code generation does not support dtype " + ir::dtype_name(dt));
-    case DType::Bool:
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-    case DType::Float64: return;
-  }
+  if (value_kind(dt) == ValueKind::None)
+    throw CodegenError(what + ": C++ code generation does not support dtype " + ir::dtype_name(dt));
+}
+
+std::string round_to_storage(DType dt, const std::string& x) {
+  const DTypeSpelling& s = dtype_spelling(dt);
+  return expand(s.load, {expand(s.store, {x})});
 }
 
 namespace {
@@ -101,21 +75,12 @@ std::string float_literal(double v, bool single) {
 }  // namespace
 
 std::string literal(const loop_ir::Scalar& value, DType dt) {
-  switch (dt) {
-    case DType::Bool: return as_double(value) != 0.0 ? "true" : "false";
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64: return integer_text(as_int(value));
-    case DType::Float16: return "ev::f16_to_f32(ev::f32_to_f16(" + float_literal(as_double(value), true) + "))";
-    case DType::BFloat16: return "ev::bf16_to_f32(ev::f32_to_bf16(" + float_literal(as_double(value), true) + "))";
-    case DType::Float32: return float_literal(as_double(value), true);
-    case DType::Float64: return float_literal(as_double(value), false);
-    case DType::Complex64:
-    case DType::Complex128:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2: break;
+  switch (value_kind(dt)) {
+    case ValueKind::Bool: return as_double(value) != 0.0 ? "true" : "false";
+    case ValueKind::Int: return integer_text(as_int(value));
+    case ValueKind::F32: return round_to_storage(dt, float_literal(as_double(value), true));
+    case ValueKind::F64: return float_literal(as_double(value), false);
+    case ValueKind::None: break;
   }
   throw CodegenError(std::string("no C++ literal for dtype ") + ir::dtype_name(dt));
 }

@@ -1,6 +1,7 @@
 // Pieces shared by the C++ emitter's files: C++ spellings of dtypes, literals and index
 // expressions (emit_expr.cpp), per-node statements (emit_ops.cpp) and kernel functions
-// (emit_kernel.cpp), proven signs (emit_range.cpp). Not a public interface: cpp_codegen.h is.
+// (emit_kernel.cpp), proven signs (emit_range.cpp); the spelling tables are spelling.h's. Not a
+// public interface: cpp_codegen.h is.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "codegen/cpp/spelling.h"
 
 namespace ember::codegen::detail {
 
@@ -25,15 +27,17 @@ using loop_ir::NodeId;
 using loop_ir::Program;
 using loop_ir::ScalarOp;
 
-// ---- dtypes (emit_expr.cpp)
+// ---- dtypes (emit_expr.cpp, from the dtype table of spelling.h)
 // The C++ type a buffer of `dt` stores (float16 and bfloat16: their bits as uint16_t).
 const char* storage_type(DType dt);
 // The C++ type of a node value of `dt` (float16 and bfloat16 values are carried as float).
 const char* value_type(DType dt);
-bool is_f32_like(DType dt);   // computed in float through ember::vec: f32, f16, bf16
+ValueKind value_kind(DType dt);
 bool is_integer(DType dt);    // u8, i8, i16, i32, i64
 // Throws CodegenError naming `what` for dtypes generated code does not handle (complex, float8).
 void require_supported(DType dt, const std::string& what);
+// A float value `x` rounded to what a `dt` element holds (f16, bf16; other dtypes: `x`).
+std::string round_to_storage(DType dt, const std::string& x);
 
 // ---- literals and index expressions (emit_expr.cpp)
 std::string literal(const loop_ir::Scalar& value, DType dt);

@@ -25,68 +25,6 @@ namespace {
 constexpr int64_t kMaxScratch = 8192;
 constexpr int64_t kMaxScratchTotal = 16384;
 
-bool expensive(ScalarOp op) {
-  switch (op) {
-    case ScalarOp::Exp:
-    case ScalarOp::Log:
-    case ScalarOp::Log1p:
-    case ScalarOp::Expm1:
-    case ScalarOp::Sin:
-    case ScalarOp::Cos:
-    case ScalarOp::Tanh:
-    case ScalarOp::Sigmoid:
-    case ScalarOp::Erf:
-    case ScalarOp::Pow: return true;
-    case ScalarOp::Load:
-    case ScalarOp::Constant:
-    case ScalarOp::Index:
-    case ScalarOp::Neg:
-    case ScalarOp::Abs:
-    case ScalarOp::Sqrt:
-    case ScalarOp::Rsqrt:
-    case ScalarOp::Reciprocal:
-    case ScalarOp::Relu:
-    case ScalarOp::Floor:
-    case ScalarOp::Ceil:
-    case ScalarOp::Trunc:
-    case ScalarOp::Round:
-    case ScalarOp::Sign:
-    case ScalarOp::IsNan:
-    case ScalarOp::LogicalNot:
-    case ScalarOp::BitwiseNot:
-    case ScalarOp::Cast:
-    case ScalarOp::Add:
-    case ScalarOp::Sub:
-    case ScalarOp::Mul:
-    case ScalarOp::Div:
-    case ScalarOp::FloorDiv:
-    case ScalarOp::Mod:
-    case ScalarOp::Maximum:
-    case ScalarOp::Minimum:
-    case ScalarOp::BitwiseAnd:
-    case ScalarOp::BitwiseOr:
-    case ScalarOp::BitwiseXor:
-    case ScalarOp::Eq:
-    case ScalarOp::Ne:
-    case ScalarOp::Lt:
-    case ScalarOp::Le:
-    case ScalarOp::Gt:
-    case ScalarOp::Ge:
-    case ScalarOp::LogicalAnd:
-    case ScalarOp::LogicalOr:
-    case ScalarOp::Where:
-    case ScalarOp::ReduceSum:
-    case ScalarOp::ReduceProd:
-    case ScalarOp::ReduceMax:
-    case ScalarOp::ReduceMin:
-    case ScalarOp::WelfordMean:
-    case ScalarOp::WelfordM2:
-    case ScalarOp::CheckIndex:
-    case ScalarOp::Store: return false;
-  }
-  return false;
-}
-
 bool reads_node_values(const sym::Expr& e) {
   if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
   for (const sym::Expr& o : e.operands())
@@ -199,7 +137,7 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
         for (const Node& n1 : k.nodes) {
           if (n1.loop != static_cast<int>(l1) || !same_node_fields(n1, n2)) continue;
           bool same = true;
-          bool cost = expensive(n2.op);
+          bool cost = op_spelling(n2.op).transcendental;
           for (size_t o = 0; o < n2.operands.size() && same; ++o) {
             NodeId a = n1.operands[o], b = n2.operands[o];
             if (env.node(b).loop == static_cast<int>(l2)) {
