@@ -7,8 +7,8 @@ import os
 
 BACKENDS = ("ember", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune")
-LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules"}
+LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf", "passes")
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify"}
 
 
 def parse_logs(text):
@@ -49,6 +49,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
         "cache_limit": cache_limit,
         "logs": mask,
         "verify_shape_rules": bool(options.get("verify_shape_rules", False)),
+        "verify_each_step": bool(options.get("verify", False)),
         "cxx": os.environ.get("CXX") or "g++",
         "cache_dir": cache_dir(),
         "include_dir": include_dir(),

@@ -31,6 +31,7 @@ CompileOptions options_from(const nb::dict& d) {
   o.cache_limit = nb::cast<int>(d["cache_limit"]);
   o.logs = nb::cast<uint32_t>(d["logs"]);
   o.verify_shape_rules = nb::cast<bool>(d["verify_shape_rules"]);
+  o.verify_each_step = nb::cast<bool>(d["verify_each_step"]);
   o.cxx = nb::cast<std::string>(d["cxx"]);
   o.cache_dir = nb::cast<std::string>(d["cache_dir"]);
   o.include_dir = nb::cast<std::string>(d["include_dir"]);
