@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The layering check: Ember's source folders form one order (the pipeline's), and a folder
-includes only folders below it (DESIGN.md, "Layout"). The check reads every `#include "..."` under
-src/ and fails, naming the file, the line and the two folders, when a folder includes one above it,
-when a backend stage (passes to runtime) includes the frontend, or when a folder outside pybridge,
-frontend, runtime, driver and python includes <Python.h> or nanobind. A subfolder belongs to its
-top folder (src/codegen/cpp is codegen).
+includes only folders below it (DESIGN.md, "Layout"; docs/layering.md). It reads every
+`#include "..."` under src/ and fails, naming the file, the line and the two folders, when a folder
+includes one above it, when a backend stage (passes to runtime) includes the frontend, or when a
+folder outside pybridge, frontend, runtime, driver and python includes <Python.h> or nanobind. A
+subfolder belongs to its top folder (src/codegen/cpp is codegen).
 
 It also checks that the Python package (python/ember) has no import cycle between its modules,
 counting imports inside functions too: a lazy import hides a cycle from Python's import machinery,
