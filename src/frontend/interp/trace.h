@@ -1,7 +1,7 @@
 // Trace: the state one symbolic interpretation of a frame builds — the graph, the guards, the
-// side effects to replay (its EffectLog, effect_log.h) and the bookkeeping that makes reading the same source twice give the
-// same Var. The interpreter (interpreter.h) drives it; the compiler (driver/compiler.cpp) turns a
-// finished Trace into a cache entry.
+// side effects to replay (its EffectLog, effect_log.h) and the bookkeeping that makes reading the
+// same source twice give the same Var. The interpreter (interpreter.h) drives it; the compiler
+// (driver/compiler.cpp) turns a finished Trace into a cache entry.
 #pragma once
 
 #include <Python.h>
