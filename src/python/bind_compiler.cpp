@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "frontend/compiler.h"
+#include "driver/compiler.h"
 #include "support/stats.h"
 
 namespace nb = nanobind;
@@ -42,23 +42,23 @@ CompileOptions options_from(const nb::dict& d) {
 struct CompiledFunction {
   nb::object fn;
   nb::object compiler;  // keeps the Compiler alive
-  frontend::Compiler* raw = nullptr;
+  driver::Compiler* raw = nullptr;
 };
 
 }  // namespace
 
 void bind_compiler(nb::module_& m) {
-  nb::class_<frontend::Compiler>(m, "Compiler")
-      .def("__init__", [](frontend::Compiler* self, nb::dict options, nb::object table, nb::object listener,
+  nb::class_<driver::Compiler>(m, "Compiler")
+      .def("__init__", [](driver::Compiler* self, nb::dict options, nb::object table, nb::object listener,
                           nb::object unsupported_error) {
-        new (self) frontend::Compiler(options_from(options), frontend::TorchTable::from_python(table.ptr()),
+        new (self) driver::Compiler(options_from(options), frontend::TorchTable::from_python(table.ptr()),
                                       listener.ptr(), unsupported_error.ptr());
       });
 
   nb::class_<CompiledFunction>(m, "CompiledFunction", nb::dynamic_attr())
       .def("__init__",
            [](CompiledFunction* self, nb::object fn, nb::object compiler) {
-             new (self) CompiledFunction{fn, compiler, nb::cast<frontend::Compiler*>(compiler)};
+             new (self) CompiledFunction{fn, compiler, nb::cast<driver::Compiler*>(compiler)};
            })
       .def("__call__",
            [](CompiledFunction& self, nb::args args, nb::kwargs kwargs) {

@@ -1,5 +1,8 @@
 // The backend: turns a captured graph into the GraphRunner a compiled frame calls.
 //
+// It sits in driver/, above both frontend (it reads the TorchTable: literal objects, and the
+// callables that extern calls resolve to) and runtime (it builds the runtime's executables).
+//
 // backend="eager" runs the graph node by node through torch (the eager executor). backend="ember"
 // runs Ember's pipeline (src/pipeline/pipeline.h: graph passes -> lowering -> loop passes ->
 // scheduler -> memory planner -> code generation), then the C++ compiler and disk cache, and
@@ -18,10 +21,11 @@
 
 #include "frontend/interp/torch_table.h"
 #include "ir/graph.h"
+#include "pybridge/pyref.h"
 #include "runtime/graph_runner.h"
 #include "support/options.h"
 
-namespace ember::runtime {
+namespace ember::driver {
 
 // What the backend did with one graph: for EMBER_LOGS (schedule, output_code, perf) and explain.
 struct BackendReport {
@@ -40,8 +44,8 @@ struct BackendReport {
 
 // `callables[i]` is the callable of graph node i (as the trace recorded it). Throws PythonError
 // with a Python error set for failures that are not fallbacks.
-std::unique_ptr<GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
-                                          const frontend::TorchTable& table, const CompileOptions& options,
-                                          BackendReport* report);
+std::unique_ptr<runtime::GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
+                                                   const frontend::TorchTable& table, const CompileOptions& options,
+                                                   BackendReport* report);
 
-}  // namespace ember::runtime
+}  // namespace ember::driver

@@ -1,18 +1,29 @@
-#include "runtime/backend.h"
+#include "driver/backend.h"
 
 #include <chrono>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
-#include "frontend/interp/trace.h"
-#include "frontend/pyutil.h"
 #include "pipeline/pipeline.h"
+#include "pybridge/errors.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/eager_executor.h"
 
-namespace ember::runtime {
+namespace ember::driver {
+
+// The runtime's executables and compiler driver, which this file wires to the pipeline.
+using runtime::CacheError;
+using runtime::compile_graph;
+using runtime::CompiledGraphBuild;
+using runtime::CompileError;
+using runtime::CppCompileOptions;
+using runtime::detect_isa;
+using runtime::EagerExecutor;
+using runtime::GraphRunner;
+using pybridge::PythonError;
+using pybridge::take_error_message;
 
 namespace {
 
@@ -53,7 +64,7 @@ bool extern_callables(const loop_ir::Program& program, const ir::Graph& captured
     PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(call.callable.data(), call.callable.size()));
     PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), name.get()));
     if (!fn) {
-      *reason = "extern call " + call.callable + " does not resolve to a callable: " + frontend::take_error_message();
+      *reason = "extern call " + call.callable + " does not resolve to a callable: " + take_error_message();
       return false;
     }
     out->push_back(std::move(fn));
@@ -134,8 +145,8 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   } catch (const CacheError& e) {
     // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
     PyErr_SetString(PyExc_RuntimeError, e.what());
-    throw frontend::PythonError();
-  } catch (const frontend::PythonError&) {
+    throw PythonError();
+  } catch (const PythonError&) {
     throw;
   } catch (const std::exception& e) {
     // A stage refused the graph (a bug, or a form it does not model): the graph stays correct
@@ -147,4 +158,4 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   return runner;
 }
 
-}  // namespace ember::runtime
+}  // namespace ember::driver
