@@ -153,10 +153,15 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   } catch (const frontend::PythonError&) {
     throw;
   } catch (const std::exception& e) {
-    // A stage refused the graph (a bug, or a form it does not model): the graph stays correct
-    // on the eager executor, and the reason is reported.
+    // A stage threw: a bug, or a form it does not model without saying so. The graph stays
+    // correct on the eager executor; the error is reported apart from fallbacks by design, so
+    // that it is counted, warned about, and raised under strict (backend.h).
     if (PyErr_Occurred()) PyErr_Clear();
-    report->fallback_reason = std::string("internal error in the backend: ") + e.what();
+    report->internal_error = e.what();
+    if (report->error_stage.empty())
+      report->error_stage = report->stage_seconds.empty() ? "the first backend stage"
+                                                          : "the stage after " + report->stage_seconds.back().first;
+    report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);
   return runner;
