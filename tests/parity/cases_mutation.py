@@ -334,7 +334,7 @@ class ParamInplaceNoGrad(nn.Module):
         return x * self.w
 
 
-case("module_param_inplace_under_no_grad", inputs=x34, module=True)(ParamInplaceNoGrad)
+case("module_param_inplace_under_no_grad", inputs=x34, module=True, sets_grad_mode=True)(ParamInplaceNoGrad)
 
 
 class ListAttrAppend(nn.Module):
