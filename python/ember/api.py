@@ -50,6 +50,14 @@ def _ensure_log_handler():
     _log.setLevel(logging.INFO)
 
 
+def _warn_once(key, message):
+    """One warning per key (a kind and a source site) until ember.reset(); attributed to the
+    caller of the listener, as a warning from _listener itself would be."""
+    if key not in _warned_limit:
+        _warned_limit.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
 def _listener(event, info, strict=False):
     for collector in getattr(_collectors, "stack", ()):
         collector.append((event, info))
@@ -74,23 +82,18 @@ def _listener(event, info, strict=False):
                                            info["schedule"], info["loop_ir"])
         if "output_code" in channels and info["cpp_source"]:
             _log.getChild("output_code").info("C++ for %s:\n%s", info["code"], info["cpp_source"])
+        site = (info["filename"], info["lineno"])
         if info["backend_error"]:
             where = f" compiling {info['code']} ({info['filename']}:{info['lineno']})"
             if strict:
                 raise InternalError(info["backend_error_stage"], info["backend_error"], where)
-            key = ("backend_error", info["filename"], info["lineno"])
-            if key not in _warned_limit:
-                _warned_limit.add(key)
-                warnings.warn(f"ember: internal error in {info['backend_error_stage']}{where}: "
-                              f"{info['backend_error']}; that graph runs on the eager executor "
-                              f"(a bug in Ember: please report it)", stacklevel=2)
+            _warn_once(("backend_error", *site), f"ember: internal error in {info['backend_error_stage']}{where}: "
+                       f"{info['backend_error']}; that graph runs on the eager executor (a bug in Ember: please "
+                       f"report it)")
         if info["codegen_failed"]:
-            key = ("codegen", info["filename"], info["lineno"])
-            if key not in _warned_limit:
-                _warned_limit.add(key)
-                warnings.warn(f"ember: the C++ generated for {info['code']} ({info['filename']}:{info['lineno']}) "
-                              f"did not compile; that graph runs on the eager executor. "
-                              f"{info['backend_fallback']}", stacklevel=2)
+            _warn_once(("codegen", *site), f"ember: the C++ generated for {info['code']} ({info['filename']}:"
+                       f"{info['lineno']}) did not compile; that graph runs on the eager executor. "
+                       f"{info['backend_fallback']}")
     elif event == "graph_break":
         key = ("break", info["filename"], info["lineno"])
         if "graph_breaks" in channels and key not in _logged_once:
@@ -108,12 +111,9 @@ def _listener(event, info, strict=False):
         if "recompiles" in channels:
             _log.getChild("recompiles").info("recompiling %s: guard failed: %s", info["code"], info["guard"])
     elif event == "cache_limit":
-        key = (info["filename"], info["lineno"])
-        if key not in _warned_limit:
-            _warned_limit.add(key)
-            warnings.warn(
-                f"ember: {info['code']} ({info['filename']}:{info['lineno']}) was recompiled {info['limit']} times "
-                f"and now runs eagerly; the guard that kept failing: {info['guard']}", stacklevel=2)
+        _warn_once((info["filename"], info["lineno"]),
+                   f"ember: {info['code']} ({info['filename']}:{info['lineno']}) was recompiled {info['limit']} times "
+                   f"and now runs eagerly; the guard that kept failing: {info['guard']}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def _globals_state(_):
     return {"CALLS": CALLS, "LOG": list(LOG), "LAST": LAST, "GLOBAL_BUFFER": GLOBAL_BUFFER}
 
 
-@case(inputs=x34, counters="captured", reset=_reset_globals, state=_globals_state)
+@case(inputs=x34, reset=_reset_globals, state=_globals_state)
 def global_int_counter_write(x):
     global CALLS
     CALLS += 1
@@ -273,8 +273,7 @@ class StepCounter(nn.Module):
         return self.lin(x)
 
 
-case("module_int_attr_increment", inputs=x34, module=True, counters="captured",
-     state=lambda m: m.steps)(StepCounter)
+case("module_int_attr_increment", inputs=x34, module=True, state=lambda m: m.steps)(StepCounter)
 
 
 class TensorAttrWriter(nn.Module):

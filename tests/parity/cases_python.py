@@ -1152,7 +1152,7 @@ class _PlainConfig:
     shift: float = 0.5
 
 
-@case(inputs=x34, counters="any", note="plain dataclass construction")
+@case(inputs=x34, note="plain dataclass construction")
 def dataclass_built_in_frame(x):
     cfg = _PlainConfig(3.0)
     return x * cfg.scale + cfg.shift, cfg.scale

@@ -6,8 +6,8 @@ baked in input values is caught), and what is expected of the counters:
   - "strict":   the frame is captured once and reused: frames_compiled == 1, cache_hits == 2,
                 recompiles == 0, eager_frames == 0, graph_breaks == 0 after three calls;
   - "captured": captured on every call but a guarded value legitimately changes between calls
-                (e.g. `self.steps += 1` on an int attribute): eager_frames == 0, graph_breaks == 0,
-                frames_compiled + cache_hits == 3;
+                (e.g. a list that grows per call and whose length is guarded): eager_frames == 0,
+                graph_breaks == 0, frames_compiled + cache_hits == 3;
   - "eager":    the program has a construct Ember leaves to CPython: a graph break or a frame run eagerly.
   - "any":      only results are checked (for constructs the issue does not name, e.g. module hooks).
 `fallback_marker` names a comment on the line expected in explain()'s break reason.
