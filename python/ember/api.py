@@ -74,6 +74,9 @@ def _listener(event, info, strict=False):
             stages = ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in info["stage_seconds"])
             _log.getChild("perf").info("traced %s: %d ops in %.2f ms%s", info["code"], info["ops"],
                                        info["seconds"] * 1e3, f"; backend: {stages}" if stages else "")
+        if "passes" in channels:
+            for step, text in info["step_ir"]:
+                _log.getChild("passes").info("after %s (%s):\n%s", step, info["code"], text)
         if info["backend_fallback"] and ("fallbacks" in channels or "schedule" in channels):
             _log.getChild("fallbacks").info("graph of %s runs on the eager executor: %s", info["code"],
                                             info["backend_fallback"])

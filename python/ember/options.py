@@ -27,7 +27,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "strict"}
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict"}
 
 
 def parse_logs(text):
@@ -70,6 +70,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.cache_limit = cache_limit
     o.logs = parse_logs(os.environ.get("EMBER_LOGS", ""))[0]
     o.verify_shape_rules = bool(options.get("verify_shape_rules", False))
+    o.verify_each_step = bool(options.get("verify", False))
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()

@@ -25,12 +25,17 @@ PyObject* make_info(std::initializer_list<std::pair<const char*, PyObject*>> ite
 PyObject* str(const std::string& s) { return PyUnicode_FromStringAndSize(s.data(), s.size()); }
 
 // [(stage, seconds), ...] as a Python list of tuples.
-PyObject* stage_list(const std::vector<std::pair<std::string, double>>& stages) {
+PyObject* to_python(double x) { return PyFloat_FromDouble(x); }
+PyObject* to_python(const std::string& s) { return str(s); }
+
+// [(name, value), ...] of a report's per-step lists.
+template <typename T>
+PyObject* step_list(const std::vector<std::pair<std::string, T>>& steps) {
   PyObject* list = PyList_New(0);
-  for (const auto& [name, seconds] : stages) {
-    PyRef stage = PyRef::steal(str(name));
-    PyRef time = PyRef::steal(PyFloat_FromDouble(seconds));
-    PyRef item = PyRef::steal(PyTuple_Pack(2, stage.get(), time.get()));
+  for (const auto& [name, value] : steps) {
+    PyRef step = PyRef::steal(str(name));
+    PyRef v = PyRef::steal(to_python(value));
+    PyRef item = PyRef::steal(PyTuple_Pack(2, step.get(), v.get()));
     PyList_Append(list, item.get());
   }
   return list;
@@ -666,7 +671,8 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"cpp_source", str(backend.cpp_source)},
                                   {"kernels", PyLong_FromLong(backend.kernels)},
                                   {"planned_peak_bytes", PyLong_FromLongLong(backend.planned_peak_bytes)},
-                                  {"stage_seconds", stage_list(backend.stage_seconds)}}))) {
+                                  {"stage_seconds", step_list(backend.stage_seconds)},
+                                  {"step_ir", step_list(backend.step_ir)}}))) {
     *error = true;
     return nullptr;
   }

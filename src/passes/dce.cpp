@@ -30,12 +30,18 @@ bool draws_random_numbers(std::string_view callable) {
   return std::find(kRandom.begin(), kRandom.end(), last) != kRandom.end();
 }
 
-bool has_effect(const ir::Node& node) {
+}  // namespace
+
+bool may_write(const ir::Node& node) {
   if (node.result_form == ir::Node::ResultForm::None || node.mutates_first_arg()) return true;
   for (const auto& kw : node.kwargs)
     if (kw.first == "out") return true;
-  return draws_random_numbers(node.callable());
+  return false;
 }
+
+bool has_effect(const ir::Node& node) { return may_write(node) || draws_random_numbers(node.callable()); }
+
+namespace {
 
 void mark_live(const ir::Arg& arg, std::vector<bool>& live) {
   if (arg.kind == ir::Arg::Kind::Value) live.at(arg.value) = true;

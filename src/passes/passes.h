@@ -1,15 +1,19 @@
 // Graph passes. Each pass is one function in its own file: it takes a graph that verifies
 // cleanly, rewrites it in place so that it still verifies, and returns whether it changed
-// anything (so a driver logs IR only after a pass that did something). registry.cpp is the one
-// list that names them, for `ember-opt --pass NAME` and the compile pipeline.
+// anything (so a driver logs IR only after a pass that did something). The pipeline
+// (src/pipeline/pipeline.cpp) is the one list that orders and names them.
 #pragma once
-
-#include <string_view>
-#include <vector>
 
 #include "ir/graph.h"
 
 namespace ember::passes {
+
+// Whether `node` may write a tensor: it writes an argument in place (or `out=`), or returns
+// nothing, so it runs for an effect by definition (dce.cpp).
+bool may_write(const ir::Node& node);
+// Whether running `node` does something besides producing its results: it may write, or it draws
+// random numbers (dce.cpp).
+bool has_effect(const ir::Node& node);
 
 // Removes nodes whose results nothing uses, unless running them has an effect (dce.cpp).
 bool dce(ir::Graph& graph);
@@ -18,16 +22,7 @@ bool canonicalize(ir::Graph& graph);
 // Rewrites composite ops into Ember's primitives, the contract with lowering (decompose.cpp,
 // docs/decompositions.md).
 bool decompose(ir::Graph& graph);
-
-struct PassInfo {
-  const char* name;     // as `ember-opt --pass NAME` spells it
-  const char* summary;  // one line, for `ember-opt --list-passes`
-  bool (*run)(ir::Graph& graph);
-};
-
-// Every pass, in a fixed order (registry.cpp).
-const std::vector<PassInfo>& registered_passes();
-// nullptr if no pass has that name.
-const PassInfo* find_pass(std::string_view name);
+// Replaces a core op that repeats an earlier identical one by the earlier one's results (cse.cpp).
+bool cse(ir::Graph& graph);
 
 }  // namespace ember::passes

@@ -124,8 +124,9 @@ void bind_codegen(nb::module_& m) {
         // Literals of extern calls convert as the compiler converts them: through the torch table.
         auto table = std::make_shared<frontend::TorchTable>(
             frontend::TorchTable::from_python(nb::module_::import_("ember.ops").attr("table").ptr()));
+        codegen::CppSource source = codegen::emit_cpp(program, p, codegen_options(openmp, parallel_threshold));
         runtime::CompiledGraphBuild build = runtime::compile_graph(
-            program, p, codegen_options(openmp, parallel_threshold), co, refs,
+            std::move(program), std::move(p), std::move(source), co, refs,
             [table](const ir::Literal& lit) { return table->literal_object(lit); });
         auto result = std::make_unique<CompiledProgram>();
         result->graph = std::move(build.graph);

@@ -1,5 +1,5 @@
-// ember._C.passes: graph passes for tests and tools. Thin: run a named pass over IR text, and run
-// IR text on the eager executor with callables the caller resolved (tests/passes compare
+// ember._C.passes: graph passes for tests and tools. Thin: run a named pipeline step over graph IR
+// text (through pipeline::run_step, verifying before and after), and run IR text on the eager executor with callables the caller resolved (tests/passes compare
 // rewritten graphs with the captured ones this way).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -12,7 +12,7 @@
 #include "frontend/interp/torch_table.h"
 #include "frontend/pyutil.h"
 #include "ir/graph.h"
-#include "passes/passes.h"
+#include "pipeline/pipeline.h"
 #include "runtime/eager_executor.h"
 
 namespace nb = nanobind;
@@ -34,9 +34,10 @@ void check_valid(const ir::Graph& g, const std::string& when) {
 void bind_passes(nb::module_& m) {
   m.def("names", [] {
     std::vector<std::string> names;
-    for (const passes::PassInfo& p : passes::registered_passes()) names.push_back(p.name);
+    for (const pipeline::Step& s : pipeline::steps())
+      if (s.reads == pipeline::IRKind::Graph) names.push_back(s.name);
     return names;
-  }, "The registered passes, in order.");
+  }, "The pipeline's steps that read graph IR, in order.");
   m.def(
       "node_callables",
       [](std::string_view text) {
@@ -50,15 +51,16 @@ void bind_passes(nb::module_& m) {
   m.def(
       "run_pass",
       [](std::string_view text, std::string_view name) {
-        const passes::PassInfo* pass = passes::find_pass(name);
-        if (!pass) throw std::invalid_argument("no pass named '" + std::string(name) + "'");
-        ir::Graph g = ir::parse(text);
-        check_valid(g, "input");
-        pass->run(g);
-        check_valid(g, "after " + std::string(name));
-        return ir::print(g);
+        const pipeline::Step* step = pipeline::find_step(name);
+        if (!step) throw std::invalid_argument("no pass named '" + std::string(name) + "'");
+        pipeline::Compilation c(ir::parse(text));
+        check_valid(c.graph, "input");
+        pipeline::Instruments verify;
+        verify.verify = true;
+        pipeline::run_step(*step, c, pipeline::Target::cpu(), verify);
+        return c.print();
       },
-      nb::arg("text"), nb::arg("name"), "Runs one pass over graph IR text; the result verified, as text.");
+      nb::arg("text"), nb::arg("name"), "Runs one pipeline step over graph IR text; the result verified, as text.");
   m.def(
       "run_graph",
       [](std::string_view text, nb::list callables, nb::list inputs, nb::object table) {

@@ -2,49 +2,32 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "frontend/interp/trace.h"
 #include "frontend/pyutil.h"
-#include "loop_ir/loop_ir.h"
-#include "lowering/lowering.h"
-#include "memory/memory_plan.h"
-#include "passes/passes.h"
+#include "pipeline/pipeline.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/eager_executor.h"
-#include "scheduler/scheduler.h"
 
 namespace ember::runtime {
 
 namespace {
 
-// Why backend="ember" does not generate code for this graph, or "" when it does.
-std::string reason_to_stay_eager(const ir::Graph& graph) {
+// Why backend="ember" does not generate code for this graph, or "" when it does; `target` is set
+// when it does.
+std::string reason_to_stay_eager(const ir::Graph& graph, std::optional<pipeline::Target>* target) {
   for (ir::ValueId out : graph.outputs())
     if (graph.value(out).type.requires_grad)
       return "a graph output requires grad: compiled kernels serve inference graphs until training support lands";
-  for (const auto& in : graph.inputs())
-    if (graph.value(in.value).type.device.type != "cpu")
-      return "a graph input lives on " + graph.value(in.value).type.device.str() + ": only the CPU backend exists";
+  std::string reason;
+  *target = pipeline::target_for(ir::Device{}, &reason);  // a graph without tensors
   for (const auto& v : graph.values())
-    if (v.type.device.type != "cpu") return "a graph value lives on " + v.type.device.str() + ": only the CPU backend exists";
+    if (!(*target = pipeline::target_for(v.type.device, &reason))) return reason;
   return "";
 }
-
-class StageClock {
- public:
-  explicit StageClock(BackendReport* report) : report_(report), last_(std::chrono::steady_clock::now()) {}
-  void done(const char* stage) {
-    auto now = std::chrono::steady_clock::now();
-    report_->stage_seconds.emplace_back(stage, std::chrono::duration<double>(now - last_).count());
-    last_ = now;
-  }
-
- private:
-  BackendReport* report_;
-  std::chrono::steady_clock::time_point last_;
-};
 
 std::unique_ptr<GraphRunner> eager_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
                                           const frontend::TorchTable& table) {
@@ -82,35 +65,36 @@ bool extern_callables(const loop_ir::Program& program, const ir::Graph& captured
 
 namespace {
 
-// The stages of backend="ember" for a graph they can serve; nullptr (with the reason in the
+// The pipeline for a graph it can serve, then the C++ compiler; nullptr (with the reason in the
 // report) when the graph must run on the eager executor instead.
 std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const std::vector<PyRef>& callables,
-                                                const frontend::TorchTable& table, const CompileOptions& options,
-                                                BackendReport* report) {
-  StageClock clock(report);
-  ir::Graph graph = captured;
-  passes::canonicalize(graph);
-  passes::decompose(graph);
-  passes::dce(graph);
-  clock.done("graph passes");
-  std::vector<std::string> refusals;
-  loop_ir::Program program = lowering::lower(graph, &refusals);
-  for (const auto& r : refusals) report->schedule += "extern: " + r + "\n";
-  loop_ir::simplify_indices(program);
-  clock.done("lowering");
-  for (const auto& d : scheduler::schedule(program, scheduler::ScheduleOptions{})) report->schedule += d.str() + "\n";
-  clock.done("scheduling");
-  report->kernels = static_cast<int>(program.kernels.size());
-  report->extern_calls = static_cast<int>(program.externs.size());
-  if (program.kernels.empty()) {
+                                                const frontend::TorchTable& table, const pipeline::Target& target,
+                                                const CompileOptions& options, BackendReport* report) {
+  pipeline::Compilation c(captured);
+  pipeline::Instruments instruments;
+  instruments.verify = options.verify_each_step;
+  instruments.print_changed = (options.logs & kLogPasses) != 0;
+  instruments.on_step = [report](const pipeline::StepRecord& step) {
+    report->stage_seconds.emplace_back(step.name, step.seconds);
+    if (!step.ir.empty()) report->step_ir.emplace_back(step.name, step.ir);
+  };
+  instruments.stop_after = "schedule";
+  pipeline::compile(c, target, instruments);
+  for (const auto& r : c.lowering_refusals) report->schedule += "extern: " + r + "\n";
+  for (const auto& d : c.decisions) report->schedule += d.str() + "\n";
+  report->kernels = static_cast<int>(c.program.kernels.size());
+  report->extern_calls = static_cast<int>(c.program.externs.size());
+  if (c.program.kernels.empty()) {
     report->fallback_reason = "no kernels to generate: every op is an extern call";
     return nullptr;
   }
-  memory::MemoryPlan plan = memory::plan_memory(program);
-  report->planned_peak_bytes = plan.peak_bytes;
-  report->loop_ir = loop_ir::print(program);
-  clock.done("memory planning");
+  instruments.stop_after = "";
+  pipeline::compile(c, target, instruments);
+  report->planned_peak_bytes = c.plan->peak_bytes;
+  report->loop_ir = loop_ir::print(c.program);
+  report->cpp_source = c.source->text;
 
+  auto start = std::chrono::steady_clock::now();
   CppCompileOptions cc;
   cc.compiler = options.cxx;
   cc.include_dirs = {options.include_dir};
@@ -120,19 +104,29 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   cc.precompiled_header_in_background = true;
   auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
   std::vector<PyRef> externs;
-  if (!extern_callables(program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
+  if (!extern_callables(c.program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
   CompiledGraphBuild build;
   try {
-    build = compile_graph(program, plan, codegen::CppOptions{}, cc, externs, convert);
+    build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), cc, externs, convert);
   } catch (const CompileError& e) {
     report->codegen_failed = true;
     report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
     return nullptr;
   }
-  report->cpp_source = build.graph->source().text;
   report->cache_hit = build.cache_hit;
-  clock.done(build.cache_hit ? "code generation, compile (cached)" : "code generation, compile");
+  report->stage_seconds.emplace_back(build.cache_hit ? "compile (cached)" : "compile",
+                                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return std::move(build.graph);
+}
+
+// The step that threw: steps run in list order and each one that finishes is recorded, so it is
+// the step after the last recorded one; after the last step, the C++ compile.
+std::string failed_step(const BackendReport& report) {
+  const std::vector<pipeline::Step>& list = pipeline::steps();
+  if (report.stage_seconds.empty()) return list.front().name;
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    if (report.stage_seconds.back().first == list[i].name) return list[i + 1].name;
+  return "compile";
 }
 
 }  // namespace
@@ -141,11 +135,12 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
                                           const frontend::TorchTable& table, const CompileOptions& options,
                                           BackendReport* report) {
   if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
-  report->fallback_reason = reason_to_stay_eager(captured);
+  std::optional<pipeline::Target> target;
+  report->fallback_reason = reason_to_stay_eager(captured, &target);
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
   try {
-    runner = compile_to_kernels(captured, callables, table, options, report);
+    runner = compile_to_kernels(captured, callables, table, *target, options, report);
   } catch (const CacheError& e) {
     // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
     PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -158,9 +153,7 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     // that it is counted, warned about, and raised under strict (backend.h).
     if (PyErr_Occurred()) PyErr_Clear();
     report->internal_error = e.what();
-    if (report->error_stage.empty())
-      report->error_stage = report->stage_seconds.empty() ? "the first backend stage"
-                                                          : "the stage after " + report->stage_seconds.back().first;
+    report->error_stage = failed_step(*report);
     report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);

@@ -1,10 +1,9 @@
 // The backend: turns a captured graph into the GraphRunner a compiled frame calls.
 //
 // backend="eager" runs the graph node by node through torch (the eager executor). backend="ember"
-// runs Ember's pipeline, one straight list of stages (backend.cpp):
-//   graph passes (canonicalize, decompose, dce) -> lowering -> index simplification ->
-//   scheduler -> memory planner -> C++ code generation -> compiler and disk cache -> compiled graph
-// and falls back to the eager executor, with a reason, when a stage cannot serve the graph:
+// runs Ember's pipeline (src/pipeline/pipeline.h: graph passes -> lowering -> loop passes ->
+// scheduler -> memory planner -> code generation), then the C++ compiler and disk cache, and
+// falls back to the eager executor, with a reason, when a stage cannot serve the graph:
 //   - a graph output needs gradients (training support is a later stage: autograd must see torch ops);
 //   - the generated C++ fails to compile (one warning with the compiler's error; counted in
 //     stats()["codegen_failures"]);
@@ -34,7 +33,7 @@ struct BackendReport {
   std::string fallback_reason;  // non-empty: the eager executor runs the graph, and why
   bool codegen_failed = false;  // the generated C++ did not compile (fallback_reason has the error)
   std::string internal_error;   // non-empty: a stage threw (a bug, not a fallback by design): its message
-  std::string error_stage;      // with internal_error: the stage that threw (or the last one that finished)
+  std::string error_stage;      // with internal_error: the pipeline step that threw, or "compile"
   std::string schedule;         // fusion decisions, one per line
   std::string loop_ir;          // the scheduled program
   std::string cpp_source;       // the generated translation unit
@@ -42,7 +41,8 @@ struct BackendReport {
   int extern_calls = 0;
   int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made
   bool cache_hit = false;           // the shared object came from the disk or memory cache
-  std::vector<std::pair<std::string, double>> stage_seconds;  // in pipeline order
+  std::vector<std::pair<std::string, double>> stage_seconds;  // per pipeline step, then the compile
+  std::vector<std::pair<std::string, std::string>> step_ir;   // (step, IR it left), when EMBER_LOGS=passes
 };
 
 // `callables[i]` is the callable of graph node i (as the trace recorded it). Throws PythonError

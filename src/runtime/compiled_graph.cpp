@@ -487,15 +487,14 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   return true;
 }
 
-CompiledGraphBuild compile_graph(const loop_ir::Program& program, const memory::MemoryPlan& plan,
-                                 const codegen::CppOptions& codegen_options, const CppCompileOptions& compile_options,
-                                 const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert) {
-  codegen::CppSource source = codegen::emit_cpp(program, plan, codegen_options);
+CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
+                                 const CppCompileOptions& compile_options, const std::vector<PyRef>& callables,
+                                 const EagerExecutor::LiteralToPython& convert) {
   CompileResult compiled = compile_and_load(source.text, compile_options);
   CompiledGraphBuild build;
   build.cache_hit = compiled.cache_hit;
   build.compile_seconds = compiled.seconds;
-  build.graph = std::make_unique<CompiledGraph>(program, plan, std::move(source), compiled.library, callables, convert);
+  build.graph = std::make_unique<CompiledGraph>(std::move(program), std::move(plan), std::move(source), compiled.library, callables, convert);
   return build;
 }
 

@@ -115,10 +115,10 @@ struct CompiledGraphBuild {
   double compile_seconds = 0;
 };
 
-// Code generation, compilation through the disk cache, loading. Throws codegen::CodegenError,
-// CompileError (carrying the compiler's output), CacheError, std::invalid_argument.
-CompiledGraphBuild compile_graph(const loop_ir::Program& program, const memory::MemoryPlan& plan,
-                                 const codegen::CppOptions& codegen_options, const CppCompileOptions& compile_options,
-                                 const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert);
+// Compilation of `source` (generated for `program` and `plan`) through the disk cache, and
+// loading. Throws CompileError (carrying the compiler's output), CacheError, std::invalid_argument.
+CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
+                                 const CppCompileOptions& compile_options, const std::vector<PyRef>& callables,
+                                 const EagerExecutor::LiteralToPython& convert);
 
 }  // namespace ember::runtime

@@ -86,7 +86,7 @@ def test_internal_error_raises_under_strict():
     with pytest.raises(ember.InternalError) as info:
         ember.compile(zero_dim_sum)(x)
     assert isinstance(info.value, RuntimeError)
-    assert info.value.stage == "the first backend stage" and "no dims" in info.value.message
+    assert info.value.stage == "decompose" and "no dims" in info.value.message
     assert "zero_dim_sum" in str(info.value)
     assert ember.stats()["backend_errors"] == 1
 
@@ -144,7 +144,30 @@ def test_logs_schedule_output_code_and_perf(monkeypatch, caplog):
     assert "kernel @k0" in text            # the scheduled loop IR
     assert "vertical" in text or "inline" in text  # fusion decisions with reasons
     assert "ember_entry" in text or "extern \"C\"" in text  # the generated C++
-    assert "lowering" in text and "scheduling" in text  # per-stage times
+    for step in ("canonicalize", "decompose", "dce", "cse", "lower", "simplify", "schedule", "plan", "emit"):
+        assert f"{step} " in text, step  # per-step times, every pipeline step
+    assert "compile (cached)" in text or "compile " in text
+
+
+def test_logs_passes_print_the_ir_after_each_step_that_changed_it(monkeypatch, caplog):
+    monkeypatch.setenv("EMBER_LOGS", "passes")
+    caplog.set_level(logging.INFO, logger="ember")
+    x, r = args_softmax()
+    ember.compile(softmax_residual)(x, r)
+    steps = [r.getMessage().split(" ", 2)[1] for r in caplog.records if r.name == "ember.passes"]
+    # Captured softmax binds its defaults and decomposes, lowers to loop IR, fuses, is planned and
+    # emitted; dce, cse and simplify find nothing to do.
+    assert steps == ["canonicalize", "decompose", "lower", "schedule", "plan", "emit"], steps
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "ember.passes")
+    assert "amax(" in text and "kernel @k0" in text and "ember_entry" in text
+
+
+def test_verify_option_checks_every_step():
+    # The verifier after each step changes nothing for a valid compilation (tests run with it on).
+    x, r = args_softmax()
+    fn = ember.compile(softmax_residual, options={"verify": True})
+    torch.testing.assert_close(fn(x, r), softmax_residual(x, r))
+    assert ember.stats()["kernels_compiled"] >= 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -1,7 +1,7 @@
 """Compiled graphs end to end: extern calls through torch (matmul with a fused epilogue, a temporary
 handed to torch, literals and kwargs, a result with other strides, an in-place extern), masked
 loads (cat), indirect loads with check_index and its IndexError, errors (compiler, code
-generation, inputs), determinism and the code cache, ember-opt --emit-cpp."""
+generation, inputs), determinism and the code cache, ember-opt --pass plan --pass emit."""
 import math
 import os
 import subprocess
@@ -202,13 +202,13 @@ def test_ember_opt_emits_cpp(tmp_path):
         pytest.skip("ember-opt is not built (make build)")
     src = tmp_path / "p.loop"
     src.write_text(embedding_program(4, 8, 3))
-    done = subprocess.run([tool, "--emit-cpp", str(src)], capture_output=True, text=True)
+    done = subprocess.run([tool, "--loop", "--pass", "plan", "--pass", "emit", str(src)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == codegen.emit_cpp(src.read_text())
     assert 'extern "C" int ember_entry(ember_ctx* ctx)' in done.stdout
     src.write_text(src.read_text().replace("[3]{1}", "[s0]{1}").replace("[3, 8]{8, 1}", "[s0, 8]{8, 1}")
                    .replace("i0 < 3", "i0 < s0"))
-    done = subprocess.run([tool, "--emit-cpp", str(src)], capture_output=True, text=True)
+    done = subprocess.run([tool, "--loop", "--pass", "plan", "--pass", "emit", str(src)], capture_output=True, text=True)
     assert done.returncode == 1 and "symbolic" in done.stderr
 
 

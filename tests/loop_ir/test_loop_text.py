@@ -27,9 +27,9 @@ def test_canonical_text_round_trips():
 
 def test_printing_is_a_fixed_point_after_simplify():
     text = (golden.GOLDEN_DIR / "loop_simplify.loop").read_text()
-    once = ember_opt("--pass", "simplify-indices", stdin=text)
+    once = ember_opt("--pass", "simplify", stdin=text)
     assert once.returncode == 0, once.stderr
-    again = ember_opt("--pass", "simplify-indices", stdin=once.stdout)
+    again = ember_opt("--pass", "simplify", stdin=once.stdout)
     assert again.returncode == 0, again.stderr
     assert again.stdout == once.stdout
 
@@ -104,9 +104,18 @@ def test_parse_errors_carry_line_and_column(text, message):
     assert result.stderr.startswith(f"<stdin>:{line_col}: error: {rest}"), result.stderr
 
 
-def test_unknown_loop_pass_lists_loop_passes():
-    result = ember_opt("--pass", "dce", stdin=HEAD + "  return (%b0)\n}\n")
+def test_unknown_step_lists_the_pipeline():
+    result = ember_opt("--pass", "frobnicate", stdin=HEAD + "  return (%b0)\n}\n")
     assert result.returncode == 2
-    assert "unknown loop pass 'dce' (known: simplify-indices)" in result.stderr
-    listed = subprocess.run([str(golden.BINARY), "--loop", "--list-passes"], capture_output=True, text=True, timeout=60)
-    assert listed.returncode == 0 and listed.stdout.startswith("simplify-indices\t")
+    assert "unknown step 'frobnicate' (known: canonicalize, decompose, dce, cse, lower, simplify" in result.stderr
+    listed = subprocess.run([str(golden.BINARY), "--list-passes"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0
+    assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
+        ["canonicalize", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"], ["lower", "graph"],
+        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["emit", "loop"]]
+
+
+def test_a_step_on_the_wrong_ir_is_an_error():
+    result = ember_opt("--pass", "dce", stdin=HEAD + "  return (%b0)\n}\n")
+    assert result.returncode == 1
+    assert "step dce failed: step dce reads graph IR, but the current IR is loop" in result.stderr

@@ -1,5 +1,5 @@
-"""simplify-indices against brute force: random affine / floordiv / mod index expressions are
-simplified by `ember-opt --loop --pass simplify-indices`, then the original and the simplified
+"""simplify against brute force: random affine / floordiv / mod index expressions are
+simplified by `ember-opt --loop --pass simplify`, then the original and the simplified
 expression are evaluated (Python's // and % are the IR's) at every point of the iteration space.
 A mismatch is a wrong simplification. The seed is printed; EMBER_SIMPLIFY_SEED=N replays one."""
 import itertools
@@ -61,7 +61,7 @@ INDEX = re.compile(r"^\s*%t(\d+) = index (.*) : i64$")
 
 
 def simplified(program):
-    result = subprocess.run([str(golden.BINARY), "--loop", "--verify", "--pass", "simplify-indices", "-"],
+    result = subprocess.run([str(golden.BINARY), "--loop", "--verify", "--pass", "simplify", "-"],
                             input=program, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out, kernel = [], -1

@@ -36,7 +36,7 @@ def program_text(path):
 
 def schedule_args(path):
     args, _, _ = golden.load(path)
-    return [a for a in args if a != "--plan"]
+    return [a for a in " ".join(args).replace("--pass plan", "").split()]
 
 
 def scheduled(path):
@@ -119,13 +119,13 @@ def test_mean_and_var_share_one_loop():
     assert out.count("load %b0") == 1
 
 
-def test_schedule_and_plan_need_loop_input():
-    result = ember_opt("--schedule", str(golden.GOLDEN_DIR / "dce_basic.ir"))
-    assert result.returncode == 2 and "need loop IR: --loop or --lower" in result.stderr
+def test_schedule_needs_loop_input():
+    result = ember_opt("--pass", "schedule", str(golden.GOLDEN_DIR / "dce_basic.ir"))
+    assert result.returncode == 1 and "step schedule reads loop IR, but the current IR is graph" in result.stderr
 
 
 def test_lower_then_schedule():
-    # Graph IR in, lowered, scheduled and planned in one run: softmax(x) is one kernel.
+    # Graph IR in, through the compiler's pipeline up to the memory plan: softmax(x) is one kernel.
     text = """graph @g(%0: f32[4, 8]{8, 1} cpu "L['x']") {
   %1 = amax(%0, [1], True) : f32[4, 1]{1, 1} cpu
   %2 = sub(%0, %1) : f32[4, 8]{8, 1} cpu
@@ -135,26 +135,26 @@ def test_lower_then_schedule():
   return (%5)
 }
 """
-    result = ember_opt("--lower", "--schedule", "--plan", "-", stdin=text)
+    result = ember_opt("--stop-after", "plan", "-", stdin=text)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("kernel @") == 1, result.stdout
 
 
 def test_max_nodes_needs_a_number():
-    result = ember_opt("--loop", "--schedule", "--max-nodes", "many", str(SCHEDULE_FILES[0]))
+    result = ember_opt("--loop", "--pass", "schedule", "--max-nodes", "many", str(SCHEDULE_FILES[0]))
     assert result.returncode == 2 and "--max-nodes needs a number" in result.stderr
 
 
 def test_schedule_then_plan():
     # After scheduling softmax no temporary is left: an empty arena, the output is the peak.
-    result = ember_opt("--loop", "--schedule", "--plan", str(golden.GOLDEN_DIR / "schedule_softmax.loop"))
+    result = ember_opt("--loop", "--pass", "schedule", "--pass", "plan", str(golden.GOLDEN_DIR / "schedule_softmax.loop"))
     assert result.returncode == 0, result.stderr
     assert "// memory: arena 0 bytes, peak 128 bytes" in result.stdout.splitlines()
 
 
 def test_plan_places_live_temporaries_apart():
     for path in PLAN_FILES:
-        result = ember_opt("--loop", "--plan", str(path))
+        result = ember_opt("--loop", "--pass", "plan", str(path))
         if result.returncode != 0:
             continue
         rows = re.findall(r"// memory: %b(\d+) @(\d+) size (\d+) live \[(\d+), (\d+)\]", result.stdout)

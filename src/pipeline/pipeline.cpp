@@ -1,0 +1,148 @@
+#include "pipeline/pipeline.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "lowering/lowering.h"
+#include "passes/passes.h"
+
+namespace ember::pipeline {
+
+const char* ir_kind_name(IRKind kind) {
+  switch (kind) {
+    case IRKind::Graph: return "graph";
+    case IRKind::Loop: return "loop";
+    case IRKind::Cpp: return "cpp";
+  }
+  return "?";
+}
+
+const std::vector<Step>& steps() {
+  static const std::vector<Step> kSteps = {
+      // Graph IR.
+      {"canonicalize", IRKind::Graph, "bind arguments to parameters: defaults, non-negative dims, sizes as lists",
+       [](Compilation& c, const Target&) { return passes::canonicalize(c.graph); }},
+      {"decompose", IRKind::Graph, "rewrite composite ops into primitives (docs/decompositions.md)",
+       [](Compilation& c, const Target&) { return passes::decompose(c.graph); }},
+      {"dce", IRKind::Graph, "remove nodes whose results are unused and whose execution has no effect",
+       [](Compilation& c, const Target&) { return passes::dce(c.graph); }},
+      {"cse", IRKind::Graph, "replace a core op that repeats an earlier identical one by the earlier result",
+       [](Compilation& c, const Target&) { return passes::cse(c.graph); }},
+      // The autograd stage (joint forward/backward graph, partitioner) goes here: it must see the
+      // decomposed graph and feed lowering both halves.
+
+      // Graph IR -> loop IR.
+      {"lower", IRKind::Graph, "lower the graph to loop IR: one kernel per op, extern calls for the rest",
+       [](Compilation& c, const Target&) {
+         c.program = lowering::lower(c.graph, &c.lowering_refusals);
+         c.kind = IRKind::Loop;
+         return true;
+       }},
+      {"simplify", IRKind::Loop, "simplify every index expression with its kernel's and loop's variable ranges",
+       [](Compilation& c, const Target&) { return loop_ir::simplify_indices(c.program); }},
+      {"schedule", IRKind::Loop, "fuse kernels: inline, vertical and sibling fusion (docs/scheduler.md)",
+       [](Compilation& c, const Target& target) {
+         c.decisions = scheduler::schedule(c.program, target.schedule);
+         for (const auto& d : c.decisions)
+           if (d.kind != scheduler::FusionDecision::Kind::Refused) return true;
+         return false;
+       }},
+      {"plan", IRKind::Loop, "plan temporaries into one arena by liveness",
+       [](Compilation& c, const Target&) {
+         c.plan = memory::plan_memory(c.program);
+         return true;
+       }},
+
+      // Loop IR -> target code.
+      {"emit", IRKind::Loop, "generate the target's code from the scheduled, planned program",
+       [](Compilation& c, const Target& target) {
+         if (!c.plan) throw std::invalid_argument("emit needs the memory plan: run `plan` first");
+         c.source = codegen::emit_cpp(c.program, *c.plan, target.cpp);
+         c.kind = IRKind::Cpp;
+         return true;
+       }},
+  };
+  return kSteps;
+}
+
+const Step* find_step(std::string_view name) {
+  for (const Step& s : steps())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+namespace {
+
+size_t first_step_reading(IRKind kind) {
+  size_t i = 0;
+  while (i < steps().size() && steps()[i].reads != kind) ++i;
+  return i;
+}
+
+}  // namespace
+
+Compilation::Compilation(ir::Graph g) : graph(std::move(g)), next_step(first_step_reading(IRKind::Graph)) {}
+Compilation::Compilation(loop_ir::Program p)
+    : program(std::move(p)), kind(IRKind::Loop), next_step(first_step_reading(IRKind::Loop)) {}
+
+std::string Compilation::print() const {
+  if (kind == IRKind::Graph) return ir::print(graph);
+  std::string text;
+  for (const auto& d : decisions) text += "// fusion: " + d.str() + "\n";
+  if (kind == IRKind::Cpp) return text + source->text;
+  text += loop_ir::print(program);
+  if (plan) {
+    std::istringstream lines(plan->str());
+    for (std::string line; std::getline(lines, line);) text += "// memory: " + line + "\n";
+  }
+  return text;
+}
+
+std::vector<std::string> Compilation::verify() const {
+  switch (kind) {
+    case IRKind::Graph: return ir::verify(graph);
+    case IRKind::Loop: return loop_ir::verify(program);
+    case IRKind::Cpp: return {};  // the C++ compiler is its verifier
+  }
+  return {};
+}
+
+void run_step(const Step& step, Compilation& c, const Target& target, const Instruments& instruments) {
+  if (c.kind != step.reads)
+    throw std::invalid_argument(std::string("step ") + step.name + " reads " + ir_kind_name(step.reads) +
+                                " IR, but the current IR is " + ir_kind_name(c.kind));
+  StepRecord record;
+  record.name = step.name;
+  auto start = std::chrono::steady_clock::now();
+  record.changed = step.run(c, target);
+  record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (instruments.verify) {
+    std::vector<std::string> problems = c.verify();
+    if (!problems.empty()) {
+      std::string message = "after step " + record.name + ", the " + ir_kind_name(c.kind) + " IR does not verify:";
+      for (const std::string& p : problems) message += "\n  " + p;
+      throw VerifyError(message);
+    }
+  }
+  bool named = false;
+  for (const std::string& n : instruments.print_after) named = named || n == record.name;
+  if (named || (instruments.print_changed && record.changed)) record.ir = c.print();
+  if (instruments.on_step) instruments.on_step(record);
+}
+
+void compile(Compilation& c, const Target& target, const Instruments& instruments) {
+  const std::vector<Step>& list = steps();
+  size_t end = list.size();
+  if (!instruments.stop_after.empty()) {
+    const Step* stop = find_step(instruments.stop_after);
+    if (!stop) throw std::invalid_argument("no step named '" + instruments.stop_after + "'");
+    end = static_cast<size_t>(stop - list.data()) + 1;
+    if (end <= c.next_step)
+      throw std::invalid_argument("step " + instruments.stop_after + " comes before " +
+                                  (c.next_step < list.size() ? list[c.next_step].name : "the end") +
+                                  ", where this compilation goes on");
+  }
+  for (; c.next_step < end; ++c.next_step) run_step(list[c.next_step], c, target, instruments);
+}
+
+}  // namespace ember::pipeline
