@@ -130,6 +130,16 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   return std::move(build.graph);
 }
 
+// The step that threw: steps run in list order and each one that finishes is recorded, so it is
+// the step after the last recorded one; after the last step, the C++ compile.
+std::string failed_step(const BackendReport& report) {
+  const std::vector<pipeline::Step>& list = pipeline::steps();
+  if (report.stage_seconds.empty()) return list.front().name;
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    if (report.stage_seconds.back().first == list[i].name) return list[i + 1].name;
+  return "compile";
+}
+
 }  // namespace
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
@@ -149,10 +159,13 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   } catch (const PythonError&) {
     throw;
   } catch (const std::exception& e) {
-    // A stage refused the graph (a bug, or a form it does not model): the graph stays correct
-    // on the eager executor, and the reason is reported.
+    // A stage threw: a bug, or a form it does not model without saying so. The graph stays
+    // correct on the eager executor; the error is reported apart from fallbacks by design, so
+    // that it is counted, warned about, and raised under strict (backend.h).
     if (PyErr_Occurred()) PyErr_Clear();
-    report->fallback_reason = std::string("internal error in the backend: ") + e.what();
+    report->internal_error = e.what();
+    report->error_stage = failed_step(*report);
+    report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);
   return runner;

@@ -12,6 +12,11 @@
 //     stats()["codegen_failures"]);
 //   - the graph has nothing for kernels to do (only extern calls): the eager executor runs it
 //     with less overhead.
+// Those are fallbacks by design. An exception escaping a stage is not: it is a bug. The graph
+// still runs correctly on the eager executor, but the report says so apart (`internal_error`,
+// counted in stats()["backend_errors"], warned about once per graph site), and under
+// ember.compile(options={"strict": True}) -- on in the test suite -- Python raises
+// ember.InternalError instead of falling back (python/ember/api.py).
 #pragma once
 
 #include <functional>
@@ -31,6 +36,8 @@ namespace ember::driver {
 struct BackendReport {
   std::string fallback_reason;  // non-empty: the eager executor runs the graph, and why
   bool codegen_failed = false;  // the generated C++ did not compile (fallback_reason has the error)
+  std::string internal_error;   // non-empty: a stage threw (a bug, not a fallback by design): its message
+  std::string error_stage;      // with internal_error: the pipeline step that threw, or "compile"
   std::string schedule;         // fusion decisions, one per line
   std::string loop_ir;          // the scheduled program
   std::string cpp_source;       // the generated translation unit

@@ -304,6 +304,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   }
   s.kernels_compiled += backend.kernels > 0 && backend.fallback_reason.empty() ? backend.kernels : 0;
   if (backend.codegen_failed) ++s.codegen_failures;
+  if (!backend.internal_error.empty()) ++s.backend_errors;
   if (!emit("compile", make_info({{"code", str(code_name(frame.code))},
                                   {"filename", str(code_file(frame.code))},
                                   {"lineno", PyLong_FromLong(frame.code->co_firstlineno)},
@@ -313,6 +314,8 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"seconds", PyFloat_FromDouble(seconds)},
                                   {"backend_fallback", str(backend.fallback_reason)},
                                   {"codegen_failed", PyBool_FromLong(backend.codegen_failed)},
+                                  {"backend_error", str(backend.internal_error)},
+                                  {"backend_error_stage", str(backend.error_stage)},
                                   {"schedule", str(backend.schedule)},
                                   {"loop_ir", str(backend.loop_ir)},
                                   {"cpp_source", str(backend.cpp_source)},
