@@ -18,6 +18,10 @@ sets it): an internal error of a backend stage -- an exception escaping a stage,
 ember.InternalError instead of running the graph on the eager executor. Fallbacks by design (a
 graph needing gradients, a non-CPU device, only extern calls, generated C++ that does not compile)
 are not internal errors and never raise.
+
+`verify` (options={"verify": True}; on by default under strict, so in every test): the IR verifier runs
+after every pipeline step (docs/pipeline.md), and a step that leaves invalid IR is an internal error
+naming that step.
 """
 import os
 
@@ -70,7 +74,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.cache_limit = cache_limit
     o.logs = parse_logs(os.environ.get("EMBER_LOGS", ""))[0]
     o.verify_shape_rules = bool(options.get("verify_shape_rules", False))
-    o.verify_each_step = bool(options.get("verify", False))
+    o.verify_each_step = bool(options.get("verify", strict(options)))
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()
