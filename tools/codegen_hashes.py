@@ -86,8 +86,7 @@ def run_parity(rec, name_filter):
     import torch
     import ember
     sys.path.insert(0, str(REPO / "tests"))
-    from parity import (cases_fallback, cases_modules, cases_mutation, cases_python,  # noqa: F401 (register)
-                        cases_semantics, cases_torch)
+    from parity import all_cases  # noqa: F401 (register)
     from parity.harness import build_targets, run_calls, sets_grad_mode
     from parity.registry import CASES
     for variant in ("grad", "no_grad"):

@@ -1,8 +1,7 @@
 """The parity corpus: every registered program, compiled with each backend, against eager PyTorch."""
 import pytest
 
-from . import (cases_fallback, cases_modules, cases_mutation, cases_python, cases_semantics,  # noqa: F401 (register)
-               cases_torch)
+from . import all_cases  # noqa: F401 (register)
 from .harness import case_params, run_case
 from .registry import CASES, NO_KERNELS
 

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import ember
-from parity import (cases_fallback, cases_modules, cases_mutation, cases_python,  # noqa: F401 (register)
-                    cases_semantics, cases_torch)
+from parity import all_cases  # noqa: F401 (register)
 from parity.harness import _generator, build_targets
 from parity.registry import CASES
 from ember.testing import Call
