@@ -17,10 +17,11 @@ class Unsupported(RuntimeError):
 
 
 class InternalError(RuntimeError):
-    """Raised under strict (options={"strict": True} or EMBER_STRICT=1) when a stage of Ember's
-    backend failed on a graph -- a bug in Ember, not a limitation it reports: `stage` names the stage
-    (or the last one that finished), `message` the error. Without strict the graph runs on the eager
-    executor, stats()["backend_errors"] counts it and a warning names it."""
+    """Raised under strict (options={"strict": True} or EMBER_STRICT=1) when Ember failed on a frame or
+    graph -- a bug in Ember, not a limitation it reports: `stage` names the pipeline step that threw,
+    "compile" (the C++ compiler driver) or "trace" (the frontend), `message` the error. Without strict
+    the graph (or frame) runs eagerly and a warning names it; stats()["backend_errors"] counts the
+    backend's."""
 
     def __init__(self, stage, message, where=""):
         super().__init__(f"ember: internal error in {stage}{where}: {message}")
@@ -110,6 +111,12 @@ def _listener(event, info, strict=False):
             _logged_once.add(key)
             _log.getChild("fallbacks").info("%s runs eagerly: %s (%s:%s)", info["code"], info["reason"],
                                             info["filename"], info["lineno"])
+        if info["internal_error"]:
+            where = f" tracing {info['code']} ({info['filename']}:{info['lineno']})"
+            if strict:
+                raise InternalError("trace", info["reason"], where)
+            _warn_once(("trace_error", info["filename"], info["lineno"]),
+                       f"ember: {info['reason']}{where}; that frame runs eagerly (a bug in Ember: please report it)")
     elif event == "recompile":
         if "recompiles" in channels:
             _log.getChild("recompiles").info("recompiling %s: guard failed: %s", info["code"], info["guard"])

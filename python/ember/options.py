@@ -22,6 +22,10 @@ are not internal errors and never raise.
 `verify` (options={"verify": True}; on by default under strict, so in every test): the IR verifier runs
 after every pipeline step (docs/pipeline.md), and a step that leaves invalid IR is an internal error
 naming that step.
+
+`inject_fault_after` (a pipeline step's name; tests only, like Dynamo's *_TESTING_ONLY settings): the
+backend fails after that step as if it had thrown, so the error path (backend_errors, the warning,
+strict's InternalError) is tested without depending on a real bug.
 """
 import os
 
@@ -31,7 +35,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict"}
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after"}
 
 
 def parse_logs(text):
@@ -75,6 +79,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.logs = parse_logs(os.environ.get("EMBER_LOGS", ""))[0]
     o.verify_shape_rules = bool(options.get("verify_shape_rules", False))
     o.verify_each_step = bool(options.get("verify", strict(options)))
+    o.inject_fault_after = str(options.get("inject_fault_after", ""))
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()

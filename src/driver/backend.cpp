@@ -85,6 +85,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   pipeline::Instruments instruments;
   instruments.verify = options.verify_each_step;
   instruments.print_changed = (options.logs & kLogPasses) != 0;
+  instruments.inject_fault_after = options.inject_fault_after;
   instruments.on_step = [report](const pipeline::StepRecord& step) {
     report->stage_seconds.emplace_back(step.name, step.seconds);
     if (!step.ir.empty()) report->step_ir.emplace_back(step.name, step.ir);
@@ -130,16 +131,6 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   return std::move(build.graph);
 }
 
-// The step that threw: steps run in list order and each one that finishes is recorded, so it is
-// the step after the last recorded one; after the last step, the C++ compile.
-std::string failed_step(const BackendReport& report) {
-  const std::vector<pipeline::Step>& list = pipeline::steps();
-  if (report.stage_seconds.empty()) return list.front().name;
-  for (size_t i = 0; i + 1 < list.size(); ++i)
-    if (report.stage_seconds.back().first == list[i].name) return list[i + 1].name;
-  return "compile";
-}
-
 }  // namespace
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
@@ -164,7 +155,8 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     // that it is counted, warned about, and raised under strict (backend.h).
     if (PyErr_Occurred()) PyErr_Clear();
     report->internal_error = e.what();
-    report->error_stage = failed_step(*report);
+    auto* step = dynamic_cast<const pipeline::StepError*>(&e);
+    report->error_stage = step ? step->step : "compile";
     report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);

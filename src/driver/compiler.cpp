@@ -109,6 +109,7 @@ struct Failure {
   std::string reason, filename;
   int line = -1;
   Unsupported unsupported{""};
+  bool internal = false;  // an exception of Ember's own escaped: a bug, not a limit it reports
   bool failed() const { return !reason.empty(); }
 };
 
@@ -128,6 +129,7 @@ Failure catch_failure(F&& f) {
   } catch (std::exception& e) {
     if (PyErr_Occurred()) PyErr_Clear();
     out.reason = std::string("internal error: ") + e.what();
+    out.internal = true;
   }
   return out;
 }
@@ -250,6 +252,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                           code_name(frame.code) + ")";
     if (!emit("fallback", make_info({{"code", str(code_name(frame.code))},
                                      {"reason", str(failure.reason)},
+                                     {"internal_error", PyBool_FromLong(failure.internal)},
                                      {"filename", str(failure.filename)},
                                      {"lineno", PyLong_FromLong(failure.line)}}))) {
       *error = true;

@@ -156,7 +156,9 @@ std::vector<sym::Expr> reduced_sizes(const ir::TensorType& t, const std::vector<
 
 ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool keepdim) {
   const ir::TensorType& t = rw.type(x);
-  if (dims.empty()) throw std::logic_error("reduce builder: no dims");
+  // A reduction over no dims is one only of a 0-dim tensor (its value); the op keeps the form torch
+  // gives it (`sum(x, [])`, which lowering runs as an extern call).
+  if (dims.empty() && !t.sizes.empty()) throw std::logic_error("reduce builder: no dims of a tensor of rank > 0");
   ir::TensorType rt = make_type(t.dtype, reduced_sizes(t, dims, keepdim), t.device, t.requires_grad);
   return rw.emit(op, {V(x), int_list_arg(dims), Arg::of_literal(keepdim)}, {}, std::move(rt));
 }

@@ -109,19 +109,25 @@ std::vector<std::string> Compilation::verify() const {
 
 void run_step(const Step& step, Compilation& c, const Target& target, const Instruments& instruments) {
   if (c.kind != step.reads)
-    throw std::invalid_argument(std::string("step ") + step.name + " reads " + ir_kind_name(step.reads) +
-                                " IR, but the current IR is " + ir_kind_name(c.kind));
+    throw StepError(step.name, std::string("step ") + step.name + " reads " + ir_kind_name(step.reads) +
+                                   " IR, but the current IR is " + ir_kind_name(c.kind));
   StepRecord record;
   record.name = step.name;
   auto start = std::chrono::steady_clock::now();
-  record.changed = step.run(c, target);
+  try {
+    record.changed = step.run(c, target);
+  } catch (const std::exception& e) {
+    throw StepError(step.name, e.what());
+  }
   record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (instruments.inject_fault_after == record.name)
+    throw StepError(record.name, "a fault injected after step " + record.name + " (inject_fault_after)");
   if (instruments.verify) {
     std::vector<std::string> problems = c.verify();
     if (!problems.empty()) {
       std::string message = "after step " + record.name + ", the " + ir_kind_name(c.kind) + " IR does not verify:";
       for (const std::string& p : problems) message += "\n  " + p;
-      throw VerifyError(message);
+      throw VerifyError(record.name, message);
     }
   }
   bool named = false;

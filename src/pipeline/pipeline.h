@@ -15,9 +15,9 @@
 // or after every step that changed something: EMBER_LOGS=passes).
 //
 // Needs: an input IR that verifies (the caller checks; ember-opt and the bindings verify what they
-// parse). Guarantees: steps run in list order; a step that throws stops the compilation with the
-// exception (the driver decides between a fallback and an error); `verify` failures throw
-// `VerifyError` naming the step.
+// parse). Guarantees: steps run in list order; a step that throws stops the compilation with a
+// `StepError` naming the step and carrying the message (the driver decides between a fallback and
+// an error); a `verify` failure is a `VerifyError`, a StepError of the step that broke the IR.
 #pragma once
 
 #include <functional>
@@ -89,15 +89,23 @@ struct Instruments {
   bool print_changed = false;            // print the IR after each step that changed it
   std::vector<std::string> print_after;  // ... and after these steps, changed or not
   std::string stop_after;                // compile(): stop after this step ("" = run to the end)
+  // Throw a StepError after this step, as if it had failed: tests of the error path of whoever runs
+  // the pipeline (the driver's fallback, strict mode). Like Dynamo's *_TESTING_ONLY settings.
+  std::string inject_fault_after;
   std::function<void(const StepRecord&)> on_step;  // called after each step, in order
 };
 
-struct VerifyError : std::logic_error {
-  using std::logic_error::logic_error;
+// An exception that escaped a step (or its verification): what() is the original message.
+struct StepError : std::runtime_error {
+  StepError(std::string step_name, const std::string& message) : std::runtime_error(message), step(std::move(step_name)) {}
+  std::string step;
+};
+struct VerifyError : StepError {
+  using StepError::StepError;
 };
 
 // Runs one step: times it, verifies and prints as `instruments` ask, reports it to on_step.
-// Throws std::invalid_argument when the current IR is not the kind the step reads.
+// Throws StepError when the step throws, or when the current IR is not the kind the step reads.
 void run_step(const Step& step, Compilation& c, const Target& target, const Instruments& instruments);
 
 // Runs the list from `c.next_step` (for a new Compilation: the first step that reads its IR) through

@@ -49,6 +49,7 @@ struct CompileOptions {
   uint32_t logs = 0;           // LogChannel bits
   bool verify_shape_rules = false;  // also run torch's meta kernel where a shape rule answers, and compare (tests)
   bool verify_each_step = false;    // run the IR verifier after every pipeline step (tests)
+  std::string inject_fault_after;   // a pipeline step to fail after, as if it had thrown (tests of the error path)
   // The C++ backend: the compiler ($CXX, else g++), the on-disk cache ($EMBER_CACHE_DIR, else
   // ~/.cache/ember) and the folder holding the headers generated code includes (ember/vec.h).
   std::string cxx = "g++";

@@ -74,37 +74,48 @@ def test_compiler_failure_warns_once_counts_and_stays_correct(monkeypatch):
     assert s["codegen_failures"] == 1 and s["kernels_compiled"] == 0, s
 
 
-# A graph a backend stage fails on (an internal error, a bug): decompose has no form for a sum
-# over every dim of a 0-dim tensor ("reduce builder: no dims"). When that is fixed, use another.
 def zero_dim_sum(x):
     return x.sum() * x
+
+
+# A backend step that fails (an internal error, a bug), injected after decompose.
+FAULT = {"inject_fault_after": "decompose"}
+
+
+def test_zero_dim_reductions_reach_kernels():
+    # A reduction over every dim of a 0-dim tensor keeps torch's form (an extern call); it once
+    # made decompose throw.
+    x = torch.tensor(3.0)
+    torch.testing.assert_close(ember.compile(zero_dim_sum)(x), zero_dim_sum(x))
+    s = ember.stats()
+    assert s["backend_errors"] == 0 and s["kernels_compiled"] == 1, s
 
 
 def test_internal_error_raises_under_strict():
     # The test suite runs with EMBER_STRICT=1 (conftest.py): an internal error is a test failure.
     x = torch.tensor(3.0)
     with pytest.raises(ember.InternalError) as info:
-        ember.compile(zero_dim_sum)(x)
+        ember.compile(zero_dim_sum, options=FAULT)(x)
     assert isinstance(info.value, RuntimeError)
-    assert info.value.stage == "decompose" and "no dims" in info.value.message
+    assert info.value.stage == "decompose" and "fault injected" in info.value.message
     assert "zero_dim_sum" in str(info.value)
     assert ember.stats()["backend_errors"] == 1
 
 
 def test_internal_error_without_strict_warns_once_counts_and_stays_correct():
     x = torch.tensor(3.0)
-    compiled = ember.compile(zero_dim_sum, options={"strict": False})
+    compiled = ember.compile(zero_dim_sum, options={"strict": False, **FAULT})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
             torch.testing.assert_close(compiled(x * 2), zero_dim_sum(x * 2))
-        ember.compile(zero_dim_sum, options={"strict": False})(x)  # the same site: no second warning
+        ember.compile(zero_dim_sum, options={"strict": False, **FAULT})(x)  # the same site: no second warning
     messages = [str(w.message) for w in caught if "internal error" in str(w.message)]
     assert len(messages) == 1, [str(w.message) for w in caught]
-    assert "no dims" in messages[0] and "eager executor" in messages[0]
+    assert "fault injected" in messages[0] and "eager executor" in messages[0]
     s = ember.stats()
     assert s["backend_errors"] == 2 and s["codegen_failures"] == 0 and s["kernels_compiled"] == 0, s
-    out = ember.explain(zero_dim_sum, options={"strict": False})(x)
+    out = ember.explain(zero_dim_sum, options={"strict": False, **FAULT})(x)
     assert out.backend_fallbacks[0].startswith("internal error in the backend"), out
 
 
@@ -113,9 +124,9 @@ def test_strict_from_the_environment(monkeypatch):
     x = torch.tensor(3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.testing.assert_close(ember.compile(zero_dim_sum)(x), zero_dim_sum(x))
+        torch.testing.assert_close(ember.compile(zero_dim_sum, options=FAULT)(x), zero_dim_sum(x))
     with pytest.raises(ember.InternalError):
-        ember.compile(zero_dim_sum, options={"strict": True})(x)
+        ember.compile(zero_dim_sum, options={"strict": True, **FAULT})(x)
     monkeypatch.setenv("EMBER_STRICT", "yes")
     with pytest.raises(ValueError, match="EMBER_STRICT"):
         ember.compile(zero_dim_sum)

@@ -168,23 +168,19 @@ int main(int argc, char** argv) {
   std::optional<pipeline::Compilation> c = read_compilation(options, text, shown);
   if (!c) return 1;
 
-  std::string running;  // the step named by --pass that is running
   options.instruments.on_step = [](const pipeline::StepRecord& step) {
     if (!step.ir.empty()) std::cout << "// after " << step.name << ":\n" << step.ir;
   };
   try {
     if (options.passes.empty() && !options.instruments.stop_after.empty())
       pipeline::compile(*c, options.target, options.instruments);
-    for (const std::string& name : options.passes) {
-      running = "step " + name;
+    for (const std::string& name : options.passes)
       pipeline::run_step(*pipeline::find_step(name), *c, options.target, options.instruments);
-    }
   } catch (const pipeline::VerifyError& e) {
     std::cerr << shown << ": error: " << e.what() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    if (options.passes.empty()) running = std::string("step ") + pipeline::steps().at(c->next_step).name;
-    std::cerr << shown << ": error: " << running << " failed: " << e.what() << "\n";
+  } catch (const pipeline::StepError& e) {
+    std::cerr << shown << ": error: step " << e.step << " failed: " << e.what() << "\n";
     return 1;
   }
   std::cout << c->print();
