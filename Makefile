@@ -60,7 +60,10 @@ test-bytecode: build-all
 	cd tests && ../build/venv312/bin/python -m pytest -q -p no:cacheprovider bytecode eval_frame $(PYTEST_ARGS)
 	cd tests && ../build/venv313/bin/python -m pytest -q -p no:cacheprovider bytecode eval_frame $(PYTEST_ARGS)
 
+# The layering check (tools/check_layering.py) runs first: a folder that includes one above it in
+# the pipeline order, or a Python import cycle, fails the run before any test does.
 test: build-all
+	$(PY) tools/check_layering.py
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-bytecode
 

@@ -13,3 +13,8 @@ if "EMBER_CACHE_DIR" not in os.environ:
     _cache = tempfile.mkdtemp(prefix="ember-test-cache-")
     os.environ["EMBER_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+# Strict: an internal error of a backend stage raises ember.InternalError in every test instead of
+# silently running the graph eagerly (python/ember/options.py). A test of the fallback itself
+# passes options={"strict": False}.
+os.environ.setdefault("EMBER_STRICT", "1")

@@ -1,4 +1,4 @@
-"""Ember's public API: compile, explain, stats, reset, disable, Unsupported (DESIGN.md)."""
+"""Ember's public API: compile, explain, stats, reset, disable, Unsupported, InternalError (DESIGN.md)."""
 import dataclasses
 import functools
 from builtins import compile as builtins_compile
@@ -14,6 +14,18 @@ _log = logging.getLogger("ember")
 
 class Unsupported(RuntimeError):
     """Raised under fullgraph=True when a frame cannot be captured; names the reason and the line."""
+
+
+class InternalError(RuntimeError):
+    """Raised under strict (options={"strict": True} or EMBER_STRICT=1) when a stage of Ember's
+    backend failed on a graph -- a bug in Ember, not a limitation it reports: `stage` names the stage
+    (or the last one that finished), `message` the error. Without strict the graph runs on the eager
+    executor, stats()["backend_errors"] counts it and a warning names it."""
+
+    def __init__(self, stage, message, where=""):
+        super().__init__(f"ember: internal error in {stage}{where}: {message}")
+        self.stage = stage
+        self.message = message
 
 
 def _core():
@@ -38,7 +50,15 @@ def _ensure_log_handler():
     _log.setLevel(logging.INFO)
 
 
-def _listener(event, info):
+def _warn_once(key, message):
+    """One warning per key (a kind and a source site) until ember.reset(); attributed to the
+    caller of the listener, as a warning from _listener itself would be."""
+    if key not in _warned_limit:
+        _warned_limit.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
+def _listener(event, info, strict=False):
     for collector in getattr(_collectors, "stack", ()):
         collector.append((event, info))
     channels = _options.log_channels()
@@ -65,13 +85,18 @@ def _listener(event, info):
                                            info["schedule"], info["loop_ir"])
         if "output_code" in channels and info["cpp_source"]:
             _log.getChild("output_code").info("C++ for %s:\n%s", info["code"], info["cpp_source"])
+        site = (info["filename"], info["lineno"])
+        if info["backend_error"]:
+            where = f" compiling {info['code']} ({info['filename']}:{info['lineno']})"
+            if strict:
+                raise InternalError(info["backend_error_stage"], info["backend_error"], where)
+            _warn_once(("backend_error", *site), f"ember: internal error in {info['backend_error_stage']}{where}: "
+                       f"{info['backend_error']}; that graph runs on the eager executor (a bug in Ember: please "
+                       f"report it)")
         if info["codegen_failed"]:
-            key = ("codegen", info["filename"], info["lineno"])
-            if key not in _warned_limit:
-                _warned_limit.add(key)
-                warnings.warn(f"ember: the C++ generated for {info['code']} ({info['filename']}:{info['lineno']}) "
-                              f"did not compile; that graph runs on the eager executor. "
-                              f"{info['backend_fallback']}", stacklevel=2)
+            _warn_once(("codegen", *site), f"ember: the C++ generated for {info['code']} ({info['filename']}:"
+                       f"{info['lineno']}) did not compile; that graph runs on the eager executor. "
+                       f"{info['backend_fallback']}")
     elif event == "graph_break":
         key = ("break", info["filename"], info["lineno"])
         if "graph_breaks" in channels and key not in _logged_once:
@@ -89,12 +114,9 @@ def _listener(event, info):
         if "recompiles" in channels:
             _log.getChild("recompiles").info("recompiling %s: guard failed: %s", info["code"], info["guard"])
     elif event == "cache_limit":
-        key = (info["filename"], info["lineno"])
-        if key not in _warned_limit:
-            _warned_limit.add(key)
-            warnings.warn(
-                f"ember: {info['code']} ({info['filename']}:{info['lineno']}) was recompiled {info['limit']} times "
-                f"and now runs eagerly; the guard that kept failing: {info['guard']}", stacklevel=2)
+        _warn_once((info["filename"], info["lineno"]),
+                   f"ember: {info['code']} ({info['filename']}:{info['lineno']}) was recompiled {info['limit']} times "
+                   f"and now runs eagerly; the guard that kept failing: {info['guard']}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +136,8 @@ def _table():
 def _new_compiler(backend, mode, dynamic, fullgraph, options):
     table = _table()
     opts = _options.compile_options(backend, mode, dynamic, fullgraph, options)
-    return _core().Compiler(opts, table, _listener, Unsupported)
+    listener = functools.partial(_listener, strict=True) if _options.strict(options) else _listener
+    return _core().Compiler(opts, table, listener, Unsupported)
 
 
 def _compiled_callable(fn, compiler):
@@ -169,6 +192,25 @@ exec(builtins_compile(_ENTRY_SOURCE, "<ember module call>", "exec"), _entry_name
 _make_module_entry = _entry_namespace["make_entry"]
 
 
+# What the settings without a CPU meaning will do, said once per process (until ember.reset()).
+_UNBUILT = {
+    "reduce-overhead": "ember.compile(mode='reduce-overhead') generates the same CPU code as 'default': it will "
+                       "replay each graph as a CUDA graph once the GPU backend lands",
+    "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it will search "
+                    "kernel configurations and matmul choices once the GPU backend lands",
+    "dynamic": "ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is specialized "
+               "and guarded (a new shape recompiles)",
+}
+_warned_unbuilt = set()
+
+
+def _warn_unbuilt(mode, dynamic):
+    for key in (mode, "dynamic" if dynamic else None):
+        if key in _UNBUILT and key not in _warned_unbuilt:
+            _warned_unbuilt.add(key)
+            warnings.warn(_UNBUILT[key], stacklevel=3)
+
+
 def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
     """Compile a function or an nn.Module (like torch.compile); usable as a decorator."""
     if model is None:
@@ -177,12 +219,7 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if not callable(model):
         raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
     compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
-    if dynamic:
-        warnings.warn("ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is "
-                      "specialized and guarded (a new shape recompiles)", stacklevel=2)
-    if mode not in (None, "default"):
-        warnings.warn(f"ember.compile(mode={mode!r}) has no effect yet: graphs run on the eager executor until "
-                      "code generation lands", stacklevel=2)
+    _warn_unbuilt(mode, dynamic)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         global _optimized_module_class
@@ -288,6 +325,7 @@ def reset():
     C.reset_stats()
     _logged_once.clear()
     _warned_limit.clear()
+    _warned_unbuilt.clear()
 
 
 def disable(fn):

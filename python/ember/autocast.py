@@ -31,6 +31,8 @@ import types
 import torch
 import torch.nn.functional as F
 
+from . import torch_names
+
 DEVICE_TYPES = ("cpu", "cuda")
 _DISPATCH_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
 
@@ -107,9 +109,8 @@ def _dispatcher_names(key):
 def _op_names(fn):
     """The aten op names a callable may run as (several for dunders: `__rpow__` is pow), or None
     for Python code that Ember records as one node and whose ops it does not know."""
-    from . import ops
     try:
-        core = ops._core_by_callable.get(fn)
+        core = torch_names.core_by_callable.get(fn)
         python_op = PYTHON_OPS.get(fn)
     except TypeError:  # unhashable
         core = python_op = None
@@ -122,7 +123,7 @@ def _op_names(fn):
     name = getattr(fn, "__name__", None)
     if not isinstance(name, str):
         return None
-    if fn in ops.inplace_callables and name.startswith("i"):
+    if fn in torch_names.inplace_callables and name.startswith("i"):
         # operator.imatmul: `x @= w` computes x @ w (tensors have no in-place matmul); iadd is add_.
         return [name[1:] + "_", name[1:]]
     if name.startswith("__") and name.endswith("__"):
@@ -134,9 +135,8 @@ def _op_names(fn):
 
 def policy(fn, device_type):
     """(policy, detail) for a call of `fn` on tensors of `device_type` while autocast is on."""
-    from . import ops
     table = POLICY.get(device_type)
-    label = ops.qualname(fn)
+    label = torch_names.qualname(fn)
     if table is None:
         return (UNKNOWN, f"autocast on device type {device_type!r} (Ember traces autocast for cpu and cuda)")
     names = _op_names(fn)

@@ -10,35 +10,18 @@ is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
 Python class whose instance the trace builds), "unsupported" (detail = why).
 """
-import math
 import operator
 import os
 import types
 
 import torch
-import torch.nn.functional as F
 
 from . import autocast
 from . import python_table
+from .torch_names import core_by_callable, inplace_callables, op_callables, qualname
 
 # ---------------------------------------------------------------------------------------------
-# Core ops (src/ir/ops.def): name -> the torch target the op table names.
-
-CORE_TARGETS = python_table.core_op_names()
-op_callables = {name: python_table.resolve_path(target) for name, target in CORE_TARGETS.items()}
-
-# Callables with the core op's semantics and argument order: the target itself, and the Tensor
-# method of the same name (self first).
-_core_by_callable = {}
-for _name, _fn in op_callables.items():
-    _core_by_callable[_fn] = _name
-    _method = getattr(torch.Tensor, _name, None)
-    # Tensor.where(cond, other) puts self second in torch.where's order: not the same op.
-    if _method is not None and _name not in ("view", "expand", "contiguous", "where"):
-        _core_by_callable.setdefault(_method, _name)
-
-# ---------------------------------------------------------------------------------------------
-# Other tables
+# Tables
 
 # Tensor methods whose result is metadata, answered at trace time from the meta tensor.
 TENSOR_QUERIES = frozenset({
@@ -92,52 +75,7 @@ for _path, _value in CONSTANTS:
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
 
-inplace_callables = {getattr(operator, "i" + n) for n in (
-    "add", "and", "floordiv", "lshift", "matmul", "mul", "mod", "or", "pow", "rshift", "sub", "truediv", "xor")}
-inplace_callables.add(operator.setitem)
-
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-
-# Public names of torch callables, for readable IR ("torch.add", not "torch._C._VariableFunctions.add").
-_public_names = {}
-
-
-def _index_public(prefix, namespace):
-    # vars(), not dir()/getattr(): a module's __getattr__ would import lazy submodules.
-    for attr, obj in list(vars(namespace).items()):
-        if callable(obj) and not attr.startswith("__"):
-            try:
-                # An alias (torch.dsmm is torch.mm) never hides the callable's own name.
-                if obj not in _public_names or getattr(obj, "__name__", None) == attr:
-                    _public_names[obj] = f"{prefix}.{attr}"
-            except TypeError:
-                pass
-
-
-_index_public("torch.nn.functional", F)
-_index_public("torch", torch)
-_index_public("torch.Tensor", torch.Tensor)
-_index_public("torch.Tensor", torch._C.TensorBase)
-_index_public("operator", operator)
-_index_public("math", math)
-
-
-def qualname(fn):
-    try:
-        name = _public_names.get(fn)
-    except TypeError:
-        name = None
-    if name:
-        return name
-    if isinstance(fn, types.ModuleType):
-        return fn.__name__
-    objclass = getattr(fn, "__objclass__", None)
-    if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
-        return "torch.Tensor." + fn.__name__
-    if isinstance(fn, operator.attrgetter):
-        return repr(fn)
-    return python_table.qualname_python(fn)
-
 
 def _is_torch_module_name(name):
     return name == "torch" or name.startswith("torch.")
@@ -176,8 +114,8 @@ def _classify(fn):
             return ("module_method", fn.__name__)
         if fn in _constants:
             return ("constant", _constants[fn])
-        if fn in _core_by_callable:
-            return ("core", _core_by_callable[fn])
+        if fn in core_by_callable:
+            return ("core", core_by_callable[fn])
         if fn in FACTORIES:
             return ("factory", qualname(fn))
         if fn in PURE_TORCH:

@@ -1,14 +1,37 @@
 """Options: the one place Ember reads its settings and the environment.
 
-`ember.compile()` arguments and the `EMBER_LOGS` / `EMBER_CACHE_DIR` variables are parsed here into
-one plain dict that the C++ core receives as its CompileOptions.
+`ember.compile()` arguments and the `EMBER_LOGS` / `EMBER_CACHE_DIR` / `EMBER_STRICT` variables are
+parsed here into the typed `_C.CompileOptions` (src/support/options.h) that the C++ core receives.
+
+What each setting does today, on the CPU backend (each setting acts or says it does not):
+  - `mode`: an unknown mode is a ValueError. "reduce-overhead" (CUDA graphs) and "max-autotune"
+    (kernel-configuration and matmul search) are features of the GPU backend; on CPU they
+    generate the same code as "default", and the first compile with either warns once per
+    process (until ember.reset()) naming what the mode will do.
+  - `dynamic`: None (default), True or False, carried as `_C.Dynamic` for the shape stage. Dynamic
+    shapes are not built yet: True warns once per process that every shape is specialized.
+  - `EMBER_LOGS`: the channel bits (`_C.LogChannel`, in LOG_CHANNELS order); unknown channels are
+    a ValueError. The C++ pipeline reads `perf` and `passes`, the rest are logged by api.py.
+
+`strict` (options={"strict": True}, or EMBER_STRICT=1 for a whole process, as tests/conftest.py
+sets it): an internal error of a backend stage -- an exception escaping a stage, a bug -- raises
+ember.InternalError instead of running the graph on the eager executor. Fallbacks by design (a
+graph needing gradients, a non-CPU device, only extern calls, generated C++ that does not compile)
+are not internal errors and never raise.
+
+`verify` (options={"verify": True}; on by default under strict, so in every test): the IR verifier runs
+after every pipeline step (docs/pipeline.md), and a step that leaves invalid IR is an internal error
+naming that step.
 """
 import os
 
 BACKENDS = ("ember", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune")
-LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf", "passes")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify"}
+# Bit i is channel i: the same order as LogChannel in src/support/options.h (tests/api/test_logs.py
+# checks that they agree); a new channel goes at the end of both.
+LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
+                "passes")
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict"}
 
 
 def parse_logs(text):
@@ -31,8 +54,10 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
         raise ValueError(f"ember.compile: unknown backend {backend!r}; expected one of {BACKENDS}")
     if mode is None:
         mode = "default"
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"ember.compile: unknown mode {mode!r}; expected one of {MODES}")
+    if dynamic not in (None, True, False):
+        raise ValueError(f"ember.compile: dynamic must be None, True or False, got {dynamic!r}")
     options = dict(options or {})
     unknown = set(options) - _OPTION_KEYS
     if unknown:
@@ -40,20 +65,33 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     cache_limit = options.get("cache_limit", 8)
     if not isinstance(cache_limit, int) or cache_limit < 1:
         raise ValueError(f"ember.compile: cache_limit must be a positive int, got {cache_limit!r}")
-    mask, _ = parse_logs(os.environ.get("EMBER_LOGS", ""))
-    return {
-        "backend": backend,
-        "mode": mode,
-        "dynamic": bool(dynamic),
-        "fullgraph": bool(fullgraph),
-        "cache_limit": cache_limit,
-        "logs": mask,
-        "verify_shape_rules": bool(options.get("verify_shape_rules", False)),
-        "verify_each_step": bool(options.get("verify", False)),
-        "cxx": os.environ.get("CXX") or "g++",
-        "cache_dir": cache_dir(),
-        "include_dir": include_dir(),
-    }
+    from . import _C
+    o = _C.CompileOptions()
+    o.backend = getattr(_C.Backend, backend)
+    o.mode = getattr(_C.Mode, mode.replace("-", "_"))
+    o.dynamic = {None: _C.Dynamic.auto, True: _C.Dynamic.always, False: _C.Dynamic.never}[dynamic]
+    o.fullgraph = bool(fullgraph)
+    o.cache_limit = cache_limit
+    o.logs = parse_logs(os.environ.get("EMBER_LOGS", ""))[0]
+    o.verify_shape_rules = bool(options.get("verify_shape_rules", False))
+    o.verify_each_step = bool(options.get("verify", strict(options)))
+    o.cxx = os.environ.get("CXX") or "g++"
+    o.cache_dir = cache_dir()
+    o.include_dir = include_dir()
+    return o
+
+
+def strict(options):
+    """Whether internal errors raise: options["strict"] when given, else EMBER_STRICT (0/1)."""
+    options = options or {}
+    if "strict" in options:
+        if not isinstance(options["strict"], bool):
+            raise ValueError(f"ember.compile: strict must be a bool, got {options['strict']!r}")
+        return options["strict"]
+    env = os.environ.get("EMBER_STRICT", "0")
+    if env not in ("0", "1"):
+        raise ValueError(f"EMBER_STRICT must be 0 or 1, got {env!r}")
+    return env == "1"
 
 
 def log_channels():

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "frontend/cpython/shim.h"
+#include "frontend/region.h"
 
 namespace ember::frontend {
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "frontend/eval_frame.h"
+#include "frontend/cache_entry.h"
 
 namespace ember::frontend {
 

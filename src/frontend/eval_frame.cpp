@@ -5,7 +5,7 @@
 // frame is either evaluated (by the previous hook or the default evaluator, which then own it) or
 // answered and released through the version shim, exactly once; no C++ exception crosses into
 // CPython.
-// Thread model: which compiler applies is per thread (`t_compiler`); installation is per
+// Thread model: which compiler applies is per thread (region.h); installation is per
 // interpreter and counted across threads. Python code run by guards, compilers and entries may
 // switch threads, so nothing here holds a pointer into a cache across such a call except through
 // the shared snapshots code_cache.h hands out.
@@ -21,9 +21,6 @@
 
 namespace ember::frontend {
 namespace {
-
-// The compiler of the innermost region open on this thread; null outside regions and while paused.
-thread_local FrameCompiler* t_compiler = nullptr;
 
 // Regions open on all threads together. The hook is installed while this is positive.
 int g_open_regions = 0;
@@ -61,26 +58,28 @@ void remove_hook() {
       interp, g_previous != nullptr ? g_previous : &_PyEval_EvalFrameDefault);
 }
 
-// One open region on the calling thread, from construction to destruction.
+// One open region on the calling thread, from construction to destruction: counted (the hook is
+// installed while any is open), then its compiler applies on this thread (region.h). Members are
+// destroyed in reverse: the thread's compiler is restored before the count drops.
 class OpenRegion {
  public:
-  explicit OpenRegion(FrameCompiler* compiler) : saved_(t_compiler) {
-    if (g_open_regions++ == 0) {
-      install_hook();
-    }
-    t_compiler = compiler;
-  }
-  ~OpenRegion() {
-    t_compiler = saved_;
-    if (--g_open_regions == 0) {
-      remove_hook();
-    }
-  }
-  OpenRegion(const OpenRegion&) = delete;
-  OpenRegion& operator=(const OpenRegion&) = delete;
+  explicit OpenRegion(FrameCompiler* compiler) : scope_(compiler) {}
 
  private:
-  FrameCompiler* saved_;
+  struct Count {
+    Count() {
+      if (g_open_regions++ == 0) {
+        install_hook();
+      }
+    }
+    ~Count() {
+      if (--g_open_regions == 0) {
+        remove_hook();
+      }
+    }
+  };
+  Count count_;
+  RegionCompilerScope scope_;
 };
 
 // What the hook does with a frame once the cache and the compiler have been consulted.
@@ -240,7 +239,7 @@ PyObject* release_answered_frame(PyThreadState* tstate, struct _PyInterpreterFra
 
 PyObject* ember_eval_frame(PyThreadState* tstate, struct _PyInterpreterFrame* frame,
                            int throwflag) {
-  FrameCompiler* compiler = t_compiler;
+  FrameCompiler* compiler = region_compiler();
   // Frames resumed with throwflag must run their exception handlers; started frames (resumed
   // generators) cannot be replaced; a frame object would need its data handed over.
   if (compiler == nullptr || throwflag != 0 || !ember_shim_frame_owned_by_thread(frame) ||
@@ -285,10 +284,6 @@ PyObject* ember_eval_frame(PyThreadState* tstate, struct _PyInterpreterFrame* fr
 }
 
 }  // namespace
-
-RegionPause::RegionPause() : saved_(t_compiler) { t_compiler = nullptr; }
-
-RegionPause::~RegionPause() { t_compiler = static_cast<FrameCompiler*>(saved_); }
 
 PyObject* call_in_region(FrameCompiler* compiler, PyObject* fn, PyObject* args,
                          PyObject* kwargs) {

@@ -1,4 +1,6 @@
-// The PEP 523 frame hook, the per-code cache in co_extra, and compiled regions.
+// The PEP 523 frame hook and compiled regions; the entries it runs and the compiler that makes
+// them are cache_entry.h, the per-code cache in co_extra is code_cache.h, the compiler that
+// applies on a thread (and RegionPause) is region.h.
 //
 // A compiled callable runs its target inside a CompiledRegion. The hook is installed in the
 // interpreter only while at least one thread is inside a region (an installed hook slows every
@@ -32,69 +34,17 @@
 #include <Python.h>
 
 #include <cstdint>
-#include <memory>
-#include <string>
 
+#include "frontend/cache_entry.h"
 #include "frontend/frame.h"
+#include "frontend/region.h"
 
 namespace ember::frontend {
-
-// One compiled version of a frame: its guards and the code that produces its return value.
-class CacheEntry {
- public:
-  virtual ~CacheEntry() = default;
-  // Runs the guards. On success `state` receives what run() needs (e.g. captured inputs), and the
-  // hook calls run() next, always. Returning false with a Python error set aborts the call with
-  // that error.
-  virtual bool guards_pass(const FrameView& frame, void** state) = 0;
-  // Produces the frame's return value (new reference) or nullptr with a Python error set.
-  // Consumes `state` from a successful guards_pass().
-  virtual PyObject* run(const FrameView& frame, void* state) = 0;
-  // The first failing guard for `frame`, as text. Called only after guards_pass() failed; may
-  // leave a Python error set, which aborts the call.
-  virtual std::string failing_guard(const FrameView& frame) = 0;
-  // True for an entry that records "evaluate this frame normally" under its guards: run() is
-  // never called, and guards_pass() must leave `state` null.
-  virtual bool runs_eagerly() const { return false; }
-};
-
-// Compiles frames for one ember.compile() call.
-class FrameCompiler {
- public:
-  virtual ~FrameCompiler() = default;
-  // A new entry for this frame (its guards must pass for this frame), or nullptr when the frame
-  // must run eagerly this once (the compiler records why). To abort the call, as fullgraph=True
-  // does, sets *error = true and a Python exception and returns nullptr.
-  virtual std::unique_ptr<CacheEntry> compile(const FrameView& frame, bool* error) = 0;
-  // Called once per (code object, compiler) when the code reaches the cache limit; `guard` is the
-  // first failing guard of the most recent entry. May raise (aborts the call).
-  virtual void on_cache_limit(PyCodeObject* code, const std::string& guard) = 0;
-  // Counters. on_cache_hit() follows an entry's successful run() (for an entry that runs
-  // eagerly: its passing guards); on_recompile() precedes compile() on a miss when the code
-  // already has entries, with the first failing guard of the most recent one. Either may raise
-  // (aborts the call).
-  virtual void on_cache_hit() = 0;
-  virtual void on_recompile(PyCodeObject* code, const std::string& guard) = 0;
-  // Entries per code object before it runs eagerly for this compiler; at least 1.
-  int cache_limit = 8;
-};
 
 // Calls fn(*args, **kwargs) with the calling thread inside a region of `compiler`. Regions nest:
 // the innermost compiler applies. `args` is a tuple, `kwargs` a dict or nullptr. Returns a new
 // reference or nullptr with an error set. The compiler must outlive the call.
 PyObject* call_in_region(FrameCompiler* compiler, PyObject* fn, PyObject* args, PyObject* kwargs);
-
-// Suspends the region on this thread for the lifetime of the object (tracing, running entries).
-class RegionPause {
- public:
-  RegionPause();
-  ~RegionPause();
-  RegionPause(const RegionPause&) = delete;
-  RegionPause& operator=(const RegionPause&) = delete;
-
- private:
-  void* saved_;
-};
 
 // Drops every cache entry of every code object, and the cache-limit marks (ember.reset()).
 // An entry that is running at the time finishes first; it is freed afterwards.

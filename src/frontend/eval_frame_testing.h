@@ -1,6 +1,7 @@
 // Test fixtures for the frame hook: a FrameCompiler driven by Python callables, and a second,
 // trivial eval-frame hook to check that Ember chains to a previously installed one. Used only by
-// tests/eval_frame through ember._C.eval_frame; nothing in Ember's pipeline depends on them.
+// tests/eval_frame through ember._C.eval_frame; nothing in Ember's pipeline depends on them, and
+// only development builds compile them (CMake option EMBER_TEST_FIXTURES).
 #pragma once
 
 #include <Python.h>

@@ -44,7 +44,7 @@
 
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/variables.h"
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 
 namespace ember::frontend {
 

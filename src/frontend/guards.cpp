@@ -22,13 +22,13 @@
 #include <utility>
 
 #include "frontend/guards/access.h"
-#include "frontend/guards/torch_bridge.h"
+#include "pybridge/torch_bridge.h"
 
 namespace ember::frontend {
 
-using guards::DeviceKey;
-using guards::RawTensorMeta;
-using guards::TensorReadPath;
+using pybridge::DeviceKey;
+using pybridge::RawTensorMeta;
+using pybridge::TensorReadPath;
 
 namespace {
 
@@ -107,7 +107,7 @@ int exact_equal(PyObject* a, PyObject* b) {
 }
 
 // Values whose equality is a sound guard: immutable, compared by value.
-bool equals_supported(PyObject* v, const guards::TorchBridge* bridge) {
+bool equals_supported(PyObject* v, const pybridge::TorchBridge* bridge) {
   if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
       PyComplex_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v)) {
     return true;
@@ -287,7 +287,7 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       const TensorExpectation& t = tensors[c.tensor];
       if (Py_TYPE(v) != t.meta.type) return false;
       RawTensorMeta raw;
-      if (!guards::read_raw_tensor_meta(v, &raw, TensorReadPath::Auto)) return false;
+      if (!pybridge::read_raw_tensor_meta(v, &raw, TensorReadPath::Auto)) return false;
       int ndim = static_cast<int>(t.meta.sizes.size());
       return raw.dtype == t.meta.dtype && raw.device == t.device && raw.ndim == ndim &&
              raw.requires_grad == t.meta.requires_grad && dims_equal(raw.sizes, t.meta.sizes.data(), ndim) &&
@@ -355,15 +355,15 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       return true;
     case CheckKind::GradMode: {
       bool enabled;
-      return guards::read_grad_enabled(&enabled) && enabled == c.flag;
+      return pybridge::read_grad_enabled(&enabled) && enabled == c.flag;
     }
     case CheckKind::DefaultDType: {
       ir::DType dt;
-      return guards::read_default_dtype(&dt) && dt == c.dtype;
+      return pybridge::read_default_dtype(&dt) && dt == c.dtype;
     }
     case CheckKind::Autocast: {
       bool on;
-      return guards::read_autocast(&on) && on == c.flag;
+      return pybridge::read_autocast(&on) && on == c.flag;
     }
     case CheckKind::AutocastState: {
       AutocastState now;
@@ -395,7 +395,7 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::NoHooks: return s + " has no hooks";
     case CheckKind::NoGlobalHooks: return "no global module hooks";
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
-    case CheckKind::DefaultDType: return std::string("default dtype ") + guards::dtype_torch_name(c.dtype);
+    case CheckKind::DefaultDType: return std::string("default dtype ") + pybridge::dtype_torch_name(c.dtype);
     case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
     case CheckKind::AutocastState: return "autocast state: " + autocast_states[c.autocast].str();
     case CheckKind::Environ: {
@@ -479,7 +479,7 @@ namespace {
 bool convert(PyObject* obj, const RawTensorMeta& raw, TensorMeta* out) {
   out->type = Py_TYPE(obj);
   out->dtype = raw.dtype;
-  out->device = guards::device_of(raw.device);
+  out->device = pybridge::device_of(raw.device);
   out->sizes.assign(raw.sizes, raw.sizes + raw.ndim);
   out->strides.assign(raw.strides, raw.strides + raw.ndim);
   out->requires_grad = raw.requires_grad;
@@ -497,12 +497,12 @@ void append_dims(std::string& out, const std::vector<int64_t>& dims) {
 
 std::string TensorMeta::str() const {
   std::string out;
-  const guards::TorchBridge* bridge = guards::torch_bridge();
+  const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
   if (type != nullptr && (bridge == nullptr || type != bridge->tensor_type)) {
     out += type->tp_name;
     out += ' ';
   }
-  out += guards::dtype_short_name(dtype);
+  out += pybridge::dtype_short_name(dtype);
   out += '[';
   append_dims(out, sizes);
   out += "]{";
@@ -516,12 +516,12 @@ std::string TensorMeta::str() const {
 
 bool read_tensor_meta(PyObject* obj, TensorMeta* out) {
   RawTensorMeta raw;
-  return guards::read_raw_tensor_meta(obj, &raw, TensorReadPath::Auto) && convert(obj, raw, out);
+  return pybridge::read_raw_tensor_meta(obj, &raw, TensorReadPath::Auto) && convert(obj, raw, out);
 }
 
 bool read_tensor_meta_via_attributes(PyObject* obj, TensorMeta* out) {
   RawTensorMeta raw;
-  return guards::read_raw_tensor_meta(obj, &raw, TensorReadPath::Attributes) && convert(obj, raw, out);
+  return pybridge::read_raw_tensor_meta(obj, &raw, TensorReadPath::Attributes) && convert(obj, raw, out);
 }
 
 AutocastState::Device* AutocastState::device(std::string_view type) {
@@ -536,7 +536,7 @@ const AutocastState::Device* AutocastState::device(std::string_view type) const 
 
 std::string AutocastState::str() const {
   auto one = [](const char* name, const Device& d) {
-    return std::string(name) + (d.enabled ? " on " : " off ") + guards::dtype_torch_name(d.dtype);
+    return std::string(name) + (d.enabled ? " on " : " off ") + pybridge::dtype_torch_name(d.dtype);
   };
   std::string out = one("cpu", cpu) + ", " + one("cuda", cuda) + (cache ? ", cache on" : ", cache off");
   if (other) out += ", on for another device type";
@@ -545,10 +545,10 @@ std::string AutocastState::str() const {
 
 bool read_autocast_state(AutocastState* out) {
   bool any = false;
-  if (!guards::read_autocast(&any)) return false;
-  if (!guards::read_autocast_device("cpu", &out->cpu.enabled, &out->cpu.dtype) ||
-      !guards::read_autocast_device("cuda", &out->cuda.enabled, &out->cuda.dtype) ||
-      !guards::read_autocast_cache(&out->cache)) {
+  if (!pybridge::read_autocast(&any)) return false;
+  if (!pybridge::read_autocast_device("cpu", &out->cpu.enabled, &out->cpu.dtype) ||
+      !pybridge::read_autocast_device("cuda", &out->cuda.enabled, &out->cuda.dtype) ||
+      !pybridge::read_autocast_cache(&out->cache)) {
     return false;
   }
   out->other = any && !out->cpu.enabled && !out->cuda.enabled;
@@ -557,8 +557,8 @@ bool read_autocast_state(AutocastState* out) {
 
 GlobalState GlobalState::current() {
   GlobalState state;
-  if (!guards::read_grad_enabled(&state.grad_enabled) || !guards::read_default_dtype(&state.default_dtype) ||
-      !guards::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state)) {
+  if (!pybridge::read_grad_enabled(&state.grad_enabled) || !pybridge::read_default_dtype(&state.default_dtype) ||
+      !pybridge::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state)) {
     throw std::runtime_error("cannot read torch's global state: " + take_error_text());
   }
   return state;
@@ -576,7 +576,7 @@ void GuardSet::tensor_match(const SourceRef& source, const TensorMeta& meta) {
   if (meta.sizes.size() != meta.strides.size()) {
     throw std::invalid_argument("tensor_match: sizes and strides differ in length for " + source->str());
   }
-  TensorExpectation t{meta, guards::device_key(meta.device)};
+  TensorExpectation t{meta, pybridge::device_key(meta.device)};
   Check c{CheckKind::TensorMatch};
   c.object = Py_NewRef(reinterpret_cast<PyObject*>(meta.type));
   c.tensor = static_cast<int>(impl_->tensors.size());
@@ -608,7 +608,7 @@ void GuardSet::type_match(const SourceRef& source, PyTypeObject* type) {
 }
 
 void GuardSet::equals(const SourceRef& source, PyObject* value) {
-  if (value == nullptr || !equals_supported(value, guards::torch_bridge())) {
+  if (value == nullptr || !equals_supported(value, pybridge::torch_bridge())) {
     throw std::invalid_argument(
 "equals: " + source->str() + " needs None, bool, int, float, complex, str, bytes, torch.dtype, " +
         "torch.device or a tuple (or torch.Size) of those; got " + (value ? Py_TYPE(value)->tp_name : "null"));
@@ -630,7 +630,7 @@ void GuardSet::dict_keys(const SourceRef& source, PyObject* keys_tuple) {
     throw std::invalid_argument("dict_keys: keys of " + source->str() + " must be a tuple");
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys_tuple); ++i) {
-    if (!equals_supported(PyTuple_GET_ITEM(keys_tuple, i), guards::torch_bridge())) {
+    if (!equals_supported(PyTuple_GET_ITEM(keys_tuple, i), pybridge::torch_bridge())) {
       throw std::invalid_argument("dict_keys: key of " + source->str() + " is a " +
                                   Py_TYPE(PyTuple_GET_ITEM(keys_tuple, i))->tp_name +
                                   ", not a value compared by equality (str, int, ...)");

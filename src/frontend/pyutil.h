@@ -5,9 +5,13 @@
 
 #include <string>
 
-#include "frontend/interp/trace.h"
+#include "pybridge/errors.h"
 
 namespace ember::frontend {
+
+// The interpreter and the compiler name pybridge's error helpers without their layer.
+using pybridge::PythonError;
+using pybridge::take_error_message;
 
 // The UTF-8 text of a str object; throws PythonError when it cannot be read.
 inline std::string str_of(PyObject* s) {
@@ -16,9 +20,6 @@ inline std::string str_of(PyObject* s) {
   if (!c) throw PythonError();
   return std::string(c, n);
 }
-
-// "TypeName: message" of the pending Python error, which is cleared.
-std::string take_error_message();
 
 // `name` in the type's own namespace (not its bases), borrowed, or nullptr. Reads through
 // `type.__dict__`: a static builtin type has no tp_dict of its own on CPython 3.12+.

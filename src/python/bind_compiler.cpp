@@ -1,11 +1,10 @@
-// Bindings of the compiler: a Compiler per ember.compile() call, the compiled callable, and the
-// process-wide counters. Thin: options arrive already parsed (python/ember/options.py).
+// Bindings of the compiler: CompileOptions (a typed class that python/ember/options.py fills in:
+// every field has its C++ type, every closed set is an enum), a Compiler per ember.compile() call,
+// the compiled callable, and the process-wide counters. Thin: no option is parsed here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include <stdexcept>
-
-#include "frontend/compiler.h"
+#include "driver/compiler.h"
 #include "support/stats.h"
 
 namespace nb = nanobind;
@@ -14,51 +13,63 @@ namespace ember::python {
 
 namespace {
 
-CompileOptions options_from(const nb::dict& d) {
-  CompileOptions o;
-  std::string backend = nb::cast<std::string>(d["backend"]);
-  if (backend == "ember") {
-    o.backend = Backend::Ember;
-  } else if (backend == "eager") {
-    o.backend = Backend::Eager;
-  } else {
-    throw std::invalid_argument("unknown backend '" + backend + "'");
-  }
-  std::string mode = nb::cast<std::string>(d["mode"]);
-  o.mode = mode == "reduce-overhead" ? Mode::ReduceOverhead : mode == "max-autotune" ? Mode::MaxAutotune : Mode::Default;
-  o.fullgraph = nb::cast<bool>(d["fullgraph"]);
-  o.dynamic = nb::cast<bool>(d["dynamic"]);
-  o.cache_limit = nb::cast<int>(d["cache_limit"]);
-  o.logs = nb::cast<uint32_t>(d["logs"]);
-  o.verify_shape_rules = nb::cast<bool>(d["verify_shape_rules"]);
-  o.verify_each_step = nb::cast<bool>(d["verify_each_step"]);
-  o.cxx = nb::cast<std::string>(d["cxx"]);
-  o.cache_dir = nb::cast<std::string>(d["cache_dir"]);
-  o.include_dir = nb::cast<std::string>(d["include_dir"]);
-  return o;
-}
-
 // The callable ember.compile() returns for a function: calls it inside a compiled region.
 struct CompiledFunction {
   nb::object fn;
   nb::object compiler;  // keeps the Compiler alive
-  frontend::Compiler* raw = nullptr;
+  driver::Compiler* raw = nullptr;
 };
+
+void bind_options(nb::module_& m) {
+  nb::enum_<Backend>(m, "Backend").value("ember", Backend::Ember).value("eager", Backend::Eager);
+  nb::enum_<Mode>(m, "Mode")
+      .value("default", Mode::Default)
+      .value("reduce_overhead", Mode::ReduceOverhead)
+      .value("max_autotune", Mode::MaxAutotune);
+  nb::enum_<Dynamic>(m, "Dynamic").value("auto", Dynamic::Auto).value("always", Dynamic::Always).value("never", Dynamic::Never);
+  // The EMBER_LOGS channels by name: options.py LOG_CHANNELS must list them in this order.
+  nb::enum_<LogChannel>(m, "LogChannel", nb::is_flag())
+      .value("graph", kLogGraph)
+      .value("graph_breaks", kLogGraphBreaks)
+      .value("guards", kLogGuards)
+      .value("recompiles", kLogRecompiles)
+      .value("fallbacks", kLogFallbacks)
+      .value("schedule", kLogSchedule)
+      .value("output_code", kLogOutputCode)
+      .value("perf", kLogPerf)
+      .value("passes", kLogPasses);
+  nb::class_<CompileOptions>(m, "CompileOptions")
+      .def(nb::init<>())
+      .def_rw("backend", &CompileOptions::backend)
+      .def_rw("mode", &CompileOptions::mode)
+      .def_rw("fullgraph", &CompileOptions::fullgraph)
+      .def_rw("dynamic", &CompileOptions::dynamic)
+      .def_rw("cache_limit", &CompileOptions::cache_limit)
+      .def_rw("inline_depth_limit", &CompileOptions::inline_depth_limit)
+      .def_rw("instruction_limit", &CompileOptions::instruction_limit)
+      .def_rw("logs", &CompileOptions::logs)
+      .def_rw("verify_shape_rules", &CompileOptions::verify_shape_rules)
+      .def_rw("verify_each_step", &CompileOptions::verify_each_step)
+      .def_rw("cxx", &CompileOptions::cxx)
+      .def_rw("cache_dir", &CompileOptions::cache_dir)
+      .def_rw("include_dir", &CompileOptions::include_dir);
+}
 
 }  // namespace
 
 void bind_compiler(nb::module_& m) {
-  nb::class_<frontend::Compiler>(m, "Compiler")
-      .def("__init__", [](frontend::Compiler* self, nb::dict options, nb::object table, nb::object listener,
-                          nb::object unsupported_error) {
-        new (self) frontend::Compiler(options_from(options), frontend::TorchTable::from_python(table.ptr()),
-                                      listener.ptr(), unsupported_error.ptr());
+  bind_options(m);
+  nb::class_<driver::Compiler>(m, "Compiler")
+      .def("__init__", [](driver::Compiler* self, const CompileOptions& options, nb::object table,
+                          nb::object listener, nb::object unsupported_error) {
+        new (self) driver::Compiler(options, frontend::TorchTable::from_python(table.ptr()), listener.ptr(),
+                                      unsupported_error.ptr());
       });
 
   nb::class_<CompiledFunction>(m, "CompiledFunction", nb::dynamic_attr())
       .def("__init__",
            [](CompiledFunction* self, nb::object fn, nb::object compiler) {
-             new (self) CompiledFunction{fn, compiler, nb::cast<frontend::Compiler*>(compiler)};
+             new (self) CompiledFunction{fn, compiler, nb::cast<driver::Compiler*>(compiler)};
            })
       .def("__call__",
            [](CompiledFunction& self, nb::args args, nb::kwargs kwargs) {
@@ -80,6 +91,7 @@ void bind_compiler(nb::module_& m) {
     d["eager_frames"] = s.eager_frames;
     d["kernels_compiled"] = s.kernels_compiled;
     d["codegen_failures"] = s.codegen_failures;
+    d["backend_errors"] = s.backend_errors;
     d["graphs"] = s.graphs;
     d["ops_captured"] = s.ops_captured;
     d["trace_seconds"] = s.trace_seconds;

@@ -14,7 +14,7 @@
 
 #include "frontend/frame.h"
 #include "frontend/guards.h"
-#include "frontend/guards/torch_bridge.h"
+#include "pybridge/torch_bridge.h"
 #include "frontend/source.h"
 
 namespace nb = nanobind;
@@ -92,7 +92,7 @@ struct TestFrame {
 nb::object meta_dict(const TensorMeta& meta) {
   nb::dict d;
   d["type"] = nb::borrow(reinterpret_cast<PyObject*>(meta.type));
-  d["dtype"] = std::string(ember::frontend::guards::dtype_torch_name(meta.dtype));
+  d["dtype"] = std::string(ember::pybridge::dtype_torch_name(meta.dtype));
   d["device"] = meta.device.type + (meta.device.index >= 0 ? ":" + std::to_string(meta.device.index) : "");
   d["sizes"] = nb::cast(meta.sizes);
   d["strides"] = nb::cast(meta.strides);
@@ -140,12 +140,12 @@ void bind_guards(nb::module_& m) {
     return view.argument_count();
   });
   m.def("dlpack_exchange_available", [] {
-    const ember::frontend::guards::TorchBridge* bridge = ember::frontend::guards::torch_bridge();
+    const ember::pybridge::TorchBridge* bridge = ember::pybridge::torch_bridge();
     return bridge != nullptr && bridge->dlpack != nullptr;
   });
   m.def("current_global_state", [] {
     GlobalState s = GlobalState::current();
-    return nb::make_tuple(s.grad_enabled, std::string(ember::frontend::guards::dtype_torch_name(s.default_dtype)));
+    return nb::make_tuple(s.grad_enabled, std::string(ember::pybridge::dtype_torch_name(s.default_dtype)));
   });
 
   nb::class_<GuardSet>(m, "GuardSet")
@@ -171,7 +171,7 @@ void bind_guards(nb::module_& m) {
       .def("global_state", [](GuardSet& g) { g.global_state(GlobalState::current()); })
       .def("global_state", [](GuardSet& g, bool grad_enabled, const std::string& default_dtype) {
         GlobalState state{grad_enabled, ir::DType::Float32};
-        if (!ember::frontend::guards::dtype_from_torch_name(default_dtype, &state.default_dtype)) {
+        if (!ember::pybridge::dtype_from_torch_name(default_dtype, &state.default_dtype)) {
           throw std::invalid_argument("unknown dtype '" + default_dtype + "'");
         }
         g.global_state(state);

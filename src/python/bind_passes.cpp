@@ -81,7 +81,7 @@ void bind_passes(nb::module_& m) {
         try {
           runtime::EagerExecutor executor(g, fns, [&t](const ir::Literal& lit) { return t.literal_object(lit); });
           if (!executor.run(args.data(), &outputs)) throw nb::python_error();
-        } catch (frontend::PythonError&) {
+        } catch (pybridge::PythonError&) {
           throw nb::python_error();
         }
         nb::list out;

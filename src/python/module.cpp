@@ -14,6 +14,9 @@ void bind_codecache(nb::module_& m);
 void bind_lowering(nb::module_& m);
 void bind_codegen(nb::module_& m);
 void bind_passes(nb::module_& m);
+#ifdef EMBER_TEST_FIXTURES
+void bind_eval_frame_testing(nb::module_& m);
+#endif
 }  // namespace ember::python
 
 NB_MODULE(_C, m) {
@@ -28,6 +31,9 @@ NB_MODULE(_C, m) {
   bind_guards(guards);
   auto eval_frame = m.def_submodule("eval_frame", "Frame hook and compiled regions");
   bind_eval_frame(eval_frame);
+#ifdef EMBER_TEST_FIXTURES
+  bind_eval_frame_testing(eval_frame);
+#endif
   bind_compiler(m);
   auto shapes = m.def_submodule("shapes", "Shape rules of core ops (tests, measurements)");
   bind_shapes(shapes);

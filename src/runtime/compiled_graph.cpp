@@ -10,18 +10,17 @@
 #include <variant>
 
 #include "codegen/cpp/include/ember/runtime.h"
-#include "frontend/guards/torch_bridge.h"
+#include "pybridge/torch_bridge.h"
 
 namespace ember::runtime {
 
 namespace {
 
-namespace guards = frontend::guards;
 using loop_ir::Buffer;
 using loop_ir::BufferId;
 
-const guards::TorchBridge& bridge_or_throw() {
-  const guards::TorchBridge* bridge = guards::torch_bridge();
+const pybridge::TorchBridge& bridge_or_throw() {
+  const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
   if (bridge == nullptr) throw std::runtime_error("ember: compiled graphs need torch imported");
   return *bridge;
 }
@@ -36,15 +35,15 @@ std::string describe(const Buffer& b) {
   return s + "}";
 }
 
-std::string describe(const guards::RawTensorMeta& m) {
-  std::string s = std::string(guards::dtype_short_name(m.dtype)) + "[";
+std::string describe(const pybridge::RawTensorMeta& m) {
+  std::string s = std::string(pybridge::dtype_short_name(m.dtype)) + "[";
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.sizes[d]);
   s += "]{";
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.strides[d]);
   return s + "}" + (m.device.type == 0 ? "" : " (not on the cpu)");
 }
 
-bool same_dims(const Buffer& b, const guards::RawTensorMeta& m, bool* strides_equal) {
+bool same_dims(const Buffer& b, const pybridge::RawTensorMeta& m, bool* strides_equal) {
   if (m.ndim != static_cast<int>(b.sizes.size())) return false;
   *strides_equal = true;
   for (int d = 0; d < m.ndim; ++d) {
@@ -55,7 +54,7 @@ bool same_dims(const Buffer& b, const guards::RawTensorMeta& m, bool* strides_eq
   return true;
 }
 
-bool is_empty(const guards::RawTensorMeta& m) {
+bool is_empty(const pybridge::RawTensorMeta& m) {
   for (int d = 0; d < m.ndim; ++d)
     if (m.sizes[d] == 0) return true;
   return false;
@@ -63,9 +62,9 @@ bool is_empty(const guards::RawTensorMeta& m) {
 
 // The address of a tensor's element 0. False with a Python error set.
 bool data_pointer(PyObject* tensor, void** out) {
-  const guards::TorchBridge* bridge = guards::torch_bridge();
+  const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
   if (bridge != nullptr && bridge->dlpack != nullptr) {
-    dlpack::Tensor t;
+    pybridge::dlpack::Tensor t;
     if (bridge->dlpack->dltensor_from_py_object_no_sync(tensor, &t) == 0) {
       *out = static_cast<char*>(t.data) + t.byte_offset;
       return true;
@@ -146,7 +145,7 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
                              std::shared_ptr<LoadedLibrary> library, const std::vector<PyRef>& callables,
                              const EagerExecutor::LiteralToPython& convert)
     : program_(std::move(program)), plan_(std::move(plan)), source_(std::move(source)), library_(std::move(library)) {
-  const guards::TorchBridge& bridge = bridge_or_throw();
+  const pybridge::TorchBridge& bridge = bridge_or_throw();
   if (callables.size() != program_.externs.size())
     throw std::invalid_argument("compiled graph: " + std::to_string(callables.size()) + " callables for " +
                                 std::to_string(program_.externs.size()) + " extern calls");
@@ -262,8 +261,8 @@ PyRef CompiledGraph::empty_like_buffer(const Buffer& b) const {
 
 bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
   const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
-  guards::RawTensorMeta meta;
-  if (!guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto)) {
+  pybridge::RawTensorMeta meta;
+  if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto)) {
     PyErr_Format(PyExc_TypeError, "ember: input %zu of compiled program @%s must be a tensor %s", k,
                  program_.name.c_str(), describe(b).c_str());
     return false;
@@ -281,9 +280,9 @@ bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
 
 bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) const {
   const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
-  guards::RawTensorMeta meta;
+  pybridge::RawTensorMeta meta;
   bool strides_equal = false;
-  if (!guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto) || meta.device.type != 0 ||
+  if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) || meta.device.type != 0 ||
       meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal)) {
     PyErr_Format(PyExc_RuntimeError, "ember: extern call result %%%s should be a cpu tensor %s, got %s",
                  b.name().c_str(), describe(b).c_str(),
@@ -352,7 +351,7 @@ PyObject* CompiledGraph::arena_tensor(Call& call, BufferId id) const {
                                                    static_cast<long long>(arena_span(plan_))));
     if (!bytes) return nullptr;
     typed = PyRef::steal(PyObject_CallMethod(bytes.get(), "view", "O",
-                                             guards::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
+                                             pybridge::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
     if (!typed) return nullptr;
   }
   const int64_t at = plan_.offsets.at(static_cast<size_t>(p.root)) / ir::dtype_itemsize(b.dtype) + p.offset;
@@ -425,10 +424,10 @@ bool CompiledGraph::in_arena(BufferId id) const {
 bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* tensor) const {
   const Buffer& b = program_.buffers[static_cast<size_t>(id)];
   const Placement& p = placement_[static_cast<size_t>(id)];
-  guards::RawTensorMeta meta;
+  pybridge::RawTensorMeta meta;
   bool strides_equal = false;
   void* data = nullptr;
-  const bool ok = guards::read_raw_tensor_meta(tensor, &meta, guards::TensorReadPath::Auto) &&
+  const bool ok = pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) &&
                   meta.dtype == b.dtype && same_dims(b, meta, &strides_equal) && strides_equal &&
                   (is_empty(meta) || data_pointer(tensor, &data));
   PyErr_Clear();

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
 #include "runtime/cpp_compiler.h"

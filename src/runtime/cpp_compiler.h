@@ -18,6 +18,22 @@
 //    with the same publication, digest and lock rules, checked once per process.
 //  - Libraries are memoized in-process by key and never dlclosed while a LoadedLibrary reference
 //    lives; the memo itself holds one, so a loaded library stays until process exit.
+//
+// Process-wide state, and why each piece is process-wide rather than owned by a compile context.
+// None of it is configuration (every setting arrives in CppCompileOptions); each is a memo keyed by
+// everything that determines its value, guarded by its own mutex:
+//  - loaded libraries, by cache key: a dlopen()ed library is a process resource, compiled graphs of
+//    every Compiler hold code pointers into it, and two Compilers compiling the same source must
+//    share one load; it must outlive any one Compiler.
+//  - a file's sha256 under the include dirs, by path, reused only while its inode, size and times
+//    match (a changed header is rehashed);
+//  - the compiler's `--version` line, by compiler path (a compiler replaced in place during a run is
+//    not noticed until the next process: the documented cost of not spawning it per compile);
+//  - precompiled headers verified on disk, by PCH key; background PCH builds started, by (cache dir,
+//    compiler, header): at most one thread per process builds a PCH. The detached thread outlives
+//    the compile that started it, so this state cannot belong to a Compiler without shared ownership.
+// Moving the last three into a CodeCache object that the Compiler owns (for isolation in tests)
+// needs the object passed from the pipeline driver through compile_graph into compile_and_load.
 // Python-free, so it can move into the core library.
 #pragma once
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 #include "ir/graph.h"
 #include "runtime/graph_runner.h"
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 
 namespace ember::runtime {
 

@@ -1,6 +1,14 @@
 // CompileOptions: every setting of one ember.compile() call, parsed once in Python
-// (python/ember/options.py, the only reader of the environment) and passed down explicitly.
-// The C++ core has no global configuration.
+// (python/ember/options.py, the only reader of the environment, builds this struct through its
+// typed binding in src/python/bind_compiler.cpp) and passed down explicitly. The C++ core has no
+// global configuration.
+//
+// Settings that have no CPU meaning yet are still carried, so that the stage that will act on
+// them reads them from here; until then options.py tells the user so (one warning per process):
+//   - `mode`: ReduceOverhead (CUDA graphs) and MaxAutotune (kernel-configuration search) are GPU
+//     backend features; on CPU every mode generates the same code as Default.
+//   - `dynamic`: shapes are specialized and guarded whatever it says (symbolic sizes: issue 14).
+//   - `logs`: the channels the C++ stages log on (the pipeline reads kLogPerf and kLogPasses).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +20,12 @@ namespace ember {
 enum class Backend : uint8_t { Ember, Eager };
 enum class Mode : uint8_t { Default, ReduceOverhead, MaxAutotune };
 
-// EMBER_LOGS channels.
+// When sizes become symbols (DESIGN.md, ember.compile(dynamic=...)): Auto (None: static first,
+// automatic dynamic on a recompile), Always (True: symbolic from the first call), Never (False).
+enum class Dynamic : uint8_t { Auto, Always, Never };
+
+// EMBER_LOGS channels: bit i is python/ember/options.py LOG_CHANNELS[i] (tests/api checks that
+// the two lists agree; a new channel goes at the end of both).
 enum LogChannel : uint32_t {
   kLogGraph = 1u << 0,
   kLogGraphBreaks = 1u << 1,
@@ -22,14 +35,14 @@ enum LogChannel : uint32_t {
   kLogSchedule = 1u << 5,
   kLogOutputCode = 1u << 6,
   kLogPerf = 1u << 7,
-  kLogPasses = 1u << 8,
+  kLogPasses = 1u << 8,  // the IR after each pass that changed it
 };
 
 struct CompileOptions {
   Backend backend = Backend::Ember;
   Mode mode = Mode::Default;
   bool fullgraph = false;
-  bool dynamic = false;
+  Dynamic dynamic = Dynamic::Auto;
   int cache_limit = 8;         // compiled entries per code object before it runs eagerly
   int inline_depth_limit = 64; // nested inlined calls before the frame runs eagerly
   int64_t instruction_limit = 2'000'000;  // interpreted instructions per trace (unrolled loops)

@@ -14,6 +14,7 @@ struct Stats {
   uint64_t eager_frames = 0;     // frames the compiler declined (they run eagerly)
   uint64_t kernels_compiled = 0;
   uint64_t codegen_failures = 0;
+  uint64_t backend_errors = 0;   // graphs that fell back because a backend stage threw (a bug)
   uint64_t graphs = 0;           // graphs built
   uint64_t ops_captured = 0;     // graph nodes built
   double trace_seconds = 0;      // time spent tracing

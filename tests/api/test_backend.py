@@ -74,6 +74,67 @@ def test_compiler_failure_warns_once_counts_and_stays_correct(monkeypatch):
     assert s["codegen_failures"] == 1 and s["kernels_compiled"] == 0, s
 
 
+# A graph a backend stage fails on (an internal error, a bug): decompose has no form for a sum
+# over every dim of a 0-dim tensor ("reduce builder: no dims"). When that is fixed, use another.
+def zero_dim_sum(x):
+    return x.sum() * x
+
+
+def test_internal_error_raises_under_strict():
+    # The test suite runs with EMBER_STRICT=1 (conftest.py): an internal error is a test failure.
+    x = torch.tensor(3.0)
+    with pytest.raises(ember.InternalError) as info:
+        ember.compile(zero_dim_sum)(x)
+    assert isinstance(info.value, RuntimeError)
+    assert info.value.stage == "decompose" and "no dims" in info.value.message
+    assert "zero_dim_sum" in str(info.value)
+    assert ember.stats()["backend_errors"] == 1
+
+
+def test_internal_error_without_strict_warns_once_counts_and_stays_correct():
+    x = torch.tensor(3.0)
+    compiled = ember.compile(zero_dim_sum, options={"strict": False})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x * 2), zero_dim_sum(x * 2))
+        ember.compile(zero_dim_sum, options={"strict": False})(x)  # the same site: no second warning
+    messages = [str(w.message) for w in caught if "internal error" in str(w.message)]
+    assert len(messages) == 1, [str(w.message) for w in caught]
+    assert "no dims" in messages[0] and "eager executor" in messages[0]
+    s = ember.stats()
+    assert s["backend_errors"] == 2 and s["codegen_failures"] == 0 and s["kernels_compiled"] == 0, s
+    out = ember.explain(zero_dim_sum, options={"strict": False})(x)
+    assert out.backend_fallbacks[0].startswith("internal error in the backend"), out
+
+
+def test_strict_from_the_environment(monkeypatch):
+    monkeypatch.setenv("EMBER_STRICT", "0")
+    x = torch.tensor(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close(ember.compile(zero_dim_sum)(x), zero_dim_sum(x))
+    with pytest.raises(ember.InternalError):
+        ember.compile(zero_dim_sum, options={"strict": True})(x)
+    monkeypatch.setenv("EMBER_STRICT", "yes")
+    with pytest.raises(ValueError, match="EMBER_STRICT"):
+        ember.compile(zero_dim_sum)
+
+
+def test_fallbacks_by_design_are_not_internal_errors(monkeypatch):
+    # Under strict: a graph needing gradients, one with only extern calls, generated C++ that does
+    # not compile -- each runs on the eager executor without raising, and none is a backend error.
+    x = torch.randn(4, 16, requires_grad=True)
+    ember.compile(layer_norm_gelu)(x, torch.randn(16), torch.randn(16))
+    ember.compile(lambda a, b: a @ b)(torch.randn(3, 4), torch.randn(4, 5))
+    monkeypatch.setenv("CXX", "false")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.compile(softmax_residual)(*args_softmax())
+    s = ember.stats()
+    assert s["backend_errors"] == 0 and s["codegen_failures"] == 1 and s["kernels_compiled"] == 0, s
+
+
 def test_logs_schedule_output_code_and_perf(monkeypatch, caplog):
     monkeypatch.setenv("EMBER_LOGS", "schedule,output_code,perf")
     caplog.set_level(logging.INFO, logger="ember")

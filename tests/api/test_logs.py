@@ -113,6 +113,14 @@ def test_all_channel(logs):
     assert "graph for" in text and "guards for" in text
 
 
+def test_channels_agree_with_the_cpp_enum():
+    # options.LOG_CHANNELS[i] is bit i of LogChannel (src/support/options.h, bound in bind_compiler.cpp).
+    from ember import _C
+    from ember.options import LOG_CHANNELS
+    assert [(c.name, c.value) for c in _C.LogChannel] == [(n, 1 << i) for i, n in enumerate(LOG_CHANNELS)]
+    assert ember.options.parse_logs("passes,perf")[0] == _C.LogChannel.passes.value | _C.LogChannel.perf.value
+
+
 def test_unknown_channel_is_an_error(monkeypatch):
     monkeypatch.setenv("EMBER_LOGS", "graph,bogus")
     with pytest.raises(ValueError, match="bogus"):

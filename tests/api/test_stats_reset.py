@@ -4,7 +4,7 @@ import torch
 import ember
 
 KEYS = ("frames_compiled", "cache_hits", "recompiles", "graph_breaks", "eager_frames", "graphs", "ops_captured",
-        "kernels_compiled", "codegen_failures")
+        "kernels_compiled", "codegen_failures", "backend_errors")
 
 
 def f(x):

@@ -4,7 +4,8 @@ Ember's nanoGPT, compiled by Ember and compared with eager.
 Per model: the output matches eager (backend "ember" and "eager"), with and without torch.no_grad(); the
 second call is a cache hit; Ember builds at least one graph and no more graphs than torch.compile's Dynamo
 on the same call (measured here with torch._dynamo.explain); where Dynamo captures the forward whole, Ember's
-break_reasons are empty (no eager fallback of the model's forward).
+break_reasons are empty (no eager fallback of the model's forward); with backend "ember" under no_grad
+the graphs reach generated kernels (no generated C++ that fails to compile, no backend error).
 """
 import pytest
 import torch
@@ -24,6 +25,13 @@ def _assert_same(out, ref):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert type(out) is type(ref)
+
+
+def _assert_kernels(backend):
+    s = ember.stats()
+    assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
+    if backend == "ember":
+        assert s["kernels_compiled"] > 0, f"no graph reached generated kernels: {s}"
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +72,7 @@ def test_matches_eager_under_no_grad(name, backend):
     _assert_same(again, ref)
     assert after["cache_hits"] > before["cache_hits"], "the second call must be a cache hit"
     assert after["frames_compiled"] == before["frames_compiled"], "the second call must not compile again"
+    _assert_kernels(backend)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -171,6 +180,7 @@ def test_default_call_returns_the_cache(name, backend):
     _assert_same_with_cache(again, ref)
     assert after["cache_hits"] > before["cache_hits"], "the second call must be a cache hit"
     assert after["frames_compiled"] == before["frames_compiled"], "the second call must not compile again"
+    _assert_kernels(backend)
 
 
 # T5's default call deep-copies its config (PreTrainedConfig.get_text_config) to build the decoder's

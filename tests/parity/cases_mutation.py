@@ -188,7 +188,7 @@ def _globals_state(_):
     return {"CALLS": CALLS, "LOG": list(LOG), "LAST": LAST, "GLOBAL_BUFFER": GLOBAL_BUFFER}
 
 
-@case(inputs=x34, counters="captured", reset=_reset_globals, state=_globals_state)
+@case(inputs=x34, reset=_reset_globals, state=_globals_state)
 def global_int_counter_write(x):
     global CALLS
     CALLS += 1
@@ -273,8 +273,7 @@ class StepCounter(nn.Module):
         return self.lin(x)
 
 
-case("module_int_attr_increment", inputs=x34, module=True, counters="captured",
-     state=lambda m: m.steps)(StepCounter)
+case("module_int_attr_increment", inputs=x34, module=True, state=lambda m: m.steps)(StepCounter)
 
 
 class TensorAttrWriter(nn.Module):
@@ -334,7 +333,7 @@ class ParamInplaceNoGrad(nn.Module):
         return x * self.w
 
 
-case("module_param_inplace_under_no_grad", inputs=x34, module=True)(ParamInplaceNoGrad)
+case("module_param_inplace_under_no_grad", inputs=x34, module=True, sets_grad_mode=True)(ParamInplaceNoGrad)
 
 
 class ListAttrAppend(nn.Module):

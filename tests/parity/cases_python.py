@@ -974,7 +974,7 @@ def assert_isinstance(x):
     return x.relu()
 
 
-@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),))
+@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),), sets_grad_mode=True)
 def with_no_grad(x):
     with torch.no_grad():
         y = x * 2
@@ -982,7 +982,7 @@ def with_no_grad(x):
     return y, z, y.requires_grad
 
 
-@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),))
+@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),), sets_grad_mode=True)
 def with_enable_grad_inside_no_grad(x):
     with torch.no_grad():
         a = x + 1
@@ -992,7 +992,7 @@ def with_enable_grad_inside_no_grad(x):
     return a, b, c
 
 
-@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),))
+@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),), sets_grad_mode=True)
 def with_set_grad_enabled(x):
     with torch.set_grad_enabled(False):
         a = x.exp()
@@ -1001,7 +1001,7 @@ def with_set_grad_enabled(x):
     return a, b
 
 
-@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),))
+@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),), sets_grad_mode=True)
 def is_grad_enabled_branch(x):
     outs = []
     if torch.is_grad_enabled():
@@ -1017,7 +1017,7 @@ def _no_grad_helper(t):
     return t * 4
 
 
-@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),),
+@case(inputs=lambda g: (randn(g, 3, 4, requires_grad=True),), sets_grad_mode=True,
       note="torch.no_grad() used as a decorator (not named by the issue)")
 def no_grad_decorated_helper(x):
     return _no_grad_helper(x) + x
@@ -1152,7 +1152,7 @@ class _PlainConfig:
     shift: float = 0.5
 
 
-@case(inputs=x34, counters="any", note="plain dataclass construction")
+@case(inputs=x34, note="plain dataclass construction")
 def dataclass_built_in_frame(x):
     cfg = _PlainConfig(3.0)
     return x * cfg.scale + cfg.shift, cfg.scale

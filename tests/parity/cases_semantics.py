@@ -133,13 +133,13 @@ def dunder_list_iadd(x, items):
     return x * 2
 
 
-@case(inputs=lambda g: (randn(g, 2), {}), counters="any")
+@case(inputs=lambda g: (randn(g, 2), {}))
 def dunder_dict_setitem(x, d):
     dict.__setitem__(d, "k", 3)
     return x * 2
 
 
-@case(inputs=lambda g: (randn(g, 2), _Box()), counters="any")
+@case(inputs=lambda g: (randn(g, 2), _Box()))
 def builtin_setattr_on_input(x, box):
     setattr(box, "k", 3)
     box.j = x.shape[0]

@@ -9,7 +9,10 @@ prefixed so a report can tell them apart:
   CRASH         the compiled call raised where eager did not;
   GRAD          values agree but requires_grad or gradients differ;
   COUNTERS      results are right but the frame fell back, recompiled or missed the cache
-                (the message lists explain()'s break reasons).
+                (the message lists explain()'s break reasons);
+  KERNELS       results are right but no graph reached generated code where one should (the
+                variant "ember-no-grad" and a case with kernels=True), or generated C++ failed to
+                compile, or a backend stage failed (codegen_failures, backend_errors).
 """
 import contextlib
 import copy
@@ -20,6 +23,8 @@ import torch
 
 import ember
 from ember.testing import Call, TreeMismatch, alias_map, assert_tree_close, clone_tree
+
+from .registry import NO_KERNELS
 
 N_CALLS = 3
 
@@ -127,6 +132,32 @@ def check_counters(case, target=None):
         raise AssertionError(f"COUNTERS: expected a graph break or a frame run eagerly, got {got}")
 
 
+def check_kernels(case, want_kernels, target=None):
+    s = ember.stats()
+    got = {k: s[k] for k in ("kernels_compiled", "codegen_failures", "backend_errors")}
+    if got["codegen_failures"] or got["backend_errors"]:
+        raise AssertionError(f"KERNELS: generated code failed to compile or a backend stage failed: {got}; "
+                             f"graphs: {_backend_fallbacks(case, target)}")
+    if not want_kernels:
+        return
+    if case.name not in NO_KERNELS and not got["kernels_compiled"]:
+        raise AssertionError(f"KERNELS: no graph reached generated kernels: {got}; graphs: "
+                             f"{_backend_fallbacks(case, target)}")
+    if case.name in NO_KERNELS and got["kernels_compiled"]:
+        raise AssertionError(f"KERNELS: {case.name} now generates kernels ({got}): remove it from "
+                             f"registry.NO_KERNELS")
+
+
+def _backend_fallbacks(case, target):
+    """explain()'s per-graph kernel counts and eager-executor reasons, to make a KERNELS failure actionable."""
+    try:
+        call = Call.of(case.inputs(_generator(0)))
+        out = ember.explain(target, options={"strict": False})(*call.args, **call.kwargs)
+        return list(zip(out.kernel_counts, out.backend_fallbacks))
+    except Exception as e:  # the reasons only decorate a failure message
+        return [f"explain() raised {type(e).__name__}: {e}"]
+
+
 def _grad_leaves(case, target, records):
     leaves = {}
     if case.module:
@@ -150,28 +181,17 @@ def _backward(out):
         total.backward()
 
 
-def sets_grad_mode(case):
-    """A case that switches grad mode itself: under an outer no_grad() its later calls start in
-    another mode than its first (as in eager), so its counters there mean something else."""
-    import inspect
-    try:
-        source = inspect.getsource(case.fn)
-    except (OSError, TypeError):
-        return False
-    return any(word in source for word in ("set_grad_enabled", "enable_grad", "no_grad", "inference_mode"))
-
-
 def run_case(case, backend):
     from ember.testing import DEVICE
     no_grad = backend == "ember-no-grad"
-    if no_grad and sets_grad_mode(case):
+    if no_grad and case.sets_grad_mode:
         pytest.skip("the case switches grad mode itself; it runs with the other backends")
     with (DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext()), \
             (torch.no_grad() if no_grad else contextlib.nullcontext()):
-        _run_case(case, "ember" if no_grad else backend, check_grads=not no_grad)
+        _run_case(case, "ember" if no_grad else backend, check_grads=not no_grad, want_kernels=no_grad)
 
 
-def _run_case(case, backend, check_grads=True):
+def _run_case(case, backend, check_grads=True, want_kernels=False):
     ember.reset()
     eager_target, compiled_target = build_targets(case)
     # Every shape rule that answers is checked against torch's meta kernel on the whole corpus.
@@ -190,6 +210,8 @@ def _run_case(case, backend, check_grads=True):
     counters_error = None
     try:
         check_counters(case, compiled_target)
+        if backend == "ember":
+            check_kernels(case, want_kernels, compiled_target)
     except AssertionError as err:
         counters_error = err
     if grads:

@@ -4,11 +4,15 @@ import pytest
 from . import (cases_fallback, cases_modules, cases_mutation, cases_python, cases_semantics,  # noqa: F401 (register)
                cases_torch)
 from .harness import case_params, run_case
-from .registry import CASES
+from .registry import CASES, NO_KERNELS
 
 
 def test_corpus_size():
     assert len(CASES) >= 250, f"the parity corpus has {len(CASES)} cases"
+
+
+def test_no_kernels_names_cases():
+    assert not set(NO_KERNELS) - set(CASES)
 
 
 # "ember-no-grad" runs eager and compiled calls under torch.no_grad(): graphs whose outputs would

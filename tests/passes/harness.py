@@ -5,6 +5,7 @@ small non-negative ints unless a source is given a tensor in `overrides`), so an
 can be executed without resolving its sources. Mutated inputs (batch_norm's running statistics)
 are compared too: each run gets its own clone of the inputs.
 """
+import operator
 import re
 
 import torch
@@ -58,13 +59,17 @@ def make_inputs(spec, seed, overrides=None):
 # which the torch.* target refuses; the eager backend keeps the method the frame called. The
 # Tensor method of the same name takes both forms, self first.
 _METHOD_FORMS = {"view", "reshape", "permute", "expand", "flatten", "unsqueeze", "squeeze", "transpose"}
+# An attribute read the trace recorded as a call (`x.T`, `x.mT`): the target is the attrgetter's repr,
+# which names no importable object.
+_ATTRGETTER = re.compile(r"operator\.attrgetter\('(\w+)'\)")
 
 
 def callables(text):
     out = []
     for kind, name in passes.node_callables(text):
         if kind == "torch":
-            out.append(ops.table.resolve(name))
+            getter = _ATTRGETTER.fullmatch(name)
+            out.append(operator.attrgetter(getter.group(1)) if getter else ops.table.resolve(name))
         elif kind in _METHOD_FORMS:
             out.append(getattr(torch.Tensor, kind))
         else:

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "frontend/bytecode/instruction.h"
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 
 namespace ember::bytecode {
 

@@ -67,12 +67,7 @@ void Trace::record_cell_write(const VarRef& cell, const VarRef& value) {
   auto found = cell_index_.find(c.real.get());
   if (found == cell_index_.end()) throw Unsupported("assignment to a nonlocal variable whose cell Ember did not read");
   cells_[found->second].written = true;
-  SideEffect e;
-  e.kind = SideEffect::Kind::SetAttr;
-  e.target = c.source->base;  // the cell object; cell_contents is writable
-  e.name = "cell_contents";
-  e.value = value;
-  side_effects.push_back(std::move(e));
+  effects.set_cell_contents(c.source->base, value);
 }
 
 void Trace::alias_cells(int first_object) {

@@ -30,7 +30,7 @@ VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
       if (obj->as<ObjectVar>().opaque) unsupported("attribute '" + name + "' of " + describe(*obj) + ", read from an object guarded by its type only");
       if (is_keyed_view(*obj)) return dict_view_attr(obj, name);
       if (obj->as<ObjectVar>().made_attrs) return instance_attr(obj, name);
-      if (VarRef v = trace_.overlay_attr(o, name)) return v;
+      if (VarRef v = trace_.effects.attr(o, name)) return v;
       if (PyObject_IsInstance(o, trace_.table.module_type.get()) == 1) return module_attr(obj, name);
       if (PyModule_Check(o)) {
         PyRef v = PyRef::steal(PyObject_GetAttrString(o, name.c_str()));
@@ -395,7 +395,7 @@ VarRef Interpreter::dict_view_lookup(const VarRef& view, PyObject* key) {
   std::string name = str_of(key);
   // The trace's own attribute writes land in the instance dict when they are replayed.
   if (v.dict_owner)
-    if (VarRef written = trace_.overlay_attr(v.dict_owner.get(), name)) return written;
+    if (VarRef written = trace_.effects.attr(v.dict_owner.get(), name)) return written;
   if (PyObject* value = PyDict_GetItemWithError(d, key)) return trace_.wrap(value, Source::dict_item(view->source, name));
   if (PyErr_Occurred()) throw PythonError();
   PyRef keys = PyRef::steal(PyDict_Keys(d));
@@ -437,7 +437,7 @@ void Interpreter::store_attr(const VarRef& obj, const std::string& name, const V
     if (params && PyDict_GetItemString(params, name.c_str()))
       unsupported("assignment to parameter '" + name + "' of a module");
   }
-  trace_.record_setattr(obj, name, value);
+  trace_.effects.set_attr(obj, name, value);
 }
 
 }  // namespace ember::frontend

@@ -139,11 +139,13 @@ VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
 
 VarRef Interpreter::record_for_return(const VarRef& rec) {
   auto& r = rec->as<RecordVar>();
-  static PyObject* records = PyImport_ImportModule("ember.records");
+  // Imported per call (a sys.modules lookup once loaded) rather than cached in a static: a failed
+  // import then raises here each time instead of leaving a null module for the process's lifetime.
+  PyRef records = PyRef::steal(PyImport_ImportModule("ember.records"));
   if (!records) throw PythonError();
   PyRef names = PyRef::steal(PyTuple_New(r.fields.size()));
   for (size_t i = 0; i < r.fields.size(); ++i) PyTuple_SET_ITEM(names.get(), i, PyUnicode_FromString(r.fields[i].c_str()));
-  PyRef rebuilder = PyRef::steal(PyObject_CallMethod(records, "rebuilder", "OO", r.cls.get(), names.get()));
+  PyRef rebuilder = PyRef::steal(PyObject_CallMethod(records.get(), "rebuilder", "OO", r.cls.get(), names.get()));
   if (!rebuilder) throw PythonError();
   auto seq = std::make_shared<SequenceVar>(VarKind::Tuple, r.values);
   seq->named_type = std::move(rebuilder);

@@ -261,7 +261,7 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::StoreGlobal:
-      trace_.record_setglobal(globals_.dict, str_of(name_at(ins.arg)), pop());
+      trace_.effects.set_global(globals_.dict, str_of(name_at(ins.arg)), pop());
       return;
     case Opcode::LoadAttr: {
       VarRef obj = pop();
@@ -319,7 +319,7 @@ void Interpreter::step(const Instruction& ins) {
         // closure by index; a cell object the frame reaches (an argument, a function's
         // __closure__) through its `cell_contents` attribute.
         if (c.source && c.source->kind == Source::Kind::Closure) {
-          trace_.record_setcell(static_cast<int>(c.source->index), value);
+          trace_.effects.set_cell(static_cast<int>(c.source->index), value);
         } else if (c.source && c.source->kind == Source::Kind::Attr && c.source->name == "cell_contents") {
           trace_.record_cell_write(cell, value);
         } else {
@@ -851,7 +851,7 @@ void Interpreter::refuse_frame_container(const Var& container, const std::string
 }
 
 VarRef Interpreter::load_global(const std::string& name) {
-  if (VarRef v = trace_.overlay_global(globals_.dict, name)) return v;
+  if (VarRef v = trace_.effects.global(globals_.dict, name)) return v;
   PyRef key = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), name.size()));
   PyObject* value = PyDict_GetItemWithError(globals_.dict, key.get());
   if (value) {

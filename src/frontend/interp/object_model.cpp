@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 #include "frontend/interp/trace.h"
 
 namespace ember::frontend::object_model {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "frontend/guards/torch_bridge.h"
+#include "pybridge/torch_bridge.h"
 #include "frontend/interp/shape_rules_internal.h"
 
 namespace ember::frontend {
@@ -286,9 +286,9 @@ std::optional<Sizes> as_int_or_list(const RuleOperand* p) {
 
 std::optional<ir::DType> as_dtype(const RuleOperand* p) {
   PyObject* o = constant(p);
-  const guards::TorchBridge* bridge = o ? guards::torch_bridge() : nullptr;
+  const pybridge::TorchBridge* bridge = o ? pybridge::torch_bridge() : nullptr;
   ir::DType dt;
-  if (!bridge || !guards::dtype_from_object(*bridge, o, &dt)) return std::nullopt;
+  if (!bridge || !pybridge::dtype_from_object(*bridge, o, &dt)) return std::nullopt;
   return dt;
 }
 

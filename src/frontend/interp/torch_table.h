@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 #include "ir/graph.h"
 
 namespace ember::frontend {
@@ -59,7 +59,7 @@ struct TorchTable {
   PyRef tensor_to;            // torch.Tensor.to: the casts autocast's policy adds
   // python/ember/autocast.py: policy(fn, device_type) -> (policy, detail); arguments(cls, args,
   // kwargs, state) -> (device_type, enabled, dtype, cache); AutocastExit (an autocast block's exit
-  // across a graph break); replay(events), suspend(), resume(token) (see compiler.cpp)
+  // across a graph break); replay(events), suspend(), resume(token) (see driver/compiled_frame.cpp)
   PyRef autocast_policy_fn, autocast_arguments, autocast_exit_type, autocast_replay, autocast_suspend,
       autocast_resume;
   PyRef environ;           // os.environ: read by key, each variable guarded (interp_attrs.cpp)

@@ -748,16 +748,6 @@ void Trace::plan_dict_items(const DictVar& d, ValuePlan& p) {
   }
 }
 
-VarRef Trace::overlay_attr(PyObject* obj, const std::string& name) const {
-  auto it = attr_overlay_.find({obj, name});
-  return it == attr_overlay_.end() ? nullptr : it->second;
-}
-
-VarRef Trace::overlay_global(PyObject* globals, const std::string& name) const {
-  auto it = global_overlay_.find({globals, name});
-  return it == global_overlay_.end() ? nullptr : it->second;
-}
-
 VarRef Trace::sym_int(PyObject* value, const SourceRef& source) {
   guards.type_match(source, Py_TYPE(value));
   auto s = std::make_shared<SymIntVar>();
@@ -912,7 +902,7 @@ ValuePlan Trace::plan_value(const VarRef& v) {
 
 ValuePlan Trace::finish(const VarRef& result) {
   ValuePlan plan = plan_value(result);
-  for (auto& e : side_effects) e.plan = e.kind == SideEffect::Kind::Contents ? plan_contents(e.value) : plan_value(e.value);
+  for (auto& e : effects.entries()) e.plan = e.kind == SideEffect::Kind::Contents ? plan_contents(e.value) : plan_value(e.value);
   graph.set_outputs(outputs_);
   // Every source of an object reached twice, and every container source once one was mutated.
   std::vector<int> sources_per(containers_.size(), 0);

@@ -1,7 +1,7 @@
 // Trace: the state one symbolic interpretation of a frame builds — the graph, the guards, the
-// side effects to replay and the bookkeeping that makes reading the same source twice give the
-// same Var. The interpreter (interpreter.h) drives it; the compiler (compiler.cpp) turns a
-// finished Trace into a cache entry.
+// side effects to replay (its EffectLog, effect_log.h) and the bookkeeping that makes reading the
+// same source twice give the same Var. The interpreter (interpreter.h) drives it; the compiler
+// (driver/compiler.cpp) turns a finished Trace into a cache entry.
 #pragma once
 
 #include <Python.h>
@@ -16,9 +16,12 @@
 #include <vector>
 
 #include "frontend/guards.h"
+#include "frontend/interp/effect_log.h"
 #include "frontend/interp/torch_table.h"
+#include "frontend/interp/value_plan.h"
 #include "frontend/interp/variables.h"
 #include "ir/graph.h"
+#include "pybridge/errors.h"
 #include "support/options.h"
 
 namespace ember::frontend {
@@ -51,51 +54,10 @@ struct TracedException {
   int line = -1;
 };
 
-// Thrown when a Python error is set during tracing in a way that is not the user's program
-// failing (a bug or an environment problem): the compile aborts with that error.
-struct PythonError : std::exception {
-  const char* what() const noexcept override { return "python error"; }
-};
-
-// How to rebuild a Python value after the graph ran: the frame's return value, or the value a
-// side effect stores.
-struct ValuePlan {
-  enum class Kind : uint8_t { Const, GraphOutput, FromSource, Tuple, List, Dict, Named, Call, Object, Function, Cell, FrameCell };
-  Kind kind = Kind::Const;
-  PyRef constant;          // Const; for Named, the type to call with the items; for Dict, the keys
-                           // tuple; for Call, the callable applied to the items; for Object, the
-                           // tuple (class, attribute names): object.__new__(class), then the
-                           // items assigned to those attributes
-                           // Function: the tuple (code, globals); its items are the defaults
-                           // tuple, the kwdefaults dict, the closure tuple and the flat
-                           // annotations tuple, each a None constant when absent.
-                           // Cell: a new cell; items: its contents, or none while empty.
-  int output = -1;         // GraphOutput: index into Graph::outputs(); FrameCell: index of the
-                           // compiled function's closure cell (the cell object itself)
-  SourceRef source;        // FromSource
-  std::vector<ValuePlan> items;
-  // A list, dict, object, function or cell the trace made: every plan of the same Var has the
-  // same id (0, 1, ...), and one run builds it once, so aliases stay aliases (`l = []; return l,
-  // l`) and closures share their cells with the frame. Objects, functions and cells are
-  // registered before their items are built: a plan met again inside its own items (a recursive
-  // closure) has no items and stands for the object being built. -1 otherwise.
-  int identity = -1;
-};
-
-// A store the trace made outside itself, replayed after the graph. Contents: a list or dict of
-// the caller (read through `target`) that the trace mutated, brought in place to its final
-// contents (`plan` builds a new list or dict holding them; the replay copies them into the real
-// object, so its identity is kept). One Contents effect per container, at its first mutation.
-struct SideEffect {
-  enum class Kind : uint8_t { SetAttr, SetGlobal, SetCell, Contents };
-  Kind kind = Kind::SetAttr;
-  SourceRef target;  // SetAttr: the object; Contents: the list or dict
-  PyRef globals;     // SetGlobal: the dict
-  std::string name;
-  int cell = -1;     // SetCell: index in the compiled function's closure
-  VarRef value;     // during the trace
-  ValuePlan plan;   // after finish()
-};
+// A Python error set during tracing that is not the user's program failing aborts the compile
+// with that error (pybridge/errors.h); the interpreter throws it from many files, so it is named
+// here without its layer.
+using pybridge::PythonError;
 
 // The identities a trace relies on among the lists and dicts it read from the frame, checked
 // after the GuardSet on each call. Sources that reached one object during the trace share one
@@ -131,7 +93,7 @@ class Trace {
   ir::Graph graph{"frame"};
   GuardSet guards;
   std::vector<PyRef> callables;  // per node: the callable the executor applies
-  std::vector<SideEffect> side_effects;
+  EffectLog effects;  // the stores to replay after the graph (effect_log.h)
   bool grad_enabled = true;      // grad mode at this point of the trace
   // The exceptions traced handlers are handling, innermost last (what sys.exc_info() would give
   // inside them): PUSH_EXC_INFO pushes, POP_EXCEPT pops.
@@ -182,11 +144,6 @@ class Trace {
   // it): the frame's state becomes a guard.
   void depend_on_autocast();
 
-  // Attribute writes and global writes are replayed after the graph; later reads in the trace
-  // see them through these overlays.
-  void record_setattr(const VarRef& obj, const std::string& name, const VarRef& value);
-  void record_setglobal(PyObject* globals, const std::string& name, const VarRef& value);
-  void record_setcell(int closure_index, const VarRef& value);
   // A write to a real cell read through a source (wrap_cell): `cell_contents` set after the graph.
   void record_cell_write(const VarRef& cell, const VarRef& value);
   // Real cells the trace reaches without a source of the cell object: the compiled function's
@@ -195,8 +152,6 @@ class Trace {
   // contents become constants). Either way one CellVar per cell object (closures.cpp).
   void register_frame_cell(PyObject* cell, const VarRef& var);
   VarRef cell_of(PyObject* cell);
-  VarRef overlay_attr(PyObject* obj, const std::string& name) const;
-  VarRef overlay_global(PyObject* globals, const std::string& name) const;
   // Called before the trace mutates `container` (its Var is then changed in place by the
   // caller, so later reads see the new contents). For a list or dict read from the frame, the
   // first call records a Contents side effect at this point of the program order; containers the
@@ -286,8 +241,6 @@ class Trace {
 
   ir::DType default_dtype_ = ir::DType::Float32;
   std::unordered_map<std::string, VarRef> by_source_;
-  std::map<std::pair<PyObject*, std::string>, VarRef> attr_overlay_;
-  std::map<std::pair<PyObject*, std::string>, VarRef> global_overlay_;
   std::unordered_map<ir::ValueId, int> output_index_;
   std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists, dicts, objects
   std::unordered_set<const Var*> planning_;          // constructed objects plan_value is inside

@@ -1,42 +1,13 @@
-// Trace: recording side effects on the caller's state — attribute, global and cell writes, and
-// mutations of the caller's lists and dicts — to replay after the graph in program order
-// (SideEffect, trace.h). A mutation is refused where the replay could not be exact: a container
-// that holds itself, the globals or builtins dict, an instance __dict__ (its object's attributes
-// would not follow), a stored value that cannot be rebuilt.
+// Trace: deciding whether a mutation of the caller's lists and dicts can be replayed after the
+// graph, and logging it (EffectLog, effect_log.h). A mutation is refused where the replay could
+// not be exact: a container that holds itself, the globals or builtins dict, an instance __dict__
+// (its object's attributes would not follow), a stored value that cannot be rebuilt.
 #include <algorithm>
 #include <vector>
 
 #include "frontend/interp/trace.h"
 
 namespace ember::frontend {
-
-void Trace::record_setattr(const VarRef& obj, const std::string& name, const VarRef& value) {
-  SideEffect e;
-  e.kind = SideEffect::Kind::SetAttr;
-  e.target = obj->source;
-  e.name = name;
-  e.value = value;
-  side_effects.push_back(std::move(e));
-  attr_overlay_[{obj->as<ObjectVar>().obj.get(), name}] = value;
-}
-
-void Trace::record_setglobal(PyObject* globals, const std::string& name, const VarRef& value) {
-  SideEffect e;
-  e.kind = SideEffect::Kind::SetGlobal;
-  e.globals = PyRef::borrow(globals);
-  e.name = name;
-  e.value = value;
-  side_effects.push_back(std::move(e));
-  global_overlay_[{globals, name}] = value;
-}
-
-void Trace::record_setcell(int closure_index, const VarRef& value) {
-  SideEffect e;
-  e.kind = SideEffect::Kind::SetCell;
-  e.cell = closure_index;
-  e.value = value;
-  side_effects.push_back(std::move(e));
-}
 
 // The instance __dict__ of `obj` when it has one (borrowed), else nullptr. Materializes a
 // lazily made one: only called at trace time.
@@ -88,11 +59,7 @@ void Trace::record_mutation(const VarRef& container, const std::vector<VarRef>& 
     ++mutated_dicts_;
   }
   c.mutated = true;
-  SideEffect e;
-  e.kind = SideEffect::Kind::Contents;
-  e.target = container->source;
-  e.value = container;
-  side_effects.push_back(std::move(e));
+  effects.set_contents(container->source, container);
 }
 
 }  // namespace ember::frontend

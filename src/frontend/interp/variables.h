@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/pyref.h"
+#include "pybridge/pyref.h"
 #include "frontend/source.h"
 #include "ir/graph.h"
 

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ember::dlpack {
+namespace ember::pybridge::dlpack {
 
 constexpr uint32_t kMajorVersion = 1;
 constexpr uint32_t kMinMinorVersion = 2;  // the exchange table appeared in 1.2
@@ -110,4 +110,4 @@ static_assert(offsetof(ExchangeApi, dltensor_from_py_object_no_sync) == 40 &&
                   sizeof(ExchangeApi) == 56,
               "DLPackExchangeAPI layout");
 
-}  // namespace ember::dlpack
+}  // namespace ember::pybridge::dlpack

@@ -1,12 +1,13 @@
-// PyRef: an owned reference to a Python object (RAII), the one way frontend and runtime code
-// hold Python objects. Borrowed pointers stay raw `PyObject*` and are named as borrowed.
+// PyRef: an owned reference to a Python object (RAII), the one way the layers above pybridge
+// (frontend, runtime, driver, bindings) hold Python objects. Borrowed pointers stay raw
+// `PyObject*` and are named as borrowed.
 #pragma once
 
 #include <Python.h>
 
 #include <utility>
 
-namespace ember {
+namespace ember::pybridge {
 
 class PyRef {
  public:
@@ -33,4 +34,10 @@ class PyRef {
   PyObject* obj_ = nullptr;
 };
 
+}  // namespace ember::pybridge
+
+namespace ember {
+// Every layer above pybridge holds Python objects through PyRef: it is Ember's vocabulary type for
+// an owned reference, so it is named without its layer.
+using pybridge::PyRef;
 }  // namespace ember

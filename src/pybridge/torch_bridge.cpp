@@ -1,7 +1,8 @@
-// The lazily built view of torch the guards use, and tensor metadata reads (see torch_bridge.h).
-#include "frontend/guards/torch_bridge.h"
+// The lazily built view of torch that the guards and the runtime use, and tensor metadata reads
+// (see torch_bridge.h).
+#include "pybridge/torch_bridge.h"
 
-namespace ember::frontend::guards {
+namespace ember::pybridge {
 
 namespace {
 
@@ -487,4 +488,4 @@ bool read_autocast_cache(bool* out) {
   return bridge == nullptr || read_flag(bridge->is_autocast_cache_enabled, out);
 }
 
-}  // namespace ember::frontend::guards
+}  // namespace ember::pybridge

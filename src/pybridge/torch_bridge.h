@@ -1,5 +1,7 @@
-// What the guards read from torch without linking it: the tensor type, DLPack's C exchange table,
+// What Ember reads from torch without linking it: the tensor type, DLPack's C exchange table,
 // the global-state callables, and tensor metadata in a form that costs no allocation per read.
+// The guards read tensors and global state through it; the runtime reads DLPack tensors and
+// dtype objects.
 //
 // The bridge is built lazily, under the GIL, the first time it is asked for while "torch" is in
 // sys.modules (Ember never imports torch itself); until then every query answers "no torch".
@@ -20,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
-#include "frontend/dlpack_abi.h"
 #include "ir/graph.h"
+#include "pybridge/dlpack_abi.h"
 
-namespace ember::frontend::guards {
+namespace ember::pybridge {
 
 constexpr int kDTypeCount = static_cast<int>(ir::DType::Float8E5M2) + 1;
 
@@ -111,4 +113,4 @@ bool read_autocast(bool* out);
 bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dtype);
 bool read_autocast_cache(bool* out);
 
-}  // namespace ember::frontend::guards
+}  // namespace ember::pybridge

@@ -1,5 +1,8 @@
 // The backend: turns a captured graph into the GraphRunner a compiled frame calls.
 //
+// It sits in driver/, above both frontend (it reads the TorchTable: literal objects, and the
+// callables that extern calls resolve to) and runtime (it builds the runtime's executables).
+//
 // backend="eager" runs the graph node by node through torch (the eager executor). backend="ember"
 // runs Ember's pipeline (src/pipeline/pipeline.h: graph passes -> lowering -> loop passes ->
 // scheduler -> memory planner -> code generation), then the C++ compiler and disk cache, and
@@ -9,6 +12,11 @@
 //     stats()["codegen_failures"]);
 //   - the graph has nothing for kernels to do (only extern calls): the eager executor runs it
 //     with less overhead.
+// Those are fallbacks by design. An exception escaping a stage is not: it is a bug. The graph
+// still runs correctly on the eager executor, but the report says so apart (`internal_error`,
+// counted in stats()["backend_errors"], warned about once per graph site), and under
+// ember.compile(options={"strict": True}) -- on in the test suite -- Python raises
+// ember.InternalError instead of falling back (python/ember/api.py).
 #pragma once
 
 #include <functional>
@@ -18,15 +26,18 @@
 
 #include "frontend/interp/torch_table.h"
 #include "ir/graph.h"
+#include "pybridge/pyref.h"
 #include "runtime/graph_runner.h"
 #include "support/options.h"
 
-namespace ember::runtime {
+namespace ember::driver {
 
 // What the backend did with one graph: for EMBER_LOGS (schedule, output_code, perf) and explain.
 struct BackendReport {
   std::string fallback_reason;  // non-empty: the eager executor runs the graph, and why
   bool codegen_failed = false;  // the generated C++ did not compile (fallback_reason has the error)
+  std::string internal_error;   // non-empty: a stage threw (a bug, not a fallback by design): its message
+  std::string error_stage;      // with internal_error: the pipeline step that threw, or "compile"
   std::string schedule;         // fusion decisions, one per line
   std::string loop_ir;          // the scheduled program
   std::string cpp_source;       // the generated translation unit
@@ -40,8 +51,8 @@ struct BackendReport {
 
 // `callables[i]` is the callable of graph node i (as the trace recorded it). Throws PythonError
 // with a Python error set for failures that are not fallbacks.
-std::unique_ptr<GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
-                                          const frontend::TorchTable& table, const CompileOptions& options,
-                                          BackendReport* report);
+std::unique_ptr<runtime::GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
+                                                   const frontend::TorchTable& table, const CompileOptions& options,
+                                                   BackendReport* report);
 
-}  // namespace ember::runtime
+}  // namespace ember::driver

@@ -9,6 +9,10 @@
 //
 // Events (compiles, graph breaks, fallbacks, recompiles, the cache limit) go to a Python listener, which
 // logs them (EMBER_LOGS) and collects them for ember.explain.
+//
+// This is the frame-to-backend driver: it sits in driver/, above the frontend (which traces and
+// splits) and the runtime (which runs the graph: backend.h, compiled_frame.h), so neither of
+// those two includes the other.
 #pragma once
 
 #include <Python.h>
@@ -19,19 +23,20 @@
 #include "frontend/graph_break.h"
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/torch_table.h"
+#include "pybridge/pyref.h"
 #include "support/options.h"
 
-namespace ember::frontend {
+namespace ember::driver {
 
-class Compiler : public FrameCompiler {
+class Compiler : public frontend::FrameCompiler {
  public:
   // `listener(event: str, info: dict)`; `unsupported_error`: the ember.Unsupported class.
-  Compiler(CompileOptions options, TorchTable table, PyObject* listener, PyObject* unsupported_error);
+  Compiler(CompileOptions options, frontend::TorchTable table, PyObject* listener, PyObject* unsupported_error);
   ~Compiler() override;
   Compiler(const Compiler&) = delete;
   Compiler& operator=(const Compiler&) = delete;
 
-  std::unique_ptr<CacheEntry> compile(const FrameView& frame, bool* error) override;
+  std::unique_ptr<frontend::CacheEntry> compile(const frontend::FrameView& frame, bool* error) override;
   void on_cache_limit(PyCodeObject* code, const std::string& guard) override;
   void on_cache_hit() override;
   void on_recompile(PyCodeObject* code, const std::string& guard) override;
@@ -45,15 +50,15 @@ class Compiler : public FrameCompiler {
   struct Split;
   // Traces the frame again up to where the first trace failed (`failed`) and plans the graph
   // break there; nullptr with `*why_not` set when the frame cannot be split there.
-  std::unique_ptr<Split> plan_split(const FrameView& frame, Trace& trace, const Unsupported& failed,
-                                    std::string* why_not);
+  std::unique_ptr<Split> plan_split(const frontend::FrameView& frame, frontend::Trace& trace,
+                                    const frontend::Unsupported& failed, std::string* why_not);
 
   CompileOptions options_;
-  TorchTable table_;
-  CodeInfoCache codes_;
-  BreakCodeCache breaks_;
+  frontend::TorchTable table_;
+  frontend::CodeInfoCache codes_;
+  frontend::BreakCodeCache breaks_;
   PyRef listener_;
   PyRef unsupported_error_;
 };
 
-}  // namespace ember::frontend
+}  // namespace ember::driver

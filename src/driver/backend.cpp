@@ -1,18 +1,29 @@
-#include "runtime/backend.h"
+#include "driver/backend.h"
 
 #include <chrono>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
-#include "frontend/interp/trace.h"
-#include "frontend/pyutil.h"
 #include "pipeline/pipeline.h"
+#include "pybridge/errors.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/eager_executor.h"
 
-namespace ember::runtime {
+namespace ember::driver {
+
+// The runtime's executables and compiler driver, which this file wires to the pipeline.
+using runtime::CacheError;
+using runtime::compile_graph;
+using runtime::CompiledGraphBuild;
+using runtime::CompileError;
+using runtime::CppCompileOptions;
+using runtime::detect_isa;
+using runtime::EagerExecutor;
+using runtime::GraphRunner;
+using pybridge::PythonError;
+using pybridge::take_error_message;
 
 namespace {
 
@@ -53,7 +64,7 @@ bool extern_callables(const loop_ir::Program& program, const ir::Graph& captured
     PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(call.callable.data(), call.callable.size()));
     PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), name.get()));
     if (!fn) {
-      *reason = "extern call " + call.callable + " does not resolve to a callable: " + frontend::take_error_message();
+      *reason = "extern call " + call.callable + " does not resolve to a callable: " + take_error_message();
       return false;
     }
     out->push_back(std::move(fn));
@@ -119,6 +130,16 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   return std::move(build.graph);
 }
 
+// The step that threw: steps run in list order and each one that finishes is recorded, so it is
+// the step after the last recorded one; after the last step, the C++ compile.
+std::string failed_step(const BackendReport& report) {
+  const std::vector<pipeline::Step>& list = pipeline::steps();
+  if (report.stage_seconds.empty()) return list.front().name;
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    if (report.stage_seconds.back().first == list[i].name) return list[i + 1].name;
+  return "compile";
+}
+
 }  // namespace
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
@@ -134,17 +155,20 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   } catch (const CacheError& e) {
     // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
     PyErr_SetString(PyExc_RuntimeError, e.what());
-    throw frontend::PythonError();
-  } catch (const frontend::PythonError&) {
+    throw PythonError();
+  } catch (const PythonError&) {
     throw;
   } catch (const std::exception& e) {
-    // A stage refused the graph (a bug, or a form it does not model): the graph stays correct
-    // on the eager executor, and the reason is reported.
+    // A stage threw: a bug, or a form it does not model without saying so. The graph stays
+    // correct on the eager executor; the error is reported apart from fallbacks by design, so
+    // that it is counted, warned about, and raised under strict (backend.h).
     if (PyErr_Occurred()) PyErr_Clear();
-    report->fallback_reason = std::string("internal error in the backend: ") + e.what();
+    report->internal_error = e.what();
+    report->error_stage = failed_step(*report);
+    report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);
   return runner;
 }
 
-}  // namespace ember::runtime
+}  // namespace ember::driver
