@@ -87,12 +87,12 @@ def run_parity(rec, name_filter):
     import ember
     sys.path.insert(0, str(REPO / "tests"))
     from parity import all_cases  # noqa: F401 (register)
-    from parity.harness import build_targets, run_calls, sets_grad_mode
+    from parity.harness import build_targets, run_calls
     from parity.registry import CASES
     for variant in ("grad", "no_grad"):
         for case in CASES.values():
             name = f"parity[{variant}]/{case.name}"
-            if not name_filter(name) or (variant == "no_grad" and sets_grad_mode(case)):
+            if not name_filter(name) or (variant == "no_grad" and case.sets_grad_mode):
                 continue
             ember.reset()
             with torch.no_grad() if variant == "no_grad" else contextlib.nullcontext(), rec.program(name):
@@ -190,7 +190,8 @@ def main(argv=None):
 
     def name_filter(name):
         return name.split("/")[0].split("[")[0] in groups and args.substring in name
-    os.environ.pop("EMBER_LOGS", None)
+    for variable in ("EMBER_LOGS", "EMBER_STRICT"):  # the defaults: no logging, internal errors fall back
+        os.environ.pop(variable, None)
     with tempfile.TemporaryDirectory(prefix="ember-codegen-hashes-") as cache:
         os.environ["EMBER_CACHE_DIR"] = cache
         rec = record(groups, name_filter)
