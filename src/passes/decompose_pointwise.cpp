@@ -23,14 +23,14 @@ DType result_type(Rewriter& rw, const std::vector<Arg>& operands) {
       acc = d;
       return;
     }
-    auto p = promote(*acc, d);
+    auto p = ir::promote_types(*acc, d);
     if (!p) refuse();
     acc = *p;
   };
   for (const Arg& a : operands) {
     if (a.kind == Arg::Kind::Value) {
       const ir::TensorType& t = rw.type(a.value);
-      if (is_complex(t.dtype)) refuse();
+      if (is_complex(t.dtype) || is_float8(t.dtype)) refuse();  // not modeled here
       merge(t.sizes.empty() ? zero_dt : dim_dt, t.dtype);
     } else if (bool_literal(a)) {
       scalar_cat = std::max(scalar_cat, 0);
@@ -123,7 +123,7 @@ void binary_rule(Ctx& c, Op op) {
   }
   if (op == Op::Div && !rounding.empty()) {
     if (rounding == "floor") return c.finish(binary(c.rw, Op::FloorDivide, a2.value, b2));
-    if (rounding != "trunc" || !is_floating(compute)) refuse();
+    if (rounding != "trunc" || !is_floating_point(compute)) refuse();
     return c.finish(unary(c.rw, Op::Trunc, binary(c.rw, Op::Div, a2.value, b2)));
   }
   bool unchanged = n.op != Op::TorchCall && !alpha && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) && c.node.args[0].kind == Arg::Kind::Value;
@@ -139,14 +139,14 @@ void unary_rule(Ctx& c, Op op) {
   if (n.args.size() != 1 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::Value) refuse();
   ValueId x = c.tensor(n.args[0]);
   DType r = c.result_type().dtype;
-  if (c.rw.type(x).dtype == r || !is_floating(r) || is_floating(c.rw.type(x).dtype)) refuse();
+  if (c.rw.type(x).dtype == r || !is_floating_point(r) || is_floating_point(c.rw.type(x).dtype)) refuse();
   c.finish(unary(c.rw, op, convert(c.rw, x, r)));
 }
 
 // Float32 math for float16/bfloat16 inputs of composite activations; Refuse for non-float.
 ValueId upcast(Ctx& c, ValueId x) {
   DType dt = c.rw.type(x).dtype;
-  if (!is_floating(dt) || ir::dtype_itemsize(dt) == 1) refuse();
+  if (!is_floating_point(dt) || ir::dtype_itemsize(dt) == 1) refuse();
   return convert(c.rw, x, opmath(dt));
 }
 

@@ -338,98 +338,6 @@ std::optional<ScalarKind> scalar_kind(const RuleOperand* p) {
 
 // ---- dtypes -----------------------------------------------------------------------------------
 
-Category category(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Bool:
-      return Category::Bool;
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-      return Category::Integral;
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-      return Category::Floating;
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-      return Category::Complex;
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return Category::Float8;
-  }
-  return Category::Float8;
-}
-
-std::optional<ir::DType> real_of(ir::DType dt) {
-  if (dt == ir::DType::Complex64) return ir::DType::Float32;
-  if (dt == ir::DType::Complex128) return ir::DType::Float64;
-  return std::nullopt;
-}
-
-std::optional<ir::DType> complex_of(ir::DType dt) {
-  // float16's counterpart, complex32, is not an Ember dtype; bfloat16 (float32's range) maps
-  // to complex64.
-  if (dt == ir::DType::Float32 || dt == ir::DType::BFloat16) return ir::DType::Complex64;
-  if (dt == ir::DType::Float64) return ir::DType::Complex128;
-  return std::nullopt;
-}
-
-namespace {
-
-// Rank within the integral category for signed types; uint8 is handled apart.
-int signed_rank(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Int8: return 1;
-    case ir::DType::Int16: return 2;
-    case ir::DType::Int32: return 3;
-    case ir::DType::Int64: return 4;
-    case ir::DType::Bool:
-    case ir::DType::UInt8:
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return 0;
-  }
-  return 0;
-}
-
-int itemsize_rank(ir::DType dt) { return ir::dtype_itemsize(dt); }
-
-}  // namespace
-
-std::optional<ir::DType> promote_types(ir::DType a, ir::DType b) {
-  if (a == b) return a;
-  Category ca = category(a), cb = category(b);
-  if (ca == Category::Float8 || cb == Category::Float8) return std::nullopt;
-  if (ca == Category::Bool) return b;
-  if (cb == Category::Bool) return a;
-  if (ca == Category::Integral && cb == Category::Integral) {
-    // uint8 and a signed type: the smallest signed type holding both ranges.
-    if (a == ir::DType::UInt8) return signed_rank(b) >= 2 ? b : ir::DType::Int16;
-    if (b == ir::DType::UInt8) return signed_rank(a) >= 2 ? a : ir::DType::Int16;
-    return signed_rank(a) >= signed_rank(b) ? a : b;
-  }
-  if (ca == Category::Integral) return b;  // the other is floating or complex
-  if (cb == Category::Integral) return a;
-  if (ca == Category::Floating && cb == Category::Floating) {
-    // float16 and bfloat16 meet at float32; otherwise the wider one.
-    if (itemsize_rank(a) == itemsize_rank(b)) return ir::DType::Float32;
-    return itemsize_rank(a) > itemsize_rank(b) ? a : b;
-  }
-  // At least one complex: complex128 when either side carries double precision.
-  bool wide = a == ir::DType::Complex128 || b == ir::DType::Complex128 || a == ir::DType::Float64 ||
-              b == ir::DType::Float64;
-  return wide ? ir::DType::Complex128 : ir::DType::Complex64;
-}
-
 void Promotion::merge(std::optional<ir::DType>& group, ir::DType dt) {
   if (!group) {
     group = dt;
@@ -495,31 +403,8 @@ std::optional<ir::DType> Promotion::result() const {
 
 namespace {
 
-// The largest finite magnitude of a floating dtype's real components (0: no limit needed).
-double float_limit(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Float16: return 65504.0;
-    case ir::DType::BFloat16: return 3.3895313892515355e38;
-    case ir::DType::Float32:
-    case ir::DType::Complex64: return static_cast<double>(std::numeric_limits<float>::max());
-    case ir::DType::Bool:
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-    case ir::DType::Float64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return 0.0;
-  }
-  return 0.0;
-}
-
 bool real_fits(double v, ir::DType dt) {
-  double limit = float_limit(dt);
-  return limit == 0.0 || !std::isfinite(v) || std::fabs(v) <= limit;
+  return !std::isfinite(v) || std::fabs(v) <= ir::dtype_info(dt).max_finite;
 }
 
 }  // namespace
@@ -539,38 +424,29 @@ bool scalar_fits(const RuleOperand* p, ir::DType dt) {
   auto v = int_of(o);
   if (!v) return true;  // not an int: nothing to check here
   if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(*v), dt);
-  int64_t lo = 0, hi = 1;  // bool
-  switch (dt) {
-    case ir::DType::UInt8: lo = 0; hi = 255; break;
-    case ir::DType::Int8: lo = -128; hi = 127; break;
-    case ir::DType::Int16: lo = -32768; hi = 32767; break;
-    case ir::DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    case ir::DType::Int64: return true;
-    case ir::DType::Bool:
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      break;
-  }
+  if (dt == ir::DType::Int64) return true;  // its maximum is not exact as a double
+  // Bool and the integers: [0, max] unsigned, [-max - 1, max] signed.
+  int64_t hi = static_cast<int64_t>(ir::dtype_info(dt).max_finite);
+  int64_t lo = ir::dtype_info(dt).is_signed ? -hi - 1 : 0;
   return *v >= lo && *v <= hi;
 }
 
 // ---- Layout -----------------------------------------------------------------------------------
 
-Sizes contiguous_strides(const Sizes& sizes) {
-  Sizes strides(sizes.size());
-  int64_t acc = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
+namespace {
+
+std::vector<sym::Expr> exprs_of(const Sizes& xs) { return {xs.begin(), xs.end()}; }
+
+Sizes constants_of(const std::vector<sym::Expr>& xs) {
+  Sizes out;
+  out.reserve(xs.size());
+  for (const sym::Expr& x : xs) out.push_back(x.constant());
+  return out;
 }
+
+}  // namespace
+
+Sizes contiguous_strides(const Sizes& sizes) { return constants_of(ir::contiguous_strides(exprs_of(sizes))); }
 
 bool has_default_strides(const Dense& t) { return t.strides == contiguous_strides(t.sizes); }
 
@@ -605,15 +481,9 @@ std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim) {
 }
 
 std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b) {
-  size_t n = std::max(a.size(), b.size());
-  Sizes out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
+  auto out = ir::broadcast_shapes(exprs_of(a), exprs_of(b));
+  if (!out) return std::nullopt;
+  return constants_of(*out);
 }
 
 // ---- Results ----------------------------------------------------------------------------------

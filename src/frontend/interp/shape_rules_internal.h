@@ -75,19 +75,18 @@ std::optional<ScalarKind> scalar_kind(const RuleOperand* p);  // exact bool/int/
 
 // ---- dtypes -----------------------------------------------------------------------------------
 
-enum class Category : uint8_t { Bool, Integral, Floating, Complex, Float8 };
-Category category(ir::DType dt);
-inline bool is_integral(ir::DType dt) { return category(dt) == Category::Integral; }
-inline bool is_floating(ir::DType dt) { return category(dt) == Category::Floating; }
-inline bool is_complex(ir::DType dt) { return category(dt) == Category::Complex; }
-inline bool is_float8(ir::DType dt) { return category(dt) == Category::Float8; }
-// Floating (float8 included) and complex tensors can require grad.
-inline bool is_differentiable(ir::DType dt) { return category(dt) != Category::Bool && category(dt) != Category::Integral; }
-std::optional<ir::DType> real_of(ir::DType complex_dt);  // complex64 -> float32
-std::optional<ir::DType> complex_of(ir::DType real_dt);  // float32, bfloat16 -> complex64; none for float16
-
-// torch.promote_types; nullopt where torch refuses (float8 mixed with another dtype).
-std::optional<ir::DType> promote_types(ir::DType a, ir::DType b);
+// ir/types.h's table answers these; the rules' "floating" is torch's dispatch sense (float8
+// apart).
+using Category = ir::DTypeCategory;
+using ir::complex_of;
+using ir::is_complex;
+using ir::is_differentiable;
+using ir::is_float8;
+using ir::is_floating;
+using ir::is_integral;
+using ir::promote_types;
+using ir::real_of;
+constexpr Category category(ir::DType dt) { return ir::dtype_category(dt); }
 
 // torch.result_type over tensors and Python scalars: dimensioned tensors outrank 0-d tensors,
 // which outrank Python scalars, each only within a category (bool < integral < floating <
