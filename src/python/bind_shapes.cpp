@@ -1,9 +1,9 @@
-// Bindings of the shape rules (src/frontend/interp/shape_rules.h), for tests and measurements:
+// Bindings of the shape rules (src/shapes/shape_rules.h), for tests and measurements:
 // ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]),
-// ember._C.shapes.time_rule(..., repeat) and torch_call_rule_names(); op_name is a core op's name or
+// ember._C.shapes.time_rule(..., repeat), torch_call_rule_names() and check_node_types(graph); op_name is a core op's name or
 // the qualified name of a torch callable with a rule. Tensors (real or meta) are read into TensorTypes;
-// tuples and lists holding a tensor become list operands; anything else is passed as the
-// constant it is. A result is None or a list of (dtype, sizes, strides, requires_grad, device).
+// tuples and lists become sequence operands; constants become the literals a graph node would
+// hold (complex numbers, which no literal spells, complex operands; anything else opaque). A result is None or a list of (dtype, sizes, strides, requires_grad, device).
 // Tensors are read through attributes: the DLPack path refuses meta tensors, slowly (~1 ms).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
@@ -15,7 +15,9 @@
 #include <stdexcept>
 
 #include "frontend/guards.h"
-#include "frontend/interp/shape_rules.h"
+#include "frontend/guards/torch_bridge.h"
+#include "shapes/check_types.h"
+#include "shapes/shape_rules.h"
 
 namespace nb = nanobind;
 
@@ -23,14 +25,47 @@ namespace ember::python {
 
 namespace {
 
-// Operands of one call and the storage they point into.
+// A constant as a literal, as the trace's literal conversion gives it for the constants these
+// tests pass (None, bool, int, float, str, Ellipsis, slice of ints, torch.dtype).
+std::optional<ir::Literal> literal_of(PyObject* o) {
+  if (o == Py_None) return ir::NoneLiteral{};
+  if (PyBool_Check(o)) return o == Py_True;
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return std::nullopt;
+    return static_cast<int64_t>(v);
+  }
+  if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
+  if (PyUnicode_CheckExact(o)) return std::string(PyUnicode_AsUTF8(o));
+  if (o == Py_Ellipsis) return ir::Ellipsis{};
+  if (PySlice_Check(o)) {
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    ir::Slice slice;
+    std::optional<int64_t>* parts[] = {&slice.start, &slice.stop, &slice.step};
+    PyObject* objs[] = {s->start, s->stop, s->step};
+    for (int i = 0; i < 3; ++i) {
+      if (objs[i] == Py_None) continue;
+      auto v = literal_of(objs[i]);
+      if (!v || !std::holds_alternative<int64_t>(*v)) return std::nullopt;
+      *parts[i] = std::get<int64_t>(*v);
+    }
+    return slice;
+  }
+  const frontend::guards::TorchBridge* bridge = frontend::guards::torch_bridge();
+  ir::DType dt;
+  if (bridge && frontend::guards::dtype_from_object(*bridge, o, &dt)) return dt;
+  PyErr_Clear();
+  return std::nullopt;
+}
+
+// Operands of one call and the tensor types they point into.
 struct Operands {
   std::deque<ir::TensorType> tensors;
-  std::deque<std::vector<frontend::RuleOperand>> lists;
-  std::vector<frontend::RuleOperand> args;
-  std::vector<std::pair<std::string, frontend::RuleOperand>> kwargs;
+  std::vector<shapes::Operand> args;
+  std::vector<std::pair<std::string, shapes::Operand>> kwargs;
 
-  frontend::RuleOperand convert(PyObject* o) {
+  shapes::Operand convert(PyObject* o) {
     frontend::TensorMeta meta;
     if (frontend::read_tensor_meta_via_attributes(o, &meta)) {
       ir::TensorType t;
@@ -40,21 +75,16 @@ struct Operands {
       t.device = meta.device;
       t.requires_grad = meta.requires_grad;
       tensors.push_back(std::move(t));
-      return {&tensors.back(), nullptr, nullptr};
+      return shapes::Operand::of_tensor(&tensors.back());
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
-      std::vector<frontend::RuleOperand> items;
-      bool has_tensor = false;
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
-        items.push_back(convert(PySequence_Fast_GET_ITEM(o, i)));
-        has_tensor = has_tensor || items.back().tensor || items.back().list;
-      }
-      if (has_tensor) {
-        lists.push_back(std::move(items));
-        return {nullptr, nullptr, &lists.back()};
-      }
+      std::vector<shapes::Operand> items;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) items.push_back(convert(PySequence_Fast_GET_ITEM(o, i)));
+      return shapes::Operand::sequence(std::move(items), !PyList_Check(o));
     }
-    return {nullptr, o, nullptr};
+    if (PyComplex_CheckExact(o)) return shapes::Operand::of_complex({PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)});
+    if (auto lit = literal_of(o)) return shapes::Operand::of_literal(std::move(*lit));
+    return shapes::Operand::opaque();
   }
 
   Operands(const nb::tuple& a, const nb::dict& kw) {
@@ -67,10 +97,10 @@ struct Operands {
 std::optional<std::vector<ir::TensorType>> infer(const std::string& op, const Operands& operands, bool grad_enabled,
                                                  ir::DType default_dtype) {
   if (auto core = ir::op_from_name(op))
-    return frontend::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
-  if (!frontend::has_torch_call_rule(op))
+    return shapes::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  if (!shapes::has_torch_call_rule(op))
     throw std::invalid_argument("no core op or torch callable with a shape rule named '" + op + "'");
-  return frontend::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  return shapes::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
 }
 
 ir::DType dtype_named(const std::string& name) {
@@ -126,7 +156,9 @@ void bind_shapes(nb::module_& m) {
     if (answered != static_cast<size_t>(repeat)) throw std::invalid_argument("the rule has no answer for this call");
     return took.count() / repeat;
   });
-  m.def("torch_call_rule_names", &frontend::torch_call_rule_names);
+  m.def("torch_call_rule_names", &shapes::torch_call_rule_names);
+  m.def("check_node_types", &shapes::check_node_types, nb::arg("graph"),
+        "Messages for nodes whose recorded types differ from their shape rule's answer.");
 }
 
 }  // namespace ember::python
