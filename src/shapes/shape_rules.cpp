@@ -96,6 +96,7 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
   using namespace rules;
   // torch.set_default_dtype accepts only floating dtypes; the rules are checked for these two.
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
+  if (has_symbolic_tensor(args, kwargs)) return infer_symbolic(op, args, kwargs, grad_enabled, default_dtype);
   Call call{op, args, kwargs, grad_enabled, default_dtype};
   // Every op of ops.def is listed: a new op is a compile warning here until it has a rule or is
   // declared to have none.

@@ -15,9 +15,9 @@
 // std::nullopt: the meta kernel then raises torch's own error. docs/shape-rules.md lists what is
 // covered.
 //
-// Sizes and strides are read as constants; a symbolic size makes the rule answer std::nullopt
-// (never a guess). ir::broadcast_shapes and ir::contiguous_strides already answer over symbolic
-// sizes; the rules move onto them family by family (docs/shape-rules.md).
+// Symbolic sizes: the pointwise and reduction families answer calls whose tensors have default
+// strides (shape_rules_symbolic.cpp); the other rules read sizes and strides as constants and
+// answer std::nullopt for a symbolic one (never a guess). docs/shape-rules.md has the details.
 #pragma once
 
 #include <complex>
@@ -75,9 +75,9 @@ std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::
 //
 // Operands are passed as the callable received them (self first for Tensor methods); a shape or
 // a tuple index is a Sequence of literals, cat's tensors a Sequence of tensors. Forms only a
-// Tensor method accepts are read as that method's: several
-// ints after the tensor (x.reshape(2, 3), x.permute(1, 0)) are the sizes, although
-// torch.reshape / torch.permute would refuse them with a TypeError.
+// Tensor method accepts are read as that method's: several ints after the tensor
+// (x.reshape(2, 3), x.permute(1, 0)) are the sizes, although torch.reshape / torch.permute would
+// refuse them with a TypeError.
 std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<Operand>& args,
     const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype);
 

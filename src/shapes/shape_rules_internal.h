@@ -189,6 +189,13 @@ Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);
 
+// shape_rules_symbolic.cpp: calls with symbolic sizes (pointwise and reduction families), by
+// running the rule on constant stand-ins (see the file comment).
+bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs);
+Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
+                      const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                      ir::DType default_dtype);
+
 // shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
 Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d
 Result infer_batch_norm(const Call& call);
