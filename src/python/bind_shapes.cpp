@@ -16,6 +16,7 @@
 
 #include "frontend/guards.h"
 #include "frontend/guards/torch_bridge.h"
+#include "frontend/interp/trace.h"
 #include "shapes/check_types.h"
 #include "shapes/shape_rules.h"
 
@@ -25,33 +26,9 @@ namespace ember::python {
 
 namespace {
 
-// A constant as a literal, as the trace's literal conversion gives it for the constants these
-// tests pass (None, bool, int, float, str, Ellipsis, slice of ints, torch.dtype).
+// A constant as a literal, as the trace's conversion gives it (torch.dtype through the bridge).
 std::optional<ir::Literal> literal_of(PyObject* o) {
-  if (o == Py_None) return ir::NoneLiteral{};
-  if (PyBool_Check(o)) return o == Py_True;
-  if (PyLong_CheckExact(o)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow) return std::nullopt;
-    return static_cast<int64_t>(v);
-  }
-  if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
-  if (PyUnicode_CheckExact(o)) return std::string(PyUnicode_AsUTF8(o));
-  if (o == Py_Ellipsis) return ir::Ellipsis{};
-  if (PySlice_Check(o)) {
-    auto* s = reinterpret_cast<PySliceObject*>(o);
-    ir::Slice slice;
-    std::optional<int64_t>* parts[] = {&slice.start, &slice.stop, &slice.step};
-    PyObject* objs[] = {s->start, s->stop, s->step};
-    for (int i = 0; i < 3; ++i) {
-      if (objs[i] == Py_None) continue;
-      auto v = literal_of(objs[i]);
-      if (!v || !std::holds_alternative<int64_t>(*v)) return std::nullopt;
-      *parts[i] = std::get<int64_t>(*v);
-    }
-    return slice;
-  }
+  if (auto lit = frontend::builtin_literal(o)) return lit;
   const frontend::guards::TorchBridge* bridge = frontend::guards::torch_bridge();
   ir::DType dt;
   if (bridge && frontend::guards::dtype_from_object(*bridge, o, &dt)) return dt;

@@ -296,7 +296,7 @@ PyObject* Trace::meta_of(TensorVar& t) {
   return t.meta.get();
 }
 
-std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
+std::optional<ir::Literal> builtin_literal(PyObject* o) {
   if (o == Py_None) return ir::NoneLiteral{};
   if (PyBool_Check(o)) return o == Py_True;
   if (PyLong_CheckExact(o)) {
@@ -308,17 +308,6 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
   if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
   if (PyUnicode_CheckExact(o)) return std::string(PyUnicode_AsUTF8(o));
   if (o == Py_Ellipsis) return ir::Ellipsis{};
-  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.dtype_type.get()))) {
-    std::string name = py_str(o);
-    auto dt = ir::dtype_from_torch_name(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
-    if (!dt) return std::nullopt;
-    return *dt;
-  }
-  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
-    auto d = ir::device_from_string(py_str(o));
-    if (!d) return std::nullopt;
-    return *d;
-  }
   if (PySlice_Check(o)) {
     auto* s = reinterpret_cast<PySliceObject*>(o);
     ir::Slice slice;
@@ -333,6 +322,22 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
       *parts[i] = v;
     }
     return slice;
+  }
+  return std::nullopt;
+}
+
+std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
+  if (auto lit = builtin_literal(o)) return lit;
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.dtype_type.get()))) {
+    std::string name = py_str(o);
+    auto dt = ir::dtype_from_torch_name(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
+    if (!dt) return std::nullopt;
+    return *dt;
+  }
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.device_type.get()))) {
+    auto d = ir::device_from_string(py_str(o));
+    if (!d) return std::nullopt;
+    return *d;
   }
   return std::nullopt;
 }
