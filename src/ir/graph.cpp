@@ -1,4 +1,4 @@
-// Graph IR basics: dtype and device tables, tensor types, arguments, nodes and the builder.
+// Graph IR basics: arguments, nodes and the builder (dtypes and tensor types: types.cpp).
 //
 // The builder keeps the invariants the verifier checks (dense ids in definition order, every
 // value with a producer, arguments that name existing values) and throws std::invalid_argument
@@ -12,46 +12,6 @@
 namespace ember::ir {
 
 namespace {
-
-struct DTypeInfo {
-  DType dtype;
-  const char* name;
-  const char* torch_name;
-  int itemsize;
-};
-
-// In DType's order, so the enum indexes it.
-constexpr DTypeInfo kDTypes[] = {
-    {DType::Bool, "b8", "bool", 1},
-    {DType::UInt8, "u8", "uint8", 1},
-    {DType::Int8, "i8", "int8", 1},
-    {DType::Int16, "i16", "int16", 2},
-    {DType::Int32, "i32", "int32", 4},
-    {DType::Int64, "i64", "int64", 8},
-    {DType::Float16, "f16", "float16", 2},
-    {DType::BFloat16, "bf16", "bfloat16", 2},
-    {DType::Float32, "f32", "float32", 4},
-    {DType::Float64, "f64", "float64", 8},
-    {DType::Complex64, "c64", "complex64", 8},
-    {DType::Complex128, "c128", "complex128", 16},
-    {DType::Float8E4M3FN, "f8e4m3fn", "float8_e4m3fn", 1},
-    {DType::Float8E5M2, "f8e5m2", "float8_e5m2", 1},
-};
-
-// torch's other spellings of the same dtypes (torch.float is torch.float32); accepted, never printed.
-constexpr std::pair<const char*, DType> kTorchAliases[] = {
-    {"half", DType::Float16},   {"float", DType::Float32},       {"double", DType::Float64},
-    {"short", DType::Int16},    {"int", DType::Int32},           {"long", DType::Int64},
-    {"cfloat", DType::Complex64}, {"cdouble", DType::Complex128},
-};
-
-const DTypeInfo& info(DType dt) {
-  const DTypeInfo& i = kDTypes[static_cast<size_t>(dt)];
-  if (i.dtype != dt) throw std::logic_error("dtype table out of order with enum DType");
-  return i;
-}
-
-bool is_device_type_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
 
 void check_value_args(const Arg& arg, size_t value_count, std::string_view op) {
   switch (arg.kind) {
@@ -70,62 +30,6 @@ void check_value_args(const Arg& arg, size_t value_count, std::string_view op) {
 }
 
 }  // namespace
-
-const char* dtype_name(DType dt) { return info(dt).name; }
-const char* dtype_torch_name(DType dt) { return info(dt).torch_name; }
-int dtype_itemsize(DType dt) { return info(dt).itemsize; }
-
-std::optional<DType> dtype_from_name(std::string_view name) {
-  for (const DTypeInfo& i : kDTypes)
-    if (name == i.name) return i.dtype;
-  return std::nullopt;
-}
-
-std::optional<DType> dtype_from_torch_name(std::string_view name) {
-  for (const DTypeInfo& i : kDTypes)
-    if (name == i.torch_name) return i.dtype;
-  for (const auto& [alias, dt] : kTorchAliases)
-    if (name == alias) return dt;
-  return std::nullopt;
-}
-
-std::string Device::str() const { return index < 0 ? type : type + ":" + std::to_string(index); }
-
-// "type" or "type:index": type in [a-z0-9_]+ starting with a letter or '_', index a decimal
-// without sign or leading zeros, so every accepted string prints back the same.
-std::optional<Device> device_from_string(std::string_view text) {
-  size_t colon = text.find(':');
-  std::string_view type = text.substr(0, colon);
-  if (type.empty() || (type[0] >= '0' && type[0] <= '9')) return std::nullopt;
-  if (!std::all_of(type.begin(), type.end(), is_device_type_char)) return std::nullopt;
-  Device device{std::string(type), -1};
-  if (colon == std::string_view::npos) return device;
-  std::string_view digits = text.substr(colon + 1);
-  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-  int index = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    index = index * 10 + (c - '0');
-  }
-  device.index = index;
-  return device;
-}
-
-std::string TensorType::str() const {
-  auto join = [](const std::vector<sym::Expr>& xs) {
-    std::string out;
-    for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + xs[i].str();
-    return out;
-  };
-  std::string out = std::string(dtype_name(dtype)) + "[" + join(sizes) + "]{" + join(strides) + "} " + device.str();
-  if (requires_grad) out += " grad";
-  return out;
-}
-
-bool TensorType::operator==(const TensorType& o) const {
-  return dtype == o.dtype && sizes == o.sizes && strides == o.strides && device == o.device &&
-         requires_grad == o.requires_grad;
-}
 
 Arg Arg::of_value(ValueId v) {
   Arg a;

@@ -33,6 +33,7 @@
 #include <variant>
 #include <vector>
 
+#include "ir/types.h"
 #include "sym/expr.h"
 
 namespace ember::ir {
@@ -54,36 +55,6 @@ struct OpInfo {
 };
 const OpInfo& op_info(Op op);
 std::optional<Op> op_from_name(std::string_view name);
-
-// dtypes, in torch's spelling for `torch_name` and Ember's short text form for `name`.
-enum class DType : uint8_t {
-  Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64, Complex64, Complex128,
-  Float8E4M3FN, Float8E5M2,
-};
-const char* dtype_name(DType dt);        // "b8", "u8", "i8", ..., "f32", "bf16", "c64", "f8e4m3fn"
-const char* dtype_torch_name(DType dt);  // "bool", "uint8", ..., "float32", "bfloat16"
-std::optional<DType> dtype_from_name(std::string_view name);        // short form
-std::optional<DType> dtype_from_torch_name(std::string_view name);  // "float32" (no "torch.")
-int dtype_itemsize(DType dt);
-
-struct Device {
-  std::string type = "cpu";  // torch's device type: cpu, cuda, meta, mps, xpu, ...
-  int index = -1;            // -1: no index
-  std::string str() const;   // "cpu", "cuda:0"
-  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
-  bool operator!=(const Device& o) const { return !(*this == o); }
-};
-std::optional<Device> device_from_string(std::string_view text);
-
-struct TensorType {
-  DType dtype = DType::Float32;
-  std::vector<sym::Expr> sizes;
-  std::vector<sym::Expr> strides;
-  Device device;
-  bool requires_grad = false;
-  std::string str() const;  // "f32[4, 8]{8, 1} cpu grad"
-  bool operator==(const TensorType& o) const;
-};
 
 using ValueId = int32_t;
 using NodeId = int32_t;

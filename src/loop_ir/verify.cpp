@@ -21,50 +21,6 @@ namespace {
 std::string bref(BufferId id) { return "%b" + std::to_string(id); }
 std::string tref(NodeId id) { return "%t" + std::to_string(id); }
 
-bool is_float(DType d) {
-  switch (d) {
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-    case DType::Float64:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2:
-      return true;
-    case DType::Bool:
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-    case DType::Complex64:
-    case DType::Complex128:
-      return false;
-  }
-  return false;
-}
-
-bool is_integer(DType d) {
-  switch (d) {
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-      return true;
-    case DType::Bool:
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-    case DType::Float64:
-    case DType::Complex64:
-    case DType::Complex128:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2:
-      return false;
-  }
-  return false;
-}
-
 // What a kernel body computes a buffer element in: float16 and bfloat16 widen to float32.
 DType compute_dtype(DType storage) {
   return storage == DType::Float16 || storage == DType::BFloat16 ? DType::Float32 : storage;
@@ -142,8 +98,8 @@ Domain domain(ScalarOp op) {
 // float dtypes (`else 0` on an f32 load).
 bool scalar_fits(const Scalar& s, DType dtype) {
   if (std::holds_alternative<bool>(s)) return dtype == DType::Bool;
-  if (std::holds_alternative<int64_t>(s)) return is_integer(dtype) || is_float(dtype);
-  return is_float(dtype);
+  if (std::holds_alternative<int64_t>(s)) return ir::is_integral(dtype) || ir::is_floating_point(dtype);
+  return ir::is_floating_point(dtype);
 }
 
 // An index variable's letter and number: `i3` is ('i', 3); anything else (shape symbols) is ('\0', -1).
@@ -388,7 +344,7 @@ class Verifier {
         const Node& def = k.nodes[number];
         if (def.op == ScalarOp::Store) {
           report(who + " uses " + name + ", but that node is a store, which has no value");
-        } else if (!is_integer(def.dtype)) {
+        } else if (!ir::is_integral(def.dtype)) {
           report(who + " uses " + name + " as an index, but %" + name + " is " + ir::dtype_name(def.dtype) + ", not an integer");
         } else {
           visible(k, def, n.loop, who, " (as the index variable " + name + ")");
@@ -524,14 +480,14 @@ class Verifier {
     switch (domain(n.op)) {
       case Domain::Any: break;
       case Domain::Float:
-        if (!is_float(operand)) report(who + " (" + info.name + ") needs a floating-point operand, not " + dt(operand));
+        if (!ir::is_floating_point(operand)) report(who + " (" + info.name + ") needs a floating-point operand, not " + dt(operand));
         break;
       case Domain::IntegerOrBool:
-        if (!is_integer(operand) && operand != DType::Bool)
+        if (!ir::is_integral(operand) && operand != DType::Bool)
           report(who + " (" + info.name + ") needs an integer or b8 operand, not " + dt(operand));
         break;
     }
-    if (n.op == ScalarOp::CheckIndex && !is_integer(operand)) report(who + " (check_index) checks " + dt(operand) + ", not an integer");
+    if (n.op == ScalarOp::CheckIndex && !ir::is_integral(operand)) report(who + " (check_index) checks " + dt(operand) + ", not an integer");
   }
 
   // ---- Buffers across steps.

@@ -15,7 +15,7 @@ using loop_ir::Scalar;
 Scalar zero_of(DType dt) {
   dt = compute_dtype(dt);
   if (dt == DType::Bool) return Scalar{false};
-  if (is_integer(dt)) return Scalar{int64_t{0}};
+  if (ir::is_integral(dt)) return Scalar{int64_t{0}};
   return Scalar{0.0};
 }
 
@@ -202,12 +202,12 @@ std::string lower_arange(Lowerer& L, const ir::Node& node) {
   KernelBuilder kb(L.program(), L.type(r).sizes);
   Index idx = kb.outer_vars();
   NodeId value;
-  if (is_integer(rdt)) {
+  if (ir::is_integral(rdt)) {
     const int64_t* s0 = std::get_if<int64_t>(&start);
     const int64_t* st = std::get_if<int64_t>(&step);
     if (!s0 || !st) return "an integer arange with float bounds";
     value = kb.index_value(Expr(*s0) + Expr(*st) * idx[0]);
-  } else if (is_float(rdt)) {
+  } else if (ir::is_floating(rdt)) {
     // torch accumulates in double for f32/f64 (float for f16/bf16): start + step * i.
     DType acc = rdt == DType::Float32 || rdt == DType::Float64 ? DType::Float64 : DType::Float32;
     NodeId i = kb.cast(kb.index_value(idx[0]), acc);

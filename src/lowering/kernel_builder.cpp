@@ -13,42 +13,10 @@ using loop_ir::Node;
 using loop_ir::NodeId;
 using loop_ir::Scalar;
 
-bool is_float(DType dt) {
-  return dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Float32 || dt == DType::Float64;
-}
-
-bool is_integer(DType dt) {
-  return dt == DType::UInt8 || dt == DType::Int8 || dt == DType::Int16 || dt == DType::Int32 ||
-         dt == DType::Int64;
-}
-
-bool is_lowerable(DType dt) { return dt == DType::Bool || is_integer(dt) || is_float(dt); }
+bool is_lowerable(DType dt) { return dt == DType::Bool || ir::is_integral(dt) || ir::is_floating(dt); }
 
 DType compute_dtype(DType dt) {
   return dt == DType::Float16 || dt == DType::BFloat16 ? DType::Float32 : dt;
-}
-
-namespace {
-// Rank within a kind: bool, then integers by width, then floats by width (f16 and bf16 promote
-// to f32 together, as torch does).
-int kind_of(DType dt) { return dt == DType::Bool ? 0 : is_integer(dt) ? 1 : 2; }
-}  // namespace
-
-DType promote(DType a, DType b) {
-  if (a == b) return a;
-  if (kind_of(a) != kind_of(b)) return kind_of(a) > kind_of(b) ? a : b;
-  if (kind_of(a) == 2) {
-    if (a == DType::Float64 || b == DType::Float64) return DType::Float64;
-    if (a == DType::Float32 || b == DType::Float32) return DType::Float32;
-    return DType::Float32;  // f16 with bf16
-  }
-  // Integers: u8 with a signed type needs the next wider signed type.
-  auto width = [](DType d) { return ir::dtype_itemsize(d); };
-  if (a == DType::UInt8 || b == DType::UInt8) {
-    DType other = a == DType::UInt8 ? b : a;
-    return other == DType::Int8 ? DType::Int16 : other;
-  }
-  return width(a) >= width(b) ? a : b;
 }
 
 std::optional<Scalar> scalar_of(const ir::Literal& lit, DType dt) {
@@ -67,11 +35,11 @@ std::optional<Scalar> scalar_of(const ir::Literal& lit, DType dt) {
     return std::nullopt;
   }
   if (dt == DType::Bool) return Scalar{*as_double != 0.0};
-  if (is_integer(dt)) {
+  if (ir::is_integral(dt)) {
     if (!as_int) return std::nullopt;
     return Scalar{*as_int};
   }
-  if (is_float(dt)) {
+  if (ir::is_floating(dt)) {
     if (std::get_if<int64_t>(&lit)) return Scalar{static_cast<double>(*as_int)};
     return Scalar{*as_double};
   }

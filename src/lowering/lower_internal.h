@@ -27,14 +27,10 @@ using sym::Expr;
 using Index = std::vector<Expr>;
 
 // --- dtypes ---------------------------------------------------------------------------------
-bool is_float(DType dt);    // f16, bf16, f32, f64
-bool is_integer(DType dt);  // u8, i8 ... i64 (not bool)
 // Dtypes kernel bodies can hold: bool, integers and real floats (no complex, no float8).
 bool is_lowerable(DType dt);
 // What a kernel computes a value of dtype `dt` in: f16/bf16 compute in f32.
 DType compute_dtype(DType dt);
-// torch's promotion of two tensor dtypes of the same kind order (bool < integers < floats).
-DType promote(DType a, DType b);
 
 // Where a view's elements sit in its base's storage, as torch computes it (strides and offset in
 // elements). Absent when the view cannot alias its base (a reshape torch must copy).

@@ -102,7 +102,7 @@ std::optional<Operand> operand_of(const ir::Arg& a) {
 // The dtype a literal takes next to a tensor of dtype `dt` (torch: a scalar of a higher kind
 // promotes to the default dtype of its kind; otherwise the tensor's dtype wins).
 DType literal_dtype(const ir::Literal& lit, DType tensor_dt) {
-  bool tensor_float = is_float(tensor_dt), tensor_bool = tensor_dt == DType::Bool;
+  bool tensor_float = ir::is_floating(tensor_dt), tensor_bool = tensor_dt == DType::Bool;
   if (std::holds_alternative<double>(lit) && !tensor_float) return DType::Float32;
   if (std::holds_alternative<int64_t>(lit) && tensor_bool) return DType::Int64;
   return tensor_dt;
@@ -165,8 +165,8 @@ std::string lower_unary(Lowerer& L, const ir::Node& node, ScalarOp op) {
   ir::ValueId x = node.args[0].value, r = node.results[0];
   DType rdt = L.type(r).dtype, xdt = L.type(x).dtype;
   DType cdt = compute_dtype(rdt);
-  if (is_transcendental(op) && !is_float(rdt)) return "a float op with a non-float result";
-  if (op == ScalarOp::BitwiseNot && is_float(xdt)) return "bitwise_not of a float";
+  if (is_transcendental(op) && !ir::is_floating(rdt)) return "a float op with a non-float result";
+  if (op == ScalarOp::BitwiseNot && ir::is_floating(xdt)) return "bitwise_not of a float";
   if ((op == ScalarOp::Neg || op == ScalarOp::Sign) && rdt == DType::Bool) return "neg/sign of bool";
   PointwiseKernel k(L, r);
   NodeId v = L.load_broadcast(k.kb(), x, k.kb().outer_vars(), L.type(r).sizes);
@@ -175,7 +175,7 @@ std::string lower_unary(Lowerer& L, const ir::Node& node, ScalarOp op) {
     v = k.kb().unary(op, v);
   } else if (op == ScalarOp::BitwiseNot && xdt == DType::Bool) {
     v = k.kb().unary(ScalarOp::LogicalNot, v);
-  } else if (rounding && !is_float(rdt)) {
+  } else if (rounding && !ir::is_floating(rdt)) {
     v = k.kb().cast(v, cdt);  // rounding an integer is the integer itself
   } else {
     v = k.kb().unary(op, k.kb().cast(v, cdt));
@@ -196,7 +196,7 @@ std::string lower_binary(Lowerer& L, const ir::Node& node, ScalarOp op) {
   if (op == ScalarOp::LogicalAnd || op == ScalarOp::LogicalOr) {
     cdt = DType::Bool;
   } else if (compare) {
-    cdt = compute_dtype(promote(adt, bdt));
+    cdt = compute_dtype(*ir::promote_types(adt, bdt));  // lowerable dtypes always promote
   } else {
     if (cdt == DType::Bool && op != ScalarOp::BitwiseAnd && op != ScalarOp::BitwiseOr && op != ScalarOp::BitwiseXor)
       return "arithmetic on bool";
@@ -204,15 +204,15 @@ std::string lower_binary(Lowerer& L, const ir::Node& node, ScalarOp op) {
     // gives a type: torch must run it so that its error surfaces.
     if (op == ScalarOp::Sub && (adt == DType::Bool || (b->value && L.type(*b->value).dtype == DType::Bool)))
       return "subtraction with a bool tensor (torch raises)";
-    if ((op == ScalarOp::BitwiseAnd || op == ScalarOp::BitwiseOr || op == ScalarOp::BitwiseXor) && is_float(cdt))
+    if ((op == ScalarOp::BitwiseAnd || op == ScalarOp::BitwiseOr || op == ScalarOp::BitwiseXor) && ir::is_floating(cdt))
       return "bitwise op on floats";
-    if (op == ScalarOp::Div && !is_float(cdt)) return "true division with an integer result";
-    if (!is_float(cdt) && (op == ScalarOp::FloorDiv || op == ScalarOp::Mod)) {
+    if (op == ScalarOp::Div && !ir::is_floating(cdt)) return "true division with an integer result";
+    if (!ir::is_floating(cdt) && (op == ScalarOp::FloorDiv || op == ScalarOp::Mod)) {
       // torch raises on an integer division by zero; a tensor divisor could hold one.
       std::optional<loop_ir::Scalar> d = b->value ? std::nullopt : scalar_of(b->literal, cdt);
       if (!d || std::get<int64_t>(*d) == 0) return "integer division by a tensor or by zero";
     }
-    if (!is_float(cdt) && op == ScalarOp::Pow) {
+    if (!ir::is_floating(cdt) && op == ScalarOp::Pow) {
       std::optional<loop_ir::Scalar> e = b->value ? std::nullopt : scalar_of(b->literal, cdt);
       if (!e || std::get<int64_t>(*e) < 0) return "integer pow by a tensor or a negative exponent";
     }

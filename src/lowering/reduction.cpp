@@ -88,7 +88,7 @@ std::string lower_reduction(Lowerer& L, const ir::Node& node) {
   if (node.results.size() != (var_mean ? 2u : 1u)) return "unexpected result count";
   DType rdt = L.type(node.results[0]).dtype;
   DType cdt = compute_dtype(rdt);
-  if (var_mean && !is_float(rdt)) return "var_mean of a non-float result";
+  if (var_mean && !ir::is_floating(rdt)) return "var_mean of a non-float result";
   if (op == ScalarOp::ReduceSum && cdt == DType::Bool) return "a bool sum";
 
   const std::vector<Expr>& in_sizes = L.type(form.x).sizes;

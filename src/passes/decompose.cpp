@@ -71,14 +71,14 @@ Arg scalar(double value, DType dt) {
     if (static_cast<double>(static_cast<int64_t>(value)) != value) refuse();
     return Arg::of_literal(static_cast<int64_t>(value));
   }
-  if (!is_floating(dt)) refuse();
+  if (!is_floating_point(dt)) refuse();
   return Arg::of_literal(value);
 }
 
 Arg scalar_for(const Arg& literal, DType dt) {
   if (literal.kind != Arg::Kind::Literal) refuse();
   if (auto i = int_literal(literal)) {
-    if (is_floating(dt)) return Arg::of_literal(static_cast<double>(*i));
+    if (is_floating_point(dt)) return Arg::of_literal(static_cast<double>(*i));
     if (dt == DType::Bool) refuse();
     return literal;
   }
@@ -87,7 +87,7 @@ Arg scalar_for(const Arg& literal, DType dt) {
     return scalar(*b ? 1.0 : 0.0, dt);
   }
   if (std::holds_alternative<double>(literal.literal)) {
-    if (!is_floating(dt)) refuse();
+    if (!is_floating_point(dt)) refuse();
     return literal;
   }
   refuse();

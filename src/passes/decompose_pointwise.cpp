@@ -6,47 +6,34 @@
 #include <cmath>
 
 #include "passes/decompose_rules.h"
+#include "shapes/shape_rules.h"
 
 namespace ember::passes::decomp {
 
 namespace {
 
-// torch's type promotion over tensors and Python scalars: tensors with dims decide first,
-// zero-dim tensors next, scalars only when they are of a higher category (bool < int < float).
-int category(DType dt) { return dt == DType::Bool ? 0 : is_integral(dt) ? 1 : 2; }
-
+// torch's type promotion over tensor and scalar operands (shapes::result_type), for the dtypes
+// the decompositions model (no complex, no float8) and torch's default dtype, float32. At least
+// one operand is a tensor.
 DType result_type(Rewriter& rw, const std::vector<Arg>& operands) {
-  std::optional<DType> dim_dt, zero_dt;
-  int scalar_cat = -1;
-  auto merge = [](std::optional<DType>& acc, DType d) {
-    if (!acc) {
-      acc = d;
-      return;
-    }
-    auto p = promote(*acc, d);
-    if (!p) refuse();
-    acc = *p;
-  };
+  std::vector<shapes::Operand> ops;
+  bool tensor = false;
   for (const Arg& a : operands) {
     if (a.kind == Arg::Kind::Value) {
       const ir::TensorType& t = rw.type(a.value);
-      if (is_complex(t.dtype)) refuse();
-      merge(t.sizes.empty() ? zero_dt : dim_dt, t.dtype);
-    } else if (bool_literal(a)) {
-      scalar_cat = std::max(scalar_cat, 0);
-    } else if (int_literal(a)) {
-      scalar_cat = std::max(scalar_cat, 1);
-    } else if (a.kind == Arg::Kind::Literal && std::holds_alternative<double>(a.literal)) {
-      scalar_cat = std::max(scalar_cat, 2);
+      if (is_complex(t.dtype) || is_float8(t.dtype)) refuse();
+      ops.push_back(shapes::Operand::of_tensor(&t));
+      tensor = true;
+    } else if (bool_literal(a) || int_literal(a) ||
+               (a.kind == Arg::Kind::Literal && std::holds_alternative<double>(a.literal))) {
+      ops.push_back(shapes::Operand::of_literal(a.literal));
     } else {
       refuse();
     }
   }
-  std::optional<DType> r = dim_dt;
-  if (zero_dt && (!r || category(*zero_dt) > category(*r))) r = zero_dt;
-  if (!r) refuse();
-  if (scalar_cat > category(*r)) r = scalar_cat == 2 ? DType::Float32 : DType::Int64;
-  return *r;
+  auto dt = tensor ? shapes::result_type(ops, DType::Float32) : std::nullopt;
+  if (!dt) refuse();
+  return *dt;
 }
 
 bool is_comparison_or_logical(Op op) {
@@ -123,7 +110,7 @@ void binary_rule(Ctx& c, Op op) {
   }
   if (op == Op::Div && !rounding.empty()) {
     if (rounding == "floor") return c.finish(binary(c.rw, Op::FloorDivide, a2.value, b2));
-    if (rounding != "trunc" || !is_floating(compute)) refuse();
+    if (rounding != "trunc" || !is_floating_point(compute)) refuse();
     return c.finish(unary(c.rw, Op::Trunc, binary(c.rw, Op::Div, a2.value, b2)));
   }
   bool unchanged = n.op != Op::TorchCall && !alpha && same_operand(c.rw, a, a2) && same_operand(c.rw, b, b2) && c.node.args[0].kind == Arg::Kind::Value;
@@ -139,14 +126,14 @@ void unary_rule(Ctx& c, Op op) {
   if (n.args.size() != 1 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::Value) refuse();
   ValueId x = c.tensor(n.args[0]);
   DType r = c.result_type().dtype;
-  if (c.rw.type(x).dtype == r || !is_floating(r) || is_floating(c.rw.type(x).dtype)) refuse();
+  if (c.rw.type(x).dtype == r || !is_floating_point(r) || is_floating_point(c.rw.type(x).dtype)) refuse();
   c.finish(unary(c.rw, op, convert(c.rw, x, r)));
 }
 
 // Float32 math for float16/bfloat16 inputs of composite activations; Refuse for non-float.
 ValueId upcast(Ctx& c, ValueId x) {
   DType dt = c.rw.type(x).dtype;
-  if (!is_floating(dt) || ir::dtype_itemsize(dt) == 1) refuse();
+  if (!is_floating_point(dt) || ir::dtype_itemsize(dt) == 1) refuse();
   return convert(c.rw, x, opmath(dt));
 }
 

@@ -14,7 +14,7 @@ namespace {
 int64_t rank_of(Rewriter& rw, ValueId x) { return static_cast<int64_t>(rw.type(x).sizes.size()); }
 
 ValueId floating_input(Ctx& c, ValueId x, DType compute) {
-  if (!is_floating(compute) || ir::dtype_itemsize(compute) == 1) refuse();
+  if (!is_floating_point(compute) || ir::dtype_itemsize(compute) == 1) refuse();
   return convert(c.rw, x, compute);
 }
 
@@ -40,7 +40,7 @@ void sum(Ctx& c) {
   bool keepdim = c.bool_arg("keepdim");
   dtype_kw(c);
   DType r = c.result_type().dtype;
-  if (is_complex(r) || (ir::dtype_itemsize(r) == 1 && is_floating(r))) refuse();
+  if (is_complex(r) || (ir::dtype_itemsize(r) == 1 && is_floating_point(r))) refuse();
   ValueId xin = convert(c.rw, x, opmath(r));
   c.finish(convert(c.rw, reduce(c.rw, Op::Sum, xin, dims, keepdim), r));
 }

@@ -392,7 +392,7 @@ void addmm(Ctx& c) {
   Rewriter& rw = c.rw;
   DType dt = rw.type(m1).dtype;
   if (rank_of(rw, m1) != 2 || rank_of(rw, m2) != 2 || rw.type(m2).dtype != dt || rw.type(input).dtype != dt ||
-      !is_floating(dt))
+      !is_floating_point(dt))
     refuse();
   double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
   if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for linear

@@ -91,83 +91,6 @@ ir::Graph Rewriter::finish() {
 
 // --- Types -----------------------------------------------------------------------------------
 
-bool is_floating(DType dt) {
-  switch (dt) {
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-    case DType::Float64:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2:
-      return true;
-    case DType::Bool:
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-    case DType::Complex64:
-    case DType::Complex128:
-      return false;
-  }
-  return false;
-}
-
-bool is_integral(DType dt) {
-  switch (dt) {
-    case DType::UInt8:
-    case DType::Int8:
-    case DType::Int16:
-    case DType::Int32:
-    case DType::Int64:
-      return true;
-    case DType::Bool:
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32:
-    case DType::Float64:
-    case DType::Float8E4M3FN:
-    case DType::Float8E5M2:
-    case DType::Complex64:
-    case DType::Complex128:
-      return false;
-  }
-  return false;
-}
-
-bool is_complex(DType dt) { return dt == DType::Complex64 || dt == DType::Complex128; }
-
-std::optional<DType> promote(DType a, DType b) {
-  auto modeled = [](DType d) { return d == DType::Bool || is_integral(d) || (is_floating(d) && ir::dtype_itemsize(d) > 1); };
-  if (!modeled(a) || !modeled(b)) return std::nullopt;
-  if (a == b) return a;
-  if (a == DType::Bool) return b;
-  if (b == DType::Bool) return a;
-  if (is_integral(a) && is_integral(b)) {
-    // uint8 and a signed type: the smallest signed type holding both.
-    if (a == DType::UInt8 || b == DType::UInt8) {
-      DType other = a == DType::UInt8 ? b : a;
-      return other == DType::Int8 ? DType::Int16 : other;
-    }
-    return ir::dtype_itemsize(a) >= ir::dtype_itemsize(b) ? a : b;
-  }
-  if (is_integral(a)) return b;
-  if (is_integral(b)) return a;
-  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16)) return DType::Float32;
-  return ir::dtype_itemsize(a) >= ir::dtype_itemsize(b) ? a : b;
-}
-
-std::vector<sym::Expr> contiguous_strides(const std::vector<sym::Expr>& sizes) {
-  std::vector<sym::Expr> strides(sizes.size());
-  sym::Expr running = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = running;
-    // torch treats a size-0 dimension's stride like a size-1 one.
-    running = sizes[i].is_constant() && sizes[i].constant() == 0 ? running : running * sizes[i];
-  }
-  return strides;
-}
-
 bool is_contiguous(const ir::TensorType& t) {
   sym::Expr expected = 1;
   for (size_t i = t.sizes.size(); i-- > 0;) {
@@ -198,38 +121,17 @@ std::vector<sym::Expr> to_exprs(const std::vector<int64_t>& xs) { return {xs.beg
 ir::TensorType make_type(DType dt, std::vector<sym::Expr> sizes, const ir::Device& device, bool requires_grad) {
   ir::TensorType t;
   t.dtype = dt;
-  t.strides = contiguous_strides(sizes);
+  t.strides = ir::contiguous_strides(sizes);
   t.sizes = std::move(sizes);
   t.device = device;
-  t.requires_grad = requires_grad && (is_floating(dt) || is_complex(dt));
+  t.requires_grad = requires_grad && ir::is_differentiable(dt);
   return t;
 }
 
 std::vector<sym::Expr> broadcast(const std::vector<sym::Expr>& a, const std::vector<sym::Expr>& b) {
-  size_t n = std::max(a.size(), b.size());
-  std::vector<sym::Expr> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    bool has_a = i < a.size(), has_b = i < b.size();
-    const sym::Expr* x = has_a ? &a[a.size() - 1 - i] : nullptr;
-    const sym::Expr* y = has_b ? &b[b.size() - 1 - i] : nullptr;
-    auto is_one = [](const sym::Expr* e) { return e->is_constant() && e->constant() == 1; };
-    sym::Expr r;
-    if (!x) {
-      r = *y;
-    } else if (!y) {
-      r = *x;
-    } else if (*x == *y) {
-      r = *x;
-    } else if (is_one(x)) {
-      r = *y;
-    } else if (is_one(y)) {
-      r = *x;
-    } else {
-      refuse();
-    }
-    out[n - 1 - i] = r;
-  }
-  return out;
+  auto out = ir::broadcast_shapes(a, b);
+  if (!out) refuse();
+  return *out;
 }
 
 }  // namespace ember::passes

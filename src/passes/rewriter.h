@@ -86,14 +86,12 @@ class Rewriter {
 
 // --- Type helpers shared by the rewriting passes -------------------------------------------
 
-bool is_floating(ir::DType dt);  // f16, bf16, f32, f64, float8
-bool is_integral(ir::DType dt);  // bool excluded
-bool is_complex(ir::DType dt);
-// torch.promote_types for the real dtypes; nullopt where Ember does not model it (complex, float8).
-std::optional<ir::DType> promote(ir::DType a, ir::DType b);
-
-// Row-major strides of `sizes`, as torch gives a contiguous tensor (size-1 dims included).
-std::vector<sym::Expr> contiguous_strides(const std::vector<sym::Expr>& sizes);
+// ir/types.h's dtype predicates and contiguous strides (promotion: ir::promote_types).
+using ir::contiguous_strides;
+using ir::is_complex;
+using ir::is_float8;
+using ir::is_floating_point;
+using ir::is_integral;
 bool is_contiguous(const ir::TensorType& t);
 // Constant sizes, or Refuse.
 std::vector<int64_t> const_sizes(const ir::TensorType& t);
@@ -101,7 +99,7 @@ int64_t numel(const std::vector<int64_t>& sizes);
 std::vector<sym::Expr> to_exprs(const std::vector<int64_t>& xs);
 // A fresh contiguous type.
 ir::TensorType make_type(ir::DType dt, std::vector<sym::Expr> sizes, const ir::Device& device, bool requires_grad);
-// Broadcast of two shapes per torch's rules; Refuse when symbolic sizes make it unclear.
+// ir::broadcast_shapes, or Refuse when it has no answer.
 std::vector<sym::Expr> broadcast(const std::vector<sym::Expr>& a, const std::vector<sym::Expr>& b);
 
 }  // namespace ember::passes

@@ -225,8 +225,6 @@ int call_predicate(PyObject* obj, PyCFunction direct, PyObject* method) {
 
 int get_bool_attr(PyObject* obj, PyObject* name) { return truth_of(PyObject_GetAttr(obj, name)); }
 
-bool is_complex(ir::DType dt) { return dt == ir::DType::Complex64 || dt == ir::DType::Complex128; }
-
 // requires_grad and the view bits DLPack does not report. False when the tensor must be refused
 // (or a read failed, error left set for the caller to clear).
 bool read_autograd_and_view_bits(const TorchBridge& bridge, PyObject* obj, RawTensorMeta* out) {

@@ -1,9 +1,9 @@
-// Bindings of the shape rules (src/frontend/interp/shape_rules.h), for tests and measurements:
+// Bindings of the shape rules (src/shapes/shape_rules.h), for tests and measurements:
 // ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]),
-// ember._C.shapes.time_rule(..., repeat) and torch_call_rule_names(); op_name is a core op's name or
+// ember._C.shapes.time_rule(..., repeat), torch_call_rule_names() and check_node_types(graph); op_name is a core op's name or
 // the qualified name of a torch callable with a rule. Tensors (real or meta) are read into TensorTypes;
-// tuples and lists holding a tensor become list operands; anything else is passed as the
-// constant it is. A result is None or a list of (dtype, sizes, strides, requires_grad, device).
+// tuples and lists become sequence operands; constants become the literals a graph node would
+// hold (complex numbers, which no literal spells, complex operands; anything else opaque). A result is None or a list of (dtype, sizes, strides, requires_grad, device).
 // Tensors are read through attributes: the DLPack path refuses meta tensors, slowly (~1 ms).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
@@ -15,7 +15,10 @@
 #include <stdexcept>
 
 #include "frontend/guards.h"
-#include "frontend/interp/shape_rules.h"
+#include "pybridge/torch_bridge.h"
+#include "frontend/interp/trace.h"
+#include "shapes/check_types.h"
+#include "shapes/shape_rules.h"
 
 namespace nb = nanobind;
 
@@ -23,14 +26,23 @@ namespace ember::python {
 
 namespace {
 
-// Operands of one call and the storage they point into.
+// A constant as a literal, as the trace's conversion gives it (torch.dtype through the bridge).
+std::optional<ir::Literal> literal_of(PyObject* o) {
+  if (auto lit = frontend::builtin_literal(o)) return lit;
+  const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
+  ir::DType dt;
+  if (bridge && pybridge::dtype_from_object(*bridge, o, &dt)) return dt;
+  PyErr_Clear();
+  return std::nullopt;
+}
+
+// Operands of one call and the tensor types they point into.
 struct Operands {
   std::deque<ir::TensorType> tensors;
-  std::deque<std::vector<frontend::RuleOperand>> lists;
-  std::vector<frontend::RuleOperand> args;
-  std::vector<std::pair<std::string, frontend::RuleOperand>> kwargs;
+  std::vector<shapes::Operand> args;
+  std::vector<std::pair<std::string, shapes::Operand>> kwargs;
 
-  frontend::RuleOperand convert(PyObject* o) {
+  shapes::Operand convert(PyObject* o) {
     frontend::TensorMeta meta;
     if (frontend::read_tensor_meta_via_attributes(o, &meta)) {
       ir::TensorType t;
@@ -40,21 +52,16 @@ struct Operands {
       t.device = meta.device;
       t.requires_grad = meta.requires_grad;
       tensors.push_back(std::move(t));
-      return {&tensors.back(), nullptr, nullptr};
+      return shapes::Operand::of_tensor(&tensors.back());
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
-      std::vector<frontend::RuleOperand> items;
-      bool has_tensor = false;
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
-        items.push_back(convert(PySequence_Fast_GET_ITEM(o, i)));
-        has_tensor = has_tensor || items.back().tensor || items.back().list;
-      }
-      if (has_tensor) {
-        lists.push_back(std::move(items));
-        return {nullptr, nullptr, &lists.back()};
-      }
+      std::vector<shapes::Operand> items;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) items.push_back(convert(PySequence_Fast_GET_ITEM(o, i)));
+      return shapes::Operand::sequence(std::move(items), !PyList_Check(o));
     }
-    return {nullptr, o, nullptr};
+    if (PyComplex_CheckExact(o)) return shapes::Operand::of_complex({PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)});
+    if (auto lit = literal_of(o)) return shapes::Operand::of_literal(std::move(*lit));
+    return shapes::Operand::opaque();
   }
 
   Operands(const nb::tuple& a, const nb::dict& kw) {
@@ -67,10 +74,10 @@ struct Operands {
 std::optional<std::vector<ir::TensorType>> infer(const std::string& op, const Operands& operands, bool grad_enabled,
                                                  ir::DType default_dtype) {
   if (auto core = ir::op_from_name(op))
-    return frontend::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
-  if (!frontend::has_torch_call_rule(op))
+    return shapes::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  if (!shapes::has_torch_call_rule(op))
     throw std::invalid_argument("no core op or torch callable with a shape rule named '" + op + "'");
-  return frontend::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  return shapes::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
 }
 
 ir::DType dtype_named(const std::string& name) {
@@ -126,7 +133,9 @@ void bind_shapes(nb::module_& m) {
     if (answered != static_cast<size_t>(repeat)) throw std::invalid_argument("the rule has no answer for this call");
     return took.count() / repeat;
   });
-  m.def("torch_call_rule_names", &frontend::torch_call_rule_names);
+  m.def("torch_call_rule_names", &shapes::torch_call_rule_names);
+  m.def("check_node_types", &shapes::check_node_types, nb::arg("graph"),
+        "Messages for nodes whose recorded types differ from their shape rule's answer.");
 }
 
 }  // namespace ember::python

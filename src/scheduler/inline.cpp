@@ -33,38 +33,18 @@ using loop_ir::ScalarOp;
 
 namespace {
 
+// A dtype's zero in the Scalar alternative loop IR holds that dtype's constants in.
 loop_ir::Scalar zero_of(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Bool:
-      return false;
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-      return int64_t{0};
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return 0.0;
-  }
+  if (dt == ir::DType::Bool) return false;
+  if (ir::is_integral(dt)) return int64_t{0};
   return 0.0;
 }
-
-bool is_integer(ir::DType dt) { return std::holds_alternative<int64_t>(zero_of(dt)); }
-
-
 
 // Nodes that must not run on placeholder values where a consumer's mask is false.
 bool unsafe_under_mask(const Kernel& producer) {
   for (const Node& n : producer.nodes) {
     if (n.op == ScalarOp::CheckIndex) return true;
-    if ((n.op == ScalarOp::Div || n.op == ScalarOp::FloorDiv || n.op == ScalarOp::Mod) && is_integer(n.dtype))
+    if ((n.op == ScalarOp::Div || n.op == ScalarOp::FloorDiv || n.op == ScalarOp::Mod) && ir::is_integral(n.dtype))
       return true;
   }
   return false;

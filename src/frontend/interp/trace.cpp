@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "frontend/eval_frame.h"
-#include "frontend/interp/shape_rules.h"
+#include "shapes/shape_rules.h"
 #include "frontend/pyutil.h"
 
 namespace ember::frontend {
@@ -296,7 +296,7 @@ PyObject* Trace::meta_of(TensorVar& t) {
   return t.meta.get();
 }
 
-std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
+std::optional<ir::Literal> builtin_literal(PyObject* o) {
   if (o == Py_None) return ir::NoneLiteral{};
   if (PyBool_Check(o)) return o == Py_True;
   if (PyLong_CheckExact(o)) {
@@ -308,6 +308,26 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
   if (PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
   if (PyUnicode_CheckExact(o)) return std::string(PyUnicode_AsUTF8(o));
   if (o == Py_Ellipsis) return ir::Ellipsis{};
+  if (PySlice_Check(o)) {
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    ir::Slice slice;
+    std::optional<int64_t>* parts[] = {&slice.start, &slice.stop, &slice.step};
+    PyObject* objs[] = {s->start, s->stop, s->step};
+    for (int i = 0; i < 3; ++i) {
+      if (objs[i] == Py_None) continue;
+      if (!PyLong_CheckExact(objs[i])) return std::nullopt;
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(objs[i], &overflow);
+      if (overflow) return std::nullopt;
+      *parts[i] = v;
+    }
+    return slice;
+  }
+  return std::nullopt;
+}
+
+std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
+  if (auto lit = builtin_literal(o)) return lit;
   if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(table.dtype_type.get()))) {
     std::string name = py_str(o);
     auto dt = ir::dtype_from_torch_name(name.rfind("torch.", 0) == 0 ? name.substr(6) : name);
@@ -318,18 +338,6 @@ std::optional<ir::Literal> Trace::literal_of(PyObject* o) const {
     auto d = ir::device_from_string(py_str(o));
     if (!d) return std::nullopt;
     return *d;
-  }
-  if (PySlice_Check(o)) {
-    auto* s = reinterpret_cast<PySliceObject*>(o);
-    ir::Slice slice;
-    std::optional<int64_t>* parts[] = {&slice.start, &slice.stop, &slice.step};
-    PyObject* objs[] = {s->start, s->stop, s->step};
-    for (int i = 0; i < 3; ++i) {
-      if (objs[i] == Py_None) continue;
-      if (!PyLong_CheckExact(objs[i])) return std::nullopt;
-      *parts[i] = PyLong_AsLongLong(objs[i]);
-    }
-    return slice;
   }
   return std::nullopt;
 }
@@ -440,51 +448,47 @@ ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& ar
 std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::string& name,
                                                              const std::vector<VarRef>& args,
                                                              const std::vector<std::pair<std::string, VarRef>>& kwargs) {
-  // Operands as the rules see them; nested lists keep their storage alive in `lists`.
-  std::vector<std::vector<RuleOperand>> lists;
-  lists.reserve(args.size() + kwargs.size());
-  std::vector<PyRef> constants;
-  std::function<std::optional<RuleOperand>(const VarRef&)> operand = [&](const VarRef& v) -> std::optional<RuleOperand> {
-    RuleOperand r;
-    if (v->kind == VarKind::Tensor) {
-      r.tensor = &v->as<TensorVar>().type;
-      return r;
-    }
+  // Operands as the rules see them: constants converted as nodes' literal arguments are.
+  std::function<shapes::Operand(PyObject*)> constant = [&](PyObject* o) {
+    if (auto lit = literal_of(o)) return shapes::Operand::of_literal(std::move(*lit));
+    if (!PyTuple_Check(o) && !PyList_Check(o)) return shapes::Operand::opaque();
+    std::vector<shapes::Operand> items;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) items.push_back(constant(PySequence_Fast_GET_ITEM(o, i)));
+    return shapes::Operand::sequence(std::move(items), !PyList_Check(o));
+  };
+  std::function<std::optional<shapes::Operand>(const VarRef&)> operand = [&](const VarRef& v) -> std::optional<shapes::Operand> {
+    if (v->kind == VarKind::Tensor) return shapes::Operand::of_tensor(&v->as<TensorVar>().type);
     if (v->kind == VarKind::Tuple || v->kind == VarKind::List) {
       bool tensors = false;
       for (auto& x : v->as<SequenceVar>().items) tensors = tensors || x->kind == VarKind::Tensor;
       if (tensors) {
-        std::vector<RuleOperand> items;
+        std::vector<shapes::Operand> items;
         for (auto& x : v->as<SequenceVar>().items) {
           auto item = operand(x);
           if (!item) return std::nullopt;
-          items.push_back(*item);
+          items.push_back(std::move(*item));
         }
-        lists.push_back(std::move(items));
-        r.list = &lists.back();
-        return r;
+        return shapes::Operand::sequence(std::move(items), v->kind == VarKind::Tuple);
       }
     }
     PyRef c = materialize(*v);
     if (!c) return std::nullopt;
-    r.value = c.get();
-    constants.push_back(std::move(c));
-    return r;
+    return constant(c.get());
   };
-  std::vector<RuleOperand> rule_args;
-  std::vector<std::pair<std::string, RuleOperand>> rule_kwargs;
+  std::vector<shapes::Operand> rule_args;
+  std::vector<std::pair<std::string, shapes::Operand>> rule_kwargs;
   for (auto& a : args) {
     auto r = operand(a);
     if (!r) return std::nullopt;
-    rule_args.push_back(*r);
+    rule_args.push_back(std::move(*r));
   }
   for (auto& [k, v] : kwargs) {
     auto r = operand(v);
     if (!r) return std::nullopt;
-    rule_kwargs.emplace_back(k, *r);
+    rule_kwargs.emplace_back(k, std::move(*r));
   }
-  if (op == ir::Op::TorchCall) return infer_torch_call_types(name, rule_args, rule_kwargs, grad_enabled, default_dtype_);
-  return infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
+  if (op == ir::Op::TorchCall) return shapes::infer_torch_call_types(name, rule_args, rule_kwargs, grad_enabled, default_dtype_);
+  return shapes::infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
 }
 
 VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
@@ -493,7 +497,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   const std::string& name = table.name_of(callable);
   std::optional<std::vector<ir::TensorType>> ruled;
   bool core_rule = kind.kind == CallableKind::CoreOp && !kind.makes_tensors() && core_op_applies(kind.op, args, kwargs);
-  bool torch_rule = kind.kind == CallableKind::TorchOp && has_torch_call_rule(name);
+  bool torch_rule = kind.kind == CallableKind::TorchOp && shapes::has_torch_call_rule(name);
   if (core_rule || torch_rule) {
     // Ember's own shape rules first: no meta kernel when they know the answer (under
     // verify_shape_rules, the meta kernel runs too and must agree). Some meta kernels are

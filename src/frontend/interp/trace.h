@@ -82,6 +82,11 @@ struct AliasGuard {
 // autocast block's exit). Throws PythonError.
 PyRef autocast_exit_object(const TorchTable& table, const AutocastMode& mode);
 
+// The literal a Python builtin constant spells: None, bool, an int that fits int64, float, str,
+// Ellipsis, a slice of such ints; nullopt otherwise (torch's dtype and device objects are read by
+// Trace::literal_of, which knows their types).
+std::optional<ir::Literal> builtin_literal(PyObject* obj);
+
 class Trace {
  public:
   Trace(const TorchTable& table, const FrameView& frame, const CompileOptions& options);

@@ -19,25 +19,7 @@ bool eligible(const Var& v, const std::string& device) {
   if (v.kind != VarKind::Tensor) return false;
   const ir::TensorType& t = v.as<TensorVar>().type;
   if (t.device.type != device) return false;
-  switch (t.dtype) {
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return true;
-    case ir::DType::Float64:  // autocast leaves float64 alone
-    case ir::DType::Bool:
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-      return false;
-  }
-  return false;
+  return ir::is_floating_point(t.dtype) && t.dtype != ir::DType::Float64;  // autocast leaves float64 alone
 }
 
 // Calls `fn` on every argument that may be a tensor autocast looks at: the arguments,

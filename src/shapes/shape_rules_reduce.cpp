@@ -14,16 +14,16 @@
 // dtype. Integer matmuls and mixed-precision layer_norm are left to the meta kernels.
 #include <algorithm>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 namespace {
 
 // Which dims a reduction over a tensor of `ndim` dims reduces. `dim` absent or None reduces
 // all; so does an empty list (for sum, mean, amax, amin and var alike). nullopt for dims out
 // of range or repeated.
-std::optional<std::vector<bool>> reduced_dims(const RuleOperand* dim, int64_t ndim) {
+std::optional<std::vector<bool>> reduced_dims(const Operand* dim, int64_t ndim) {
   std::vector<bool> reduced(static_cast<size_t>(ndim), false);
   if (is_none(dim)) {
     std::fill(reduced.begin(), reduced.end(), true);
@@ -61,7 +61,7 @@ Result reduction_result(const Call& call, const Dense& x, const std::vector<bool
   return computed(call, dt, out, {&x});
 }
 
-std::optional<bool> keepdim_of(const RuleOperand* p) {
+std::optional<bool> keepdim_of(const Operand* p) {
   if (!p) return false;
   return as_bool(p);
 }
@@ -121,8 +121,8 @@ Result infer_var(const Call& call) {
   auto x = as_dense((*b)[0]);
   auto keepdim = keepdim_of((*b)[3]);
   if (!x || !keepdim) return std::nullopt;
-  const RuleOperand* unbiased = (*b)[2];
-  const RuleOperand* correction = (*b)[4];
+  const Operand* unbiased = (*b)[2];
+  const Operand* correction = (*b)[4];
   if (unbiased && !as_bool(unbiased)) return std::nullopt;
   if (correction && !is_none(correction) && !as_real(correction)) return std::nullopt;
   if (unbiased && correction) return std::nullopt;
@@ -170,7 +170,7 @@ Result infer_layer_norm(const Call& call) {
     return std::nullopt;
   std::optional<Dense> affine[2];
   for (int i = 0; i < 2; ++i) {
-    const RuleOperand* p = (*b)[2 + i];
+    const Operand* p = (*b)[2 + i];
     if (is_none(p)) continue;
     affine[i] = as_dense(p);
     if (!affine[i] || affine[i]->dtype != x->dtype || affine[i]->sizes != *shape) return std::nullopt;
@@ -196,7 +196,7 @@ std::optional<ir::DType> matmul_dtype(std::initializer_list<const Dense*> operan
 }
 
 // addmm's beta and alpha: numbers the result dtype can hold.
-bool scale_ok(const RuleOperand* p, ir::DType dt) {
+bool scale_ok(const Operand* p, ir::DType dt) {
   if (!p) return true;
   auto kind = scalar_kind(p);
   if (!kind || *kind == ScalarKind::Bool) return false;
@@ -297,4 +297,4 @@ Result infer_matmul(const Call& call) {
   return computed(call, *dt, out, {&*x, &*y});
 }
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

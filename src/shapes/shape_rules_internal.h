@@ -1,5 +1,5 @@
 // What the shape-rule files share: the call being inferred, argument binding by parameter name,
-// readers of Python constants, torch's dtype promotion, and layout arithmetic. Internal to
+// readers of constant operands, torch's dtype promotion, and layout arithmetic. Internal to
 // shape_rules*.cpp; the interface is shape_rules.h.
 #pragma once
 
@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "frontend/interp/shape_rules.h"
+#include "shapes/shape_rules.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 using Sizes = std::vector<int64_t>;
 using Result = std::optional<std::vector<ir::TensorType>>;
@@ -29,8 +29,8 @@ struct Dense {
 
 struct Call {
   ir::Op op;
-  const std::vector<RuleOperand>& args;
-  const std::vector<std::pair<std::string, RuleOperand>>& kwargs;
+  const std::vector<Operand>& args;
+  const std::vector<std::pair<std::string, Operand>>& kwargs;
   bool grad_enabled;
   ir::DType default_dtype;
 };
@@ -41,8 +41,8 @@ constexpr int kMaxParams = 8;
 
 // Operands by parameter position; nullptr where the call does not pass the parameter.
 struct Bound {
-  std::array<const RuleOperand*, kMaxParams> slot{};
-  const RuleOperand* operator[](int i) const { return slot[static_cast<size_t>(i)]; }
+  std::array<const Operand*, kMaxParams> slot{};
+  const Operand* operator[](int i) const { return slot[static_cast<size_t>(i)]; }
 };
 
 // Binds positional operands in order, then keywords by name. `names` lists the parameters in
@@ -55,39 +55,38 @@ std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> n
 // x.view((2, 3)), torch.reshape(x, (2, 3)), x.view(size=(2, 3))). `extra_kw` names one more
 // keyword the call may carry (expand's "implicit"), returned through `extra`.
 std::optional<Sizes> sizes_operand(const Call& call, const char* keyword, const char* extra_kw = nullptr,
-                                   const RuleOperand** extra = nullptr);
+                                   const Operand** extra = nullptr);
 
-// ---- Python constants (absent operands read as "not given") ----------------------------------
+// ---- Constants (absent operands read as "not given") -----------------------------------------
 
-bool is_none(const RuleOperand* p);                       // absent, or the constant None
-std::optional<int64_t> as_int(const RuleOperand* p);      // an int (not a bool) that fits int64
-std::optional<bool> as_bool(const RuleOperand* p);        // True / False
-std::optional<double> as_real(const RuleOperand* p);      // an int or a float, not a bool
-std::optional<Sizes> as_int_list(const RuleOperand* p);   // tuple / list / torch.Size of ints
-std::optional<Sizes> as_int_or_list(const RuleOperand* p);  // an int is a list of one
-std::optional<ir::DType> as_dtype(const RuleOperand* p);  // a torch.dtype Ember models
-bool is_string(const RuleOperand* p, std::string_view text);
-std::optional<Dense> as_dense(const RuleOperand* p);      // a tensor with constant sizes
+bool is_none(const Operand* p);                       // absent, or the constant None
+std::optional<int64_t> as_int(const Operand* p);      // an int (not a bool) that fits int64
+std::optional<bool> as_bool(const Operand* p);        // True / False
+std::optional<double> as_real(const Operand* p);      // an int or a float, not a bool
+std::optional<Sizes> as_int_list(const Operand* p);   // a sequence of ints (tuple, list, torch.Size)
+std::optional<Sizes> as_int_or_list(const Operand* p);  // an int is a list of one
+std::optional<ir::DType> as_dtype(const Operand* p);  // a torch.dtype Ember models
+bool is_string(const Operand* p, std::string_view text);
+std::optional<Dense> as_dense(const Operand* p);      // a tensor with constant sizes
 
 // The kind of a Python scalar as torch's type promotion sees it.
 enum class ScalarKind : uint8_t { Bool, Int, Float, Complex };
-std::optional<ScalarKind> scalar_kind(const RuleOperand* p);  // exact bool/int/float/complex only
+std::optional<ScalarKind> scalar_kind(const Operand* p);  // bool/int/float literals, complex operands
 
 // ---- dtypes -----------------------------------------------------------------------------------
 
-enum class Category : uint8_t { Bool, Integral, Floating, Complex, Float8 };
-Category category(ir::DType dt);
-inline bool is_integral(ir::DType dt) { return category(dt) == Category::Integral; }
-inline bool is_floating(ir::DType dt) { return category(dt) == Category::Floating; }
-inline bool is_complex(ir::DType dt) { return category(dt) == Category::Complex; }
-inline bool is_float8(ir::DType dt) { return category(dt) == Category::Float8; }
-// Floating (float8 included) and complex tensors can require grad.
-inline bool is_differentiable(ir::DType dt) { return category(dt) != Category::Bool && category(dt) != Category::Integral; }
-std::optional<ir::DType> real_of(ir::DType complex_dt);  // complex64 -> float32
-std::optional<ir::DType> complex_of(ir::DType real_dt);  // float32, bfloat16 -> complex64; none for float16
-
-// torch.promote_types; nullopt where torch refuses (float8 mixed with another dtype).
-std::optional<ir::DType> promote_types(ir::DType a, ir::DType b);
+// ir/types.h's table answers these; the rules' "floating" is torch's dispatch sense (float8
+// apart).
+using Category = ir::DTypeCategory;
+using ir::complex_of;
+using ir::is_complex;
+using ir::is_differentiable;
+using ir::is_float8;
+using ir::is_floating;
+using ir::is_integral;
+using ir::promote_types;
+using ir::real_of;
+constexpr Category category(ir::DType dt) { return ir::dtype_category(dt); }
 
 // torch.result_type over tensors and Python scalars: dimensioned tensors outrank 0-d tensors,
 // which outrank Python scalars, each only within a category (bool < integral < floating <
@@ -97,6 +96,7 @@ class Promotion {
  public:
   explicit Promotion(ir::DType default_dtype) : default_dtype_(default_dtype) {}
   void add(const Dense& t);
+  void add(ir::DType tensor_dtype, bool zero_dim);
   void add(ScalarKind s);
   std::optional<ir::DType> result() const;
 
@@ -112,7 +112,7 @@ class Promotion {
 // or a floating dtype's finite range, floats (inf and nan included) only into floating or
 // complex dtypes and within range, complex numbers only into complex dtypes. True for bools and
 // for operands that are not scalars.
-bool scalar_fits(const RuleOperand* p, ir::DType dt);
+bool scalar_fits(const Operand* p, ir::DType dt);
 
 // ---- Layout -----------------------------------------------------------------------------------
 
@@ -189,6 +189,13 @@ Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);
 
+// shape_rules_symbolic.cpp: calls with symbolic sizes (pointwise and reduction families), by
+// running the rule on constant stand-ins (see the file comment).
+bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs);
+Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
+                      const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                      ir::DType default_dtype);
+
 // shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
 Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d
 Result infer_batch_norm(const Call& call);
@@ -200,4 +207,4 @@ Result infer_nll_loss(const Call& call, bool cross_entropy);  // nll_loss, cross
 // Whether torch's is_non_overlapping_and_dense() holds: the elements tile one block of memory.
 bool non_overlapping_and_dense(const Dense& t);
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

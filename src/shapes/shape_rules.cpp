@@ -1,23 +1,102 @@
-// Shape rules, the shared part: dispatch of every core op to its rule, argument binding, Python constants, dtype
-// promotion and layout helpers (shape_rules_internal.h). The families live in
+// Shape rules, the shared part: operands, dispatch of every core op to its rule, argument binding, constants,
+// dtype promotion and layout helpers (shape_rules_internal.h). The families live in
 // shape_rules_{pointwise,reduce,views,data}.cpp.
-#include "frontend/interp/shape_rules.h"
+#include "shapes/shape_rules.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "pybridge/torch_bridge.h"
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend {
+namespace ember::shapes {
 
-std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<RuleOperand>& args,
-    const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
-  using namespace shape_rules;
+Operand Operand::of_tensor(const ir::TensorType* t) {
+  Operand o;
+  o.kind = Kind::Tensor;
+  o.tensor = t;
+  return o;
+}
+
+Operand Operand::of_literal(ir::Literal lit) {
+  Operand o;
+  o.kind = Kind::Literal;
+  o.literal = std::move(lit);
+  return o;
+}
+
+Operand Operand::sequence(std::vector<Operand> items, bool tuple) {
+  Operand o;
+  o.kind = Kind::Sequence;
+  o.items = std::move(items);
+  o.tuple = tuple;
+  return o;
+}
+
+Operand Operand::of_complex(std::complex<double> z) {
+  Operand o;
+  o.kind = Kind::Complex;
+  o.complex = z;
+  return o;
+}
+
+Operand Operand::opaque() { return Operand{}; }
+
+std::optional<ir::DType> result_type(const std::vector<Operand>& operands, ir::DType default_dtype) {
+  rules::Promotion promotion(default_dtype);
+  for (const Operand& o : operands) {
+    if (o.tensor) {
+      promotion.add(o.tensor->dtype, o.tensor->sizes.empty());
+      continue;
+    }
+    auto kind = rules::scalar_kind(&o);
+    if (!kind) return std::nullopt;
+    promotion.add(*kind);
+  }
+  return promotion.result();
+}
+
+namespace {
+
+Operand operand_of(const ir::Arg& a, const ir::Graph& graph) {
+  switch (a.kind) {
+    case ir::Arg::Kind::Value:
+      return Operand::of_tensor(&graph.value(a.value).type);
+    case ir::Arg::Kind::Literal:
+      return Operand::of_literal(a.literal);
+    case ir::Arg::Kind::List:
+    case ir::Arg::Kind::Tuple: {
+      std::vector<Operand> items;
+      for (const ir::Arg& item : a.items) items.push_back(operand_of(item, graph));
+      return Operand::sequence(std::move(items), a.kind == ir::Arg::Kind::Tuple);
+    }
+  }
+  return Operand::opaque();
+}
+
+}  // namespace
+
+std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const ir::Graph& graph) {
+  std::vector<Operand> out;
+  for (const ir::Arg& a : args) out.push_back(operand_of(a, graph));
+  return out;
+}
+
+std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::pair<std::string, ir::Arg>>& kwargs,
+                                                         const ir::Graph& graph) {
+  std::vector<std::pair<std::string, Operand>> out;
+  for (const auto& [name, a] : kwargs) out.emplace_back(name, operand_of(a, graph));
+  return out;
+}
+
+
+std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<Operand>& args,
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+  using namespace rules;
   // torch.set_default_dtype accepts only floating dtypes; the rules are checked for these two.
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
+  if (has_symbolic_tensor(args, kwargs)) return infer_symbolic(op, args, kwargs, grad_enabled, default_dtype);
   Call call{op, args, kwargs, grad_enabled, default_dtype};
   // Every op of ops.def is listed: a new op is a compile warning here until it has a rule or is
   // declared to have none.
@@ -154,7 +233,7 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
   return std::nullopt;
 }
 
-namespace shape_rules {
+namespace rules {
 
 // ---- Binding ----------------------------------------------------------------------------------
 
@@ -197,9 +276,9 @@ std::optional<Bound> bind(const Call& call, std::initializer_list<const char*> n
 }
 
 std::optional<Sizes> sizes_operand(const Call& call, const char* keyword, const char* extra_kw,
-                                   const RuleOperand** extra) {
+                                   const Operand** extra) {
   if (extra) *extra = nullptr;
-  const RuleOperand* named = nullptr;
+  const Operand* named = nullptr;
   for (auto& [name, operand] : call.kwargs) {
     if (name == keyword && !named) {
       named = &operand;
@@ -226,85 +305,71 @@ std::optional<Sizes> sizes_operand(const Call& call, const char* keyword, const 
   return out;
 }
 
-// ---- Python constants -------------------------------------------------------------------------
+// ---- Constants ------------------------------------------------------------------------------
 
 namespace {
 
-PyObject* constant(const RuleOperand* p) {
-  return p && !p->tensor && !p->list ? p->value : nullptr;
-}
-
-std::optional<int64_t> int_of(PyObject* o) {
-  if (!o || !PyLong_CheckExact(o)) return std::nullopt;
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  if (overflow || (v == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(v);
+// The literal an operand holds, or nullptr (absent, a tensor, a sequence, complex, opaque).
+const ir::Literal* literal(const Operand* p) {
+  return p && p->kind == Operand::Kind::Literal ? &p->literal : nullptr;
 }
 
 }  // namespace
 
-bool is_none(const RuleOperand* p) { return p == nullptr || constant(p) == Py_None; }
+bool is_none(const Operand* p) {
+  const ir::Literal* l = literal(p);
+  return p == nullptr || (l && std::holds_alternative<ir::NoneLiteral>(*l));
+}
 
-std::optional<int64_t> as_int(const RuleOperand* p) { return int_of(constant(p)); }
-
-std::optional<bool> as_bool(const RuleOperand* p) {
-  PyObject* o = constant(p);
-  if (o == Py_True) return true;
-  if (o == Py_False) return false;
+std::optional<int64_t> as_int(const Operand* p) {
+  const ir::Literal* l = literal(p);
+  if (const int64_t* v = l ? std::get_if<int64_t>(l) : nullptr) return *v;
   return std::nullopt;
 }
 
-std::optional<double> as_real(const RuleOperand* p) {
-  PyObject* o = constant(p);
-  if (o && PyFloat_CheckExact(o)) return PyFloat_AS_DOUBLE(o);
-  if (auto v = int_of(o)) return static_cast<double>(*v);
+std::optional<bool> as_bool(const Operand* p) {
+  const ir::Literal* l = literal(p);
+  if (const bool* v = l ? std::get_if<bool>(l) : nullptr) return *v;
   return std::nullopt;
 }
 
-std::optional<Sizes> as_int_list(const RuleOperand* p) {
-  PyObject* o = constant(p);
-  if (!o || !(PyTuple_Check(o) || PyList_Check(o))) return std::nullopt;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+std::optional<double> as_real(const Operand* p) {
+  const ir::Literal* l = literal(p);
+  if (const double* v = l ? std::get_if<double>(l) : nullptr) return *v;
+  if (auto v = as_int(p)) return static_cast<double>(*v);
+  return std::nullopt;
+}
+
+std::optional<Sizes> as_int_list(const Operand* p) {
+  if (!p || p->kind != Operand::Kind::Sequence) return std::nullopt;
   Sizes out;
-  out.reserve(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    auto v = int_of(PySequence_Fast_GET_ITEM(o, i));
+  out.reserve(p->items.size());
+  for (const Operand& item : p->items) {
+    auto v = as_int(&item);
     if (!v) return std::nullopt;
     out.push_back(*v);
   }
   return out;
 }
 
-std::optional<Sizes> as_int_or_list(const RuleOperand* p) {
+std::optional<Sizes> as_int_or_list(const Operand* p) {
   if (auto v = as_int(p)) return Sizes{*v};
   return as_int_list(p);
 }
 
-std::optional<ir::DType> as_dtype(const RuleOperand* p) {
-  PyObject* o = constant(p);
-  const pybridge::TorchBridge* bridge = o ? pybridge::torch_bridge() : nullptr;
-  ir::DType dt;
-  if (!bridge || !pybridge::dtype_from_object(*bridge, o, &dt)) return std::nullopt;
-  return dt;
+std::optional<ir::DType> as_dtype(const Operand* p) {
+  const ir::Literal* l = literal(p);
+  if (const ir::DType* v = l ? std::get_if<ir::DType>(l) : nullptr) return *v;
+  return std::nullopt;
 }
 
-bool is_string(const RuleOperand* p, std::string_view text) {
-  PyObject* o = constant(p);
-  if (!o || !PyUnicode_Check(o)) return false;
-  Py_ssize_t n = 0;
-  const char* s = PyUnicode_AsUTF8AndSize(o, &n);
-  if (!s) {
-    PyErr_Clear();
-    return false;
-  }
-  return std::string_view(s, static_cast<size_t>(n)) == text;
+bool is_string(const Operand* p, std::string_view text) {
+  const ir::Literal* l = literal(p);
+  const std::string* v = l ? std::get_if<std::string>(l) : nullptr;
+  return v && *v == text;
 }
 
-std::optional<Dense> as_dense(const RuleOperand* p) {
+std::optional<Dense> as_dense(const Operand* p) {
   if (!p || !p->tensor) return std::nullopt;
   const ir::TensorType& t = *p->tensor;
   if (t.sizes.size() != t.strides.size()) return std::nullopt;
@@ -323,112 +388,17 @@ std::optional<Dense> as_dense(const RuleOperand* p) {
   return d;
 }
 
-std::optional<ScalarKind> scalar_kind(const RuleOperand* p) {
-  PyObject* o = constant(p);
-  if (!o) return std::nullopt;
-  if (PyBool_Check(o)) return ScalarKind::Bool;
-  if (PyLong_CheckExact(o)) {
-    if (!int_of(o)) return std::nullopt;  // beyond int64: torch refuses it
-    return ScalarKind::Int;
-  }
-  if (PyFloat_CheckExact(o)) return ScalarKind::Float;
-  if (PyComplex_CheckExact(o)) return ScalarKind::Complex;
+std::optional<ScalarKind> scalar_kind(const Operand* p) {
+  if (p && p->kind == Operand::Kind::Complex) return ScalarKind::Complex;
+  const ir::Literal* l = literal(p);
+  if (!l) return std::nullopt;
+  if (std::holds_alternative<bool>(*l)) return ScalarKind::Bool;
+  if (std::holds_alternative<int64_t>(*l)) return ScalarKind::Int;
+  if (std::holds_alternative<double>(*l)) return ScalarKind::Float;
   return std::nullopt;
 }
 
 // ---- dtypes -----------------------------------------------------------------------------------
-
-Category category(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Bool:
-      return Category::Bool;
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-      return Category::Integral;
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-      return Category::Floating;
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-      return Category::Complex;
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return Category::Float8;
-  }
-  return Category::Float8;
-}
-
-std::optional<ir::DType> real_of(ir::DType dt) {
-  if (dt == ir::DType::Complex64) return ir::DType::Float32;
-  if (dt == ir::DType::Complex128) return ir::DType::Float64;
-  return std::nullopt;
-}
-
-std::optional<ir::DType> complex_of(ir::DType dt) {
-  // float16's counterpart, complex32, is not an Ember dtype; bfloat16 (float32's range) maps
-  // to complex64.
-  if (dt == ir::DType::Float32 || dt == ir::DType::BFloat16) return ir::DType::Complex64;
-  if (dt == ir::DType::Float64) return ir::DType::Complex128;
-  return std::nullopt;
-}
-
-namespace {
-
-// Rank within the integral category for signed types; uint8 is handled apart.
-int signed_rank(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Int8: return 1;
-    case ir::DType::Int16: return 2;
-    case ir::DType::Int32: return 3;
-    case ir::DType::Int64: return 4;
-    case ir::DType::Bool:
-    case ir::DType::UInt8:
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return 0;
-  }
-  return 0;
-}
-
-int itemsize_rank(ir::DType dt) { return ir::dtype_itemsize(dt); }
-
-}  // namespace
-
-std::optional<ir::DType> promote_types(ir::DType a, ir::DType b) {
-  if (a == b) return a;
-  Category ca = category(a), cb = category(b);
-  if (ca == Category::Float8 || cb == Category::Float8) return std::nullopt;
-  if (ca == Category::Bool) return b;
-  if (cb == Category::Bool) return a;
-  if (ca == Category::Integral && cb == Category::Integral) {
-    // uint8 and a signed type: the smallest signed type holding both ranges.
-    if (a == ir::DType::UInt8) return signed_rank(b) >= 2 ? b : ir::DType::Int16;
-    if (b == ir::DType::UInt8) return signed_rank(a) >= 2 ? a : ir::DType::Int16;
-    return signed_rank(a) >= signed_rank(b) ? a : b;
-  }
-  if (ca == Category::Integral) return b;  // the other is floating or complex
-  if (cb == Category::Integral) return a;
-  if (ca == Category::Floating && cb == Category::Floating) {
-    // float16 and bfloat16 meet at float32; otherwise the wider one.
-    if (itemsize_rank(a) == itemsize_rank(b)) return ir::DType::Float32;
-    return itemsize_rank(a) > itemsize_rank(b) ? a : b;
-  }
-  // At least one complex: complex128 when either side carries double precision.
-  bool wide = a == ir::DType::Complex128 || b == ir::DType::Complex128 || a == ir::DType::Float64 ||
-              b == ir::DType::Float64;
-  return wide ? ir::DType::Complex128 : ir::DType::Complex64;
-}
 
 void Promotion::merge(std::optional<ir::DType>& group, ir::DType dt) {
   if (!group) {
@@ -443,7 +413,9 @@ void Promotion::merge(std::optional<ir::DType>& group, ir::DType dt) {
   group = *p;
 }
 
-void Promotion::add(const Dense& t) { merge(t.dim() > 0 ? dims_ : zero_dims_, t.dtype); }
+void Promotion::add(const Dense& t) { add(t.dtype, t.dim() == 0); }
+
+void Promotion::add(ir::DType tensor_dtype, bool zero_dim) { merge(zero_dim ? zero_dims_ : dims_, tensor_dtype); }
 
 void Promotion::add(ScalarKind s) {
   switch (s) {
@@ -495,82 +467,48 @@ std::optional<ir::DType> Promotion::result() const {
 
 namespace {
 
-// The largest finite magnitude of a floating dtype's real components (0: no limit needed).
-double float_limit(ir::DType dt) {
-  switch (dt) {
-    case ir::DType::Float16: return 65504.0;
-    case ir::DType::BFloat16: return 3.3895313892515355e38;
-    case ir::DType::Float32:
-    case ir::DType::Complex64: return static_cast<double>(std::numeric_limits<float>::max());
-    case ir::DType::Bool:
-    case ir::DType::UInt8:
-    case ir::DType::Int8:
-    case ir::DType::Int16:
-    case ir::DType::Int32:
-    case ir::DType::Int64:
-    case ir::DType::Float64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      return 0.0;
-  }
-  return 0.0;
-}
-
 bool real_fits(double v, ir::DType dt) {
-  double limit = float_limit(dt);
-  return limit == 0.0 || !std::isfinite(v) || std::fabs(v) <= limit;
+  return !std::isfinite(v) || std::fabs(v) <= ir::dtype_info(dt).max_finite;
 }
 
 }  // namespace
 
-bool scalar_fits(const RuleOperand* p, ir::DType dt) {
-  PyObject* o = constant(p);
-  if (!o || PyBool_Check(o)) return true;
+bool scalar_fits(const Operand* p, ir::DType dt) {
+  auto kind = scalar_kind(p);
+  if (!kind || *kind == ScalarKind::Bool) return true;
   Category c = category(dt);
   if (c == Category::Float8) return false;
-  if (PyFloat_CheckExact(o)) {
-    return (c == Category::Floating || c == Category::Complex) && real_fits(PyFloat_AS_DOUBLE(o), dt);
+  if (*kind == ScalarKind::Float) {
+    return (c == Category::Floating || c == Category::Complex) && real_fits(std::get<double>(p->literal), dt);
   }
-  if (PyComplex_CheckExact(o)) {
-    Py_complex z = PyComplex_AsCComplex(o);
-    return c == Category::Complex && real_fits(z.real, dt) && real_fits(z.imag, dt);
+  if (*kind == ScalarKind::Complex) {
+    return c == Category::Complex && real_fits(p->complex.real(), dt) && real_fits(p->complex.imag(), dt);
   }
-  auto v = int_of(o);
-  if (!v) return true;  // not an int: nothing to check here
-  if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(*v), dt);
-  int64_t lo = 0, hi = 1;  // bool
-  switch (dt) {
-    case ir::DType::UInt8: lo = 0; hi = 255; break;
-    case ir::DType::Int8: lo = -128; hi = 127; break;
-    case ir::DType::Int16: lo = -32768; hi = 32767; break;
-    case ir::DType::Int32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    case ir::DType::Int64: return true;
-    case ir::DType::Bool:
-    case ir::DType::Float16:
-    case ir::DType::BFloat16:
-    case ir::DType::Float32:
-    case ir::DType::Float64:
-    case ir::DType::Complex64:
-    case ir::DType::Complex128:
-    case ir::DType::Float8E4M3FN:
-    case ir::DType::Float8E5M2:
-      break;
-  }
-  return *v >= lo && *v <= hi;
+  int64_t v = std::get<int64_t>(p->literal);
+  if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(v), dt);
+  if (dt == ir::DType::Int64) return true;  // its maximum is not exact as a double
+  // Bool and the integers: [0, max] unsigned, [-max - 1, max] signed.
+  int64_t hi = static_cast<int64_t>(ir::dtype_info(dt).max_finite);
+  int64_t lo = ir::dtype_info(dt).is_signed ? -hi - 1 : 0;
+  return v >= lo && v <= hi;
 }
 
 // ---- Layout -----------------------------------------------------------------------------------
 
-Sizes contiguous_strides(const Sizes& sizes) {
-  Sizes strides(sizes.size());
-  int64_t acc = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
+namespace {
+
+std::vector<sym::Expr> exprs_of(const Sizes& xs) { return {xs.begin(), xs.end()}; }
+
+Sizes constants_of(const std::vector<sym::Expr>& xs) {
+  Sizes out;
+  out.reserve(xs.size());
+  for (const sym::Expr& x : xs) out.push_back(x.constant());
+  return out;
 }
+
+}  // namespace
+
+Sizes contiguous_strides(const Sizes& sizes) { return constants_of(ir::contiguous_strides(exprs_of(sizes))); }
 
 bool has_default_strides(const Dense& t) { return t.strides == contiguous_strides(t.sizes); }
 
@@ -605,25 +543,18 @@ std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim) {
 }
 
 std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b) {
-  size_t n = std::max(a.size(), b.size());
-  Sizes out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
+  auto out = ir::broadcast_shapes(exprs_of(a), exprs_of(b));
+  if (!out) return std::nullopt;
+  return constants_of(*out);
 }
 
 // ---- Results ----------------------------------------------------------------------------------
 
 namespace {
 
-void collect_tensors(const RuleOperand& op, std::vector<const ir::TensorType*>& out) {
+void collect_tensors(const Operand& op, std::vector<const ir::TensorType*>& out) {
   if (op.tensor) out.push_back(op.tensor);
-  if (op.list)
-    for (auto& item : *op.list) collect_tensors(item, out);
+  for (const Operand& item : op.items) collect_tensors(item, out);
 }
 
 }  // namespace
@@ -679,5 +610,5 @@ ir::TensorType view_of(const Dense& base, Sizes sizes, Sizes strides) {
   return make_type(base.dtype, std::move(sizes), std::move(strides), base.requires_grad, *base.device);
 }
 
-}  // namespace shape_rules
-}  // namespace ember::frontend
+}  // namespace rules
+}  // namespace ember::shapes

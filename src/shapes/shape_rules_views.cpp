@@ -7,16 +7,16 @@
 // contiguous() returns its input itself when torch considers it contiguous already.
 #include <algorithm>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 namespace {
 
 Result one(ir::TensorType t) { return std::vector<ir::TensorType>{std::move(t)}; }
 
 // The input returned as the result: its type unchanged.
-Result alias(const RuleOperand& input) { return one(*input.tensor); }
+Result alias(const Operand& input) { return one(*input.tensor); }
 
 // `shape` with its one -1 resolved against `count` elements; nullopt when torch would refuse it.
 std::optional<Sizes> infer_shape(Sizes shape, int64_t count) {
@@ -141,7 +141,7 @@ Result infer_transpose(const Call& call) {
 
 Result infer_expand(const Call& call) {
   auto x = as_dense(call.args.empty() ? nullptr : &call.args[0]);
-  const RuleOperand* implicit = nullptr;
+  const Operand* implicit = nullptr;
   auto target = sizes_operand(call, "size", "implicit", &implicit);
   if (!x || !target || (implicit && !as_bool(implicit))) return std::nullopt;
   size_t n = target->size();
@@ -241,20 +241,6 @@ Result infer_flatten(const Call& call) {
 
 namespace {
 
-// A Python slice's bound: None or an int.
-bool slice_part(PyObject* o, std::optional<int64_t>* out) {
-  if (o == Py_None) return true;
-  if (!PyLong_CheckExact(o)) return false;
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  if (overflow || (v == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return false;
-  }
-  *out = static_cast<int64_t>(v);
-  return true;
-}
-
 // Python's clamping of a slice bound into [0, size].
 int64_t clamp_bound(int64_t v, int64_t size) {
   if (v < 0) v += size;
@@ -269,47 +255,49 @@ int64_t clamp_bound(int64_t v, int64_t size) {
 Result infer_getitem(const Call& call) {
   if (call.args.size() != 2 || !call.kwargs.empty()) return std::nullopt;
   auto x = as_dense(&call.args[0]);
-  const RuleOperand& index = call.args[1];
-  if (!x || index.tensor || index.list || !index.value) return std::nullopt;
-  std::vector<PyObject*> items;
-  if (PyTuple_CheckExact(index.value)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(index.value); ++i) items.push_back(PyTuple_GET_ITEM(index.value, i));
+  const Operand& index = call.args[1];
+  if (!x) return std::nullopt;
+  std::vector<const ir::Literal*> items;
+  if (index.kind == Operand::Kind::Sequence && index.tuple) {
+    for (const Operand& item : index.items) {
+      if (item.kind != Operand::Kind::Literal) return std::nullopt;  // tensors, lists: advanced indexing
+      items.push_back(&item.literal);
+    }
+  } else if (index.kind == Operand::Kind::Literal) {
+    items.push_back(&index.literal);
   } else {
-    items.push_back(index.value);
+    return std::nullopt;
   }
   int64_t consumed = 0, ellipses = 0;
-  for (PyObject* item : items) {
-    if (item == Py_Ellipsis) {
+  for (const ir::Literal* item : items) {
+    if (std::holds_alternative<ir::Ellipsis>(*item)) {
       ++ellipses;
-    } else if (PySlice_Check(item) || PyLong_CheckExact(item)) {
+    } else if (std::holds_alternative<ir::Slice>(*item) || std::holds_alternative<int64_t>(*item)) {
       ++consumed;
-    } else if (item != Py_None) {
-      return std::nullopt;  // tensors, lists, bools: advanced indexing
+    } else if (!std::holds_alternative<ir::NoneLiteral>(*item)) {
+      return std::nullopt;  // bools: advanced indexing
     }
   }
   if (ellipses > 1 || consumed > x->dim()) return std::nullopt;
 
   Sizes sizes, strides;
   size_t pos = 0;  // the next input dim
-  for (PyObject* item : items) {
-    if (item == Py_None) {
+  for (const ir::Literal* item : items) {
+    if (std::holds_alternative<ir::NoneLiteral>(*item)) {
       sizes.push_back(1);
       strides.push_back(pos < x->sizes.size() ? x->sizes[pos] * x->strides[pos] : 1);
-    } else if (item == Py_Ellipsis) {
+    } else if (std::holds_alternative<ir::Ellipsis>(*item)) {
       for (int64_t k = 0; k < x->dim() - consumed; ++k, ++pos) {
         sizes.push_back(x->sizes[pos]);
         strides.push_back(x->strides[pos]);
       }
-    } else if (PyLong_CheckExact(item)) {
-      std::optional<int64_t> v;
-      if (!slice_part(item, &v)) return std::nullopt;
+    } else if (const int64_t* v = std::get_if<int64_t>(item)) {
       int64_t size = x->sizes[pos];
       if (*v < -size || *v >= size) return std::nullopt;
       ++pos;
     } else {
-      auto* s = reinterpret_cast<PySliceObject*>(item);
-      std::optional<int64_t> start, stop, step;
-      if (!slice_part(s->start, &start) || !slice_part(s->stop, &stop) || !slice_part(s->step, &step)) return std::nullopt;
+      const ir::Slice& slice = std::get<ir::Slice>(*item);
+      std::optional<int64_t> start = slice.start, stop = slice.stop, step = slice.step;
       if (step && *step <= 0) return std::nullopt;
       int64_t size = x->sizes[pos];
       int64_t by = step.value_or(1);
@@ -394,4 +382,4 @@ Result infer_contiguous(const Call& call) {
   return computed(call, x->dtype, x->sizes, {&*x});
 }
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

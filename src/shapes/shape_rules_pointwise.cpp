@@ -17,21 +17,21 @@
 #include <algorithm>
 #include <numeric>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 namespace {
 
-// A tensor or a Python scalar operand of a pointwise op.
-struct Operand {
+// A tensor or a scalar operand of a pointwise op.
+struct PointwiseOperand {
   std::optional<Dense> tensor;
   std::optional<ScalarKind> scalar;
-  const RuleOperand* raw = nullptr;
+  const Operand* raw = nullptr;
 };
 
-std::optional<Operand> operand(const RuleOperand* p) {
-  Operand o;
+std::optional<PointwiseOperand> operand(const Operand* p) {
+  PointwiseOperand o;
   o.raw = p;
   if (!p) return std::nullopt;
   if (p->tensor) {
@@ -160,9 +160,9 @@ std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<c
 
 namespace {
 
-std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const Operand*> operands) {
+std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const PointwiseOperand*> operands) {
   Promotion promotion(call.default_dtype);
-  for (const Operand* o : operands) {
+  for (const PointwiseOperand* o : operands) {
     if (o->tensor) {
       promotion.add(*o->tensor);
     } else {
@@ -175,12 +175,12 @@ std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const 
 // The result of a pointwise op of dtype `dt` over `operands` (tensors broadcast; scalars don't),
 // laid out as TensorIterator does, or contiguous where the op copies into a contiguous result.
 enum class Layout : uint8_t { Iterator, Contiguous };
-Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const Operand*>& operands,
+Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const PointwiseOperand*>& operands,
                         Layout layout = Layout::Iterator) {
   Sizes out;
   std::vector<const Dense*> tensors;
   bool requires_grad = false;
-  for (const Operand* o : operands) {
+  for (const PointwiseOperand* o : operands) {
     if (!o->tensor) continue;
     auto b = broadcast(out, o->tensor->sizes);
     if (!b) return std::nullopt;
@@ -291,7 +291,7 @@ Result infer_unary(const Call& call) {
 namespace {
 
 // add/sub's alpha, checked as torch checks it against the result dtype.
-bool alpha_ok(const RuleOperand* alpha, ir::DType dt) {
+bool alpha_ok(const Operand* alpha, ir::DType dt) {
   if (!alpha) return true;
   auto kind = scalar_kind(alpha);
   if (!kind) return false;
@@ -332,7 +332,7 @@ constexpr std::pair<ir::Op, BinaryDType> kBinary[] = {
     {ir::Op::BitwiseOr, BinaryDType::Bitwise}, {ir::Op::BitwiseXor, BinaryDType::Bitwise},
 };
 
-bool is_bool_operand(const Operand& o) {
+bool is_bool_operand(const PointwiseOperand& o) {
   return o.scalar == ScalarKind::Bool || (o.tensor && o.tensor->dtype == ir::DType::Bool);
 }
 
@@ -368,7 +368,7 @@ Result infer_binary(const Call& call) {
       if (!is_bool_operand(*x) && !is_bool_operand(*y)) out = common;
       break;
     case BinaryDType::Division: {
-      const RuleOperand* mode = (*b)[2];
+      const Operand* mode = (*b)[2];
       if (is_none(mode)) {
         out = c == Category::Bool || c == Category::Integral ? call.default_dtype : *common;
       } else if ((is_string(mode, "trunc") || is_string(mode, "floor")) && c != Category::Bool &&
@@ -444,22 +444,22 @@ Result infer_clamp(const Call& call) {
   if (!b) return std::nullopt;
   auto x = operand((*b)[0]);
   if (!x || !x->tensor) return std::nullopt;
-  std::optional<Operand> lo, hi;
+  std::optional<PointwiseOperand> lo, hi;
   if (!is_none((*b)[1]) && !(lo = operand((*b)[1]))) return std::nullopt;
   if (!is_none((*b)[2]) && !(hi = operand((*b)[2]))) return std::nullopt;
   if (!lo && !hi) return std::nullopt;
   // Mixing a tensor bound with a scalar bound picks an overload that treats the scalar as a tensor.
   if (lo && hi && lo->tensor.has_value() != hi->tensor.has_value()) return std::nullopt;
-  std::vector<const Operand*> operands{&*x};
+  std::vector<const PointwiseOperand*> operands{&*x};
   if (lo) operands.push_back(&*lo);
   if (hi) operands.push_back(&*hi);
   auto common = lo && hi ? promoted(call, {&*x, &*lo, &*hi}) : promoted(call, {&*x, lo ? &*lo : &*hi});
   if (!common) return std::nullopt;
   Category c = category(*common);
   if (c == Category::Bool || c == Category::Complex) return std::nullopt;
-  for (const Operand* o : operands)
+  for (const PointwiseOperand* o : operands)
     if (!scalar_fits(o->raw, *common)) return std::nullopt;
   return pointwise_result(call, *common, operands);
 }
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

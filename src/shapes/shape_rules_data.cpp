@@ -8,9 +8,9 @@
 // TensorIterator's layout, or is its input itself when it drops nothing.
 #include <algorithm>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 namespace {
 
@@ -28,13 +28,13 @@ bool can_index(int64_t dim_size, const Sizes& index_sizes) {
 Result infer_cat_stack(const Call& call) {
   bool is_cat = call.op == ir::Op::Cat;
   auto b = bind(call, {"tensors", "dim"});
-  if (!b || !(*b)[0] || !(*b)[0]->list || (*b)[0]->list->empty()) return std::nullopt;
+  if (!b || !(*b)[0] || (*b)[0]->kind != Operand::Kind::Sequence || (*b)[0]->items.empty()) return std::nullopt;
   auto dim = (*b)[1] ? as_int((*b)[1]) : std::optional<int64_t>(0);
   if (!dim) return std::nullopt;
   std::vector<Dense> tensors;
   Promotion promotion(call.default_dtype);
   bool all_default = true;
-  for (const RuleOperand& item : *(*b)[0]->list) {
+  for (const Operand& item : (*b)[0]->items) {
     auto t = as_dense(&item);
     if (!t) return std::nullopt;
     promotion.add(*t);
@@ -160,4 +160,4 @@ Result infer_dropout(const Call& call) {
       make_type(x->dtype, x->sizes, *strides, computed_requires_grad(call, x->dtype, {&*x}), *device)};
 }
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

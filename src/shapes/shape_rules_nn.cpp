@@ -13,9 +13,9 @@
 // argument forms listed in docs/shape-rules.md are declined.
 #include <algorithm>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend::shape_rules {
+namespace ember::shapes::rules {
 
 namespace {
 
@@ -23,7 +23,7 @@ bool has_zero(const Sizes& sizes) { return std::find(sizes.begin(), sizes.end(),
 
 // An optional parameter tensor: absent/None, or a 1-D tensor of `n` elements. nullopt inside
 // the outer optional means "given but not such a tensor".
-std::optional<std::optional<Dense>> vector_param(const RuleOperand* p, int64_t n) {
+std::optional<std::optional<Dense>> vector_param(const Operand* p, int64_t n) {
   if (is_none(p)) return std::optional<Dense>{};
   auto d = as_dense(p);
   if (!d || d->dim() != 1 || d->sizes[0] != n) return std::nullopt;
@@ -34,7 +34,7 @@ const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
 
 // An int or a sequence of `n` ints (a sequence of one is also expanded by torch, but only the
 // two common forms are modeled), each at least `min`.
-std::optional<Sizes> conv_param(const RuleOperand* p, size_t n, int64_t fallback, int64_t min) {
+std::optional<Sizes> conv_param(const Operand* p, size_t n, int64_t fallback, int64_t min) {
   Sizes out;
   if (!p) {
     out.assign(n, fallback);
@@ -253,4 +253,4 @@ Result infer_nll_loss(const Call& call, bool cross_entropy) {
   return computed(call, x->dtype, none ? target->sizes : Sizes{}, {&*x, ptr(*weight)});
 }
 
-}  // namespace ember::frontend::shape_rules
+}  // namespace ember::shapes::rules

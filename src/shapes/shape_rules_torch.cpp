@@ -17,11 +17,11 @@
 #include <numeric>
 #include <string_view>
 
-#include "frontend/interp/shape_rules_internal.h"
+#include "shapes/shape_rules_internal.h"
 
-namespace ember::frontend {
+namespace ember::shapes {
 
-namespace shape_rules {
+namespace rules {
 
 bool non_overlapping_and_dense(const Dense& t) {
   if (t.dim() == 1) return t.sizes[0] < 2 || t.strides[0] == 1;
@@ -54,7 +54,7 @@ Result as_core(const Call& call, ir::Op op) {
 Result functional_relu(const Call& call) {
   auto b = bind(call, {"input", "inplace"});
   if (!b || !(*b)[0] || ((*b)[1] && as_bool((*b)[1]) != false)) return std::nullopt;
-  std::vector<RuleOperand> args{*(*b)[0]};
+  std::vector<Operand> args{*(*b)[0]};
   return infer_result_types(ir::Op::Relu, args, {}, call.grad_enabled, call.default_dtype);
 }
 
@@ -70,7 +70,7 @@ Result functional_softmax_of(const Call& call, ir::Op op) {
   auto b = bind(call, {"input", "dim", "_stacklevel", "dtype"});
   if (!b || !(*b)[0] || !as_int((*b)[1])) return std::nullopt;
   if ((*b)[2] && !as_int((*b)[2])) return std::nullopt;
-  std::vector<RuleOperand> args{*(*b)[0], *(*b)[1]};
+  std::vector<Operand> args{*(*b)[0], *(*b)[1]};
   if (!is_none((*b)[3])) args.push_back(*(*b)[3]);
   return infer_result_types(op, args, {}, call.grad_enabled, call.default_dtype);
 }
@@ -83,7 +83,7 @@ Result std_mean_rule(const Call& call) { return as_core(call, ir::Op::VarMean); 
 
 // ---- Conversions --------------------------------------------------------------------------------
 
-Result converted(const Call& call, const RuleOperand& self, ir::DType dt) {
+Result converted(const Call& call, const Operand& self, ir::DType dt) {
   auto x = as_dense(&self);
   if (!x || is_float8(dt) || is_float8(x->dtype)) return std::nullopt;
   if (dt == x->dtype) return std::vector<ir::TensorType>{*self.tensor};  // the input itself
@@ -104,8 +104,8 @@ Result convert_to(const Call& call) {
 // declined (a device argument may name the same device; the rule does not resolve it).
 Result tensor_to(const Call& call) {
   if (call.args.empty() || !call.args[0].tensor) return std::nullopt;
-  const RuleOperand* target = call.args.size() > 1 ? &call.args[1] : nullptr;
-  const RuleOperand* flags[2] = {call.args.size() > 2 ? &call.args[2] : nullptr,
+  const Operand* target = call.args.size() > 1 ? &call.args[1] : nullptr;
+  const Operand* flags[2] = {call.args.size() > 2 ? &call.args[2] : nullptr,
                                  call.args.size() > 3 ? &call.args[3] : nullptr};
   if (call.args.size() > 4) return std::nullopt;
   for (auto& [name, operand] : call.kwargs) {
@@ -196,20 +196,20 @@ const TorchRule* find_rule(std::string_view name) {
 
 }  // namespace
 
-}  // namespace shape_rules
+}  // namespace rules
 
-bool has_torch_call_rule(std::string_view qualified_name) { return shape_rules::find_rule(qualified_name) != nullptr; }
+bool has_torch_call_rule(std::string_view qualified_name) { return rules::find_rule(qualified_name) != nullptr; }
 
 std::vector<std::string> torch_call_rule_names() {
   std::vector<std::string> names;
-  for (const auto& r : shape_rules::kTorchRules) names.emplace_back(r.name);
+  for (const auto& r : rules::kTorchRules) names.emplace_back(r.name);
   return names;
 }
 
 std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
-    std::string_view qualified_name, const std::vector<RuleOperand>& args,
-    const std::vector<std::pair<std::string, RuleOperand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
-  using namespace shape_rules;
+    std::string_view qualified_name, const std::vector<Operand>& args,
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+  using namespace rules;
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
   const TorchRule* rule = find_rule(qualified_name);
   if (!rule) return std::nullopt;
@@ -217,4 +217,4 @@ std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
   return rule->rule(call);
 }
 
-}  // namespace ember::frontend
+}  // namespace ember::shapes

@@ -1,0 +1,142 @@
+// Shape rules over symbolic sizes, for the pointwise and reduction families.
+//
+// Why this way: the rules of these families decide dtype, requires_grad and device from dtypes,
+// ranks and scalars alone, and their result sizes are operand sizes (broadcast, or kept where a
+// reduction does not reduce) or constants (a kept reduced dim is 1); with every operand laid out
+// with default strides, torch gives the result default strides too. So a call with symbolic
+// sizes is answered by running the family's rule twice on constant stand-ins (each distinct
+// symbolic size replaced by a distinct prime, another one per run, none equal to a constant size
+// of the call) and reading each result size back: the same constant in both runs is that
+// constant; the stand-ins of one symbolic size in both runs is that size; anything else (a
+// product, a size that depends on the symbol otherwise) declines. Symbols stand for sizes >= 2
+// (0/1 specialization, notes/dynamic_shapes.md), which the stand-ins are.
+//
+// Declines (nullopt): other families (views and matmuls compute sizes from sizes), an operand
+// without default strides, results without default strides, and runs that disagree.
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "shapes/shape_rules_internal.h"
+
+namespace ember::shapes::rules {
+
+namespace {
+
+// Distinct primes >= 2 for the stand-ins; the second run takes the second half.
+constexpr int64_t kStandIns[] = {1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069,
+                                 1087, 1091, 1093, 1097, 1103, 1109, 1117, 1123, 1129, 1151, 1153, 1163};
+constexpr size_t kPerRun = sizeof(kStandIns) / sizeof(kStandIns[0]) / 2;
+
+void visit_tensors(const Operand& o, const std::function<void(const ir::TensorType&)>& fn) {
+  if (o.tensor) fn(*o.tensor);
+  for (const Operand& item : o.items) visit_tensors(item, fn);
+}
+
+bool is_default_layout(const ir::TensorType& t) {
+  return t.sizes.size() == t.strides.size() && t.strides == ir::contiguous_strides(t.sizes);
+}
+
+// The call with every symbolic size replaced by its stand-in; types live in `storage`.
+class StandIn {
+ public:
+  StandIn(const std::vector<sym::Expr>& atoms, const std::vector<int64_t>& values) {
+    for (size_t i = 0; i < atoms.size(); ++i) value_.emplace(atoms[i], values[i]);
+  }
+  Operand operand(const Operand& o) {
+    Operand out = o;
+    if (o.tensor) {
+      ir::TensorType t = *o.tensor;
+      for (sym::Expr& s : t.sizes)
+        if (!s.is_constant()) s = value_.at(s);
+      t.strides = ir::contiguous_strides(t.sizes);
+      storage_.push_back(std::move(t));
+      out.tensor = &storage_.back();
+    }
+    for (Operand& item : out.items) item = operand(item);
+    return out;
+  }
+
+ private:
+  std::map<sym::Expr, int64_t> value_;
+  std::deque<ir::TensorType> storage_;
+};
+
+}  // namespace
+
+bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs) {
+  bool symbolic = false;
+  auto check = [&](const ir::TensorType& t) {
+    for (const sym::Expr& e : t.sizes) symbolic = symbolic || !e.is_constant();
+    for (const sym::Expr& e : t.strides) symbolic = symbolic || !e.is_constant();
+  };
+  for (const Operand& a : args) visit_tensors(a, check);
+  for (const auto& kv : kwargs) visit_tensors(kv.second, check);
+  return symbolic;
+}
+
+Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
+                      const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                      ir::DType default_dtype) {
+  ir::OpFamily family = ir::op_info(op).family;
+  if (family != ir::OpFamily::Pointwise && family != ir::OpFamily::Reduction) return std::nullopt;
+  // The distinct symbolic sizes (atoms) and the constant sizes the stand-ins must avoid.
+  std::vector<sym::Expr> atoms;
+  std::set<int64_t> constants;
+  bool default_layouts = true;
+  auto scan = [&](const ir::TensorType& t) {
+    default_layouts = default_layouts && is_default_layout(t);
+    for (const sym::Expr& s : t.sizes) {
+      if (s.is_constant()) {
+        constants.insert(s.constant());
+      } else if (std::find(atoms.begin(), atoms.end(), s) == atoms.end()) {
+        atoms.push_back(s);
+      }
+    }
+  };
+  for (const Operand& a : args) visit_tensors(a, scan);
+  for (const auto& kv : kwargs) visit_tensors(kv.second, scan);
+  if (!default_layouts) return std::nullopt;
+  std::vector<int64_t> values;
+  for (int64_t v : kStandIns)
+    if (!constants.count(v)) values.push_back(v);
+  if (atoms.size() > std::min(kPerRun, values.size() / 2)) return std::nullopt;
+  std::vector<int64_t> first(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(atoms.size()));
+  std::vector<int64_t> second(values.end() - static_cast<std::ptrdiff_t>(atoms.size()), values.end());
+
+  Result runs[2];
+  std::vector<int64_t>* stand_ins[2] = {&first, &second};
+  for (int r = 0; r < 2; ++r) {
+    StandIn stand_in(atoms, *stand_ins[r]);
+    std::vector<Operand> a;
+    std::vector<std::pair<std::string, Operand>> kw;
+    for (const Operand& o : args) a.push_back(stand_in.operand(o));
+    for (const auto& [name, o] : kwargs) kw.emplace_back(name, stand_in.operand(o));
+    runs[r] = infer_result_types(op, a, kw, grad_enabled, default_dtype);
+    if (!runs[r]) return std::nullopt;
+  }
+  if (runs[0]->size() != runs[1]->size()) return std::nullopt;
+
+  std::vector<ir::TensorType> out;
+  for (size_t i = 0; i < runs[0]->size(); ++i) {
+    const ir::TensorType &a = (*runs[0])[i], &b = (*runs[1])[i];
+    if (a.dtype != b.dtype || a.device != b.device || a.requires_grad != b.requires_grad ||
+        a.sizes.size() != b.sizes.size() || !is_default_layout(a) || !is_default_layout(b))
+      return std::nullopt;
+    ir::TensorType t = a;
+    for (size_t d = 0; d < a.sizes.size(); ++d) {
+      int64_t x = a.sizes[d].constant(), y = b.sizes[d].constant();
+      if (x == y) continue;  // a constant (the stand-ins of the two runs differ)
+      auto at = std::find(first.begin(), first.end(), x);
+      if (at == first.end() || second[static_cast<size_t>(at - first.begin())] != y) return std::nullopt;
+      t.sizes[d] = atoms[static_cast<size_t>(at - first.begin())];
+    }
+    t.strides = ir::contiguous_strides(t.sizes);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace ember::shapes::rules
