@@ -1,5 +1,5 @@
-// The dtype table's lookups, devices, tensor types, and the shared type rules (promotion,
-// broadcasting, contiguous strides). The contracts are in types.h.
+// The dtype table's lookups, devices, tensor types and promote_types (broadcast_shapes and
+// contiguous_strides are templates in types.h). The contracts are in types.h.
 #include "ir/types.h"
 
 #include <algorithm>
@@ -110,38 +110,6 @@ std::string TensorType::str() const {
 bool TensorType::operator==(const TensorType& o) const {
   return dtype == o.dtype && sizes == o.sizes && strides == o.strides && device == o.device &&
          requires_grad == o.requires_grad;
-}
-
-std::optional<std::vector<sym::Expr>> broadcast_shapes(const std::vector<sym::Expr>& a,
-                                                       const std::vector<sym::Expr>& b) {
-  auto is_one = [](const sym::Expr& e) { return e.is_constant() && e.constant() == 1; };
-  size_t n = std::max(a.size(), b.size());
-  std::vector<sym::Expr> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const sym::Expr* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
-    const sym::Expr* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
-    sym::Expr& r = out[n - 1 - i];
-    if (!y) {
-      r = *x;
-    } else if (!x || is_one(*x)) {
-      r = *y;
-    } else if (is_one(*y) || *x == *y) {
-      r = *x;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-std::vector<sym::Expr> contiguous_strides(const std::vector<sym::Expr>& sizes) {
-  std::vector<sym::Expr> strides(sizes.size());
-  sym::Expr running = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = running;
-    if (!(sizes[i].is_constant() && sizes[i].constant() == 0)) running = running * sizes[i];
-  }
-  return strides;
 }
 
 }  // namespace ember::ir

@@ -13,6 +13,7 @@
 // it cannot (nullopt) rather than guess when a symbolic size might be 1.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -100,14 +101,48 @@ struct TensorType {
   bool operator==(const TensorType& o) const;
 };
 
+// The two shape rules below are written once over a size type: sym::Expr (the IR's sizes) or
+// int64_t (the shape rules' constant fast path, which would otherwise allocate an Expr per size).
+namespace detail {
+inline bool is_size(int64_t s, int64_t v) { return s == v; }
+inline bool is_size(const sym::Expr& s, int64_t v) { return s.is_constant() && s.constant() == v; }
+}  // namespace detail
+
 // torch's broadcast of two shapes. Sizes pair up from the right; a pair is equal (structurally,
 // after simplification), or one side is the constant 1. nullopt when two sizes differ and neither
 // is 1 — torch refuses constants that do, and a symbolic size might or might not be 1.
-std::optional<std::vector<sym::Expr>> broadcast_shapes(const std::vector<sym::Expr>& a,
-                                                       const std::vector<sym::Expr>& b);
+template <class Size>
+std::optional<std::vector<Size>> broadcast_shapes(const std::vector<Size>& a, const std::vector<Size>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<Size> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Size* x = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
+    const Size* y = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
+    Size& r = out[n - 1 - i];
+    if (!y) {
+      r = *x;
+    } else if (!x || detail::is_size(*x, 1)) {
+      r = *y;
+    } else if (detail::is_size(*y, 1) || *x == *y) {
+      r = *x;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
 
 // Row-major strides of `sizes`, as torch gives a contiguous tensor: a size-0 dimension counts as
 // 1 (so strides stay nonzero), a symbolic size as itself.
-std::vector<sym::Expr> contiguous_strides(const std::vector<sym::Expr>& sizes);
+template <class Size>
+std::vector<Size> contiguous_strides(const std::vector<Size>& sizes) {
+  std::vector<Size> strides(sizes.size());
+  Size running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    if (!detail::is_size(sizes[i], 0)) running = running * sizes[i];
+  }
+  return strides;
+}
 
 }  // namespace ember::ir

@@ -495,20 +495,7 @@ bool scalar_fits(const Operand* p, ir::DType dt) {
 
 // ---- Layout -----------------------------------------------------------------------------------
 
-namespace {
-
-std::vector<sym::Expr> exprs_of(const Sizes& xs) { return {xs.begin(), xs.end()}; }
-
-Sizes constants_of(const std::vector<sym::Expr>& xs) {
-  Sizes out;
-  out.reserve(xs.size());
-  for (const sym::Expr& x : xs) out.push_back(x.constant());
-  return out;
-}
-
-}  // namespace
-
-Sizes contiguous_strides(const Sizes& sizes) { return constants_of(ir::contiguous_strides(exprs_of(sizes))); }
+Sizes contiguous_strides(const Sizes& sizes) { return ir::contiguous_strides(sizes); }
 
 bool has_default_strides(const Dense& t) { return t.strides == contiguous_strides(t.sizes); }
 
@@ -542,11 +529,7 @@ std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + n : dim;
 }
 
-std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b) {
-  auto out = ir::broadcast_shapes(exprs_of(a), exprs_of(b));
-  if (!out) return std::nullopt;
-  return constants_of(*out);
-}
+std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b) { return ir::broadcast_shapes(a, b); }
 
 // ---- Results ----------------------------------------------------------------------------------
 

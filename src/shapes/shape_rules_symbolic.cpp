@@ -66,15 +66,23 @@ class StandIn {
 
 }  // namespace
 
+namespace {
+
+bool is_symbolic(const Operand& o) {
+  if (o.tensor) {
+    for (const sym::Expr& e : o.tensor->sizes)
+      if (!e.is_constant()) return true;
+    for (const sym::Expr& e : o.tensor->strides)
+      if (!e.is_constant()) return true;
+  }
+  return std::any_of(o.items.begin(), o.items.end(), is_symbolic);
+}
+
+}  // namespace
+
 bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs) {
-  bool symbolic = false;
-  auto check = [&](const ir::TensorType& t) {
-    for (const sym::Expr& e : t.sizes) symbolic = symbolic || !e.is_constant();
-    for (const sym::Expr& e : t.strides) symbolic = symbolic || !e.is_constant();
-  };
-  for (const Operand& a : args) visit_tensors(a, check);
-  for (const auto& kv : kwargs) visit_tensors(kv.second, check);
-  return symbolic;
+  return std::any_of(args.begin(), args.end(), is_symbolic) ||
+         std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return is_symbolic(kv.second); });
 }
 
 Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
