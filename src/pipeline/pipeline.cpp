@@ -5,6 +5,7 @@
 
 #include "lowering/lowering.h"
 #include "passes/passes.h"
+#include "shapes/check_types.h"
 
 namespace ember::pipeline {
 
@@ -100,7 +101,12 @@ std::string Compilation::print() const {
 
 std::vector<std::string> Compilation::verify() const {
   switch (kind) {
-    case IRKind::Graph: return ir::verify(graph);
+    case IRKind::Graph: {
+      // Structure first; a graph that is well formed also has its core-op types checked against the
+      // shape rules (src/shapes/check_types.h: only where a rule answers).
+      std::vector<std::string> problems = ir::verify(graph);
+      return problems.empty() ? shapes::check_node_types(graph) : problems;
+    }
     case IRKind::Loop: return loop_ir::verify(program);
     case IRKind::Cpp: return {};  // the C++ compiler is its verifier
   }

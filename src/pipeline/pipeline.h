@@ -58,7 +58,8 @@ struct Compilation {
   // lines and the memory plan after it as `// memory:` lines, when those steps ran); the fusion
   // lines and the C++ translation unit once emitted.
   std::string print() const;
-  // The verifier's messages for the current IR (empty: valid).
+  // The verifier's messages for the current IR (empty: valid); graph IR's include core-op result
+  // types that differ from the shape rules' answers.
   std::vector<std::string> verify() const;
 };
 
