@@ -278,8 +278,7 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::LoadSuperAttr:
-      step_load_super_attr(ins);
-      return;
+      return step_load_super_attr(ins);
     case Opcode::StoreAttr: {
       VarRef obj = pop();
       VarRef value = pop();
@@ -372,17 +371,13 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::CallFunctionEx:
-      step_call_function_ex(ins);
-      return;
+      return step_call_function_ex(ins);
     case Opcode::CallIntrinsic1:
-      step_call_intrinsic_1(ins);
-      return;
+      return step_call_intrinsic_1(ins);
     case Opcode::MakeFunction:
-      step_make_function(ins);
-      return;
+      return step_make_function(ins);
     case Opcode::SetFunctionAttribute:
-      step_set_function_attribute(ins);
-      return;
+      return step_set_function_attribute(ins);
     case Opcode::BinaryOp: {
       VarRef rhs = pop();
       VarRef lhs = pop();
@@ -437,42 +432,33 @@ void Interpreter::step(const Instruction& ins) {
       push(make_list(pop_n(ins.arg)));
       return;
     case Opcode::BuildSet:
-      step_build_set(ins);
-      return;
+      return step_build_set(ins);
     case Opcode::BuildMap:
-      step_build_map(ins);
-      return;
+      return step_build_map(ins);
     case Opcode::BuildConstKeyMap:
-      step_build_const_key_map(ins);
-      return;
+      return step_build_const_key_map(ins);
     case Opcode::BuildString:
-      step_build_string(ins);
-      return;
+      return step_build_string(ins);
     case Opcode::ListAppend:
     case Opcode::ListExtend:
-      step_list_add(ins);
-      return;
+      return step_list_add(ins);
     case Opcode::SetAdd:
     case Opcode::SetUpdate:
       unsupported("set comprehension or set update");
     case Opcode::MapAdd:
-      step_map_add(ins);
-      return;
+      return step_map_add(ins);
     case Opcode::DictUpdate:
     case Opcode::DictMerge:
-      step_dict_update(ins);
-      return;
+      return step_dict_update(ins);
     case Opcode::ListToTuple: {
       VarRef list = pop();
       push(make_tuple(iterate(list)));
       return;
     }
     case Opcode::UnpackSequence:
-      step_unpack_sequence(ins);
-      return;
+      return step_unpack_sequence(ins);
     case Opcode::UnpackEx:
-      step_unpack_ex(ins);
-      return;
+      return step_unpack_ex(ins);
     case Opcode::CompareOp: {
       VarRef rhs = pop();
       VarRef lhs = pop();
@@ -587,8 +573,7 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::Reraise:
     case Opcode::CheckExcMatch:
     case Opcode::RaiseVarargs:
-      exception_op(ins);
-      return;
+      return exception_op(ins);
     case Opcode::LoadAssertionError:
       push(trace_.constant(PyRef::borrow(PyExc_AssertionError)));
       return;
@@ -602,8 +587,7 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::ConvertValue:
-      step_convert_value(ins);
-      return;
+      return step_convert_value(ins);
     case Opcode::ImportName: {
       VarRef fromlist = pop();
       VarRef level = pop();
