@@ -1,9 +1,10 @@
 // The opcode loop of the symbolic interpreter: the code info cache, binding the compiled frame,
 // the run loop (instruction budget, stop points, exceptions), and `step`, the one switch over
-// every opcode. Stack, locals, cells, globals, imports and jumps are handled here; the other
-// families forward to `step_*` members: containers (interp_containers.cpp), function making
-// (interp_functions.cpp), calls (interp_calls.cpp), attributes (interp_attrs.cpp), items,
-// operators and f-strings (interp_objects.cpp), exceptions (interp_exceptions.cpp).
+// every opcode. Stack, locals, cells, globals, imports and jumps are handled here, as are cases
+// that only pop operands for a helper; longer ones forward to `step_*` members: containers
+// (interp_containers.cpp), function making (interp_functions.cpp), calls (interp_calls.cpp),
+// attributes (interp_attrs.cpp), items, operators and f-strings (interp_objects.cpp),
+// exceptions (interp_exceptions.cpp).
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/object_model.h"
 #include "frontend/pyutil.h"

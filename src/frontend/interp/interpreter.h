@@ -89,8 +89,9 @@ class Interpreter {
 
   // Runs one instruction. One switch over every opcode, with no default, so that an opcode
   // added to bytecode/ops.def is a compile error until it is handled. The stack, locals, cells,
-  // globals and jumps are handled in place; larger cases forward to a `step_*` member (one per
-  // opcode or per family of variants) in the file of their topic, declared below with it.
+  // globals and jumps, and the cases that only pop operands for a helper below, stay in the
+  // switch; longer cases forward to a `step_*` member (one per opcode or per family of
+  // variants) in the file of their topic, declared below with it.
   void step(const bytecode::Instruction& ins);
   static bool carries_sym_ints(bytecode::Opcode op);
   [[noreturn]] void unsupported(const std::string& reason) const;
