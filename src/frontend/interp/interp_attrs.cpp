@@ -345,6 +345,30 @@ VarRef Interpreter::super_attr(const SuperVar& sup, const std::string& name) {
   raise(PyExc_AttributeError, "'super' object has no attribute '" + name + "'");
 }
 
+void Interpreter::step_load_super_attr(const bytecode::Instruction& ins) {
+  // `super().name` in one instruction (3.12+): the stack holds the global `super`, the class, self.
+  VarRef self = pop();
+  VarRef cls = pop();
+  pop();  // the global `super`
+  PyObject* c = Trace::as_constant(*cls);
+  if (!c || !PyType_Check(c)) unsupported("super() with a class that is not known at trace time");
+  SuperVar sup(PyRef::borrow(c), self);
+  VarRef attr = super_attr(sup, str_of(name_at(ins.arg)));
+  bool method = ins.arg2 & 1;
+  if (method && attr->kind == VarKind::BoundMethod) {
+    auto& bm = attr->as<BoundMethodVar>();
+    push(bm.func);
+    push(bm.self);
+  } else if (method) {
+    bool null_after = bytecode::version_traits().null_after_callable;
+    if (!null_after) push(make_null());
+    push(attr);
+    if (null_after) push(make_null());
+  } else {
+    push(attr);
+  }
+}
+
 VarRef Interpreter::instance_dict(const VarRef& obj, PyObject* o) {
   PyRef dict = PyRef::steal(PyObject_GenericGetDict(o, nullptr));
   if (!dict || !PyDict_CheckExact(dict.get())) {

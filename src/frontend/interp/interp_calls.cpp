@@ -59,6 +59,28 @@ void Interpreter::call_from_stack(int argc, PyObject* kwnames) {
   push(call(fn, std::move(args), std::move(kwargs)));
 }
 
+void Interpreter::step_call_function_ex(const bytecode::Instruction& ins) {
+  // [callable, self or NULL, positional iterable, (kwargs dict if arg & 1)], in either NULL order.
+  VarRef kw = (ins.arg & 1) ? pop() : nullptr;
+  VarRef posargs = pop();
+  VarRef b = pop();
+  VarRef a = pop();
+  VarRef fn = a->kind == VarKind::Null ? b : a;
+  std::vector<VarRef> args;
+  if (a->kind != VarKind::Null && b->kind != VarKind::Null) args.push_back(b);
+  for (auto& x : iterate(posargs)) args.push_back(x);
+  Kwargs kwargs;
+  if (kw) {
+    if (kw->kind != VarKind::Dict) unsupported("**kwargs that is not a dict known at trace time");
+    auto& d = kw->as<DictVar>();
+    for (size_t i = 0; i < d.keys.size(); ++i) {
+      if (!PyUnicode_Check(d.keys[i].get())) unsupported("**kwargs with a non-string key");
+      kwargs.emplace_back(str_of(d.keys[i].get()), d.values[i]);
+    }
+  }
+  push(call(fn, std::move(args), std::move(kwargs)));
+}
+
 VarRef Interpreter::call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs) {
   switch (fn->kind) {
     case VarKind::Function: {

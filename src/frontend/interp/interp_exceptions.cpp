@@ -1,6 +1,7 @@
 // Exceptions inside the trace: `raise`, the exceptions the interpreter's own operations raise
-// (TracedException, trace.h), and the bytecode of handlers (PUSH_EXC_INFO, CHECK_EXC_MATCH,
-// POP_EXCEPT, RERAISE, WITH_EXCEPT_START).
+// (TracedException, trace.h), the bytecode of handlers (PUSH_EXC_INFO, CHECK_EXC_MATCH,
+// POP_EXCEPT, RERAISE, WITH_EXCEPT_START), and a generator's StopIteration turned into
+// RuntimeError (CALL_INTRINSIC_1).
 //
 // An exception is a real exception instance made at trace time, held by an Object Var. It
 // unwinds the C++ frames of the interpreters (one per inlined call) until one whose code has an
@@ -187,6 +188,21 @@ Unsupported Interpreter::uncaught(const TracedException& e) const {
   u.filename = e.filename;
   u.line = e.line;
   return u;
+}
+
+void Interpreter::step_call_intrinsic_1(const Instruction& ins) {
+  if (ins.arg == 3) {
+    // INTRINSIC_STOPITERATION_ERROR (3.12+, a generator's own handler): a StopIteration that
+    // escapes a generator body becomes RuntimeError (PEP 479); any other exception is kept.
+    VarRef exc = pop();
+    if (!is_exception(*exc, PyExc_StopIteration)) {
+      push(exc);
+      return;
+    }
+    push(make_exception(PyExc_RuntimeError, {trace_.constant(PyRef::steal(PyUnicode_FromString("generator raised StopIteration")))}, {}));
+    return;
+  }
+  unsupported("CALL_INTRINSIC_1 " + std::to_string(ins.arg));
 }
 
 void Interpreter::exception_op(const Instruction& ins) {

@@ -1,5 +1,5 @@
-// Items, iteration, truthiness and operators over Vars: operators on tensors become graph
-// nodes; on constants they are computed for real.
+// Items, iteration, truthiness, operators and f-string formatting over Vars: operators on
+// tensors become graph nodes; on constants they are computed for real.
 #include <algorithm>
 
 #include "frontend/interp/interpreter.h"
@@ -623,6 +623,30 @@ VarRef Interpreter::format_value(const VarRef& v, const VarRef& spec) {
     unsupported("formatting raised an exception");
   }
   return trace_.constant(std::move(r));
+}
+
+void Interpreter::step_convert_value(const bytecode::Instruction& ins) {
+  // arg2 = 1: the value sits under the format spec (3.11/3.12 FORMAT_VALUE with both).
+  VarRef& slot = peek(ins.arg2 + 1);
+  PyRef c = Trace::materialize(*slot);
+  if (!c) unsupported("formatting a value that is not a constant: " + describe(*slot));
+  PyObject* r = ins.arg == 1 ? PyObject_Str(c.get()) : ins.arg == 2 ? PyObject_Repr(c.get()) : PyObject_ASCII(c.get());
+  if (!r) {
+    PyErr_Clear();
+    unsupported("str()/repr() of a constant raised an exception");
+  }
+  slot = trace_.constant(PyRef::steal(r));
+}
+
+void Interpreter::step_build_string(const bytecode::Instruction& ins) {
+  std::vector<VarRef> parts = pop_n(ins.arg);
+  std::string s;
+  for (auto& p : parts) {
+    PyObject* c = Trace::as_constant(*p);
+    if (!c || !PyUnicode_Check(c)) unsupported("string building from a non-constant");
+    s += str_of(c);
+  }
+  push(trace_.constant(PyRef::steal(PyUnicode_FromStringAndSize(s.data(), s.size()))));
 }
 
 }  // namespace ember::frontend

@@ -1,5 +1,10 @@
-// The opcode loop of the symbolic interpreter: stack, locals, cells, jumps, containers.
-// Calls live in interp_calls.cpp; attributes, items and operators in interp_objects.cpp.
+// The opcode loop of the symbolic interpreter: the code info cache, binding the compiled frame,
+// the run loop (instruction budget, stop points, exceptions), and `step`, the one switch over
+// every opcode. Stack, locals, cells, globals, imports and jumps are handled here, as are cases
+// that only pop operands for a helper; longer ones forward to `step_*` members: containers
+// (interp_containers.cpp), function making (interp_functions.cpp), calls (interp_calls.cpp),
+// attributes (interp_attrs.cpp), items, operators and f-strings (interp_objects.cpp),
+// exceptions (interp_exceptions.cpp).
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/object_model.h"
 #include "frontend/pyutil.h"
@@ -273,30 +278,8 @@ void Interpreter::step(const Instruction& ins) {
       load_method(obj, str_of(name_at(ins.arg)));
       return;
     }
-    case Opcode::LoadSuperAttr: {
-      VarRef self = pop();
-      VarRef cls = pop();
-      pop();  // the global `super`
-      PyObject* c = Trace::as_constant(*cls);
-      if (!c || !PyType_Check(c)) unsupported("super() with a class that is not known at trace time");
-      SuperVar sup(PyRef::borrow(c), self);
-      std::string name = str_of(name_at(ins.arg));
-      VarRef attr = super_attr(sup, name);
-      bool method = ins.arg2 & 1;
-      if (method && attr->kind == VarKind::BoundMethod) {
-        auto& bm = attr->as<BoundMethodVar>();
-        push(bm.func);
-        push(bm.self);
-      } else if (method) {
-        bool null_after = bytecode::version_traits().null_after_callable;
-        if (!null_after) push(make_null());
-        push(attr);
-        if (null_after) push(make_null());
-      } else {
-        push(attr);
-      }
-      return;
-    }
+    case Opcode::LoadSuperAttr:
+      return step_load_super_attr(ins);
     case Opcode::StoreAttr: {
       VarRef obj = pop();
       VarRef value = pop();
@@ -388,82 +371,14 @@ void Interpreter::step(const Instruction& ins) {
       call_from_stack(ins.arg, keep.get());
       return;
     }
-    case Opcode::CallFunctionEx: {
-      VarRef kw = (ins.arg & 1) ? pop() : nullptr;
-      VarRef posargs = pop();
-      VarRef b = pop();
-      VarRef a = pop();
-      VarRef fn = a->kind == VarKind::Null ? b : a;
-      std::vector<VarRef> args;
-      if (a->kind != VarKind::Null && b->kind != VarKind::Null) args.push_back(b);
-      for (auto& x : iterate(posargs)) args.push_back(x);
-      Kwargs kwargs;
-      if (kw) {
-        if (kw->kind != VarKind::Dict) unsupported("**kwargs that is not a dict known at trace time");
-        auto& d = kw->as<DictVar>();
-        for (size_t i = 0; i < d.keys.size(); ++i) {
-          if (!PyUnicode_Check(d.keys[i].get())) unsupported("**kwargs with a non-string key");
-          kwargs.emplace_back(str_of(d.keys[i].get()), d.values[i]);
-        }
-      }
-      push(call(fn, std::move(args), std::move(kwargs)));
-      return;
-    }
+    case Opcode::CallFunctionEx:
+      return step_call_function_ex(ins);
     case Opcode::CallIntrinsic1:
-      if (ins.arg == 3) {
-        // INTRINSIC_STOPITERATION_ERROR (3.12+, a generator's own handler): a StopIteration that
-        // escapes a generator body becomes RuntimeError (PEP 479); any other exception is kept.
-        VarRef exc = pop();
-        if (!is_exception(*exc, PyExc_StopIteration)) {
-          push(exc);
-          return;
-        }
-        push(make_exception(PyExc_RuntimeError, {trace_.constant(PyRef::steal(PyUnicode_FromString("generator raised StopIteration")))}, {}));
-        return;
-      }
-      unsupported("CALL_INTRINSIC_1 " + std::to_string(ins.arg));
-    case Opcode::MakeFunction: {
-      VarRef code = pop();
-      PyObject* co = Trace::as_constant(*code);
-      if (!co || !PyCode_Check(co)) unsupported("MAKE_FUNCTION without a code constant");
-      auto fn = std::make_shared<FunctionVar>();
-      fn->code = PyRef::borrow(co);
-      fn->globals = PyRef::borrow(globals_.dict);
-      fn->globals_source = globals_.base;
-      fn->name = PyRef::borrow(reinterpret_cast<PyCodeObject*>(co)->co_name);
-      fn->qualname = PyRef::borrow(reinterpret_cast<PyCodeObject*>(co)->co_qualname);
-      for (int flag : {0x08, 0x04, 0x02, 0x01}) {
-        if (!(ins.arg & flag)) continue;
-        VarRef attr = pop();
-        if (flag == 0x08) {
-          fn->closure = iterate(attr);
-        } else if (flag == 0x04) {
-          fn->annotations = attr;
-        } else if (flag == 0x02) {
-          if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
-          fn->kwdefaults = std::static_pointer_cast<DictVar>(attr);
-        } else if (flag == 0x01) {
-          fn->defaults = iterate(attr);
-        }
-      }
-      push(fn);
-      return;
-    }
-    case Opcode::SetFunctionAttribute: {
-      VarRef fnv = pop();
-      VarRef attr = pop();
-      if (fnv->kind != VarKind::Function) unsupported("SET_FUNCTION_ATTRIBUTE on a non-function");
-      auto& fn = fnv->as<FunctionVar>();
-      if (ins.arg == 0x08) fn.closure = iterate(attr);
-      if (ins.arg == 0x04) fn.annotations = attr;
-      if (ins.arg == 0x02) {
-        if (attr->kind != VarKind::Dict) unsupported("keyword defaults that are not a dict");
-        fn.kwdefaults = std::static_pointer_cast<DictVar>(attr);
-      }
-      if (ins.arg == 0x01) fn.defaults = iterate(attr);
-      push(fnv);
-      return;
-    }
+      return step_call_intrinsic_1(ins);
+    case Opcode::MakeFunction:
+      return step_make_function(ins);
+    case Opcode::SetFunctionAttribute:
+      return step_set_function_attribute(ins);
     case Opcode::BinaryOp: {
       VarRef rhs = pop();
       VarRef lhs = pop();
@@ -517,134 +432,34 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::BuildList:
       push(make_list(pop_n(ins.arg)));
       return;
-    case Opcode::BuildSet: {
-      std::vector<VarRef> items = pop_n(ins.arg);
-      PyRef set = PyRef::steal(PySet_New(nullptr));
-      for (auto& it : items) {
-        PyObject* c = Trace::as_constant(*it);
-        if (!c) unsupported("a set of values that are not constants");
-        if (PySet_Add(set.get(), c) < 0) throw PythonError();
-      }
-      push(trace_.constant(std::move(set)));
-      return;
-    }
-    case Opcode::BuildMap: {
-      std::vector<VarRef> kv = pop_n(2 * ins.arg);
-      auto d = std::make_shared<DictVar>();
-      for (int i = 0; i < ins.arg; ++i) {
-        PyObject* k = Trace::as_constant(*kv[2 * i]);
-        if (!k) unsupported("a dict key that is not a constant");
-        int at = d->find(k);
-        if (at >= 0) {
-          d->values[at] = kv[2 * i + 1];
-        } else {
-          d->keys.push_back(PyRef::borrow(k));
-          d->values.push_back(kv[2 * i + 1]);
-        }
-      }
-      push(d);
-      return;
-    }
-    case Opcode::BuildConstKeyMap: {
-      VarRef keys = pop();
-      std::vector<VarRef> values = pop_n(ins.arg);
-      PyObject* k = Trace::as_constant(*keys);
-      if (!k || !PyTuple_Check(k)) unsupported("BUILD_CONST_KEY_MAP without constant keys");
-      auto d = std::make_shared<DictVar>();
-      for (int i = 0; i < ins.arg; ++i) {
-        d->keys.push_back(PyRef::borrow(PyTuple_GET_ITEM(k, i)));
-        d->values.push_back(values[i]);
-      }
-      push(d);
-      return;
-    }
-    case Opcode::BuildString: {
-      std::vector<VarRef> parts = pop_n(ins.arg);
-      std::string s;
-      for (auto& p : parts) {
-        PyObject* c = Trace::as_constant(*p);
-        if (!c || !PyUnicode_Check(c)) unsupported("string building from a non-constant");
-        s += str_of(c);
-      }
-      push(trace_.constant(PyRef::steal(PyUnicode_FromStringAndSize(s.data(), s.size()))));
-      return;
-    }
-    case Opcode::ListAppend: {
-      VarRef v = pop();
-      VarRef list = peek(ins.arg);
-      if (list->kind != VarKind::List) unsupported("LIST_APPEND to a non-list");
-      refuse_frame_container(*list, "LIST_APPEND");
-      list->as<SequenceVar>().items.push_back(v);
-      return;
-    }
-    case Opcode::ListExtend: {
-      VarRef it = pop();
-      VarRef list = peek(ins.arg);
-      if (list->kind != VarKind::List) unsupported("LIST_EXTEND to a non-list");
-      refuse_frame_container(*list, "LIST_EXTEND");
-      for (auto& x : iterate(it)) list->as<SequenceVar>().items.push_back(x);
-      return;
-    }
+    case Opcode::BuildSet:
+      return step_build_set(ins);
+    case Opcode::BuildMap:
+      return step_build_map(ins);
+    case Opcode::BuildConstKeyMap:
+      return step_build_const_key_map(ins);
+    case Opcode::BuildString:
+      return step_build_string(ins);
+    case Opcode::ListAppend:
+    case Opcode::ListExtend:
+      return step_list_add(ins);
     case Opcode::SetAdd:
     case Opcode::SetUpdate:
       unsupported("set comprehension or set update");
-    case Opcode::MapAdd: {
-      VarRef value = pop();
-      VarRef key = pop();
-      VarRef d = peek(ins.arg);
-      PyObject* k = Trace::as_constant(*key);
-      if (d->kind != VarKind::Dict || !k) unsupported("dict comprehension with a non-constant key");
-      refuse_frame_container(*d, "MAP_ADD");
-      auto& dv = d->as<DictVar>();
-      int at = dv.find(k);
-      if (at >= 0) {
-        dv.values[at] = value;
-      } else {
-        dv.keys.push_back(PyRef::borrow(k));
-        dv.values.push_back(value);
-      }
-      return;
-    }
+    case Opcode::MapAdd:
+      return step_map_add(ins);
     case Opcode::DictUpdate:
-    case Opcode::DictMerge: {
-      VarRef update = pop();
-      VarRef d = peek(ins.arg);
-      if (d->kind != VarKind::Dict || update->kind != VarKind::Dict) unsupported("dict update from a non-dict");
-      refuse_frame_container(*d, ins.opname);
-      auto& dst = d->as<DictVar>();
-      auto& src = update->as<DictVar>();
-      for (size_t i = 0; i < src.keys.size(); ++i) {
-        int at = dst.find(src.keys[i].get());
-        if (at >= 0 && ins.op == Opcode::DictMerge) unsupported("duplicate keyword argument");
-        if (at >= 0) {
-          dst.values[at] = src.values[i];
-        } else {
-          dst.keys.push_back(src.keys[i]);
-          dst.values.push_back(src.values[i]);
-        }
-      }
-      return;
-    }
+    case Opcode::DictMerge:
+      return step_dict_update(ins);
     case Opcode::ListToTuple: {
       VarRef list = pop();
       push(make_tuple(iterate(list)));
       return;
     }
-    case Opcode::UnpackSequence: {
-      std::vector<VarRef> items = iterate(pop());
-      if (items.size() != static_cast<size_t>(ins.arg)) unsupported("unpacking a sequence of the wrong length");
-      for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
-      return;
-    }
-    case Opcode::UnpackEx: {
-      std::vector<VarRef> items = iterate(pop());
-      size_t before = ins.arg & 0xff, after = ins.arg >> 8;
-      if (items.size() < before + after) unsupported("unpacking a sequence that is too short");
-      for (size_t i = 0; i < after; ++i) push(items[items.size() - 1 - i]);
-      push(make_list(std::vector<VarRef>(items.begin() + before, items.end() - after)));
-      for (size_t i = 0; i < before; ++i) push(items[before - 1 - i]);
-      return;
-    }
+    case Opcode::UnpackSequence:
+      return step_unpack_sequence(ins);
+    case Opcode::UnpackEx:
+      return step_unpack_ex(ins);
     case Opcode::CompareOp: {
       VarRef rhs = pop();
       VarRef lhs = pop();
@@ -759,8 +574,7 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::Reraise:
     case Opcode::CheckExcMatch:
     case Opcode::RaiseVarargs:
-      exception_op(ins);
-      return;
+      return exception_op(ins);
     case Opcode::LoadAssertionError:
       push(trace_.constant(PyRef::borrow(PyExc_AssertionError)));
       return;
@@ -773,19 +587,8 @@ void Interpreter::step(const Instruction& ins) {
       push(format_value(v, spec));
       return;
     }
-    case Opcode::ConvertValue: {
-      // arg2 = 1: the value sits under the format spec (3.11/3.12 FORMAT_VALUE with both).
-      VarRef& slot = peek(ins.arg2 + 1);
-      PyRef c = Trace::materialize(*slot);
-      if (!c) unsupported("formatting a value that is not a constant: " + describe(*slot));
-      PyObject* r = ins.arg == 1 ? PyObject_Str(c.get()) : ins.arg == 2 ? PyObject_Repr(c.get()) : PyObject_ASCII(c.get());
-      if (!r) {
-        PyErr_Clear();
-        unsupported("str()/repr() of a constant raised an exception");
-      }
-      slot = trace_.constant(PyRef::steal(r));
-      return;
-    }
+    case Opcode::ConvertValue:
+      return step_convert_value(ins);
     case Opcode::ImportName: {
       VarRef fromlist = pop();
       VarRef level = pop();
@@ -842,12 +645,6 @@ SourceRef Interpreter::module_global_source(PyObject* globals, const std::string
   }
   if (!PyModule_Check(module.get()) || PyModule_GetDict(module.get()) != globals) return nullptr;
   return Source::dict_item(Source::attr(Source::module(str_of(module_name)), "__dict__"), name);
-}
-
-void Interpreter::refuse_frame_container(const Var& container, const std::string& what) const {
-  // A list or dict under construction arrives as an argument of a resume function when a graph
-  // break split its comprehension: the object is real, so it is mutated for real (in CPython).
-  if (container.source) unsupported(what + " to " + container.source->str() + ", a container read from the frame");
 }
 
 VarRef Interpreter::load_global(const std::string& name) {

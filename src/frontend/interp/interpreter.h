@@ -87,11 +87,14 @@ class Interpreter {
   VarRef& peek(int depth = 1);  // 1 = top of stack
   std::vector<VarRef> pop_n(int n);
 
+  // Runs one instruction. One switch over every opcode, with no default, so that an opcode
+  // added to bytecode/ops.def is a compile error until it is handled. The stack, locals, cells,
+  // globals and jumps, and the cases that only pop operands for a helper below, stay in the
+  // switch; longer cases forward to a `step_*` member (one per opcode or per family of
+  // variants) in the file of their topic, declared below with it.
   void step(const bytecode::Instruction& ins);
   static bool carries_sym_ints(bytecode::Opcode op);
   [[noreturn]] void unsupported(const std::string& reason) const;
-  // Unsupported when `container` (the target of LIST_APPEND, MAP_ADD, ...) was read from the frame.
-  void refuse_frame_container(const Var& container, const std::string& what) const;
 
   // Names and constants of the code.
   PyObject* name_at(int index) const;   // borrowed
@@ -104,6 +107,7 @@ class Interpreter {
   // Calls (interp_calls.cpp).
   VarRef call(const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs);
   void call_from_stack(int argc, PyObject* kwnames);
+  void step_call_function_ex(const bytecode::Instruction& ins);
   VarRef call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
   std::vector<VarRef> sorted_items(std::vector<VarRef> items, const VarRef& key, const VarRef& reverse);
@@ -136,10 +140,30 @@ class Interpreter {
   // value or identity, containers of such): only such values may be folded by running Python.
   bool pinned(const Var& v) const;
 
-  // Attributes, items, iteration, operators (interp_objects.cpp).
+  // Containers the bytecode builds and unpacks (interp_containers.cpp).
+  void step_build_set(const bytecode::Instruction& ins);
+  void step_build_map(const bytecode::Instruction& ins);
+  void step_build_const_key_map(const bytecode::Instruction& ins);
+  void step_list_add(const bytecode::Instruction& ins);  // LIST_APPEND, LIST_EXTEND
+  void step_map_add(const bytecode::Instruction& ins);
+  void step_dict_update(const bytecode::Instruction& ins);  // DICT_UPDATE, DICT_MERGE
+  void step_unpack_sequence(const bytecode::Instruction& ins);
+  void step_unpack_ex(const bytecode::Instruction& ins);
+  // Unsupported when `container` (the target of LIST_APPEND, MAP_ADD, ...) was read from the frame.
+  void refuse_frame_container(const Var& container, const std::string& what) const;
+
+  // Functions the trace makes (interp_functions.cpp; FunctionVar).
+  void step_make_function(const bytecode::Instruction& ins);
+  void step_set_function_attribute(const bytecode::Instruction& ins);
+  // Sets the part of `fn` that MAKE_FUNCTION's `flag` bit names (closure, annotations,
+  // kwdefaults, defaults).
+  void set_function_part(FunctionVar& fn, int flag, const VarRef& part);
+
+  // Attributes (interp_attrs.cpp), items, iteration, operators, formatting (interp_objects.cpp).
   VarRef get_attr(const VarRef& obj, const std::string& name);
   // Pushes what LOAD_METHOD pushes: [method, self] or the NULL form.
   void load_method(const VarRef& obj, const std::string& name);
+  void step_load_super_attr(const bytecode::Instruction& ins);
   VarRef module_attr(const VarRef& module, const std::string& name);
   // A Python property's value: its getter inlined on `self`.
   VarRef property_value(PyObject* property, const VarRef& self, const std::string& name);
@@ -204,6 +228,8 @@ class Interpreter {
   VarRef isinstance(const VarRef& obj, const VarRef& cls);
   VarRef build_slice(const VarRef& start, const VarRef& stop, const VarRef& step);
   VarRef format_value(const VarRef& v, const VarRef& spec);
+  void step_convert_value(const bytecode::Instruction& ins);  // str(), repr(), ascii() in an f-string
+  void step_build_string(const bytecode::Instruction& ins);   // an f-string's parts joined
 
   // Exceptions (interp_exceptions.cpp; TracedException, trace.h).
   // Where an exception entered the compiled frame's own code: an instruction and its visit.
@@ -232,6 +258,7 @@ class Interpreter {
   Origin origin_of(const Var& exc) const;  // the compiled frame's own interpreter only
   Unsupported uncaught(const TracedException& e) const;
   void exception_op(const bytecode::Instruction& ins);
+  void step_call_intrinsic_1(const bytecode::Instruction& ins);
 
   Trace& trace_;
   CodeInfoCache& codes_;
