@@ -80,7 +80,8 @@ namespace {
 // report) when the graph must run on the eager executor instead.
 std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const std::vector<PyRef>& callables,
                                                 const frontend::TorchTable& table, const pipeline::Target& target,
-                                                const CompileOptions& options, BackendReport* report) {
+                                                const CompileOptions& options, runtime::CodeCache& code_cache,
+                                                BackendReport* report) {
   pipeline::Compilation c(captured);
   pipeline::Instruments instruments;
   instruments.verify = options.verify_each_step;
@@ -119,7 +120,8 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   if (!extern_callables(c.program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
   CompiledGraphBuild build;
   try {
-    build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), cc, externs, convert);
+    build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), code_cache, cc, externs,
+                          convert);
   } catch (const CompileError& e) {
     report->codegen_failed = true;
     report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
@@ -135,14 +137,14 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
                                           const frontend::TorchTable& table, const CompileOptions& options,
-                                          BackendReport* report) {
+                                          runtime::CodeCache& code_cache, BackendReport* report) {
   if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
   std::optional<pipeline::Target> target;
   report->fallback_reason = reason_to_stay_eager(captured, &target);
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
   try {
-    runner = compile_to_kernels(captured, callables, table, *target, options, report);
+    runner = compile_to_kernels(captured, callables, table, *target, options, code_cache, report);
   } catch (const CacheError& e) {
     // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
     PyErr_SetString(PyExc_RuntimeError, e.what());

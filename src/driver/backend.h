@@ -27,6 +27,7 @@
 #include "frontend/interp/torch_table.h"
 #include "ir/graph.h"
 #include "pybridge/pyref.h"
+#include "runtime/cpp_compiler.h"
 #include "runtime/graph_runner.h"
 #include "support/options.h"
 
@@ -49,10 +50,11 @@ struct BackendReport {
   std::vector<std::pair<std::string, std::string>> step_ir;   // (step, IR it left), when EMBER_LOGS=passes
 };
 
-// `callables[i]` is the callable of graph node i (as the trace recorded it). Throws PythonError
-// with a Python error set for failures that are not fallbacks.
+// `callables[i]` is the callable of graph node i (as the trace recorded it); `code_cache` is the
+// compile context the C++ compiler runs in (the Compiler's). Throws PythonError with a Python
+// error set for failures that are not fallbacks.
 std::unique_ptr<runtime::GraphRunner> build_runner(const ir::Graph& graph, const std::vector<PyRef>& callables,
                                                    const frontend::TorchTable& table, const CompileOptions& options,
-                                                   BackendReport* report);
+                                                   runtime::CodeCache& code_cache, BackendReport* report);
 
 }  // namespace ember::driver

@@ -2,6 +2,9 @@
 #include "driver/compiler.h"
 
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "driver/backend.h"
 #include "driver/compiled_frame.h"
@@ -74,11 +77,23 @@ std::string code_file(PyCodeObject* code) {
   return n ? n : "<file>";
 }
 
+// The code cache context of every Compiler with these options' cache_dir and cxx (compiler.h:
+// the sharing policy); kept until exit, like the libraries they load.
+std::shared_ptr<runtime::CodeCache> shared_code_cache(const CompileOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, std::shared_ptr<runtime::CodeCache>> contexts;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& context = contexts[{options.cache_dir, options.cxx}];
+  if (!context) context = std::make_shared<runtime::CodeCache>();
+  return context;
+}
+
 }  // namespace
 
 Compiler::Compiler(CompileOptions options, TorchTable table, PyObject* listener, PyObject* unsupported_error)
     : options_(std::move(options)),
       table_(std::move(table)),
+      code_cache_(shared_code_cache(options_)),
       listener_(PyRef::borrow(listener)),
       unsupported_error_(PyRef::borrow(unsupported_error)) {
   cache_limit = options_.cache_limit;
@@ -296,7 +311,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   try {
     if (!trace->autocast_events.empty()) autocast.events = autocast_events_tuple(table_, trace->autocast_events);
     std::unique_ptr<runtime::GraphRunner> runner =
-        build_runner(trace->graph, trace->callables, table_, options_, &backend);
+        build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
     entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             trace->effects.take(), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn, split ? split->continuation : Continuation{},

@@ -10,6 +10,13 @@
 // Events (compiles, graph breaks, fallbacks, recompiles, the cache limit) go to a Python listener, which
 // logs them (EMBER_LOGS) and collects them for ember.explain.
 //
+// Each Compiler holds its compile context for the C++ code cache (runtime::CodeCache) and passes
+// it down explicitly (build_runner -> compile_graph -> CodeCache::compile_and_load). Compilers
+// of one process with the same cache_dir and cxx share one context, kept until exit: the memos
+// (compiler version, header digests, verified and background-built precompiled headers) then
+// cost once per process, as the compiled code they serve does; a context per ember.compile call
+// would run `<cxx> --version` and re-hash the ~44 MB precompiled header for each.
+//
 // This is the frame-to-backend driver: it sits in driver/, above the frontend (which traces and
 // splits) and the runtime (which runs the graph: backend.h, compiled_frame.h), so neither of
 // those two includes the other.
@@ -24,6 +31,7 @@
 #include "frontend/interp/interpreter.h"
 #include "frontend/interp/torch_table.h"
 #include "pybridge/pyref.h"
+#include "runtime/cpp_compiler.h"
 #include "support/options.h"
 
 namespace ember::driver {
@@ -55,6 +63,7 @@ class Compiler : public frontend::FrameCompiler {
 
   CompileOptions options_;
   frontend::TorchTable table_;
+  std::shared_ptr<runtime::CodeCache> code_cache_;  // shared by cache_dir and cxx (see the top)
   frontend::CodeInfoCache codes_;
   frontend::BreakCodeCache breaks_;
   PyRef listener_;

@@ -1,6 +1,9 @@
 // Bindings of the compiler driver and code cache (src/runtime/cpp_compiler.h) as ember._C.codecache.
 // Options arrive as keyword arguments already resolved in Python (python/ember/options.py reads
-// CXX and EMBER_CACHE_DIR). sha256, call_i64 and ensure_cache_dir exist for tests.
+// CXX and EMBER_CACHE_DIR). sha256, call_i64 and ensure_cache_dir exist for tests. CodeCache is
+// the compile context: each Python instance has memos of its own (its compiler versions, header
+// digests, precompiled headers), so a test can start from empty ones; loaded libraries are
+// process-wide (call_i64 finds them by key).
 // CompileError and CacheError become Python exceptions of those names (RuntimeError subclasses);
 // CompileError carries .command_line, .compiler_output and .source_path.
 #include <nanobind/nanobind.h>
@@ -78,30 +81,35 @@ void bind_codecache(nb::module_& m) {
       },
       "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "", "isa"_a = "scalar",
       "openmp"_a = true, "precompiled_header"_a = "");
-  m.def(
-      "cache_key",
-      [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
-         std::string cache_dir, const std::string& isa, bool openmp, std::string pch) {
-        return runtime::cache_key(source, options_from(compiler, include_dirs, cache_dir, isa, openmp, pch));
-      },
-      "source"_a, "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "",
-      "isa"_a = "scalar", "openmp"_a = true, "precompiled_header"_a = "");
-  m.def(
-      "compile_and_load",
-      [](const std::string& source, std::string compiler, std::vector<std::string> include_dirs,
-         std::string cache_dir, const std::string& isa, bool openmp, std::string pch) {
-        runtime::CppCompileOptions o = options_from(compiler, include_dirs, cache_dir, isa, openmp, pch);
-        runtime::CompileResult r;
-        {
-          nb::gil_scoped_release release;
-          r = runtime::compile_and_load(source, o);
-        }
-        return nb::make_tuple(r.library->path(), r.cache_hit, r.seconds, r.library->key());
-      },
-      "source"_a, "compiler"_a, "include_dirs"_a, "cache_dir"_a, "isa"_a = "scalar", "openmp"_a = true,
-      "precompiled_header"_a = "",
-      "Returns (path, cache_hit, seconds, key).");
-  m.def("compiler_version", &runtime::compiler_version, "compiler"_a);
+  nb::class_<runtime::CodeCache>(m, "CodeCache")
+      .def(nb::init<>())
+      .def(
+          "cache_key",
+          [](runtime::CodeCache& self, const std::string& source, std::string compiler,
+             std::vector<std::string> include_dirs, std::string cache_dir, const std::string& isa, bool openmp,
+             std::string pch) {
+            return self.cache_key(source, options_from(compiler, include_dirs, cache_dir, isa, openmp, pch));
+          },
+          "source"_a, "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "",
+          "isa"_a = "scalar", "openmp"_a = true, "precompiled_header"_a = "")
+      .def(
+          "compile_and_load",
+          [](runtime::CodeCache& self, const std::string& source, std::string compiler,
+             std::vector<std::string> include_dirs, std::string cache_dir, const std::string& isa, bool openmp,
+             std::string pch, bool pch_in_background) {
+            runtime::CppCompileOptions o = options_from(compiler, include_dirs, cache_dir, isa, openmp, pch);
+            o.precompiled_header_in_background = pch_in_background;
+            runtime::CompileResult r;
+            {
+              nb::gil_scoped_release release;
+              r = self.compile_and_load(source, o);
+            }
+            return nb::make_tuple(r.library->path(), r.cache_hit, r.seconds, r.library->key());
+          },
+          "source"_a, "compiler"_a, "include_dirs"_a, "cache_dir"_a, "isa"_a = "scalar", "openmp"_a = true,
+          "precompiled_header"_a = "", "precompiled_header_in_background"_a = false,
+          "Returns (path, cache_hit, seconds, key).")
+      .def("compiler_version", &runtime::CodeCache::compiler_version, "compiler"_a);
   m.def(
       "ensure_cache_dir", [](const std::string& dir, uint32_t uid) { runtime::ensure_cache_dir(dir, uid); },
       "dir"_a, "uid"_a);

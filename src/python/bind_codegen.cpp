@@ -2,7 +2,8 @@
 // tools: loop IR text in, C++ text or a runnable compiled program out. The real pipeline builds
 // CompiledGraph from graphs in C++; this is the doorway to test it on hand-written loop IR.
 // Options arrive resolved (compiler, include dirs, cache dir); `plan` is None (the memory
-// planner's plan) or (arena_bytes, [offset per buffer]).
+// planner's plan) or (arena_bytes, [offset per buffer]); `code_cache` is the compile context
+// (ember._C.codecache.CodeCache) to compile in, None for a fresh one per call.
 // CodegenError becomes ember._C.codegen.CodegenError (a RuntimeError); compiler failures raise
 // ember._C.codecache.CompileError (translated by the codecache binding).
 #include <nanobind/nanobind.h>
@@ -110,7 +111,7 @@ void bind_codegen(nb::module_& m) {
       "compile_program",
       [](const std::string& text, std::vector<nb::object> callables, std::vector<std::string> include_dirs,
          std::string cache_dir, std::string compiler, std::optional<std::string> isa, bool openmp,
-         int64_t parallel_threshold, const PlanArg& plan) {
+         int64_t parallel_threshold, const PlanArg& plan, runtime::CodeCache* code_cache) {
         loop_ir::Program program = parse_verified(text);
         runtime::CppCompileOptions co;
         co.compiler = std::move(compiler);
@@ -125,8 +126,9 @@ void bind_codegen(nb::module_& m) {
         auto table = std::make_shared<frontend::TorchTable>(
             frontend::TorchTable::from_python(nb::module_::import_("ember.ops").attr("table").ptr()));
         codegen::CppSource source = codegen::emit_cpp(program, p, codegen_options(openmp, parallel_threshold));
+        runtime::CodeCache fresh;  // when the caller passes no context: one of its own for this compile
         runtime::CompiledGraphBuild build = runtime::compile_graph(
-            std::move(program), std::move(p), std::move(source), co, refs,
+            std::move(program), std::move(p), std::move(source), code_cache ? *code_cache : fresh, co, refs,
             [table](const ir::Literal& lit) { return table->literal_object(lit); });
         auto result = std::make_unique<CompiledProgram>();
         result->graph = std::move(build.graph);
@@ -136,7 +138,7 @@ void bind_codegen(nb::module_& m) {
       },
       "loop_ir"_a, "callables"_a, "include_dirs"_a, "cache_dir"_a, "compiler"_a = "g++", "isa"_a = nb::none(),
       "openmp"_a = true, "parallel_threshold"_a = codegen::CppOptions{}.parallel_threshold, "plan"_a = nb::none(),
-      nb::rv_policy::take_ownership);
+      "code_cache"_a.none() = nb::none(), nb::rv_policy::take_ownership);
 }
 
 }  // namespace ember::python

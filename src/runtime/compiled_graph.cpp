@@ -487,9 +487,9 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
 }
 
 CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                                 const CppCompileOptions& compile_options, const std::vector<PyRef>& callables,
-                                 const EagerExecutor::LiteralToPython& convert) {
-  CompileResult compiled = compile_and_load(source.text, compile_options);
+                                 CodeCache& code_cache, const CppCompileOptions& compile_options,
+                                 const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert) {
+  CompileResult compiled = code_cache.compile_and_load(source.text, compile_options);
   CompiledGraphBuild build;
   build.cache_hit = compiled.cache_hit;
   build.compile_seconds = compiled.seconds;

@@ -115,10 +115,11 @@ struct CompiledGraphBuild {
   double compile_seconds = 0;
 };
 
-// Compilation of `source` (generated for `program` and `plan`) through the disk cache, and
-// loading. Throws CompileError (carrying the compiler's output), CacheError, std::invalid_argument.
+// Compilation of `source` (generated for `program` and `plan`) through the disk cache, with the
+// memos of `code_cache`, and loading. Throws CompileError (carrying the compiler's output),
+// CacheError, std::invalid_argument.
 CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                                 const CppCompileOptions& compile_options, const std::vector<PyRef>& callables,
-                                 const EagerExecutor::LiteralToPython& convert);
+                                 CodeCache& code_cache, const CppCompileOptions& compile_options,
+                                 const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert);
 
 }  // namespace ember::runtime

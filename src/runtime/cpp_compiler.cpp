@@ -1,6 +1,6 @@
 // The compiler driver and disk code cache (contract in cpp_compiler.h).
 //
-// One compile_and_load call, in order:
+// One CodeCache::compile_and_load call, in order:
 //   key -> in-process memo -> (per-key mutex) -> check the cache dir -> load the published entry if
 //   its digest matches, without a lock -> else flock(<key>.lock), look again (another process may
 //   have published it meanwhile), get the precompiled header if one is asked for (its own entry,
@@ -28,6 +28,29 @@
 
 namespace ember::runtime {
 
+// The memos of one CodeCache, each under its own mutex (the two PCH sets share one); a background
+// PCH build holds a shared_ptr to them (cpp_compiler.h says why).
+struct CodeCache::State {
+  struct FileState {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns, ctime_ns;
+    std::string digest;
+  };
+  std::mutex files_mutex;
+  std::map<std::string, FileState> files;  // path -> digest, while the file's stat matches
+
+  std::mutex versions_mutex;
+  std::map<std::string, std::string> versions;  // compiler -> first line of --version
+
+  std::mutex pch_mutex;
+  std::map<std::string, std::string> pch_checked;  // PCH key -> directory, verified in this context
+  std::set<std::string> pch_started;               // (cache dir, compiler, header) built in background
+};
+
+using State = CodeCache::State;
+
 namespace {
 
 // Bumped when the layout or the key recipe changes, so old entries are never misread.
@@ -42,19 +65,31 @@ void add_field(Sha256& h, std::string_view name, std::string_view value) {
   h.update("\n");
 }
 
+// The first line of `<compiler> --version`, memoized in `state`.
+std::string compiler_version(State& state, const std::string& compiler) {
+  {
+    std::lock_guard<std::mutex> lock(state.versions_mutex);
+    auto found = state.versions.find(compiler);
+    if (found != state.versions.end()) return found->second;
+  }
+  if (compiler.empty()) throw CompileError("Ember: no C++ compiler given (set CXX or install g++)", "", "", "");
+  std::vector<std::string> argv{compiler, "--version"};
+  ProcessResult run = run_process(argv);
+  std::string first_line = run.output.substr(0, run.output.find('\n'));
+  if (!run.started || run.exit_status != 0 || first_line.empty()) {
+    throw CompileError("Ember: cannot run the C++ compiler '" + compiler + "' (set CXX to a working g++):\n" +
+                           run.output,
+                       shell_quote(argv), run.output, "");
+  }
+  std::lock_guard<std::mutex> lock(state.versions_mutex);
+  state.versions.emplace(compiler, first_line);
+  return first_line;
+}
+
 // Digest of every regular file under `dir` (relative path and bytes, in path order). Each file's
 // digest is reused while its inode, size and times are unchanged.
-std::string include_dir_digest(const std::string& dir) {
+std::string include_dir_digest(State& state, const std::string& dir) {
   namespace fs = std::filesystem;
-  struct FileState {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    int64_t mtime_ns, ctime_ns;
-    std::string digest;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, FileState> memo;
 
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -76,9 +111,9 @@ std::string include_dir_digest(const std::string& dir) {
     int64_t ctime_ns = int64_t(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
     std::string digest;
     {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto found = memo.find(path);
-      if (found != memo.end() && found->second.dev == st.st_dev && found->second.ino == st.st_ino &&
+      std::lock_guard<std::mutex> lock(state.files_mutex);
+      auto found = state.files.find(path);
+      if (found != state.files.end() && found->second.dev == st.st_dev && found->second.ino == st.st_ino &&
           found->second.size == st.st_size && found->second.mtime_ns == mtime_ns &&
           found->second.ctime_ns == ctime_ns) {
         digest = found->second.digest;
@@ -88,8 +123,8 @@ std::string include_dir_digest(const std::string& dir) {
       std::optional<std::string> bytes = read_file_if_exists(path);
       if (!bytes) throw CacheError("Ember code cache: header '" + path + "' vanished while being hashed");
       digest = sha256_hex(*bytes);
-      std::lock_guard<std::mutex> lock(mutex);
-      memo[path] = FileState{st.st_dev, st.st_ino, st.st_size, mtime_ns, ctime_ns, digest};
+      std::lock_guard<std::mutex> lock(state.files_mutex);
+      state.files[path] = State::FileState{st.st_dev, st.st_ino, st.st_size, mtime_ns, ctime_ns, digest};
     }
     add_field(h, "header", relative);
     add_field(h, "header-sha256", digest);
@@ -133,7 +168,8 @@ std::shared_ptr<LoadedLibrary> load_published(const EntryPaths& p, const std::st
 // The include directory holding <header>.gch for these options ("" when there is none), built
 // under its own lock on first use. Its key covers everything GCC checks before using a PCH.
 // With `only_if_ready`, returns "" instead of building when no valid PCH is published.
-std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner, bool only_if_ready = false) {
+std::string precompiled_header_dir(State& state, const CppCompileOptions& options, uid_t owner,
+                                   bool only_if_ready = false) {
   const std::string& header = options.precompiled_header;
   if (header.empty()) return "";
   std::vector<std::string> flags;
@@ -143,19 +179,19 @@ std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner
   Sha256 h;
   add_field(h, "format", kCacheFormat);
   add_field(h, "kind", "pch");
-  add_field(h, "compiler-version", compiler_version(options.compiler));
+  add_field(h, "compiler-version", compiler_version(state, options.compiler));
   add_field(h, "isa", isa_name(options.isa));
   for (const std::string& flag : flags) add_field(h, "flag", flag);
-  for (const std::string& dir : options.include_dirs) add_field(h, "include-dir-sha256", include_dir_digest(dir));
+  for (const std::string& dir : options.include_dirs) {
+    add_field(h, "include-dir-sha256", include_dir_digest(state, dir));
+  }
   add_field(h, "header", header);
   std::string key = Sha256::hex(h.finish());
 
-  static std::mutex mutex;
-  static std::map<std::string, std::string> checked;  // key -> directory, verified in this process
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = checked.find(key);
-    if (found != checked.end()) return found->second;
+    std::lock_guard<std::mutex> lock(state.pch_mutex);
+    auto found = state.pch_checked.find(key);
+    if (found != state.pch_checked.end()) return found->second;
   }
   std::string header_path;
   for (const std::string& dir : options.include_dirs) {
@@ -174,8 +210,8 @@ std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner
   std::string gch = dir + "/" + header + ".gch";
   std::string digest = dir + ".sha256";
   auto remember = [&](std::string result) {
-    std::lock_guard<std::mutex> lock(mutex);
-    checked.emplace(key, result);
+    std::lock_guard<std::mutex> lock(state.pch_mutex);
+    state.pch_checked.emplace(key, result);
     return result;
   };
   if (matches_digest(gch, digest)) return remember(dir);
@@ -204,18 +240,18 @@ std::string precompiled_header_dir(const CppCompileOptions& options, uid_t owner
   return remember(dir);
 }
 
-// Starts one detached thread per process and PCH that builds it (under its file lock, published
-// atomically, so a process that exits meanwhile leaves at worst a stray temporary file).
-void build_precompiled_header_in_background(const CppCompileOptions& options, uid_t owner) {
-  static std::mutex mutex;
-  static std::set<std::string> started;
+// Starts one detached thread per context and PCH that builds it. The thread owns a reference to
+// the memos it updates, so the context may be destroyed while it runs (cpp_compiler.h).
+void build_precompiled_header_in_background(const std::shared_ptr<State>& state, const CppCompileOptions& options,
+                                            uid_t owner) {
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!started.insert(options.cache_dir + "\n" + options.compiler + "\n" + options.precompiled_header).second) return;
+    std::lock_guard<std::mutex> lock(state->pch_mutex);
+    std::string id = options.cache_dir + "\n" + options.compiler + "\n" + options.precompiled_header;
+    if (!state->pch_started.insert(id).second) return;
   }
-  std::thread([options, owner] {
+  std::thread([state, options, owner] {
     try {
-      precompiled_header_dir(options, owner);
+      precompiled_header_dir(*state, options, owner);
     } catch (const std::exception&) {
       // Only a speed-up: the next process tries again, and compiles work without it.
     }
@@ -259,6 +295,7 @@ std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::strin
   }
 }
 
+// The process-wide part (cpp_compiler.h says why): loaded libraries by key, across contexts.
 struct Memo {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<LoadedLibrary>> libraries;
@@ -303,35 +340,21 @@ std::vector<std::string> compile_flags(const CppCompileOptions& options) {
   return flags;
 }
 
-std::string compiler_version(const std::string& compiler) {
-  static std::mutex mutex;
-  static std::map<std::string, std::string> versions;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = versions.find(compiler);
-    if (found != versions.end()) return found->second;
-  }
-  if (compiler.empty()) throw CompileError("Ember: no C++ compiler given (set CXX or install g++)", "", "", "");
-  std::vector<std::string> argv{compiler, "--version"};
-  ProcessResult run = run_process(argv);
-  std::string first_line = run.output.substr(0, run.output.find('\n'));
-  if (!run.started || run.exit_status != 0 || first_line.empty()) {
-    throw CompileError("Ember: cannot run the C++ compiler '" + compiler + "' (set CXX to a working g++):\n" +
-                           run.output,
-                       shell_quote(argv), run.output, "");
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  versions.emplace(compiler, first_line);
-  return first_line;
+std::string CodeCache::compiler_version(const std::string& compiler) {
+  return runtime::compiler_version(*state_, compiler);
 }
 
-std::string cache_key(const std::string& source, const CppCompileOptions& options) {
+CodeCache::CodeCache() : state_(std::make_shared<State>()) {}
+
+std::string CodeCache::cache_key(const std::string& source, const CppCompileOptions& options) {
   Sha256 h;
   add_field(h, "format", kCacheFormat);
-  add_field(h, "compiler-version", compiler_version(options.compiler));
+  add_field(h, "compiler-version", runtime::compiler_version(*state_, options.compiler));
   add_field(h, "isa", isa_name(options.isa));
   for (const std::string& flag : compile_flags(options)) add_field(h, "flag", flag);
-  for (const std::string& dir : options.include_dirs) add_field(h, "include-dir-sha256", include_dir_digest(dir));
+  for (const std::string& dir : options.include_dirs) {
+    add_field(h, "include-dir-sha256", include_dir_digest(*state_, dir));
+  }
   add_field(h, "precompiled-header", options.precompiled_header);
   add_field(h, "source", source);
   return Sha256::hex(h.finish());
@@ -339,7 +362,7 @@ std::string cache_key(const std::string& source, const CppCompileOptions& option
 
 void ensure_cache_dir(const std::string& dir, uid_t owner) { ensure_private_dir(dir, owner); }
 
-CompileResult compile_and_load(const std::string& source, const CppCompileOptions& options) {
+CompileResult CodeCache::compile_and_load(const std::string& source, const CppCompileOptions& options) {
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::string key = cache_key(source, options);
@@ -378,10 +401,10 @@ CompileResult compile_and_load(const std::string& source, const CppCompileOption
   if (auto library = load_published(paths, key)) return remember(std::move(library), true);
   std::string pch_dir;
   if (options.precompiled_header_in_background && !options.precompiled_header.empty()) {
-    pch_dir = precompiled_header_dir(options, owner, /*only_if_ready=*/true);
-    if (pch_dir.empty()) build_precompiled_header_in_background(options, owner);
+    pch_dir = precompiled_header_dir(*state_, options, owner, /*only_if_ready=*/true);
+    if (pch_dir.empty()) build_precompiled_header_in_background(state_, options, owner);
   } else {
-    pch_dir = precompiled_header_dir(options, owner);
+    pch_dir = precompiled_header_dir(*state_, options, owner);
   }
   return remember(build_entry(paths, key, source, options, pch_dir), false);
 }

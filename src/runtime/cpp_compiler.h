@@ -15,25 +15,32 @@
 //  - The cache directory is created 0700 and refused (CacheError) unless it is owned by this user
 //    and not writable by group or others, following a symlink to check the real directory.
 //  - A precompiled header, if asked for, is itself an entry <cache_dir>/pch/<key>/<header>.gch
-//    with the same publication, digest and lock rules, checked once per process.
+//    with the same publication, digest and lock rules, checked once per CodeCache.
 //  - Libraries are memoized in-process by key and never dlclosed while a LoadedLibrary reference
 //    lives; the memo itself holds one, so a loaded library stays until process exit.
 //
-// Process-wide state, and why each piece is process-wide rather than owned by a compile context.
-// None of it is configuration (every setting arrives in CppCompileOptions); each is a memo keyed by
-// everything that determines its value, guarded by its own mutex:
-//  - loaded libraries, by cache key: a dlopen()ed library is a process resource, compiled graphs of
-//    every Compiler hold code pointers into it, and two Compilers compiling the same source must
-//    share one load; it must outlive any one Compiler.
-//  - a file's sha256 under the include dirs, by path, reused only while its inode, size and times
-//    match (a changed header is rehashed);
-//  - the compiler's `--version` line, by compiler path (a compiler replaced in place during a run is
-//    not noticed until the next process: the documented cost of not spawning it per compile);
-//  - precompiled headers verified on disk, by PCH key; background PCH builds started, by (cache dir,
-//    compiler, header): at most one thread per process builds a PCH. The detached thread outlives
-//    the compile that started it, so this state cannot belong to a Compiler without shared ownership.
-// Moving the last three into a CodeCache object that the Compiler owns (for isolation in tests)
-// needs the object passed from the pipeline driver through compile_graph into compile_and_load.
+// State, and who owns it. None of it is configuration (every setting arrives in CppCompileOptions);
+// each piece is a memo keyed by everything that determines its value, guarded by its own mutex.
+//  - A CodeCache (the compile context, passed explicitly: Compiler -> build_runner ->
+//    compile_to_kernels -> compile_graph -> CodeCache::compile_and_load) owns the memos whose
+//    lifetime is a choice: a file's sha256 under the include dirs, by path, reused only while its
+//    inode, size and times match (a changed header is rehashed); the compiler's `--version` line, by
+//    compiler path (a compiler replaced in place is not noticed while the context lives: the
+//    documented cost of not spawning it per compile); precompiled headers verified on disk, by PCH
+//    key; background PCH builds started, by (cache dir, compiler, header). A fresh context reads
+//    all of them again, so tests get isolation; the driver shares one context per (cache dir,
+//    compiler) among the Compilers of a process (driver/compiler.h), which is what a process-wide
+//    memo gave.
+//  - The background PCH thread is detached and holds a shared_ptr to the context's memos (not to
+//    the CodeCache): destroying a context never waits for a PCH build (a Compiler may be destroyed
+//    by Python's garbage collector, holding the GIL), and the thread never touches freed memory.
+//    The build itself is published under its file lock like any entry, so a process that exits
+//    meanwhile leaves at worst a stray temporary file.
+//  - Loaded libraries, by cache key, stay process-wide (with the per-key compile mutexes): a
+//    dlopen()ed library is a process resource, compiled graphs of every Compiler hold code pointers
+//    into it, and two contexts compiling the same source must share one load. It outlives every
+//    context: find_loaded() reads it.
+//
 // Python-free, so it can move into the core library.
 #pragma once
 
@@ -113,21 +120,37 @@ struct CompileResult {
   double seconds = 0;      // wall time of the call
 };
 
-// Compiles `source` to a shared object through the disk cache and loads it; memoized in memory by
-// key (a second call with the same key returns the same LoadedLibrary without touching the disk).
-// Thread-safe; concurrent calls for one key compile it once. Throws CompileError / CacheError.
-CompileResult compile_and_load(const std::string& source, const CppCompileOptions& options);
+// The compile context: the memos of one user of the cache (see the file comment). Thread-safe:
+// one context may serve concurrent compiles. Share a context through a shared_ptr, not a copy.
+class CodeCache {
+ public:
+  CodeCache();  // empty memos
+  CodeCache(const CodeCache&) = delete;
+  CodeCache& operator=(const CodeCache&) = delete;
 
-// The library a compile_and_load of this key loaded in this process, or nullptr.
+  // Compiles `source` to a shared object through the disk cache and loads it; memoized in memory
+  // by key across contexts (a second call with the same key returns the same LoadedLibrary
+  // without touching the disk). Concurrent calls for one key compile it once. Throws
+  // CompileError / CacheError.
+  CompileResult compile_and_load(const std::string& source, const CppCompileOptions& options);
+
+  // Hex sha256 naming the artifact (see the file comment). Runs `<compiler> --version` once per
+  // compiler string and context. Throws CompileError if the compiler cannot run, CacheError if an
+  // include dir cannot be read.
+  std::string cache_key(const std::string& source, const CppCompileOptions& options);
+
+  // The first line of `<compiler> --version`, memoized per compiler string in this context.
+  std::string compiler_version(const std::string& compiler);
+
+  struct State;  // the memos; shared with background PCH builds (cpp_compiler.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The library a compile_and_load of this key loaded in this process (through any context), or
+// nullptr.
 std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key);
-
-// Hex sha256 naming the artifact (see the file comment). Runs `<compiler> --version` once per
-// compiler string. Throws CompileError if the compiler cannot run, CacheError if an include dir
-// cannot be read.
-std::string cache_key(const std::string& source, const CppCompileOptions& options);
-
-// The first line of `<compiler> --version`, memoized per compiler string.
-std::string compiler_version(const std::string& compiler);
 
 // Creates `dir` (parents as mkdir -p, `dir` itself 0700) and checks it: it must be a directory
 // (after following symlinks) owned by `owner` and not writable by group or others. Throws

@@ -5,17 +5,19 @@ import shutil
 
 import pytest
 
-from ember._C import codegen
+from ember._C import codecache, codegen
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(REPO, "src", "codegen", "cpp", "include")
 CXX = shutil.which(os.environ.get("CXX", "g++"))
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH")
+CODE_CACHE = codecache.CodeCache()  # the compile context of the codegen tests (one `--version` run)
 
 
 def compile_loop(text, cache_dir, callables=(), **kw):
     """A codegen.CompiledProgram for loop IR `text`; `kw`: isa, openmp, parallel_threshold, plan."""
-    return codegen.compile_program(text, list(callables), [INCLUDE], str(cache_dir), compiler=CXX, **kw)
+    return codegen.compile_program(text, list(callables), [INCLUDE], str(cache_dir), compiler=CXX,
+                                   code_cache=CODE_CACHE, **kw)
 
 
 class Program:

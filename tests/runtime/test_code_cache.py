@@ -1,8 +1,10 @@
 """The C++ compiler driver and disk code cache (src/runtime/cpp_compiler.h) through ember._C.codecache.
 
-Every test uses its own tmp_path cache dir and a source text no other test uses: the in-process memo
-is keyed by the cache key alone, so a shared source would be a memo hit that never touches the disk.
-Disk behaviour (hits, corruption) is checked in fresh child processes, which have an empty memo.
+Every test uses its own tmp_path cache dir, its own compile context (the `code_cache` fixture: empty
+memos of compiler versions, header digests and precompiled headers) and a source text no other test
+uses: the memo of loaded libraries is process-wide and keyed by the cache key alone, so a shared source
+would be a memo hit that never touches the disk. Disk behaviour (hits, corruption) is checked in fresh
+child processes, which have an empty memo.
 """
 import hashlib
 import os
@@ -34,16 +36,25 @@ def include_dir(tmp_path, text="inline int ember_helper() { return 7; }\n"):
     return str(tmp_path / "include")
 
 
+@pytest.fixture
+def code_cache():
+    """A compile context of the test's own."""
+    return codecache.CodeCache()
+
+
 def options(tmp_path, **kw):
     o = dict(compiler=CXX, include_dirs=[include_dir(tmp_path)], cache_dir=str(tmp_path / "cache"), isa="scalar")
     o.update(kw)
     return o
 
 
+CHILD_PRELUDE = "import sys\nfrom ember._C import codecache\ncode_cache = codecache.CodeCache()\n"
+
+
 def run_child(script, *args):
     """Runs `script` in a fresh interpreter (empty memo); returns its stdout's last line, eval()ed."""
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    code = "import sys\nfrom ember._C import codecache\n" + textwrap.dedent(script)
+    code = CHILD_PRELUDE + textwrap.dedent(script)
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return eval(done.stdout.strip().splitlines()[-1])
@@ -52,7 +63,7 @@ def run_child(script, *args):
 CHILD_COMPILE = """
 import ast
 source, opts = sys.argv[1], ast.literal_eval(sys.argv[2])
-path, hit, seconds, key = codecache.compile_and_load(source, **opts)
+path, hit, seconds, key = code_cache.compile_and_load(source, **opts)
 print(repr((path, hit, codecache.call_i64(key, "f", 5))))
 """
 
@@ -136,41 +147,41 @@ def test_compile_flags_are_spelled_out():
 # ---- keys ----
 
 @needs_gxx
-def test_cache_key_changes_with_every_input(tmp_path):
+def test_cache_key_changes_with_every_input(code_cache, tmp_path):
     o = options(tmp_path)
-    base = codecache.cache_key(kernel("k"), **o)
+    base = code_cache.cache_key(kernel("k"), **o)
     assert len(base) == 64 and int(base, 16) >= 0
-    assert codecache.cache_key(kernel("k"), **o) == base
-    assert codecache.cache_key(kernel("k2"), **o) != base
-    assert codecache.cache_key(kernel("k"), **dict(o, isa="avx2")) != base
-    assert codecache.cache_key(kernel("k"), **dict(o, openmp=False)) != base
+    assert code_cache.cache_key(kernel("k"), **o) == base
+    assert code_cache.cache_key(kernel("k2"), **o) != base
+    assert code_cache.cache_key(kernel("k"), **dict(o, isa="avx2")) != base
+    assert code_cache.cache_key(kernel("k"), **dict(o, openmp=False)) != base
     # The cache dir is where entries live, not what they are.
-    assert codecache.cache_key(kernel("k"), **dict(o, cache_dir=str(tmp_path / "other"))) == base
+    assert code_cache.cache_key(kernel("k"), **dict(o, cache_dir=str(tmp_path / "other"))) == base
     header = tmp_path / "include" / "ember" / "vec.h"
     header.write_text(header.read_text() + "// changed\n")
-    assert codecache.cache_key(kernel("k"), **o) != base
+    assert code_cache.cache_key(kernel("k"), **o) != base
     other_version, _ = counting_compiler(tmp_path, "cxx-other", version="g++ (Other) 99.0")
-    assert codecache.compiler_version(other_version) == "g++ (Other) 99.0"
-    assert codecache.cache_key(kernel("k"), **dict(o, compiler=other_version)) != base
+    assert code_cache.compiler_version(other_version) == "g++ (Other) 99.0"
+    assert code_cache.cache_key(kernel("k"), **dict(o, compiler=other_version)) != base
 
 
-def test_cache_key_names_a_missing_include_dir(tmp_path):
+def test_cache_key_names_a_missing_include_dir(code_cache, tmp_path):
     if CXX is None:
         pytest.skip("no g++ on PATH")
     with pytest.raises(codecache.CacheError, match="include directory .*nowhere"):
-        codecache.cache_key(kernel("k"), **options(tmp_path, include_dirs=[str(tmp_path / "nowhere")]))
+        code_cache.cache_key(kernel("k"), **options(tmp_path, include_dirs=[str(tmp_path / "nowhere")]))
 
 
 # ---- compile, load, hit ----
 
 @needs_gxx
-def test_compile_load_call_then_memo_hit(tmp_path):
+def test_compile_load_call_then_memo_hit(code_cache, tmp_path):
     o = options(tmp_path)
     source = kernel(f"memo {tmp_path}", "return x * 3 + ember_helper();").replace(
         "#include <cstdint>", "#include <cstdint>\n#include \"ember/vec.h\"")
-    path, hit, seconds, key = codecache.compile_and_load(source, **o)
+    path, hit, seconds, key = code_cache.compile_and_load(source, **o)
     assert not hit and seconds > 0
-    assert key == codecache.cache_key(source, **o)
+    assert key == code_cache.cache_key(source, **o)
     assert path == os.path.join(o["cache_dir"], "cpp", key[:2], key + ".so")
     entry = os.path.dirname(path)
     assert sorted(os.listdir(entry)) == sorted(f"{key}{ext}" for ext in (".so", ".sha256", ".cpp", ".lock"))
@@ -180,7 +191,7 @@ def test_compile_load_call_then_memo_hit(tmp_path):
         codecache.call_i64(key, "g", 5)
     # Memo: same library, the disk is not consulted (even with the entry gone).
     shutil.rmtree(entry)
-    assert codecache.compile_and_load(source, **o)[:2] == (path, True)
+    assert code_cache.compile_and_load(source, **o)[:2] == (path, True)
     assert codecache.call_i64(key, "f", 1) == 10
 
 
@@ -195,20 +206,20 @@ def test_fresh_process_is_a_disk_hit(tmp_path):
     assert compile_count(log) == 1
 
 
-def entry_files(opts, source):
-    key = codecache.cache_key(source, **opts)
+def entry_files(code_cache, opts, source):
+    key = code_cache.cache_key(source, **opts)
     stem = os.path.join(opts["cache_dir"], "cpp", key[:2], key)
     return stem + ".so", stem + ".sha256"
 
 
 @needs_gxx
 @pytest.mark.parametrize("damage", ["truncate", "flip_byte", "no_digest", "garbage_with_matching_digest"])
-def test_damaged_entry_is_rebuilt(tmp_path, damage):
+def test_damaged_entry_is_rebuilt(code_cache, tmp_path, damage):
     cxx, log = counting_compiler(tmp_path)
     o = options(tmp_path, compiler=cxx)
     source = kernel(f"damage {damage} {tmp_path}")
     assert compile_in_child(source, o)[1:] == (False, 16)
-    so, digest = entry_files(o, source)
+    so, digest = entry_files(code_cache, o, source)
     data = open(so, "rb").read()
     if damage == "truncate":
         open(so, "wb").write(data[: len(data) // 2])
@@ -230,28 +241,28 @@ def test_damaged_entry_is_rebuilt(tmp_path, damage):
 # ---- the cache directory ----
 
 @needs_gxx
-def test_cache_dir_created_0700_with_parents(tmp_path):
+def test_cache_dir_created_0700_with_parents(code_cache, tmp_path):
     cache = tmp_path / "a" / "b" / "ember"
-    codecache.compile_and_load(kernel(f"mode {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+    code_cache.compile_and_load(kernel(f"mode {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(cache / "cpp").st_mode) == 0o700
     assert (tmp_path / "a" / "b").is_dir()
 
 
 @needs_gxx
-def test_cache_dir_writable_by_others_is_refused(tmp_path):
+def test_cache_dir_writable_by_others_is_refused(code_cache, tmp_path):
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o777)
     with pytest.raises(codecache.CacheError, match=r"shared' is writable by group or others \(mode 0777\).*chmod 700"):
-        codecache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+        code_cache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
     cache.chmod(0o770)
     with pytest.raises(codecache.CacheError, match="writable by group or others"):
-        codecache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+        code_cache.compile_and_load(kernel(f"perm {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
     assert os.listdir(cache) == []
 
 
-def test_cache_dir_owned_by_another_user_is_refused(tmp_path):
+def test_cache_dir_owned_by_another_user_is_refused(code_cache, tmp_path):
     cache = tmp_path / "theirs"
     cache.mkdir(mode=0o700)
     # The check with another uid, on any machine.
@@ -263,7 +274,7 @@ def test_cache_dir_owned_by_another_user_is_refused(tmp_path):
         return  # only root can hand a directory to another user for the real thing
     os.chown(cache, 12345, 12345)
     with pytest.raises(codecache.CacheError, match="owned by uid 12345"):
-        codecache.compile_and_load(kernel(f"owner {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
+        code_cache.compile_and_load(kernel(f"owner {tmp_path}"), **options(tmp_path, cache_dir=str(cache)))
 
 
 def test_symlink_to_unsafe_dir_is_refused_and_to_safe_dir_accepted(tmp_path):
@@ -292,7 +303,7 @@ import ast, os, time
 source, opts, go = sys.argv[1], ast.literal_eval(sys.argv[2]), sys.argv[3]
 while not os.path.exists(go):
     time.sleep(0.001)
-path, hit, seconds, key = codecache.compile_and_load(source, **opts)
+path, hit, seconds, key = code_cache.compile_and_load(source, **opts)
 print(repr((path, hit, codecache.call_i64(key, "f", 5))))
 """
 
@@ -304,7 +315,7 @@ def test_two_processes_compile_the_same_source_once(tmp_path):
     source = kernel(f"race {tmp_path}")
     go = tmp_path / "go"
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
-    code = "import sys\nfrom ember._C import codecache\n" + textwrap.dedent(CHILD_RACE)
+    code = CHILD_PRELUDE + textwrap.dedent(CHILD_RACE)
     children = [subprocess.Popen([sys.executable, "-c", code, source, repr(o), str(go)], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     go.write_text("")
@@ -319,7 +330,7 @@ def test_two_processes_compile_the_same_source_once(tmp_path):
 
 
 @needs_gxx
-def test_threads_compile_the_same_source_once(tmp_path):
+def test_threads_compile_the_same_source_once(code_cache, tmp_path):
     cxx, log = counting_compiler(tmp_path)
     o = options(tmp_path, compiler=cxx)
     source = kernel(f"threads {tmp_path}")
@@ -327,7 +338,7 @@ def test_threads_compile_the_same_source_once(tmp_path):
 
     def work():
         try:
-            results.append(codecache.compile_and_load(source, **o))
+            results.append(code_cache.compile_and_load(source, **o))
         except Exception as e:  # reported below
             errors.append(e)
 
@@ -345,33 +356,33 @@ def test_threads_compile_the_same_source_once(tmp_path):
 # ---- errors ----
 
 @needs_gxx
-def test_compile_error_carries_the_compiler_message(tmp_path):
+def test_compile_error_carries_the_compiler_message(code_cache, tmp_path):
     o = options(tmp_path)
     source = kernel(f"broken {tmp_path}", "return x +* ;")
     with pytest.raises(codecache.CompileError) as info:
-        codecache.compile_and_load(source, **o)
+        code_cache.compile_and_load(source, **o)
     e = info.value
     assert "expected primary-expression" in e.compiler_output
     assert "expected primary-expression" in str(e)
     assert e.command_line.startswith(CXX) and "-ffp-contract=off" in e.command_line
     assert e.source_path.endswith(".failed.cpp") and open(e.source_path).read() == source
     assert e.source_path in str(e)
-    key = codecache.cache_key(source, **o)
+    key = code_cache.cache_key(source, **o)
     entry = os.path.join(o["cache_dir"], "cpp", key[:2])
     assert not any(name.endswith(".so") or ".tmp." in name for name in os.listdir(entry))
 
 
 @needs_gxx
-def test_unloadable_library_is_a_compile_error(tmp_path):
+def test_unloadable_library_is_a_compile_error(code_cache, tmp_path):
     # Links (-shared allows undefined symbols) but RTLD_NOW refuses it.
     source = f'// {tmp_path}\nextern "C" long missing_fn(long);\nextern "C" long f(long x) {{ return missing_fn(x); }}\n'
     with pytest.raises(codecache.CompileError, match="does not load.*missing_fn"):
-        codecache.compile_and_load(source, **options(tmp_path))
+        code_cache.compile_and_load(source, **options(tmp_path))
 
 
-def test_missing_compiler_is_a_compile_error(tmp_path):
+def test_missing_compiler_is_a_compile_error(code_cache, tmp_path):
     with pytest.raises(codecache.CompileError, match="cannot run the C\\+\\+ compiler '/no/such/cxx'"):
-        codecache.compile_and_load(kernel("x"), **options(tmp_path, compiler="/no/such/cxx"))
+        code_cache.compile_and_load(kernel("x"), **options(tmp_path, compiler="/no/such/cxx"))
 
 
 # ---- precompiled header ----
@@ -394,11 +405,11 @@ def pch_reporting_compiler(tmp_path):
 
 
 @needs_gxx
-def test_precompiled_header_is_built_once_keyed_and_used(tmp_path):
+def test_precompiled_header_is_built_once_keyed_and_used(code_cache, tmp_path):
     cxx, log = pch_reporting_compiler(tmp_path)
     o = options(tmp_path, compiler=cxx, precompiled_header="ember/vec.h")
     (tmp_path / "include" / "ember" / "vec.h").write_text(PCH_HEADER)
-    assert codecache.cache_key(pch_source("a"), **o) != codecache.cache_key(
+    assert code_cache.cache_key(pch_source("a"), **o) != code_cache.cache_key(
         pch_source("a"), **dict(o, precompiled_header=""))
     assert compile_in_child(pch_source(f"pch a {tmp_path}"), o)[1:] == (False, 16)
     assert compile_in_child(pch_source(f"pch b {tmp_path}"), o)[1:] == (False, 16)
@@ -426,7 +437,91 @@ def test_precompiled_header_is_built_once_keyed_and_used(tmp_path):
 
 
 @needs_gxx
-def test_precompiled_header_missing_is_a_cache_error(tmp_path):
+def test_precompiled_header_missing_is_a_cache_error(code_cache, tmp_path):
     o = options(tmp_path, precompiled_header="ember/nothere.h")
     with pytest.raises(codecache.CacheError, match="precompiled header 'ember/nothere.h' is not in any include"):
-        codecache.compile_and_load(pch_source(f"nothere {tmp_path}"), **o)
+        code_cache.compile_and_load(pch_source(f"nothere {tmp_path}"), **o)
+
+
+# ---- compile contexts ----
+
+def versioned_compiler(tmp_path):
+    """A $CXX whose `--version` prints the file it returns (so a test can change it), else runs g++."""
+    version = tmp_path / "version"
+    script = tmp_path / "cxx-versioned"
+    script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then cat "{version}"; exit 0; fi\nexec "{CXX}" "$@"\n')
+    script.chmod(0o755)
+    return str(script), version
+
+
+def test_contexts_do_not_share_memos(tmp_path):
+    cxx, version = versioned_compiler(tmp_path)
+    version.write_text("g++ (One) 1.0\n")
+    o = options(tmp_path, compiler=cxx)
+    first = codecache.CodeCache()
+    assert first.compiler_version(cxx) == "g++ (One) 1.0"
+    key_one = first.cache_key(kernel("ctx"), **o)
+    version.write_text("g++ (Two) 2.0\n")
+    # A context keeps what it read (the documented cost of not running --version per compile)...
+    assert first.compiler_version(cxx) == "g++ (One) 1.0"
+    assert first.cache_key(kernel("ctx"), **o) == key_one
+    # ...and a fresh one reads it again: nothing of the first leaks into it, nor back.
+    second = codecache.CodeCache()
+    assert second.compiler_version(cxx) == "g++ (Two) 2.0"
+    assert second.cache_key(kernel("ctx"), **o) != key_one
+    assert first.compiler_version(cxx) == "g++ (One) 1.0"
+
+
+def pch_builds(log):
+    return [line for line in log.read_text().splitlines() if line.startswith("run ") and "c++-header" in line]
+
+
+@needs_gxx
+def test_each_context_verifies_the_precompiled_header_itself(tmp_path):
+    cxx, log = pch_reporting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx, precompiled_header="ember/vec.h")
+    (tmp_path / "include" / "ember" / "vec.h").write_text(PCH_HEADER)
+    first = codecache.CodeCache()
+    assert first.compile_and_load(pch_source(f"ctx a {tmp_path}"), **o)[1] is False
+    assert len(pch_builds(log)) == 1
+    shutil.rmtree(os.path.join(o["cache_dir"], "pch"))
+    # The first context verified the PCH already and does not look again (GCC skips the missing
+    # -I directory and reads the header itself); a fresh context checks the disk and rebuilds it.
+    first.compile_and_load(pch_source(f"ctx b {tmp_path}"), **o)
+    assert len(pch_builds(log)) == 1
+    second = codecache.CodeCache()
+    second.compile_and_load(pch_source(f"ctx c {tmp_path}"), **o)
+    assert len(pch_builds(log)) == 2
+    used = [line for line in log.read_text().splitlines() if line.startswith("! ") and line.endswith("vec.h.gch")]
+    assert len(used) == 2  # kernels a and c used the PCH, b did not
+
+
+CHILD_BACKGROUND_PCH = """
+import ast, gc, glob, os, time
+source, opts = sys.argv[1], ast.literal_eval(sys.argv[2])
+path, hit, seconds, key = code_cache.compile_and_load(source, precompiled_header_in_background=True, **opts)
+del code_cache  # the PCH build started by this compile goes on without its context
+gc.collect()
+pattern = os.path.join(opts["cache_dir"], "pch", "*", "ember", "vec.h.gch")
+deadline = time.time() + 100
+while not glob.glob(pattern) and time.time() < deadline:
+    time.sleep(0.05)
+print(repr((hit, codecache.call_i64(key, "f", 5), len(glob.glob(pattern)))))
+"""
+
+
+@needs_gxx
+def test_background_precompiled_header_outlives_its_context(tmp_path):
+    cxx, log = pch_reporting_compiler(tmp_path)
+    o = options(tmp_path, compiler=cxx, precompiled_header="ember/vec.h")
+    (tmp_path / "include" / "ember" / "vec.h").write_text(PCH_HEADER)
+    # The compile does not wait for the PCH; the build finishes after the context is gone.
+    assert run_child(CHILD_BACKGROUND_PCH, pch_source(f"bg a {tmp_path}"), repr(o)) == (False, 16, 1)
+    assert len(pch_builds(log)) == 1
+    pch_root = os.path.join(o["cache_dir"], "pch")
+    (key_dir,) = [d for d in os.listdir(pch_root) if os.path.isdir(os.path.join(pch_root, d))]
+    gch = os.path.join(pch_root, key_dir, "ember", "vec.h.gch")
+    assert hashlib.sha256(open(gch, "rb").read()).hexdigest() == open(os.path.join(pch_root, key_dir + ".sha256")).read()
+    # What it published is a valid PCH that the next compile uses.
+    assert compile_in_child(pch_source(f"bg b {tmp_path}"), o)[1:] == (False, 16)
+    assert len(pch_builds(log)) == 1 and log.read_text().count(f"! {gch}") == 1
