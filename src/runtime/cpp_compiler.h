@@ -68,7 +68,7 @@ struct CppCompileOptions {
   // if it cannot be built, sources compile without it.
   std::string precompiled_header;
   // When the PCH is not built yet: build it on a background thread and compile this source
-  // without it (the first compile of a process never waits for the PCH), instead of building it
+  // without it (the first compile in a context never waits for the PCH), instead of building it
   // first. The PCH changes compile time only, never the cache key or the code.
   bool precompiled_header_in_background = false;
 };
