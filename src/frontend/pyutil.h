@@ -6,6 +6,7 @@
 #include <string>
 
 #include "pybridge/errors.h"
+#include "pybridge/pyref.h"
 
 namespace ember::frontend {
 
@@ -19,6 +20,13 @@ inline std::string str_of(PyObject* s) {
   const char* c = PyUnicode_AsUTF8AndSize(s, &n);
   if (!c) throw PythonError();
   return std::string(c, n);
+}
+
+// str(o) as UTF-8; throws PythonError when it fails.
+inline std::string object_str(PyObject* o) {
+  PyRef s = PyRef::steal(PyObject_Str(o));
+  if (!s) throw PythonError();
+  return str_of(s.get());
 }
 
 // `name` in the type's own namespace (not its bases), borrowed, or nullptr. Reads through
