@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "shapes/shape_rules.h"
+
 namespace ember::passes {
 
 using ir::Arg;
@@ -55,8 +57,24 @@ void Rewriter::copy(const ir::Node& node) {
 
 void Rewriter::bind(ValueId source_value, ValueId v) { map_.at(source_value) = v; }
 
+// Decompose writes each emitted node's dtype, sizes and requires_grad by hand, and takes the strides
+// from the op's shape rule where it answers with the same dtype and sizes (a convert of a permuted
+// tensor keeps its layout, as torch's .to() does), so the graph it leaves agrees with the rules the
+// verifier checks it against (shapes/check_types.h).
+void Rewriter::take_rule_strides(ir::Op op, const std::vector<Arg>& args, const Kwargs& kwargs,
+                                 std::vector<ir::TensorType>& types) const {
+  auto type_of = [this](ValueId v) -> const ir::TensorType& { return types_.at(v); };
+  auto ruled = shapes::infer_result_types(op, shapes::operands_of(args, type_of), shapes::operands_of(kwargs, type_of),
+                                          /*grad_enabled=*/true, ir::DType::Float32);
+  if (!ruled || ruled->size() != types.size()) return;
+  for (size_t i = 0; i < types.size(); ++i)
+    if ((*ruled)[i].dtype == types[i].dtype && (*ruled)[i].sizes == types[i].sizes) types[i].strides = (*ruled)[i].strides;
+}
+
 ValueId Rewriter::emit(ir::Op op, std::vector<Arg> args, Kwargs kwargs, ir::TensorType type) {
-  return push(op, "", std::move(args), std::move(kwargs), {std::move(type)}, ir::Node::ResultForm::Single)[0];
+  std::vector<ir::TensorType> types{std::move(type)};
+  take_rule_strides(op, args, kwargs, types);
+  return push(op, "", std::move(args), std::move(kwargs), std::move(types), ir::Node::ResultForm::Single)[0];
 }
 
 ValueId Rewriter::emit_torch(std::string target, std::vector<Arg> args, Kwargs kwargs, ir::TensorType type) {
@@ -66,6 +84,7 @@ ValueId Rewriter::emit_torch(std::string target, std::vector<Arg> args, Kwargs k
 
 std::vector<ValueId> Rewriter::emit_tuple(ir::Op op, std::vector<Arg> args, Kwargs kwargs,
                                           std::vector<ir::TensorType> types) {
+  take_rule_strides(op, args, kwargs, types);
   return push(op, "", std::move(args), std::move(kwargs), std::move(types), ir::Node::ResultForm::Tuple);
 }
 

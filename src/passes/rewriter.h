@@ -80,6 +80,8 @@ class Rewriter {
 
   const ir::Graph& source_;
   std::vector<ir::ValueId> map_;  // source value -> new value, -1 until defined
+  void take_rule_strides(ir::Op op, const std::vector<ir::Arg>& args, const Kwargs& kwargs,
+                         std::vector<ir::TensorType>& types) const;
   std::deque<ir::TensorType> types_;  // a deque: references stay valid while rules emit
   std::vector<Pending> nodes_;
 };

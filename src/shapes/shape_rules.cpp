@@ -59,16 +59,16 @@ std::optional<ir::DType> result_type(const std::vector<Operand>& operands, ir::D
 
 namespace {
 
-Operand operand_of(const ir::Arg& a, const ir::Graph& graph) {
+Operand operand_of(const ir::Arg& a, const TypeOf& type_of) {
   switch (a.kind) {
     case ir::Arg::Kind::Value:
-      return Operand::of_tensor(&graph.value(a.value).type);
+      return Operand::of_tensor(&type_of(a.value));
     case ir::Arg::Kind::Literal:
       return Operand::of_literal(a.literal);
     case ir::Arg::Kind::List:
     case ir::Arg::Kind::Tuple: {
       std::vector<Operand> items;
-      for (const ir::Arg& item : a.items) items.push_back(operand_of(item, graph));
+      for (const ir::Arg& item : a.items) items.push_back(operand_of(item, type_of));
       return Operand::sequence(std::move(items), a.kind == ir::Arg::Kind::Tuple);
     }
   }
@@ -77,17 +77,26 @@ Operand operand_of(const ir::Arg& a, const ir::Graph& graph) {
 
 }  // namespace
 
-std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const ir::Graph& graph) {
+std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const TypeOf& type_of) {
   std::vector<Operand> out;
-  for (const ir::Arg& a : args) out.push_back(operand_of(a, graph));
+  for (const ir::Arg& a : args) out.push_back(operand_of(a, type_of));
   return out;
 }
 
 std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::pair<std::string, ir::Arg>>& kwargs,
-                                                         const ir::Graph& graph) {
+                                                         const TypeOf& type_of) {
   std::vector<std::pair<std::string, Operand>> out;
-  for (const auto& [name, a] : kwargs) out.emplace_back(name, operand_of(a, graph));
+  for (const auto& [name, a] : kwargs) out.emplace_back(name, operand_of(a, type_of));
   return out;
+}
+
+std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const ir::Graph& graph) {
+  return operands_of(args, [&graph](ir::ValueId v) -> const ir::TensorType& { return graph.value(v).type; });
+}
+
+std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::pair<std::string, ir::Arg>>& kwargs,
+                                                         const ir::Graph& graph) {
+  return operands_of(kwargs, [&graph](ir::ValueId v) -> const ir::TensorType& { return graph.value(v).type; });
 }
 
 

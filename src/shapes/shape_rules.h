@@ -21,6 +21,7 @@
 #pragma once
 
 #include <complex>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,7 +58,12 @@ struct Operand {
 // where promotion refuses (float8 with another dtype). Sizes may be symbolic.
 std::optional<ir::DType> result_type(const std::vector<Operand>& operands, ir::DType default_dtype);
 
-// A node's arguments as operands, with the types of `graph`'s values.
+// A node's arguments as operands, with the types of `graph`'s values (or those `type_of` gives: a
+// graph being built, such as decompose's rewriter). The operands point into those types.
+using TypeOf = std::function<const ir::TensorType&(ir::ValueId)>;
+std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const TypeOf& type_of);
+std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::pair<std::string, ir::Arg>>& kwargs,
+                                                         const TypeOf& type_of);
 std::vector<Operand> operands_of(const std::vector<ir::Arg>& args, const ir::Graph& graph);
 std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::pair<std::string, ir::Arg>>& kwargs,
                                                          const ir::Graph& graph);
