@@ -209,11 +209,14 @@ _NODE = re.compile(r'^\s*%\d+ = (?:torch "(?:[\w.]*\.)?(\w+)"|(\w+))\(.* : (\w+)
 _GRAPH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 
 
-def _assert_lower_ops_run_lower(text, device, dtype):
-    """Every op autocast runs in lower precision (matmul, linear, conv, attention, ...) computes in
-    `dtype` in the graph: its inputs were cast before it. A matmul run in float32 and cast
-    afterwards gives the dtype eager gives and values within a loose tolerance; this catches it."""
+def _assert_lower_ops_run_lower(text, device, dtype, only=None):
+    """Every op autocast runs in lower precision (matmul, linear, conv, attention, ...; or those of
+    `only`) computes in `dtype` in the graph: its inputs were cast before it. A matmul run in
+    float32 and cast afterwards gives the dtype eager gives and values within a loose tolerance;
+    this catches it."""
     lower = {name for name, kind in policy_table.POLICY[device].items() if kind == policy_table.LOWER}
+    if only is not None:
+        lower &= set(only)
     seen = 0
     for line in text.splitlines():
         m = _NODE.match(line)
@@ -402,7 +405,10 @@ def test_real_model_under_autocast_is_one_graph_matching_eager(name):
         out = ember.explain(w.model)(*w.args, **w.kwargs)
         got = models_workloads.tensors_of(ember.compile(w.model)(*w.args, **w.kwargs))
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
-    assert _assert_lower_ops_run_lower(out.graphs[0], "cpu", torch.bfloat16) > 0
+    # The projections (linear) must run in bfloat16. Not every matmul: some transformers versions
+    # compute LLaMA's rotary frequencies inside `torch.autocast(..., enabled=False)`, a float32
+    # matmul in eager too (seen with transformers 5.17 on the GPU host).
+    assert _assert_lower_ops_run_lower(out.graphs[0], "cpu", torch.bfloat16, only={"linear"}) > 0
     for e, g in zip(expected, got, strict=True):
         assert g.dtype == e.dtype
         # Fused float32 arithmetic between the bfloat16 matmuls: at most 2.9e-3 measured (gpt2).
