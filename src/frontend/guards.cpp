@@ -395,7 +395,7 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::NoHooks: return s + " has no hooks";
     case CheckKind::NoGlobalHooks: return "no global module hooks";
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
-    case CheckKind::DefaultDType: return std::string("default dtype ") + pybridge::dtype_torch_name(c.dtype);
+    case CheckKind::DefaultDType: return std::string("default dtype ") + ir::dtype_torch_name(c.dtype);
     case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
     case CheckKind::AutocastState: return "autocast state: " + autocast_states[c.autocast].str();
     case CheckKind::Environ: {
@@ -502,7 +502,7 @@ std::string TensorMeta::str() const {
     out += type->tp_name;
     out += ' ';
   }
-  out += pybridge::dtype_short_name(dtype);
+  out += ir::dtype_name(dtype);
   out += '[';
   append_dims(out, sizes);
   out += "]{";
@@ -536,7 +536,7 @@ const AutocastState::Device* AutocastState::device(std::string_view type) const 
 
 std::string AutocastState::str() const {
   auto one = [](const char* name, const Device& d) {
-    return std::string(name) + (d.enabled ? " on " : " off ") + pybridge::dtype_torch_name(d.dtype);
+    return std::string(name) + (d.enabled ? " on " : " off ") + ir::dtype_torch_name(d.dtype);
   };
   std::string out = one("cpu", cpu) + ", " + one("cuda", cuda) + (cache ? ", cache on" : ", cache off");
   if (other) out += ", on for another device type";

@@ -6,19 +6,6 @@ namespace ember::pybridge {
 
 namespace {
 
-struct DTypeNames {
-  const char* short_name;
-  const char* torch_name;
-};
-
-// Indexed by ir::DType.
-constexpr DTypeNames kDTypeNames[kDTypeCount] = {
-    {"b8", "bool"},         {"u8", "uint8"},      {"i8", "int8"},         {"i16", "int16"},
-    {"i32", "int32"},       {"i64", "int64"},     {"f16", "float16"},     {"bf16", "bfloat16"},
-    {"f32", "float32"},     {"f64", "float64"},   {"c64", "complex64"},   {"c128", "complex128"},
-    {"f8e4m3fn", "float8_e4m3fn"}, {"f8e5m2", "float8_e5m2"},
-};
-
 // Attribute names read on the tensor paths; interned once for the process.
 struct TensorNames {
   PyObject* dlpack_capsule = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
@@ -132,7 +119,7 @@ TorchBridge* build_bridge(PyObject* torch) {
     b->dtype_type = reinterpret_cast<PyTypeObject*>(dtype_type);
     b->device_type = reinterpret_cast<PyTypeObject*>(device_type);
     for (int i = 0; i < kDTypeCount; ++i) {
-      PyObject* dt = PyObject_GetAttrString(torch, kDTypeNames[i].torch_name);
+      PyObject* dt = PyObject_GetAttrString(torch, ir::dtype_torch_name(static_cast<ir::DType>(i)));
       if (dt == nullptr) PyErr_Clear();  // an older torch without this dtype
       b->dtypes[i] = dt;
     }
@@ -346,18 +333,6 @@ DLPackRead read_through_dlpack(const TorchBridge& bridge, PyObject* obj, RawTens
 }
 
 }  // namespace
-
-const char* dtype_short_name(ir::DType dt) { return kDTypeNames[static_cast<int>(dt)].short_name; }
-const char* dtype_torch_name(ir::DType dt) { return kDTypeNames[static_cast<int>(dt)].torch_name; }
-bool dtype_from_torch_name(std::string_view name, ir::DType* out) {
-  for (int i = 0; i < kDTypeCount; ++i) {
-    if (name == kDTypeNames[i].torch_name) {
-      *out = static_cast<ir::DType>(i);
-      return true;
-    }
-  }
-  return false;
-}
 
 DeviceKey device_key(const ir::Device& device) { return DeviceKey{device_type_id(device.type), device.index}; }
 

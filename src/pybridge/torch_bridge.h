@@ -23,17 +23,12 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/types.h"
 #include "pybridge/dlpack_abi.h"
 
 namespace ember::pybridge {
 
-constexpr int kDTypeCount = static_cast<int>(ir::DType::Float8E5M2) + 1;
-
-// Ember's dtype names, kept here until ir::dtype_name / dtype_torch_name are available to this
-// area; they must spell the same strings.
-const char* dtype_short_name(ir::DType dt);  // "f32"
-const char* dtype_torch_name(ir::DType dt);  // "float32"
-bool dtype_from_torch_name(std::string_view name, ir::DType* out);
+using ir::kDTypeCount;
 
 // A device as two integers: an id for the device type name ("cpu" is 0, "cuda" is 1, others get
 // ids on first sight) and torch's index (-1 when the device has none).

@@ -92,7 +92,7 @@ struct TestFrame {
 nb::object meta_dict(const TensorMeta& meta) {
   nb::dict d;
   d["type"] = nb::borrow(reinterpret_cast<PyObject*>(meta.type));
-  d["dtype"] = std::string(ember::pybridge::dtype_torch_name(meta.dtype));
+  d["dtype"] = std::string(ir::dtype_torch_name(meta.dtype));
   d["device"] = meta.device.type + (meta.device.index >= 0 ? ":" + std::to_string(meta.device.index) : "");
   d["sizes"] = nb::cast(meta.sizes);
   d["strides"] = nb::cast(meta.strides);
@@ -145,7 +145,7 @@ void bind_guards(nb::module_& m) {
   });
   m.def("current_global_state", [] {
     GlobalState s = GlobalState::current();
-    return nb::make_tuple(s.grad_enabled, std::string(ember::pybridge::dtype_torch_name(s.default_dtype)));
+    return nb::make_tuple(s.grad_enabled, std::string(ir::dtype_torch_name(s.default_dtype)));
   });
 
   nb::class_<GuardSet>(m, "GuardSet")
@@ -170,10 +170,9 @@ void bind_guards(nb::module_& m) {
       .def("no_hooks", [](GuardSet& g, nb::handle spec) { g.no_hooks(source_from_spec(spec)); })
       .def("global_state", [](GuardSet& g) { g.global_state(GlobalState::current()); })
       .def("global_state", [](GuardSet& g, bool grad_enabled, const std::string& default_dtype) {
-        GlobalState state{grad_enabled, ir::DType::Float32};
-        if (!ember::pybridge::dtype_from_torch_name(default_dtype, &state.default_dtype)) {
-          throw std::invalid_argument("unknown dtype '" + default_dtype + "'");
-        }
+        std::optional<ir::DType> dt = ir::dtype_from_torch_name(default_dtype);
+        if (!dt) throw std::invalid_argument("unknown dtype '" + default_dtype + "'");
+        GlobalState state{grad_enabled, *dt};
         g.global_state(state);
       })
       .def("capture", [](GuardSet& g, nb::handle spec) { return g.capture(source_from_spec(spec)); })

@@ -36,7 +36,7 @@ std::string describe(const Buffer& b) {
 }
 
 std::string describe(const pybridge::RawTensorMeta& m) {
-  std::string s = std::string(pybridge::dtype_short_name(m.dtype)) + "[";
+  std::string s = std::string(ir::dtype_name(m.dtype)) + "[";
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.sizes[d]);
   s += "]{";
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.strides[d]);
