@@ -93,35 +93,10 @@ Arg scalar_for(const Arg& literal, DType dt) {
   refuse();
 }
 
-namespace {
-
-// Whether a tensor of type `t` covers its storage exactly once with no gaps, in some order of its
-// dims (torch's is_non_overlapping_and_dense); constant sizes and strides only.
-bool non_overlapping_and_dense(const ir::TensorType& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
-  for (size_t d = 0; d < t.sizes.size(); ++d) {
-    if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) return false;
-    if (t.sizes[d].constant() != 1) dims.emplace_back(t.strides[d].constant(), t.sizes[d].constant());
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return true;
-}
-
-}  // namespace
-
-// Like torch's .to(dtype) (memory_format=preserve_format): a non-overlapping, dense input keeps its
-// strides (a permuted tensor stays permuted); any other becomes contiguous.
 ValueId convert(Rewriter& rw, ValueId x, DType dt) {
   const ir::TensorType& t = rw.type(x);
   if (t.dtype == dt) return x;
-  ir::TensorType rt = make_type(dt, t.sizes, t.device, t.requires_grad);
-  if (non_overlapping_and_dense(t)) rt.strides = t.strides;
-  return rw.emit(Op::Convert, {V(x), Arg::of_literal(dt)}, {}, std::move(rt));
+  return rw.emit(Op::Convert, {V(x), Arg::of_literal(dt)}, {}, make_type(dt, t.sizes, t.device, t.requires_grad));
 }
 
 ValueId pointwise(Rewriter& rw, Op op, std::vector<Arg> operands, DType dt) {

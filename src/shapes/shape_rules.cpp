@@ -128,6 +128,8 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::LogicalNot:
     case ir::Op::BitwiseNot:
       return infer_unary(call);
+    case ir::Op::Convert:
+      return infer_convert(call);
     case ir::Op::Add:
     case ir::Op::Sub:
     case ir::Op::Mul:
@@ -232,7 +234,6 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::Trunc:
     case ir::Op::Round:
     case ir::Op::Sign:
-    case ir::Op::Convert:
     case ir::Op::LogicalAnd:
     case ir::Op::LogicalOr:
     case ir::Op::Slice:

@@ -147,6 +147,7 @@ ir::TensorType view_of(const Dense& base, Sizes sizes, Sizes strides);
 
 // shape_rules_pointwise.cpp
 Result infer_unary(const Call& call);
+Result infer_convert(const Call& call);  // prims.convert_element_type
 Result infer_binary(const Call& call);
 Result infer_where(const Call& call);
 Result infer_masked_fill(const Call& call);

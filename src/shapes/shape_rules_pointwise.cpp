@@ -288,6 +288,23 @@ Result infer_unary(const Call& call) {
   return pointwise_result(call, *out, {&*x});
 }
 
+// prims.convert_element_type(a, dtype): a pointwise copy into `dtype`, laid out as TensorIterator
+// lays out a one-input op (a dense input keeps its strides, as Tensor.to does).
+Result infer_convert(const Call& call) {
+  auto b = bind(call, {"a", "dtype"});
+  if (!b) return std::nullopt;
+  auto x = operand((*b)[0]);
+  auto dt = as_dtype((*b)[1]);
+  if (!x || !x->tensor || !dt) return std::nullopt;
+  // Its meta kernel keeps the input's strides of size-1 dims, which the iterator's layout does
+  // not model: inputs with non-default ones are left to it.
+  const Dense& t = *x->tensor;
+  Sizes contiguous = contiguous_strides(t.sizes);
+  for (size_t d = 0; d < t.sizes.size(); ++d)
+    if (t.sizes[d] == 1 && t.strides[d] != contiguous[d]) return std::nullopt;
+  return pointwise_result(call, *dt, {&*x});
+}
+
 namespace {
 
 // add/sub's alpha, checked as torch checks it against the result dtype.

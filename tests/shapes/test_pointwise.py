@@ -68,6 +68,23 @@ def test_unary_random_layouts(op):
     assert stats.answered > 0, stats
 
 
+def test_convert_random_layouts():
+    # prims.convert_element_type, decompose's cast: a dense input keeps its layout (a permuted
+    # bf16 tensor converted to float32 stays permuted, as Tensor.to keeps it).
+    r = rng("convert")
+    stats = Stats()
+    for _ in range(150):
+        sizes = random_sizes(r)
+        x = T(sizes, random_strides(r, sizes), r.choice([torch.float32, torch.bfloat16, torch.int64, torch.bool]),
+              r.random() < 0.5)
+        dt = r.choice([torch.float32, torch.float64, torch.bfloat16, torch.int32])
+        # The rule declines size-1 dims with non-default strides: the meta kernel keeps those.
+        unit_default = all(n != 1 or s == c for n, s, c in zip(x.sizes, x.strides, contiguous_strides(x.sizes)))
+        check("convert", torch.ops.prims.convert_element_type, [x, dt], covered=layout_covered([x]) and unit_default,
+              seed=r.seed_value, stats=stats)
+    assert stats.answered > 0, stats
+
+
 def _fits(x, y, *values):
     """The rules decline Python ints outside the computation dtype's range."""
     dt = common_dtype(x, y)
