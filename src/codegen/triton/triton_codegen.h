@@ -1,0 +1,95 @@
+// The Triton code generator: a scheduled, planned loop IR program -> one Triton kernel (a Python
+// module's text) per loop-IR kernel, plus everything the runtime needs to compile and launch it
+// without reading that text (docs/codegen-triton.md).
+//
+// Needs: a verified Program with constant sizes, strides and offsets (symbolic sizes arrive with
+// dynamic shapes), its MemoryPlan, all buffers on one CUDA device (or the CPU, for Triton's
+// interpreter). Guarantees:
+//  - Deterministic text: the same kernel prints the same bytes whatever program it comes from and
+//    whatever its position there (names are derived from content, never from `k3`), so the cubin
+//    cache shares identical kernels within a graph and across graphs.
+//  - A kernel's parameters are its root buffers (Input, Output, Extern and Temp buffers; a View is
+//    addressed through the buffer its chain of bases ends at, its offset folded into the index
+//    math), then its sizes. A Temp's pointer is the arena plus the planned offset, which the
+//    runtime computes, so a kernel never sees the arena itself.
+//  - Values are computed as the loop IR says (loop_ir.h "Dtypes"): f16/bf16 loads upcast to f32,
+//    stores round to nearest even; max/min propagate NaN; floordiv/mod round toward -inf.
+//  - All math the `tl` namespace lacks goes through Ember's helper module (python/ember/_triton/
+//    helpers.py: libdevice on the GPU, `tl` shims under TRITON_INTERPRET=1), imported by every
+//    kernel's text; its bytes are part of the cubin cache key.
+// Code generation only prints: the kernel kind (pointwise, persistent or looped reduction), the
+// index width and the candidate configs are decided from sizes here and written as a comment
+// above the kernel with their reasons.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/cpp/cpp_codegen.h"  // CodegenError
+#include "loop_ir/loop_ir.h"
+#include "memory/memory_plan.h"
+
+namespace ember::codegen {
+
+struct TritonOptions {
+  // A reduction whose loops each run at most this many iterations keeps its row in registers
+  // (one [XBLOCK, RBLOCK] block, no loop); longer ones loop over RBLOCK-wide chunks.
+  int64_t persistent_max_rnumel = 1024;
+  // Candidate configs per kernel: 1 = the heuristic's choice only (default mode); more for
+  // autotuning (max-autotune widens the list).
+  int max_configs = 1;
+};
+
+// One non-constexpr parameter of a kernel's @triton.jit function, in order.
+struct TritonParam {
+  enum class Kind : uint8_t {
+    Pointer,  // element 0 of `buffer` (a root buffer: Input, Output, Extern or Temp)
+    Size,     // an integer the kernel receives at launch (`value`): xnumel, rnumel, symbolic sizes
+  };
+  Kind kind = Kind::Pointer;
+  std::string name;            // as in the source: in_ptr0, out_ptr1, in_out_ptr0, xnumel
+  std::string type;            // Triton signature type: "*fp32", "*bf16", "*i64", "*i1", "i32", "i64"
+  loop_ir::BufferId buffer = -1;  // Pointer
+  sym::Expr value;             // Size
+};
+
+// One launch configuration: values of the kernel's constexpr block sizes, and compile options.
+struct TritonConfig {
+  std::vector<std::pair<std::string, int64_t>> blocks;  // ("XBLOCK", 1024), ("RBLOCK", 256)
+  int num_warps = 4;
+  int num_stages = 1;
+  std::string str() const;  // "XBLOCK=1024 RBLOCK=256 num_warps=4 num_stages=1"
+};
+
+struct TritonKernel {
+  enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction };
+  Kind kind = Kind::Pointwise;
+  std::string name;            // the @triton.jit function's name, derived from content
+  std::string source;          // a whole Python module: imports, then the @triton.jit function
+  std::vector<TritonParam> params;
+  std::vector<TritonConfig> configs;  // candidates, the heuristic's best guess first; never empty
+  sym::Expr xnumel;            // outer points: the grid is ceil(xnumel / XBLOCK) programs (axis 0)
+  sym::Expr rnumel;            // the longest loop's trip count (1 for pointwise kernels)
+  // check_index nodes become device assertions, which Triton compiles only with debug on; their
+  // sites name the kernel and node, as CppSource::check_sites does.
+  std::vector<std::string> check_sites;
+  // The Triton signature: (name, type) for every parameter of the function, constexprs included
+  // (type "constexpr"), in the function's order, as triton.compile's ASTSource takes it.
+  std::vector<std::pair<std::string, std::string>> signature() const;
+};
+
+struct TritonSource {
+  std::vector<TritonKernel> kernels;  // kernels[k] runs program.kernels[k]
+};
+
+// Throws CodegenError naming the buffer or node when the program has something this backend does
+// not generate (a view that changes dtype, complex or float8 buffers, symbolic sizes for now).
+TritonSource emit_triton(const loop_ir::Program& program, const memory::MemoryPlan& plan, const TritonOptions& options);
+
+// Text form for golden tests and EMBER_LOGS=output_code: every kernel's source, each preceded by a
+// comment block with its kind, parameters (and which buffer each pointer is) and configs.
+std::string print(const TritonSource& source);
+
+}  // namespace ember::codegen
