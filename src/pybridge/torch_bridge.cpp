@@ -2,6 +2,8 @@
 // (see torch_bridge.h).
 #include "pybridge/torch_bridge.h"
 
+#include "pybridge/pyref.h"
+
 namespace ember::pybridge {
 
 namespace {
@@ -379,6 +381,24 @@ bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path
   bool ok = read_through_attributes(*bridge, obj, out);
   PyErr_Clear();
   return ok;
+}
+
+bool current_cuda_stream(int index, void** out) {
+  const TorchBridge* bridge = torch_bridge();
+  if (bridge == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "ember: CUDA streams need torch imported");
+    return false;
+  }
+  if (bridge->dlpack != nullptr && bridge->dlpack->current_work_stream != nullptr &&
+      bridge->dlpack->current_work_stream(dlpack::kCUDA, index, out) == 0)
+    return true;
+  PyErr_Clear();
+  PyRef cuda = PyRef::steal(PyObject_GetAttrString(bridge->torch, "cuda"));
+  PyRef stream = cuda ? PyRef::steal(PyObject_CallMethod(cuda.get(), "current_stream", "i", index)) : PyRef();
+  PyRef handle = stream ? PyRef::steal(PyObject_GetAttrString(stream.get(), "cuda_stream")) : PyRef();
+  if (!handle) return false;
+  *out = PyLong_AsVoidPtr(handle.get());
+  return !PyErr_Occurred();
 }
 
 bool read_grad_enabled(bool* out) {

@@ -96,6 +96,11 @@ enum class TensorReadPath : uint8_t { Auto, Attributes };
 // nested layouts, dtypes outside ir::DType, negative or conjugate views.
 bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path);
 
+// Torch's current stream on CUDA device `index` (a CUstream; null is the legacy default stream),
+// through DLPack's exchange table when torch has one (no Python call), else
+// torch.cuda.current_stream(index).cuda_stream. False with a Python error set on failure.
+bool current_cuda_stream(int index, void** out);
+
 // Grad mode and default dtype as torch reports them now; torch's defaults when torch is not
 // imported. False with a Python error set if torch's callables raised.
 bool read_grad_enabled(bool* out);

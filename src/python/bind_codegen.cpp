@@ -70,6 +70,8 @@ codegen::CppOptions codegen_options(bool openmp, int64_t parallel_threshold) {
 }
 
 struct CompiledProgram {
+  // compile_program builds C++ code only.
+  const runtime::CppCode& cpp() const { return static_cast<const runtime::CppCode&>(graph->code()); }
   std::unique_ptr<runtime::CompiledGraph> graph;
   bool cache_hit = false;
   double compile_seconds = 0;
@@ -102,8 +104,8 @@ void bind_codegen(nb::module_& m) {
              for (PyRef& o : outputs) result.append(nb::steal(o.release()));
              return result;
            })
-      .def_prop_ro("source", [](const CompiledProgram& self) { return self.graph->source().text; })
-      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.graph->library().path(); })
+      .def_prop_ro("source", [](const CompiledProgram& self) { return self.cpp().source().text; })
+      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.cpp().library().path(); })
       .def_prop_ro("cache_hit", [](const CompiledProgram& self) { return self.cache_hit; })
       .def_prop_ro("compile_seconds", [](const CompiledProgram& self) { return self.compile_seconds; });
 

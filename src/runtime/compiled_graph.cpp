@@ -40,7 +40,7 @@ std::string describe(const pybridge::RawTensorMeta& m) {
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.sizes[d]);
   s += "]{";
   for (int d = 0; d < m.ndim; ++d) s += (d ? ", " : "") + std::to_string(m.strides[d]);
-  return s + "}" + (m.device.type == 0 ? "" : " (not on the cpu)");
+  return s + "} on " + pybridge::device_of(m.device).str();
 }
 
 bool same_dims(const Buffer& b, const pybridge::RawTensorMeta& m, bool* strides_equal) {
@@ -124,8 +124,15 @@ PyObject* as_strided(PyObject* base, PyObject* shape, int64_t offset) {
 
 }  // namespace
 
-// The state of one run(): what the generated code and the extern callback share.
-struct CompiledGraph::Call {
+CppCode::CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library)
+    : source_(std::move(source)), library_(std::move(library)) {
+  entry_ = reinterpret_cast<int (*)(ember_ctx*)>(library_->symbol(source_.entry.c_str()));
+}
+
+// The state of one run(): what the code and the extern callback share.
+struct CompiledGraph::Call final : GraphCode::Env {
+  PyObject* tensor(BufferId id) override { return graph->tensor_of(*this, id); }
+
   const CompiledGraph* graph = nullptr;
   ember_ctx ctx{};
   std::vector<void*> pointers;  // ctx.buffers
@@ -134,25 +141,29 @@ struct CompiledGraph::Call {
   Arena own;                    // the arena, when this call cannot use the reused one
   Arena* arena = nullptr;       // &own or &graph->reused_arena_; null when the plan has no arena
   bool outputs_alias_arena = false;
-  PyThreadState* saved = nullptr;
+  PyThreadState* saved = nullptr;  // null while the code runs with the GIL held
 
   ~Call() {
     if (arena != nullptr && arena != &own) graph->give_back_arena(*this);
   }
 };
 
-CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                             std::shared_ptr<LoadedLibrary> library, const std::vector<PyRef>& callables,
-                             const EagerExecutor::LiteralToPython& convert)
-    : program_(std::move(program)), plan_(std::move(plan)), source_(std::move(source)), library_(std::move(library)) {
+CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, std::unique_ptr<GraphCode> code,
+                             const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert)
+    : program_(std::move(program)), plan_(std::move(plan)), code_(std::move(code)) {
   const pybridge::TorchBridge& bridge = bridge_or_throw();
   if (callables.size() != program_.externs.size())
     throw std::invalid_argument("compiled graph: " + std::to_string(callables.size()) + " callables for " +
                                 std::to_string(program_.externs.size()) + " extern calls");
+  if (!program_.buffers.empty()) device_ = program_.buffers.front().device;
+  if (device_.type != "cpu" && device_.type != "cuda")
+    throw std::invalid_argument("compiled graph: buffers on " + device_.str() + "; compiled graphs run on cpu and cuda");
+  device_key_ = pybridge::device_key(device_);
   for (const Buffer& b : program_.buffers) {
-    if (b.device.type != "cpu")
-      throw std::invalid_argument("compiled graph: %" + b.name() + " is on " + b.device.str() +
-                                  "; the C++ backend runs on the cpu only");
+    if (b.device != device_)
+      throw std::invalid_argument("compiled graph: %" + b.name() + " is on " + b.device.str() + ", %" +
+                                  program_.buffers.front().name() + " on " + device_.str() +
+                                  "; a compiled graph runs on one device");
     for (const sym::Expr& e : b.sizes)
       if (!e.is_constant()) throw std::invalid_argument("compiled graph: %" + b.name() + " has a symbolic size");
   }
@@ -177,11 +188,10 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
     if (b.kind == Buffer::Kind::Temp && plan_.offsets.at(static_cast<size_t>(b.id)) % ir::dtype_itemsize(b.dtype) != 0)
       throw std::invalid_argument("compiled graph: %" + b.name() + " is not aligned to its dtype in the arena");
   }
-  entry_ = reinterpret_cast<int (*)(ember_ctx*)>(library_->symbol(source_.entry.c_str()));
-
   empty_strided_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty_strided"));
   empty_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty"));
   if (!empty_strided_ || !empty_) throw_python_error();
+  PyRef device_name = PyRef::steal(PyUnicode_FromString(device_.str().c_str()));
   for (const Buffer& b : program_.buffers) {
     PyRef args = PyRef::steal(PyTuple_Pack(2, int_tuple(b.sizes).get(), int_tuple(b.strides).get()));
     alloc_args_.push_back(args);
@@ -191,12 +201,12 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
     if (dtype == nullptr)
       throw std::invalid_argument(std::string("compiled graph: this torch has no dtype ") + ir::dtype_torch_name(b.dtype));
     kwargs = PyRef::steal(PyDict_New());
-    PyRef cpu = PyRef::steal(PyUnicode_FromString("cpu"));
     PyDict_SetItemString(kwargs.get(), "dtype", dtype);
-    PyDict_SetItemString(kwargs.get(), "device", cpu.get());
+    PyDict_SetItemString(kwargs.get(), "device", device_name.get());
   }
   uint8_kwargs_ = PyRef::steal(PyDict_New());
   PyDict_SetItemString(uint8_kwargs_.get(), "dtype", bridge.dtypes[static_cast<int>(ir::DType::UInt8)]);
+  PyDict_SetItemString(uint8_kwargs_.get(), "device", device_name.get());
 
   // Each extern call becomes a one-node graph over its buffer arguments.
   for (size_t k = 0; k < program_.externs.size(); ++k) {
@@ -268,9 +278,9 @@ bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
     return false;
   }
   bool strides_equal = false;
-  if (meta.device.type != 0 || meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal) || !strides_equal) {
-    PyErr_Format(PyExc_ValueError, "ember: input %zu of compiled program @%s must be a cpu tensor %s, got %s", k,
-                 program_.name.c_str(), describe(b).c_str(), describe(meta).c_str());
+  if (meta.device != device_key_ || meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal) || !strides_equal) {
+    PyErr_Format(PyExc_ValueError, "ember: input %zu of compiled program @%s must be a %s tensor %s, got %s", k,
+                 program_.name.c_str(), device_.str().c_str(), describe(b).c_str(), describe(meta).c_str());
     return false;
   }
   call.tensors[static_cast<size_t>(b.id)] = PyRef::borrow(tensor);
@@ -282,10 +292,10 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
   const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
   pybridge::RawTensorMeta meta;
   bool strides_equal = false;
-  if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) || meta.device.type != 0 ||
+  if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) || meta.device != device_key_ ||
       meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal)) {
-    PyErr_Format(PyExc_RuntimeError, "ember: extern call result %%%s should be a cpu tensor %s, got %s",
-                 b.name().c_str(), describe(b).c_str(),
+    PyErr_Format(PyExc_RuntimeError, "ember: extern call result %%%s should be a %s tensor %s, got %s",
+                 b.name().c_str(), device_.str().c_str(), describe(b).c_str(),
                  meta.ndim >= 0 && meta.sizes ? describe(meta).c_str() : "something else");
     return false;
   }
@@ -392,6 +402,7 @@ void CompiledGraph::give_back_arena(Call& call) const {
 
 int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
   Call* call = static_cast<Call*>(ctx->runtime);
+  if (call->saved == nullptr) return call->graph->run_extern(*call, index) ? 0 : 1;
   PyEval_RestoreThread(call->saved);
   const bool ok = call->graph->run_extern(*call, index);
   call->saved = PyEval_SaveThread();
@@ -457,13 +468,24 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   call.ctx.call_extern = &CompiledGraph::call_extern;
   call.ctx.runtime = &call;
 
-  call.saved = PyEval_SaveThread();
-  const int status = entry_(&call.ctx);
-  PyEval_RestoreThread(call.saved);
+  if (device_.type == "cuda") {
+    call.device_index = device_key_.index;
+    if (!pybridge::current_cuda_stream(device_key_.index, &call.stream)) return false;
+  }
+
+  int status = 0;
+  if (code_->needs_gil()) {
+    status = code_->run(&call.ctx, call);
+  } else {
+    call.saved = PyEval_SaveThread();
+    status = code_->run(&call.ctx, call);
+    PyEval_RestoreThread(call.saved);
+    call.saved = nullptr;
+  }
 
   if (status != 0) {
     if (call.ctx.error == EMBER_ERROR_INDEX) {
-      const std::string& site = source_.check_sites.at(static_cast<size_t>(call.ctx.error_site));
+      const std::string& site = code_->check_sites().at(static_cast<size_t>(call.ctx.error_site));
       PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for dimension with size %lld (ember kernel %s)",
                    static_cast<long long>(call.ctx.error_value), static_cast<long long>(call.ctx.error_bound),
                    site.c_str());
@@ -493,7 +515,9 @@ CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan pl
   CompiledGraphBuild build;
   build.cache_hit = compiled.cache_hit;
   build.compile_seconds = compiled.seconds;
-  build.graph = std::make_unique<CompiledGraph>(std::move(program), std::move(plan), std::move(source), compiled.library, callables, convert);
+  build.graph = std::make_unique<CompiledGraph>(std::move(program), std::move(plan),
+                                                std::make_unique<CppCode>(std::move(source), compiled.library),
+                                                callables, convert);
   return build;
 }
 

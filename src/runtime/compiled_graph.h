@@ -1,23 +1,28 @@
-// A compiled graph: a loop IR program whose generated C++ is loaded, run from C++ on torch
-// tensors (docs/codegen-cpp.md, "Runtime").
+// A compiled graph: a loop IR program whose code is built and loaded (generated C++ in a shared
+// library, or Triton kernels), run from C++ on torch tensors (docs/codegen-cpp.md, "Runtime";
+// docs/codegen-triton.md).
 //
 // Needs: torch imported (tensors are read through the guards' torch bridge: DLPack's C exchange
-// table when torch has one, attributes otherwise) and the GIL held when run() is called; CPU
-// tensors. Guarantees: the same run contract as EagerExecutor — inputs borrowed, one per graph
-// input, outputs new references, false with a Python error set on failure. Per call: Output
-// buffers become torch tensors of exactly the planned sizes, strides and dtype
-// (torch.empty_strided), temporaries live in one arena allocation (a torch uint8 tensor, so an
-// extern call can be handed a view of a temporary), and the entry runs every step. The arena and
-// the tensors over it (temporaries and views of them) are kept for the next call when they are
-// small and no output aliases them; a call that finds them in use (another thread, re-entry)
-// allocates its own. Extern calls
-// run through torch by a one-node EagerExecutor each, so their arguments and literals are built
-// exactly as the eager backend builds them; a result whose strides differ from the planned ones
-// is copied into a tensor that has them (kernels fold strides into their code). A failed
-// check_index raises IndexError naming the kernel.
+// table when torch has one, attributes otherwise) and the GIL held when run() is called; every
+// buffer on the program's one device. Guarantees: the same run contract as EagerExecutor — inputs
+// borrowed, one per graph input, outputs new references, false with a Python error set on
+// failure. Per call: Output buffers become torch tensors of exactly the planned sizes, strides and
+// dtype on the program's device (torch.empty_strided), temporaries live in one arena allocation (a
+// torch uint8 tensor, from torch's caching allocator on CUDA, so an extern call can be handed a view
+// of a temporary), and the code runs every step. The arena and the tensors over it (temporaries
+// and views of them) are kept for the next call when they are small and no output aliases them; a
+// call that finds them in use (another thread, re-entry) allocates its own. Extern calls run
+// through torch by a one-node EagerExecutor each, so their arguments and literals are built exactly
+// as the eager backend builds them; a result whose strides differ from the planned ones is copied
+// into a tensor that has them (kernels fold strides into their code). A failed check_index raises
+// IndexError naming the kernel.
 //
-// The GIL is released while generated code runs and re-acquired inside the extern callback, so
-// kernels (OpenMP threads included) never hold it and other Python threads run meanwhile.
+// What runs the steps is a GraphCode: CppCode calls the generated library's entry; TritonCode
+// (runtime/triton_code.h) launches Triton kernels on torch's current CUDA stream, or runs them in
+// Triton's interpreter. CompiledGraph binds buffers, arena and extern calls the same way for both.
+// Code that runs without the GIL (generated C++; CUDA launches) has it released while it runs and
+// re-acquired inside the extern callback, so kernels (OpenMP threads included) never hold it and
+// other Python threads run meanwhile.
 #pragma once
 
 #include <Python.h>
@@ -28,6 +33,7 @@
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "pybridge/pyref.h"
+#include "pybridge/torch_bridge.h"
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
 #include "runtime/cpp_compiler.h"
@@ -38,23 +44,65 @@ struct ember_ctx;
 
 namespace ember::runtime {
 
+// What runs a compiled graph's steps once CompiledGraph has bound its buffers (ember_ctx: buffer
+// pointers, the arena, the extern callback).
+class GraphCode {
+ public:
+  // What a run sees besides ember_ctx.
+  class Env {
+   public:
+    // The torch tensor of a buffer (borrowed, valid for the call), for code that takes tensors
+    // rather than addresses (Triton's interpreter); null with a Python error set on failure.
+    virtual PyObject* tensor(loop_ir::BufferId id) = 0;
+    void* stream = nullptr;  // torch's current stream on the program's CUDA device; null on the CPU
+    int device_index = -1;
+
+   protected:
+    ~Env() = default;
+  };
+  virtual ~GraphCode() = default;
+  // Runs the program's steps in order (extern steps through ctx->call_extern). Returns 0, or
+  // non-zero with ctx->error set (a failed index check) or a Python error set.
+  virtual int run(ember_ctx* ctx, Env& env) const = 0;
+  // Whether run() needs the GIL held throughout; otherwise it runs with the GIL released and the
+  // extern callback takes it back.
+  virtual bool needs_gil() const = 0;
+  // Where each check_index is, by ember_ctx::error_site: "k2 %t5".
+  virtual const std::vector<std::string>& check_sites() const = 0;
+};
+
+// The C++ backend's code: a loaded library whose entry runs every step.
+class CppCode : public GraphCode {
+ public:
+  // Throws std::runtime_error when the library lacks the entry.
+  CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library);
+  int run(ember_ctx* ctx, Env& env) const override { return entry_(ctx); }
+  bool needs_gil() const override { return false; }
+  const std::vector<std::string>& check_sites() const override { return source_.check_sites; }
+  const codegen::CppSource& source() const { return source_; }
+  const LoadedLibrary& library() const { return *library_; }
+
+ private:
+  codegen::CppSource source_;
+  std::shared_ptr<LoadedLibrary> library_;
+  int (*entry_)(ember_ctx*) = nullptr;
+};
+
 class CompiledGraph : public GraphRunner {
  public:
-  // `library` holds the code `source` was generated into for `program` and `plan`;
-  // `callables[k]` is the torch callable of program.externs[k]. Throws std::invalid_argument when
-  // the program is something this runtime cannot run (non-CPU buffers, an output that is a
-  // temporary), std::runtime_error when the library lacks the entry.
-  CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                std::shared_ptr<LoadedLibrary> library, const std::vector<PyRef>& callables,
-                const EagerExecutor::LiteralToPython& convert);
+  // `code` runs `program` as planned by `plan`; `callables[k]` is the torch callable of
+  // program.externs[k]. Throws std::invalid_argument when the program is something this runtime
+  // cannot run (buffers on several devices or on a device other than cpu and cuda, an output
+  // that is a temporary).
+  CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, std::unique_ptr<GraphCode> code,
+                const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert);
   ~CompiledGraph();
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
-  const codegen::CppSource& source() const { return source_; }
-  const LoadedLibrary& library() const { return *library_; }
+  const GraphCode& code() const { return *code_; }
 
  private:
   struct Call;
@@ -94,9 +142,9 @@ class CompiledGraph : public GraphRunner {
 
   loop_ir::Program program_;
   memory::MemoryPlan plan_;
-  codegen::CppSource source_;
-  std::shared_ptr<LoadedLibrary> library_;
-  int (*entry_)(ember_ctx*) = nullptr;
+  std::unique_ptr<GraphCode> code_;
+  ir::Device device_;                     // every buffer's
+  pybridge::DeviceKey device_key_;
   std::vector<ExternStep> externs_;
   std::vector<Placement> placement_;      // per buffer
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
