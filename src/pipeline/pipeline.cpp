@@ -14,6 +14,7 @@ const char* ir_kind_name(IRKind kind) {
     case IRKind::Graph: return "graph";
     case IRKind::Loop: return "loop";
     case IRKind::Cpp: return "cpp";
+    case IRKind::Triton: return "triton";
   }
   return "?";
 }
@@ -58,9 +59,17 @@ const std::vector<Step>& steps() {
       {"emit", IRKind::Loop, "generate the target's code from the scheduled, planned program",
        [](Compilation& c, const Target& target) {
          if (!c.plan) throw std::invalid_argument("emit needs the memory plan: run `plan` first");
-         c.source = codegen::emit_cpp(c.program, *c.plan, target.cpp);
-         c.kind = IRKind::Cpp;
-         return true;
+         switch (target.kind) {
+           case Target::Kind::Cpu:
+             c.source = codegen::emit_cpp(c.program, *c.plan, target.cpp);
+             c.kind = IRKind::Cpp;
+             return true;
+           case Target::Kind::Triton:
+             c.triton = codegen::emit_triton(c.program, *c.plan, target.triton);
+             c.kind = IRKind::Triton;
+             return true;
+         }
+         throw std::invalid_argument("emit: unknown target kind");
        }},
   };
   return kSteps;
@@ -91,6 +100,7 @@ std::string Compilation::print() const {
   std::string text;
   for (const auto& d : decisions) text += "// fusion: " + d.str() + "\n";
   if (kind == IRKind::Cpp) return text + source->text;
+  if (kind == IRKind::Triton) return text + codegen::print(*triton);
   text += loop_ir::print(program);
   if (plan) {
     std::istringstream lines(plan->str());
@@ -108,7 +118,8 @@ std::vector<std::string> Compilation::verify() const {
       return problems.empty() ? shapes::check_node_types(graph) : problems;
     }
     case IRKind::Loop: return loop_ir::verify(program);
-    case IRKind::Cpp: return {};  // the C++ compiler is its verifier
+    case IRKind::Cpp: return {};     // the C++ compiler is its verifier
+    case IRKind::Triton: return {};  // so is Triton's
   }
   return {};
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "codegen/triton/triton_codegen.h"
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
@@ -37,8 +38,8 @@
 namespace ember::pipeline {
 
 // The IR kinds a compilation moves through, in order.
-enum class IRKind : uint8_t { Graph, Loop, Cpp };
-const char* ir_kind_name(IRKind kind);  // "graph", "loop", "cpp"
+enum class IRKind : uint8_t { Graph, Loop, Cpp, Triton };
+const char* ir_kind_name(IRKind kind);  // "graph", "loop", "cpp", "triton"
 
 // What the steps have produced so far, and where in the list `compile` goes on.
 struct Compilation {
@@ -51,12 +52,13 @@ struct Compilation {
   std::vector<std::string> lowering_refusals;       // why each core op became an extern call
   std::vector<scheduler::FusionDecision> decisions; // the scheduler's, in order
   std::optional<memory::MemoryPlan> plan;           // from `plan` on
-  std::optional<codegen::CppSource> source;         // from `emit` on
+  std::optional<codegen::CppSource> source;         // from `emit` on, for a Cpu target
+  std::optional<codegen::TritonSource> triton;      // from `emit` on, for a Triton target
   size_t next_step = 0;                             // index in steps() of the step compile() runs next
 
   // The current IR as text: graph IR; loop IR (the scheduler's decisions first as `// fusion:`
   // lines and the memory plan after it as `// memory:` lines, when those steps ran); the fusion
-  // lines and the C++ translation unit once emitted.
+  // lines and the C++ translation unit, or the printed Triton kernels, once emitted.
   std::string print() const;
   // The verifier's messages for the current IR (empty: valid); graph IR's include core-op result
   // types that differ from the shape rules' answers.

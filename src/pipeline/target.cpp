@@ -5,6 +5,7 @@ namespace ember::pipeline {
 std::string Target::str() const {
   switch (kind) {
     case Kind::Cpu: return "cpu";
+    case Kind::Triton: return "triton";
   }
   return "?";
 }

@@ -12,20 +12,28 @@
 #include <string>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "codegen/triton/triton_codegen.h"
 #include "ir/graph.h"
 #include "scheduler/scheduler.h"
 
 namespace ember::pipeline {
 
 struct Target {
-  // The only kind Ember generates code for today; CUDA (Triton) joins with the GPU backend.
-  enum class Kind : uint8_t { Cpu };
+  // Cpu: one C++ translation unit (codegen/cpp). Triton: one Triton kernel per loop-IR kernel
+  // (codegen/triton), for NVIDIA GPUs or Triton's interpreter.
+  enum class Kind : uint8_t { Cpu, Triton };
   Kind kind = Kind::Cpu;
   scheduler::ScheduleOptions schedule;
-  codegen::CppOptions cpp;
+  codegen::CppOptions cpp;        // Cpu
+  codegen::TritonOptions triton;  // Triton
 
   static Target cpu() { return Target{}; }
-  std::string str() const;  // "cpu"
+  static Target gpu() {  // Kind::Triton (`triton()` would clash with the field)
+    Target t;
+    t.kind = Kind::Triton;
+    return t;
+  }
+  std::string str() const;  // "cpu", "triton"
 };
 
 // The target that serves graphs living on `device`, or nullopt (with the reason) when Ember has no

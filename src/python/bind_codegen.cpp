@@ -1,5 +1,6 @@
 // Bindings of the C++ code generator and compiled graphs as ember._C.codegen, for tests and
-// tools: loop IR text in, C++ text or a runnable compiled program out. The real pipeline builds
+// tools: loop IR text in, C++ text or a runnable compiled program out, or Triton kernels (as the
+// printed text, or as dicts a test runner launches through Triton's interpreter). The real pipeline builds
 // CompiledGraph from graphs in C++; this is the doorway to test it on hand-written loop IR.
 // Options arrive resolved (compiler, include dirs, cache dir); `plan` is None (the memory
 // planner's plan) or (arena_bytes, [offset per buffer]); `code_cache` is the compile context
@@ -8,6 +9,7 @@
 // ember._C.codecache.CompileError (translated by the codecache binding).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -19,8 +21,10 @@
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
+#include "codegen/triton/triton_codegen.h"
 #include "frontend/interp/torch_table.h"
 #include "loop_ir/loop_ir.h"
+#include "pipeline/pipeline.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/isa.h"
 
@@ -69,6 +73,43 @@ codegen::CppOptions codegen_options(bool openmp, int64_t parallel_threshold) {
   return o;
 }
 
+nb::dict kernel_dict(const codegen::TritonKernel& k) {
+  static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction"};
+  nb::dict d;
+  d["name"] = k.name;
+  d["kind"] = kKinds[static_cast<int>(k.kind)];
+  d["source"] = k.source;
+  nb::list params;
+  for (const codegen::TritonParam& p : k.params) {
+    nb::dict pd;
+    pd["name"] = p.name;
+    pd["type"] = p.type;
+    if (p.kind == codegen::TritonParam::Kind::Pointer) {
+      pd["buffer"] = p.buffer;
+    } else {
+      pd["value"] = p.value.constant();
+    }
+    params.append(pd);
+  }
+  d["params"] = params;
+  nb::list configs;
+  for (const codegen::TritonConfig& c : k.configs) {
+    nb::dict blocks;
+    for (const auto& [name, value] : c.blocks) blocks[name.c_str()] = value;
+    nb::dict cd;
+    cd["blocks"] = blocks;
+    cd["num_warps"] = c.num_warps;
+    cd["num_stages"] = c.num_stages;
+    configs.append(cd);
+  }
+  d["configs"] = configs;
+  d["xnumel"] = k.xnumel.constant();
+  d["rnumel"] = k.rnumel.constant();
+  d["check_sites"] = k.check_sites;
+  d["signature"] = k.signature();
+  return d;
+}
+
 struct CompiledProgram {
   // compile_program builds C++ code only.
   const runtime::CppCode& cpp() const { return static_cast<const runtime::CppCode&>(graph->code()); }
@@ -92,6 +133,37 @@ void bind_codegen(nb::module_& m) {
       },
       "loop_ir"_a, "openmp"_a = true, "parallel_threshold"_a = codegen::CppOptions{}.parallel_threshold,
       "plan"_a = nb::none());
+
+  // `schedule`: run the pipeline's simplify and schedule steps first (programs straight from
+  // lowering), as the compiler does. Returns the
+  // printed kernels (`printed`), else {"kernels": [dict per kernel], "program": the loop IR they
+  // run, "arena_bytes", "offsets"}.
+  m.def(
+      "emit_triton",
+      [](const std::string& text, bool schedule, int64_t persistent_max_rnumel, int max_configs, bool printed,
+         const PlanArg& plan) -> nb::object {
+        pipeline::Compilation c(parse_verified(text));
+        pipeline::Target target = pipeline::Target::gpu();
+        target.triton.persistent_max_rnumel = persistent_max_rnumel;
+        target.triton.max_configs = max_configs;
+        if (schedule) {
+          for (const char* step : {"simplify", "schedule"})
+            pipeline::run_step(*pipeline::find_step(step), c, target, pipeline::Instruments{});
+        }
+        c.plan = plan_of(c.program, plan);
+        codegen::TritonSource source = codegen::emit_triton(c.program, *c.plan, target.triton);
+        if (printed) return nb::cast(codegen::print(source));
+        nb::list kernels;
+        for (const codegen::TritonKernel& k : source.kernels) kernels.append(kernel_dict(k));
+        nb::dict result;
+        result["kernels"] = kernels;
+        result["program"] = loop_ir::print(c.program);
+        result["arena_bytes"] = c.plan->arena_bytes;
+        result["offsets"] = c.plan->offsets;
+        return result;
+      },
+      "loop_ir"_a, "schedule"_a = false, "persistent_max_rnumel"_a = codegen::TritonOptions{}.persistent_max_rnumel,
+      "max_configs"_a = 1, "printed"_a = false, "plan"_a = nb::none());
 
   nb::class_<CompiledProgram>(m, "CompiledProgram")
       .def("run",

@@ -2,7 +2,7 @@
 // of Ember's golden tests (tests/golden), and the quickest way to watch one step work.
 //
 //   ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]...
-//             [--max-nodes N] [--list-passes] FILE|-
+//             [--max-nodes N] [--target cpu|triton] [--list-passes] FILE|-
 //
 // The input is graph IR, or loop IR with --loop; it is always verified (steps may assume valid IR).
 // Every step is one of the pipeline's (src/pipeline/pipeline.h; --list-passes lists them in order):
@@ -12,9 +12,10 @@
 //   neither            parses, verifies and prints.
 // --verify also verifies after every step, blaming the step that broke the IR. --print-after NAME
 // prints the IR after that step (as `// after NAME:` and the IR) before the final result.
-// --max-nodes sets the scheduler's fusion size cap of the CPU target. The result prints in the form
-// of the last IR made: graph IR; loop IR (after the scheduler, its decisions first as `// fusion:`
-// lines; after the memory planner, its plan last as `// memory:` lines); C++ after `emit`.
+// --max-nodes sets the scheduler's fusion size cap of the target. --target picks what `emit`
+// generates: C++ (cpu, the default) or Triton kernels (triton). The result prints in the form of
+// the last IR made: graph IR; loop IR (after the scheduler, its decisions first as `// fusion:`
+// lines; after the memory planner, its plan last as `// memory:` lines); C++ or Triton after `emit`.
 // Exit status: 0 success; 1 the input does not parse or verify, a step failed, or the file cannot
 // be read; 2 bad command line.
 #include <cerrno>
@@ -34,7 +35,7 @@ namespace pipeline = ember::pipeline;
 
 constexpr const char* kUsage =
     "usage: ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]... "
-    "[--max-nodes N] [--list-passes] FILE|-\n";
+    "[--max-nodes N] [--target cpu|triton] [--list-passes] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -113,9 +114,14 @@ int parse_args(int argc, char** argv, Options& options) {
       options.instruments.verify = true;
     } else if (arg == "--list-passes") {
       options.list_passes = true;
-    } else if (is("--pass") || is("--stop-after") || is("--print-after") || is("--max-nodes")) {
+    } else if (is("--pass") || is("--stop-after") || is("--print-after") || is("--max-nodes") || is("--target")) {
       std::string flag = arg.substr(0, arg.find('='));
       if (!value_of(i, arg, flag.c_str(), value)) return usage_error(flag + " needs a value");
+      if (flag == "--target") {
+        if (value != "cpu" && value != "triton") return usage_error("--target is cpu or triton, not '" + value + "'");
+        options.target.kind = value == "cpu" ? pipeline::Target::Kind::Cpu : pipeline::Target::Kind::Triton;
+        continue;
+      }
       if (flag == "--max-nodes") {
         try {
           options.target.schedule.max_nodes = std::stoi(value);

@@ -1,0 +1,245 @@
+"""Device functions that Ember's generated Triton kernels call as ``eh.<name>`` (docs/codegen-triton.md).
+
+They cover math that ``triton.language`` lacks or gets wrong for torch's semantics:
+- ``maximum``/``minimum`` and the ``reduce_max``/``reduce_min`` reductions propagate NaN like torch
+  (``tl.maximum`` and ``tl.max`` drop it on the GPU);
+- ``floordiv_*``/``mod_*`` round toward -inf like Python and torch (Triton's ``//`` and ``%`` truncate);
+- transcendentals go through libdevice on the GPU (``tl.exp``, ``tl.sin``... are approximate there).
+
+Triton's interpreter (``TRITON_INTERPRET=1``, read once at import) cannot run libdevice (triton#8825),
+so there each libdevice function has a ``tl``-level shim instead: numpy-backed, computed in float64
+where float32 would lose accuracy, accurate to float32 rounding (not to float64's).
+
+The bytes of this file are part of the cubin cache key: a change here recompiles every kernel.
+"""
+import os
+
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# ---- torch semantics on top of tl (the same on the GPU and in the interpreter)
+
+@triton.jit
+def maximum(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def reduce_max(x, axis: tl.constexpr):
+    m = tl.max(x, axis)
+    if x.dtype.is_floating():
+        m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
+    return m
+
+
+@triton.jit
+def reduce_min(x, axis: tl.constexpr):
+    m = tl.min(x, axis)
+    if x.dtype.is_floating():
+        m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
+    return m
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def reduce_prod(x, axis: tl.constexpr):
+    return tl.reduce(x, axis, _mul)
+
+
+@triton.jit
+def floordiv_int(a, b):
+    # Correct whether the backend's // truncates (the GPU) or not: the remainder's sign decides.
+    q = a // b
+    r = a - q * b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def mod_int(a, b):
+    r = a - (a // b) * b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def floordiv_float(a, b):
+    # torch's div_floor_floating: from fmod, so floor(a / b) is not off by one when a / b rounds.
+    q = a / b
+    m = fmod(a, b)
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1, f)
+    f = tl.where(d == 0, tl.where(q < 0, -0.0, 0.0), f)
+    return tl.where(b == 0, q, f).to(a.dtype)
+
+
+@triton.jit
+def mod_float(a, b):
+    m = fmod(a, b)
+    return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+@triton.jit
+def pow_int(a, b):
+    # Square and multiply over the exponent's low 32 bits (torch: exponents are >= 0).
+    result = a * 0 + 1
+    base = a
+    for i in tl.static_range(32):
+        result = tl.where(((b >> i) & 1) != 0, result * base, result)
+        base = base * base
+    return result
+
+
+@triton.jit
+def sigmoid(x):
+    return 1.0 / (1.0 + exp(-x))
+
+
+if not INTERPRET:
+    from triton.language.extra import libdevice
+
+    @triton.jit
+    def exp(x):
+        return libdevice.exp(x)
+
+    @triton.jit
+    def log(x):
+        return libdevice.log(x)
+
+    @triton.jit
+    def log1p(x):
+        return libdevice.log1p(x)
+
+    @triton.jit
+    def expm1(x):
+        return libdevice.expm1(x)
+
+    @triton.jit
+    def rsqrt(x):
+        return libdevice.rsqrt(x)
+
+    @triton.jit
+    def sin(x):
+        return libdevice.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return libdevice.cos(x)
+
+    @triton.jit
+    def tanh(x):
+        return libdevice.tanh(x)
+
+    @triton.jit
+    def erf(x):
+        return libdevice.erf(x)
+
+    @triton.jit
+    def pow(a, b):
+        return libdevice.pow(a, b)
+
+    @triton.jit
+    def trunc(x):
+        return libdevice.trunc(x)
+
+    @triton.jit
+    def round(x):
+        return libdevice.nearbyint(x)
+
+    @triton.jit
+    def fmod(a, b):
+        return libdevice.fmod(a, b)
+
+else:
+    # Shims: the interpreter runs tl.exp/log/sin/cos/sqrt/erf as numpy on the operand's dtype;
+    # where a formula would cancel in float32 it runs in float64.
+
+    @triton.jit
+    def exp(x):
+        return tl.exp(x)
+
+    @triton.jit
+    def log(x):
+        return tl.log(x)
+
+    @triton.jit
+    def log1p(x):
+        y = x.to(tl.float64)
+        small = tl.abs(y) < 1e-4
+        return tl.where(small, y * (1.0 - y * (0.5 - y / 3.0)), tl.log(1.0 + y)).to(x.dtype)
+
+    @triton.jit
+    def expm1(x):
+        y = x.to(tl.float64)
+        small = tl.abs(y) < 1e-5
+        return tl.where(small, y * (1.0 + 0.5 * y), tl.exp(y) - 1.0).to(x.dtype)
+
+    @triton.jit
+    def rsqrt(x):
+        return (1.0 / tl.sqrt(x.to(tl.float64))).to(x.dtype)
+
+    @triton.jit
+    def sin(x):
+        return tl.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return tl.cos(x)
+
+    @triton.jit
+    def tanh(x):
+        y = x.to(tl.float64)
+        e = tl.exp(-2.0 * tl.abs(y))
+        t = (1.0 - e) / (1.0 + e)
+        small = tl.abs(y) < 1e-4
+        t = tl.where(small, tl.abs(y) * (1.0 - y * y / 3.0), t)
+        return tl.where(y < 0, -t, t).to(x.dtype)
+
+    @triton.jit
+    def erf(x):
+        return tl.erf(x)
+
+    @triton.jit
+    def pow(a, b):
+        # exp(b log|a|) with torch's (C's) special cases: x**0 = 1, 1**y = 1, a negative base with
+        # an integral exponent keeps its sign by parity, otherwise NaN.
+        af = a.to(tl.float64)
+        bf = b.to(tl.float64)
+        mag = tl.exp(bf * tl.log(tl.abs(af)))
+        integral = tl.floor(bf) == bf
+        odd = integral & (tl.abs(bf - 2.0 * tl.floor(bf / 2.0)) == 1.0)
+        r = tl.where(af < 0, tl.where(integral, tl.where(odd, -mag, mag), float("nan")), mag)
+        r = tl.where((bf == 0) | (af == 1), 1.0, r)
+        return r.to(a.dtype)
+
+    @triton.jit
+    def trunc(x):
+        return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+    @triton.jit
+    def round(x):
+        f = tl.floor(x)
+        d = x - f
+        half_even = tl.where(f - 2.0 * tl.floor(f * 0.5) == 0, f, f + 1.0)
+        return tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, half_even)).to(x.dtype)
+
+    @triton.jit
+    def fmod(a, b):
+        # Exact: fmod's result is representable, and float64 holds a float32 quotient's integer part.
+        af = a.to(tl.float64)
+        bf = b.to(tl.float64)
+        q = af / bf
+        q = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+        return (af - q * bf).to(a.dtype)

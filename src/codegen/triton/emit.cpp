@@ -1,0 +1,382 @@
+// emit_triton: per loop-IR kernel, the decisions taken from sizes — kind, index width, configs,
+// parameters — then the module text (body: emit_kernel.cpp) and its content-derived name.
+//
+// Kinds (docs/codegen-triton.md). No loop with ranges: Pointwise. Every ranged loop's trip count at
+// most options.persistent_max_rnumel: PersistentReduction (RBLOCK = next_pow2 of the longest).
+// Else LoopedReduction. Configs follow Inductor's heuristics (triton_heuristics.py: pointwise,
+// _persistent_reduction_configs, _reduction_configs), simplified; the reasons are printed above
+// each kernel. Masks: xmask only where xnumel does not divide some candidate XBLOCK, rmask per
+// loop likewise (blocks are powers of two, so dividing the largest candidate is enough).
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "codegen/triton/emit_internal.h"
+#include "codegen/triton/spelling.h"
+#include "support/sha256.h"
+
+namespace ember::codegen {
+
+using loop_ir::Buffer;
+using loop_ir::BufferId;
+using loop_ir::Kernel;
+using loop_ir::Node;
+using loop_ir::Program;
+using loop_ir::ScalarOp;
+using triton::KernelShape;
+
+std::string TritonConfig::str() const {
+  std::string s;
+  for (const auto& [name, value] : blocks) s += name + "=" + std::to_string(value) + " ";
+  return s + "num_warps=" + std::to_string(num_warps) + " num_stages=" + std::to_string(num_stages);
+}
+
+std::vector<std::pair<std::string, std::string>> TritonKernel::signature() const {
+  std::vector<std::pair<std::string, std::string>> sig;
+  for (const TritonParam& p : params) sig.emplace_back(p.name, p.type);
+  for (const auto& block : configs.at(0).blocks) sig.emplace_back(block.first, "constexpr");
+  return sig;
+}
+
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+int64_t clamp_pow2(int64_t v, int64_t lo, int64_t hi) { return next_pow2(std::min(std::max(v, lo), hi)); }
+
+const char* kind_name(TritonKernel::Kind kind) {
+  switch (kind) {
+    case TritonKernel::Kind::Pointwise: return "pointwise";
+    case TritonKernel::Kind::PersistentReduction: return "persistent reduction";
+    case TritonKernel::Kind::LoopedReduction: return "looped reduction";
+  }
+  return "?";
+}
+
+int64_t constant(const sym::Expr& e, const std::string& what) {
+  if (!e.is_constant())
+    throw CodegenError(what + " is symbolic (" + e.str() + "): Triton code generation needs constant sizes for now");
+  return e.constant();
+}
+
+int64_t product(const std::vector<sym::Expr>& ranges, const std::string& what) {
+  int64_t p = 1;
+  for (const sym::Expr& r : ranges) p *= constant(r, what);
+  return p;
+}
+
+// Elements from element 0 to one past the last the strides reach (0 if empty).
+int64_t span_of(const Buffer& b) {
+  int64_t span = 1;
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    const int64_t size = constant(b.sizes[d], "size " + std::to_string(d) + " of %" + b.name());
+    const int64_t stride = constant(b.strides[d], "stride " + std::to_string(d) + " of %" + b.name());
+    if (size == 0) return 0;
+    if (stride < 0) throw CodegenError("%" + b.name() + " has a negative stride");
+    span += (size - 1) * stride;
+  }
+  return span;
+}
+
+void check_symbols(const sym::Expr& e, const Node& n) {
+  if (e.kind() == sym::ExprKind::Symbol) {
+    const std::string& s = e.symbol_name();
+    const bool numbered = s.size() > 1 && std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!numbered || (s[0] != 'i' && s[0] != 'r' && s[0] != 't'))
+      throw CodegenError("node " + triton::node_desc(n) + ": index symbol '" + s +
+                         "' is symbolic: Triton code generation needs constant sizes for now");
+    return;
+  }
+  for (const sym::Expr& o : e.operands()) check_symbols(o, n);
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Program& p, const Kernel& k, const TritonOptions& o) : program_(p), kernel_(k), options_(o) {}
+
+  TritonKernel emit() {
+    TritonKernel out;
+    check_and_collect();
+    measure();
+    out.kind = shape_.kind;
+    out.xnumel = shape_.xnumel;
+    out.rnumel = shape_.rnumel;
+    out.configs = configs();
+    decide_masks(out.configs);
+    out.params = params();
+    const std::string body = triton::emit_body(program_, kernel_, shape_, &out.check_sites);
+
+    std::string fn = "@triton.jit\ndef KERNEL_NAME(";
+    for (const TritonParam& p : out.params) fn += p.name + ", ";
+    fn += "XBLOCK: tl.constexpr";
+    if (shape_.kind != TritonKernel::Kind::Pointwise) fn += ", RBLOCK: tl.constexpr";
+    fn += "):\n" + body;
+    std::string text = "import triton\nimport triton.language as tl\n";
+    if (fn.find("eh.") != std::string::npos) text += "from ember._triton import helpers as eh\n";
+    text += "\n\n" + reasons_ + fn;
+    out.name = name(text);
+    const size_t at = text.find("KERNEL_NAME");
+    out.source = text.replace(at, std::string("KERNEL_NAME").size(), out.name);
+    return out;
+  }
+
+ private:
+  // Every buffer the kernel touches is supported, with constant layout; views keep their root's
+  // dtype. Records each root's parameter role in order of first use.
+  void check_and_collect() {
+    for (const Node& n : kernel_.nodes) {
+      for (const sym::Expr& e : n.index) check_symbols(e, n);
+      if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
+      const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
+      int64_t offset = 0;
+      BufferId id = b.id;
+      for (size_t depth = 0;; ++depth) {
+        const Buffer& cur = program_.buffers.at(static_cast<size_t>(id));
+        if (triton::dtype_spelling(cur.dtype).kind == triton::TKind::None)
+          throw CodegenError("%" + cur.name() + ": Triton code generation does not support dtype " +
+                             ir::dtype_name(cur.dtype));
+        if (cur.dtype != b.dtype)
+          throw CodegenError("view %" + b.name() + " (" + ir::dtype_name(b.dtype) + ") of %" + cur.name() + " (" +
+                             ir::dtype_name(cur.dtype) + ") changes dtype: Triton code generation refuses it");
+        offset += constant(cur.offset, "the offset of %" + cur.name());
+        span_of(cur);
+        if (cur.kind != Buffer::Kind::View) break;
+        if (depth > program_.buffers.size()) throw CodegenError("views form a cycle at %" + b.name());
+        id = cur.base;
+      }
+      shape_.root_offset[b.id] = offset;
+      span_needed_ = std::max(span_needed_, offset + span_of(b));
+      auto found = std::find_if(roots_.begin(), roots_.end(), [&](const auto& r) { return r.first == id; });
+      if (found == roots_.end()) {
+        roots_.push_back({id, 0});
+        found = roots_.end() - 1;
+      }
+      found->second |= n.op == ScalarOp::Load ? 1 : 2;
+    }
+    for (const auto& [root, use] : roots_)
+      span_needed_ = std::max(span_needed_, span_of(program_.buffers.at(static_cast<size_t>(root))));
+  }
+
+  void measure() {
+    shape_.xnumel = product(kernel_.ranges, "the ranges of kernel @" + kernel_.name);
+    bool ranged = false;
+    for (const loop_ir::Loop& loop : kernel_.loops) {
+      shape_.loop_numel.push_back(product(loop.ranges, "a loop range of kernel @" + kernel_.name));
+      if (loop.ranges.empty()) continue;
+      ranged = true;
+      shape_.rnumel = std::max(shape_.rnumel, shape_.loop_numel.back());
+    }
+    if (!ranged) {
+      shape_.kind = TritonKernel::Kind::Pointwise;
+      reasons_ = "# pointwise: no loop with ranges\n";
+    } else if (shape_.rnumel <= options_.persistent_max_rnumel) {
+      shape_.kind = TritonKernel::Kind::PersistentReduction;
+      shape_.persistent_rblock = next_pow2(shape_.rnumel);
+      reasons_ = "# persistent reduction: every loop runs <= " + std::to_string(options_.persistent_max_rnumel) +
+                 " times (rnumel " + std::to_string(shape_.rnumel) + "): the row stays in registers\n";
+    } else {
+      shape_.kind = TritonKernel::Kind::LoopedReduction;
+      reasons_ = "# looped reduction: rnumel " + std::to_string(shape_.rnumel) + " > " +
+                 std::to_string(options_.persistent_max_rnumel) + "\n";
+    }
+    // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32.
+    const int64_t points = shape_.xnumel * std::max<int64_t>(shape_.rnumel, 1);
+    shape_.int64 = points > kInt32Max || span_needed_ > kInt32Max;
+    reasons_ += shape_.int64 ? "# index: int64 (xnumel*rnumel " + std::to_string(points) + " or a buffer span " +
+                                   std::to_string(span_needed_) + " passes INT32_MAX)\n"
+                             : "# index: int32 (xnumel*rnumel and every buffer span fit)\n";
+  }
+
+  // The reduction reads along a non-contiguous dimension (sum over dim 0): its first load moves
+  // by 1 along the innermost outer variable, not along the innermost loop variable.
+  bool outer_reduction() const {
+    for (const Node& n : kernel_.nodes) {
+      if (n.op != ScalarOp::Load || kernel_.loops[static_cast<size_t>(n.loop)].ranges.empty()) continue;
+      const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
+      sym::Expr off = 0;
+      for (size_t k = 0; k < n.index.size(); ++k) off = off + n.index[k] * b.strides[k];
+      auto step = [&](const std::string& v) {
+        sym::Expr d = loop_ir::simplify(loop_ir::substitute(off, {{v, sym::Expr::symbol(v) + 1}}) - off, {});
+        return d.is_constant() ? d.constant() : -1;
+      };
+      const size_t nr = kernel_.loops[static_cast<size_t>(n.loop)].ranges.size();
+      const int64_t along_r = step("r" + std::to_string(nr - 1));
+      const int64_t along_x = kernel_.ranges.empty() ? -1 : step("i" + std::to_string(kernel_.ranges.size() - 1));
+      return along_r != 1 && along_x == 1;
+    }
+    return false;
+  }
+
+  static TritonConfig config(int64_t xblock, int64_t rblock, int64_t warps) {
+    TritonConfig c;
+    c.blocks.emplace_back("XBLOCK", xblock);
+    if (rblock > 0) c.blocks.emplace_back("RBLOCK", rblock);
+    c.num_warps = static_cast<int>(warps);
+    return c;
+  }
+
+  std::vector<TritonConfig> configs() {
+    std::vector<TritonConfig> list;
+    const int64_t xcap = next_pow2(shape_.xnumel);
+    auto add = [&](int64_t xb, int64_t rb, int64_t warps) {
+      xb = std::max<int64_t>(1, std::min(xb, xcap));
+      for (const TritonConfig& c : list)
+        if (c.blocks[0].second == xb && (rb <= 0 || c.blocks[1].second == rb)) return;
+      list.push_back(config(xb, rb, warps));
+    };
+    switch (shape_.kind) {
+      case TritonKernel::Kind::Pointwise: {
+        // triton_config: num_warps = next_pow2(clamp(XBLOCK / 256, 1, 8)), at least 4 from 128.
+        auto warps = [](int64_t xb, int64_t per_warp) {
+          int64_t w = clamp_pow2(xb / per_warp, 1, 8);
+          return xb >= 128 ? std::max<int64_t>(w, 4) : w;
+        };
+        const int64_t xb = std::min<int64_t>(1024, xcap);
+        add(xb, 0, warps(xb, 256));
+        add(xb / 2, 0, warps(xb / 2, 64));
+        add(256, 0, warps(256, 256));
+        add(128, 0, warps(128, 64));
+        reasons_ += "# configs: XBLOCK = min(1024, next_pow2(xnumel)), num_warps from 256 elements per warp\n";
+        break;
+      }
+      case TritonKernel::Kind::PersistentReduction: {
+        const int64_t rb = shape_.persistent_rblock;
+        auto fitting = [&](int64_t cap) { return std::max<int64_t>(1, std::min<int64_t>(cap, 4096 / rb)); };
+        auto warps = [&](int64_t xb) { return clamp_pow2(std::min(xb, xcap) * rb / 256, 2, 8); };
+        const int64_t xb = fitting(128);
+        add(xb, rb, warps(xb));
+        for (int64_t alt : {1, 8, 32, 128}) add(fitting(alt), rb, warps(fitting(alt)));
+        reasons_ += "# configs: RBLOCK = next_pow2(rnumel), XBLOCK*RBLOCK <= 4096, num_warps from 256 elements per warp\n";
+        break;
+      }
+      case TritonKernel::Kind::LoopedReduction: {
+        const int64_t rb = std::min<int64_t>(2048, next_pow2(shape_.rnumel));
+        if (outer_reduction()) {
+          add(64, 8, 4);
+          reasons_ += "# configs: the loop reads across rows (outer reduction): XBLOCK=64 RBLOCK=8 keep loads coalesced\n";
+        } else {
+          add(1, rb, clamp_pow2(rb / 128, 2, 16));
+          reasons_ += "# configs: one row per program, RBLOCK = min(2048, next_pow2(rnumel)), num_warps = RBLOCK/128\n";
+        }
+        add(1, rb, clamp_pow2(rb / 128, 2, 16));
+        add(2, 1024, 8);
+        add(8, 512, 8);
+        add(64, 64, 8);
+        add(64, 8, 4);
+        break;
+      }
+    }
+    const size_t keep = static_cast<size_t>(std::max(1, options_.max_configs));
+    if (list.size() > keep) list.resize(keep);
+    for (const TritonConfig& c : list) reasons_ += "#   " + c.str() + "\n";
+    return list;
+  }
+
+  void decide_masks(const std::vector<TritonConfig>& list) {
+    int64_t xb = 1, rb = 1;
+    for (const TritonConfig& c : list) {
+      xb = std::max(xb, c.blocks[0].second);
+      if (c.blocks.size() > 1) rb = std::max(rb, c.blocks[1].second);
+    }
+    shape_.xmask = shape_.xnumel % xb != 0;
+    for (size_t l = 0; l < kernel_.loops.size(); ++l) {
+      const int64_t n = shape_.loop_numel[l];
+      const bool ranged = !kernel_.loops[l].ranges.empty();
+      const bool persistent = shape_.kind == TritonKernel::Kind::PersistentReduction;
+      shape_.rmask.push_back(ranged && (persistent ? n != shape_.persistent_rblock : n % rb != 0));
+    }
+  }
+
+  std::vector<TritonParam> params() {
+    std::vector<TritonParam> list;
+    int counts[4] = {};
+    for (const auto& [root, use] : roots_) {
+      const Buffer& b = program_.buffers.at(static_cast<size_t>(root));
+      static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
+      TritonParam p;
+      p.kind = TritonParam::Kind::Pointer;
+      p.name = kPrefix[use] + std::to_string(counts[use]++);
+      p.type = std::string("*") + triton::dtype_spelling(b.dtype).signature;
+      p.buffer = root;
+      shape_.pointer[root] = p.name;
+      list.push_back(p);
+    }
+    const std::string size_type = shape_.int64 ? "i64" : "i32";
+    auto size = [&](const char* name, int64_t value) {
+      TritonParam p;
+      p.kind = TritonParam::Kind::Size;
+      p.name = name;
+      p.type = size_type;
+      p.value = value;
+      list.push_back(p);
+    };
+    size("xnumel", shape_.xnumel);
+    if (shape_.kind != TritonKernel::Kind::Pointwise) size("rnumel", shape_.rnumel);
+    return list;
+  }
+
+  // ember_<poi|per|red>_<up to three op names>_<8 hex of the text's hash>.
+  std::string name(const std::string& text) const {
+    std::string ops;
+    std::set<std::string> seen;
+    for (const Node& n : kernel_.nodes) {
+      if (loop_ir::op_info(n.op).cls == loop_ir::OpClass::Leaf || loop_ir::op_info(n.op).cls == loop_ir::OpClass::Effect ||
+          n.op == ScalarOp::Cast || n.op == ScalarOp::CheckIndex)
+        continue;
+      std::string op = loop_ir::op_info(n.op).name;
+      if (op.rfind("reduce_", 0) == 0) op = op.substr(7);
+      if (op.rfind("welford_", 0) == 0) op = "welford";
+      if (seen.size() == 3 || !seen.insert(op).second) continue;
+      ops += op + "_";
+    }
+    if (ops.empty()) ops = "copy_";
+    const char* prefix = shape_.kind == TritonKernel::Kind::Pointwise           ? "poi"
+                         : shape_.kind == TritonKernel::Kind::PersistentReduction ? "per"
+                                                                                  : "red";
+    return std::string("ember_") + prefix + "_" + ops + sha256_hex(text).substr(0, 8);
+  }
+
+  const Program& program_;
+  const Kernel& kernel_;
+  const TritonOptions& options_;
+  KernelShape shape_;
+  std::vector<std::pair<BufferId, int>> roots_;  // root -> 1 loaded, 2 stored, 3 both
+  int64_t span_needed_ = 0;
+  std::string reasons_;
+};
+
+}  // namespace
+
+TritonSource emit_triton(const Program& program, const memory::MemoryPlan& plan, const TritonOptions& options) {
+  if (plan.offsets.size() != program.buffers.size())
+    throw CodegenError("the memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
+                       std::to_string(program.buffers.size()) + " buffers");
+  TritonSource source;
+  for (const Kernel& k : program.kernels) source.kernels.push_back(KernelEmitter(program, k, options).emit());
+  return source;
+}
+
+std::string print(const TritonSource& source) {
+  std::string out;
+  for (size_t k = 0; k < source.kernels.size(); ++k) {
+    const TritonKernel& kernel = source.kernels[k];
+    out += "# kernel " + std::to_string(k) + ": " + kernel.name + " (" + kind_name(kernel.kind) + ")\n";
+    for (const TritonParam& p : kernel.params) {
+      out += "#   " + p.name + ": " + p.type + " = ";
+      out += p.kind == TritonParam::Kind::Pointer ? "%b" + std::to_string(p.buffer) : p.value.str();
+      out += "\n";
+    }
+    for (const TritonConfig& c : kernel.configs) out += "#   config: " + c.str() + "\n";
+    for (const std::string& site : kernel.check_sites) out += "#   check: " + site + "\n";
+    out += kernel.source + "\n";
+  }
+  return out;
+}
+
+}  // namespace ember::codegen

@@ -1,0 +1,40 @@
+// Pieces shared by the Triton emitter's files: the decisions taken per kernel from its sizes
+// (emit.cpp: kind, index width, configs, parameters) and the body printer that follows them
+// (emit_kernel.cpp). Not a public interface: triton_codegen.h is.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/triton/triton_codegen.h"
+
+namespace ember::codegen::triton {
+
+// What emit.cpp decided for one kernel, and what the body printer needs to follow it.
+struct KernelShape {
+  TritonKernel::Kind kind = TritonKernel::Kind::Pointwise;
+  bool int64 = false;                  // index math in int64 (a size or span passes INT32_MAX)
+  int64_t xnumel = 1;
+  std::vector<int64_t> loop_numel;     // per loop: its trip count (1 for a loop without ranges)
+  int64_t rnumel = 1;                  // the longest ranged loop's trip count
+  int64_t persistent_rblock = 0;       // PersistentReduction: next_pow2(rnumel)
+  bool xmask = false;                  // xnumel does not divide every candidate XBLOCK
+  std::vector<bool> rmask;             // per loop: its trip count does not divide every RBLOCK
+  // Root buffer -> parameter name ("in_ptr0"), and the element offset of each accessed buffer
+  // (a view's chain of offsets) from its root's element 0.
+  std::map<loop_ir::BufferId, std::string> pointer;
+  std::map<loop_ir::BufferId, int64_t> root_offset;
+};
+
+// The @triton.jit function's body lines (4-space indented, each ending in '\n'), from the index
+// set-up to the last store. Appends one check site per check_index to `check_sites`
+// ("k2 %t5", as CppSource's). Throws CodegenError naming the node for what it cannot spell.
+std::string emit_body(const loop_ir::Program& program, const loop_ir::Kernel& kernel, const KernelShape& shape,
+                      std::vector<std::string>* check_sites);
+
+// "%t5 (exp : i32)", for error messages.
+std::string node_desc(const loop_ir::Node& n);
+
+}  // namespace ember::codegen::triton

@@ -1,0 +1,60 @@
+"""The programs tests/codegen_triton runs through Triton's interpreter: name -> (fn, make_args,
+emit_triton options). Each stays under 64K elements (the interpreter takes ~0.7 ms per program)."""
+import torch
+import torch.nn.functional as F
+
+
+def randn(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def with_nans(t):
+    t = t.clone()
+    t.view(-1)[::7] = float("nan")
+    return t
+
+
+CASES = {
+    # Pointwise: broadcast of a row and a column, a scalar constant, relu.
+    "pointwise_broadcast": (lambda x, r, c: torch.relu(x * r + c - 0.5),
+                            lambda: [randn(33, 65), randn(65, seed=1), randn(33, 1, seed=2)], {}),
+    # A strided (transposed) input read into a contiguous output.
+    "pointwise_strided": (lambda x: x.t() * 2 + 1, lambda: [randn(40, 24)], {}),
+    # cat: masked loads.
+    "cat": (lambda a, b: torch.cat([a, b], 1) * 3, lambda: [randn(16, 5), randn(16, 11, seed=1)], {}),
+    # bf16 storage, f32 math.
+    "bf16": (lambda a, b: torch.sigmoid(a * b) + a, lambda: [randn(64, 48, dtype=torch.bfloat16),
+                                                             randn(64, 48, dtype=torch.bfloat16, seed=1)], {}),
+    "unary_math": (lambda x: (torch.exp(x) + torch.tanh(x) + torch.erf(x) + torch.log1p(x.abs()) + torch.expm1(x) +
+                              torch.rsqrt(x.abs() + 1) + torch.sin(x) * torch.cos(x) + torch.sqrt(x.abs())),
+                   lambda: [randn(1000) * 3], {}),
+    "python_division": (lambda a, b, i, j: (torch.floor_divide(a, b), torch.remainder(a, b), i // j, i % j,
+                                            torch.pow(a.abs(), b)),
+                        lambda: [randn(300) * 10, randn(300, seed=1) * 3 + 0.1,
+                                 torch.randint(-50, 50, (300,), generator=torch.Generator().manual_seed(3)),
+                                 torch.randint(1, 7, (300,), generator=torch.Generator().manual_seed(4)) *
+                                 (1 - 2 * (torch.arange(300) % 2))], {}),
+    "nan_maximum": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), x.amax(-1), x.amin(-1)),
+                    lambda: [with_nans(randn(12, 20)), randn(12, 20, seed=1)], {}),
+    "softmax": (lambda x: torch.softmax(x, -1), lambda: [randn(64, 100) * 4], {}),
+    "log_softmax_looped": (lambda x: F.log_softmax(x, -1), lambda: [randn(6, 3000)], {}),
+    "sum_looped": (lambda x: x.sum(-1), lambda: [randn(8, 3000)], {}),
+    "sum_dim0": (lambda x: x.sum(0), lambda: [randn(300, 40)], {}),
+    "sum_dim0_looped": (lambda x: x.sum(0), lambda: [randn(2000, 20)], {}),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (100,), w, b),
+                   lambda: [randn(16, 100) + 3, randn(100, seed=1), randn(100, seed=2)], {}),
+    "layer_norm_looped": (lambda x, w, b: F.layer_norm(x, (2000,), w, b),
+                          lambda: [randn(4, 2000) + 3, randn(2000, seed=1), randn(2000, seed=2)], {}),
+    "layer_norm_bf16": (lambda x, w, b: F.layer_norm(x, (64,), w, b),
+                        lambda: [randn(32, 64, dtype=torch.bfloat16), randn(64, dtype=torch.bfloat16, seed=1),
+                                 randn(64, dtype=torch.bfloat16, seed=2)], {}),
+    "var_mean": (lambda x: torch.var_mean(x, -1), lambda: [randn(10, 1500) + 5], {}),
+    "embedding": (lambda w, i: F.embedding(i, w) * 2,
+                  lambda: [randn(50, 16), torch.randint(0, 50, (7, 3), generator=torch.Generator().manual_seed(1))],
+                  {}),
+    "gather": (lambda x, i: torch.gather(x, 1, i),
+               lambda: [randn(8, 30), torch.randint(0, 30, (8, 5), generator=torch.Generator().manual_seed(1))], {}),
+    "int_bool": (lambda i, x: ((i > 3) & (x < 0), i * 3 - 7, (i.sum(-1)), (x > 0).sum(-1)),
+                 lambda: [torch.randint(-10, 10, (9, 13), generator=torch.Generator().manual_seed(1)), randn(9, 13)],
+                 {}),
+}
