@@ -27,15 +27,20 @@ def ember_test_axpy_bf16(x_ptr, y_ptr, out_ptr, alpha, n, XBLOCK: tl.constexpr):
              [("XBLOCK", 256)])
 
 # Every scalar type the launcher packs, and one argument specialized to the constexpr 1 (which
-# Triton drops from the launched parameters like a declared constexpr): each program writes the
-# sum of its scalars.
+# Triton drops from the launched parameters like a declared constexpr): the kernel writes each
+# scalar, as float64, to out[0..7] (out[7] = h + one).
 SCALARS = (_HEADER + '''@triton.jit
 def ember_test_scalars(out_ptr, a, b, c, d, e, f, g, one, h, XBLOCK: tl.constexpr):
-    total = (a + b.to(tl.float32) + c.to(tl.float32) + d.to(tl.float32) + e.to(tl.float32)
-             + f.to(tl.float32) + g.to(tl.float32) + one + h.to(tl.float32))
-    tl.store(out_ptr + tl.arange(0, XBLOCK), tl.zeros([XBLOCK], tl.float32) + total)
+    tl.store(out_ptr + 0, a.to(tl.float64))
+    tl.store(out_ptr + 1, b.to(tl.float64))
+    tl.store(out_ptr + 2, c.to(tl.float64))
+    tl.store(out_ptr + 3, d.to(tl.float64))
+    tl.store(out_ptr + 4, e.to(tl.float64))
+    tl.store(out_ptr + 5, f.to(tl.float64))
+    tl.store(out_ptr + 6, g)
+    tl.store(out_ptr + 7, (h + one).to(tl.float64))
 ''', "ember_test_scalars",
-           [("out_ptr", "*fp32"), ("a", "fp32"), ("b", "fp16"), ("c", "bf16"), ("d", "i1"), ("e", "i32"),
+           [("out_ptr", "*fp64"), ("a", "fp32"), ("b", "fp16"), ("c", "bf16"), ("d", "i1"), ("e", "i32"),
             ("f", "i64"), ("g", "fp64"), ("one", "constexpr"), ("h", "i8"), ("XBLOCK", "constexpr")],
            [("one", 1), ("XBLOCK", 32)])
 

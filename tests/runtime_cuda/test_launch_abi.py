@@ -99,7 +99,7 @@ def test_launched_params_are_the_signature_minus_constexprs(compiled):
     assert add.param_types == ["*fp32", "*fp32", "*fp32", "i32"]
     assert axpy.param_types == ["*bf16", "*bf16", "*bf16", "bf16", "i32"]
     # `one` was specialized to the constexpr 1: it is not launched.
-    assert scalars.param_types == ["*fp32", "fp32", "fp16", "bf16", "i1", "i32", "i64", "fp64", "i8"]
+    assert scalars.param_types == ["*fp64", "fp32", "fp16", "bf16", "i1", "i32", "i64", "fp64", "i8"]
     assert matmul.param_types == ["*fp16", "*fp16", "*fp32", "i32", "i32", "i32"]
 
 
