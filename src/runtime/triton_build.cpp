@@ -237,6 +237,16 @@ PyRef job_dict(const TritonCompileJob& job, const TritonTarget& target) {
                  "job");
 }
 
+// Waits for flock without the GIL: the holder may be another thread of this process that needs the
+// GIL to finish its compile (and other threads should run meanwhile anyway).
+std::unique_ptr<FileLock> lock_without_gil(const std::string& path) {
+  struct Released {
+    PyThreadState* state = PyEval_SaveThread();
+    ~Released() { PyEval_RestoreThread(state); }
+  } released;
+  return std::make_unique<FileLock>(path);
+}
+
 }  // namespace
 
 std::string TritonTarget::str() const { return backend + ":" + std::to_string(capability); }
@@ -273,13 +283,14 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs
   if (!toolchain) fail_python("fingerprint");
 
   // Hits first; misses grouped by key (identical jobs compile once), in key order.
+  std::vector<std::string> keys(jobs.size());
   std::map<std::string, std::vector<size_t>> misses;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    std::string key = cache_key(jobs[i], options.target, std::string(toolchain, size));
-    if (auto binary = load_entry(entry_paths(options.cache_dir, key), key)) {
+    keys[i] = cache_key(jobs[i], options.target, std::string(toolchain, size));
+    if (auto binary = load_entry(entry_paths(options.cache_dir, keys[i]), keys[i])) {
       binaries[i] = std::move(*binary);
     } else {
-      misses[key].push_back(i);
+      misses[keys[i]].push_back(i);
     }
   }
   if (misses.empty()) return binaries;
@@ -291,7 +302,7 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs
   for (const auto& [key, indices] : misses) {
     EntryPaths p = entry_paths(options.cache_dir, key);
     ensure_private_dir(p.parent, owner);
-    locks.push_back(std::make_unique<FileLock>(p.lock));
+    locks.push_back(lock_without_gil(p.lock));
     if (auto binary = load_entry(p, key)) {
       for (size_t i : indices) binaries[i] = *binary;
       continue;
@@ -336,8 +347,9 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs
   }
   if (first_failure) {
     const TritonCompileJob& job = jobs[*first_failure];
+    std::string source = entry_paths(options.cache_dir, keys[*first_failure]).source;
     throw TritonBuildError("Triton could not compile kernel " + job.name + " (job " + std::to_string(*first_failure) +
-                               "): " + last_line(failure_detail),
+                               ", " + source + "): " + last_line(failure_detail),
                            failure_detail);
   }
   return binaries;

@@ -150,3 +150,26 @@ def test_two_processes_compile_a_key_once(tmp_path):
     outputs = sorted(child.communicate(timeout=300)[0].split() for child in children)
     assert all(child.returncode == 0 for child in children)
     assert outputs == [["hit", probe.key], ["miss", probe.key]]
+
+
+def test_two_threads_compile_a_key_once(tmp_path):
+    # The second thread waits on the entry's flock without the GIL, which the first one needs to
+    # finish its compile: holding it there would deadlock.
+    import threading
+
+    results, errors = [], []
+
+    def build():
+        try:
+            results.extend(cuda.build([job(constexprs=[("XBLOCK", 1024)])], str(tmp_path)))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=build, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads), "deadlocked"
+    assert not errors
+    assert sorted(b.cache_hit for b in results) == [False, True]
