@@ -1,13 +1,15 @@
-// Compiling generated Triton kernels to cubins, through a disk cache (docs/codegen-triton.md,
+// Compiling generated Triton kernels to cubins, through a disk cache (docs/cuda-runtime.md,
 // "Compilation"). Compile time only: nothing here runs while a compiled graph runs.
 //
 // Needs: the GIL (Triton's compiler is Python: python/ember/_triton/compile.py runs it, in a pool of
-// worker processes so that one graph's kernels compile in parallel) and triton importable. No GPU:
-// the target is given (sm_90 for the H200), never queried from a device.
+// worker processes so that one graph's kernels compile in parallel; the GIL is released while
+// waiting for another thread's or process's lock on an entry) and triton importable. No GPU: the
+// target is given (sm_90 for the H200), never queried from a device.
 // Guarantees, as the C++ code cache's (cpp_compiler.h):
 //  - A binary is named by sha256 over the kernel's source, signature, constexpr values, compile
-//    options, the target, Triton's version, the ptxas version and the bytes of Ember's Triton helper
-//    module: anything that changes the cubin changes the key.
+//    options, the target, Triton's version, the ptxas path and version and the bytes of Ember's
+//    Triton helper module: anything that changes the cubin changes the key. The cache directory
+//    does not.
 //  - Layout <cache_dir>/triton/<key[0:2]>/<key>/{kernel.py, kernel.ptx, kernel.cubin, meta.json};
 //    files appear only by atomic rename, meta.json last and carrying the cubin's sha256, so a reader
 //    never sees half an entry; an entry whose cubin does not match its digest (or whose meta.json

@@ -3,7 +3,8 @@
 // global_scratch and profile_scratch (0 when their size is 0).
 //
 // Needs: the Driver, and the caller on a thread where torch has made the device's primary context
-// current (or none current: the primary context is retained and made current, as Triton does).
+// current (or none current: the primary context is retained and made current, as Triton does, at
+// the load and at every launch). A current context of another device is an error.
 // Guarantees: the module is loaded once per device, lazily, thread-safe; dynamic shared memory above
 // 48 KiB is opted into (cuFuncSetAttribute) up to the device's limit, and a kernel needing more is an
 // error naming both sizes; arguments are packed by their Triton type (pointer 8 bytes, i64 8, i32 4,
