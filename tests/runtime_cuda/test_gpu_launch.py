@@ -6,7 +6,7 @@ import torch
 
 from ember._C import cuda
 
-import kernels
+import cuda_test_kernels as kernels
 
 triton = pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

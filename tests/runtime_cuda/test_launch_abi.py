@@ -10,7 +10,7 @@ import torch
 
 from ember._C import cuda
 
-import kernels
+import cuda_test_kernels as kernels
 
 triton = pytest.importorskip("triton")
 

@@ -13,7 +13,7 @@ import pytest
 
 from ember._C import cuda
 
-import kernels
+import cuda_test_kernels as kernels
 
 triton = pytest.importorskip("triton")
 
@@ -124,7 +124,7 @@ _CHILD = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     sys.path.insert(0, sys.argv[2])
     from ember._C import cuda
-    import kernels
+    import cuda_test_kernels as kernels
     src, name, signature, constexprs = kernels.ADD
     [b] = cuda.build([cuda.CompileJob(src, name, signature, [("XBLOCK", 512)])], sys.argv[3])
     print("hit" if b.cache_hit else "miss", b.key)
