@@ -14,6 +14,7 @@ void bind_codecache(nb::module_& m);
 void bind_lowering(nb::module_& m);
 void bind_codegen(nb::module_& m);
 void bind_passes(nb::module_& m);
+void bind_cuda(nb::module_& m);
 #ifdef EMBER_TEST_FIXTURES
 void bind_eval_frame_testing(nb::module_& m);
 #endif
@@ -45,4 +46,6 @@ NB_MODULE(_C, m) {
   bind_codegen(codegen);
   auto passes = m.def_submodule("passes", "Graph passes over IR text; IR text on the eager executor (tests)");
   bind_passes(passes);
+  auto cuda = m.def_submodule("cuda", "Triton cubin cache and the CUDA launcher (tests, tools)");
+  bind_cuda(cuda);
 }

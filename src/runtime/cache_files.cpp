@@ -64,6 +64,13 @@ void fsync_file(const std::string& path) {
 
 }  // namespace
 
+void add_key_field(Sha256& h, std::string_view name, std::string_view value) {
+  std::string head = std::string(name) + " " + std::to_string(value.size()) + "\n";
+  h.update(head);
+  h.update(value);
+  h.update("\n");
+}
+
 void ensure_private_dir(const std::string& dir, uid_t owner) {
   if (dir.empty()) throw CacheError("Ember code cache: the cache directory path is empty (EMBER_CACHE_DIR)");
   make_parents(dir);

@@ -12,7 +12,13 @@
 #include <string>
 #include <string_view>
 
+#include "support/sha256.h"
+
 namespace ember::runtime {
+
+// A field of a cache key's text: name, byte length, bytes. Length-prefixed, so no two different
+// field lists produce the same text.
+void add_key_field(Sha256& h, std::string_view name, std::string_view value);
 
 // ensure_cache_dir (cpp_compiler.h): creates `dir` 0700 and checks owner and write permissions.
 void ensure_private_dir(const std::string& dir, uid_t owner);

@@ -56,15 +56,6 @@ namespace {
 // Bumped when the layout or the key recipe changes, so old entries are never misread.
 constexpr const char* kCacheFormat = "ember-cpp-cache-1";
 
-// A field of the key text: name, byte length, bytes. Length-prefixed, so no two different field
-// lists produce the same text.
-void add_field(Sha256& h, std::string_view name, std::string_view value) {
-  std::string head = std::string(name) + " " + std::to_string(value.size()) + "\n";
-  h.update(head);
-  h.update(value);
-  h.update("\n");
-}
-
 // The first line of `<compiler> --version`, memoized in `state`.
 std::string compiler_version(State& state, const std::string& compiler) {
   {
@@ -126,8 +117,8 @@ std::string include_dir_digest(State& state, const std::string& dir) {
       std::lock_guard<std::mutex> lock(state.files_mutex);
       state.files[path] = State::FileState{st.st_dev, st.st_ino, st.st_size, mtime_ns, ctime_ns, digest};
     }
-    add_field(h, "header", relative);
-    add_field(h, "header-sha256", digest);
+    add_key_field(h, "header", relative);
+    add_key_field(h, "header-sha256", digest);
   }
   return Sha256::hex(h.finish());
 }
@@ -177,15 +168,15 @@ std::string precompiled_header_dir(State& state, const CppCompileOptions& option
     if (flag != "-shared") flags.push_back(flag);  // a link option; GCC rejects it with -x c++-header
   }
   Sha256 h;
-  add_field(h, "format", kCacheFormat);
-  add_field(h, "kind", "pch");
-  add_field(h, "compiler-version", compiler_version(state, options.compiler));
-  add_field(h, "isa", isa_name(options.isa));
-  for (const std::string& flag : flags) add_field(h, "flag", flag);
+  add_key_field(h, "format", kCacheFormat);
+  add_key_field(h, "kind", "pch");
+  add_key_field(h, "compiler-version", compiler_version(state, options.compiler));
+  add_key_field(h, "isa", isa_name(options.isa));
+  for (const std::string& flag : flags) add_key_field(h, "flag", flag);
   for (const std::string& dir : options.include_dirs) {
-    add_field(h, "include-dir-sha256", include_dir_digest(state, dir));
+    add_key_field(h, "include-dir-sha256", include_dir_digest(state, dir));
   }
-  add_field(h, "header", header);
+  add_key_field(h, "header", header);
   std::string key = Sha256::hex(h.finish());
 
   {
@@ -348,15 +339,15 @@ CodeCache::CodeCache() : state_(std::make_shared<State>()) {}
 
 std::string CodeCache::cache_key(const std::string& source, const CppCompileOptions& options) {
   Sha256 h;
-  add_field(h, "format", kCacheFormat);
-  add_field(h, "compiler-version", runtime::compiler_version(*state_, options.compiler));
-  add_field(h, "isa", isa_name(options.isa));
-  for (const std::string& flag : compile_flags(options)) add_field(h, "flag", flag);
+  add_key_field(h, "format", kCacheFormat);
+  add_key_field(h, "compiler-version", runtime::compiler_version(*state_, options.compiler));
+  add_key_field(h, "isa", isa_name(options.isa));
+  for (const std::string& flag : compile_flags(options)) add_key_field(h, "flag", flag);
   for (const std::string& dir : options.include_dirs) {
-    add_field(h, "include-dir-sha256", include_dir_digest(*state_, dir));
+    add_key_field(h, "include-dir-sha256", include_dir_digest(*state_, dir));
   }
-  add_field(h, "precompiled-header", options.precompiled_header);
-  add_field(h, "source", source);
+  add_key_field(h, "precompiled-header", options.precompiled_header);
+  add_key_field(h, "source", source);
   return Sha256::hex(h.finish());
 }
 

@@ -27,6 +27,7 @@ struct Driver {
   CUresult (*cuDeviceGetAttribute)(int* value, int attribute, CUdevice device) = nullptr;
   CUresult (*cuCtxGetCurrent)(CUcontext* ctx) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext ctx) = nullptr;
+  CUresult (*cuCtxGetDevice)(CUdevice* device) = nullptr;  // of the current context
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice device) = nullptr;
   CUresult (*cuModuleLoadData)(CUmodule* module, const void* image) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction* fn, CUmodule module, const char* name) = nullptr;

@@ -1,0 +1,292 @@
+"""Triton's compiler on generated kernel text, in worker processes (docs/cuda-runtime.md).
+
+The C++ side (src/runtime/triton_build.cpp) owns the cubin cache; it calls two functions here,
+with the GIL held, at compile time only:
+
+- ``fingerprint(backend, capability, warp_size)``: the toolchain's part of every cache key (Triton's
+  version, the ptxas path and ``--version`` it runs for that target, the sha256 of
+  ``helpers.py``); computed once per process and target.
+- ``compile_kernels(jobs, workers)``: compiles every job (a dict, see ``_compile_one``) in a pool of
+  worker processes and returns one result dict per job, in order: the cubin, the PTX, the launch
+  metadata and the launched parameter types, or ``{"error": message}``.
+
+Why a pool of plain subprocesses rather than ``multiprocessing``: spawn and forkserver children
+re-import the parent's ``__main__`` (a user's training script, unless it guards its top level),
+and unpickling a function from ``ember._triton.compile`` would import the ``ember`` package, that
+is torch and ``ember._C``, in every worker. A worker here is ``python -c`` that loads this very
+file by path (stdlib imports only at the top), imports triton once, and serves jobs over its
+stdin/stdout. Workers start lazily, as many as the batch needs up to the limit, and are reused
+for the life of the process; they exit when their stdin closes (the parent exited).
+
+In a worker, ``ember._triton.helpers`` is importable without importing ``ember``: helpers.py is
+loaded by path into ``sys.modules`` under that name, below two empty package modules. A kernel's
+text is compiled from a content-named fake file registered in ``linecache`` (Triton reads a
+``@triton.jit`` function's source through ``inspect``): the name depends on the text only, so the
+cubin (whose line info carries the file name) is the same on every machine.
+"""
+
+import atexit
+import hashlib
+import os
+import pickle
+import selectors
+import struct
+import subprocess
+import sys
+import threading
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_HELPERS = os.path.join(_HERE, "helpers.py")
+
+# Options every job compiles with, besides its own num_warps, num_stages and debug. Inductor turns
+# overflow sanitizing off too: it adds checks to every integer op when debug is on.
+_FIXED_OPTIONS = {"sanitize_overflow": False}
+
+
+def _helpers_digest():
+    try:
+        with open(_HELPERS, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except FileNotFoundError:
+        return "none"
+
+
+_fingerprints = {}
+_fingerprint_lock = threading.Lock()
+
+
+def fingerprint(backend, capability, warp_size):
+    """Everything about the toolchain that changes the cubin of a given job, as one string."""
+    target = (backend, capability, warp_size)
+    with _fingerprint_lock:
+        if target not in _fingerprints:
+            import triton
+            from triton.backends.nvidia.compiler import get_ptxas, get_ptxas_version
+
+            ptxas = get_ptxas(capability).path
+            _fingerprints[target] = "\n".join([
+                "triton " + triton.__version__,
+                "ptxas " + ptxas,
+                get_ptxas_version(capability).strip(),
+                "helpers " + _helpers_digest(),
+                "options " + repr(sorted(_FIXED_OPTIONS.items())),
+            ])
+        return _fingerprints[target]
+
+
+# ---- the parent: a pool of worker processes ----
+
+# Replies go to a private copy of the worker's stdout; fd 1 itself becomes stderr, so that whatever
+# Triton or a tool prints cannot corrupt the stream of replies.
+_WORKER_BOOT = """
+import importlib.util, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; EOF ends a worker
+replies = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+spec = importlib.util.spec_from_file_location("ember_triton_compile_worker", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module._serve(sys.stdin.buffer, replies)
+"""
+
+
+def _send(stream, obj):
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(stream, size):
+    chunks = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(stream):
+    head = _read_exact(stream, 8)
+    if head is None:
+        return None
+    data = _read_exact(stream, struct.unpack("<Q", head)[0])
+    return None if data is None else pickle.loads(data)
+
+
+class _Worker:
+    def __init__(self):
+        # stderr is inherited: Triton's and ptxas's warnings reach the user's terminal.
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_BOOT, os.path.abspath(__file__)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def close(self):
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+
+
+class _Pool:
+    def __init__(self):
+        self.workers = []
+        self.lock = threading.Lock()  # one batch at a time: a worker serves one job at a time
+
+    def run(self, jobs, limit):
+        with self.lock:
+            self.workers = [w for w in self.workers if w.alive()]
+            while len(self.workers) < min(limit, len(jobs)):
+                self.workers.append(_Worker())
+            results = [None] * len(jobs)
+            pending = list(reversed(range(len(jobs))))
+            busy = {}  # worker -> job index
+            selector = selectors.DefaultSelector()
+            try:
+                for worker in self.workers[:len(jobs)]:
+                    self._start(worker, pending, busy, jobs, selector)
+                while busy:
+                    for key, _ in selector.select():
+                        worker = key.data
+                        index = busy.pop(worker)
+                        selector.unregister(worker.process.stdout)
+                        result = _receive(worker.process.stdout)
+                        if result is None:
+                            code = worker.process.wait()
+                            result = {"error": f"the Triton compile worker died (exit status {code})"}
+                            self.workers.remove(worker)
+                            worker = _Worker()
+                            self.workers.append(worker)
+                        results[index] = result
+                        self._start(worker, pending, busy, jobs, selector)
+            finally:
+                selector.close()
+            return results
+
+    @staticmethod
+    def _start(worker, pending, busy, jobs, selector):
+        if not pending:
+            return
+        index = pending.pop()
+        _send(worker.process.stdin, jobs[index])
+        busy[worker] = index
+        selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+
+    def close(self):
+        for worker in self.workers:
+            worker.close()
+        for worker in self.workers:
+            try:
+                worker.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+@atexit.register
+def _close_pool():
+    if _pool is not None:
+        _pool.close()
+
+
+def default_workers():
+    return max(1, min(16, os.cpu_count() or 1))
+
+
+def compile_kernels(jobs, workers=0):
+    """One result per job, in order (see the module docstring). `workers` 0: min(16, cpus)."""
+    global _pool
+    if not jobs:
+        return []
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool()
+    return _pool.run(list(jobs), workers or default_workers())
+
+
+# ---- the worker ----
+
+def _install_helpers():
+    """Makes `from ember._triton import helpers` work without importing the ember package."""
+    import importlib.util
+    import types
+
+    ember = types.ModuleType("ember")
+    ember.__path__ = []
+    package = types.ModuleType("ember._triton")
+    package.__path__ = []
+    ember._triton = package
+    sys.modules["ember"] = ember
+    sys.modules["ember._triton"] = package
+    if os.path.exists(_HELPERS):
+        spec = importlib.util.spec_from_file_location("ember._triton.helpers", _HELPERS)
+        helpers = importlib.util.module_from_spec(spec)
+        sys.modules["ember._triton.helpers"] = helpers
+        spec.loader.exec_module(helpers)
+        package.helpers = helpers
+
+
+def _load_kernel(source, name):
+    import linecache
+
+    filename = f"ember_triton_{hashlib.sha256(source.encode()).hexdigest()[:20]}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = {"__name__": filename[:-3], "__file__": filename}
+    exec(compile(source, filename, "exec"), namespace)
+    if name not in namespace:
+        raise NameError(f"the kernel source defines no function '{name}'")
+    return namespace[name]
+
+
+def _compile_one(job):
+    """job: source, name, signature [(param, type)], constexprs [(param, value)], divisible (indices
+    of parameters whose value is a multiple of 16), options {num_warps, num_stages, debug},
+    target (backend, capability, warp_size)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = _load_kernel(job["source"], job["name"])
+    signature = dict(job["signature"])
+    constexprs = dict(job["constexprs"])
+    attrs = {(i,): [["tt.divisibility", 16]] for i in job["divisible"]}
+    options = dict(job["options"], **_FIXED_OPTIONS)
+    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(*job["target"]),
+                              options=options)
+    m = compiled.metadata
+    return {
+        "cubin": compiled.kernel,
+        "ptx": compiled.asm.get("ptx", ""),
+        "entry": m.name,
+        "num_warps": m.num_warps,
+        "num_ctas": m.num_ctas,
+        "shared": m.shared,
+        "global_scratch_size": m.global_scratch_size,
+        "global_scratch_align": m.global_scratch_align,
+        "profile_scratch_size": m.profile_scratch_size,
+        "profile_scratch_align": m.profile_scratch_align,
+        "param_types": [t for p, t in job["signature"] if t != "constexpr" and p not in constexprs],
+    }
+
+
+def _serve(requests, replies):
+    _install_helpers()
+    import triton  # noqa: F401  (once, before the first job, so each job pays only its compile)
+
+    while True:
+        job = _receive(requests)
+        if job is None:
+            return
+        try:
+            result = _compile_one(job)
+        except Exception as e:  # a Triton error is the job's result, not the worker's end
+            result = {"error": f"{type(e).__name__}: {e}"}
+        _send(replies, result)
