@@ -84,8 +84,9 @@ def _listener(event, info, strict=False):
         if "schedule" in channels and info["loop_ir"]:
             _log.getChild("schedule").info("schedule for %s (%d kernels):\n%s\n%s", info["code"], info["kernels"],
                                            info["schedule"], info["loop_ir"])
-        if "output_code" in channels and info["cpp_source"]:
-            _log.getChild("output_code").info("C++ for %s:\n%s", info["code"], info["cpp_source"])
+        if "output_code" in channels and info["code_text"]:
+            _log.getChild("output_code").info("%s for %s:\n%s", info["code_language"], info["code"],
+                                              info["code_text"])
         site = (info["filename"], info["lineno"])
         if info["backend_error"]:
             where = f" compiling {info['code']} ({info['filename']}:{info['lineno']})"

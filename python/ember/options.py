@@ -26,6 +26,12 @@ naming that step.
 `inject_fault_after` (a pipeline step's name; tests only, like Dynamo's *_TESTING_ONLY settings): the
 backend fails after that step as if it had thrown, so the error path (backend_errors, the warning,
 strict's InternalError) is tested without depending on a real bug.
+
+`triton_interpret` (tests): graphs on the CPU run through the GPU backend -- its Triton kernels, in
+Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton code generator and runtime
+without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
+TRITON_INTERPRET, so the option needs TRITON_INTERPRET=1 in the environment from the process's start
+(a ValueError says so otherwise); such a process cannot compile cubins.
 """
 import os
 
@@ -35,7 +41,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after"}
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret"}
 
 
 def parse_logs(text):
@@ -80,6 +86,10 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.verify_shape_rules = bool(options.get("verify_shape_rules", False))
     o.verify_each_step = bool(options.get("verify", strict(options)))
     o.inject_fault_after = str(options.get("inject_fault_after", ""))
+    o.triton_interpret = bool(options.get("triton_interpret", False))
+    if o.triton_interpret and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("ember.compile: triton_interpret needs TRITON_INTERPRET=1 in the environment before "
+                         "triton is imported (Triton builds its interpreted language at import)")
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()

@@ -10,6 +10,7 @@
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/eager_executor.h"
+#include "runtime/triton_code.h"
 
 namespace ember::driver {
 
@@ -27,16 +28,35 @@ using pybridge::take_error_message;
 
 namespace {
 
+// Why Triton cannot serve graphs in this process ("" when it can): its compiler is a Python package.
+// Asked once per process; an import error is a fallback with its reason, not a failure.
+const std::string& why_no_triton() {
+  static const std::string reason = [] {
+    PyRef triton = PyRef::steal(PyImport_ImportModule("triton"));
+    if (triton) return std::string();
+    return "the GPU backend needs Triton, which does not import: " + take_error_message();
+  }();
+  return reason;
+}
+
 // Why backend="ember" does not generate code for this graph, or "" when it does; `target` is set
 // when it does.
-std::string reason_to_stay_eager(const ir::Graph& graph, std::optional<pipeline::Target>* target) {
+std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& options,
+                                 std::optional<pipeline::Target>* target) {
   for (ir::ValueId out : graph.outputs())
     if (graph.value(out).type.requires_grad)
       return "a graph output requires grad: compiled kernels serve inference graphs until training support lands";
   std::string reason;
-  *target = pipeline::target_for(ir::Device{}, &reason);  // a graph without tensors
-  for (const auto& v : graph.values())
-    if (!(*target = pipeline::target_for(v.type.device, &reason))) return reason;
+  *target = pipeline::target_for(ir::Device{}, options.triton_interpret, &reason);  // a graph without tensors
+  for (const auto& v : graph.values()) {
+    std::optional<pipeline::Target> for_value = pipeline::target_for(v.type.device, options.triton_interpret, &reason);
+    if (!for_value) return reason;
+    if (&v != &graph.values().front() && for_value->device != (*target)->device)
+      return "graph values live on " + (*target)->device.str() + " and " + for_value->device.str() +
+             ": a compiled graph runs on one device";
+    *target = for_value;
+  }
+  if ((*target)->kind == pipeline::Target::Kind::Triton && !why_no_triton().empty()) return why_no_triton();
   return "";
 }
 
@@ -105,32 +125,59 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   pipeline::compile(c, target, instruments);
   report->planned_peak_bytes = c.plan->peak_bytes;
   report->loop_ir = loop_ir::print(c.program);
-  report->cpp_source = c.source->text;
 
   auto start = std::chrono::steady_clock::now();
-  CppCompileOptions cc;
-  cc.compiler = options.cxx;
-  cc.include_dirs = {options.include_dir};
-  cc.cache_dir = options.cache_dir;
-  cc.isa = detect_isa();
-  cc.precompiled_header = "ember/vec.h";
-  cc.precompiled_header_in_background = true;
   auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
   std::vector<PyRef> externs;
   if (!extern_callables(c.program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
-  CompiledGraphBuild build;
-  try {
-    build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), code_cache, cc, externs,
-                          convert);
-  } catch (const CompileError& e) {
-    report->codegen_failed = true;
-    report->fallback_reason = std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
-    return nullptr;
+  std::unique_ptr<GraphRunner> runner;
+  switch (target.kind) {
+    case pipeline::Target::Kind::Cpu: {
+      report->code_language = "C++";
+      report->code = c.source->text;
+      CppCompileOptions cc;
+      cc.compiler = options.cxx;
+      cc.include_dirs = {options.include_dir};
+      cc.cache_dir = options.cache_dir;
+      cc.isa = detect_isa();
+      cc.precompiled_header = "ember/vec.h";
+      cc.precompiled_header_in_background = true;
+      CompiledGraphBuild build;
+      try {
+        build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), code_cache, cc,
+                              externs, convert);
+      } catch (const CompileError& e) {
+        report->codegen_failed = true;
+        report->fallback_reason =
+            std::string("the generated C++ did not compile: ") + e.what() + "\n" + e.compiler_output;
+        return nullptr;
+      }
+      report->cache_hit = build.cache_hit;
+      runner = std::move(build.graph);
+      break;
+    }
+    case pipeline::Target::Kind::Triton: {
+      report->code_language = "Triton";
+      report->code = codegen::print(*c.triton);
+      runtime::TritonBuildOptions tb;
+      tb.cache_dir = options.cache_dir;
+      std::vector<runtime::TritonCode::Runnable> runnables;
+      try {
+        runnables = runtime::build_runnables(*c.triton, target.device, tb, &report->cache_hit);
+      } catch (const runtime::TritonBuildError& e) {
+        report->codegen_failed = true;
+        report->fallback_reason = std::string("a generated Triton kernel did not compile: ") + e.what() + "\n" + e.detail;
+        return nullptr;
+      }
+      auto code = std::make_unique<runtime::TritonCode>(c.program, *c.plan, std::move(*c.triton), std::move(runnables));
+      runner = std::make_unique<runtime::CompiledGraph>(std::move(c.program), std::move(*c.plan), std::move(code),
+                                                        externs, convert);
+      break;
+    }
   }
-  report->cache_hit = build.cache_hit;
-  report->stage_seconds.emplace_back(build.cache_hit ? "compile (cached)" : "compile",
+  report->stage_seconds.emplace_back(report->cache_hit ? "compile (cached)" : "compile",
                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return std::move(build.graph);
+  return runner;
 }
 
 }  // namespace
@@ -140,7 +187,7 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
                                           runtime::CodeCache& code_cache, BackendReport* report) {
   if (options.backend == Backend::Eager) return eager_runner(captured, callables, table);
   std::optional<pipeline::Target> target;
-  report->fallback_reason = reason_to_stay_eager(captured, &target);
+  report->fallback_reason = reason_to_stay_eager(captured, options, &target);
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
   try {

@@ -41,7 +41,8 @@ struct BackendReport {
   std::string error_stage;      // with internal_error: the pipeline step that threw, or "compile"
   std::string schedule;         // fusion decisions, one per line
   std::string loop_ir;          // the scheduled program
-  std::string cpp_source;       // the generated translation unit
+  std::string code_language;    // "C++" or "Triton"
+  std::string code;             // the generated translation unit, or the Triton kernels (codegen::print)
   int kernels = 0;
   int extern_calls = 0;
   int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made

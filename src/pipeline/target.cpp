@@ -10,9 +10,10 @@ std::string Target::str() const {
   return "?";
 }
 
-std::optional<Target> target_for(const ir::Device& device, std::string* reason) {
-  if (device.type == "cpu") return Target::cpu();
-  *reason = "a graph value lives on " + device.str() + ": only the CPU backend exists";
+std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, std::string* reason) {
+  if (device.type == "cpu") return triton_on_cpu ? Target::gpu(device) : Target::cpu();
+  if (device.type == "cuda") return Target::gpu(device);
+  *reason = "a graph value lives on " + device.str() + ": Ember generates code for cpu and cuda only";
   return std::nullopt;
 }
 

@@ -23,21 +23,27 @@ struct Target {
   // (codegen/triton), for NVIDIA GPUs or Triton's interpreter.
   enum class Kind : uint8_t { Cpu, Triton };
   Kind kind = Kind::Cpu;
+  // Where the graph's tensors live: the CPU for Cpu; for Triton a CUDA device, or the CPU when the
+  // kernels run in Triton's interpreter (CompileOptions::triton_interpret). Code generation does not
+  // read it; the runtime builds for it.
+  ir::Device device;
   scheduler::ScheduleOptions schedule;
   codegen::CppOptions cpp;        // Cpu
   codegen::TritonOptions triton;  // Triton
 
   static Target cpu() { return Target{}; }
-  static Target gpu() {  // Kind::Triton (`triton()` would clash with the field)
+  static Target gpu(ir::Device device = ir::Device{"cuda", 0}) {  // Kind::Triton (`triton()` is the field)
     Target t;
     t.kind = Kind::Triton;
+    t.device = std::move(device);
     return t;
   }
   std::string str() const;  // "cpu", "triton"
 };
 
 // The target that serves graphs living on `device`, or nullopt (with the reason) when Ember has no
-// code generator for it yet: those graphs run on the eager executor.
-std::optional<Target> target_for(const ir::Device& device, std::string* reason);
+// code generator for it: those graphs run on the eager executor. CUDA devices get Triton; the CPU
+// gets C++, or Triton run by its interpreter when `triton_on_cpu` (a testing aid).
+std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, std::string* reason);
 
 }  // namespace ember::pipeline

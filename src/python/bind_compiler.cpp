@@ -51,6 +51,7 @@ void bind_options(nb::module_& m) {
       .def_rw("verify_shape_rules", &CompileOptions::verify_shape_rules)
       .def_rw("verify_each_step", &CompileOptions::verify_each_step)
       .def_rw("inject_fault_after", &CompileOptions::inject_fault_after)
+      .def_rw("triton_interpret", &CompileOptions::triton_interpret)
       .def_rw("cxx", &CompileOptions::cxx)
       .def_rw("cache_dir", &CompileOptions::cache_dir)
       .def_rw("include_dir", &CompileOptions::include_dir);

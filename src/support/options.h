@@ -50,6 +50,9 @@ struct CompileOptions {
   bool verify_shape_rules = false;  // also run torch's meta kernel where a shape rule answers, and compare (tests)
   bool verify_each_step = false;    // run the IR verifier after every pipeline step (tests)
   std::string inject_fault_after;   // a pipeline step to fail after, as if it had thrown (tests of the error path)
+  // Graphs on the CPU run through the Triton backend, their kernels in Triton's interpreter, instead
+  // of the C++ backend: slow, a way to test the GPU backend's code without a GPU (tests).
+  bool triton_interpret = false;
   // The C++ backend: the compiler ($CXX, else g++), the on-disk cache ($EMBER_CACHE_DIR, else
   // ~/.cache/ember) and the folder holding the headers generated code includes (ember/vec.h).
   std::string cxx = "g++";

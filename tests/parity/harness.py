@@ -182,20 +182,29 @@ def _backward(out):
 
 
 def run_case(case, backend):
+    """backend: "eager", "ember", "ember-no-grad" (under torch.no_grad(), where modules with
+    parameters reach kernels), or "ember-triton" (ember-no-grad on the CPU through the GPU backend's
+    Triton kernels, in Triton's interpreter: options={"triton_interpret": True})."""
     from ember.testing import DEVICE
-    no_grad = backend == "ember-no-grad"
+    no_grad = backend in ("ember-no-grad", "ember-triton")
     if no_grad and case.sets_grad_mode:
         pytest.skip("the case switches grad mode itself; it runs with the other backends")
+    if backend == "ember-triton" and DEVICE.type != "cpu":
+        pytest.skip("on a GPU, ember-no-grad runs the Triton kernels themselves")
+    if backend == "ember-triton" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs in the TRITON_INTERPRET=1 test process (make test)")
+    options = {"triton_interpret": True} if backend == "ember-triton" else {}
     with (DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext()), \
             (torch.no_grad() if no_grad else contextlib.nullcontext()):
-        _run_case(case, "ember" if no_grad else backend, check_grads=not no_grad, want_kernels=no_grad)
+        _run_case(case, "ember" if no_grad else backend, check_grads=not no_grad, want_kernels=no_grad,
+                  options=options)
 
 
-def _run_case(case, backend, check_grads=True, want_kernels=False):
+def _run_case(case, backend, check_grads=True, want_kernels=False, options=None):
     ember.reset()
     eager_target, compiled_target = build_targets(case)
     # Every shape rule that answers is checked against torch's meta kernel on the whole corpus.
-    compiled = ember.compile(compiled_target, backend=backend, options={"verify_shape_rules": True})
+    compiled = ember.compile(compiled_target, backend=backend, options={"verify_shape_rules": True, **(options or {})})
     expected = run_calls(case, eager_target, eager_target)
     actual = run_calls(case, compiled, compiled_target)
     grads = compare_records(case, expected, actual)

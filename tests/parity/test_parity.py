@@ -17,7 +17,9 @@ def test_no_kernels_names_cases():
 # "ember-no-grad" runs eager and compiled calls under torch.no_grad(): graphs whose outputs would
 # require grad run on the eager executor (training support is a later stage), so this is the
 # variant in which modules with parameters run generated kernels.
-@pytest.mark.parametrize("backend", ["ember", "ember-no-grad", "eager"])
+# "ember-triton" is ember-no-grad through the GPU backend's Triton kernels, run on the CPU by Triton's
+# interpreter.
+@pytest.mark.parametrize("backend", ["ember", "ember-no-grad", "ember-triton", "eager"])
 @pytest.mark.parametrize("case", case_params(CASES.values()))
 def test_parity(case, backend):
     run_case(case, backend)
