@@ -31,7 +31,7 @@ strict's InternalError) is tested without depending on a real bug.
 Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton code generator and runtime
 without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
 TRITON_INTERPRET, so the option needs TRITON_INTERPRET=1 in the environment from the process's start
-(a ValueError says so otherwise); such a process cannot compile cubins.
+(a ValueError says so otherwise).
 """
 import os
 

@@ -119,9 +119,12 @@ def _receive(stream):
 class _Worker:
     def __init__(self):
         # stderr is inherited: Triton's and ptxas's warnings reach the user's terminal.
+        # Without TRITON_INTERPRET: a process that interprets kernels (options={"triton_interpret": True})
+        # can still compile cubins, which an interpreted triton.language cannot.
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         self.process = subprocess.Popen(
             [sys.executable, "-c", _WORKER_BOOT, os.path.abspath(__file__)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def alive(self):
         return self.process.poll() is None

@@ -14,9 +14,9 @@ import torch
 # The parity harness also makes it torch's default device while a case runs (`with DEVICE:`), so
 # that programs making tensors without a device (torch.zeros(3)) make them where their inputs are.
 DEVICE = torch.device(os.environ.get("EMBER_TEST_DEVICE", "cpu"))
-# Whether graphs on DEVICE reach generated kernels: the CPU backend is the only one until the GPU
-# backend lands; elsewhere they run on the eager executor with that reason (never an error).
-GENERATES_KERNELS = DEVICE.type == "cpu"
+# Whether graphs on DEVICE reach generated kernels: C++ on the CPU, Triton on CUDA; elsewhere they run
+# on the eager executor with that reason (never an error).
+GENERATES_KERNELS = DEVICE.type in ("cpu", "cuda")
 
 __all__ = ["randn", "randint", "randbool", "Call", "assert_tree_close", "TreeMismatch", "tensor_leaves",
            "clone_tree", "alias_map"]
