@@ -78,8 +78,8 @@ struct TritonCompileJob {
   std::vector<std::pair<std::string, std::string>> signature;  // TritonKernel::signature()
   std::vector<std::pair<std::string, int64_t>> constexprs;     // TritonConfig::blocks
   // Signature positions whose values are multiples of 16 (pointers 16-byte aligned, sizes):
-  // Triton vectorizes accesses through them ("tt.divisibility"). Empty until the code generator
-  // and the arena promise it.
+  // Triton vectorizes accesses through them ("tt.divisibility"). TritonCode promises it for every
+  // pointer and checks the promise at each launch (triton_code.h, "Alignment").
   std::vector<int> divisible_by_16;
   int num_warps = 4;
   int num_stages = 1;

@@ -92,16 +92,39 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
       case Arg::Kind::Value: values[a].integer = arg.value; break;
     }
   }
+  const cuda::Kernel* kernel = launch.runnable.cuda.get();
+  for (size_t a = 0; a < launch.args.size(); ++a)
+    if (launch.args[a].kind != Arg::Kind::Value && values[a].pointer % 16 != 0) {
+      kernel = unaligned_kernel(launch);
+      if (kernel == nullptr) return false;
+      break;
+    }
   const int64_t grid = (launch.xnumel + launch.xblock - 1) / launch.xblock;
   std::string error;
-  if (launch.runnable.cuda->launch(env.device_index, static_cast<cuda::CUstream>(env.stream),
-                                   static_cast<uint32_t>(grid), 1, 1, values.data(), &error))
+  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), static_cast<uint32_t>(grid), 1, 1,
+                     values.data(), &error))
     return true;
   // Runs without the GIL (needs_gil() is false for cubins): take it to report.
   PyGILState_STATE gil = PyGILState_Ensure();
   PyErr_Format(PyExc_RuntimeError, "ember: launching Triton kernel failed: %s", error.c_str());
   PyGILState_Release(gil);
   return false;
+}
+
+const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch) const {
+  std::lock_guard<std::mutex> lock(unaligned_mutex_);
+  if (launch.unaligned) return launch.unaligned.get();
+  // Runs without the GIL (needs_gil() is false for cubins); Triton's compiler needs it.
+  PyGILState_STATE gil = PyGILState_Ensure();
+  try {
+    std::vector<TritonBinary> built = build_triton({launch.runnable.unaligned_job}, launch.runnable.build_options);
+    launch.unaligned = std::make_shared<const cuda::Kernel>(std::move(built.at(0)));
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "ember: compiling Triton kernel %s for unaligned inputs failed: %s",
+                 launch.runnable.unaligned_job.name.c_str(), e.what());
+  }
+  PyGILState_Release(gil);
+  return launch.unaligned.get();
 }
 
 bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
@@ -136,8 +159,16 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
   std::vector<TritonCode::Runnable> runnables(source.kernels.size());
   *all_cached = true;
   if (device.type == "cuda") {
-    std::vector<TritonJob> jobs;
-    for (const codegen::TritonKernel& kernel : source.kernels) jobs.push_back({&kernel, &kernel.configs.front()});
+    std::vector<TritonCompileJob> jobs;
+    for (size_t k = 0; k < source.kernels.size(); ++k) {
+      const codegen::TritonKernel& kernel = source.kernels[k];
+      TritonCompileJob job = compile_job({&kernel, &kernel.configs.front()});
+      runnables[k].unaligned_job = job;
+      runnables[k].build_options = options;
+      for (size_t p = 0; p < kernel.params.size(); ++p)
+        if (kernel.params[p].kind == codegen::TritonParam::Kind::Pointer) job.divisible_by_16.push_back(static_cast<int>(p));
+      jobs.push_back(std::move(job));
+    }
     std::vector<TritonBinary> binaries = build_triton(jobs, options);
     for (size_t k = 0; k < binaries.size(); ++k) {
       *all_cached = *all_cached && binaries[k].cache_hit;

@@ -12,11 +12,18 @@
 // Needs: the program, plan and Triton source the kernels were generated from. Guarantees: the
 // arguments of a kernel are computed as emit_triton's parameters say (a Temp's pointer is the arena
 // plus its planned offset; sizes are their values); a kernel whose grid is empty is not launched.
+//
+// Alignment. A cubin is compiled with every pointer parameter declared 16-byte aligned
+// ("tt.divisibility"), which lets Triton vectorize loads and stores: the arena's temporaries and
+// torch's own allocations always are. A caller's tensor may not be (a view at an odd storage
+// offset), so each launch checks its pointers and, for a misaligned one, runs a second cubin
+// compiled without the promise (built on first need, then kept).
 #pragma once
 
 #include <Python.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,7 +43,9 @@ class TritonCode : public GraphCode {
   // config the binary was compiled with (its block sizes give the grid).
   struct Runnable {
     codegen::TritonConfig config;
-    std::shared_ptr<const cuda::Kernel> cuda;
+    std::shared_ptr<const cuda::Kernel> cuda;  // pointers promised 16-byte aligned
+    TritonCompileJob unaligned_job;            // cuda: the same kernel without that promise
+    TritonBuildOptions build_options;
     PyRef interpreted;
   };
 
@@ -61,8 +70,11 @@ class TritonCode : public GraphCode {
     int64_t xnumel = 0;
     int64_t xblock = 1;
     Runnable runnable;
+    mutable std::shared_ptr<const cuda::Kernel> unaligned;  // built on first need, under unaligned_mutex_
   };
   bool launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const;
+  // The cubin for a launch whose pointers are not all 16-byte aligned; null with a Python error set.
+  const cuda::Kernel* unaligned_kernel(const Launch& launch) const;
   bool launch_interpreted(const Launch& launch, Env& env) const;
 
   codegen::TritonSource source_;
@@ -70,6 +82,7 @@ class TritonCode : public GraphCode {
   std::vector<Launch> launches_;
   std::vector<std::string> check_sites_;
   bool interpreted_ = false;
+  mutable std::mutex unaligned_mutex_;
 };
 
 // The runnables of `source` for `device`: on CUDA, every kernel's first config compiled through the

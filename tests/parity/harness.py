@@ -24,7 +24,7 @@ import torch
 import ember
 from ember.testing import GENERATES_KERNELS, Call, TreeMismatch, alias_map, assert_tree_close, clone_tree
 
-from .registry import NO_KERNELS
+from .registry import NO_KERNELS, NO_KERNELS_ON_CUDA
 
 N_CALLS = 3
 
@@ -140,12 +140,14 @@ def check_kernels(case, want_kernels, target=None):
                              f"graphs: {_backend_fallbacks(case, target)}")
     if not want_kernels or not GENERATES_KERNELS:
         return
-    if case.name not in NO_KERNELS and not got["kernels_compiled"]:
+    from ember.testing import DEVICE
+    no_kernels = {**NO_KERNELS, **(NO_KERNELS_ON_CUDA if DEVICE.type == "cuda" else {})}
+    if case.name not in no_kernels and not got["kernels_compiled"]:
         raise AssertionError(f"KERNELS: no graph reached generated kernels: {got}; graphs: "
                              f"{_backend_fallbacks(case, target)}")
-    if case.name in NO_KERNELS and got["kernels_compiled"]:
+    if case.name in no_kernels and got["kernels_compiled"]:
         raise AssertionError(f"KERNELS: {case.name} now generates kernels ({got}): remove it from "
-                             f"registry.NO_KERNELS")
+                             f"registry.NO_KERNELS{'_ON_CUDA' if case.name in NO_KERNELS_ON_CUDA else ''}")
 
 
 def _backend_fallbacks(case, target):

@@ -79,6 +79,10 @@ NO_KERNELS = {
     ], _NO_GRAPH),
     "tensor_is_leaf_attribute": "its outputs are inputs that require grad: no graph serves them",
 }
+# ... and, on a CUDA device only, these: their graphs move values to the CPU (x.cpu(), x.to("cpu"), a
+# numpy round trip), and a compiled graph runs on one device, so they run on the eager executor.
+NO_KERNELS_ON_CUDA = dict.fromkeys(["dtype_conversions", "numpy_call", "tensor_to_same_device"],
+                                   "a graph spans cuda and cpu values: a compiled graph runs on one device")
 
 
 def register(case: Case) -> Case:
