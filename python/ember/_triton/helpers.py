@@ -103,6 +103,24 @@ def pow_int(a, b):
 
 
 @triton.jit
+def div(a, b):
+    # IEEE division: tl.div_rn takes float32 only (a plain `/` is div.full.f32 on the GPU, 2 ulp); a
+    # float64 `/` is already correctly rounded.
+    if a.dtype == tl.float64:
+        return a / b
+    else:
+        return tl.div_rn(a, b)
+
+
+@triton.jit
+def sqrt(x):
+    if x.dtype == tl.float64:
+        return tl.sqrt(x)
+    else:
+        return tl.sqrt_rn(x)
+
+
+@triton.jit
 def sigmoid(x):
     return 1.0 / (1.0 + exp(-x))
 
