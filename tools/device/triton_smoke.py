@@ -77,5 +77,82 @@ def main():
         print(" | ".join(row), flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--experiments" not in sys.argv:
     sys.exit(main())
+
+
+# ---- Experiments: one kernel's variants, timed alone (triton.testing.do_bench), to choose defaults ----
+
+def _program_of(fn, cpu_args):
+    from ember._C import lowering, passes
+    graph = ember.explain(fn)(*cpu_args).graphs[0]
+    for step in ("canonicalize", "decompose", "dce", "cse"):
+        graph = passes.run_pass(graph, step)
+    return lowering.lower(graph)[0]
+
+
+def _load(source, name):
+    import hashlib
+    import importlib.util
+    import os
+    import tempfile
+    path = os.path.join(tempfile.gettempdir(), f"ember_exp_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def experiment(label, fn, args, nbytes, variants):
+    """variants: {name: emit_triton keyword arguments}; every config of a single-kernel program is timed."""
+    from triton.testing import do_bench
+    from ember._C import codegen
+    cpu_args = [a.cpu() for a in args]
+    with torch.no_grad():
+        program = _program_of(fn, cpu_args)
+        expected = fn(*args)
+    for vname, kwargs in variants.items():
+        emitted = codegen.emit_triton(program, schedule=True, **kwargs)
+        if len(emitted["kernels"]) != 1:
+            print(f"  {label} {vname}: {len(emitted['kernels'])} kernels, skipped", flush=True)
+            continue
+        k = emitted["kernels"][0]
+        kernel = _load(k["source"], k["name"])
+        out = torch.empty_like(expected)
+        import re
+        tensors = {}
+        for bid, kind, index in re.findall(r"buffer %b(\d+) : .* (input|output) (\d+)", emitted["program"]):
+            tensors[int(bid)] = args[int(index)] if kind == "input" else out
+        for config in k["configs"]:
+            call = [tensors[p["buffer"]] if "buffer" in p else p["value"] for p in k["params"]]
+            xnumel = next(p["value"] for p in k["params"] if p["name"] == "xnumel")
+            grid = ((xnumel + config["blocks"]["XBLOCK"] - 1) // config["blocks"]["XBLOCK"],)
+            run = lambda: kernel[grid](*call, **config["blocks"], num_warps=config["num_warps"],  # noqa: E731
+                                       num_stages=config["num_stages"])
+            try:
+                ms = do_bench(run)
+                ok = torch.allclose(out.float(), expected.float(), rtol=2e-2, atol=2e-2)
+                print(f"  {label} {vname} {k['kind']} {config['blocks']} w{config['num_warps']}: {ms * 1e3:.1f}us "
+                      f"{nbytes / ms / 1e9:.2f}TB/s {'ok' if ok else 'WRONG'}", flush=True)
+            except Exception as e:  # a variant that does not compile is a result
+                print(f"  {label} {vname} {config['blocks']}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+
+
+def experiments():
+    d = "cuda"
+    xb = torch.randn(8192, 4096, device=d, dtype=torch.bfloat16)
+    w = torch.randn(4096, device=d, dtype=torch.bfloat16)
+    x = torch.randn(8192, 4096, device=d)
+    wide = {"persistent1024": {"max_configs": 8}, "persistent4096": {"persistent_max_rnumel": 4096, "max_configs": 8},
+            "persistent8192": {"persistent_max_rnumel": 8192, "max_configs": 8}}
+    print("experiments (one kernel, do_bench):", flush=True)
+    experiment("rms_norm bf16 8192x4096", lambda t, v: F.rms_norm(t, (4096,), v), (xb, w), xb.numel() * 4, wide)
+    experiment("softmax f32 8192x4096", lambda t: torch.softmax(t, -1), (x,), x.numel() * 8, wide)
+    experiment("sum(0) f32 8192x4096", lambda t: t.sum(0), (x,), x.numel() * 4, {"all": {"max_configs": 8}})
+    experiment("sum(-1) f32 8192x4096", lambda t: t.sum(-1), (x,), x.numel() * 4, {"all": {"max_configs": 8}})
+
+
+if __name__ == "__main__" and "--experiments" in sys.argv:
+    experiments()
