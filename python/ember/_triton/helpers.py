@@ -163,16 +163,16 @@ if not INTERPRET:
         return libdevice.fmod(a, b)
 
 else:
-    # Shims: the interpreter runs tl.exp/log/sin/cos/sqrt/erf as numpy on the operand's dtype;
-    # where a formula would cancel in float32 it runs in float64.
+    # Shims: the interpreter runs tl.exp/log/sin/cos/sqrt/erf as numpy on the operand's dtype,
+    # whose float32 loops are a few ulp off: the shims compute in float64 and round once.
 
     @triton.jit
     def exp(x):
-        return tl.exp(x)
+        return tl.exp(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def log(x):
-        return tl.log(x)
+        return tl.log(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def log1p(x):
@@ -192,11 +192,11 @@ else:
 
     @triton.jit
     def sin(x):
-        return tl.sin(x)
+        return tl.sin(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def cos(x):
-        return tl.cos(x)
+        return tl.cos(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def tanh(x):
@@ -209,7 +209,7 @@ else:
 
     @triton.jit
     def erf(x):
-        return tl.erf(x)
+        return tl.erf(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def pow(a, b):
