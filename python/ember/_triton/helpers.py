@@ -33,6 +33,28 @@ def minimum(a, b):
 
 
 @triton.jit
+def div(a, b):
+    # IEEE division: a plain float32 `/` is div.full.f32 on the GPU (2 ulp); div_rn is float32-only.
+    if a.dtype == tl.float32:
+        return tl.div_rn(a, b)
+    else:
+        return a / b
+
+
+@triton.jit
+def reciprocal(x):
+    return div(tl.full(x.shape, 1, x.dtype), x)
+
+
+@triton.jit
+def sqrt(x):
+    if x.dtype == tl.float32:
+        return tl.sqrt_rn(x)
+    else:
+        return tl.sqrt(x)
+
+
+@triton.jit
 def reduce_max(x, axis: tl.constexpr):
     m = tl.max(x, axis)
     if x.dtype.is_floating():
@@ -75,9 +97,9 @@ def mod_int(a, b):
 @triton.jit
 def floordiv_float(a, b):
     # torch's div_floor_floating: from fmod, so floor(a / b) is not off by one when a / b rounds.
-    q = a / b
+    q = div(a, b)
     m = fmod(a, b)
-    d = (a - m) / b
+    d = div(a - m, b)
     d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
     f = tl.floor(d)
     f = tl.where(d - f > 0.5, f + 1, f)
@@ -104,7 +126,7 @@ def pow_int(a, b):
 
 @triton.jit
 def sigmoid(x):
-    return 1.0 / (1.0 + exp(-x))
+    return reciprocal(1.0 + exp(-x))
 
 
 if not INTERPRET:

@@ -49,14 +49,14 @@ constexpr TOpSpelling kOps[] = {
     {ScalarOp::Log, {nullptr, nullptr, "eh.log($0)"}, kNeedsFloat, {}},
     {ScalarOp::Log1p, {nullptr, nullptr, "eh.log1p($0)"}, kNeedsFloat, {}},
     {ScalarOp::Expm1, {nullptr, nullptr, "eh.expm1($0)"}, kNeedsFloat, {}},
-    {ScalarOp::Sqrt, {nullptr, nullptr, "tl.sqrt_rn($0)"}, kNeedsFloat, {}},
+    {ScalarOp::Sqrt, {nullptr, nullptr, "eh.sqrt($0)"}, kNeedsFloat, {}},
     {ScalarOp::Rsqrt, {nullptr, nullptr, "eh.rsqrt($0)"}, kNeedsFloat, {}},
     {ScalarOp::Sin, {nullptr, nullptr, "eh.sin($0)"}, kNeedsFloat, {}},
     {ScalarOp::Cos, {nullptr, nullptr, "eh.cos($0)"}, kNeedsFloat, {}},
     {ScalarOp::Tanh, {nullptr, nullptr, "eh.tanh($0)"}, kNeedsFloat, {}},
     {ScalarOp::Sigmoid, {nullptr, nullptr, "eh.sigmoid($0)"}, kNeedsFloat, {}},
     {ScalarOp::Erf, {nullptr, nullptr, "eh.erf($0)"}, kNeedsFloat, {}},
-    {ScalarOp::Reciprocal, {nullptr, nullptr, "tl.div_rn(tl.full([1], 1, $T), $0)"}, kNeedsFloat, {}},
+    {ScalarOp::Reciprocal, {nullptr, nullptr, "eh.reciprocal($0)"}, kNeedsFloat, {}},
     // NaN and -0.0 pass, as in torch.
     {ScalarOp::Relu, {"$0", "tl.maximum($0, 0)", "tl.where($0 < 0, 0, $0)"}, nullptr, {}},
     // Rounding leaves integers and bools as they are; round is half to even.
@@ -73,8 +73,8 @@ constexpr TOpSpelling kOps[] = {
     {ScalarOp::Add, {"$0 | $1", "$0 + $1", "$0 + $1"}, nullptr, {}},
     {ScalarOp::Sub, {nullptr, "$0 - $1", "$0 - $1"}, "subtraction of bools", {}},
     {ScalarOp::Mul, {"$0 & $1", "$0 * $1", "$0 * $1"}, nullptr, {}},
-    // IEEE division (a plain `/` is div.full.f32 on the GPU: 2 ulp).
-    {ScalarOp::Div, {nullptr, nullptr, "tl.div_rn($0, $1)"},
+    // IEEE division and sqrt (a plain `/` is div.full.f32 on the GPU: 2 ulp).
+    {ScalarOp::Div, {nullptr, nullptr, "eh.div($0, $1)"},
      "true division needs floating-point operands (lowering casts them)", {}},
     {ScalarOp::FloorDiv, {nullptr, "eh.floordiv_int($0, $1)", "eh.floordiv_float($0, $1)"}, "floordiv of bools", {}},
     {ScalarOp::Mod, {nullptr, "eh.mod_int($0, $1)", "eh.mod_float($0, $1)"}, "mod of bools", {}},
