@@ -52,3 +52,18 @@ CASES = {
                  lambda: [torch.randint(-10, 10, (9, 13), generator=torch.Generator().manual_seed(1)), randn(9, 13)],
                  {}),
 }
+
+
+def every_op_inputs():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 16, generator=g) * 2
+    return [x, torch.randn(4, 16, generator=g).abs() + 0.5, x.to(torch.bfloat16), x.to(torch.float16), x.double(),
+            torch.randint(0, 16, (4, 16), generator=g), torch.randint(1, 5, (4, 16), generator=g, dtype=torch.int32),
+            torch.rand(4, 16, generator=g) < 0.5, torch.randn(4, generator=g)]
+
+
+# Loop IR programs (golden files) compared with the C++ backend's results for the same program:
+# name -> (golden file name, make_args).
+LOOP_CASES = {
+    "every_op": ("emit_triton_every_op.loop", every_op_inputs),
+}

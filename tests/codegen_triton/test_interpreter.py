@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from interp_cases import CASES
+from interp_cases import CASES, LOOP_CASES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -29,7 +29,7 @@ def report():
     return results
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted([*CASES, *LOOP_CASES]))
 def test_interpreter(report, case):
     r = report.get(case)
     assert r is not None, f"{case}: no report (the runner stopped early?)"
