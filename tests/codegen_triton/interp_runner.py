@@ -23,7 +23,9 @@ from ember._triton import interpret  # noqa: E402
 from ember.testing import loop_interp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interp_cases import CASES  # noqa: E402
+from interp_cases import CASES, LOOP_CASES  # noqa: E402
+
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
 
 DTYPES = {"b8": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
           "i64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
@@ -102,7 +104,49 @@ def compare(got, eager, ref):
     return "" if err_g <= bound else f"error {err_g:.3g} > {bound:.3g} (eager's {err_e:.3g})"
 
 
+def compare_reference(got, want):
+    """Empty when `got` matches the C++ backend's `want`, else why not."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"dtype/shape {got.dtype}{tuple(got.shape)} != {want.dtype}{tuple(want.shape)}"
+    if not got.dtype.is_floating_point:
+        return "" if torch.equal(got, want) else f"integer results differ:\n{got}\n{want}"
+    tol = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10, torch.float64: 1e-12}.get(got.dtype, 2e-6)
+    try:
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+    except AssertionError as e:
+        return str(e)
+    return ""
+
+
+def cpp_reference(text, args):
+    """The C++ backend's outputs for the same loop IR (its spelling of every op is tested against torch)."""
+    import shutil
+    import tempfile
+
+    include = os.path.join(os.path.dirname(GOLDEN), "..", "src", "codegen", "cpp", "include")
+    with tempfile.TemporaryDirectory() as cache:
+        program = codegen.compile_program(text, [], [include], cache, compiler=shutil.which("g++"))
+        return program.run(args)
+
+
+def run_loop_case(name):
+    path, make_args = LOOP_CASES[name]
+    with open(os.path.join(GOLDEN, path)) as f:
+        text = f.read()
+    args = make_args()
+    emitted = codegen.emit_triton(text)
+    outs = run_program(emitted, [a.clone() for a in args])
+    want = cpp_reference(text, [a.clone() for a in args])
+    problems = [f"output {k}: {why}" for k, (o, w) in enumerate(zip(outs, want)) if (why := compare_reference(o, w))]
+    if len(outs) != len(want):
+        problems.append(f"{len(outs)} outputs, the C++ backend has {len(want)}")
+    return {"case": name, "ok": not problems, "message": "\n".join(problems),
+            "kernels": [k["kind"] for k in emitted["kernels"]]}
+
+
 def run_case(name):
+    if name in LOOP_CASES:
+        return run_loop_case(name)
     fn, make_args, options = CASES[name]
     args = make_args()
     emitted = codegen.emit_triton(lower(fn, args), schedule=True, **options)
@@ -126,4 +170,4 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or list(CASES))
+    main(sys.argv[1:] or [*CASES, *LOOP_CASES])

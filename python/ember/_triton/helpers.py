@@ -33,6 +33,28 @@ def minimum(a, b):
 
 
 @triton.jit
+def div(a, b):
+    # IEEE division: a plain float32 `/` is div.full.f32 on the GPU (2 ulp); div_rn is float32-only.
+    if a.dtype == tl.float32:
+        return tl.div_rn(a, b)
+    else:
+        return a / b
+
+
+@triton.jit
+def reciprocal(x):
+    return div(tl.full(x.shape, 1, x.dtype), x)
+
+
+@triton.jit
+def sqrt(x):
+    if x.dtype == tl.float32:
+        return tl.sqrt_rn(x)
+    else:
+        return tl.sqrt(x)
+
+
+@triton.jit
 def reduce_max(x, axis: tl.constexpr):
     m = tl.max(x, axis)
     if x.dtype.is_floating():
@@ -75,9 +97,9 @@ def mod_int(a, b):
 @triton.jit
 def floordiv_float(a, b):
     # torch's div_floor_floating: from fmod, so floor(a / b) is not off by one when a / b rounds.
-    q = a / b
+    q = div(a, b)
     m = fmod(a, b)
-    d = (a - m) / b
+    d = div(a - m, b)
     d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
     f = tl.floor(d)
     f = tl.where(d - f > 0.5, f + 1, f)
@@ -103,26 +125,8 @@ def pow_int(a, b):
 
 
 @triton.jit
-def div(a, b):
-    # IEEE division: tl.div_rn takes float32 only (a plain `/` is div.full.f32 on the GPU, 2 ulp); a
-    # float64 `/` is already correctly rounded.
-    if a.dtype == tl.float64:
-        return a / b
-    else:
-        return tl.div_rn(a, b)
-
-
-@triton.jit
-def sqrt(x):
-    if x.dtype == tl.float64:
-        return tl.sqrt(x)
-    else:
-        return tl.sqrt_rn(x)
-
-
-@triton.jit
 def sigmoid(x):
-    return 1.0 / (1.0 + exp(-x))
+    return reciprocal(1.0 + exp(-x))
 
 
 if not INTERPRET:
@@ -181,16 +185,16 @@ if not INTERPRET:
         return libdevice.fmod(a, b)
 
 else:
-    # Shims: the interpreter runs tl.exp/log/sin/cos/sqrt/erf as numpy on the operand's dtype;
-    # where a formula would cancel in float32 it runs in float64.
+    # Shims: the interpreter runs tl.exp/log/sin/cos/sqrt/erf as numpy on the operand's dtype,
+    # whose float32 loops are a few ulp off: the shims compute in float64 and round once.
 
     @triton.jit
     def exp(x):
-        return tl.exp(x)
+        return tl.exp(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def log(x):
-        return tl.log(x)
+        return tl.log(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def log1p(x):
@@ -210,11 +214,11 @@ else:
 
     @triton.jit
     def sin(x):
-        return tl.sin(x)
+        return tl.sin(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def cos(x):
-        return tl.cos(x)
+        return tl.cos(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def tanh(x):
@@ -227,7 +231,7 @@ else:
 
     @triton.jit
     def erf(x):
-        return tl.erf(x)
+        return tl.erf(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def pow(a, b):

@@ -188,9 +188,9 @@ class KernelEmitter {
     // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32.
     const int64_t points = shape_.xnumel * std::max<int64_t>(shape_.rnumel, 1);
     shape_.int64 = points > kInt32Max || span_needed_ > kInt32Max;
-    reasons_ += shape_.int64 ? "# index: int64 (xnumel*rnumel " + std::to_string(points) + " or a buffer span " +
-                                   std::to_string(span_needed_) + " passes INT32_MAX)\n"
-                             : "# index: int32 (xnumel*rnumel and every buffer span fit)\n";
+    reasons_ += std::string("# index: ") + (shape_.int64 ? "int64" : "int32") + " (xnumel*rnumel " +
+                std::to_string(points) + ", largest buffer span " + std::to_string(span_needed_) +
+                (shape_.int64 ? ": past INT32_MAX)\n" : ")\n");
   }
 
   // The reduction reads along a non-contiguous dimension (sum over dim 0): its first load moves

@@ -478,7 +478,7 @@ class BodyEmitter {
     const std::string v = full_block(n.operands[0]);
     const std::string count = std::to_string(shape_.loop_numel[loop]);
     if (leader == n.id) {
-      line(indent, w + "_mean = tl.sum(" + masked(loop, v, "0.0") + ", 1)[:, None] / " + count);
+      line(indent, w + "_mean = eh.div(tl.sum(" + masked(loop, v, "0.0") + ", 1)[:, None], " + count + ".0)");
       line(indent, w + "_dev = " + masked(loop, v + " - " + w + "_mean", "0.0"));
     }
     if (n.op == ScalarOp::WelfordMean) return line(indent, def + w + "_mean");
@@ -518,7 +518,7 @@ class BodyEmitter {
       const std::string w = "w" + std::to_string(n.id), v = var(n.operands[0]);
       line(indent, w + "_d = " + v + " - " + w + "_mean");
       line(indent, w + "_n = " + masked(loop, w + "_n + 1", w + "_n"));
-      line(indent, w + "_mean = " + masked(loop, w + "_mean + " + w + "_d / tl.maximum(" + w + "_n, 1)", w + "_mean"));
+      line(indent, w + "_mean = " + masked(loop, w + "_mean + eh.div(" + w + "_d, tl.maximum(" + w + "_n, 1))", w + "_mean"));
       line(indent, w + "_m2 = " + masked(loop, w + "_m2 + " + w + "_d * (" + v + " - " + w + "_mean)", w + "_m2"));
       return;
     }
@@ -535,7 +535,8 @@ class BodyEmitter {
     const NodeId leader = welford_leader(n);
     const std::string w = "w" + std::to_string(leader);
     if (leader == n.id) {
-      line("    ", w + "_mu = tl.sum(" + w + "_mean * " + w + "_n, 1)[:, None] / " + std::to_string(shape_.loop_numel[loop]));
+      line("    ", w + "_mu = eh.div(tl.sum(" + w + "_mean * " + w + "_n, 1)[:, None], " +
+                     std::to_string(shape_.loop_numel[loop]) + ".0)");
     }
     if (n.op == ScalarOp::WelfordMean) return line("    ", def + w + "_mu");
     line("    ", def + "tl.sum(" + w + "_m2 + " + w + "_n * (" + w + "_mean - " + w + "_mu) * (" + w + "_mean - " + w +

@@ -56,7 +56,7 @@ constexpr TOpSpelling kOps[] = {
     {ScalarOp::Tanh, {nullptr, nullptr, "eh.tanh($0)"}, kNeedsFloat, {}},
     {ScalarOp::Sigmoid, {nullptr, nullptr, "eh.sigmoid($0)"}, kNeedsFloat, {}},
     {ScalarOp::Erf, {nullptr, nullptr, "eh.erf($0)"}, kNeedsFloat, {}},
-    {ScalarOp::Reciprocal, {nullptr, nullptr, "eh.div(tl.full([1], 1, $T), $0)"}, kNeedsFloat, {}},
+    {ScalarOp::Reciprocal, {nullptr, nullptr, "eh.reciprocal($0)"}, kNeedsFloat, {}},
     // NaN and -0.0 pass, as in torch.
     {ScalarOp::Relu, {"$0", "tl.maximum($0, 0)", "tl.where($0 < 0, 0, $0)"}, nullptr, {}},
     // Rounding leaves integers and bools as they are; round is half to even.
@@ -73,7 +73,7 @@ constexpr TOpSpelling kOps[] = {
     {ScalarOp::Add, {"$0 | $1", "$0 + $1", "$0 + $1"}, nullptr, {}},
     {ScalarOp::Sub, {nullptr, "$0 - $1", "$0 - $1"}, "subtraction of bools", {}},
     {ScalarOp::Mul, {"$0 & $1", "$0 * $1", "$0 * $1"}, nullptr, {}},
-    // IEEE division (a plain `/` is div.full.f32 on the GPU: 2 ulp; tl.div_rn is float32 only).
+    // IEEE division and sqrt (a plain `/` is div.full.f32 on the GPU: 2 ulp).
     {ScalarOp::Div, {nullptr, nullptr, "eh.div($0, $1)"},
      "true division needs floating-point operands (lowering casts them)", {}},
     {ScalarOp::FloorDiv, {nullptr, "eh.floordiv_int($0, $1)", "eh.floordiv_float($0, $1)"}, "floordiv of bools", {}},

@@ -1,0 +1,119 @@
+"""emit_triton's contract beyond the goldens: refusals name the buffer or node, kernel text and names
+depend on content only, options change kinds and config lists as documented, and the signature
+lists constexpr blocks last."""
+import pytest
+
+from ember._C import codegen
+
+COPY = """program @p {{
+  buffer %b0 : {dt}[4, 8]{{8, 1}} input 0
+  buffer %b1 : {dt}[4, 8]{{8, 1}} output 0
+  kernel @k0 [i0 < 4, i1 < 8] {{
+    loop {{
+      %t0 = load %b0[i0, i1] : {dt}
+      store %b1[i0, i1] = %t0
+    }}
+  }}
+  return (%b1)
+}}
+"""
+
+ROWSUM = """program @p {{
+  buffer %b0 : f32[4, {n}]{{{n}, 1}} input 0
+  buffer %b1 : f32[4]{{1}} output 0
+  kernel @k0 [i0 < 4] {{
+    loop [r0 < {n}] {{
+      %t0 = load %b0[i0, r0] : f32
+      %t1 = reduce_sum %t0 : f32
+    }}
+    loop {{
+      store %b1[i0] = %t1
+    }}
+  }}
+  return (%b1)
+}}
+"""
+
+
+@pytest.mark.parametrize("dt", ["c64", "f8e4m3fn"])
+def test_refuses_unsupported_dtypes(dt):
+    with pytest.raises(codegen.CodegenError, match=r"%b0.*does not support dtype"):
+        codegen.emit_triton(COPY.format(dt=dt))
+
+
+def test_refuses_a_view_that_changes_dtype():
+    text = """program @p {
+  buffer %b0 : f32[8]{1} input 0
+  buffer %b1 : i32[8]{1} view %b0 + 0
+  buffer %b2 : i32[8]{1} output 0
+  kernel @k0 [i0 < 8] {
+    loop {
+      %t0 = load %b1[i0] : i32
+      store %b2[i0] = %t0
+    }
+  }
+  return (%b2)
+}
+"""
+    with pytest.raises(codegen.CodegenError, match=r"view %b1 .* changes dtype"):
+        codegen.emit_triton(text)
+
+
+def test_names_and_text_depend_on_content_only():
+    one = codegen.emit_triton(COPY.format(dt="f32"))["kernels"][0]
+    # The same kernel as the second of two, under another kernel name and other buffer ids.
+    two = """program @q {
+  buffer %b0 : f32[2]{1} input 0
+  buffer %b1 : f32[2]{1} output 0
+  buffer %b2 : f32[4, 8]{8, 1} input 1
+  buffer %b3 : f32[4, 8]{8, 1} output 1
+  kernel @k0 [i0 < 2] {
+    loop {
+      %t0 = load %b0[i0] : f32
+      store %b1[i0] = %t0
+    }
+  }
+  kernel @k1 [i0 < 4, i1 < 8] {
+    loop {
+      %t0 = load %b2[i0, i1] : f32
+      store %b3[i0, i1] = %t0
+    }
+  }
+  return (%b1, %b3)
+}
+"""
+    other = codegen.emit_triton(two)["kernels"][1]
+    assert other["name"] == one["name"] and other["source"] == one["source"]
+    assert one["name"].startswith("ember_poi_copy_")
+    assert [p["buffer"] for p in other["params"] if "buffer" in p] == [2, 3]
+
+
+def test_kinds_follow_persistent_max_rnumel():
+    assert codegen.emit_triton(ROWSUM.format(n=1000))["kernels"][0]["kind"] == "persistent_reduction"
+    assert codegen.emit_triton(ROWSUM.format(n=1025))["kernels"][0]["kind"] == "looped_reduction"
+    k = codegen.emit_triton(ROWSUM.format(n=1000), persistent_max_rnumel=512)["kernels"][0]
+    assert k["kind"] == "looped_reduction"
+    assert "for roffset in range(0, 1000, RBLOCK):" in k["source"]
+
+
+def test_max_configs_lists_candidates_best_first():
+    one = codegen.emit_triton(ROWSUM.format(n=3000))["kernels"][0]
+    many = codegen.emit_triton(ROWSUM.format(n=3000), max_configs=4)["kernels"][0]
+    assert len(one["configs"]) == 1 and len(many["configs"]) == 4
+    assert many["configs"][0] == one["configs"][0]
+    # Masks must hold for every candidate: 3000 divides none of the RBLOCKs.
+    assert "rmask = rindex < 3000" in many["source"]
+
+
+def test_signature_and_params():
+    k = codegen.emit_triton(ROWSUM.format(n=8))["kernels"][0]
+    assert k["signature"] == [("in_ptr0", "*fp32"), ("out_ptr0", "*fp32"), ("xnumel", "i32"), ("rnumel", "i32"),
+                              ("XBLOCK", "constexpr"), ("RBLOCK", "constexpr")]
+    assert [p.get("value") for p in k["params"]] == [None, None, 4, 8]
+    assert k["xnumel"] == 4 and k["rnumel"] == 8
+
+
+def test_printed_form_lists_params_and_configs():
+    text = codegen.emit_triton(ROWSUM.format(n=8), printed=True)
+    assert text.startswith("# kernel 0: ember_per_sum_")
+    assert "#   in_ptr0: *fp32 = %b0\n" in text and "#   config: XBLOCK=" in text
