@@ -6,7 +6,8 @@ callable), "query" (a Tensor method answered from metadata), "factory" (a node e
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "autocast" (torch.autocast and its subclasses), "autocast_query" (detail =
-is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "module_method",
+is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "assert" (torch._assert), "check" (torch._check and its
+kin; detail = the exception class a false condition raises), "module_method",
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
 Python class whose instance the trace builds), "unsupported" (detail = why).
 """
@@ -72,6 +73,14 @@ for _path, _value in CONSTANTS:
     except AttributeError:
         pass
 
+# torch._check and its kin: the exception class a false condition raises (torch._check_with's
+# error_type). Traced by the interpreter (interp_checks.cpp), not run: torch._check_with imports
+# torch.fx's symbolic shapes.
+CHECKS = {
+    torch._check: RuntimeError, torch._check_index: IndexError, torch._check_value: ValueError,
+    torch._check_type: TypeError, torch._check_not_implemented: NotImplementedError,
+}
+
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
 
@@ -114,6 +123,10 @@ def _classify(fn):
             return ("module_method", fn.__name__)
         if fn in _constants:
             return ("constant", _constants[fn])
+        if fn is torch._assert:
+            return ("assert", "")
+        if fn in CHECKS:
+            return ("check", CHECKS[fn])
         if fn in core_by_callable:
             return ("core", core_by_callable[fn])
         if fn in FACTORIES:

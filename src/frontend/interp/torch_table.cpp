@@ -128,6 +128,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"module_method", CallableKind::ModuleMethod}, {"signature", CallableKind::Signature},
       {"null_context", CallableKind::NullContext}, {"construct", CallableKind::Construct},
       {"autocast", CallableKind::Autocast}, {"autocast_query", CallableKind::AutocastQuery},
+      {"assert", CallableKind::Assert},     {"check", CallableKind::Check},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {
@@ -137,7 +138,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
     }
   }
   if (!found) throw std::runtime_error("classify() returned an unknown kind '" + kind + "'");
-  if (k.kind == CallableKind::Constant) {
+  if (k.kind == CallableKind::Constant || k.kind == CallableKind::Check) {
     k.constant = PyRef::borrow(detail);
   } else if (PyUnicode_Check(detail)) {
     k.detail = PyUnicode_AsUTF8(detail);

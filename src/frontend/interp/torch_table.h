@@ -34,6 +34,8 @@ struct CallableKind {
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
     ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms
     Signature,      // inspect.signature: folded for a function the guards pin
+    Assert,         // torch._assert: checked at trace time, or a runtime check of a tensor (interp_checks.cpp)
+    Check,          // torch._check and its kin: `constant` is the exception class a false condition raises
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;

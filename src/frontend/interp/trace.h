@@ -127,6 +127,9 @@ class Trace {
   // the callable on meta tensors. Returns the result Var(s); metadata queries return constants.
   VarRef call_torch(PyObject* callable, const std::vector<VarRef>& args,
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // A graph node `callable(condition, message)` that returns nothing and raises when the tensor
+  // `condition` is false at run time (torch._assert); `message` must be a literal.
+  void record_check(PyObject* callable, const VarRef& condition, const VarRef& message);
   // Records a grad-mode change as a graph node and applies it to later meta computations.
   void set_grad_enabled(bool enabled);
 

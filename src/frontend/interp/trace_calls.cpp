@@ -421,6 +421,12 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   return seq;
 }
 
+void Trace::record_check(PyObject* callable, const VarRef& condition, const VarRef& message) {
+  std::vector<ir::Arg> args{lower_arg(condition, nullptr), lower_arg(message, nullptr)};
+  graph.add_node(ir::Op::TorchCall, table.name_of(callable), std::move(args), {}, {}, ir::Node::ResultForm::None);
+  callables.push_back(PyRef::borrow(callable));
+}
+
 bool Trace::core_op_applies(ir::Op op, const std::vector<VarRef>& args,
                             const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   // A core op's first operand is a tensor (or a list of them): other overloads, such as
