@@ -65,6 +65,10 @@ CONSTANTS = [
     ("torch._C._has_torch_function", False),
     ("torch._C._has_torch_function_unary", False),
     ("torch._C._has_torch_function_variadic", False),
+    # nn.MultiheadAttention takes its composite path under a tracer, as under make_fx: its fast
+    # path's torch._native_multi_head_attention returns an undefined tensor (None in Python) for
+    # the weights where its meta kernel returns an empty one, so it cannot be traced faithfully.
+    ("torch.nn.modules.activation._is_make_fx_tracing", True),
 ]
 _constants = {}
 for _path, _value in CONSTANTS:
@@ -186,6 +190,39 @@ def make_meta(sizes, strides, dtype, requires_grad):
     return t
 
 
+class TensorItems:
+    """A torch callable whose tuple result holds None beside its tensors (F.multi_head_attention_forward
+    with need_weights=False returns `(out, None)`): the graph node calls this instead, and its results
+    are the items at `keep`, the tensors; the trace puts the Nones back. The arguments that made those
+    items None at trace time are guarded, so a tensor in a dropped place is Ember's bug: raised."""
+
+    __slots__ = ("fn", "keep")
+
+    def __init__(self, fn, keep):
+        self.fn = fn
+        self.keep = keep
+
+    def __call__(self, *args, **kwargs):
+        result = self.fn(*args, **kwargs)
+        if any(item is not None for i, item in enumerate(result) if i not in self.keep):
+            raise RuntimeError(f"ember: {qualname(self.fn)} returned a tensor where the trace saw None")
+        return tuple(result[i] for i in self.keep)
+
+    def __repr__(self):
+        return f"<tensors {self.keep} of {qualname(self.fn)}>"
+
+
+_tensor_items = {}
+
+
+def tensor_items(fn, keep):
+    """The TensorItems of (fn, keep), one object per pair so that graphs name one callable."""
+    key = (fn, keep)
+    if key not in _tensor_items:
+        _tensor_items[key] = TensorItems(fn, keep)
+    return _tensor_items[key]
+
+
 class GradModeExit:
     """The `__exit__` of a `with torch.no_grad()` (or enable_grad, set_grad_enabled) block that a
     graph break splits: the generated code after the break gets this object where the block's exit
@@ -222,6 +259,7 @@ class TorchTable:
     set_grad_enabled_fn = torch._C._set_grad_enabled
     grad_mode_exit_type = GradModeExit
     tensor_to = staticmethod(torch.Tensor.to)
+    tensor_items = staticmethod(tensor_items)
     autocast_policy = staticmethod(autocast.policy)
     autocast_arguments = staticmethod(autocast.arguments)
     autocast_exit_type = autocast.AutocastExit

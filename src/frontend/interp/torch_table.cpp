@@ -34,6 +34,7 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
   t.grad_mode_exit_type = field(py, "grad_mode_exit_type");
   t.tensor_to = field(py, "tensor_to");
+  t.tensor_items = field(py, "tensor_items");
   t.autocast_policy_fn = field(py, "autocast_policy");
   t.autocast_arguments = field(py, "autocast_arguments");
   t.autocast_exit_type = field(py, "autocast_exit_type");

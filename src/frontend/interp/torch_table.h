@@ -59,6 +59,7 @@ struct TorchTable {
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
   PyRef grad_mode_exit_type;  // ember.ops.GradModeExit: a grad-mode block's exit across a graph break
   PyRef tensor_to;            // torch.Tensor.to: the casts autocast's policy adds
+  PyRef tensor_items;         // ember.ops.tensor_items(fn, keep): fn's tuple result without its Nones
   // python/ember/autocast.py: policy(fn, device_type) -> (policy, detail); arguments(cls, args,
   // kwargs, state) -> (device_type, enabled, dtype, cache); AutocastExit (an autocast block's exit
   // across a graph break); replay(events), suspend(), resume(token) (see driver/compiled_frame.cpp)
