@@ -166,6 +166,11 @@ class Trace {
   // trace built need nothing. `stored`: the values the mutation puts into it, which must be
   // values a plan can rebuild after the graph (else Unsupported, before anything changed).
   void record_mutation(const VarRef& container, const std::vector<VarRef>& stored = {});
+  // `xs.append(value)` (key null) or `d[key] = value` (a str key) on a list or dict of the
+  // caller whose contents the trace has not read (Var::unread): recorded without reading them,
+  // so no guard on its length or keys; replayed as the caller's contents plus the stores.
+  // False, doing nothing, when the container's contents were read (the caller then mutates them).
+  bool store_unread(const VarRef& container, PyObject* key, const VarRef& value);
 
   // A SymInt for an int read through `source` (no value guard yet; its type is guarded).
   VarRef sym_int(PyObject* value, const SourceRef& source);
@@ -269,6 +274,9 @@ class Trace {
   void refuse_instance_dict(const Container& c, const Var& owner) const;
   // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
   void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
+  // Fills `v` with the items of the tuple, list or dict `obj` read through `source` (guarding its
+  // length or keys), then applies what store_unread added.
+  void read_contents(PyObject* obj, Var& v, const SourceRef& source);
   // Whether a plan can rebuild `v` after the graph (plan_value would not refuse it).
   bool plannable(const Var& v) const;
   // A list or dict holding the current contents of a container Var (a Contents effect's value).

@@ -47,8 +47,10 @@ std::string describe(const Var& v) {
     case VarKind::Tuple:
       return "tuple[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
     case VarKind::List:
+      if (v.unread()) return "list";  // describing it reads nothing
       return "list[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
     case VarKind::Dict:
+      if (v.unread()) return "dict";
       return "dict[" + std::to_string(static_cast<const DictVar&>(v).keys.size()) + "]";
     case VarKind::Function:
       return "function made in the trace";
