@@ -183,11 +183,18 @@ def _classify(fn):
     return python_table.classify_python(fn, qualname)
 
 
-def make_meta(sizes, strides, dtype, requires_grad):
-    t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+def make_meta(sizes, strides, dtype, requires_grad, leaf=True):
+    """A meta tensor of these sizes and strides. One that requires grad and is not a leaf (a value
+    the program computed, whose meta tensor Ember made from its type) has a grad_fn, as eager's
+    has: an in-place op on it is allowed where eager allows it (a leaf that requires grad refuses
+    in-place ops while grad mode is on). It is a view of a 1-D non-leaf, so its strides are exact."""
+    if not requires_grad or leaf:
+        t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
+        return t.requires_grad_(True) if requires_grad else t
+    extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+    with torch.enable_grad():
+        base = torch.empty(extent, dtype=dtype, device="meta", requires_grad=True).clone()
+        return base.as_strided(sizes, strides)
 
 
 class TensorItems:

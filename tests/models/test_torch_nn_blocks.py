@@ -138,3 +138,37 @@ def test_inplace_relu_with_grad_still_matches_eager():
     got = ember.compile(model, backend="eager")(x)
     torch.testing.assert_close(got, expected)
     assert got.requires_grad == expected.requires_grad
+
+
+class ScaleReLUNorm(nn.Module):
+    """In-place ops on values computed from a parameter that requires grad, with grad enabled:
+    eager allows them (the values have a grad_fn), so the trace's meta tensors must too."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(4))
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        y = x * self.scale
+        y.relu_()
+        return torch.relu_(self.bn(y)) + 1
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_inplace_ops_on_values_computed_from_parameters(grad):
+    torch.manual_seed(0)
+    model = _with_running_stats(ScaleReLUNorm())
+    x = torch.randn(3, 4)
+    with torch.set_grad_enabled(grad):
+        out = ember.explain(model)(x)
+        assert (out.graph_count, out.graph_break_count) == (1, 0), [r.reason for r in out.break_reasons]
+        expected = model(x)
+        ember.reset()
+        got = ember.compile(model, backend="eager")(x)
+    torch.testing.assert_close(got, expected)
+    assert got.requires_grad == expected.requires_grad == grad
+    if grad:
+        (g_eager,) = torch.autograd.grad(expected.sum(), model.scale)
+        (g_ember,) = torch.autograd.grad(got.sum(), model.scale)
+        torch.testing.assert_close(g_ember, g_eager)

@@ -70,7 +70,7 @@ struct TorchTable {
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
   PyRef qualname;          // function(callable) -> qualified name
   PyRef classify_fn;       // function(callable) -> (kind, detail), see CallableKind
-  PyRef make_meta;         // function(sizes, strides, dtype, requires_grad) -> meta tensor
+  PyRef make_meta;         // function(sizes, strides, dtype, requires_grad, leaf) -> meta tensor
   PyRef resolve;           // function(qualified name) -> the callable (extern calls of compiled graphs)
   std::vector<PyRef> op_callables;  // per ir::Op: the callable the eager executor applies
 

@@ -212,12 +212,12 @@ VarRef Trace::wrap_tensor(PyObject* obj, const SourceRef& source) {
   t->value = value;
   t->type = std::move(type);
   t->py_type = PyRef::borrow(reinterpret_cast<PyObject*>(meta.type));
-  meta_of(*t);
+  meta_of(*t, /*leaf=*/true);
   t->meta_is_proxy = false;  // an input's meta tensor is a leaf, as the input is taken to be
   return t;
 }
 
-PyObject* Trace::meta_of(TensorVar& t) {
+PyObject* Trace::meta_of(TensorVar& t, bool leaf) {
   if (t.meta) return t.meta.get();
   const ir::TensorType& type = t.type;
   PyRef sizes = PyRef::steal(PyTuple_New(type.sizes.size()));
@@ -229,7 +229,8 @@ PyObject* Trace::meta_of(TensorVar& t) {
   }
   t.meta = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
                                                      table.dtype_object(type.dtype),
-                                                     type.requires_grad ? Py_True : Py_False, nullptr));
+                                                     type.requires_grad ? Py_True : Py_False,
+                                                     leaf ? Py_True : Py_False, nullptr));
   if (!t.meta) throw PythonError();
   t.meta_is_proxy = true;
   return t.meta.get();

@@ -190,8 +190,10 @@ class Trace {
   ValuePlan finish(const VarRef& result);
   AliasGuard aliases;
 
-  // The meta tensor of `t`, made from its type when it has none yet (borrowed).
-  PyObject* meta_of(TensorVar& t);
+  // The meta tensor of `t`, made from its type when it has none yet (borrowed). Made for a value
+  // the program computed (not `leaf`), one that requires grad has a grad_fn, as eager's has, so
+  // in-place ops on it are checked as eager checks them.
+  PyObject* meta_of(TensorVar& t, bool leaf = false);
 
   // A borrowed Python value for a Var that must be a trace-time constant, or nullptr.
   static PyObject* as_constant(const Var& v);
