@@ -322,15 +322,7 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
     auto merged = inplace ? std::static_pointer_cast<DictVar>(lhs) : std::make_shared<DictVar>(left);
     if (!inplace) merged->source = nullptr;
     auto& src = rhs->as<DictVar>();
-    for (size_t i = 0; i < src.keys.size(); ++i) {
-      int at = merged->find(src.keys[i].get());
-      if (at >= 0) {
-        merged->values[at] = src.values[i];
-      } else {
-        merged->keys.push_back(src.keys[i]);
-        merged->values.push_back(src.values[i]);
-      }
-    }
+    for (size_t i = 0; i < src.keys.size(); ++i) merged->put(src.keys[i].get(), src.values[i]);
     return merged;
   }
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);

@@ -323,15 +323,7 @@ void Trace::read_contents(PyObject* obj, Var& v, const SourceRef& source) {
     if (d.added) {
       // The stores the trace made while the contents were unread, in order.
       auto& added = d.added->as<DictVar>();
-      for (size_t i = 0; i < added.keys.size(); ++i) {
-        int at = d.find(added.keys[i].get());
-        if (at >= 0) {
-          d.values[at] = added.values[i];
-        } else {
-          d.keys.push_back(added.keys[i]);
-          d.values.push_back(added.values[i]);
-        }
-      }
+      for (size_t i = 0; i < added.keys.size(); ++i) d.put(added.keys[i].get(), added.values[i]);
       d.added = nullptr;
     }
   } else {
@@ -359,14 +351,7 @@ bool Trace::store_unread(const VarRef& container, PyObject* key, const VarRef& v
   }
   auto& d = static_cast<DictVar&>(*container);
   if (!d.added) d.added = std::make_shared<DictVar>();
-  auto& added = d.added->as<DictVar>();
-  int at = added.find(key);
-  if (at >= 0) {
-    added.values[at] = value;
-  } else {
-    added.keys.push_back(PyRef::borrow(key));
-    added.values.push_back(value);
-  }
+  d.added->as<DictVar>().put(key, value);
   return true;
 }
 

@@ -26,6 +26,16 @@ int DictVar::find(PyObject* key) const {
   return -1;
 }
 
+void DictVar::put(PyObject* key, const VarRef& value) {
+  int at = find(key);
+  if (at >= 0) {
+    values[at] = value;
+  } else {
+    keys.push_back(PyRef::borrow(key));
+    values.push_back(value);
+  }
+}
+
 std::string describe(const Var& v) {
   switch (v.kind) {
     case VarKind::Null:

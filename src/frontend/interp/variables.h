@@ -132,6 +132,8 @@ struct DictVar : Var {
   std::vector<PyRef> keys;  // constant keys, insertion order
   std::vector<VarRef> values;
   int find(PyObject* key) const;  // -1 if absent; may set a Python error on unhashable keys
+  // `d[key] = value`: a key already present keeps its place, as in a Python dict.
+  void put(PyObject* key, const VarRef& value);
   VarRef added;  // while unread(): a dict the trace made, of the items stored
 };
 
