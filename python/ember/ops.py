@@ -6,7 +6,8 @@ callable), "query" (a Tensor method answered from metadata), "factory" (a node e
 arguments), "pure" (run at trace time on constants), "builtin" / "operator" (implemented by the
 interpreter; detail = name), "inline" (Python code to trace through), "grad_mode",
 "is_grad_enabled", "autocast" (torch.autocast and its subclasses), "autocast_query" (detail =
-is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "module_method",
+is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "assert" (torch._assert), "check" (torch._check and its
+kin; detail = the exception class a false condition raises), "module_method",
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
 Python class whose instance the trace builds), "unsupported" (detail = why).
 """
@@ -64,6 +65,10 @@ CONSTANTS = [
     ("torch._C._has_torch_function", False),
     ("torch._C._has_torch_function_unary", False),
     ("torch._C._has_torch_function_variadic", False),
+    # nn.MultiheadAttention takes its composite path under a tracer, as under make_fx: its fast
+    # path's torch._native_multi_head_attention returns an undefined tensor (None in Python) for
+    # the weights where its meta kernel returns an empty one, so it cannot be traced faithfully.
+    ("torch.nn.modules.activation._is_make_fx_tracing", True),
 ]
 _constants = {}
 for _path, _value in CONSTANTS:
@@ -71,6 +76,14 @@ for _path, _value in CONSTANTS:
         _constants[python_table.resolve_path(_path)] = _value
     except AttributeError:
         pass
+
+# torch._check and its kin: the exception class a false condition raises (torch._check_with's
+# error_type). Traced by the interpreter (interp_checks.cpp), not run: torch._check_with imports
+# torch.fx's symbolic shapes.
+CHECKS = {
+    torch._check: RuntimeError, torch._check_index: IndexError, torch._check_value: ValueError,
+    torch._check_type: TypeError, torch._check_not_implemented: NotImplementedError,
+}
 
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
@@ -114,6 +127,10 @@ def _classify(fn):
             return ("module_method", fn.__name__)
         if fn in _constants:
             return ("constant", _constants[fn])
+        if fn is torch._assert:
+            return ("assert", "")
+        if fn in CHECKS:
+            return ("check", CHECKS[fn])
         if fn in core_by_callable:
             return ("core", core_by_callable[fn])
         if fn in FACTORIES:
@@ -166,11 +183,51 @@ def _classify(fn):
     return python_table.classify_python(fn, qualname)
 
 
-def make_meta(sizes, strides, dtype, requires_grad):
-    t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+def make_meta(sizes, strides, dtype, requires_grad, leaf=True):
+    """A meta tensor of these sizes and strides. One that requires grad and is not a leaf (a value
+    the program computed, whose meta tensor Ember made from its type) has a grad_fn, as eager's
+    has: an in-place op on it is allowed where eager allows it (a leaf that requires grad refuses
+    in-place ops while grad mode is on). It is a view of a 1-D non-leaf, so its strides are exact."""
+    if not requires_grad or leaf:
+        t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
+        return t.requires_grad_(True) if requires_grad else t
+    extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+    with torch.enable_grad():
+        base = torch.empty(extent, dtype=dtype, device="meta", requires_grad=True).clone()
+        return base.as_strided(sizes, strides)
+
+
+class TensorItems:
+    """A torch callable whose tuple result holds None beside its tensors (F.multi_head_attention_forward
+    with need_weights=False returns `(out, None)`): the graph node calls this instead, and its results
+    are the items at `keep`, the tensors; the trace puts the Nones back. The arguments that made those
+    items None at trace time are guarded, so a tensor in a dropped place is Ember's bug: raised."""
+
+    __slots__ = ("fn", "keep")
+
+    def __init__(self, fn, keep):
+        self.fn = fn
+        self.keep = keep
+
+    def __call__(self, *args, **kwargs):
+        result = self.fn(*args, **kwargs)
+        if any(item is not None for i, item in enumerate(result) if i not in self.keep):
+            raise RuntimeError(f"ember: {qualname(self.fn)} returned a tensor where the trace saw None")
+        return tuple(result[i] for i in self.keep)
+
+    def __repr__(self):
+        return f"<tensors {self.keep} of {qualname(self.fn)}>"
+
+
+_tensor_items = {}
+
+
+def tensor_items(fn, keep):
+    """The TensorItems of (fn, keep), one object per pair so that graphs name one callable."""
+    key = (fn, keep)
+    if key not in _tensor_items:
+        _tensor_items[key] = TensorItems(fn, keep)
+    return _tensor_items[key]
 
 
 class GradModeExit:
@@ -209,6 +266,7 @@ class TorchTable:
     set_grad_enabled_fn = torch._C._set_grad_enabled
     grad_mode_exit_type = GradModeExit
     tensor_to = staticmethod(torch.Tensor.to)
+    tensor_items = staticmethod(tensor_items)
     autocast_policy = staticmethod(autocast.policy)
     autocast_arguments = staticmethod(autocast.arguments)
     autocast_exit_type = autocast.AutocastExit

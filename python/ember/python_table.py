@@ -179,7 +179,7 @@ class PythonTable:
     no_grad_type = set_grad_enabled_type = _Unavailable
     set_grad_enabled_fn = staticmethod(_no_torch)
     grad_mode_exit_type = _Unavailable
-    tensor_to = staticmethod(_no_torch)
+    tensor_to = tensor_items = staticmethod(_no_torch)
     autocast_policy = autocast_arguments = staticmethod(_no_torch)
     autocast_exit_type = _Unavailable
     autocast_replay = autocast_suspend = autocast_resume = staticmethod(_no_torch)

@@ -503,8 +503,9 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
       if (bound[s] && live[at][s] && !(first_in_place && s == 0 && !original.cell[0])) slots.push_back(s);
     return slots;
   };
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(original.code.get())) + ":" + std::to_string(range.first) +
-                    ":" + std::to_string(range.last) + ":" + layout_key(stack) + (first_deleted ? ":d:" : ":");
+  std::string code_id = std::to_string(reinterpret_cast<uintptr_t>(original.code.get()));
+  std::string key = code_id + ":" + std::to_string(range.first) + ":" + std::to_string(range.last) + ":" +
+                    layout_key(stack) + (first_deleted ? ":d:" : ":");
   for (int s : passed(range.first)) key += std::to_string(s) + ",";
   if (auto it = codes_.find(key); it != codes_.end()) return *it->second;
 
@@ -529,9 +530,19 @@ const BreakCode& BreakCodeCache::get(const CodeInfo& original, BreakRange range,
     bc->resume_locals[e] = passed(succ[e]);
     std::vector<SlotKind> layout = bc->lower;
     layout.insert(layout.end(), bc->pushed[e], SlotKind::Value);
+    // Breaks that continue at one instruction with one stack layout and the same locals share
+    // the resume code, and so its cache entries: a `while` loop's test at the top and its copy at
+    // the bottom both continue at the body's start (and at the loop's exit).
+    std::string resume_key = code_id + ":" + std::to_string(succ[e]) + ":" + layout_key(layout) + (first_deleted ? ":d:" : ":");
+    for (int s : bc->resume_locals[e]) resume_key += std::to_string(s) + ",";
+    if (auto it = resumes_.find(resume_key); it != resumes_.end()) {
+      bc->resume[e] = it->second;
+      continue;
+    }
     Origin origin;
     bc->resume[e] = builder.resume(layout, bc->resume_locals[e], succ[e], &origin);
     origins_.emplace(bc->resume[e].get(), std::move(origin));
+    resumes_.emplace(resume_key, bc->resume[e]);
   }
   return *(codes_[key] = std::move(bc));
 }

@@ -14,7 +14,8 @@
 //    (SkipReason::generated); the functions glue calls are compiled on their own as usual.
 //  * a resume function per successor (fallthrough, jump target) rebuilds the stack and the live
 //    locals the same way and jumps to the successor. It is an ordinary function to the hook: it
-//    is traced when called, cached per location, and may break again. A break in a resume
+//    is traced when called, cached per location (breaks that continue at one instruction with
+//    one stack layout and the same locals share it), and may break again. A break in a resume
 //    function is mapped back to the original code, so there is one resume function per location
 //    of the original code, never a resume of a resume.
 //
@@ -105,6 +106,7 @@ class BreakCodeCache {
 
  private:
   std::map<std::string, std::unique_ptr<BreakCode>> codes_;
+  std::map<std::string, PyRef> resumes_;           // by original, successor, layout and locals
   std::unordered_map<PyObject*, Origin> origins_;  // keys are resume codes held by codes_
 };
 

@@ -207,3 +207,100 @@ def test_a_dict_that_is_an_objects_dict_is_not_modelled_apart_from_it():
     torch.testing.assert_close(ember.compile(writes_dict_reads_attribute)(torch.zeros(2), o.__dict__, o),
                                torch.full((2,), 2.0))
     assert o.v == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Lists and dicts of globals and attributes that the trace only adds to (issue 15): guarded by
+# their type, not their contents, so the next call, which sees more items, is a cache hit.
+
+LOG = []
+CACHE = {}
+
+
+def logs_sum(x):
+    LOG.append(x.sum())
+    return x + 1
+
+
+def caches_by_name(x, name):
+    CACHE[name] = x * 2
+    CACHE["last"] = name
+    return x - 1
+
+
+class CountsCalls(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.calls.append(1)
+        return self.lin(x)
+
+
+
+
+def test_appending_to_a_global_list_does_not_recompile():
+    xs = [torch.randn(3) for _ in range(20)]
+    LOG.clear()
+    expected = [logs_sum(x) for x in xs]
+    expected_log = list(LOG)
+    LOG.clear()
+    log = LOG
+    f = ember.compile(logs_sum)
+    for x, e in zip(xs, expected):
+        torch.testing.assert_close(f(x), e)
+    assert LOG is log and len(LOG) == 20
+    torch.testing.assert_close(LOG, expected_log)
+    assert ember.stats()["frames_compiled"] <= 2 and ember.stats()["recompiles"] <= 1
+    assert ember.stats()["eager_frames"] == 0
+
+
+def test_appending_to_an_attribute_list_does_not_recompile():
+    torch.manual_seed(0)
+    m = CountsCalls()
+    compiled = ember.compile(m)
+    x = torch.randn(2, 4)
+    for _ in range(20):
+        torch.testing.assert_close(compiled(x), m.lin(x))
+    assert m.calls == [1] * 20
+    assert ember.stats()["frames_compiled"] <= 2 and ember.stats()["eager_frames"] == 0
+
+
+def test_setting_keys_of_a_global_dict_does_not_recompile():
+    names = ["a", "b", "a", "c", "last", "b"] * 3
+    xs = [torch.randn(2) for _ in names]
+    CACHE.clear()
+    CACHE["z"] = 0
+    expected = [caches_by_name(x, n) for x, n in zip(xs, names)]
+    expected_cache = dict(CACHE)
+    CACHE.clear()
+    CACHE["z"] = 0
+    f = ember.compile(caches_by_name)
+    for x, n, e in zip(xs, names, expected):
+        torch.testing.assert_close(f(x, n), e)
+    assert list(CACHE) == list(expected_cache)  # eager's key order
+    assert CACHE["last"] == expected_cache["last"] and CACHE["z"] == 0
+    torch.testing.assert_close({k: v for k, v in CACHE.items() if k not in ("last", "z")},
+                               {k: v for k, v in expected_cache.items() if k not in ("last", "z")})
+    # One entry per name (a str argument is guarded by value), none for the dict's growth.
+    assert ember.stats()["frames_compiled"] <= len(set(names)) + 1
+
+
+def appends_then_reads(x):
+    LOG.append(x)
+    return len(LOG), LOG[0] + x
+
+
+def test_a_list_read_after_appending_sees_its_old_items():
+    LOG.clear()
+    LOG.append(torch.ones(2))
+    expected = appends_then_reads(torch.full((2,), 3.0))
+    expected_log = list(LOG)
+    LOG.clear()
+    LOG.append(torch.ones(2))
+    got = ember.compile(appends_then_reads, fullgraph=True)(torch.full((2,), 3.0))
+    assert got[0] == expected[0]
+    torch.testing.assert_close(got[1], expected[1])
+    torch.testing.assert_close(LOG, expected_log)

@@ -150,6 +150,17 @@ def while_bool_halving(x):
     return t
 
 
+@program("while_tensor_condition", 2, 2, inputs=_halving_inputs, dynamo=(2, 1))
+def while_tensor_condition(x):
+    # The test at the top (entering) and its copy at the bottom of the body both break at their
+    # jump; both continue at the body's start or at the return, so they share those resume
+    # functions: the frame's graph (abs, max, gt), then one body graph (div, abs, max, gt) that
+    # later iterations hit. (Before resume functions were shared per successor: 3 graphs.)
+    while x.abs().max() > 1:  # BREAK
+        x = x / 2
+    return x
+
+
 @program("item_in_for_range", 4, 3, inputs=x34, dynamo=(0, -1))
 def item_in_for_range(x):
     total = 0.0

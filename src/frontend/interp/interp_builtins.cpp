@@ -337,6 +337,12 @@ std::vector<VarRef> Interpreter::sorted_items(std::vector<VarRef> items, const V
 VarRef Interpreter::call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
                                           Kwargs& kwargs) {
   if (!kwargs.empty() && name != "update" && name != "sort") unsupported(name + "() with keyword arguments on " + describe(*self));
+  // Adding to a caller's list or dict whose contents the trace has not read reads nothing.
+  if (name == "append" && args.size() == 1 && trace_.store_unread(self, nullptr, args[0])) return trace_.none();
+  if (name == "__setitem__" && args.size() == 2 && self->kind == VarKind::Dict) {
+    PyObject* k = Trace::as_constant(*args[0]);
+    if (k && trace_.store_unread(self, k, args[1])) return trace_.none();
+  }
   bool mutating = name == "append" || name == "extend" || name == "insert" || name == "pop" || name == "update" ||
                   name == "setdefault" || name == "clear" || name == "remove" || name == "__setitem__" ||
                   name == "reverse" || name == "sort" || name == "__delitem__" || name == "popitem";

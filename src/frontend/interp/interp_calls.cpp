@@ -234,6 +234,9 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       return module_method(kind.detail, args, kwargs);
     case CallableKind::Signature:
       return signature_of(obj, args, kwargs);
+    case CallableKind::Assert:
+    case CallableKind::Check:
+      return call_check(kind, obj, args, kwargs);
     case CallableKind::Unsupported:
       unsupported(kind.detail);
   }

@@ -13,20 +13,6 @@ namespace ember::frontend {
 using bytecode::Instruction;
 using bytecode::Opcode;
 
-namespace {
-
-// `d[key] = value`: a key already present keeps its place, as in a Python dict.
-void put(DictVar& d, PyObject* key, const VarRef& value) {
-  int at = d.find(key);
-  if (at >= 0) {
-    d.values[at] = value;
-  } else {
-    d.keys.push_back(PyRef::borrow(key));
-    d.values.push_back(value);
-  }
-}
-
-}  // namespace
 
 void Interpreter::refuse_frame_container(const Var& container, const std::string& what) const {
   // A list or dict under construction arrives as an argument of a resume function when a graph
@@ -51,7 +37,7 @@ void Interpreter::step_build_map(const Instruction& ins) {
   for (int i = 0; i < ins.arg; ++i) {
     PyObject* k = Trace::as_constant(*kv[2 * i]);
     if (!k) unsupported("a dict key that is not a constant");
-    put(*d, k, kv[2 * i + 1]);
+    d->put(k, kv[2 * i + 1]);
   }
   push(d);
 }
@@ -89,7 +75,7 @@ void Interpreter::step_map_add(const Instruction& ins) {
   PyObject* k = Trace::as_constant(*key);
   if (d->kind != VarKind::Dict || !k) unsupported("dict comprehension with a non-constant key");
   refuse_frame_container(*d, "MAP_ADD");
-  put(d->as<DictVar>(), k, value);
+  d->as<DictVar>().put(k, value);
 }
 
 void Interpreter::step_dict_update(const Instruction& ins) {
@@ -102,7 +88,7 @@ void Interpreter::step_dict_update(const Instruction& ins) {
   for (size_t i = 0; i < src.keys.size(); ++i) {
     // DICT_MERGE builds the keyword arguments of a call: a repeated name is an error there.
     if (ins.op == Opcode::DictMerge && dst.find(src.keys[i].get()) >= 0) unsupported("duplicate keyword argument");
-    put(dst, src.keys[i].get(), src.values[i]);
+    dst.put(src.keys[i].get(), src.values[i]);
   }
 }
 

@@ -124,9 +124,10 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const 
     return;
   }
   if (obj->kind == VarKind::Dict) {
-    auto& d = obj->as<DictVar>();
     PyObject* k = Trace::as_constant(*index);
     if (!k) unsupported("dict item assignment with a non-constant key");
+    if (trace_.store_unread(obj, k, value)) return;
+    auto& d = obj->as<DictVar>();
     trace_.record_mutation(obj, {value});
     int at = d.find(k);
     if (at >= 0) {
@@ -317,18 +318,11 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   }
   if (base == 7 && lhs->kind == VarKind::Dict && rhs->kind == VarKind::Dict) {  // d1 | d2
     if (inplace) trace_.record_mutation(lhs, rhs->as<DictVar>().values);
-    auto merged = inplace ? std::static_pointer_cast<DictVar>(lhs) : std::make_shared<DictVar>(lhs->as<DictVar>());
+    const DictVar& left = lhs->as<DictVar>();  // reads an unread dict of the caller first
+    auto merged = inplace ? std::static_pointer_cast<DictVar>(lhs) : std::make_shared<DictVar>(left);
     if (!inplace) merged->source = nullptr;
     auto& src = rhs->as<DictVar>();
-    for (size_t i = 0; i < src.keys.size(); ++i) {
-      int at = merged->find(src.keys[i].get());
-      if (at >= 0) {
-        merged->values[at] = src.values[i];
-      } else {
-        merged->keys.push_back(src.keys[i]);
-        merged->values.push_back(src.values[i]);
-      }
-    }
+    for (size_t i = 0; i < src.keys.size(); ++i) merged->put(src.keys[i].get(), src.values[i]);
     return merged;
   }
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);

@@ -122,6 +122,8 @@ class Interpreter {
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
   VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
+  // torch._assert / torch._check* (interp_checks.cpp): None when the condition holds.
+  VarRef call_check(const CallableKind& kind, PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
   // torch.autocast(...) and torch.is_autocast_enabled / get_autocast_dtype, answered from the
   // trace's autocast state (interp_autocast.cpp).
   VarRef autocast_context(PyObject* cls, const std::vector<VarRef>& args, const Kwargs& kwargs);

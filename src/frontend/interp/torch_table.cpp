@@ -34,6 +34,7 @@ TorchTable TorchTable::from_python(PyObject* py) {
   t.set_grad_enabled_fn = field(py, "set_grad_enabled_fn");
   t.grad_mode_exit_type = field(py, "grad_mode_exit_type");
   t.tensor_to = field(py, "tensor_to");
+  t.tensor_items = field(py, "tensor_items");
   t.autocast_policy_fn = field(py, "autocast_policy");
   t.autocast_arguments = field(py, "autocast_arguments");
   t.autocast_exit_type = field(py, "autocast_exit_type");
@@ -128,6 +129,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"module_method", CallableKind::ModuleMethod}, {"signature", CallableKind::Signature},
       {"null_context", CallableKind::NullContext}, {"construct", CallableKind::Construct},
       {"autocast", CallableKind::Autocast}, {"autocast_query", CallableKind::AutocastQuery},
+      {"assert", CallableKind::Assert},     {"check", CallableKind::Check},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {
@@ -137,7 +139,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
     }
   }
   if (!found) throw std::runtime_error("classify() returned an unknown kind '" + kind + "'");
-  if (k.kind == CallableKind::Constant) {
+  if (k.kind == CallableKind::Constant || k.kind == CallableKind::Check) {
     k.constant = PyRef::borrow(detail);
   } else if (PyUnicode_Check(detail)) {
     k.detail = PyUnicode_AsUTF8(detail);

@@ -34,6 +34,8 @@ struct CallableKind {
     Constant,       // always returns `constant` (torch.compiler.is_compiling() -> True)
     ModuleMethod,   // nn.Module.children/modules/parameters/buffers and their named_ forms
     Signature,      // inspect.signature: folded for a function the guards pin
+    Assert,         // torch._assert: checked at trace time, or a runtime check of a tensor (interp_checks.cpp)
+    Check,          // torch._check and its kin: `constant` is the exception class a false condition raises
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;
@@ -57,6 +59,7 @@ struct TorchTable {
   PyRef set_grad_enabled_fn;  // torch._C._set_grad_enabled, run by the graph at a mode change
   PyRef grad_mode_exit_type;  // ember.ops.GradModeExit: a grad-mode block's exit across a graph break
   PyRef tensor_to;            // torch.Tensor.to: the casts autocast's policy adds
+  PyRef tensor_items;         // ember.ops.tensor_items(fn, keep): fn's tuple result without its Nones
   // python/ember/autocast.py: policy(fn, device_type) -> (policy, detail); arguments(cls, args,
   // kwargs, state) -> (device_type, enabled, dtype, cache); AutocastExit (an autocast block's exit
   // across a graph break); replay(events), suspend(), resume(token) (see driver/compiled_frame.cpp)
@@ -67,7 +70,7 @@ struct TorchTable {
   PyRef inplace_callables; // set: callables (besides names ending in '_') that mutate their first argument
   PyRef qualname;          // function(callable) -> qualified name
   PyRef classify_fn;       // function(callable) -> (kind, detail), see CallableKind
-  PyRef make_meta;         // function(sizes, strides, dtype, requires_grad) -> meta tensor
+  PyRef make_meta;         // function(sizes, strides, dtype, requires_grad, leaf) -> meta tensor
   PyRef resolve;           // function(qualified name) -> the callable (extern calls of compiled graphs)
   std::vector<PyRef> op_callables;  // per ir::Op: the callable the eager executor applies
 

@@ -43,7 +43,7 @@ PyRef Trace::materialize(const Var& v) {
       return v.as<ObjectVar>().obj;
     case VarKind::Tuple:
     case VarKind::List: {
-      auto& items = static_cast<const SequenceVar&>(v).items;
+      auto& items = v.as<SequenceVar>().items;
       PyRef out = PyRef::steal(v.kind == VarKind::Tuple ? PyTuple_New(items.size()) : PyList_New(items.size()));
       for (size_t i = 0; i < items.size(); ++i) {
         PyRef x = materialize(*items[i]);
@@ -57,7 +57,7 @@ PyRef Trace::materialize(const Var& v) {
       return out;
     }
     case VarKind::Dict: {
-      auto& d = static_cast<const DictVar&>(v);
+      auto& d = v.as<DictVar>();
       PyRef out = PyRef::steal(PyDict_New());
       for (size_t i = 0; i < d.keys.size(); ++i) {
         PyRef x = materialize(*d.values[i]);
@@ -143,35 +143,32 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     if (!previous) throw PythonError();
     guards.equals(Source::attr(source, "previous"), previous.get());
     v = std::make_shared<GradModeExitVar>(previous.get() == Py_True, previous.get() != Py_None);
-  } else if (PyTuple_Check(obj) || PyList_CheckExact(obj)) {
-    bool is_tuple = PyTuple_Check(obj);
+  } else if (PyTuple_Check(obj) || PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
     guards.type_match(source, type);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-    guards.length(source, n);
-    auto seq = std::make_shared<SequenceVar>(is_tuple ? VarKind::Tuple : VarKind::List, std::vector<VarRef>{});
-    if (is_tuple && !PyTuple_CheckExact(obj)) seq->named_type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
-    v = seq;
-    if (!is_tuple) register_container(obj, v, source);
-    wrapping_.push_back(obj);
-    for (Py_ssize_t i = 0; i < n; ++i) seq->items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
-    wrapping_.pop_back();
-  } else if (PyDict_CheckExact(obj)) {
-    guards.type_match(source, type);
-    PyRef keys = PyRef::steal(PyDict_Keys(obj));
-    PyRef keys_tuple = PyRef::steal(PyList_AsTuple(keys.get()));
-    guards.dict_keys(source, keys_tuple.get());
-    auto d = std::make_shared<DictVar>();
-    v = d;
-    register_container(obj, v, source);
-    wrapping_.push_back(obj);
-    PyObject *k, *val;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(obj, &pos, &k, &val)) {
-      if (!PyUnicode_Check(k)) throw Unsupported("dict with a non-string key read from the frame at " + key);
-      d->keys.push_back(PyRef::borrow(k));
-      d->values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
+    if (PyDict_CheckExact(obj)) {
+      v = std::make_shared<DictVar>();
+    } else {
+      auto seq = std::make_shared<SequenceVar>(PyTuple_Check(obj) ? VarKind::Tuple : VarKind::List, std::vector<VarRef>{});
+      if (PyTuple_Check(obj) && !PyTuple_CheckExact(obj)) seq->named_type = PyRef::borrow(reinterpret_cast<PyObject*>(type));
+      v = seq;
     }
-    wrapping_.pop_back();
+    if (v->kind == VarKind::Tuple) {
+      read_contents(obj, *v, source);
+    } else {
+      register_container(obj, v, source);
+      // A global's or an attribute's list or dict (a log, a cache, a counter of calls) is
+      // often only added to: its contents are read, and guarded, when the trace first needs
+      // them (Var::read_contents), so appending does not make the next call miss.
+      bool lazy = source->kind == Source::Kind::Global || source->kind == Source::Kind::Attr ||
+                  source->kind == Source::Kind::ModuleMember;
+      if (lazy) {
+        PyRef keep = PyRef::borrow(obj);
+        Var* var = v.get();  // the Var owns the function: `var` outlives every call of it
+        v->read_contents = [this, keep, var, source] { read_contents(keep.get(), *var, source); };
+      } else {
+        read_contents(obj, *v, source);
+      }
+    }
   } else if (PyMethod_Check(obj)) {
     // A bound method is a new object at each attribute read: its function is what must match;
     // its `self` is read through the source when the method is called.
@@ -215,12 +212,12 @@ VarRef Trace::wrap_tensor(PyObject* obj, const SourceRef& source) {
   t->value = value;
   t->type = std::move(type);
   t->py_type = PyRef::borrow(reinterpret_cast<PyObject*>(meta.type));
-  meta_of(*t);
+  meta_of(*t, /*leaf=*/true);
   t->meta_is_proxy = false;  // an input's meta tensor is a leaf, as the input is taken to be
   return t;
 }
 
-PyObject* Trace::meta_of(TensorVar& t) {
+PyObject* Trace::meta_of(TensorVar& t, bool leaf) {
   if (t.meta) return t.meta.get();
   const ir::TensorType& type = t.type;
   PyRef sizes = PyRef::steal(PyTuple_New(type.sizes.size()));
@@ -232,7 +229,8 @@ PyObject* Trace::meta_of(TensorVar& t) {
   }
   t.meta = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
                                                      table.dtype_object(type.dtype),
-                                                     type.requires_grad ? Py_True : Py_False, nullptr));
+                                                     type.requires_grad ? Py_True : Py_False,
+                                                     leaf ? Py_True : Py_False, nullptr));
   if (!t.meta) throw PythonError();
   t.meta_is_proxy = true;
   return t.meta.get();
@@ -307,8 +305,74 @@ bool Trace::plannable(const Var& v) const {
   return walk(v);
 }
 
+void Trace::read_contents(PyObject* obj, Var& v, const SourceRef& source) {
+  wrapping_.push_back(obj);
+  if (v.kind == VarKind::Dict) {
+    auto& d = static_cast<DictVar&>(v);
+    PyRef keys = PyRef::steal(PyDict_Keys(obj));
+    PyRef keys_tuple = PyRef::steal(PyList_AsTuple(keys.get()));
+    if (!keys_tuple) throw PythonError();
+    guards.dict_keys(source, keys_tuple.get());
+    PyObject *k, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(obj, &pos, &k, &val)) {
+      if (!PyUnicode_Check(k)) throw Unsupported("dict with a non-string key read from the frame at " + source->str());
+      d.keys.push_back(PyRef::borrow(k));
+      d.values.push_back(wrap(val, Source::dict_item(source, PyUnicode_AsUTF8(k))));
+    }
+    if (d.added) {
+      // The stores the trace made while the contents were unread, in order.
+      auto& added = d.added->as<DictVar>();
+      for (size_t i = 0; i < added.keys.size(); ++i) d.put(added.keys[i].get(), added.values[i]);
+      d.added = nullptr;
+    }
+  } else {
+    auto& seq = static_cast<SequenceVar&>(v);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    guards.length(source, n);
+    for (Py_ssize_t i = 0; i < n; ++i) seq.items.push_back(wrap(PySequence_Fast_GET_ITEM(obj, i), Source::item(source, i)));
+    if (seq.added) {
+      for (auto& x : seq.added->as<SequenceVar>().items) seq.items.push_back(x);
+      seq.added = nullptr;
+    }
+  }
+  wrapping_.pop_back();
+}
+
+bool Trace::store_unread(const VarRef& container, PyObject* key, const VarRef& value) {
+  if (!container->unread() || (container->kind == VarKind::Dict) != (key != nullptr)) return false;
+  if (key && !PyUnicode_CheckExact(key)) return false;
+  record_mutation(container, {value});
+  if (container->kind == VarKind::List) {
+    auto& seq = static_cast<SequenceVar&>(*container);
+    if (!seq.added) seq.added = std::make_shared<SequenceVar>(VarKind::List, std::vector<VarRef>{});
+    seq.added->as<SequenceVar>().items.push_back(value);
+    return true;
+  }
+  auto& d = static_cast<DictVar&>(*container);
+  if (!d.added) d.added = std::make_shared<DictVar>();
+  d.added->as<DictVar>().put(key, value);
+  return true;
+}
+
 ValuePlan Trace::plan_contents(const VarRef& container) {
   ValuePlan p;
+  if (container->unread()) {
+    // Only added to: the caller's contents at the call's start, then what the trace added
+    // (`old + [new]`, `old | {new}`: a stored key keeps its place, as `d[k] = v` does).
+    PyObject* type = reinterpret_cast<PyObject*>(container->kind == VarKind::Dict ? &PyDict_Type : &PyList_Type);
+    p.kind = ValuePlan::Kind::Call;
+    p.constant = PyRef::steal(PyObject_GetAttrString(type, container->kind == VarKind::Dict ? "__or__" : "__add__"));
+    if (!p.constant) throw PythonError();
+    ValuePlan old;
+    old.kind = ValuePlan::Kind::FromSource;
+    old.source = container->source;
+    p.items.push_back(std::move(old));
+    const VarRef& added = container->kind == VarKind::Dict ? static_cast<DictVar&>(*container).added
+                                                           : static_cast<SequenceVar&>(*container).added;
+    p.items.push_back(plan_value(added));
+    return p;
+  }
   if (container->kind == VarKind::Dict) {
     plan_dict_items(container->as<DictVar>(), p);
     return p;

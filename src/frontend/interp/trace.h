@@ -127,6 +127,9 @@ class Trace {
   // the callable on meta tensors. Returns the result Var(s); metadata queries return constants.
   VarRef call_torch(PyObject* callable, const std::vector<VarRef>& args,
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // A graph node `callable(condition, message)` that returns nothing and raises when the tensor
+  // `condition` is false at run time (torch._assert); `message` must be a literal.
+  void record_check(PyObject* callable, const VarRef& condition, const VarRef& message);
   // Records a grad-mode change as a graph node and applies it to later meta computations.
   void set_grad_enabled(bool enabled);
 
@@ -163,6 +166,11 @@ class Trace {
   // trace built need nothing. `stored`: the values the mutation puts into it, which must be
   // values a plan can rebuild after the graph (else Unsupported, before anything changed).
   void record_mutation(const VarRef& container, const std::vector<VarRef>& stored = {});
+  // `xs.append(value)` (key null) or `d[key] = value` (a str key) on a list or dict of the
+  // caller whose contents the trace has not read (Var::unread): recorded without reading them,
+  // so no guard on its length or keys; replayed as the caller's contents plus the stores.
+  // False, doing nothing, when the container's contents were read (the caller then mutates them).
+  bool store_unread(const VarRef& container, PyObject* key, const VarRef& value);
 
   // A SymInt for an int read through `source` (no value guard yet; its type is guarded).
   VarRef sym_int(PyObject* value, const SourceRef& source);
@@ -182,8 +190,10 @@ class Trace {
   ValuePlan finish(const VarRef& result);
   AliasGuard aliases;
 
-  // The meta tensor of `t`, made from its type when it has none yet (borrowed).
-  PyObject* meta_of(TensorVar& t);
+  // The meta tensor of `t`, made from its type when it has none yet (borrowed). Made for a value
+  // the program computed (not `leaf`), one that requires grad has a grad_fn, as eager's has, so
+  // in-place ops on it are checked as eager checks them.
+  PyObject* meta_of(TensorVar& t, bool leaf = false);
 
   // A borrowed Python value for a Var that must be a trace-time constant, or nullptr.
   static PyObject* as_constant(const Var& v);
@@ -266,6 +276,9 @@ class Trace {
   void refuse_instance_dict(const Container& c, const Var& owner) const;
   // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
   void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
+  // Fills `v` with the items of the tuple, list or dict `obj` read through `source` (guarding its
+  // length or keys), then applies what store_unread added.
+  void read_contents(PyObject* obj, Var& v, const SourceRef& source);
   // Whether a plan can rebuild `v` after the graph (plan_value would not refuse it).
   bool plannable(const Var& v) const;
   // A list or dict holding the current contents of a container Var (a Contents effect's value).

@@ -351,6 +351,8 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   std::vector<PyObject*> metas;
   ir::Node::ResultForm form = ir::Node::ResultForm::Single;
   PyRef named_type;
+  std::vector<bool> none_at;  // a tuple result's items that are None (not graph values)
+  std::string target = name;
   if (is_tensor_type(reinterpret_cast<PyObject*>(Py_TYPE(r)))) {
     metas.push_back(r);
   } else if (r == Py_None && kind.kind != CallableKind::Query) {
@@ -359,11 +361,27 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
              kind.kind != CallableKind::Query) {
     form = PyTuple_Check(r) ? ir::Node::ResultForm::Tuple : ir::Node::ResultForm::List;
     if (PyTuple_Check(r) && !PyTuple_CheckExact(r)) named_type = PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(r)));
+    PyRef keep = PyRef::steal(PyList_New(0));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(r); ++i) {
       PyObject* item = PySequence_Fast_GET_ITEM(r, i);
+      none_at.push_back(item == Py_None && form == ir::Node::ResultForm::Tuple);
+      if (none_at.back()) continue;
       if (!is_tensor_type(reinterpret_cast<PyObject*>(Py_TYPE(item))))
         throw Unsupported(name + " returns a sequence holding a " + Py_TYPE(item)->tp_name);
       metas.push_back(item);
+      PyRef index = PyRef::steal(PyLong_FromSsize_t(i));
+      if (!index || PyList_Append(keep.get(), index.get()) < 0) throw PythonError();
+    }
+    if (metas.empty()) throw Unsupported(name + " returns a tuple of None");
+    if (metas.size() < none_at.size()) {
+      // `(out, None)`: the node returns the tensors only, through ember.ops.tensor_items, and
+      // the trace rebuilds the tuple with its Nones.
+      PyRef keep_tuple = PyRef::steal(PyList_AsTuple(keep.get()));
+      PyObject* wrapper = keep_tuple ? PyObject_CallFunctionObjArgs(table.tensor_items.get(), callable, keep_tuple.get(), nullptr) : nullptr;
+      if (!wrapper) throw PythonError();
+      callable = wrapper;
+      Py_DECREF(wrapper);  // ember.ops keeps one per (callable, items)
+      target = name + "[tensors " + object_str(keep_tuple.get()) + "]";
     }
   } else if (kind.kind == CallableKind::Query) {
     return constant(std::move(result));
@@ -389,8 +407,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
                         ((*ruled).empty() ? std::string("()") : (*ruled)[0].str()) + ", torch " +
                         (types.empty() ? std::string("()") : types[0].str()));
   }
-  ir::Op op = kind.kind == CallableKind::CoreOp && core_op_applies(kind.op, args, kwargs) ? kind.op : ir::Op::TorchCall;
-  ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
+  bool drops_nones = metas.size() < none_at.size();  // the node calls ember.ops.tensor_items
+  ir::Op op = kind.kind == CallableKind::CoreOp && !drops_nones && core_op_applies(kind.op, args, kwargs) ? kind.op
+                                                                                                      : ir::Op::TorchCall;
+  ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? target : std::string(), std::move(ir_args),
                                    std::move(ir_kwargs), types, form);
   callables.push_back(PyRef::borrow(callable));
   const ir::Node& n = graph.node(node);
@@ -416,9 +436,17 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     out.push_back(t);
   }
   if (form == ir::Node::ResultForm::Single) return out[0];
+  for (size_t i = 0; i < none_at.size(); ++i)
+    if (none_at[i]) out.insert(out.begin() + static_cast<std::ptrdiff_t>(i), none());
   auto seq = std::make_shared<SequenceVar>(form == ir::Node::ResultForm::List ? VarKind::List : VarKind::Tuple, std::move(out));
   seq->named_type = named_type;
   return seq;
+}
+
+void Trace::record_check(PyObject* callable, const VarRef& condition, const VarRef& message) {
+  std::vector<ir::Arg> args{lower_arg(condition, nullptr), lower_arg(message, nullptr)};
+  graph.add_node(ir::Op::TorchCall, table.name_of(callable), std::move(args), {}, {}, ir::Node::ResultForm::None);
+  callables.push_back(PyRef::borrow(callable));
 }
 
 bool Trace::core_op_applies(ir::Op op, const std::vector<VarRef>& args,

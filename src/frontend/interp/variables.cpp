@@ -26,6 +26,16 @@ int DictVar::find(PyObject* key) const {
   return -1;
 }
 
+void DictVar::put(PyObject* key, const VarRef& value) {
+  int at = find(key);
+  if (at >= 0) {
+    values[at] = value;
+  } else {
+    keys.push_back(PyRef::borrow(key));
+    values.push_back(value);
+  }
+}
+
 std::string describe(const Var& v) {
   switch (v.kind) {
     case VarKind::Null:
@@ -47,8 +57,10 @@ std::string describe(const Var& v) {
     case VarKind::Tuple:
       return "tuple[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
     case VarKind::List:
+      if (v.unread()) return "list";  // describing it reads nothing
       return "list[" + std::to_string(static_cast<const SequenceVar&>(v).items.size()) + "]";
     case VarKind::Dict:
+      if (v.unread()) return "dict";
       return "dict[" + std::to_string(static_cast<const DictVar&>(v).keys.size()) + "]";
     case VarKind::Function:
       return "function made in the trace";

@@ -13,9 +13,11 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "pybridge/pyref.h"
@@ -27,6 +29,8 @@ namespace ember::frontend {
 struct Var;
 using VarRef = std::shared_ptr<Var>;
 struct ValuePlan;
+struct SequenceVar;
+struct DictVar;
 
 enum class VarKind : uint8_t {
   Null,         // the NULL a call sequence pushes
@@ -52,13 +56,30 @@ struct Var {
   const VarKind kind;
   SourceRef source;  // where the frame holds this value; null if the trace made it
 
+  // Set on a list or dict read from the frame whose contents the trace has not read yet
+  // (Trace::wrap): reading them guards the container's length or keys and wraps its items.
+  // as<SequenceVar>() and as<DictVar>() run it first, so no code sees unread contents; only
+  // Trace::store_unread adds to such a container without reading it.
+  mutable std::function<void()> read_contents;
+  bool unread() const { return static_cast<bool>(read_contents); }
+
   template <class T>
   T& as() {
+    if constexpr (std::is_same_v<T, SequenceVar> || std::is_same_v<T, DictVar>) read();
     return static_cast<T&>(*this);
   }
   template <class T>
   const T& as() const {
+    if constexpr (std::is_same_v<T, SequenceVar> || std::is_same_v<T, DictVar>) read();
     return static_cast<const T&>(*this);
+  }
+
+ private:
+  void read() const {
+    if (!read_contents) return;
+    std::function<void()> f = std::move(read_contents);
+    read_contents = nullptr;
+    f();
   }
 };
 
@@ -103,6 +124,7 @@ struct SequenceVar : Var {
   SequenceVar(VarKind k, std::vector<VarRef> xs) : Var(k), items(std::move(xs)) {}
   std::vector<VarRef> items;
   PyRef named_type;  // a namedtuple / torch.Size type to rebuild, or null for plain tuple/list
+  VarRef added;      // while unread(): a list the trace made, of the values appended
 };
 
 struct DictVar : Var {
@@ -110,6 +132,9 @@ struct DictVar : Var {
   std::vector<PyRef> keys;  // constant keys, insertion order
   std::vector<VarRef> values;
   int find(PyObject* key) const;  // -1 if absent; may set a Python error on unhashable keys
+  // `d[key] = value`: a key already present keeps its place, as in a Python dict.
+  void put(PyObject* key, const VarRef& value);
+  VarRef added;  // while unread(): a dict the trace made, of the items stored
 };
 
 struct FunctionVar : Var {
