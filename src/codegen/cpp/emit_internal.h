@@ -106,6 +106,11 @@ void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, con
 // NaN everywhere: ev::exp_nonpositive gives its bits.
 bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node);
 
+// Integer `n` (in a vector region over `var`) takes values that provably fit in int32 and in its
+// dtype at every point, masked-tail lanes past the loop's end included: vector code computes it in
+// ev::VecI lanes (32-bit) and gets the bits of the scalar int64 arithmetic.
+bool fits_int32_lanes(const NodeEnv& env, const Node& n, const std::string& var);
+
 // ---- reuse across loops (emit_reuse.cpp)
 // Values a later vector loop recomputes from an earlier one: the earlier loop stores them into a
 // scratch array per outer point, the later loads them (emit_reuse.cpp says when this is done).

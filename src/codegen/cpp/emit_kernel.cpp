@@ -349,7 +349,7 @@ sym::Expr next_row(const sym::Expr& e) {
 // Needs: one outer loop; loop 0 and the last loop both vector loops of equal extents; loop 0 only
 // loads (unmasked, of buffers the kernel never writes, nothing stored into an input or extern
 // result), computes and reduces (sum, prod, max, min), none of it kept for a later loop; the last
-// loop reduces nothing itself; no index checks.
+// loop reduces nothing itself; no index checks. Index values of loop 0 shift with its loads.
 bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
                        const std::vector<std::vector<int64_t>>& loops, const std::vector<bool>& vector_loop,
                        const LoopReuse& reuse) {
@@ -373,6 +373,10 @@ bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
     switch (loop_ir::op_info(n.op).cls) {
       case loop_ir::OpClass::Leaf:
         if (n.op == ScalarOp::Constant) break;
+        if (n.op == ScalarOp::Index) {
+          if (reads_node_values(n.index.at(0))) return false;
+          break;
+        }
         if (n.op != ScalarOp::Load || !n.operands.empty()) return false;
         for (const Node& w : k.nodes)
           if (w.op == ScalarOp::Store && p.storage_root(w.buffer) == p.storage_root(n.buffer)) return false;
