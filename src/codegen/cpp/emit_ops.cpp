@@ -78,8 +78,13 @@ const ReductionSpelling& reduction_of(const Node& n) {
   return r;
 }
 
-// Scalar reductions of float32 accumulate in double (the table's reduction rows say why).
-DType accumulator_dtype(DType dt) { return value_kind(dt) == ValueKind::F32 ? DType::Float64 : dt; }
+// Scalar sums and products of float32 accumulate in double: one sequential float accumulator over a
+// long row loses to torch's cascade summation (docs/codegen-cpp.md, "Float accumulators"). Max and
+// min are exact in any type: float.
+DType accumulator_dtype(const Node& n) {
+  const bool exact = n.op == loop_ir::ScalarOp::ReduceMax || n.op == loop_ir::ScalarOp::ReduceMin;
+  return value_kind(n.dtype) == ValueKind::F32 && !exact ? DType::Float64 : n.dtype;
+}
 
 bool is_welford(loop_ir::ScalarOp op) { return op == loop_ir::ScalarOp::WelfordMean || op == loop_ir::ScalarOp::WelfordM2; }
 
@@ -96,7 +101,7 @@ std::string scalar_reduction_update(const NodeEnv& env, const Node& n, const std
   }
   const ReductionSpelling& r = reduction_of(n);
   if (const char* update = by_kind(r.update, value_kind(n.dtype))) return expand(update, {acc, x}) + ";";
-  const DType acc_dt = accumulator_dtype(n.dtype);
+  const DType acc_dt = accumulator_dtype(n);
   return acc + " = " + scalar_expr(n, r.combine, acc_dt, {acc, x}) + ";";
 }
 
@@ -137,6 +142,7 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
     const std::string w = welford_name(env, n);
     if (vector) {
       out += indent + "ev::WelfordF " + w + env.acc_suffix + ";\n";
+      if (env.carried.count(n.id) && env.acc_suffix.empty()) out += indent + "ev::WelfordCarry carry_" + w + ";\n";
     } else {
       out += indent + "double " + w + "_mean = 0, " + w + "_m2 = 0;\n";
       out += indent + "int64_t " + w + "_n = 0;\n";
@@ -146,9 +152,10 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
   const ReductionSpelling& r = reduction_of(n);
   if (vector) {
     out += indent + "ev::VecF acc_" + name(n.id) + env.acc_suffix + " = ev::VecF::broadcast(" + r.vector_identity + ");\n";
+    if (env.carried.count(n.id) && env.acc_suffix.empty()) out += indent + "ev::SumCarry carry_" + name(n.id) + ";\n";
     return;
   }
-  const std::string t = value_type(accumulator_dtype(n.dtype));
+  const std::string t = value_type(accumulator_dtype(n));
   const std::string identity = expand(by_kind(r.identity, value_kind(n.dtype)), {}, t);
   out += indent + t + " acc_" + name(n.id) + " = " + identity + ";\n";
 }
@@ -165,6 +172,20 @@ void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& 
   out += indent + a + " = " + vector_combine(n, a, b) + ";\n";
 }
 
+void emit_reduction_carry(const NodeEnv& env, const Node& n, const std::string& suffix, const std::string& indent,
+                          std::string& out) {
+  if (is_welford(n.op)) {
+    if (welford_leader(env, n) != n.id) return;
+    const std::string w = welford_name(env, n);
+    out += indent + "carry_" + w + ".add(" + w + suffix + ");\n";
+    out += indent + w + suffix + " = ev::WelfordF();\n";
+    return;
+  }
+  const std::string acc = "acc_" + name(n.id) + suffix;
+  out += indent + "carry_" + name(n.id) + ".add(" + acc + ");\n";
+  out += indent + acc + " = ev::VecF::broadcast(" + reduction_of(n).vector_identity + ");\n";
+}
+
 void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const std::string& indent, std::string& out) {
   const std::string t = value_type(n.dtype);
   const std::string lhs = indent + "const " + t + " " + name(n.id) + " = ";
@@ -172,7 +193,9 @@ void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const 
     const std::string w = welford_name(env, n);
     const char* field = n.op == loop_ir::ScalarOp::WelfordMean ? "mean" : "m2";
     if (vector) {
-      if (welford_leader(env, n) == n.id) out += indent + "const ev::WelfordS " + w + "_r = " + w + ".reduce();\n";
+      if (welford_leader(env, n) == n.id)
+        out += indent + "const ev::WelfordS " + w + "_r = " +
+               (env.carried.count(n.id) ? "carry_" + w + ".total(" + w + ")" : w + ".reduce()") + ";\n";
       out += lhs + "static_cast<" + t + ">(" + w + "_r." + field + ");\n";
     } else {
       out += lhs + "static_cast<" + t + ">(" + w + "_" + field + ");\n";
@@ -182,6 +205,10 @@ void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const 
   const std::string acc = "acc_" + name(n.id);
   if (!vector) {
     out += lhs + "static_cast<" + t + ">(" + acc + ");\n";
+    return;
+  }
+  if (env.carried.count(n.id)) {
+    out += lhs + "carry_" + name(n.id) + ".total(" + acc + ");\n";
     return;
   }
   const ReductionSpelling& r = reduction_of(n);

@@ -117,9 +117,10 @@ constexpr OpSpelling kOps[] = {
     {ScalarOp::LogicalOr, {"($0 || $1)", "($0 || $1)", "($0 || $1)", "($0 || $1)"}, nullptr, "$0 | $1", L::Mask, false},
     {ScalarOp::Where, {"$0 ? $1 : $2", "$0 ? $1 : $2", "$0 ? $1 : $2", "$0 ? $1 : $2"}, nullptr,
      "ev::where($0, $1, $2)", L::FloatOrInt, false},
-    // Reductions: {combine, identity by kind, vector identity, update by kind, vector final}. Scalar
-    // float32 accumulates in double ($T): a scalar loop is the one that could not be vectorized, often
-    // a long strided one, and double keeps its error below torch's.
+    // Reductions: {combine, identity by kind, vector identity, update by kind, vector final}. $T is the
+    // accumulator type: scalar float32 sums and products accumulate in double (a scalar loop is the one
+    // that could not be vectorized, often a long strided one, and double keeps its error below torch's
+    // cascade summation), max and min in float (exact); emit_ops.cpp's accumulator_dtype decides.
     {ScalarOp::ReduceSum, {}, nullptr, nullptr, L::Float, false,
      {ScalarOp::Add, {"false", "0", "0", "0"}, "0.0f", {"$0 = $0 || $1", "$0 += $1", "$0 += $1", "$0 += $1"},
       "ev::reduce_add($0)"}},
