@@ -22,7 +22,7 @@ What runs, under backend="ember":
                          nanoGPT, tiny configs), one call under torch.no_grad().
 Each compile event that captured ops gives one entry, `GROUP/NAME#i code` (i counts the program's compile
 events, `code` is the compiled function's name), whose value is the sha256 of the generated translation unit
-(the event's `cpp_source`), or "no C++: REASON" when the graph did not reach generated code.
+(the event's `code_text`, C++ here), or "no C++: REASON" when the graph did not reach generated code.
 
 The events come from the collector stack `ember.explain` uses (ember.api._collectors): no production code
 exists for this script. The manifest is JSON (sorted keys); beside it, FILE.sources.json.gz keeps every
@@ -74,7 +74,7 @@ class Recorder:
         compiles = [info for event, info in events if event == "compile" and info["ops"] > 0]
         for i, info in enumerate(compiles):
             key = f"{name}#{i} {info['code']}"
-            source = info["cpp_source"]
+            source = info["code_text"]
             if source:
                 self.entries[key] = hashlib.sha256(source.encode()).hexdigest()
                 self.sources[key] = source

@@ -1,8 +1,10 @@
 """Suite `cpu`: eager PyTorch, Ember and torch.compile (Inductor) on CPU workloads, side by side in one run.
 
 Workloads (cpu_workloads.py has the sizes): the seed block gelu(x @ W + b, tanh) + r in float32 and
-bfloat16, its pointwise part alone, layer_norm(x + r), rms_norm, softmax, a GELU MLP, a nanoGPT block and a
-conv-bn-relu stack; all under torch.no_grad(), modules in eval().
+bfloat16, its pointwise part alone, layer_norm(x + r), rms_norm, softmax, a GELU MLP, a nanoGPT block, a
+conv-bn-relu stack; integer index patterns (a causal-masked softmax, an arange position add, a tril mask
+multiply); and pieces of real models (causal attention, a pre-norm GELU MLP block, Llama's RMSNorm, BERT's
+embeddings, cross-entropy); all under torch.no_grad(), modules in eval().
 
 Columns, per workload and compiler:
   time        median per-call time of samples interleaved across eager and every compiler (timing.py)

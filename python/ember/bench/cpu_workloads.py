@@ -13,6 +13,7 @@ Plain functions pass through ember.models.as_user_code (user_code.py says why); 
 """
 import copy
 import dataclasses
+import math
 
 import torch
 import torch.nn as nn
@@ -71,10 +72,79 @@ def _softmax(x):
     return torch.softmax(x, -1)
 
 
+def _masked_softmax(x):
+    n = x.shape[-1]
+    return torch.softmax(x.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf")), -1)
+
+
+def _position_add(x, table):
+    return x + table[torch.arange(x.shape[1])]
+
+
+def _tril_mul(x):
+    return x * torch.tril(torch.ones(x.shape[-2], x.shape[-1], dtype=x.dtype))
+
+
+def _causal_attention(q, k, v):
+    t = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.shape[-1]))
+    att = att.masked_fill(torch.tril(torch.ones(t, t)) == 0, float("-inf"))
+    return torch.softmax(att, -1) @ v
+
+
+def _cross_entropy(logits, targets):
+    return F.cross_entropy(logits, targets)
+
+
 gelu_residual = as_user_code(_gelu_residual)
 layer_norm_residual = as_user_code(_layer_norm_residual)
 rms_norm = as_user_code(_rms_norm if hasattr(F, "rms_norm") else _rms_norm_formula)
 softmax = as_user_code(_softmax)
+masked_softmax = as_user_code(_masked_softmax)
+position_add = as_user_code(_position_add)
+tril_mul = as_user_code(_tril_mul)
+causal_attention = as_user_code(_causal_attention)
+cross_entropy = as_user_code(_cross_entropy)
+
+
+class LlamaRMSNorm(nn.Module):
+    """transformers' LlamaRMSNorm: the formula in float32, then the weight."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.eps))
+
+
+class GeluMLPBlock(nn.Module):
+    """A pre-norm transformer MLP (GPT-2, ViT): x + fc2(gelu(fc1(layer_norm(x))))."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+class Embeddings(nn.Module):
+    """BERT-style embeddings: token and position tables (positions from arange), then LayerNorm."""
+
+    def __init__(self, vocab, positions, d):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d)
+        self.positions = nn.Embedding(positions, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1])
+        return self.norm(self.tokens(ids) + self.positions(pos))
 
 
 def _seed(dtype, quick):
@@ -169,6 +239,79 @@ def conv_bn_relu(quick):
                     memory_bound=False)
 
 
+# Integer index values (iota) in kernels: causal masks from triu/tril and arange positions.
+def _mask_shape(quick):
+    return (2, 16, 16) if quick else (32, 256, 256)
+
+
+def masked_softmax_workload(quick):
+    g = torch.Generator().manual_seed(8)
+    shape = _mask_shape(quick)
+    return Workload("masked_softmax", f"softmax(x.masked_fill(triu(ones, 1), -inf), -1), x {'x'.join(map(str, shape))}",
+                    masked_softmax, (_randn(g, *shape),), memory_bound=True)
+
+
+def position_add_workload(quick):
+    g = torch.Generator().manual_seed(9)
+    batch, seq, d = _mask_shape(quick)
+    return Workload("position_add", f"x + table[arange(seq)], x {batch}x{seq}x{d}, table {2 * seq}x{d}",
+                    position_add, (_randn(g, batch, seq, d), _randn(g, 2 * seq, d)), memory_bound=True)
+
+
+def tril_mul_workload(quick):
+    g = torch.Generator().manual_seed(10)
+    shape = _mask_shape(quick)
+    return Workload("tril_mul", f"x * tril(ones), x {'x'.join(map(str, shape))}", tril_mul, (_randn(g, *shape),),
+                    memory_bound=True)
+
+
+# From real models: attention with a causal mask, a GELU MLP block, Llama's RMSNorm, BERT's embeddings, a loss.
+def causal_attention_workload(quick):
+    batch, heads, seq, hd = (1, 2, 8, 16) if quick else (2, 4, 128, 32)
+    g = torch.Generator().manual_seed(11)
+    args = tuple(_randn(g, batch, heads, seq, hd) for _ in range(3))
+    return Workload("causal_attention", f"softmax(q @ k^T / sqrt(d), tril mask) @ v, {batch}x{heads}x{seq}x{hd}",
+                    causal_attention, args, memory_bound=False)
+
+
+def gelu_mlp_block(quick):
+    rows, d = (8, 32) if quick else (128, 256)
+    torch.manual_seed(12)
+    model = GeluMLPBlock(d).eval()
+    g = torch.Generator().manual_seed(12)
+    return Workload("gelu_mlp_block", f"x + fc2(gelu(fc1(layer_norm(x)))), d={d}, x {rows}x{d}", model,
+                    (_randn(g, rows, d),), memory_bound=False)
+
+
+def llama_rms_norm(quick):
+    rows, features = _rows_features(quick)
+    torch.manual_seed(13)
+    model = LlamaRMSNorm(features).eval()
+    with torch.no_grad():
+        model.weight.uniform_(0.5, 1.5)
+    g = torch.Generator().manual_seed(13)
+    return Workload("llama_rms_norm", f"LlamaRMSNorm (x * rsqrt(mean(x^2) + eps) * w), {rows}x{features}", model,
+                    (_randn(g, rows, features),), memory_bound=True)
+
+
+def embeddings(quick):
+    batch, seq, vocab, d = (2, 8, 64, 32) if quick else (8, 128, 8192, 256)
+    torch.manual_seed(14)
+    model = Embeddings(vocab, seq, d).eval()
+    g = torch.Generator().manual_seed(14)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
+    return Workload("embeddings", f"layer_norm(tokens(ids) + positions(arange)), vocab {vocab}, d {d}, ids {batch}x{seq}",
+                    model, (ids,), memory_bound=False)
+
+
+def cross_entropy_workload(quick):
+    rows, classes = (16, 64) if quick else (256, 8192)
+    g = torch.Generator().manual_seed(15)
+    args = (_randn(g, rows, classes), torch.randint(0, classes, (rows,), generator=g))
+    return Workload("cross_entropy", f"F.cross_entropy(logits {rows}x{classes}, targets)", cross_entropy, args,
+                    memory_bound=False)
+
+
 # Run order and the names used on the command line and as JSON keys.
 BUILDERS = {
     "seed_f32": seed_f32,
@@ -180,6 +323,14 @@ BUILDERS = {
     "mlp": mlp,
     "nanogpt_block": nanogpt_block,
     "conv_bn_relu": conv_bn_relu,
+    "masked_softmax": masked_softmax_workload,
+    "position_add": position_add_workload,
+    "tril_mul": tril_mul_workload,
+    "causal_attention": causal_attention_workload,
+    "gelu_mlp_block": gelu_mlp_block,
+    "llama_rms_norm": llama_rms_norm,
+    "embeddings": embeddings,
+    "cross_entropy": cross_entropy_workload,
 }
 
 

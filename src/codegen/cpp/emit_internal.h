@@ -70,6 +70,9 @@ struct NodeEnv {
   // Appended to vector accumulator names: a reduction loop unrolled with several independent
   // accumulators (acc_t5, acc_t5_1, ...) emits its body once per accumulator.
   std::string acc_suffix;
+  // Vector sums over long loops that move their float lanes into a double carry every block of
+  // vectors (`carry_t5`, ev::SumCarry; emit_kernel.cpp decides which).
+  std::set<NodeId> carried;
   const Node& node(NodeId id) const { return kernel->nodes[position.at(id)]; }
 };
 
@@ -98,6 +101,9 @@ void emit_reduction_init(const NodeEnv& env, const Node& node, bool vector, cons
 // acc<into> = combine(acc<into>, acc<from>) for a vector accumulator (suffixes as acc_suffix).
 void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& into, const std::string& from,
                           const std::string& indent, std::string& out);
+// carry_<n>.add(acc_<n><suffix>) and the accumulator restarted: one block of a carried sum ends.
+void emit_reduction_carry(const NodeEnv& env, const Node& n, const std::string& suffix, const std::string& indent,
+                          std::string& out);
 void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
                           std::string& out);
 
@@ -105,6 +111,11 @@ void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, con
 // `exp_node` (an Exp) takes `a - reduce_max(a)` over the same points, so its argument is <= 0 or
 // NaN everywhere: ev::exp_nonpositive gives its bits.
 bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node);
+
+// Integer `n` (in a vector region over `var`) takes values that provably fit in int32 and in its
+// dtype at every point, masked-tail lanes past the loop's end included: vector code computes it in
+// ev::VecI lanes (32-bit) and gets the bits of the scalar int64 arithmetic.
+bool fits_int32_lanes(const NodeEnv& env, const Node& n, const std::string& var);
 
 // ---- reuse across loops (emit_reuse.cpp)
 // Values a later vector loop recomputes from an earlier one: the earlier loop stores them into a

@@ -36,6 +36,13 @@ constexpr int64_t kMinParallelRows = 64;
 constexpr int kReductionUnroll = 4;
 constexpr int64_t kUnrollMinExtent = 32;
 
+// Float sums and Welford reductions over loops longer than kCarryMinExtent move their accumulators
+// into a double carry (ev::SumCarry, ev::WelfordCarry) every kCarryBlock steps of the unrolled loop (4 vectors each): 2,048 elements per
+// block with AVX2. A float lane then sums at most 64 elements between carries, where 32 lanes over
+// 10^6 elements summed 31,250 each and lost to torch's cascade summation (docs/codegen-cpp.md).
+constexpr int64_t kCarryMinExtent = 8192;
+constexpr int kCarryBlock = 64;
+
 struct VectorChoice {
   bool vector = false;
   std::string var;
@@ -196,6 +203,10 @@ struct KernelEmitter {
       const std::string base = v.var + "_u";
       const std::string step = std::to_string(unroll) + " * ev::VecF::kSize";
       line(depth, "int64_t " + base + " = 0;");
+      std::vector<const Node*> carried;
+      for (const Node& n : kernel.nodes)
+        if (emitted(n.id) && env.carried.count(n.id)) carried.push_back(&n);
+      if (!carried.empty()) line(depth, "int64_t " + v.var + "_blocks = 0;");
       line(depth, "for (; " + base + " + " + step + " <= " + e + "; " + base + " += " + step + ") {");
       for (int u = 0; u < unroll; ++u) {
         line(depth + 1, "{");
@@ -205,6 +216,13 @@ struct KernelEmitter {
         for (const Node& n : kernel.nodes)
           if (emitted(n.id)) vector_node(n, v, Mode::Vector, inside, depth + 2);
         env.acc_suffix.clear();
+        line(depth + 1, "}");
+      }
+      if (!carried.empty()) {
+        line(depth + 1, "if (++" + v.var + "_blocks % " + std::to_string(kCarryBlock) + " == 0) {");
+        for (const Node* n : carried)
+          for (int u = 0; u < unroll; ++u)
+            emit_reduction_carry(env, *n, u == 0 ? std::string() : "_" + std::to_string(u), indent(depth + 2), out);
         line(depth + 1, "}");
       }
       line(depth, "}");
@@ -247,6 +265,11 @@ struct KernelEmitter {
     };
     const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
     const int unroll = v.vector && loop_has_reductions(emitted) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
+    if (unroll > 1 && v.extent >= kCarryMinExtent)
+      for (const Node& n : kernel.nodes)
+        if (emitted(n.id) && (n.op == ScalarOp::ReduceSum || n.op == ScalarOp::WelfordMean ||
+                              n.op == ScalarOp::WelfordM2))
+          env.carried.insert(n.id);
     for (int loop : with_loop0 ? std::vector<int>{l, 0} : std::vector<int>{l}) {
       reduction_inits(loop, v.vector, depth);
       for (int u = 1; u < unroll; ++u) {
@@ -349,7 +372,7 @@ sym::Expr next_row(const sym::Expr& e) {
 // Needs: one outer loop; loop 0 and the last loop both vector loops of equal extents; loop 0 only
 // loads (unmasked, of buffers the kernel never writes, nothing stored into an input or extern
 // result), computes and reduces (sum, prod, max, min), none of it kept for a later loop; the last
-// loop reduces nothing itself; no index checks.
+// loop reduces nothing itself; no index checks. Index values of loop 0 shift with its loads.
 bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
                        const std::vector<std::vector<int64_t>>& loops, const std::vector<bool>& vector_loop,
                        const LoopReuse& reuse) {
@@ -373,6 +396,10 @@ bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
     switch (loop_ir::op_info(n.op).cls) {
       case loop_ir::OpClass::Leaf:
         if (n.op == ScalarOp::Constant) break;
+        if (n.op == ScalarOp::Index) {
+          if (reads_node_values(n.index.at(0))) return false;
+          break;
+        }
         if (n.op != ScalarOp::Load || !n.operands.empty()) return false;
         for (const Node& w : k.nodes)
           if (w.op == ScalarOp::Store && p.storage_root(w.buffer) == p.storage_root(n.buffer)) return false;

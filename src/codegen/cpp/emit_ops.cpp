@@ -49,6 +49,21 @@ std::string cast(DType from, DType to, const std::string& x) {
   return std::string("static_cast<") + value_type(to) + ">(" + x + ")";
 }
 
+// cast() in vector code, between the lane types vector_refusal admits: VecF (f32), MaskF (bool) and
+// VecI (integers in int32 lanes). Integer to integer is the identity: both ends hold the value.
+std::string vector_cast(DType from, DType to, const std::string& x) {
+  const bool from_int = is_integer(from), to_int = is_integer(to);
+  if (to == DType::Bool) {
+    if (from == DType::Bool) return x;
+    return "(" + x + (from_int ? " != ev::VecI(0))" : " != ev::VecF(0.0f))");
+  }
+  if (from == DType::Bool)
+    return to_int ? "ev::where(" + x + ", ev::VecI(1), ev::VecI(0))"
+                  : "ev::where(" + x + ", ev::VecF::broadcast(1.0f), ev::VecF::broadcast(0.0f))";
+  if (from_int && !to_int) return "ev::to_float(" + x + ")";
+  return x;
+}
+
 // The scalar C++ of a pattern op (an op whose row spells it) computing in `dt`.
 std::string scalar_expr(const Node& n, loop_ir::ScalarOp op, DType dt, const std::vector<std::string>& operands) {
   const OpSpelling& s = op_spelling(op);
@@ -63,8 +78,13 @@ const ReductionSpelling& reduction_of(const Node& n) {
   return r;
 }
 
-// Scalar reductions of float32 accumulate in double (the table's reduction rows say why).
-DType accumulator_dtype(DType dt) { return value_kind(dt) == ValueKind::F32 ? DType::Float64 : dt; }
+// Scalar sums and products of float32 accumulate in double: one sequential float accumulator over a
+// long row loses to torch's cascade summation (docs/codegen-cpp.md, "Float accumulators"). Max and
+// min are exact in any type: float.
+DType accumulator_dtype(const Node& n) {
+  const bool exact = n.op == loop_ir::ScalarOp::ReduceMax || n.op == loop_ir::ScalarOp::ReduceMin;
+  return value_kind(n.dtype) == ValueKind::F32 && !exact ? DType::Float64 : n.dtype;
+}
 
 bool is_welford(loop_ir::ScalarOp op) { return op == loop_ir::ScalarOp::WelfordMean || op == loop_ir::ScalarOp::WelfordM2; }
 
@@ -81,7 +101,7 @@ std::string scalar_reduction_update(const NodeEnv& env, const Node& n, const std
   }
   const ReductionSpelling& r = reduction_of(n);
   if (const char* update = by_kind(r.update, value_kind(n.dtype))) return expand(update, {acc, x}) + ";";
-  const DType acc_dt = accumulator_dtype(n.dtype);
+  const DType acc_dt = accumulator_dtype(n);
   return acc + " = " + scalar_expr(n, r.combine, acc_dt, {acc, x}) + ";";
 }
 
@@ -122,6 +142,7 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
     const std::string w = welford_name(env, n);
     if (vector) {
       out += indent + "ev::WelfordF " + w + env.acc_suffix + ";\n";
+      if (env.carried.count(n.id) && env.acc_suffix.empty()) out += indent + "ev::WelfordCarry carry_" + w + ";\n";
     } else {
       out += indent + "double " + w + "_mean = 0, " + w + "_m2 = 0;\n";
       out += indent + "int64_t " + w + "_n = 0;\n";
@@ -131,9 +152,10 @@ void emit_reduction_init(const NodeEnv& env, const Node& n, bool vector, const s
   const ReductionSpelling& r = reduction_of(n);
   if (vector) {
     out += indent + "ev::VecF acc_" + name(n.id) + env.acc_suffix + " = ev::VecF::broadcast(" + r.vector_identity + ");\n";
+    if (env.carried.count(n.id) && env.acc_suffix.empty()) out += indent + "ev::SumCarry carry_" + name(n.id) + ";\n";
     return;
   }
-  const std::string t = value_type(accumulator_dtype(n.dtype));
+  const std::string t = value_type(accumulator_dtype(n));
   const std::string identity = expand(by_kind(r.identity, value_kind(n.dtype)), {}, t);
   out += indent + t + " acc_" + name(n.id) + " = " + identity + ";\n";
 }
@@ -150,6 +172,20 @@ void emit_reduction_merge(const NodeEnv& env, const Node& n, const std::string& 
   out += indent + a + " = " + vector_combine(n, a, b) + ";\n";
 }
 
+void emit_reduction_carry(const NodeEnv& env, const Node& n, const std::string& suffix, const std::string& indent,
+                          std::string& out) {
+  if (is_welford(n.op)) {
+    if (welford_leader(env, n) != n.id) return;
+    const std::string w = welford_name(env, n);
+    out += indent + "carry_" + w + ".add(" + w + suffix + ");\n";
+    out += indent + w + suffix + " = ev::WelfordF();\n";
+    return;
+  }
+  const std::string acc = "acc_" + name(n.id) + suffix;
+  out += indent + "carry_" + name(n.id) + ".add(" + acc + ");\n";
+  out += indent + acc + " = ev::VecF::broadcast(" + reduction_of(n).vector_identity + ");\n";
+}
+
 void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const std::string& indent, std::string& out) {
   const std::string t = value_type(n.dtype);
   const std::string lhs = indent + "const " + t + " " + name(n.id) + " = ";
@@ -157,7 +193,9 @@ void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const 
     const std::string w = welford_name(env, n);
     const char* field = n.op == loop_ir::ScalarOp::WelfordMean ? "mean" : "m2";
     if (vector) {
-      if (welford_leader(env, n) == n.id) out += indent + "const ev::WelfordS " + w + "_r = " + w + ".reduce();\n";
+      if (welford_leader(env, n) == n.id)
+        out += indent + "const ev::WelfordS " + w + "_r = " +
+               (env.carried.count(n.id) ? "carry_" + w + ".total(" + w + ")" : w + ".reduce()") + ";\n";
       out += lhs + "static_cast<" + t + ">(" + w + "_r." + field + ");\n";
     } else {
       out += lhs + "static_cast<" + t + ">(" + w + "_" + field + ");\n";
@@ -167,6 +205,10 @@ void emit_reduction_final(const NodeEnv& env, const Node& n, bool vector, const 
   const std::string acc = "acc_" + name(n.id);
   if (!vector) {
     out += lhs + "static_cast<" + t + ">(" + acc + ");\n";
+    return;
+  }
+  if (env.carried.count(n.id)) {
+    out += lhs + "carry_" + name(n.id) + ".total(" + acc + ");\n";
     return;
   }
   const ReductionSpelling& r = reduction_of(n);
@@ -252,7 +294,14 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
   }
   auto operand_dtype = [&](size_t k) { return env.node(n.operands.at(k)).dtype; };
   const bool f32 = n.dtype == DType::Float32;
-  const std::string computes_in = f32 ? "" : self + " computes in " + ir::dtype_name(n.dtype);
+  // Integer values run in 32-bit lanes where they provably fit (fits_int32_lanes).
+  const bool int_lanes = is_integer(n.dtype) && fits_int32_lanes(env, n, var);
+  std::string computes_in;
+  if (is_integer(n.dtype) && !int_lanes) {
+    computes_in = self + " computes " + ir::dtype_name(n.dtype) + " values not proven to fit in int32";
+  } else if (!f32 && !int_lanes) {
+    computes_in = self + " computes in " + ir::dtype_name(n.dtype);
+  }
   auto access = [&](bool store) -> std::string {
     const Buffer& b = buffer_of(env, n);
     if (!dtype_spelling(b.dtype).vector_load)
@@ -269,34 +318,46 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
   switch (loop_ir::op_info(n.op).cls) {
     case OpClass::Leaf:
       if (n.op == loop_ir::ScalarOp::Load) return n.operands.empty() ? access(false) : self + " is a masked load";
-      if (n.op == loop_ir::ScalarOp::Constant) return f32 ? "" : self + " is a " + ir::dtype_name(n.dtype) + " constant";
-      return self + " computes an integer index";
+      if (n.op == loop_ir::ScalarOp::Constant)
+        return f32 || int_lanes || n.dtype == DType::Bool ? "" : self + " is a " + ir::dtype_name(n.dtype) + " constant";
+      if (!linear_coefficient(n.index.at(0), var)) return self + " computes an integer index not affine in " + var;
+      return computes_in;
     case OpClass::Effect: {
       std::string why = access(true);
       if (why.empty() && operand_dtype(0) != DType::Float32) why = self + " stores a non-f32 value";
       return why;
     }
-    case OpClass::Reduce: return computes_in;
+    case OpClass::Reduce: return f32 ? "" : self + " computes in " + ir::dtype_name(n.dtype);
     case OpClass::Ternary:
-      return f32 && operand_dtype(0) == DType::Bool ? "" : self + " selects " + ir::dtype_name(n.dtype) + " values";
+      if (operand_dtype(0) != DType::Bool) return self + " selects by a non-bool condition";
+      return n.dtype == DType::Bool ? "" : computes_in;
     case OpClass::Unary:
-      if (n.op == loop_ir::ScalarOp::CheckIndex) return self + " computes an integer index";
+      if (n.op == loop_ir::ScalarOp::CheckIndex) return self + " checks an integer index";
       if (n.op == loop_ir::ScalarOp::Cast) {
-        if (f32 && (operand_dtype(0) == DType::Float32 || operand_dtype(0) == DType::Bool)) return "";
-        return self + " casts " + ir::dtype_name(operand_dtype(0)) + " to " + ir::dtype_name(n.dtype);
+        // Between f32, bool and integers in int32 lanes (an integer operand in the region passed too).
+        const DType from = operand_dtype(0);
+        const bool from_ok = from == DType::Float32 || from == DType::Bool || is_integer(from);
+        const bool to_ok = f32 || n.dtype == DType::Bool || (int_lanes && from != DType::Float32);
+        if (from_ok && to_ok) return "";
+        return self + " casts " + ir::dtype_name(from) + " to " + ir::dtype_name(n.dtype);
       }
       break;
     case OpClass::Binary:
     case OpClass::Compare: break;
   }
   if (!s.vector) return self + " (" + loop_ir::op_info(n.op).name + ") has no vector form yet";
-  if (loop_ir::op_info(n.op).cls != OpClass::Compare) return computes_in;
-  if (s.on_masks) {
+  const bool takes_ints = s.lanes == VectorLanes::FloatOrInt;
+  if (loop_ir::op_info(n.op).cls != OpClass::Compare) {
+    if (is_integer(n.dtype) && !takes_ints) return self + " (" + loop_ir::op_info(n.op).name + ") has no integer lanes";
+    return computes_in;
+  }
+  if (s.lanes == VectorLanes::Mask) {
     for (size_t k = 0; k < n.operands.size(); ++k)
       if (operand_dtype(k) != DType::Bool) return self + " takes a non-bool operand";
     return "";
   }
-  return n.dtype == DType::Bool && operand_dtype(0) == DType::Float32 ? "" : self + " compares non-f32 values";
+  if (operand_dtype(0) == DType::Float32 || (takes_ints && is_integer(operand_dtype(0)))) return "";
+  return self + " compares " + ir::dtype_name(operand_dtype(0)) + " values";
 }
 
 void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var, Mode mode,
@@ -304,13 +365,22 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
   auto operand = [&](size_t k) { return vector_operand_name(n.operands.at(k), inside(n.operands.at(k))); };
   const bool tail = mode == Mode::VectorTail;
   const std::string count = tail ? ", n" : "";
-  const std::string type = n.dtype == DType::Bool ? "ev::MaskF" : "ev::VecF";
+  const std::string type = n.dtype == DType::Bool ? "ev::MaskF" : is_integer(n.dtype) ? "ev::VecI" : "ev::VecF";
   const std::string def = indent + "const " + type + " " + name(n.id) + " = ";
   const OpSpelling& s = op_spelling(n.op);
   switch (loop_ir::op_info(n.op).cls) {
     case OpClass::Leaf:
       if (n.op == loop_ir::ScalarOp::Constant) {
-        out += def + "ev::VecF::broadcast(" + literal(n.constant, n.dtype) + ");\n";
+        if (n.dtype == DType::Bool) {
+          out += def + (literal(n.constant, n.dtype) == "true" ? "!ev::MaskF()" : "ev::MaskF()") + ";\n";
+        } else {
+          out += def + type + "::broadcast(" + literal(n.constant, n.dtype) + ");\n";
+        }
+      } else if (n.op == loop_ir::ScalarOp::Index) {
+        // The first lane's value, then `coefficient` more per lane (vector_refusal: affine in var).
+        const int64_t step = *linear_coefficient(n.index.at(0), var);
+        out += def + "ev::VecI::iota(static_cast<int32_t>(" + c_index(n.index.at(0), env.symbols) + "), " +
+               std::to_string(step) + ");\n";
       } else if (n.op == loop_ir::ScalarOp::Load) {
         // vector_refusal admitted it: the coefficient along var is 0 (broadcast) or 1 (contiguous).
         const Buffer& b = buffer_of(env, n);
@@ -335,11 +405,7 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     }
     case OpClass::Unary:
       if (n.op == loop_ir::ScalarOp::Cast) {
-        if (env.node(n.operands[0]).dtype == DType::Bool) {
-          out += def + "ev::where(" + operand(0) + ", ev::VecF::broadcast(1.0f), ev::VecF::broadcast(0.0f));\n";
-        } else {
-          out += def + operand(0) + ";\n";
-        }
+        out += def + vector_cast(env.node(n.operands[0]).dtype, n.dtype, operand(0)) + ";\n";
         return;
       }
       // A masked tail's dead lanes hold 0 - max, which may be positive: the tail keeps exp.

@@ -36,6 +36,7 @@ bool reads_node_values(const sym::Expr& e) {
 bool same_node_fields(const Node& a, const Node& b) {
   if (a.op != b.op || a.dtype != b.dtype || a.operands.size() != b.operands.size()) return false;
   if (a.op == ScalarOp::Constant) return a.constant == b.constant;
+  if (a.op == ScalarOp::Index) return a.index == b.index && !reads_node_values(a.index.at(0));
   if (a.op == ScalarOp::Load) {
     if (a.buffer != b.buffer || a.index.size() != b.index.size() || !a.operands.empty()) return false;
     for (size_t d = 0; d < a.index.size(); ++d)

@@ -58,16 +58,20 @@ struct ReductionSpelling {
   const char* vector_final = nullptr;
 };
 
+// The operands a vector form takes: floats only; masks only (logical ops); floats or the int32
+// lanes of integer values (the pattern is spelled by overloads that ev::VecI has too).
+enum class VectorLanes : uint8_t { Float, Mask, FloatOrInt };
+
 struct OpSpelling {
   loop_ir::ScalarOp op;
   // Scalar code by the kind of the dtype it computes in (a compare's: its operands'); null: not
   // defined for that kind (the verifier rejects it; `unsupported` says why if it reaches codegen).
   const char* scalar[kValueKinds];
   const char* unsupported;
-  // Vector code over ev::VecF lanes (ev::MaskF for bool values); null: no vector form, the loop
-  // stays scalar. `on_masks`: the vector form takes masks, not floats (logical ops).
+  // Vector code over ev::VecF lanes (ev::MaskF for bool values, ev::VecI for integers); null: no
+  // vector form, the loop stays scalar. `lanes`: what its operands may be.
   const char* vector;
-  bool on_masks;
+  VectorLanes lanes;
   // Costs enough that a value computed by one loop is worth storing for a later loop (emit_reuse.cpp).
   bool transcendental;
   ReductionSpelling reduction;

@@ -98,6 +98,46 @@ inline MaskF operator>=(VecF a, VecF b) { return MaskF(_mm256_cmp_ps(a.v, b.v, _
 inline MaskF isnan(VecF a) { return MaskF(_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)); }
 
 inline VecF where(MaskF m, VecF a, VecF b) { return VecF(_mm256_blendv_ps(b.v, a.v, m.m)); }
+
+// 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
+// values the code generator proved to fit in int32 (docs/codegen-cpp.md, "Integer lanes").
+// Arithmetic wraps modulo 2^32, as the instructions do.
+struct VecI {
+  static constexpr int kSize = 8;
+  __m256i v;
+  VecI() : v(_mm256_setzero_si256()) {}
+  explicit VecI(__m256i x) : v(x) {}
+  explicit VecI(int32_t x) : v(_mm256_set1_epi32(x)) {}
+  static VecI broadcast(int32_t x) { return VecI(x); }
+  // Lane i holds start + i * step.
+  static VecI iota(int32_t start, int32_t step) {
+    __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return VecI(_mm256_add_epi32(_mm256_set1_epi32(start), _mm256_mullo_epi32(_mm256_set1_epi32(step), lanes)));
+  }
+  int32_t lane(int i) const {
+    alignas(32) int32_t out[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), v);
+    return out[i];
+  }
+};
+
+inline VecI operator+(VecI a, VecI b) { return VecI(_mm256_add_epi32(a.v, b.v)); }
+inline VecI operator-(VecI a, VecI b) { return VecI(_mm256_sub_epi32(a.v, b.v)); }
+inline VecI operator*(VecI a, VecI b) { return VecI(_mm256_mullo_epi32(a.v, b.v)); }
+inline VecI operator-(VecI a) { return VecI(_mm256_sub_epi32(_mm256_setzero_si256(), a.v)); }
+inline MaskF operator==(VecI a, VecI b) { return MaskF(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a.v, b.v))); }
+inline MaskF operator>(VecI a, VecI b) { return MaskF(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a.v, b.v))); }
+inline MaskF operator!=(VecI a, VecI b) { return !(a == b); }
+inline MaskF operator<(VecI a, VecI b) { return b > a; }
+inline MaskF operator<=(VecI a, VecI b) { return !(a > b); }
+inline MaskF operator>=(VecI a, VecI b) { return !(b > a); }
+inline VecI where(MaskF m, VecI a, VecI b) { return VecI(_mm256_blendv_epi8(b.v, a.v, _mm256_castps_si256(m.m))); }
+inline MaskF where(MaskF m, MaskF a, MaskF b) { return MaskF(_mm256_blendv_ps(b.m, a.m, m.m)); }
+inline VecI abs(VecI a) { return VecI(_mm256_abs_epi32(a.v)); }
+inline VecI maximum(VecI a, VecI b) { return VecI(_mm256_max_epi32(a.v, b.v)); }
+inline VecI minimum(VecI a, VecI b) { return VecI(_mm256_min_epi32(a.v, b.v)); }
+// Rounded to nearest even, as a scalar int -> float conversion.
+inline VecF to_float(VecI a) { return VecF(_mm256_cvtepi32_ps(a.v)); }
 inline VecF fma(VecF a, VecF b, VecF c) { return VecF(_mm256_fmadd_ps(a.v, b.v, c.v)); }
 inline VecF abs(VecF a) { return VecF(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)); }
 inline VecF copysign(VecF mag, VecF sgn) {

@@ -88,6 +88,46 @@ inline MaskF operator>=(VecF a, VecF b) { return MaskF(_mm512_cmp_ps_mask(a.v, b
 inline MaskF isnan(VecF a) { return MaskF(_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q)); }
 
 inline VecF where(MaskF m, VecF a, VecF b) { return VecF(_mm512_mask_blend_ps(m.m, b.v, a.v)); }
+
+// 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
+// values the code generator proved to fit in int32 (docs/codegen-cpp.md, "Integer lanes").
+// Arithmetic wraps modulo 2^32, as the instructions do.
+struct VecI {
+  static constexpr int kSize = 16;
+  __m512i v;
+  VecI() : v(_mm512_setzero_si512()) {}
+  explicit VecI(__m512i x) : v(x) {}
+  explicit VecI(int32_t x) : v(_mm512_set1_epi32(x)) {}
+  static VecI broadcast(int32_t x) { return VecI(x); }
+  // Lane i holds start + i * step.
+  static VecI iota(int32_t start, int32_t step) {
+    __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return VecI(_mm512_add_epi32(_mm512_set1_epi32(start), _mm512_mullo_epi32(_mm512_set1_epi32(step), lanes)));
+  }
+  int32_t lane(int i) const {
+    alignas(64) int32_t out[16];
+    _mm512_store_si512(out, v);
+    return out[i];
+  }
+};
+
+inline VecI operator+(VecI a, VecI b) { return VecI(_mm512_add_epi32(a.v, b.v)); }
+inline VecI operator-(VecI a, VecI b) { return VecI(_mm512_sub_epi32(a.v, b.v)); }
+inline VecI operator*(VecI a, VecI b) { return VecI(_mm512_mullo_epi32(a.v, b.v)); }
+inline VecI operator-(VecI a) { return VecI(_mm512_sub_epi32(_mm512_setzero_si512(), a.v)); }
+inline MaskF operator==(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_EQ)); }
+inline MaskF operator!=(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_NE)); }
+inline MaskF operator<(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_LT)); }
+inline MaskF operator<=(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_LE)); }
+inline MaskF operator>(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_NLE)); }
+inline MaskF operator>=(VecI a, VecI b) { return MaskF(_mm512_cmp_epi32_mask(a.v, b.v, _MM_CMPINT_NLT)); }
+inline VecI where(MaskF m, VecI a, VecI b) { return VecI(_mm512_mask_blend_epi32(m.m, b.v, a.v)); }
+inline MaskF where(MaskF m, MaskF a, MaskF b) { return MaskF(__mmask16((m.m & a.m) | (~m.m & b.m))); }
+inline VecI abs(VecI a) { return VecI(_mm512_abs_epi32(a.v)); }
+inline VecI maximum(VecI a, VecI b) { return VecI(_mm512_max_epi32(a.v, b.v)); }
+inline VecI minimum(VecI a, VecI b) { return VecI(_mm512_min_epi32(a.v, b.v)); }
+// Rounded to nearest even, as a scalar int -> float conversion.
+inline VecF to_float(VecI a) { return VecF(_mm512_cvtepi32_ps(a.v)); }
 inline VecF fma(VecF a, VecF b, VecF c) { return VecF(_mm512_fmadd_ps(a.v, b.v, c.v)); }
 inline VecF abs(VecF a) {
   return VecF(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(INT32_MAX))));

@@ -37,6 +37,29 @@ inline float reduce_min(VecF x) {
   return detail::tree_reduce(x, [](float a, float b) { return minimum(a, b); });
 }
 
+// The double carry of a long float sum: the vector loop adds in float lanes and, every block of
+// vectors, moves each accumulator's lanes in here and restarts it from zero, so no float partial
+// sums more than a block (docs/codegen-cpp.md, "Float accumulators"). The result is then within a
+// hair of the correctly rounded sum, as accurate as torch's cascade summation or better.
+struct SumCarry {
+  double lanes[VecF::kSize] = {};
+
+  void add(VecF x) {
+    float t[VecF::kSize];
+    x.store(t);
+    for (int i = 0; i < VecF::kSize; ++i) lanes[i] += double(t[i]);
+  }
+  // The carry plus `rest` (the float accumulator's last partial), lanes combined in the fixed tree
+  // in double, rounded to float once.
+  float total(VecF rest) const {
+    SumCarry all = *this;
+    all.add(rest);
+    for (int width = VecF::kSize / 2; width >= 1; width /= 2)
+      for (int i = 0; i < width; ++i) all.lanes[i] += all.lanes[i + width];
+    return float(all.lanes[0]);
+  }
+};
+
 // A finished (or partial) Welford result: variance = m2 / (weight - correction).
 struct WelfordS {
   float mean = 0.0f;
@@ -111,5 +134,34 @@ inline WelfordF welford_combine(const WelfordF& a, const WelfordF& b) {
 }
 
 inline WelfordS welford_reduce(const WelfordF& acc) { return acc.reduce(); }
+
+// The double carry of a long Welford reduction, as SumCarry for sums: every block of vectors each
+// lane's float partial (a block's elements) is combined into its lane here, in double.
+struct WelfordCarry {
+  double mean[VecF::kSize] = {}, m2[VecF::kSize] = {}, weight[VecF::kSize] = {};
+
+  void combine_lane(int i, double b_mean, double b_m2, double b_weight) {
+    if (b_weight == 0.0) return;
+    const double w = weight[i] + b_weight, delta = b_mean - mean[i], share = b_weight / w;
+    m2[i] = m2[i] + b_m2 + delta * delta * weight[i] * share;
+    mean[i] = mean[i] + delta * share;
+    weight[i] = w;
+  }
+  void add(const WelfordF& acc) {
+    float means[VecF::kSize], m2s[VecF::kSize], weights[VecF::kSize];
+    acc.mean.store(means);
+    acc.m2.store(m2s);
+    acc.weight.store(weights);
+    for (int i = 0; i < VecF::kSize; ++i) combine_lane(i, means[i], m2s[i], weights[i]);
+  }
+  // The carry plus `rest` (the last partial), lanes combined in the fixed tree, rounded to float once.
+  WelfordS total(const WelfordF& rest) const {
+    WelfordCarry all = *this;
+    all.add(rest);
+    for (int width = VecF::kSize / 2; width >= 1; width /= 2)
+      for (int i = 0; i < width; ++i) all.combine_lane(i, all.mean[i + width], all.m2[i + width], all.weight[i + width]);
+    return WelfordS{float(all.mean[0]), float(all.m2[0]), float(all.weight[0])};
+  }
+};
 
 }  // namespace ember::vec

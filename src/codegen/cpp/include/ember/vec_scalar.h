@@ -119,6 +119,70 @@ inline VecF where(MaskF m, VecF a, VecF b) {
   for (int i = 0; i < VecF::kSize; ++i) out.v[i] = m.m[i] ? a.v[i] : b.v[i];
   return out;
 }
+
+// 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
+// values the code generator proved to fit in int32 (docs/codegen-cpp.md, "Integer lanes").
+// Arithmetic wraps modulo 2^32 (computed on uint32_t), as the SIMD layers' instructions do.
+struct VecI {
+  static constexpr int kSize = 8;
+  int32_t v[kSize] = {};
+
+  VecI() = default;
+  explicit VecI(int32_t x) {
+    for (int32_t& lane : v) lane = x;
+  }
+  static VecI broadcast(int32_t x) { return VecI(x); }
+  // Lane i holds start + i * step.
+  static VecI iota(int32_t start, int32_t step) {
+    VecI out;
+    for (int i = 0; i < kSize; ++i) out.v[i] = int32_t(uint32_t(start) + uint32_t(i) * uint32_t(step));
+    return out;
+  }
+  int32_t lane(int i) const { return v[i]; }
+};
+
+template <class F>
+VecI zip_int_lanes(VecI a, VecI b, F f) {
+  VecI out;
+  for (int i = 0; i < VecI::kSize; ++i) out.v[i] = int32_t(f(uint32_t(a.v[i]), uint32_t(b.v[i])));
+  return out;
+}
+template <class F>
+MaskF compare_int_lanes(VecI a, VecI b, F f) {
+  MaskF out;
+  for (int i = 0; i < VecI::kSize; ++i) out.m[i] = f(a.v[i], b.v[i]);
+  return out;
+}
+inline VecI operator+(VecI a, VecI b) { return zip_int_lanes(a, b, [](uint32_t x, uint32_t y) { return x + y; }); }
+inline VecI operator-(VecI a, VecI b) { return zip_int_lanes(a, b, [](uint32_t x, uint32_t y) { return x - y; }); }
+inline VecI operator*(VecI a, VecI b) { return zip_int_lanes(a, b, [](uint32_t x, uint32_t y) { return x * y; }); }
+inline VecI operator-(VecI a) { return VecI(0) - a; }
+inline MaskF operator==(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x == y; }); }
+inline MaskF operator!=(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x != y; }); }
+inline MaskF operator<(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x < y; }); }
+inline MaskF operator<=(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x <= y; }); }
+inline MaskF operator>(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x > y; }); }
+inline MaskF operator>=(VecI a, VecI b) { return compare_int_lanes(a, b, [](int32_t x, int32_t y) { return x >= y; }); }
+inline VecI where(MaskF m, VecI a, VecI b) {
+  VecI out;
+  for (int i = 0; i < VecI::kSize; ++i) out.v[i] = m.m[i] ? a.v[i] : b.v[i];
+  return out;
+}
+inline MaskF where(MaskF m, MaskF a, MaskF b) {
+  MaskF out;
+  for (int i = 0; i < MaskF::kSize; ++i) out.m[i] = m.m[i] ? a.m[i] : b.m[i];
+  return out;
+}
+// abs(INT32_MIN) wraps to itself, as vpabsd.
+inline VecI abs(VecI a) { return where(a < VecI(0), -a, a); }
+inline VecI maximum(VecI a, VecI b) { return where(a > b, a, b); }
+inline VecI minimum(VecI a, VecI b) { return where(a < b, a, b); }
+// Rounded to nearest even, as the SIMD layers' conversion.
+inline VecF to_float(VecI a) {
+  VecF out;
+  for (int i = 0; i < VecI::kSize; ++i) out.v[i] = float(a.v[i]);
+  return out;
+}
 inline VecF fma(VecF a, VecF b, VecF c) {
   VecF out;
   for (int i = 0; i < VecF::kSize; ++i) out.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
