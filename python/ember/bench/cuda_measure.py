@@ -1,0 +1,80 @@
+"""What the `gpu` suite measures on a CUDA device: time by CUDA events, and memory by torch's allocator.
+
+Time: one call per sample, timed by CUDA events, interleaved across callables like timing.measure.
+
+Every sample starts by zeroing a buffer larger than the L2 cache (as triton.testing.do_bench does), so no call
+finds its inputs left in L2 by the previous one. The flush is outside the events. Samples are read when all
+rounds are over, with one synchronize, so reading them costs the calls nothing. Two ways to time a call:
+
+  kernel   start event, call, end event, and the next sample is enqueued at once. The CPU runs ahead of the
+           GPU (the flush alone takes tens of µs), so the events measure the GPU time of the call's kernels
+           and launch overhead hides behind the queue: how fast the kernels are. For memory-bound
+           workloads, whose GB/s is a property of their kernels.
+  call     synchronize, then start event, call, end event: the GPU is idle when the call starts, so it waits
+           for every launch, and the events measure the call as its caller sees it, launch overhead (guards,
+           Python, one launch per kernel) included wherever it exceeds the GPU's work. For models and for
+           the small-batch decoder step, where launch overhead is what reduce-overhead exists to remove.
+"""
+from . import timing
+
+FLUSH_BYTES = 256 << 20  # the H200's L2 is 50 MiB; do_bench's flush buffer is 256 MB too
+
+
+def measure(fns, *, warmup, repeats, sync_each_call):
+    """Times each zero-argument callable of the dict `fns` on the current CUDA device -> {name: timing.Timing}.
+
+    sync_each_call: True for "call" timing, False for "kernel" timing (see above)."""
+    import torch
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"measure: need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    def take_sample(fn):
+        flush.zero_()
+        if sync_each_call:
+            torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        return start, end
+
+    timing.warm_up(fns, warmup)
+    torch.cuda.synchronize()
+    events = timing.interleave(fns, repeats, take_sample)
+    torch.cuda.synchronize()
+    return {name: timing.Timing([start.elapsed_time(end) / 1e3 for start, end in pairs], 1)
+            for name, pairs in events.items()}
+
+
+def synchronize(device):
+    """Waits for the device's queued work; nothing to wait for on the CPU."""
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def allocated(device):
+    """Bytes torch's CUDA allocator holds for live tensors now (None on the CPU, which has no such count)."""
+    if device != "cuda":
+        return None
+    import gc
+
+    import torch
+    gc.collect()
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated()
+
+
+def peak_memory(fn, calls, before):
+    """{"bytes", "method"}: the CUDA allocator's peak while `calls` calls of fn run, minus `before` (what was
+    allocated before the compiler first ran: weights and inputs). It counts what the compiler keeps between
+    calls (CUDA-graph pools, arenas, constants) and each call's transient buffers and output."""
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return {"bytes": max(0, torch.cuda.max_memory_allocated() - before),
+            "method": "torch.cuda.max_memory_allocated - allocated before compiling"}
