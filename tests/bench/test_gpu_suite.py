@@ -156,7 +156,8 @@ def test_every_workload_builds_and_has_a_float64_reference():
             out, ref = w.fn(*w.args), ref_fn(*ref_args)
         assert ref.dtype == torch.float64 and out.shape == ref.shape and out.device.type == DEVICE, name
         error = compare.max_abs_error(out, ref)
-        low_precision = out.dtype == torch.bfloat16 or name == "seed_f32" and DEVICE == "cuda"  # TF32 convs, bf16
+        # bfloat16, and on CUDA the float32 workloads whose matmuls or convolutions may use TF32
+        low_precision = out.dtype == torch.bfloat16 or DEVICE == "cuda" and name in ("seed_f32", "gpt2", "resnet50")
         assert error is not None and error < (0.5 if low_precision else 1e-2), (name, error)
         assert (w.bytes_moved is not None) == w.memory_bound, name
 
