@@ -155,13 +155,13 @@ def _run_workload(name, registered, extra, config):
         eager = row["results"]["eager"] = {"label": "eager PyTorch", "error": None,
                                            "max_abs_error": compare.max_abs_error(eager_out, reference)}
         callables = {"eager": lambda: workload.fn(*workload.args)}
-        before = cuda_measure.allocated(device)
+        before = cuda_measure.baseline(device, callables["eager"])
         peaks = {"eager": _peak_memory(callables["eager"], config, before)}
         for compiler in compilers:
             compiler.reset()
         for compiler in compilers:
             print(f"[gpu] {name}: {compiler.name} (in this process) ...", flush=True)
-            before = cuda_measure.allocated(device)
+            before = cuda_measure.baseline(device, callables["eager"])
             result, compiled = compare.compile_checked(compiler, workload.fn, call, reference, eager_out,
                                                        eager["max_abs_error"], config["warmup"])
             row["results"][compiler.name] = result
@@ -179,6 +179,8 @@ def _run_workload(name, registered, extra, config):
     compare.record_times(row, timings)
     for cname, peak in peaks.items():
         row["results"][cname].update(peak_memory_bytes=peak["bytes"], memory_method=peak["method"])
+        if "reserved_growth_bytes" in peak:
+            row["results"][cname]["reserved_growth_bytes"] = peak["reserved_growth_bytes"]
     if config["compile_times"]:
         for compiler in registered:
             print(f"[gpu] {name}: {compiler.name} cold and warm compile (fresh processes) ...", flush=True)
