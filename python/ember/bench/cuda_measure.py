@@ -4,13 +4,15 @@ Time: one call per sample, timed by CUDA events, interleaved across callables li
 
 Every sample starts by zeroing a buffer larger than the L2 cache (as triton.testing.do_bench does), so no call
 finds its inputs left in L2 by the previous one. The flush is outside the events. Samples are read when all
-rounds are over, with one synchronize, so reading them costs the calls nothing. Two ways to time a call:
+rounds are over, so reading them costs the calls nothing. Two ways to time a call:
 
-  kernel   start event, call, end event, and the next sample is enqueued at once. The CPU runs ahead of the
-           GPU (the flush alone takes tens of µs), so the events measure the GPU time of the call's kernels
-           and launch overhead hides behind the queue: how fast the kernels are. For memory-bound
-           workloads, whose GB/s is a property of their kernels.
-  call     synchronize, then start event, call, end event: the GPU is idle when the call starts, so it waits
+  kernel   synchronize, flush, a GPU sleep of about a millisecond (torch.cuda._sleep), start event, call, end
+           event: the CPU enqueues the whole call while the GPU sleeps, so the events measure the GPU time of
+           the call's kernels back to back, launch overhead hidden: how fast the kernels are. For memory-bound
+           workloads, whose GB/s is a property of their kernels. (Without the sleep, a compiler whose call
+           costs the CPU more than the flush takes the GPU -- Inductor's Python wrapper, a CUDA-graph tree's
+           bookkeeping on a slow host CPU -- would be charged its overhead here.)
+  call     synchronize, flush, start event, call, end event: the GPU is idle when the call starts, so it waits
            for every launch, and the events measure the call as its caller sees it, launch overhead (guards,
            Python, one launch per kernel) included wherever it exceeds the GPU's work. For models and for
            the small-batch decoder step, where launch overhead is what reduce-overhead exists to remove.
@@ -18,21 +20,23 @@ rounds are over, with one synchronize, so reading them costs the calls nothing. 
 from . import timing
 
 FLUSH_BYTES = 256 << 20  # the H200's L2 is 50 MiB; do_bench's flush buffer is 256 MB too
+HEADSTART_CYCLES = 2_000_000  # kernel timing's GPU sleep: about 1 ms at the H200's 1.98 GHz
 
 
-def measure(fns, *, warmup, repeats, sync_each_call):
+def measure(fns, *, warmup, repeats, kernel_time):
     """Times each zero-argument callable of the dict `fns` on the current CUDA device -> {name: timing.Timing}.
 
-    sync_each_call: True for "call" timing, False for "kernel" timing (see above)."""
+    kernel_time: True for "kernel" timing, False for "call" timing (see above)."""
     import torch
     if repeats < 1 or warmup < 0:
         raise ValueError(f"measure: need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
     def take_sample(fn):
+        torch.cuda.synchronize()
         flush.zero_()
-        if sync_each_call:
-            torch.cuda.synchronize()
+        if kernel_time:
+            torch.cuda._sleep(HEADSTART_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -106,8 +106,7 @@ def _timing_method(config, memory_bound):
 
 def _measure(fns, config, memory_bound):
     if config["device"] == "cuda":
-        return cuda_measure.measure(fns, warmup=config["warmup"], repeats=config["repeat"],
-                                    sync_each_call=not memory_bound)
+        return cuda_measure.measure(fns, warmup=config["warmup"], repeats=config["repeat"], kernel_time=memory_bound)
     return timing.measure(fns, warmup=config["warmup"], repeats=config["repeat"],
                           min_sample_s=config["min_sample_ms"] / 1e3)
 
