@@ -31,3 +31,15 @@ def has_matplotlib():
     except ModuleNotFoundError:
         return False
     return True
+
+
+def check_report(folder, suite, markdown, printed, workload):
+    """What a suite run with WrongCompiler wrote: its markdown's title and the wrong output listed as a failure
+    on `workload`, and the chart beside the JSON (or, without matplotlib, the note that it was skipped)."""
+    assert markdown.startswith(f"# Ember benchmark: {suite}") and f"| {workload} |" in markdown
+    assert (f"- {workload} / wrong: wrong output: differs from eager's and its error (0.5) is more than 2x eager's"
+            in markdown)
+    if has_matplotlib():
+        assert (folder / f"{suite}.png").stat().st_size > 0
+    else:
+        assert "chart skipped: matplotlib is not installed" in printed

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bench_helpers import OFFSET, WrongCompiler, has_matplotlib, suite_args  # noqa: E402
+from bench_helpers import OFFSET, WrongCompiler, check_report, suite_args  # noqa: E402
 from ember.bench import compare, cpu, cpu_workloads, memory  # noqa: E402
 
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")
@@ -41,14 +41,7 @@ def test_quick_run_writes_schema_and_catches_a_wrong_compiler(tmp_path, capsys, 
     printed = capsys.readouterr().out
     assert status == 1  # the wrong compiler's output is wrong
     results = json.loads(out.read_text())
-    markdown = (tmp_path / "cpu.md").read_text()
-    assert markdown.startswith("# Ember benchmark: cpu") and "| softmax |" in markdown
-    assert "- softmax / wrong: wrong output: differs from eager's and its error (0.5) is more than 2x eager's" \
-        in markdown
-    if has_matplotlib():
-        assert (tmp_path / "cpu.png").stat().st_size > 0
-    else:
-        assert "chart skipped: matplotlib is not installed" in printed
+    check_report(tmp_path, "cpu", (tmp_path / "cpu.md").read_text(), printed, "softmax")
 
     assert set(results) == {"suite", "environment", "config", "bandwidth", "workloads", "geomean_speedup", "targets",
                             "ok"}

@@ -59,11 +59,10 @@ def synchronize(device):
 
 
 def baseline(device, eager_call):
-    """{"allocated", "reserved"} bytes of torch's CUDA allocator before a compiler first runs (None on the CPU).
+    """Bytes torch's CUDA allocator holds for live tensors before a compiler first runs (None on the CPU).
 
     An eager call comes first: CUDA-graph recording frees cuBLAS's workspaces (Inductor's clear_cublas_manager),
-    and the next matmul allocates them again, which would otherwise be charged to the next compiler. Unused
-    cached blocks are released, so that the growth of reserved memory shows what a compiler set aside."""
+    and the next matmul allocates them again, which would otherwise be charged to the next compiler."""
     if device != "cuda":
         return None
     import gc
@@ -72,22 +71,19 @@ def baseline(device, eager_call):
     eager_call()
     gc.collect()
     torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    return {"allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved()}
+    return torch.cuda.memory_allocated()
 
 
 def peak_memory(fn, calls, before):
-    """The CUDA allocator while `calls` calls of fn run, against `before` (baseline(): weights and inputs) ->
-    {"bytes": peak allocated - allocated before, "reserved_growth_bytes", "method"}. Allocated counts what the
-    compiler keeps between calls (arenas, constants, a CUDA-graph pool's live outputs) and each call's transient
-    buffers and output; a CUDA-graph pool's memory between replays is reserved, not allocated, and shows in the
-    growth of reserved memory instead."""
+    """{"bytes", "method"}: the CUDA allocator's peak while `calls` calls of fn run, minus `before` (baseline():
+    weights and inputs). It counts what the compiler keeps allocated between calls (arenas, constants) and each
+    call's transient buffers and output. A CUDA-graph pool's memory between replays is reserved by the pool, not
+    allocated, and is not counted."""
     import torch
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     for _ in range(calls):
         fn()
     torch.cuda.synchronize()
-    return {"bytes": max(0, torch.cuda.max_memory_allocated() - before["allocated"]),
-            "reserved_growth_bytes": torch.cuda.memory_reserved() - before["reserved"],
+    return {"bytes": max(0, torch.cuda.max_memory_allocated() - before),
             "method": "torch.cuda.max_memory_allocated - allocated before compiling"}

@@ -14,7 +14,8 @@ Columns, per workload and compiler:
   cold/warm   compile time in a fresh process (gpu_probe.py): first compiled call - fastest eager call, with
               empty cache directories (cold), then in another fresh process with the same ones (warm)
   memory      torch.cuda.max_memory_allocated over a few calls after warm-up, minus what was allocated before
-              the compiler first ran: its persistent buffers (CUDA-graph pools, arenas) plus each call's
+              the compiler first ran: what it keeps allocated (arenas, constants) plus each call's buffers
+              and output; not a CUDA-graph pool's memory, which is reserved, not allocated, between replays
   error       max |output - float64 reference| of the output of the last warm-up call, as in the cpu suite
   GB/s        memory-bound workloads: inputs + output bytes (each moved once) / median time, next to the
               copy bandwidth of a large bfloat16 copy_ measured in the same run
@@ -178,8 +179,6 @@ def _run_workload(name, registered, extra, config):
     compare.record_times(row, timings)
     for cname, peak in peaks.items():
         row["results"][cname].update(peak_memory_bytes=peak["bytes"], memory_method=peak["method"])
-        if "reserved_growth_bytes" in peak:
-            row["results"][cname]["reserved_growth_bytes"] = peak["reserved_growth_bytes"]
     if config["compile_times"]:
         for compiler in registered:
             print(f"[gpu] {name}: {compiler.name} cold and warm compile (fresh processes) ...", flush=True)
