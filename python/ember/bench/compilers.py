@@ -29,7 +29,7 @@ class Compiler:
             raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
         if mode == "default":
             return self
-        return dataclasses.replace(self, name=f"{self.name}-{mode}", label=f'{self.label}, mode="{mode}"', mode=mode)
+        return dataclasses.replace(self, name=f"{self.name}-{mode}", label=f"{self.label} in mode {mode}", mode=mode)
 
     def reset(self):
         """Forget everything compiled so far, so the next compile starts as in a fresh process."""
