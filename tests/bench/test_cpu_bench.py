@@ -5,7 +5,6 @@ deliberately wrong "compiler" injected through run()'s extra_compilers hook; and
 once more from the command line with Inductor on a single workload (about a minute of C++ compiles on the
 two-core machine, so it is opt-in). Nothing here asserts a speed: benchmarks are not tests.
 """
-import argparse
 import json
 import math
 import os
@@ -16,41 +15,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ember.bench import cpu, cpu_workloads, memory  # noqa: E402
+from bench_helpers import OFFSET, WrongCompiler, check_report, suite_args  # noqa: E402
+from ember.bench import compare, cpu, cpu_workloads, memory  # noqa: E402
 
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")
 RESULT_KEYS = {"label", "error", "max_abs_error", "time", "speedup", "peak_memory_bytes", "memory_method", "gbs"}
 PROBE_KEYS = {"compile_s", "first_call_s", "eager_call_s", "first_call_rss_bytes", "memory_method", "error"}
-OFFSET = 0.5
-
-
-class WrongCompiler:
-    """Adds OFFSET to every output: the error columns must show it."""
-    name = "wrong"
-    label = "adds 0.5 to the output"
-
-    def reset(self):
-        pass
-
-    def compile(self, fn):
-        return lambda *args: fn(*args) + OFFSET
-
-    def counters(self):
-        return {"graphs": 1}
 
 
 def _args(*argv):
-    parser = argparse.ArgumentParser()
-    cpu.add_arguments(parser)
-    return parser.parse_args(list(argv))
-
-
-def _has_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-    except ModuleNotFoundError:
-        return False
-    return True
+    return suite_args(cpu, *argv)
 
 
 @pytest.fixture
@@ -67,14 +41,7 @@ def test_quick_run_writes_schema_and_catches_a_wrong_compiler(tmp_path, capsys, 
     printed = capsys.readouterr().out
     assert status == 1  # the wrong compiler's output is wrong
     results = json.loads(out.read_text())
-    markdown = (tmp_path / "cpu.md").read_text()
-    assert markdown.startswith("# Ember benchmark: cpu") and "| softmax |" in markdown
-    assert "- softmax / wrong: wrong output: differs from eager's and its error (0.5) is more than 2x eager's" \
-        in markdown
-    if _has_matplotlib():
-        assert (tmp_path / "cpu.png").stat().st_size > 0
-    else:
-        assert "chart skipped: matplotlib is not installed" in printed
+    check_report(tmp_path, "cpu", (tmp_path / "cpu.md").read_text(), printed, "softmax")
 
     assert set(results) == {"suite", "environment", "config", "bandwidth", "workloads", "geomean_speedup", "targets",
                             "ok"}
@@ -148,15 +115,15 @@ def test_every_workload_builds_and_has_a_float64_reference():
         with torch.no_grad():
             out, ref = w.fn(*w.args), ref_fn(*ref_args)
         assert ref.dtype == torch.float64 and out.shape == ref.shape, name
-        error = cpu._max_abs_error(out, ref)
+        error = compare.max_abs_error(out, ref)
         assert error is not None and error < (0.1 if name == "seed_bf16" else 1e-3), (name, error)
         assert (w.bytes_moved is not None) == w.memory_bound, name
 
 
 def test_max_abs_error_flags_nonfinite_output():
     ref = torch.zeros(4, dtype=torch.float64)
-    assert cpu._max_abs_error(torch.tensor([0.0, 1.0, -2.0, 0.5]), ref) == 2.0
-    assert cpu._max_abs_error(torch.tensor([0.0, math.nan, 0.0, 0.0]), ref) is None
+    assert compare.max_abs_error(torch.tensor([0.0, 1.0, -2.0, 0.5]), ref) == 2.0
+    assert compare.max_abs_error(torch.tensor([0.0, math.nan, 0.0, 0.0]), ref) is None
 
 
 def test_peak_delta_sees_an_allocation():

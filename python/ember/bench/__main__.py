@@ -6,12 +6,13 @@ scripts can tell "not measurable yet" from "measured" (0) and "a compiler failed
 import argparse
 import sys
 
-from . import cpu, models, overhead
+from . import cpu, gpu, models, overhead
 
 SUITES = {
     "overhead": overhead,
     "cpu": cpu,
     "models": models,
+    "gpu": gpu,
 }
 
 NOT_YET = {}

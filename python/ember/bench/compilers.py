@@ -8,8 +8,12 @@ Names (stable: they are JSON keys):
   ember         ember.compile(backend="ember")   the full Ember pipeline
   dynamo_eager  torch.compile(backend="eager")   Dynamo capture, FX graph run eagerly
   inductor      torch.compile()                  Dynamo + AOTAutograd + Inductor
+A compiler in a mode other than "default" (ember.compile's and torch.compile's `mode`) is named
+`<name>-<mode>`, e.g. `inductor-max-autotune`; lookup() resolves such a name.
 """
 import dataclasses
+
+from ember.options import MODES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +21,15 @@ class Compiler:
     name: str
     label: str
     family: str  # "ember" or "dynamo": which stats() the graph count comes from
+    mode: str = "default"
+
+    def in_mode(self, mode):
+        """The same compiler called with `mode=mode`."""
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        if mode == "default":
+            return self
+        return dataclasses.replace(self, name=f"{self.name}-{mode}", label=f"{self.label} in mode {mode}", mode=mode)
 
     def reset(self):
         """Forget everything compiled so far, so the next compile starts as in a fresh process."""
@@ -29,17 +42,18 @@ class Compiler:
             torch._dynamo.utils.counters.clear()
 
     def compile(self, fn):
-        if self.name == "ember_eager":
+        base = self.name.removesuffix(f"-{self.mode}")
+        if base == "ember_eager":
             import ember
-            return ember.compile(fn, backend="eager")
-        if self.name == "ember":
+            return ember.compile(fn, backend="eager", mode=self.mode)
+        if base == "ember":
             import ember
-            return ember.compile(fn, backend="ember")
+            return ember.compile(fn, backend="ember", mode=self.mode)
         import torch
-        if self.name == "dynamo_eager":
-            return torch.compile(fn, backend="eager")
-        if self.name == "inductor":
-            return torch.compile(fn)
+        if base == "dynamo_eager":
+            return torch.compile(fn, backend="eager", mode=self.mode)
+        if base == "inductor":
+            return torch.compile(fn, mode=self.mode)
         raise ValueError(f"unknown compiler {self.name!r}")
 
     def counters(self):
@@ -60,6 +74,17 @@ COMPILERS = {
     "dynamo_eager": Compiler("dynamo_eager", 'torch.compile(backend="eager")', "dynamo"),
     "inductor": Compiler("inductor", "torch.compile() (Inductor)", "dynamo"),
 }
+
+
+def lookup(name):
+    """A registered compiler, or one in a mode (`inductor-max-autotune`); KeyError otherwise."""
+    if name in COMPILERS:
+        return COMPILERS[name]
+    for mode in MODES[1:]:
+        base = name.removesuffix(f"-{mode}")
+        if base != name and base in COMPILERS:
+            return COMPILERS[base].in_mode(mode)
+    raise KeyError(f"unknown compiler {name!r}; known: {', '.join(COMPILERS)}, each optionally -<mode>")
 
 
 def parse_compilers(text):

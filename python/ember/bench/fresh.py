@@ -1,9 +1,10 @@
 """Fresh processes and scratch caches: how the suites measure compile time without the user's caches.
 
 A suite's own process compiles inside `scratch_caches()`, so nothing it compiles lands in (or is read from)
-the user's EMBER_CACHE_DIR or TORCHINDUCTOR_CACHE_DIR. A cold or warm compile time is measured in a fresh
-Python process (`run_probe`) started with cache directories under a root the suite chooses: a new root
-is cold, the same root again is warm. The probe module's `main` prints one line, `PREFIX <json>`, as the
+the user's EMBER_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR or TRITON_CACHE_DIR (where Inductor's Triton kernels go).
+A cold or warm compile time is measured in a fresh Python process (`run_probe`) started with cache
+directories under a root the suite chooses: a new root is cold, the same root again is warm
+(`compile_times` runs the pair). The probe module's `main` prints one line, `PREFIX <json>`, as the
 last thing it does (`print_result`); a probe that crashes before it is reported with the last line of its
 stderr, so the suite records the failure and carries on.
 """
@@ -16,11 +17,12 @@ import sys
 import tempfile
 
 PREFIX = "EMBER_BENCH_PROBE "
-CACHE_VARIABLES = ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+CACHE_VARIABLES = ("EMBER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def _cache_dirs(root):
-    return {"EMBER_CACHE_DIR": os.path.join(root, "ember"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    return {"EMBER_CACHE_DIR": os.path.join(root, "ember"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(root, "triton")}
 
 
 @contextlib.contextmanager
@@ -65,6 +67,20 @@ def run_probe(module, config, env, timeout_s):
     tail = [line for line in proc.stderr.splitlines() if line.strip()]
     return {"error": f"the fresh process exited with status {proc.returncode} and no result"
                      + (f": {tail[-1][:300]}" if tail else "")}
+
+
+def compile_times(module, config, prefix, timeout_s, threads=None):
+    """{"cold": probe result, "warm": probe result}: `python -m module` twice, in fresh processes sharing new,
+    empty cache directories (removed afterwards); the warm run is skipped when the cold one failed."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    try:
+        env = probe_env(root, threads)
+        cold = run_probe(module, config, env, timeout_s)
+        warm = (run_probe(module, config, env, timeout_s) if cold["error"] is None
+                else {"error": "not run: the cold run failed"})
+        return {"cold": cold, "warm": warm}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def probe_main(argv, probe, usage):

@@ -99,12 +99,24 @@ def measure(fns, *, warmup=3, repeats=21, min_sample_s=0.002, calls=None):
         raise ValueError("measure: nothing to time")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"measure: need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
-    names = list(fns)
-    for name in names:
-        for _ in range(warmup):
-            fns[name]()
+    warm_up(fns, warmup)
     if calls is None:
-        calls = max(calls_per_sample(fns[name], min_sample_s) for name in names)
+        calls = max(calls_per_sample(fn, min_sample_s) for fn in fns.values())
+    samples = interleave(fns, repeats, lambda fn: _block(fn, calls) / calls)
+    return {name: Timing(samples[name], calls) for name in fns}
+
+
+def warm_up(fns, warmup):
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+
+
+def interleave(fns, repeats, take_sample):
+    """{name: [take_sample(fn) for each of `repeats` rounds]}; each round rotates who goes first, and the
+    garbage collector is off throughout. A sample may be any value (gpu_timing.py takes CUDA events and reads
+    them once the rounds are over)."""
+    names = list(fns)
     samples = {name: [] for name in names}
     gc_was_enabled = gc.isenabled()
     gc.collect()
@@ -113,11 +125,11 @@ def measure(fns, *, warmup=3, repeats=21, min_sample_s=0.002, calls=None):
         for r in range(repeats):
             for i in range(len(names)):
                 name = names[(r + i) % len(names)]
-                samples[name].append(_block(fns[name], calls) / calls)
+                samples[name].append(take_sample(fns[name]))
     finally:
         if gc_was_enabled:
             gc.enable()
-    return {name: Timing(samples[name], calls) for name in names}
+    return samples
 
 
 def time_first_call(fn):
