@@ -81,6 +81,9 @@ def _listener(event, info, strict=False):
         if info["backend_fallback"] and ("fallbacks" in channels or "schedule" in channels):
             _log.getChild("fallbacks").info("graph of %s runs on the eager executor: %s", info["code"],
                                             info["backend_fallback"])
+        if info["cuda_graph_skip"] and "fallbacks" in channels:
+            _log.getChild("fallbacks").info("graph of %s runs without CUDA graphs: %s", info["code"],
+                                            info["cuda_graph_skip"])
         if "schedule" in channels and info["loop_ir"]:
             _log.getChild("schedule").info("schedule for %s (%d kernels):\n%s\n%s", info["code"], info["kernels"],
                                            info["schedule"], info["loop_ir"])
@@ -202,8 +205,8 @@ _make_module_entry = _entry_namespace["make_entry"]
 
 # What the settings without a CPU meaning will do, said once per process (until ember.reset()).
 _UNBUILT = {
-    "reduce-overhead": "ember.compile(mode='reduce-overhead') generates the same CPU code as 'default': it will "
-                       "replay each graph as a CUDA graph once the GPU backend lands",
+    "reduce-overhead": "ember.compile(mode='reduce-overhead') replays graphs on CUDA as CUDA graphs; graphs on "
+                       "the CPU get the same CPU code as 'default'",
     "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it will search "
                     "kernel configurations and matmul choices once the GPU backend lands",
     "dynamic": "ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is specialized "
@@ -268,6 +271,8 @@ class ExplainOutput:
     kernel_counts: list = dataclasses.field(default_factory=list)
     planned_peak_bytes: list = dataclasses.field(default_factory=list)
     backend_fallbacks: list = dataclasses.field(default_factory=list)
+    # Per graph under mode="reduce-overhead": why it is not replayed as a CUDA graph ("" if it is).
+    cuda_graph_skips: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -282,6 +287,8 @@ class ExplainOutput:
                              f"{'n/a' if peak is None else f'{peak} bytes'}")
                 if self.backend_fallbacks[i]:
                     lines.append(f"Runs on the eager executor: {self.backend_fallbacks[i]}")
+                if self.cuda_graph_skips[i]:
+                    lines.append(f"Runs without CUDA graphs: {self.cuda_graph_skips[i]}")
         return "\n".join(lines)
 
 
@@ -316,6 +323,7 @@ def explain(fn, **compile_kwargs):
             planned_peak_bytes=[info["planned_peak_bytes"] if info["planned_peak_bytes"] >= 0 else None
                                 for info in graphs],
             backend_fallbacks=[info["backend_fallback"] for info in graphs],
+            cuda_graph_skips=[info["cuda_graph_skip"] for info in graphs],
         )
 
     return run

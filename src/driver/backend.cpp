@@ -9,6 +9,7 @@
 #include "pybridge/errors.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
+#include "runtime/cuda_graph_runner.h"
 #include "runtime/eager_executor.h"
 #include "runtime/triton_code.h"
 
@@ -130,7 +131,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
   std::vector<PyRef> externs;
   if (!extern_callables(c.program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
-  std::unique_ptr<GraphRunner> runner;
+  std::unique_ptr<runtime::CompiledGraph> graph;
   switch (target.kind) {
     case pipeline::Target::Kind::Cpu: {
       report->code_language = "C++";
@@ -153,7 +154,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
         return nullptr;
       }
       report->cache_hit = build.cache_hit;
-      runner = std::move(build.graph);
+      graph = std::move(build.graph);
       break;
     }
     case pipeline::Target::Kind::Triton: {
@@ -170,14 +171,18 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
         return nullptr;
       }
       auto code = std::make_unique<runtime::TritonCode>(c.program, *c.plan, std::move(*c.triton), std::move(runnables));
-      runner = std::make_unique<runtime::CompiledGraph>(std::move(c.program), std::move(*c.plan), std::move(code),
+      graph = std::make_unique<runtime::CompiledGraph>(std::move(c.program), std::move(*c.plan), std::move(code),
                                                         externs, convert);
       break;
     }
   }
   report->stage_seconds.emplace_back(report->cache_hit ? "compile (cached)" : "compile",
                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return runner;
+  if (options.mode == Mode::ReduceOverhead) {
+    report->cuda_graph_skip = runtime::why_no_cuda_graph(graph->program());
+    if (report->cuda_graph_skip.empty()) return std::make_unique<runtime::CudaGraphRunner>(std::move(graph));
+  }
+  return graph;
 }
 
 }  // namespace

@@ -43,6 +43,9 @@ struct BackendReport {
   std::string loop_ir;          // the scheduled program
   std::string code_language;    // "C++" or "Triton"
   std::string code;             // the generated translation unit, or the Triton kernels (codegen::print)
+  // mode="reduce-overhead" on a compiled graph: why it is not replayed as a CUDA graph ("" when it
+  // is; runtime/cuda_graph_runner.h).
+  std::string cuda_graph_skip;
   int kernels = 0;
   int extern_calls = 0;
   int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made

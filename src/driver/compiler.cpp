@@ -332,6 +332,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"seconds", PyFloat_FromDouble(seconds)},
                                   {"backend_fallback", str(backend.fallback_reason)},
                                   {"codegen_failed", PyBool_FromLong(backend.codegen_failed)},
+                                  {"cuda_graph_skip", str(backend.cuda_graph_skip)},
                                   {"backend_error", str(backend.internal_error)},
                                   {"backend_error_stage", str(backend.error_stage)},
                                   {"schedule", str(backend.schedule)},

@@ -383,6 +383,22 @@ bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path
   return ok;
 }
 
+bool data_pointer(PyObject* tensor, void** out) {
+  const TorchBridge* bridge = torch_bridge();
+  if (bridge != nullptr && bridge->dlpack != nullptr) {
+    dlpack::Tensor t;
+    if (bridge->dlpack->dltensor_from_py_object_no_sync(tensor, &t) == 0) {
+      *out = static_cast<char*>(t.data) + t.byte_offset;
+      return true;
+    }
+    PyErr_Clear();  // tensors DLPack refuses still answer data_ptr()
+  }
+  PyRef r = PyRef::steal(PyObject_CallMethod(tensor, "data_ptr", nullptr));
+  if (!r) return false;
+  *out = PyLong_AsVoidPtr(r.get());
+  return !PyErr_Occurred();
+}
+
 bool current_cuda_stream(int index, void** out) {
   const TorchBridge* bridge = torch_bridge();
   if (bridge == nullptr) {

@@ -96,6 +96,10 @@ enum class TensorReadPath : uint8_t { Auto, Attributes };
 // nested layouts, dtypes outside ir::DType, negative or conjugate views.
 bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path);
 
+// The address of a tensor's element 0 (through DLPack's exchange table when torch has one, else
+// data_ptr()). False with a Python error set.
+bool data_pointer(PyObject* tensor, void** out);
+
 // Torch's current stream on CUDA device `index` (a CUstream; null is the legacy default stream),
 // through DLPack's exchange table when torch has one (no Python call), else
 // torch.cuda.current_stream(index).cuda_stream. False with a Python error set on failure.

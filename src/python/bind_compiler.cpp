@@ -93,6 +93,8 @@ void bind_compiler(nb::module_& m) {
     d["eager_frames"] = s.eager_frames;
     d["kernels_compiled"] = s.kernels_compiled;
     d["codegen_failures"] = s.codegen_failures;
+    d["cuda_graph_records"] = s.cuda_graph_records;
+    d["cuda_graph_replays"] = s.cuda_graph_replays;
     d["backend_errors"] = s.backend_errors;
     d["graphs"] = s.graphs;
     d["ops_captured"] = s.ops_captured;

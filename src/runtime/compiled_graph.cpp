@@ -18,6 +18,7 @@ namespace {
 
 using loop_ir::Buffer;
 using loop_ir::BufferId;
+using pybridge::data_pointer;
 
 const pybridge::TorchBridge& bridge_or_throw() {
   const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
@@ -58,23 +59,6 @@ bool is_empty(const pybridge::RawTensorMeta& m) {
   for (int d = 0; d < m.ndim; ++d)
     if (m.sizes[d] == 0) return true;
   return false;
-}
-
-// The address of a tensor's element 0. False with a Python error set.
-bool data_pointer(PyObject* tensor, void** out) {
-  const pybridge::TorchBridge* bridge = pybridge::torch_bridge();
-  if (bridge != nullptr && bridge->dlpack != nullptr) {
-    pybridge::dlpack::Tensor t;
-    if (bridge->dlpack->dltensor_from_py_object_no_sync(tensor, &t) == 0) {
-      *out = static_cast<char*>(t.data) + t.byte_offset;
-      return true;
-    }
-    PyErr_Clear();  // tensors DLPack refuses still answer data_ptr()
-  }
-  PyRef r = PyRef::steal(PyObject_CallMethod(tensor, "data_ptr", nullptr));
-  if (!r) return false;
-  *out = PyLong_AsVoidPtr(r.get());
-  return !PyErr_Occurred();
 }
 
 PyRef int_tuple(const std::vector<sym::Expr>& values) {

@@ -103,6 +103,8 @@ class CompiledGraph : public GraphRunner {
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
   const GraphCode& code() const { return *code_; }
+  const loop_ir::Program& program() const { return program_; }
+  const ir::Device& device() const { return device_; }
 
  private:
   struct Call;

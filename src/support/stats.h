@@ -16,6 +16,8 @@ struct Stats {
   uint64_t codegen_failures = 0;
   uint64_t backend_errors = 0;   // graphs that fell back because a backend stage threw (a bug)
   uint64_t graphs = 0;           // graphs built
+  uint64_t cuda_graph_records = 0;  // CUDA graphs captured (mode="reduce-overhead"; re-records included)
+  uint64_t cuda_graph_replays = 0;  // calls served by replaying one
   uint64_t ops_captured = 0;     // graph nodes built
   double trace_seconds = 0;      // time spent tracing
 };

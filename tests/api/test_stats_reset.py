@@ -4,7 +4,8 @@ import torch
 import ember
 
 KEYS = ("frames_compiled", "cache_hits", "recompiles", "graph_breaks", "eager_frames", "graphs", "ops_captured",
-        "kernels_compiled", "codegen_failures", "backend_errors")
+        "kernels_compiled", "codegen_failures", "backend_errors", "cuda_graph_records",
+        "cuda_graph_replays")
 
 
 def f(x):

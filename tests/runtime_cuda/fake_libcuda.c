@@ -80,6 +80,14 @@ static CUresult cuGetErrorName(CUresult error, const char** name) {
   return 0;
 }
 static CUresult cuGetErrorString(CUresult error, const char** text) { *text = "fake driver"; return 0; }
+static CUresult cuGraphLaunch(void* exec, void* stream) {
+  log_line("cuGraphLaunch %p %p", exec, stream);
+  return 0;
+}
+static CUresult cuStreamSynchronize(void* stream) {
+  log_line("cuStreamSynchronize %p", stream);
+  return 0;
+}
 
 static const struct {
   const char* name;
@@ -100,6 +108,8 @@ static const struct {
     {"cuLaunchKernel", (void*)cuLaunchKernel},
     {"cuGetErrorName", (void*)cuGetErrorName},
     {"cuGetErrorString", (void*)cuGetErrorString},
+    {"cuGraphLaunch", (void*)cuGraphLaunch},
+    {"cuStreamSynchronize", (void*)cuStreamSynchronize},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** fn, int cuda_version, uint64_t flags, int* status) {

@@ -73,6 +73,8 @@ Loaded load() {
   resolve(driver->cuLaunchKernel, "cuLaunchKernel");
   resolve(driver->cuGetErrorName, "cuGetErrorName");
   resolve(driver->cuGetErrorString, "cuGetErrorString");
+  resolve(driver->cuGraphLaunch, "cuGraphLaunch");
+  resolve(driver->cuStreamSynchronize, "cuStreamSynchronize");
   if (!missing.empty()) {
     result.why_not = "CUDA driver lacks " + missing;
     return result;

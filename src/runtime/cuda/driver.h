@@ -20,6 +20,7 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUdeviceptr = uint64_t;
+using CUgraphExec = struct CUgraphExec_st*;  // torch.cuda.CUDAGraph.raw_cuda_graph_exec() is one
 
 struct Driver {
   CUresult (*cuInit)(unsigned int flags) = nullptr;
@@ -39,6 +40,8 @@ struct Driver {
                              void** params, void** extra) = nullptr;
   CUresult (*cuGetErrorName)(CUresult error, const char** name) = nullptr;
   CUresult (*cuGetErrorString)(CUresult error, const char** text) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream stream) = nullptr;
 
   // The process's driver, or nullptr with `why_not` set.
   static const Driver* get(std::string* why_not);
