@@ -55,7 +55,8 @@ PyRef call_method(PyObject* self, const char* name, PyObject* arg = nullptr) {
   return PyRef::steal(arg ? PyObject_CallMethod(self, name, "O", arg) : PyObject_CallMethod(self, name, nullptr));
 }
 
-// The address of the storage `tensor` views (tensors sharing memory share it); null on failure.
+// The address of the storage `tensor` views (tensors sharing memory share it); null for an empty
+// storage, or with a Python error set on failure.
 void* storage_address(PyObject* tensor) {
   PyRef storage = call_method(tensor, "untyped_storage");
   PyRef address = storage ? call_method(storage.get(), "data_ptr") : PyRef();
@@ -211,11 +212,11 @@ bool CudaGraphRunner::record(PyObject* const* inputs, const std::vector<InputSha
       args[k] = slot.copy.get();
     }
     storages[k] = storage_address(args[k]);
-    if (!storages[k]) return plainly("cannot read input " + std::to_string(k) + "'s storage");
+    if (PyErr_Occurred()) return plainly("cannot read input " + std::to_string(k) + "'s storage");
   }
   for (size_t k = 0; k < n; ++k)
     for (size_t j = 0; j < n; ++j)
-      if (j != k && slots_[k].mutated && storages[j] == storages[k])
+      if (j != k && slots_[k].mutated && storages[k] && storages[j] == storages[k])
         return plainly("input " + std::to_string(k) + " is written in place and shares memory with input " +
                        std::to_string(j));
 

@@ -5,8 +5,9 @@
 //
 // Settings that have no CPU meaning yet are still carried, so that the stage that will act on
 // them reads them from here; until then options.py tells the user so (one warning per process):
-//   - `mode`: ReduceOverhead (CUDA graphs) and MaxAutotune (kernel-configuration search) are GPU
-//     backend features; on CPU every mode generates the same code as Default.
+//   - `mode`: ReduceOverhead (CUDA graphs: driver/backend.cpp wraps a CUDA graph's runner in
+//     runtime::CudaGraphRunner) and MaxAutotune (kernel-configuration search) are GPU backend
+//     features; on CPU every mode generates the same code as Default.
 //   - `dynamic`: shapes are specialized and guarded whatever it says (symbolic sizes: issue 14).
 //   - `logs`: the channels the C++ stages log on (the pipeline reads kLogPerf and kLogPasses).
 #pragma once
