@@ -1,6 +1,7 @@
 #include "runtime/cuda_graph_runner.h"
 
 #include <set>
+#include <variant>
 #include <string_view>
 
 #include "pybridge/errors.h"
@@ -22,14 +23,27 @@ const Buffer& root_of(const loop_ir::Program& program, BufferId id) {
   return *b;
 }
 
-// torch callables that draw random numbers (their last dotted component).
-bool is_random(std::string_view callable) {
+// Whether a dropout call is literally in eval mode: `training` (torch.dropout's `train`), its third
+// argument in every dropout of torch and torch.nn.functional, is the literal False.
+bool dropout_in_eval(const loop_ir::ExternCall& call) {
+  const ir::Arg* training = call.args.size() > 2 ? &call.args[2] : nullptr;
+  for (const auto& [name, arg] : call.kwargs)
+    if (name == "training" || name == "train") training = &arg;
+  if (training == nullptr || training->kind != ir::Arg::Kind::Literal) return false;
+  const bool* value = std::get_if<bool>(&training->literal);
+  return value != nullptr && !*value;
+}
+
+// Whether an extern call draws random numbers (by its callable's last dotted component).
+bool is_random(const loop_ir::ExternCall& call) {
+  const std::string_view callable = call.callable;
   const std::string_view name = callable.substr(callable.rfind('.') + 1);
   static const std::set<std::string_view> named = {"normal",       "normal_",    "bernoulli", "bernoulli_",
                                                    "multinomial",  "uniform_",   "exponential_", "poisson",
                                                    "geometric_",   "cauchy_",    "log_normal_",  "random_",
                                                    "rrelu",        "rrelu_"};
-  return name.rfind("rand", 0) == 0 || name.find("dropout") != std::string_view::npos || named.count(name) > 0;
+  if (name.find("dropout") != std::string_view::npos) return !dropout_in_eval(call);
+  return name.rfind("rand", 0) == 0 || named.count(name) > 0;
 }
 
 // Per graph input, whether the program writes it; false (with `why`) when a write's target
@@ -71,7 +85,7 @@ std::string why_no_cuda_graph(const loop_ir::Program& program) {
   if (program.steps.size() <= 1)
     return "one step: a CUDA graph's bookkeeping costs more than the one launch it saves";
   for (const loop_ir::ExternCall& call : program.externs)
-    if (is_random(call.callable))
+    if (is_random(call))
       return "extern call " + call.callable + " draws random numbers, which a replay would repeat";
   std::vector<bool> mutated;
   std::string why;
