@@ -17,8 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "loop_ir/loop_ir.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel.h"
+#include "runtime/cuda_graph_runner.h"
 #include "runtime/triton_build.h"
 
 namespace nb = nanobind;
@@ -152,6 +154,10 @@ void bind_cuda(nb::module_& m) {
     bool available = runtime::cuda::Driver::get(&why_not) != nullptr;
     return std::make_pair(available, why_not);
   });
+
+  m.def(
+      "why_no_cuda_graph", [](const std::string& loop_ir_text) { return runtime::why_no_cuda_graph(loop_ir::parse(loop_ir_text)); },
+      "loop_ir"_a, "Why mode='reduce-overhead' would not replay this program as a CUDA graph ('' when it would).");
 
   nb::class_<runtime::cuda::Kernel>(m, "Kernel")
       .def(nb::init<TritonBinary>(), "binary"_a)
