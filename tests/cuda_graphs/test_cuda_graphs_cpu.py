@@ -2,9 +2,13 @@
 normal compiled graph, and the reason they are not CUDA graphs is visible (explain, EMBER_LOGS)."""
 import logging
 
+import pytest
 import torch
 
 import ember
+
+# Each compile with the mode warns once per process that CPU graphs get the default code: expected here.
+pytestmark = pytest.mark.filterwarnings("ignore:ember.compile\\(mode='reduce-overhead'\\)")
 
 
 def two_steps(x, y):
