@@ -180,7 +180,7 @@ bool CudaGraphRunner::give_up(const std::string& reason) const {
   // Visible under EMBER_LOGS=fallbacks, as the backend's own fallbacks are.
   PyRef logging = PyRef::steal(PyImport_ImportModule("logging"));
   PyRef logger = logging ? PyRef::steal(PyObject_CallMethod(logging.get(), "getLogger", "s", "ember.fallbacks")) : PyRef();
-  PyRef done = logger ? PyRef::steal(PyObject_CallMethod(logger.get(), "info", "ss",
+  PyRef done = logger ? PyRef::steal(PyObject_CallMethod(logger.get(), "info", "sss",
                                                          "graph %s runs without CUDA graphs: %s",
                                                          graph_->program().name.c_str(), reason.c_str()))
                       : PyRef();
