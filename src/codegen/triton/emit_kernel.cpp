@@ -13,7 +13,6 @@
 // accumulator per reduction, updated lane by lane in `for roffset in range(0, N, RBLOCK)`, reduced
 // across lanes after the loop; Welford keeps per-lane (count, mean, m2) and combines lanes with
 // Chan's formula using tl.sum only (a custom-combine tl.reduce is ~1000x slower in the interpreter).
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -234,13 +233,10 @@ class BodyEmitter {
         return s;
       }
       case sym::ExprKind::Mul: {
-        std::string s;
-        for (const sym::Expr& f : e.operands()) s += (s.empty() ? "" : "*") + atom(f);
-        if (e.operands()[0].is_constant() && e.operands()[0].constant() < 0) {
-          // -4*x prints as "-4*x"; the Add above turns "a + -4*x" into "a - 4*x".
-          s = std::to_string(e.operands()[0].constant());
-          for (size_t k = 1; k < e.operands().size(); ++k) s += "*" + atom(e.operands()[k]);
-        }
+        // A negative constant factor prints bare ("-4*x"): the Add above turns "a + -4*x" into "a - 4*x".
+        const std::vector<sym::Expr>& f = e.operands();
+        std::string s = f[0].is_constant() ? std::to_string(f[0].constant()) : atom(f[0]);
+        for (size_t k = 1; k < f.size(); ++k) s += "*" + atom(f[k]);
         return s;
       }
       case sym::ExprKind::FloorDiv:
