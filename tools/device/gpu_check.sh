@@ -28,5 +28,8 @@ step parity 200 python3 -m pytest -q -p no:cacheprovider parity
 cd ..
 step experiments 90 python3 tools/device/triton_smoke.py --experiments
 cat "$out/experiments.log"
+step bench 150 python3 -m ember.bench gpu --modes default --no-compile-times --out "$out/bench/gpu.json" \
+  --workloads "${EMBER_GPU_BENCH_WORKLOADS:-seed_f32,seed_bf16,softmax,layer_norm,rms_norm,mlp,nanogpt_blocks,gpt2,llama,decode_step}"
+tail -45 "$out/bench.log"
 cd tests
-step models 150 python3 -m pytest -q -p no:cacheprovider models api
+step models 150 python3 -m pytest -q -p no:cacheprovider models api bench/test_gpu_suite.py
