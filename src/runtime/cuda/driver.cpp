@@ -73,6 +73,15 @@ Loaded load() {
   resolve(driver->cuLaunchKernel, "cuLaunchKernel");
   resolve(driver->cuGetErrorName, "cuGetErrorName");
   resolve(driver->cuGetErrorString, "cuGetErrorString");
+  resolve(driver->cuEventCreate, "cuEventCreate");
+  resolve(driver->cuEventRecord, "cuEventRecord");
+  resolve(driver->cuEventSynchronize, "cuEventSynchronize");
+  resolve(driver->cuEventElapsedTime, "cuEventElapsedTime");
+  resolve(driver->cuEventDestroy, "cuEventDestroy");
+  resolve(driver->cuMemAlloc, "cuMemAlloc");
+  resolve(driver->cuMemFree, "cuMemFree");
+  resolve(driver->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync");
+  resolve(driver->cuDeviceGetName, "cuDeviceGetName");
   if (!missing.empty()) {
     result.why_not = "CUDA driver lacks " + missing;
     return result;
