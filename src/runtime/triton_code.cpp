@@ -139,10 +139,13 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
   bool aligned = true;
   for (size_t a = 0; a < launch.args.size(); ++a)
     aligned = aligned && (launch.args[a].kind == Arg::Kind::Value || values[a].pointer % 16 == 0);
-  // Candidates are timed on aligned pointers only (they are compiled with the promise); a call
-  // with a misaligned one runs the first config (or the choice, once made) without it.
+  // Candidates are timed on aligned pointers only (they are compiled with the promise), and never
+  // while the stream captures a CUDA graph; such a call runs the first config (or the choice, once
+  // made), a misaligned one compiled without the promise.
   Choice& choice = *launch.choice;
-  if (aligned && !choice.tuned.load(std::memory_order_acquire) && !tune(launch, values, env)) return false;
+  if (aligned && !choice.tuned.load(std::memory_order_acquire) &&
+      !cuda::stream_capturing(static_cast<cuda::CUstream>(env.stream)) && !tune(launch, values, env))
+    return false;
   const Candidate& use = choice.tuned.load(std::memory_order_acquire) ? choice.best : launch.runnable.candidates.front();
   const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, use.config);
   if (kernel == nullptr) return false;

@@ -23,8 +23,9 @@
 // times every candidate (and, under max-autotune, coordinate descent's neighbours) on torch's
 // stream with the call's own arguments, saving and restoring the buffers it updates in place, and
 // keeps the fastest for this TritonCode. The call's result is what the chosen config computes from
-// the unchanged inputs. Tuning synchronizes the host with the stream once, so it must not run while
-// a CUDA graph captures the stream: a capturing runner calls the graph once before capture.
+// the unchanged inputs. Tuning synchronizes the host with the stream, which a stream capturing a
+// CUDA graph forbids: a launch during capture runs the first config untuned (a capturing runner
+// should call the graph once before capture, so that the capture records the choice).
 // The interpreter never tunes: it runs the first config.
 #pragma once
 

@@ -114,6 +114,7 @@ static CUresult cuMemcpyDtoDAsync(uint64_t to, uint64_t from, size_t bytes, void
   memcpy((void*)(uintptr_t)to, (void*)(uintptr_t)from, bytes);
   return 0;
 }
+static CUresult cuStreamIsCapturing(void* stream, int* status) { *status = 0; return 0; }
 static CUresult cuDeviceGetName(char* name, int length, int device) {
   snprintf(name, (size_t)length, "Fake H200");
   return 0;
@@ -152,6 +153,7 @@ static const struct {
     {"cuMemFree", (void*)cuMemFree},
     {"cuMemcpyDtoDAsync", (void*)cuMemcpyDtoDAsync},
     {"cuDeviceGetName", (void*)cuDeviceGetName},
+    {"cuStreamIsCapturing", (void*)cuStreamIsCapturing},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** fn, int cuda_version, uint64_t flags, int* status) {

@@ -125,7 +125,7 @@ def test_tuning_times_with_events_and_restores_in_place_buffers(fake_driver_dir,
     assert lines[0] == "XBLOCK=8 num_warps=2 num_stages=1 3 2.0"
     assert lines[1] == str([float(i) for i in range(16)])
     assert lines[2] == str([float(i + 1) for i in range(16)])  # x + 1, once
-    calls = [line.split()[0] + (" " + line.split()[1] if line.startswith(("cuMem", "cuEventCreate")) else "")
+    calls = [line.split()[0] + (" " + line.split()[1] if line.startswith(("cuMemAlloc", "cuMemcpy", "cuEventCreate")) else "")
              for line in log if not line.startswith(("cuGetProcAddress", "cuInit", "cuModule", "cuCtx", "cuDevice"))]
     per_config = (["cuLaunchKernel"] * 3 + ["cuEventRecord", "cuLaunchKernel", "cuEventRecord"] * 10 +
                   ["cuEventSynchronize", "cuMemcpyDtoDAsync 64"])

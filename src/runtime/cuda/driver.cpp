@@ -82,6 +82,7 @@ Loaded load() {
   resolve(driver->cuMemFree, "cuMemFree");
   resolve(driver->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync");
   resolve(driver->cuDeviceGetName, "cuDeviceGetName");
+  resolve(driver->cuStreamIsCapturing, "cuStreamIsCapturing");
   if (!missing.empty()) {
     result.why_not = "CUDA driver lacks " + missing;
     return result;

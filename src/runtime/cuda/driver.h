@@ -52,6 +52,7 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr pointer) = nullptr;
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream stream) = nullptr;
   CUresult (*cuDeviceGetName)(char* name, int length, CUdevice device) = nullptr;
+  CUresult (*cuStreamIsCapturing)(CUstream stream, int* status) = nullptr;  // status: CUstreamCaptureStatus
 
   // The process's driver, or nullptr with `why_not` set.
   static const Driver* get(std::string* why_not);

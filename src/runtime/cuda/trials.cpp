@@ -105,6 +105,12 @@ TuneResult tune_on_device(const std::vector<codegen::TritonConfig>& configs, con
   return tune_configs(configs, timer, coordinate_descent);
 }
 
+bool stream_capturing(CUstream stream) {
+  const Driver* driver = Driver::get(nullptr);
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+  return !driver || driver->cuStreamIsCapturing(stream, &status) != 0 || status != 0;
+}
+
 std::optional<std::string> describe_device(int device, std::string* error) {
   const Driver* driver = Driver::get(error);
   if (!driver) return std::nullopt;

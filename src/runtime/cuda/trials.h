@@ -65,6 +65,10 @@ TuneResult tune_on_device(const std::vector<codegen::TritonConfig>& configs, con
                           CUstream stream, int64_t xnumel, const ArgValue* args,
                           const std::vector<InPlaceRegion>& in_place, bool coordinate_descent);
 
+// Whether `stream` is capturing a CUDA graph (or the driver cannot say): timing, which waits for
+// events on the host, is illegal then, so tuning waits for an uncaptured call.
+bool stream_capturing(CUstream stream);
+
 // The device's name and compute capability ("NVIDIA H200 sm_90"), part of a tuning choice's key.
 std::optional<std::string> describe_device(int device, std::string* error);
 
