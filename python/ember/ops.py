@@ -183,16 +183,29 @@ def _classify(fn):
     return python_table.classify_python(fn, qualname)
 
 
+def _dense(sizes, strides):
+    """Whether these strides lay the elements out without gaps or overlaps, in some dim order."""
+    expected = 1
+    for n, s in sorted(((n, s) for n, s in zip(sizes, strides) if n != 1), key=lambda p: p[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
 def make_meta(sizes, strides, dtype, requires_grad, leaf=True):
     """A meta tensor of these sizes and strides. One that requires grad and is not a leaf (a value
     the program computed, whose meta tensor Ember made from its type) has a grad_fn, as eager's
     has: an in-place op on it is allowed where eager allows it (a leaf that requires grad refuses
-    in-place ops while grad mode is on). It is a view of a 1-D non-leaf, so its strides are exact."""
+    in-place ops while grad mode is on). Dense strides survive a clone; others (expanded, sliced)
+    are a view of a 1-D non-leaf, so the strides are always exact."""
     if not requires_grad or leaf:
         t = torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
         return t.requires_grad_(True) if requires_grad else t
-    extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
     with torch.enable_grad():
+        if 0 in sizes or _dense(sizes, strides):
+            return torch.empty_strided(sizes, strides, dtype=dtype, device="meta", requires_grad=True).clone()
+        extent = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
         base = torch.empty(extent, dtype=dtype, device="meta", requires_grad=True).clone()
         return base.as_strided(sizes, strides)
 

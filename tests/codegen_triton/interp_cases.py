@@ -44,6 +44,10 @@ CASES = {
     "layer_norm_bf16": (lambda x, w, b: F.layer_norm(x, (64,), w, b),
                         lambda: [randn(32, 64, dtype=torch.bfloat16), randn(64, dtype=torch.bfloat16, seed=1),
                                  randn(64, dtype=torch.bfloat16, seed=2)], {}),
+    "rms_norm": (lambda x, w: F.rms_norm(x, (96,), w, eps=1e-6), lambda: [randn(20, 96), randn(96, seed=1)], {}),
+    "gelu_tanh_where": (lambda x: torch.where(x > 0, F.gelu(x, approximate="tanh"), F.gelu(x) * 0.5),
+                        lambda: [randn(50, 40) * 3], {}),
+    "mean_keepdim_sub": (lambda x: x - x.mean(-1, keepdim=True), lambda: [randn(30, 70)], {}),
     "var_mean": (lambda x: torch.var_mean(x, -1), lambda: [randn(10, 1500) + 5], {}),
     # An indirect load behind check_index (embedding and indexing are extern calls today).
     "gather": (lambda x, i: torch.gather(x, 1, i),
@@ -62,8 +66,17 @@ def every_op_inputs():
             torch.rand(4, 16, generator=g) < 0.5, torch.randn(4, generator=g)]
 
 
+def division_inputs():
+    g = torch.Generator().manual_seed(6)
+    b = torch.randint(1, 6, (64,), generator=g, dtype=torch.int32) * (1 - 2 * (torch.arange(64, dtype=torch.int32) % 2))
+    y = torch.randn(64, generator=g) * 3
+    return [torch.randint(-40, 40, (64,), generator=g, dtype=torch.int32), b, torch.randn(64, generator=g) * 10,
+            torch.where(y.abs() < 0.1, 0.5, y)]
+
+
 # Loop IR programs (golden files) compared with the C++ backend's results for the same program:
 # name -> (golden file name, make_args).
 LOOP_CASES = {
     "every_op": ("emit_triton_every_op.loop", every_op_inputs),
+    "python_division_int": ("emit_triton_python_division.loop", division_inputs),
 }

@@ -1,7 +1,7 @@
 // Pieces shared by the C++ emitter's files: C++ spellings of dtypes, literals and index
 // expressions (emit_expr.cpp), per-node statements (emit_ops.cpp) and kernel functions
-// (emit_kernel.cpp), proven signs (emit_range.cpp); the spelling tables are spelling.h's. Not a
-// public interface: cpp_codegen.h is.
+// (emit_kernel.cpp), proven signs and integer ranges (emit_range.cpp); the spelling tables are
+// spelling.h's. Not a public interface: cpp_codegen.h is.
 #pragma once
 
 #include <cstdint>
@@ -107,7 +107,7 @@ void emit_reduction_carry(const NodeEnv& env, const Node& n, const std::string& 
 void emit_reduction_final(const NodeEnv& env, const Node& node, bool vector, const std::string& indent,
                           std::string& out);
 
-// ---- proven signs (emit_range.cpp)
+// ---- proven signs and integer ranges (emit_range.cpp)
 // `exp_node` (an Exp) takes `a - reduce_max(a)` over the same points, so its argument is <= 0 or
 // NaN everywhere: ev::exp_nonpositive gives its bits.
 bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node);

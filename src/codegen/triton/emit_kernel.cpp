@@ -13,10 +13,10 @@
 // accumulator per reduction, updated lane by lane in `for roffset in range(0, N, RBLOCK)`, reduced
 // across lanes after the loop; Welford keeps per-lane (count, mean, m2) and combines lanes with
 // Chan's formula using tl.sum only (a custom-combine tl.reduce is ~1000x slower in the interpreter).
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "codegen/cpp/spelling.h"  // detail::expand: the one pattern expander
@@ -234,13 +234,10 @@ class BodyEmitter {
         return s;
       }
       case sym::ExprKind::Mul: {
-        std::string s;
-        for (const sym::Expr& f : e.operands()) s += (s.empty() ? "" : "*") + atom(f);
-        if (e.operands()[0].is_constant() && e.operands()[0].constant() < 0) {
-          // -4*x prints as "-4*x"; the Add above turns "a + -4*x" into "a - 4*x".
-          s = std::to_string(e.operands()[0].constant());
-          for (size_t k = 1; k < e.operands().size(); ++k) s += "*" + atom(e.operands()[k]);
-        }
+        // A negative constant factor prints bare ("-4*x"): the Add above turns "a + -4*x" into "a - 4*x".
+        const std::vector<sym::Expr>& f = e.operands();
+        std::string s = f[0].is_constant() ? std::to_string(f[0].constant()) : atom(f[0]);
+        for (size_t k = 1; k < f.size(); ++k) s += "*" + atom(f[k]);
         return s;
       }
       case sym::ExprKind::FloorDiv:
@@ -304,9 +301,46 @@ class BodyEmitter {
 
   // ---- nodes
 
+  // In a persistent reduction every ranged loop over the same ranges sees the same row in
+  // registers, so a value a previous loop computed (the scheduler repeats a softmax row's load and
+  // exp per loop) is reused rather than recomputed. Loads qualify only from buffers the kernel
+  // never stores to. The key: what the node computes, over operands already renamed to their
+  // first computation.
+  std::string reuse_key(const Node& n, size_t loop) const {
+    if (shape_.kind != TritonKernel::Kind::PersistentReduction || kernel_.loops[loop].ranges.empty()) return "";
+    const OpClass c = loop_ir::op_info(n.op).cls;
+    if (c == OpClass::Reduce || c == OpClass::Effect || n.op == ScalarOp::CheckIndex) return "";
+    std::string key = std::string(loop_ir::op_info(n.op).name) + ":" + ir::dtype_name(n.dtype) + ":";
+    for (const sym::Expr& r : kernel_.loops[loop].ranges) key += r.str() + ",";
+    for (NodeId o : n.operands) key += " " + first(o);
+    if (n.op == ScalarOp::Load) {
+      const loop_ir::BufferId root = program_.storage_root(n.buffer);
+      for (const Node& other : kernel_.nodes)
+        if (other.op == ScalarOp::Store && program_.storage_root(other.buffer) == root) return "";
+      key += " " + shape_.pointer.at(root) + "[" + offset_of(n).str() + "]";
+    }
+    if (n.op == ScalarOp::Constant || (n.op == ScalarOp::Load && !n.operands.empty()))
+      key += " " + literal(n.constant, n.dtype);
+    if (n.op == ScalarOp::Index) key += " " + n.index.at(0).str();
+    return key;
+  }
+
+  std::string first(NodeId id) const {
+    auto it = same_as_.find(id);
+    return it == same_as_.end() ? var(id) : var(it->second);
+  }
+
   void node(const Node& n, const std::string& indent, size_t loop) {
     dt(n.dtype, n);
     const std::string def = var(n.id) + " = ";
+    if (const std::string key = reuse_key(n, loop); !key.empty()) {
+      auto [it, inserted] = computed_.emplace(key, n.id);
+      if (!inserted) {
+        same_as_[n.id] = it->second;
+        set_cls(n, cls_of(it->second));
+        return line(indent, def + var(it->second));
+      }
+    }
     auto operand_cls = [&] {
       Cls c = Cls::X;
       for (NodeId o : n.operands)
@@ -550,6 +584,8 @@ class BodyEmitter {
   std::unordered_map<NodeId, size_t> position_;
   std::vector<Cls> cls_;
   std::string out_;
+  std::map<std::string, NodeId> computed_;      // reuse_key -> the node that computed it first
+  std::unordered_map<NodeId, NodeId> same_as_;  // a reused node -> that node
 };
 
 }  // namespace

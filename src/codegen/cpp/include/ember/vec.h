@@ -5,10 +5,12 @@
 // neither (portable scalar code). Compiled with -O3 -ffp-contract=off and never -ffast-math: the
 // math relies on IEEE arithmetic and on fma happening only where it is written.
 // Guarantees: namespace ember::vec with
-//   VecF (kSize float lanes: 16 AVX-512, 8 AVX2 and scalar), MaskF, full and tail (n-lane)
+//   VecF (kSize float lanes: 16 AVX-512, 8 AVX2 and scalar), MaskF, VecI (int32 lanes, one per VecF
+//   lane: integer arithmetic, compares to MaskF, conversion to float), full and tail (n-lane)
 //   loads/stores of float, bfloat16, float16 and bool bytes; element-wise arithmetic, comparisons,
 //   where, NaN-propagating maximum/minimum; math within 2 ulp of libm (vec_math.h); horizontal
-//   reductions and Welford (vec_reduce.h); float forms of every function with the same bits.
+//   reductions, Welford and double carries of long reductions (vec_reduce.h); float forms of every
+//   function with the same bits.
 // Why a header of our own: generated code needs a small, fixed vocabulary whose numerics we control
 // and test (docs/vector-math.md), not a general SIMD library.
 #pragma once
