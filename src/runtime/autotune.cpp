@@ -28,7 +28,7 @@ constexpr int kMaxWarps = 32;
 // The config one doubling or halving of `field` (a block's index, or blocks.size() for num_warps)
 // away from `from`; nullopt when that leaves the bounds.
 std::optional<TritonConfig> neighbour(const TritonConfig& from, size_t field, bool up,
-                                      const std::map<std::string, int64_t>& block_limits) {
+                                      const std::map<std::string, std::pair<int64_t, int64_t>>& block_range) {
   TritonConfig next = from;
   if (field == from.blocks.size()) {
     next.num_warps = up ? from.num_warps * 2 : from.num_warps / 2;
@@ -36,8 +36,10 @@ std::optional<TritonConfig> neighbour(const TritonConfig& from, size_t field, bo
     return next;
   }
   auto& [name, value] = next.blocks[field];
+  const auto [lowest, highest] = block_range.at(name);
+  if (lowest == highest) return std::nullopt;  // fixed by the source: a persistent row's RBLOCK
   value = up ? value * 2 : value / 2;
-  if (value < 1 || value > block_limits.at(name)) return std::nullopt;
+  if (value < 1 || value > highest) return std::nullopt;
   return next;
 }
 
@@ -71,15 +73,18 @@ TuneResult tune_configs(const std::vector<TritonConfig>& candidates, const Confi
     throw std::runtime_error("no candidate config of the kernel runs:" + reasons);
   }
   if (coordinate_descent) {
-    std::map<std::string, int64_t> limits;
+    std::map<std::string, std::pair<int64_t, int64_t>> range;  // per block: the candidates' least and largest
     for (const TritonConfig& c : candidates)
-      for (const auto& [name, value] : c.blocks) limits[name] = std::max(limits[name], value);
+      for (const auto& [name, value] : c.blocks) {
+        auto [at, fresh] = range.emplace(name, std::make_pair(value, value));
+        if (!fresh) at->second = {std::min(at->second.first, value), std::max(at->second.second, value)};
+      }
     const int budget = result.timed + kMaxDescentTrials;
     for (bool improved = true; improved && result.timed < budget;) {
       improved = false;
       for (size_t field = 0; field <= result.best.blocks.size(); ++field) {
         for (bool up : {true, false}) {
-          std::optional<TritonConfig> next = neighbour(result.best, field, up, limits);
+          std::optional<TritonConfig> next = neighbour(result.best, field, up, range);
           if (!next || tried.count(next->str()) || result.timed >= budget) continue;
           std::optional<double> ms = time(*next);
           if (!ms || *ms >= *best * (1 - kDescentImprovement)) continue;

@@ -12,7 +12,9 @@
 //  - Coordinate descent (Inductor's CoordescTuner, max-autotune): from the best, one field at a
 //    time (each block size, then num_warps), ×2 and ÷2, keeping a move only when it is more than
 //    0.1% faster, until no move helps or kMaxDescentTrials configs were timed. Blocks stay within
-//    [1, the largest value any candidate has]: larger blocks would need masks the source lacks.
+//    [1, the largest value any candidate has]: larger blocks would need masks the source lacks; a
+//    block every candidate gives the same value is not moved (a persistent reduction's RBLOCK must
+//    cover its row).
 //  - The choice is cached at <cache_dir>/triton/best/<key>.json, the key a sha256 over the kernel's
 //    source, every candidate, the compiled candidates' cubin keys (Triton's and ptxas's versions,
 //    the target), the device's name and capability and whether descent ran; as the cubin cache

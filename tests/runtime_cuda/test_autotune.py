@@ -70,8 +70,17 @@ def test_coordinate_descent_keeps_a_move_only_when_over_a_tenth_of_a_percent_fas
     timer, seen = timer_of(lambda c: 1.0 if c == base else 0.9995)  # 0.05% faster: noise
     r = cuda.tune_configs([base], timer, coordinate_descent=True)
     assert r["best"] == base and not r["found_by_coordinate_descent"]
-    assert set(seen[1:]) == {"XBLOCK=32 num_warps=4 num_stages=1", "XBLOCK=64 num_warps=8 num_stages=1",
-                             "XBLOCK=64 num_warps=2 num_stages=1"}  # XBLOCK=128 is past the candidates
+    # One candidate: its XBLOCK is fixed (as a persistent reduction's RBLOCK must be); only warps move.
+    assert set(seen[1:]) == {"XBLOCK=64 num_warps=8 num_stages=1", "XBLOCK=64 num_warps=2 num_stages=1"}
+
+
+def test_coordinate_descent_moves_no_block_every_candidate_shares():
+    start = ["XBLOCK=8 RBLOCK=128 num_warps=4 num_stages=1", "XBLOCK=1 RBLOCK=128 num_warps=2 num_stages=1"]
+    timer, seen = timer_of(lambda c: 1.0 / block(c, "num_warps") + 0.01 * block(c, "XBLOCK"))
+    r = cuda.tune_configs(start, timer, coordinate_descent=True)
+    assert all(block(c, "RBLOCK") == 128 for c in seen)
+    assert all(block(c, "XBLOCK") <= 8 for c in seen)
+    assert r["found_by_coordinate_descent"]
 
 
 def test_malformed_configs_are_refused():
