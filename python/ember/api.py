@@ -59,7 +59,7 @@ def _warn_once(key, message):
         warnings.warn(message, stacklevel=3)
 
 
-def _listener(event, info, strict=False):
+def _listener(event, info, strict=False, mode="default"):
     for collector in getattr(_collectors, "stack", ()):
         collector.append((event, info))
     channels = _options.log_channels()
@@ -90,6 +90,8 @@ def _listener(event, info, strict=False):
         if "output_code" in channels and info["code_text"]:
             _log.getChild("output_code").info("%s for %s:\n%s", info["code_language"], info["code"],
                                               info["code_text"])
+        if info["code_language"] == "C++":
+            _warn_unbuilt(mode, False, stacklevel=4)
         site = (info["filename"], info["lineno"])
         if info["backend_error"]:
             where = f" compiling {info['code']} ({info['filename']}:{info['lineno']})"
@@ -147,7 +149,7 @@ def _table():
 def _new_compiler(backend, mode, dynamic, fullgraph, options):
     table = _table()
     opts = _options.compile_options(backend, mode, dynamic, fullgraph, options)
-    listener = functools.partial(_listener, strict=True) if _options.strict(options) else _listener
+    listener = functools.partial(_listener, strict=_options.strict(options), mode=mode)
     return _core().Compiler(opts, table, listener, Unsupported)
 
 
@@ -203,23 +205,24 @@ exec(builtins_compile(_ENTRY_SOURCE, "<ember module call>", "exec"), _entry_name
 _make_module_entry = _entry_namespace["make_entry"]
 
 
-# What the settings without a CPU meaning will do, said once per process (until ember.reset()).
+# What the settings without a CPU meaning will do, said once per process (until ember.reset()): the
+# modes when a graph is compiled to C++ (CPU graphs; GPU graphs act on them), dynamic at compile().
 _UNBUILT = {
     "reduce-overhead": "ember.compile(mode='reduce-overhead') replays graphs on CUDA as CUDA graphs; graphs on "
                        "the CPU get the same CPU code as 'default'",
-    "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it will search "
-                    "kernel configurations and matmul choices once the GPU backend lands",
+    "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it searches "
+                    "kernel configurations for graphs on CUDA devices only",
     "dynamic": "ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is specialized "
                "and guarded (a new shape recompiles)",
 }
 _warned_unbuilt = set()
 
 
-def _warn_unbuilt(mode, dynamic):
+def _warn_unbuilt(mode, dynamic, stacklevel=3):
     for key in (mode, "dynamic" if dynamic else None):
         if key in _UNBUILT and key not in _warned_unbuilt:
             _warned_unbuilt.add(key)
-            warnings.warn(_UNBUILT[key], stacklevel=3)
+            warnings.warn(_UNBUILT[key], stacklevel=stacklevel)
 
 
 def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
@@ -230,7 +233,7 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if not callable(model):
         raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
     compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
-    _warn_unbuilt(mode, dynamic)
+    _warn_unbuilt(None, dynamic)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         global _optimized_module_class

@@ -5,9 +5,10 @@ parsed here into the typed `_C.CompileOptions` (src/support/options.h) that the 
 
 What each setting does today, on the CPU backend (each setting acts or says it does not):
   - `mode`: an unknown mode is a ValueError. "reduce-overhead" replays compiled graphs on CUDA as
-    CUDA graphs (src/runtime/cuda_graph_runner.h) and "max-autotune" (kernel-configuration and matmul
-    search) is a feature of the GPU backend; on CPU both generate the same code as "default", and
-    the first compile with either warns once per process (until ember.reset()) saying so.
+    CUDA graphs (src/runtime/cuda_graph_runner.h) and "max-autotune" searches kernel configurations
+    (pipeline/target.h) for graphs on CUDA; a graph compiled to C++ (on the CPU) gets the same code as
+    "default", and the first such graph warns once per process (until ember.reset()) naming what the
+    mode does.
   - `dynamic`: None (default), True or False, carried as `_C.Dynamic` for the shape stage. Dynamic
     shapes are not built yet: True warns once per process that every shape is specialized.
   - `EMBER_LOGS`: the channel bits (`_C.LogChannel`, in LOG_CHANNELS order); unknown channels are

@@ -48,9 +48,10 @@ std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& o
     if (graph.value(out).type.requires_grad)
       return "a graph output requires grad: compiled kernels serve inference graphs until training support lands";
   std::string reason;
-  *target = pipeline::target_for(ir::Device{}, options.triton_interpret, &reason);  // a graph without tensors
+  *target = pipeline::target_for(ir::Device{}, options.triton_interpret, options.mode, &reason);  // a graph without tensors
   for (const auto& v : graph.values()) {
-    std::optional<pipeline::Target> for_value = pipeline::target_for(v.type.device, options.triton_interpret, &reason);
+    std::optional<pipeline::Target> for_value = pipeline::target_for(v.type.device, options.triton_interpret, options.mode,
+                                                                               &reason);
     if (!for_value) return reason;
     if (&v != &graph.values().front() && for_value->device != (*target)->device)
       return "graph values live on " + (*target)->device.str() + " and " + for_value->device.str() +
@@ -170,7 +171,12 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
         report->fallback_reason = std::string("a generated Triton kernel did not compile: ") + e.what() + "\n" + e.detail;
         return nullptr;
       }
-      auto code = std::make_unique<runtime::TritonCode>(c.program, *c.plan, std::move(*c.triton), std::move(runnables));
+      runtime::TuneOptions tune;
+      tune.coordinate_descent = target.coordinate_descent;
+      tune.cache_dir = options.cache_dir;
+      tune.log_perf = (options.logs & kLogPerf) != 0;
+      auto code = std::make_unique<runtime::TritonCode>(c.program, *c.plan, std::move(*c.triton), std::move(runnables),
+                                                        std::move(tune));
       graph = std::make_unique<runtime::CompiledGraph>(std::move(c.program), std::move(*c.plan), std::move(code),
                                                         externs, convert);
       break;

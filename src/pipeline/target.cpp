@@ -10,9 +10,26 @@ std::string Target::str() const {
   return "?";
 }
 
-std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, std::string* reason) {
-  if (device.type == "cpu") return triton_on_cpu ? Target::gpu(device) : Target::cpu();
-  if (device.type == "cuda") return Target::gpu(device);
+namespace {
+
+Target triton_target(const ir::Device& device, Mode mode) {
+  Target t = Target::gpu(device);
+  switch (mode) {
+    case Mode::Default:
+    case Mode::ReduceOverhead: break;
+    case Mode::MaxAutotune:
+      t.triton.max_configs = kMaxAutotuneConfigs;
+      t.coordinate_descent = true;
+      break;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, Mode mode, std::string* reason) {
+  if (device.type == "cpu") return triton_on_cpu ? triton_target(device, mode) : Target::cpu();
+  if (device.type == "cuda") return triton_target(device, mode);
   *reason = "a graph value lives on " + device.str() + ": Ember generates code for cpu and cuda only";
   return std::nullopt;
 }

@@ -15,6 +15,7 @@
 #include "codegen/triton/triton_codegen.h"
 #include "ir/graph.h"
 #include "scheduler/scheduler.h"
+#include "support/options.h"
 
 namespace ember::pipeline {
 
@@ -30,6 +31,9 @@ struct Target {
   scheduler::ScheduleOptions schedule;
   codegen::CppOptions cpp;        // Cpu
   codegen::TritonOptions triton;  // Triton
+  // Triton on CUDA: after timing the candidates at the first launch, refine the fastest by
+  // coordinate descent (runtime/autotune.h). Set by max-autotune.
+  bool coordinate_descent = false;
 
   static Target cpu() { return Target{}; }
   static Target gpu(ir::Device device = ir::Device{"cuda", 0}) {  // Kind::Triton (`triton()` is the field)
@@ -44,6 +48,11 @@ struct Target {
 // The target that serves graphs living on `device`, or nullopt (with the reason) when Ember has no
 // code generator for it: those graphs run on the eager executor. CUDA devices get Triton; the CPU
 // gets C++, or Triton run by its interpreter when `triton_on_cpu` (a testing aid).
-std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, std::string* reason);
+// `mode` sets the Triton settings: Default and ReduceOverhead keep the heuristic's one config per
+// kernel (nothing to tune: a first call costs no timing, a kernel one compile); MaxAutotune
+// compiles up to kMaxAutotuneConfigs candidates per kernel, times them at the first launch and
+// refines the fastest by coordinate descent. The C++ target is the same in every mode.
+constexpr int kMaxAutotuneConfigs = 8;
+std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, Mode mode, std::string* reason);
 
 }  // namespace ember::pipeline

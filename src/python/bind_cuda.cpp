@@ -2,10 +2,13 @@
 // runtime/cuda/{driver,kernel}.h) as ember._C.cuda, for tests and tools: compile jobs through the
 // cache, Triton's launch ABI as a pure function (pack_args), whether a driver is there, and a
 // Kernel that launches on raw device pointers and a raw stream (ints), so a test can run a
-// compiled kernel on torch CUDA tensors. The runtime itself launches from C++.
+// compiled kernel on torch CUDA tensors. The runtime itself launches from C++. The autotuner's
+// pieces (runtime/autotune.h, runtime/cuda/trials.h): the choice with a timer written in Python,
+// the disk cache of choices, and tuning Kernels on the device.
 // TritonBuildError becomes ember._C.cuda.TritonBuildError (a RuntimeError) carrying .detail;
 // cache failures raise ember._C.codecache.CacheError (translated by the codecache binding).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -21,6 +24,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/kernel.h"
 #include "runtime/cuda_graph_runner.h"
+#include "runtime/cuda/trials.h"
 #include "runtime/triton_build.h"
 
 namespace nb = nanobind;
@@ -81,6 +85,85 @@ std::vector<ParamLayout> layouts_of(const std::vector<std::string>& types) {
   std::vector<ParamLayout> layouts;
   for (const std::string& type : types) layouts.push_back(runtime::cuda::param_layout(type));
   return layouts;
+}
+
+codegen::TritonConfig config_of(const std::string& text) {
+  std::optional<codegen::TritonConfig> config = runtime::parse_config(text);
+  if (!config) throw nb::value_error(("not a Triton config: '" + text + "'").c_str());
+  return *config;
+}
+
+std::vector<codegen::TritonConfig> configs_of(const std::vector<std::string>& texts) {
+  std::vector<codegen::TritonConfig> configs;
+  for (const std::string& text : texts) configs.push_back(config_of(text));
+  return configs;
+}
+
+nb::dict result_dict(const runtime::TuneResult& r) {
+  nb::dict d;
+  d["best"] = r.best.str();
+  d["best_ms"] = r.best_ms;
+  d["found_by_coordinate_descent"] = r.found_by_coordinate_descent;
+  d["timed"] = r.timed;
+  d["dropped"] = r.dropped;
+  return d;
+}
+
+void bind_autotune(nb::module_& m) {
+  m.def(
+      "tune_configs",
+      [](const std::vector<std::string>& configs, nb::callable timer, bool coordinate_descent) {
+        runtime::ConfigTimer time = [&](const codegen::TritonConfig& config, std::string* why) -> std::optional<double> {
+          nb::object ms = timer(config.str());
+          if (nb::isinstance<nb::str>(ms)) return *why = nb::cast<std::string>(ms), std::nullopt;
+          return nb::cast<double>(ms);
+        };
+        return result_dict(runtime::tune_configs(configs_of(configs), time, coordinate_descent));
+      },
+      "configs"_a, "timer"_a, "coordinate_descent"_a = false,
+      "The choice among configs (strings as TritonConfig.str() writes them); timer(config) returns "
+      "milliseconds, or a string saying why the config cannot run.");
+  m.def("best_config_path", &runtime::best_config_path, "cache_dir"_a, "key"_a);
+  m.def(
+      "store_best_config",
+      [](const std::string& cache_dir, const std::string& key, const std::string& config, double ms) {
+        runtime::TuneResult result;
+        result.best = config_of(config);
+        result.best_ms = ms;
+        runtime::store_best_config(cache_dir, key, result);
+      },
+      "cache_dir"_a, "key"_a, "config"_a, "ms"_a);
+  m.def(
+      "load_best_config",
+      [](const std::string& cache_dir, const std::string& key) -> std::optional<std::string> {
+        std::optional<codegen::TritonConfig> config = runtime::load_best_config(cache_dir, key);
+        return config ? std::optional<std::string>(config->str()) : std::nullopt;
+      },
+      "cache_dir"_a, "key"_a);
+  m.def(
+      "tune_on_device",
+      [](const std::vector<std::string>& configs, const std::vector<const runtime::cuda::Kernel*>& kernels, int device,
+         uint64_t stream, int64_t xnumel, const std::vector<nb::object>& values,
+         const std::vector<std::pair<uint64_t, size_t>>& in_place, bool coordinate_descent) {
+        if (configs.size() != kernels.size() || kernels.empty())
+          throw nb::value_error("tune_on_device needs one kernel per config");
+        std::vector<ArgValue> args = arg_values(kernels[0]->binary().param_types, values);
+        runtime::cuda::KernelFor kernel_for = [&](const codegen::TritonConfig& config, std::string* why) {
+          for (size_t i = 0; i < configs.size(); ++i)  // borrowed: the caller holds the Kernels
+            if (config_of(configs[i]).str() == config.str())
+              return std::shared_ptr<const runtime::cuda::Kernel>(std::shared_ptr<void>(), kernels[i]);
+          *why = "not among the kernels given";
+          return std::shared_ptr<const runtime::cuda::Kernel>();
+        };
+        std::vector<runtime::cuda::InPlaceRegion> regions;
+        for (const auto& [pointer, bytes] : in_place) regions.push_back({pointer, bytes});
+        return result_dict(runtime::cuda::tune_on_device(configs_of(configs), kernel_for, device,
+                                                         reinterpret_cast<runtime::cuda::CUstream>(stream), xnumel,
+                                                         args.data(), regions, coordinate_descent));
+      },
+      "configs"_a, "kernels"_a, "device"_a, "stream"_a, "xnumel"_a, "args"_a, "in_place"_a, "coordinate_descent"_a = false,
+      "Times kernels[i] (compiled with configs[i]) on raw pointers and a raw stream, as the runtime's first "
+      "launch does; in_place: (pointer, bytes) regions saved and restored around the trials.");
 }
 
 }  // namespace
@@ -175,6 +258,7 @@ void bind_cuda(nb::module_& m) {
           },
           "device"_a, "stream"_a, "grid"_a, "args"_a,
           "Launches on raw device pointers (ints) and a raw stream (torch.cuda.current_stream().cuda_stream).");
+  bind_autotune(m);
 }
 
 }  // namespace ember::python

@@ -68,15 +68,6 @@ PyRef int_tuple(const std::vector<sym::Expr>& values) {
   return t;
 }
 
-int64_t span_bytes(const Buffer& b) {
-  int64_t span = 1;
-  for (size_t d = 0; d < b.sizes.size(); ++d) {
-    if (constant(b.sizes[d]) == 0) return 0;
-    span += (constant(b.sizes[d]) - 1) * constant(b.strides[d]);
-  }
-  return span * ir::dtype_itemsize(b.dtype);
-}
-
 // Arenas up to this size are kept between calls (their tensors with them); larger ones are
 // allocated per call, where creating a few tensors is small against the kernels' time anyway.
 constexpr int64_t kReusedArenaMaxBytes = int64_t{64} << 20;
@@ -107,6 +98,15 @@ PyObject* as_strided(PyObject* base, PyObject* shape, int64_t offset) {
 }
 
 }  // namespace
+
+int64_t span_bytes(const Buffer& b) {
+  int64_t span = 1;
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    if (constant(b.sizes[d]) == 0) return 0;
+    span += (constant(b.sizes[d]) - 1) * constant(b.strides[d]);
+  }
+  return span * ir::dtype_itemsize(b.dtype);
+}
 
 CppCode::CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library)
     : source_(std::move(source)), library_(std::move(library)) {

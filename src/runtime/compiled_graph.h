@@ -88,6 +88,9 @@ class CppCode : public GraphCode {
   int (*entry_)(ember_ctx*) = nullptr;
 };
 
+// The bytes from a buffer's element 0 to one past the last element its strides reach (0 if empty).
+int64_t span_bytes(const loop_ir::Buffer& b);
+
 class CompiledGraph : public GraphRunner {
  public:
   // `code` runs `program` as planned by `plan`; `callables[k]` is the torch callable of

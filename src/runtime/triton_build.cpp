@@ -176,14 +176,6 @@ bool publish_entry(const EntryPaths& p, const std::string& key, PyObject* result
   return true;
 }
 
-// Triton's CompilationError puts the source excerpt first and the error itself last.
-std::string last_line(const std::string& text) {
-  size_t end = text.find_last_not_of("\n ");
-  if (end == std::string::npos) return text;
-  size_t start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
-}
-
 std::string cache_key(const TritonCompileJob& job, const TritonTarget& target, const std::string& toolchain) {
   Sha256 h;
   add_key_field(h, "format", kCacheFormat);
@@ -249,6 +241,13 @@ std::unique_ptr<FileLock> lock_without_gil(const std::string& path) {
 
 }  // namespace
 
+std::string triton_error_summary(const std::string& detail) {
+  size_t end = detail.find_last_not_of("\n ");
+  if (end == std::string::npos) return detail;
+  size_t start = detail.rfind('\n', end);
+  return detail.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
 std::string TritonTarget::str() const { return backend + ":" + std::to_string(capability); }
 
 TritonCompileJob compile_job(const TritonJob& job) {
@@ -270,8 +269,10 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonJob>& jobs, const
   return build_triton(compile_jobs, options);
 }
 
-std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs, const TritonBuildOptions& options) {
+std::vector<TritonBinary> build_triton_each(const std::vector<TritonCompileJob>& jobs, const TritonBuildOptions& options,
+                                            std::vector<std::string>* errors) {
   std::vector<TritonBinary> binaries(jobs.size());
+  errors->assign(jobs.size(), "");
   if (jobs.empty()) return binaries;
   uid_t owner = geteuid();
   ensure_private_dir(options.cache_dir, owner);
@@ -324,8 +325,6 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs
     throw TritonBuildError("Ember's Triton compiler: compile_kernels returned no list of results", "");
   }
 
-  std::optional<size_t> first_failure;
-  std::string failure_detail;
   for (size_t k = 0; k < to_compile.size(); ++k) {
     const std::string& key = *to_compile[k];
     const std::vector<size_t>& indices = misses[key];
@@ -336,21 +335,27 @@ std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs
     if (!error && !publish_entry(entry_paths(options.cache_dir, key), key, result, &binary)) {
       error = "the compile worker's result lacks a field";
     }
-    if (error) {
-      if (!first_failure || indices[0] < *first_failure) {
-        first_failure = indices[0];
-        failure_detail = *error;
+    for (size_t i : indices) {
+      if (error) {
+        (*errors)[i] = *error;
+        binaries[i].key = key;  // names the entry whose kernel.py failed
+      } else {
+        binaries[i] = binary;
       }
-      continue;
     }
-    for (size_t i : indices) binaries[i] = binary;
   }
-  if (first_failure) {
-    const TritonCompileJob& job = jobs[*first_failure];
-    std::string source = entry_paths(options.cache_dir, keys[*first_failure]).source;
-    throw TritonBuildError("Triton could not compile kernel " + job.name + " (job " + std::to_string(*first_failure) +
-                               ", " + source + "): " + last_line(failure_detail),
-                           failure_detail);
+  return binaries;
+}
+
+std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs, const TritonBuildOptions& options) {
+  std::vector<std::string> errors;
+  std::vector<TritonBinary> binaries = build_triton_each(jobs, options, &errors);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (errors[i].empty()) continue;
+    std::string source = entry_paths(options.cache_dir, binaries[i].key).source;
+    throw TritonBuildError("Triton could not compile kernel " + jobs[i].name + " (job " + std::to_string(i) +
+                               ", " + source + "): " + triton_error_summary(errors[i]),
+                           errors[i]);
   }
   return binaries;
 }

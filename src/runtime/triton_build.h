@@ -93,5 +93,14 @@ TritonCompileJob compile_job(const TritonJob& job);
 // pool, becomes a TritonBuildError.
 std::vector<TritonBinary> build_triton(const std::vector<TritonJob>& jobs, const TritonBuildOptions& options);
 std::vector<TritonBinary> build_triton(const std::vector<TritonCompileJob>& jobs, const TritonBuildOptions& options);
+// The same, but a job Triton rejects does not fail the batch: `(*errors)[i]` is Triton's message for
+// job i ("" when it compiled) and binaries[i] then holds only the entry's key. Autotuning drops the
+// candidate configs that do not compile (too many registers, shared memory) this way.
+// The line of a TritonBuildError's detail that says what went wrong: Triton's CompilationError puts
+// the source excerpt first and the error itself last.
+std::string triton_error_summary(const std::string& detail);
+
+std::vector<TritonBinary> build_triton_each(const std::vector<TritonCompileJob>& jobs, const TritonBuildOptions& options,
+                                            std::vector<std::string>* errors);
 
 }  // namespace ember::runtime

@@ -1,10 +1,14 @@
 // TritonCode: runs a program's Triton kernels and extern calls in order (triton_code.h).
 #include "runtime/triton_code.h"
 
+#include <chrono>
+#include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include "codegen/cpp/include/ember/runtime.h"
 #include "pybridge/errors.h"
+#include "runtime/cuda/trials.h"
 
 namespace ember::runtime {
 
@@ -12,17 +16,45 @@ namespace {
 
 using loop_ir::Buffer;
 
-int64_t block_of(const codegen::TritonConfig& config, const char* name) {
-  for (const auto& [block, value] : config.blocks)
-    if (block == name) return value;
-  throw std::invalid_argument(std::string("Triton config '") + config.str() + "' has no " + name);
+// The job of one config with every pointer promised 16-byte aligned (triton_code.h, "Alignment").
+TritonCompileJob aligned_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config) {
+  TritonCompileJob job = compile_job({&kernel, &config});
+  for (size_t p = 0; p < kernel.params.size(); ++p)
+    if (kernel.params[p].kind == codegen::TritonParam::Kind::Pointer) job.divisible_by_16.push_back(static_cast<int>(p));
+  return job;
+}
+
+// Sets a Python RuntimeError from a thread that may not hold the GIL (cubins run without it).
+void set_error(const std::string& message) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyErr_SetString(PyExc_RuntimeError, message.c_str());
+  PyGILState_Release(gil);
+}
+
+// One line per tuned kernel on EMBER_LOGS=perf; without it, a warning when tuning took over a
+// second, so that a slow first call is explained. Returns false if the warning became an error.
+bool report_tuning(const std::string& line, double seconds, bool log_perf) {
+  constexpr double kSlowTuningSeconds = 1.0;
+  if (!log_perf && seconds <= kSlowTuningSeconds) return true;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  bool ok = true;
+  if (log_perf) {
+    PyRef logging = PyRef::steal(PyImport_ImportModule("logging"));
+    PyRef logger = logging ? PyRef::steal(PyObject_CallMethod(logging.get(), "getLogger", "s", "ember.perf")) : PyRef();
+    PyRef done = logger ? PyRef::steal(PyObject_CallMethod(logger.get(), "info", "s", line.c_str())) : PyRef();
+    ok = static_cast<bool>(done);
+  } else {
+    ok = PyErr_WarnEx(PyExc_RuntimeWarning, line.c_str(), 1) == 0;
+  }
+  PyGILState_Release(gil);
+  return ok;
 }
 
 }  // namespace
 
 TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
-                       std::vector<Runnable> runnables)
-    : source_(std::move(source)), steps_(program.steps) {
+                       std::vector<Runnable> runnables, TuneOptions tune)
+    : source_(std::move(source)), steps_(program.steps), tune_(std::move(tune)) {
   if (runnables.size() != source_.kernels.size() || source_.kernels.size() != program.kernels.size())
     throw std::invalid_argument("Triton code: " + std::to_string(runnables.size()) + " runnables and " +
                                 std::to_string(source_.kernels.size()) + " kernels for a program of " +
@@ -30,12 +62,21 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
   for (size_t k = 0; k < runnables.size(); ++k) {
     const codegen::TritonKernel& kernel = source_.kernels[k];
     Launch launch;
+    launch.kernel = k;
     launch.runnable = std::move(runnables[k]);
-    if (!launch.runnable.cuda == !launch.runnable.interpreted)
-      throw std::invalid_argument("Triton code: kernel " + kernel.name + " needs exactly one of a cubin or an interpreted function");
+    launch.choice = std::make_unique<Choice>();
+    const std::vector<Candidate>& candidates = launch.runnable.candidates;
+    if (candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
+    for (const Candidate& c : candidates)
+      if (!c.kernel != static_cast<bool>(launch.runnable.interpreted))
+        throw std::invalid_argument("Triton code: kernel " + kernel.name +
+                                    " needs exactly one of a cubin per config or an interpreted function");
     interpreted_ = interpreted_ || static_cast<bool>(launch.runnable.interpreted);
+    if (candidates.size() == 1 || launch.runnable.interpreted) {
+      launch.choice->best = candidates.front();
+      launch.choice->tuned = true;
+    }
     launch.xnumel = kernel.xnumel.constant();
-    launch.xblock = block_of(launch.runnable.config, "XBLOCK");
     for (const codegen::TritonParam& p : kernel.params) {
       Arg arg;
       if (p.kind == codegen::TritonParam::Kind::Size) {
@@ -43,6 +84,8 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
       } else {
         const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
         arg.buffer = b.id;
+        // emit_triton names a root the kernel both loads and stores in_out_ptr<n>.
+        if (p.name.rfind("in_out_ptr", 0) == 0) arg.in_place_bytes = span_bytes(b);
         switch (b.kind) {
           case Buffer::Kind::Input:
           case Buffer::Kind::Output:
@@ -58,10 +101,11 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
       }
       launch.args.push_back(arg);
     }
-    if (launch.runnable.cuda && launch.runnable.cuda->binary().param_types.size() != launch.args.size())
-      throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
-                                  std::to_string(launch.runnable.cuda->binary().param_types.size()) +
-                                  " launched parameters, its source has " + std::to_string(launch.args.size()));
+    for (const Candidate& c : candidates)
+      if (c.kernel && c.kernel->binary().param_types.size() != launch.args.size())
+        throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
+                                    std::to_string(c.kernel->binary().param_types.size()) +
+                                    " launched parameters, its source has " + std::to_string(launch.args.size()));
     for (const std::string& site : kernel.check_sites) check_sites_.push_back(site);
     launches_.push_back(std::move(launch));
   }
@@ -75,7 +119,7 @@ int TritonCode::run(ember_ctx* ctx, Env& env) const {
     }
     const Launch& launch = launches_[static_cast<size_t>(step.index)];
     if (launch.xnumel == 0) continue;
-    if (!(launch.runnable.cuda ? launch_cuda(launch, ctx, env) : launch_interpreted(launch, env))) return 1;
+    if (!(launch.runnable.interpreted ? launch_interpreted(launch, env) : launch_cuda(launch, ctx, env))) return 1;
   }
   return 0;
 }
@@ -92,39 +136,123 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
       case Arg::Kind::Value: values[a].integer = arg.value; break;
     }
   }
-  const cuda::Kernel* kernel = launch.runnable.cuda.get();
+  bool aligned = true;
   for (size_t a = 0; a < launch.args.size(); ++a)
-    if (launch.args[a].kind != Arg::Kind::Value && values[a].pointer % 16 != 0) {
-      kernel = unaligned_kernel(launch);
-      if (kernel == nullptr) return false;
-      break;
-    }
-  const int64_t grid = (launch.xnumel + launch.xblock - 1) / launch.xblock;
+    aligned = aligned && (launch.args[a].kind == Arg::Kind::Value || values[a].pointer % 16 == 0);
+  // Candidates are timed on aligned pointers only (they are compiled with the promise), and never
+  // while the stream captures a CUDA graph; such a call runs the first config (or the choice, once
+  // made), a misaligned one compiled without the promise.
+  Choice& choice = *launch.choice;
+  if (aligned && !choice.tuned.load(std::memory_order_acquire) &&
+      !cuda::stream_capturing(static_cast<cuda::CUstream>(env.stream)) && !tune(launch, values, env))
+    return false;
+  const Candidate& use = choice.tuned.load(std::memory_order_acquire) ? choice.best : launch.runnable.candidates.front();
+  const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, use.config);
+  if (kernel == nullptr) return false;
   std::string error;
-  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), static_cast<uint32_t>(grid), 1, 1,
-                     values.data(), &error))
+  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), launch_grid(launch.xnumel, use.config), 1,
+                     1, values.data(), &error))
     return true;
-  // Runs without the GIL (needs_gil() is false for cubins): take it to report.
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PyErr_Format(PyExc_RuntimeError, "ember: launching Triton kernel failed: %s", error.c_str());
-  PyGILState_Release(gil);
+  set_error("ember: launching Triton kernel failed: " + error);
   return false;
 }
 
-const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch) const {
-  std::lock_guard<std::mutex> lock(unaligned_mutex_);
-  if (launch.unaligned) return launch.unaligned.get();
-  // Runs without the GIL (needs_gil() is false for cubins); Triton's compiler needs it.
-  PyGILState_STATE gil = PyGILState_Ensure();
+bool TritonCode::tune(const Launch& launch, const std::vector<cuda::ArgValue>& values, const Env& env) const {
+  Choice& choice = *launch.choice;
+  std::lock_guard<std::mutex> lock(choice.mutex);
+  if (choice.tuned.load(std::memory_order_relaxed)) return true;
+  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  const auto start = std::chrono::steady_clock::now();
+  std::string error, how;
   try {
-    std::vector<TritonBinary> built = build_triton({launch.runnable.unaligned_job}, launch.runnable.build_options);
-    launch.unaligned = std::make_shared<const cuda::Kernel>(std::move(built.at(0)));
+    std::optional<std::string> device = cuda::describe_device(env.device_index, &error);
+    if (!device) throw std::runtime_error(error);
+    std::vector<std::string> binary_keys;
+    std::vector<codegen::TritonConfig> configs;
+    for (const Candidate& c : launch.runnable.candidates) {
+      binary_keys.push_back(c.kernel->binary().key);
+      configs.push_back(c.config);
+    }
+    const std::string key = best_config_key(kernel, binary_keys, *device, tune_.coordinate_descent);
+    Candidate best;
+    if (std::optional<codegen::TritonConfig> cached = load_best_config(tune_.cache_dir, key)) {
+      best = candidate_for(launch, *cached, &error);
+      how = "cached choice " + cached->str();
+    }
+    if (!best.kernel) {
+      std::vector<cuda::InPlaceRegion> in_place;
+      for (size_t a = 0; a < launch.args.size(); ++a)
+        if (launch.args[a].in_place_bytes > 0)
+          in_place.push_back({values[a].pointer, static_cast<size_t>(launch.args[a].in_place_bytes)});
+      std::map<std::string, Candidate> timed;
+      cuda::KernelFor kernel_for = [&](const codegen::TritonConfig& config, std::string* why) {
+        Candidate c = candidate_for(launch, config, why);
+        return timed.emplace(config.str(), std::move(c)).first->second.kernel;
+      };
+      TuneResult result = cuda::tune_on_device(configs, kernel_for, env.device_index,
+                                               static_cast<cuda::CUstream>(env.stream), launch.xnumel, values.data(),
+                                               in_place, tune_.coordinate_descent);
+      best = timed.at(result.best.str());
+      store_best_config(tune_.cache_dir, key, result);
+      how = "timed " + std::to_string(result.timed) + " configs, best " + result.best.str() + " (" +
+            std::to_string(result.best_ms * 1e3) + " us" + (result.found_by_coordinate_descent ? ", by coordinate descent" : "") + ")";
+      for (const std::string& d : launch.runnable.dropped) how += "; dropped " + d;
+      for (const std::string& d : result.dropped) how += "; dropped " + d;
+    }
+    choice.best = std::move(best);
   } catch (const std::exception& e) {
-    PyErr_Format(PyExc_RuntimeError, "ember: compiling Triton kernel %s for unaligned inputs failed: %s",
-                 launch.runnable.unaligned_job.name.c_str(), e.what());
+    set_error("ember: autotuning Triton kernel " + kernel.name + " failed: " + e.what());
+    return false;
+  }
+  choice.tuned.store(true, std::memory_order_release);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", seconds);
+  return report_tuning("ember: autotuning Triton kernel " + kernel.name + " took " + took + ": " + how + "; cached under " +
+                           tune_.cache_dir + "/triton/best",
+                       seconds, tune_.log_perf);
+}
+
+TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const codegen::TritonConfig& config,
+                                                std::string* why) const {
+  for (const Candidate& c : launch.runnable.candidates)
+    if (c.config.str() == config.str()) return c;
+  Candidate made{config, nullptr};
+  PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
+  try {
+    std::vector<std::string> errors;
+    std::vector<TritonBinary> built =
+        build_triton_each({aligned_job(source_.kernels[launch.kernel], config)}, launch.runnable.build_options, &errors);
+    if (errors[0].empty()) {
+      made.kernel = std::make_shared<const cuda::Kernel>(std::move(built[0]));
+    } else {
+      *why = "does not compile: " + triton_error_summary(errors[0]);
+    }
+  } catch (const std::exception& e) {
+    *why = e.what();
   }
   PyGILState_Release(gil);
-  return launch.unaligned.get();
+  return made;
+}
+
+const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch, const codegen::TritonConfig& config) const {
+  Choice& choice = *launch.choice;
+  std::lock_guard<std::mutex> lock(choice.mutex);
+  if (choice.unaligned && choice.unaligned_config == config.str()) return choice.unaligned.get();
+  // Runs without the GIL (needs_gil() is false for cubins); Triton's compiler needs it.
+  PyGILState_STATE gil = PyGILState_Ensure();
+  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  try {
+    std::vector<TritonBinary> built = build_triton({compile_job({&kernel, &config})}, launch.runnable.build_options);
+    choice.unaligned = std::make_shared<const cuda::Kernel>(std::move(built.at(0)));
+    choice.unaligned_config = config.str();
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "ember: compiling Triton kernel %s for unaligned inputs failed: %s",
+                 kernel.name.c_str(), e.what());
+    choice.unaligned = nullptr;
+  }
+  PyGILState_Release(gil);
+  return choice.unaligned.get();
 }
 
 bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
@@ -142,12 +270,12 @@ bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
     PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(a), item);
   }
   PyRef kwargs = PyRef::steal(PyDict_New());
-  for (const auto& [name, value] : launch.runnable.config.blocks) {
+  const codegen::TritonConfig& config = launch.runnable.candidates.front().config;
+  for (const auto& [name, value] : config.blocks) {
     PyRef v = PyRef::steal(PyLong_FromLongLong(value));
     PyDict_SetItemString(kwargs.get(), name.c_str(), v.get());
   }
-  const int64_t grid = (launch.xnumel + launch.xblock - 1) / launch.xblock;
-  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(grid)));
+  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(launch_grid(launch.xnumel, config))));
   PyRef bound = PyRef::steal(PyObject_GetItem(launch.runnable.interpreted.get(), grid_tuple.get()));
   if (!bound) return false;
   PyRef done = PyRef::steal(PyObject_Call(bound.get(), args.get(), kwargs.get()));
@@ -160,21 +288,37 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
   *all_cached = true;
   if (device.type == "cuda") {
     std::vector<TritonCompileJob> jobs;
+    std::vector<std::pair<size_t, const codegen::TritonConfig*>> job_of;  // (kernel, config) per job
     for (size_t k = 0; k < source.kernels.size(); ++k) {
-      const codegen::TritonKernel& kernel = source.kernels[k];
-      TritonCompileJob job = compile_job({&kernel, &kernel.configs.front()});
-      runnables[k].unaligned_job = job;
       runnables[k].build_options = options;
-      for (size_t p = 0; p < kernel.params.size(); ++p)
-        if (kernel.params[p].kind == codegen::TritonParam::Kind::Pointer) job.divisible_by_16.push_back(static_cast<int>(p));
-      jobs.push_back(std::move(job));
+      for (const codegen::TritonConfig& config : source.kernels[k].configs) {
+        jobs.push_back(aligned_job(source.kernels[k], config));
+        job_of.emplace_back(k, &config);
+      }
     }
-    std::vector<TritonBinary> binaries = build_triton(jobs, options);
-    for (size_t k = 0; k < binaries.size(); ++k) {
-      *all_cached = *all_cached && binaries[k].cache_hit;
-      runnables[k].config = source.kernels[k].configs.front();
-      runnables[k].cuda = std::make_shared<const cuda::Kernel>(std::move(binaries[k]));
+    std::vector<std::string> errors;
+    std::vector<TritonBinary> binaries = build_triton_each(jobs, options, &errors);
+    std::vector<std::string> first_error(source.kernels.size());
+    for (size_t j = 0; j < binaries.size(); ++j) {
+      auto [k, config] = job_of[j];
+      std::string why = errors[j].empty() ? "" : "does not compile: " + triton_error_summary(errors[j]);
+      if (why.empty()) {
+        *all_cached = *all_cached && binaries[j].cache_hit;
+        try {
+          runnables[k].candidates.push_back({*config, std::make_shared<const cuda::Kernel>(std::move(binaries[j]))});
+          continue;
+        } catch (const std::invalid_argument& e) {
+          why = e.what();  // a binary the launcher cannot run (scratch memory, clusters)
+        }
+      }
+      runnables[k].dropped.push_back(config->str() + ": " + why);
+      if (first_error[k].empty()) first_error[k] = errors[j].empty() ? why : errors[j];
     }
+    for (size_t k = 0; k < source.kernels.size(); ++k)
+      if (runnables[k].candidates.empty())
+        throw TritonBuildError("Triton could not compile kernel " + source.kernels[k].name + " in any of its " +
+                                   std::to_string(source.kernels[k].configs.size()) + " configs",
+                               first_error[k]);
     return runnables;
   }
   PyRef module = PyRef::steal(PyImport_ImportModule("ember._triton.interpret"));
@@ -187,7 +331,7 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
     PyRef fn = source_text && name ? PyRef::steal(PyObject_CallFunctionObjArgs(load.get(), source_text.get(), name.get(), nullptr))
                                    : PyRef();
     if (!fn) throw std::runtime_error("loading Triton kernel " + kernel.name + " into the interpreter: " + pybridge::take_error_message());
-    runnables[k].config = kernel.configs.front();
+    runnables[k].candidates.push_back({kernel.configs.front(), nullptr});
     runnables[k].interpreted = std::move(fn);
   }
   *all_cached = false;

@@ -18,10 +18,20 @@
 // torch's own allocations always are. A caller's tensor may not be (a view at an odd storage
 // offset), so each launch checks its pointers and, for a misaligned one, runs a second cubin
 // compiled without the promise (built on first need, then kept).
+// Autotuning (runtime/autotune.h). A kernel with several candidate configs compiles them all in
+// the graph's one batch; its first launch on aligned pointers looks the choice up on disk, else
+// times every candidate (and, under max-autotune, coordinate descent's neighbours) on torch's
+// stream with the call's own arguments, saving and restoring the buffers it updates in place, and
+// keeps the fastest for this TritonCode. The call's result is what the chosen config computes from
+// the unchanged inputs. Tuning synchronizes the host with the stream, which a stream capturing a
+// CUDA graph forbids: a launch during capture runs the first config untuned (a capturing runner
+// should call the graph once before capture, so that the capture records the choice).
+// The interpreter never tunes: it runs the first config.
 #pragma once
 
 #include <Python.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +41,7 @@
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
 #include "pybridge/pyref.h"
+#include "runtime/autotune.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cuda/kernel.h"
 #include "runtime/triton_build.h"
@@ -39,19 +50,24 @@ namespace ember::runtime {
 
 class TritonCode : public GraphCode {
  public:
-  // What runs one kernel: its cubin on the GPU, or its interpreted function. `config` is the
-  // config the binary was compiled with (its block sizes give the grid).
-  struct Runnable {
+  // One config of a kernel and, on CUDA, its cubin (pointers promised 16-byte aligned).
+  struct Candidate {
     codegen::TritonConfig config;
-    std::shared_ptr<const cuda::Kernel> cuda;  // pointers promised 16-byte aligned
-    TritonCompileJob unaligned_job;            // cuda: the same kernel without that promise
-    TritonBuildOptions build_options;
+    std::shared_ptr<const cuda::Kernel> kernel;
+  };
+  // What runs one kernel.
+  struct Runnable {
+    // CUDA: the kernel's configs that compiled, in its order (the heuristic's first); more than
+    // one are tuned at the first launch. The interpreter: the first config, without a kernel.
+    std::vector<Candidate> candidates;
+    std::vector<std::string> dropped;  // configs that did not compile: "<config>: <reason>"
+    TritonBuildOptions build_options;  // CUDA: for configs compiled later (unaligned, descent)
     PyRef interpreted;
   };
 
   // runnables[k] runs source.kernels[k]. Throws std::invalid_argument on a mismatch.
   TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
-             std::vector<Runnable> runnables);
+             std::vector<Runnable> runnables, TuneOptions tune);
 
   int run(ember_ctx* ctx, Env& env) const override;
   bool needs_gil() const override { return interpreted_; }
@@ -64,17 +80,32 @@ class TritonCode : public GraphCode {
     enum class Kind : uint8_t { BufferPointer, ArenaPointer, Value } kind = Kind::Value;
     loop_ir::BufferId buffer = -1;  // BufferPointer: ctx->buffers[buffer]; both pointers: the tensor's buffer
     int64_t value = 0;              // ArenaPointer: byte offset in the arena; Value: the integer
+    int64_t in_place_bytes = 0;     // a pointer the kernel loads and stores: the bytes saved while tuning
+  };
+  // A launch's choice, made once (under `mutex`) and then read without a lock once `tuned` is set.
+  struct Choice {
+    std::mutex mutex;
+    std::atomic<bool> tuned{false};
+    Candidate best;                               // valid once tuned
+    std::string unaligned_config;                 // under mutex: the config `unaligned` was built for
+    std::shared_ptr<const cuda::Kernel> unaligned;
   };
   struct Launch {
+    size_t kernel = 0;  // in source_.kernels
     std::vector<Arg> args;
     int64_t xnumel = 0;
-    int64_t xblock = 1;
     Runnable runnable;
-    mutable std::shared_ptr<const cuda::Kernel> unaligned;  // built on first need, under unaligned_mutex_
+    std::unique_ptr<Choice> choice;
   };
   bool launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const;
-  // The cubin for a launch whose pointers are not all 16-byte aligned; null with a Python error set.
-  const cuda::Kernel* unaligned_kernel(const Launch& launch) const;
+  // Sets launch.choice (from the disk cache, else by timing); false with a Python error set.
+  bool tune(const Launch& launch, const std::vector<cuda::ArgValue>& values, const Env& env) const;
+  // A candidate for `config`: one already compiled, else compiled now (taking the GIL); a null
+  // kernel with `*why` set when it does not compile.
+  Candidate candidate_for(const Launch& launch, const codegen::TritonConfig& config, std::string* why) const;
+  // The cubin of `config` without the alignment promise, for a launch whose pointers are not all
+  // 16-byte aligned; null with a Python error set.
+  const cuda::Kernel* unaligned_kernel(const Launch& launch, const codegen::TritonConfig& config) const;
   bool launch_interpreted(const Launch& launch, Env& env) const;
 
   codegen::TritonSource source_;
@@ -82,11 +113,12 @@ class TritonCode : public GraphCode {
   std::vector<Launch> launches_;
   std::vector<std::string> check_sites_;
   bool interpreted_ = false;
-  mutable std::mutex unaligned_mutex_;
+  TuneOptions tune_;
 };
 
-// The runnables of `source` for `device`: on CUDA, every kernel's first config compiled through the
-// cubin cache in one batch (in parallel); on the CPU, every kernel loaded into Triton's interpreter
+// The runnables of `source` for `device`: on CUDA, every config of every kernel compiled through the
+// cubin cache in one batch (in parallel), those that fail dropped with their reason (a kernel none
+// of whose configs compiles throws); on the CPU, every kernel loaded into Triton's interpreter
 // (python/ember/_triton/interpret.py). Needs the GIL. Throws TritonBuildError, CacheError, or
 // std::runtime_error with the Python error's message.
 std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& source, const ir::Device& device,

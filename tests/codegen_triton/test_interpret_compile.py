@@ -78,3 +78,17 @@ def test_option_is_checked():
         mp.delenv("TRITON_INTERPRET")
         with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
             ember.compile(lambda x: x, options=INTERPRET)
+
+
+def test_max_autotune_interprets_the_first_config_without_timing(tmp_path, monkeypatch):
+    # The interpreter never tunes (docs/cuda-runtime.md, "Autotuning"): max-autotune lists more
+    # candidates in the source, the first runs, and no choice is written; no CPU-mode warning either.
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    import warnings
+    x = torch.randn(16, 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ember.compile(lambda t: torch.softmax(t, -1), mode="max-autotune", options=INTERPRET)(x)
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+    assert not (tmp_path / "triton" / "best").exists()

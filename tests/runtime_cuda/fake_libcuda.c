@@ -2,7 +2,11 @@
    cuGetProcAddress_v2 like the real driver, keeps one fake primary context, and logs every call that
    matters (with the launch's grid, block, shared bytes, stream and the first FAKE_CUDA_PARAMS
    parameter slots) to FAKE_CUDA_LOG, so the launcher's sequence of driver calls is checked on a
-   machine without a GPU. FAKE_CUDA_NO_DEVICE makes cuInit fail as on a machine without a device. */
+   machine without a GPU. FAKE_CUDA_NO_DEVICE makes cuInit fail as on a machine without a device.
+   For the autotuner: device memory is host memory (cuMemAlloc is malloc, cuMemcpyDtoDAsync memcpy);
+   an event pair's elapsed time is the last launch's warps in milliseconds, so fewer warps time
+   faster; FAKE_CUDA_ADD_ONE=n makes every launch add 1 to n floats at its first parameter (a
+   kernel doing x += 1, to check that the trials' in-place updates are undone). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,9 @@ static void log_line(const char* format, ...) {
 
 static int primary_context, module, function;
 static void* current_context;
+static unsigned last_block_x;
+static int events[64];
+static int next_event;
 
 static CUresult cuInit(unsigned flags) {
   log_line("cuInit %u", flags);
@@ -32,7 +39,8 @@ static CUresult cuInit(unsigned flags) {
 }
 static CUresult cuDeviceGet(int* device, int ordinal) { *device = ordinal; return 0; }
 static CUresult cuDeviceGetAttribute(int* value, int attribute, int device) {
-  *value = attribute == 97 ? 232448 : 0; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, the H200's */
+  /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, the H200's; COMPUTE_CAPABILITY_MAJOR / _MINOR: 9.0 */
+  *value = attribute == 97 ? 232448 : attribute == 75 ? 9 : 0;
   return 0;
 }
 static CUresult cuCtxGetCurrent(void** context) { *context = current_context; return 0; }
@@ -73,6 +81,42 @@ static CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, u
   }
   log_line("cuLaunchKernel grid=%u,%u,%u block=%u,%u,%u shared=%u stream=%p extra=%p params=%s", gx, gy, gz, bx, by,
            bz, shared, stream, (void*)extra, slots);
+  last_block_x = bx;
+  const char* add_one = getenv("FAKE_CUDA_ADD_ONE");
+  if (add_one) {
+    float* x;
+    memcpy(&x, params[0], sizeof x);
+    for (int i = 0, n = atoi(add_one); i < n; ++i) x[i] += 1;
+  }
+  return 0;
+}
+static CUresult cuEventCreate(void** event, unsigned flags) {
+  if (next_event == 64) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  *event = &events[next_event++];
+  log_line("cuEventCreate %u", flags);
+  return 0;
+}
+static CUresult cuEventRecord(void* event, void* stream) {
+  log_line("cuEventRecord %d stream=%p", (int)((int*)event - events), stream);
+  return 0;
+}
+static CUresult cuEventSynchronize(void* event) { log_line("cuEventSynchronize %d", (int)((int*)event - events)); return 0; }
+static CUresult cuEventElapsedTime(float* ms, void* start, void* end) { *ms = last_block_x / 32.0f; return 0; }
+static CUresult cuEventDestroy(void* event) { log_line("cuEventDestroy %d", (int)((int*)event - events)); return 0; }
+static CUresult cuMemAlloc(uint64_t* pointer, size_t bytes) {
+  log_line("cuMemAlloc %zu", bytes);
+  *pointer = (uint64_t)(uintptr_t)malloc(bytes);
+  return 0;
+}
+static CUresult cuMemFree(uint64_t pointer) { log_line("cuMemFree"); free((void*)(uintptr_t)pointer); return 0; }
+static CUresult cuMemcpyDtoDAsync(uint64_t to, uint64_t from, size_t bytes, void* stream) {
+  log_line("cuMemcpyDtoDAsync %zu stream=%p", bytes, stream);
+  memcpy((void*)(uintptr_t)to, (void*)(uintptr_t)from, bytes);
+  return 0;
+}
+static CUresult cuStreamIsCapturing(void* stream, int* status) { *status = 0; return 0; }
+static CUresult cuDeviceGetName(char* name, int length, int device) {
+  snprintf(name, (size_t)length, "Fake H200");
   return 0;
 }
 static CUresult cuGetErrorName(CUresult error, const char** name) {
@@ -110,6 +154,16 @@ static const struct {
     {"cuGetErrorString", (void*)cuGetErrorString},
     {"cuGraphLaunch", (void*)cuGraphLaunch},
     {"cuStreamSynchronize", (void*)cuStreamSynchronize},
+    {"cuEventCreate", (void*)cuEventCreate},
+    {"cuEventRecord", (void*)cuEventRecord},
+    {"cuEventSynchronize", (void*)cuEventSynchronize},
+    {"cuEventElapsedTime", (void*)cuEventElapsedTime},
+    {"cuEventDestroy", (void*)cuEventDestroy},
+    {"cuMemAlloc", (void*)cuMemAlloc},
+    {"cuMemFree", (void*)cuMemFree},
+    {"cuMemcpyDtoDAsync", (void*)cuMemcpyDtoDAsync},
+    {"cuDeviceGetName", (void*)cuDeviceGetName},
+    {"cuStreamIsCapturing", (void*)cuStreamIsCapturing},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** fn, int cuda_version, uint64_t flags, int* status) {

@@ -96,3 +96,40 @@ def test_no_device_is_a_soft_failure(fake_driver_dir, tmp_path):
         "(False, 'cuInit failed: CUDA_ERROR_NO_DEVICE: fake driver')",
         "Triton kernel ember_k: cuInit failed: CUDA_ERROR_NO_DEVICE: fake driver",
     ]
+
+
+_TUNE = """
+    import ctypes
+    from ember._C import cuda
+    configs = ["XBLOCK=16 num_warps=8 num_stages=1", "XBLOCK=8 num_warps=2 num_stages=1",
+               "XBLOCK=4 num_warps=4 num_stages=1"]
+    kernels = []
+    for c in configs:
+        b = cuda.Binary()
+        b.entry, b.cubin, b.num_warps, b.param_types = "ember_add_one", b"CUBN", int(c.split("num_warps=")[1][0]), ["*fp32"]
+        kernels.append(cuda.Kernel(b))
+    x = (ctypes.c_float * 16)(*range(16))
+    ptr = ctypes.addressof(x)
+    r = cuda.tune_on_device(configs, kernels, 0, 0x1234, 16, [ptr], [(ptr, 64)])
+    print(r["best"], r["timed"], r["best_ms"])
+    print(list(x))  # the trials' updates undone
+    kernels[configs.index(r["best"])].launch(0, 0x1234, (2, 1, 1), [ptr])
+    print(list(x))
+"""
+
+
+def test_tuning_times_with_events_and_restores_in_place_buffers(fake_driver_dir, tmp_path):
+    # The fake's launch adds 1 to 16 floats (a kernel doing x += 1) and times a launch by its warps.
+    stdout, log = run_child(fake_driver_dir, tmp_path, _TUNE, FAKE_CUDA_ADD_ONE="16")
+    lines = stdout.splitlines()
+    assert lines[0] == "XBLOCK=8 num_warps=2 num_stages=1 3 2.0"
+    assert lines[1] == str([float(i) for i in range(16)])
+    assert lines[2] == str([float(i + 1) for i in range(16)])  # x + 1, once
+    calls = [line.split()[0] + (" " + line.split()[1] if line.startswith(("cuMemAlloc", "cuMemcpy", "cuEventCreate")) else "")
+             for line in log if not line.startswith(("cuGetProcAddress", "cuInit", "cuModule", "cuCtx", "cuDevice"))]
+    per_config = (["cuLaunchKernel"] * 3 + ["cuEventRecord", "cuLaunchKernel", "cuEventRecord"] * 10 +
+                  ["cuEventSynchronize", "cuMemcpyDtoDAsync 64"])
+    assert calls == (["cuEventCreate 0"] * 20 + ["cuMemAlloc 64", "cuMemcpyDtoDAsync 64"] + per_config * 3 +
+                     ["cuEventRecord", "cuEventSynchronize", "cuMemFree"] + ["cuEventDestroy"] * 20 +
+                     ["cuLaunchKernel"])
+    assert all("stream=0x1234" in line for line in log if line.startswith(("cuEventRecord", "cuMemcpy", "cuLaunch")))

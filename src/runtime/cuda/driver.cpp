@@ -75,6 +75,16 @@ Loaded load() {
   resolve(driver->cuGetErrorString, "cuGetErrorString");
   resolve(driver->cuGraphLaunch, "cuGraphLaunch");
   resolve(driver->cuStreamSynchronize, "cuStreamSynchronize");
+  resolve(driver->cuEventCreate, "cuEventCreate");
+  resolve(driver->cuEventRecord, "cuEventRecord");
+  resolve(driver->cuEventSynchronize, "cuEventSynchronize");
+  resolve(driver->cuEventElapsedTime, "cuEventElapsedTime");
+  resolve(driver->cuEventDestroy, "cuEventDestroy");
+  resolve(driver->cuMemAlloc, "cuMemAlloc");
+  resolve(driver->cuMemFree, "cuMemFree");
+  resolve(driver->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync");
+  resolve(driver->cuDeviceGetName, "cuDeviceGetName");
+  resolve(driver->cuStreamIsCapturing, "cuStreamIsCapturing");
   if (!missing.empty()) {
     result.why_not = "CUDA driver lacks " + missing;
     return result;

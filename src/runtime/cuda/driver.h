@@ -7,6 +7,7 @@
 // failed); every call that fails reports the driver's error name and string.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -21,6 +22,7 @@ using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUdeviceptr = uint64_t;
 using CUgraphExec = struct CUgraphExec_st*;  // torch.cuda.CUDAGraph.raw_cuda_graph_exec() is one
+using CUevent = struct CUevent_st*;
 
 struct Driver {
   CUresult (*cuInit)(unsigned int flags) = nullptr;
@@ -42,6 +44,18 @@ struct Driver {
   CUresult (*cuGetErrorString)(CUresult error, const char** text) = nullptr;
   CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream) = nullptr;
   CUresult (*cuStreamSynchronize)(CUstream stream) = nullptr;
+  // Autotuning (runtime/autotune.h): timing candidates on the stream, saving and restoring the
+  // buffers a kernel updates in place around the trials, naming the device in the choice's key.
+  CUresult (*cuEventCreate)(CUevent* event, unsigned int flags) = nullptr;
+  CUresult (*cuEventRecord)(CUevent event, CUstream stream) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent event) = nullptr;
+  CUresult (*cuEventElapsedTime)(float* milliseconds, CUevent start, CUevent end) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent event) = nullptr;
+  CUresult (*cuMemAlloc)(CUdeviceptr* pointer, size_t bytes) = nullptr;
+  CUresult (*cuMemFree)(CUdeviceptr pointer) = nullptr;
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream stream) = nullptr;
+  CUresult (*cuDeviceGetName)(char* name, int length, CUdevice device) = nullptr;
+  CUresult (*cuStreamIsCapturing)(CUstream stream, int* status) = nullptr;  // status: CUstreamCaptureStatus
 
   // The process's driver, or nullptr with `why_not` set.
   static const Driver* get(std::string* why_not);

@@ -114,10 +114,11 @@ uint64_t pack_one(const ParamLayout& layout, const ArgValue& arg, size_t index) 
   throw std::logic_error("pack_one: unknown parameter encoding");
 }
 
-// Modules load into, and kernels launch in, the current context. torch has made the device's
-// primary context current on a thread that ran CUDA work; a fresh thread has none, so retain the
-// primary one (what torch uses too) and make it current, as Triton does. Returns false when no
-// context could be made current (`*failed_call` names the driver call and `*status` its error).
+}  // namespace
+
+// torch has made the device's primary context current on a thread that ran CUDA work; a fresh
+// thread has none, so retain the primary one (what torch uses too) and make it current, as Triton
+// does.
 bool make_context_current(const Driver& driver, int device, const char** failed_call, CUresult* status) {
   CUcontext context = nullptr;
   if ((*status = driver.cuCtxGetCurrent(&context))) return *failed_call = "cuCtxGetCurrent", false;
@@ -130,8 +131,6 @@ bool make_context_current(const Driver& driver, int device, const char** failed_
   if ((*status = driver.cuCtxSetCurrent(context))) return *failed_call = "cuCtxSetCurrent", false;
   return true;
 }
-
-}  // namespace
 
 ParamLayout param_layout(const std::string& triton_type) {
   if (!triton_type.empty() && triton_type[0] == '*') return ParamLayout{E::Pointer, 8, false};

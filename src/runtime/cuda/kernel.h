@@ -61,6 +61,11 @@ constexpr size_t kScratchSlots = 2;
 // std::out_of_range naming the parameter when an integer does not fit its width.
 void pack_args(const std::vector<ParamLayout>& layouts, const ArgValue* args, uint64_t* slots);
 
+// Modules load into, kernels launch in, and events and copies are made in the current context:
+// makes the device's primary context current on a thread that has none. Returns false when it
+// could not (`*failed_call` names the driver call and `*status` its error).
+bool make_context_current(const Driver& driver, int device, const char** failed_call, CUresult* status);
+
 // The most launched parameters a Kernel takes (torch's static launcher allows 120).
 constexpr size_t kMaxParams = 126;
 
