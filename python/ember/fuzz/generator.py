@@ -85,7 +85,9 @@ class _Builder:
             x0 = self.inputs[0].items[0]
             sized = [d for d in x0.shape if d != ONE]
             if sized:
-                self.inputs.append(Input("idx", "tensor", [TensorSpec(x0.shape, "int64", high=r.choice(sized))]))
+                high = r.choice(sized)
+                self.gather_dim = x0.shape.index(high)
+                self.inputs.append(Input("idx", "tensor", [TensorSpec(x0.shape, "int64", high=high)]))
         if r.random() < 0.2:
             self.inputs.append(Input("log", "log"))
 
@@ -125,7 +127,8 @@ class _Builder:
         return Stmt(feature, self.fresh(), expr)
 
     def stmt_pointwise(self):
-        return self.assign("pointwise", self.pointwise(self.rng.randint(1, 3)))
+        expr = self.pointwise(self.rng.randint(1, 3))
+        return self.assign("pointwise", expr) if expr is not None and expr.children else None
 
     def stmt_reduction(self):
         r = self.rng
@@ -197,6 +200,8 @@ class _Builder:
 
     def stmt_indexing(self):
         r = self.rng
+        if "idx" in self.ns and r.random() < 0.3:
+            return self.assign("gather", Expr(f"torch.gather({{0}}, {self.gather_dim}, idx)", (Expr("x0"),)))
         x = self.pick(lambda t: t.dim() > 0)
         if x is None:
             return None
@@ -205,9 +210,9 @@ class _Builder:
         fmt = r.choice([
             "{0}[0]", "{0}[..., None]", "{0}[None]", "{0}[-1, ...]", f"torch.index_select({{0}}, {d}, torch.tensor([1, 0]))",
             f"{{0}}.index_select({d}, torch.tensor([0, 0, 1]))", "{0}[{0} > 0]", "{0}[torch.tensor([1, 0, 1])]"]
-            + ([f"torch.gather({{0}}, {d}, idx)", "{0}[idx.flatten()]"] if "idx" in self.ns else [])
+            + (["{0}[idx.flatten()]"] if "idx" in self.ns else [])
             + (["{0}[:, 1]", "{0}[1, :2]"] if rank >= 2 else []))
-        feature = "mask-index" if "> 0]" in fmt else "gather" if "gather" in fmt else "indexing"
+        feature = "mask-index" if "> 0]" in fmt else "indexing"
         return self.assign(feature, Expr(fmt, (Expr(x),)))
 
     def stmt_dtype(self):
@@ -294,14 +299,19 @@ class _Builder:
                ("stmt_value_flow", 1), ("stmt_container", 2)]
 
     def try_stmt(self, stmt):
-        """Runs a candidate on the live values; keeps it when it runs and makes no huge tensor."""
+        """Runs a candidate on the live values; keeps it when it runs without a warning (var() with no
+        degrees of freedom, ...) and makes no huge tensor."""
+        import warnings
+
         import torch
         before = set(self.ns)
         trial = dict(self.ns)
         trial.update(self.container_values)
         try:
-            exec("\n".join(stmt.render()), trial)
-        except Exception:  # an invalid candidate (shape, dtype, index): drop it
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                exec("\n".join(stmt.render()), trial)
+        except Exception:  # an invalid candidate (shape, dtype, index) or a warning: drop it
             return False
         new = {k: v for k, v in trial.items() if k not in before and k not in self.container_values and k != "t"}
         if any(isinstance(v, torch.Tensor) and v.numel() > MAX_ELEMENTS for v in new.values()):
