@@ -3,7 +3,9 @@
 // Needs: a program that verifies. Guarantees: conservative answers. An extern call reads and
 // writes whole buffers (torch may touch any element), and an access through a View counts as an
 // access of the View's root buffer, so two steps that touch the same storage by different names
-// are never reordered.
+// are never reordered. Graph inputs may share storage with each other -- the caller passed one
+// tensor twice, or a resume function receives a tensor both as a local and as a stack value -- so
+// a write to one input counts as a write to every input.
 #include <algorithm>
 #include <stdexcept>
 
@@ -51,6 +53,10 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       break;
     }
   }
+  const auto is_input = [&](BufferId b) { return program.buffers[b].kind == loop_ir::Buffer::Kind::Input; };
+  if (std::any_of(acc.writes.begin(), acc.writes.end(), is_input))
+    for (const loop_ir::Buffer& b : program.buffers)
+      if (b.kind == loop_ir::Buffer::Kind::Input) acc.writes.push_back(b.id);
   sort_unique(acc.reads);
   sort_unique(acc.writes);
   return acc;

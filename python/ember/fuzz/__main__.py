@@ -29,7 +29,7 @@ def regression_test(prog, failure):
         prog.source().rstrip("\n"),
         "",
         "",
-        f"def test_fuzz_{prog.seed}():",
+        f"def test_fuzz_{prog.seed}_{failure.variant.replace('-', '_')}():",
         "    from ember.fuzz.runner import check_or_skip",
         f"    assert check_or_skip(program, inputs, {[failure.variant]!r}) == []",
         "",
@@ -41,6 +41,8 @@ def run(count, seed, variants, minimize_failures, out, budget, stream=sys.stdout
     start = time.time()
     found = []
     for s in range(seed, seed + count):
+        if s > seed and (s - seed) % 100 == 0:
+            print(f"... {s - seed} programs, {len(found)} failures, {time.time() - start:.0f} s", file=stream, flush=True)
         prog = generate(s)
         ns = load(prog.source())
         for failure in check(ns["program"], ns["inputs"], variants):
