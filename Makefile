@@ -73,6 +73,8 @@ test: build-all
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
 	cd tests && TRITON_INTERPRET=1 ../$(PY) -m pytest -q -p no:cacheprovider parity/test_parity.py \
 	    codegen_triton/test_interpret_compile.py -k "ember-triton or interpret_compile" $(PYTEST_ARGS)
+	cd tests && TRITON_INTERPRET=1 EMBER_FUZZ_COUNT=50 EMBER_FUZZ_VARIANTS=ember-triton ../$(PY) -m pytest -q \
+	    -p no:cacheprovider fuzz/test_fuzz_run.py $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-bytecode
 
 demo: build

@@ -3,9 +3,11 @@
 // Needs: a program that verifies. Guarantees: conservative answers. An extern call reads and
 // writes whole buffers (torch may touch any element), and an access through a View counts as an
 // access of the View's root buffer, so two steps that touch the same storage by different names
-// are never reordered. Graph inputs may share storage with each other -- the caller passed one
-// tensor twice, or a resume function receives a tensor both as a local and as a stack value -- so
-// a write to one input counts as a write to every input.
+// are never reordered. Storage that torch owns may be shared under names the program cannot see:
+// graph inputs with each other (the caller passed one tensor twice; a resume function receives a
+// tensor both as a local and as a stack value), and an extern call's result with its arguments (a
+// torch call that returns a view, such as movedim). So a write to an Input or Extern root counts
+// as a write to every Input and Extern root.
 #include <algorithm>
 #include <stdexcept>
 
@@ -53,10 +55,13 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       break;
     }
   }
-  const auto is_input = [&](BufferId b) { return program.buffers[b].kind == loop_ir::Buffer::Kind::Input; };
-  if (std::any_of(acc.writes.begin(), acc.writes.end(), is_input))
+  const auto torch_owned = [&](BufferId b) {
+    const loop_ir::Buffer::Kind kind = program.buffers[b].kind;
+    return kind == loop_ir::Buffer::Kind::Input || kind == loop_ir::Buffer::Kind::Extern;
+  };
+  if (std::any_of(acc.writes.begin(), acc.writes.end(), torch_owned))
     for (const loop_ir::Buffer& b : program.buffers)
-      if (b.kind == loop_ir::Buffer::Kind::Input) acc.writes.push_back(b.id);
+      if (torch_owned(b.id)) acc.writes.push_back(b.id);
   sort_unique(acc.reads);
   sort_unique(acc.writes);
   return acc;

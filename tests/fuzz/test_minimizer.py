@@ -57,8 +57,8 @@ def test_minimizer_shrinks_an_injected_bug(monkeypatch):
     assert "torch.sin(" in small.source()
     assert fails_like(small, failures[0])
     # The regression test is a pytest module whose test fails while the bug is there.
-    ns = load(regression_test(small, failures[0]), "<regression>")
-    test = ns[f"test_fuzz_{small.seed}_eager_backend"]
+    ns = load(regression_test(small, failures), "<regression>")
+    test = ns[f"test_fuzz_{small.seed}"]
     try:
         test()
     except AssertionError:

@@ -4,7 +4,8 @@ Runs programs S, S+1, ..., S+N-1 (generator.generate) eagerly and through Ember 
 ember-triton only under TRITON_INTERPRET=1), prints each failure with its seed as it is found, then a
 summary: programs run, failures by kind and variant, time. With --minimize each failure is shrunk
 (minimizer.minimize); with --out each (minimized) failure is written to DIR as a ready-to-paste
-regression test, test_fuzz_<seed>.py.
+regression test, test_fuzz_<seed>.py, checking every variant that failed (the program is shrunk
+for the first).
 """
 import argparse
 import collections
@@ -17,21 +18,24 @@ from .minimizer import minimize
 from .runner import VARIANTS, check, default_variants
 
 
-def regression_test(prog, failure):
-    """A pytest module that fails while the bug is there: the program, its inputs and one test."""
-    first = failure.message.splitlines()[0] if failure.message else ""
+def regression_test(prog, failures):
+    """A pytest module that fails while the bug is there: the program, its inputs and one test over
+    every variant the program failed under."""
+    first = failures[0]
+    variants = [f.variant for f in failures]
+    message = first.message.splitlines()[0] if first.message else ""
     return "\n".join([
-        f'"""Fuzz regression (python -m ember.fuzz --seed {prog.seed} --count 1): {failure.kind} under '
-        f'{failure.variant}.',
-        f"",
-        f"{first}",
-        f'"""',
+        f'"""Fuzz regression (python -m ember.fuzz --seed {prog.seed} --count 1): {first.kind} under '
+        f'{", ".join(variants)}.',
+        "",
+        message,
+        '"""',
         prog.source().rstrip("\n"),
         "",
         "",
-        f"def test_fuzz_{prog.seed}_{failure.variant.replace('-', '_')}():",
+        f"def test_fuzz_{prog.seed}():",
         "    from ember.fuzz.runner import check_or_skip",
-        f"    assert check_or_skip(program, inputs, {[failure.variant]!r}) == []",
+        f"    assert check_or_skip(program, inputs, {variants!r}) == []",
         "",
     ])
 
@@ -45,19 +49,21 @@ def run(count, seed, variants, minimize_failures, out, budget, stream=sys.stdout
             print(f"... {s - seed} programs, {len(found)} failures, {time.time() - start:.0f} s", file=stream, flush=True)
         prog = generate(s)
         ns = load(prog.source())
-        for failure in check(ns["program"], ns["inputs"], variants):
+        failures = check(ns["program"], ns["inputs"], variants)
+        for failure in failures:
             print(f"seed {s}: {failure.kind} under {failure.variant}: {failure.message[:300]}", file=stream)
-            if minimize_failures:
-                prog_min = minimize(prog, failure, budget)
-                print(f"  minimized from {len(prog.stmts)} to {len(prog_min.stmts)} statements:\n"
-                      + prog_min.source(), file=stream)
-            else:
-                prog_min = prog
-            found.append((prog_min, failure))
-            if out:
-                os.makedirs(out, exist_ok=True)
-                with open(os.path.join(out, f"test_fuzz_{s}_{failure.variant.replace('-', '_')}.py"), "w") as f:
-                    f.write(regression_test(prog_min, failure))
+            found.append((prog, failure))
+        if not failures:
+            continue
+        if minimize_failures:  # shrunk for its first failure; the test checks every failing variant
+            small = minimize(prog, failures[0], budget)
+            print(f"  minimized from {len(prog.stmts)} to {len(small.stmts)} statements:\n" + small.source(),
+                  file=stream)
+            prog = small
+        if out:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, f"test_fuzz_{s}.py"), "w") as f:
+                f.write(regression_test(prog, failures))
     by_kind = collections.Counter(f"{f.kind} ({f.variant})" for _, f in found)
     print(f"ember.fuzz: {count} programs (seeds {seed}..{seed + count - 1}), variants {', '.join(variants)}, "
           f"{time.time() - start:.0f} s; {len(found)} failures", file=stream)

@@ -1,5 +1,5 @@
 """Fuzz regression (python -m ember.fuzz --seed 39 --count 1): wrong-result under ember and ember-no-grad
-(the fix and the reduced cases: test_aliased_inputs.py).
+(the fix and the reduced cases: test_shared_storage.py).
 
 call0.out['t5']: Tensor-likes are not close!; error vs float64 0.816 > bound 1.01e-06 (eager's error 5.67e-09)
 """
