@@ -67,7 +67,7 @@ test-bytecode: build-all
 # the pipeline order, or a Python import cycle, fails the run before any test does.
 # The GPU backend's kernels also run on the CPU through Triton's interpreter, in a second process
 # (TRITON_INTERPRET=1 must be set before triton is imported, and no other test may see it): the parity
-# corpus's "ember-triton" variant and the Triton runtime's own tests.
+# corpus's "ember-triton" variant, the Triton runtime's own tests and 50 fuzz programs (docs/fuzzing.md).
 test: build-all
 	$(PY) tools/check_layering.py
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
