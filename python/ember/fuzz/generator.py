@@ -251,8 +251,9 @@ class _Builder:
                                          f"    {v} = {body} + 0.5"), alternatives=(init,))
 
     def stmt_value_flow(self):
+        import torch
         r = self.rng
-        x = self.pick(lambda t: t.numel() > 0 and (t.is_floating_point() or t.dtype != __import__("torch").bool))
+        x = self.pick(lambda t: t.numel() > 0 and t.dtype != torch.bool)
         if x is None:
             return None
         v = self.fresh()
