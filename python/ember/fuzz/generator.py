@@ -60,9 +60,6 @@ class _Builder:
         names = self.tensors(pred)
         return self.rng.choice(names) if names else None
 
-    def floats(self):
-        return self.tensors(lambda t: t.is_floating_point())
-
     # ---- inputs -----------------------------------------------------------------------------
 
     def shape(self, rank):
@@ -104,8 +101,8 @@ class _Builder:
 
     # ---- statements -------------------------------------------------------------------------
 
-    def leaf(self, pred=None):
-        name = self.pick(pred)
+    def leaf(self):
+        name = self.pick()
         return Expr(name) if name else None
 
     def pointwise(self, depth):
