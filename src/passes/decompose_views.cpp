@@ -29,6 +29,19 @@ void view_like(Ctx& c) {
   reshape_to_result(c, c.tensor(c.node.args[0]));
 }
 
+// Flattening one dimension (a 1-d tensor, start_dim == end_dim): torch returns the tensor itself,
+// so `x.flatten() is x` for a 1-d x; a reshape would return a new view.
+void flatten_rule(Ctx& c) {
+  if (!c.bound) refuse();
+  ValueId x = c.tensor("input");
+  int64_t rank = rank_of(c.rw, x);
+  if (rank > 0 && norm_dim(c.int_arg("start_dim"), rank) == norm_dim(c.int_arg("end_dim"), rank)) {
+    c.finish(x);
+    return;
+  }
+  view_like(c);
+}
+
 void permute_rule(Ctx& c) {
   ValueId x = c.tensor("input");
   auto dims = int_list(c.arg("dims"), false);
@@ -413,8 +426,9 @@ void dropout(Ctx& c) {
 }  // namespace
 
 void add_view_rules(RuleMap& rules) {
-  for (const char* name : {"torch.Tensor.view", "torch.reshape", "torch.flatten", "torch.unsqueeze", "torch.squeeze"})
+  for (const char* name : {"torch.Tensor.view", "torch.reshape", "torch.unsqueeze", "torch.squeeze"})
     rules[name] = view_like;
+  rules["torch.flatten"] = flatten_rule;
   rules["torch.permute"] = permute_rule;
   rules["torch.transpose"] = transpose_rule;
   rules["torch.t"] = rules["torch.Tensor.t"] = t_rule;

@@ -3,7 +3,12 @@
 // Needs: a program that verifies. Guarantees: conservative answers. An extern call reads and
 // writes whole buffers (torch may touch any element), and an access through a View counts as an
 // access of the View's root buffer, so two steps that touch the same storage by different names
-// are never reordered.
+// are never reordered. Storage that torch owns may be shared under names the program cannot see:
+// graph inputs with each other (the caller passed one tensor twice; a resume function receives a
+// tensor both as a local and as a stack value), and an extern call's result with its arguments (a
+// torch call that returns a view, such as movedim). So a write into an Input or Extern root that
+// already holds data (a kernel's store, an in-place extern call; not an extern call defining its
+// results) counts as a write to every Input and Extern root.
 #include <algorithm>
 #include <stdexcept>
 
@@ -35,11 +40,12 @@ bool intersects(const std::vector<BufferId>& a, const std::vector<BufferId>& b, 
 
 Accesses accesses_of(const Program& program, const WorkStep& step) {
   Accesses acc;
+  std::vector<BufferId> overwritten;  // storage that existed before the step and is written by it
   switch (step.kind) {
     case loop_ir::Step::Kind::Kernel:
       for (const Node& n : step.kernel.nodes) {
         if (n.op == loop_ir::ScalarOp::Load) acc.reads.push_back(program.storage_root(n.buffer));
-        if (n.op == loop_ir::ScalarOp::Store) acc.writes.push_back(program.storage_root(n.buffer));
+        if (n.op == loop_ir::ScalarOp::Store) overwritten.push_back(program.storage_root(n.buffer));
       }
       break;
     case loop_ir::Step::Kind::Extern: {
@@ -47,10 +53,18 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       std::vector<BufferId> args = call.buffer_args();
       for (BufferId b : args) acc.reads.push_back(program.storage_root(b));
       for (BufferId b : call.results) acc.writes.push_back(program.storage_root(b));
-      if (call.mutates_first_arg && !args.empty()) acc.writes.push_back(program.storage_root(args.front()));
+      if (call.mutates_first_arg && !args.empty()) overwritten.push_back(program.storage_root(args.front()));
       break;
     }
   }
+  const auto torch_owned = [&](BufferId b) {
+    const loop_ir::Buffer::Kind kind = program.buffers[b].kind;
+    return kind == loop_ir::Buffer::Kind::Input || kind == loop_ir::Buffer::Kind::Extern;
+  };
+  acc.writes.insert(acc.writes.end(), overwritten.begin(), overwritten.end());
+  if (std::any_of(overwritten.begin(), overwritten.end(), torch_owned))
+    for (const loop_ir::Buffer& b : program.buffers)
+      if (torch_owned(b.id)) acc.writes.push_back(b.id);
   sort_unique(acc.reads);
   sort_unique(acc.writes);
   return acc;

@@ -1,0 +1,206 @@
+"""Runs one fuzz program eagerly and through Ember, and says how they differ.
+
+Variants (each after ember.reset(), with options {"strict": True} so that a backend bug raises
+instead of quietly running eagerly):
+  eager-backend   backend="eager": capture, guards and graph breaks, each node run by torch;
+  ember           backend="ember";
+  ember-no-grad   backend="ember" with eager and compiled calls under torch.no_grad();
+  ember-triton    ember-no-grad through the GPU backend's Triton kernels in Triton's interpreter
+                  (options={"triton_interpret": True}); only when TRITON_INTERPRET=1 was set at start.
+Each variant calls the program twice, with inputs from seeds 0 and 1 (same shapes, new values: a
+graph that baked in a value or a guard that missed a branch shows on the second call), and compares
+with eager: outputs, the inputs after the call (mutations, appends to an input list), and how
+outputs alias the inputs and each other.
+
+Values are compared under the fp64-reference rule (DESIGN.md, Testing): a tensor that differs from
+eager's beyond torch.testing.assert_close's defaults is still right when its distance to a float64
+reference (the same program on inputs cast to float64) is at most 2x eager's + 1e-6, plus one unit
+in the last place of the output's dtype for float16/bfloat16 (the Triton interpreter truncates when
+it rounds). Integer and bool tensors are right where they equal eager's or the reference's value
+(a comparison of two floats may flip when the floats are computed more exactly).
+
+Failure kinds: "wrong-result", "aliasing", "crash" (the compiled call raised where eager did not),
+"internal-error" (ember.InternalError: a backend stage failed), "backend-error" (stats() counted a
+codegen failure or backend error without raising).
+"""
+import contextlib
+import dataclasses
+import os
+
+from .generator import _generator, load
+
+VARIANTS = ("eager-backend", "ember", "ember-no-grad", "ember-triton")
+N_CALLS = 2
+
+
+@dataclasses.dataclass
+class Failure:
+    kind: str
+    variant: str
+    message: str
+
+    def same_as(self, other):
+        return other is not None and self.kind == other.kind and self.variant == other.variant
+
+
+def default_variants():
+    """Every variant this process can run: ember-triton needs TRITON_INTERPRET=1 from the start."""
+    return [v for v in VARIANTS if v != "ember-triton" or os.environ.get("TRITON_INTERPRET") == "1"]
+
+
+def _float64(tree):
+    import torch
+    if isinstance(tree, torch.Tensor):
+        return tree.double() if tree.is_floating_point() else tree.clone()
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_float64(v) for v in tree)
+    if isinstance(tree, dict):
+        return {k: _float64(v) for k, v in tree.items()}
+    return tree
+
+
+@dataclasses.dataclass
+class _Call:
+    out: object
+    inputs: tuple
+    error: Exception = None
+
+
+def _call(fn, inputs_fn, i, cast=None):
+    import torch
+    args = inputs_fn(_generator(i))
+    if cast is not None:
+        args = cast(args)
+    torch.manual_seed(2000 + i)
+    try:
+        return _Call(fn(*args), args)
+    except Exception as e:  # recorded: which side raised is the comparison's business
+        return _Call(None, args, e)
+
+
+def _tensor_ok(got, want, ref):
+    """Empty when `got` meets the fp64-reference rule against eager's `want`, else why not."""
+    import torch
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"dtype/shape {got.dtype}{tuple(got.shape)} != eager's {want.dtype}{tuple(want.shape)}"
+    try:
+        torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True)
+        return ""
+    except AssertionError as e:
+        first = str(e).strip().splitlines()[0]
+    usable = isinstance(ref, torch.Tensor) and ref.shape == got.shape
+    if not usable:
+        return first
+    g, w, r = got.detach().double(), want.detach().double(), ref.detach().double()
+    if not got.is_floating_point():
+        bad = (g != w) & (g != r.to(got.dtype).double())
+        return "" if not bad.any() else f"{first} (and not the float64 reference's value either)"
+    nan_g, nan_w, nan_r = torch.isnan(g), torch.isnan(w), torch.isnan(r)
+    if not (torch.equal(nan_g, nan_w) or torch.equal(nan_g, nan_r)):
+        return f"{first} (NaN positions differ from eager's and the reference's)"
+    finite = ~(nan_g | nan_r) & torch.isfinite(r)
+    if not finite.any():
+        return first
+    err_g = (g - r)[finite].abs().max().item()
+    err_w = (w - r)[finite].abs().max().item()
+    ulp = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}.get(got.dtype, 0.0)
+    bound = 2 * err_w + 1e-6 + ulp * r[finite].abs().max().item()
+    if err_g <= bound and torch.equal(torch.isinf(g) & ~torch.isinf(r), torch.isinf(w) & ~torch.isinf(r)):
+        return ""
+    return f"{first}; error vs float64 {err_g:.3g} > bound {bound:.3g} (eager's error {err_w:.3g})"
+
+
+def _compare(path, got, want, ref):
+    """The first difference between two result trees (structure, Python values, tensors), or ""."""
+    import torch
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"{path}: expected a tensor, got {type(got).__name__}"
+        why = _tensor_ok(got, want, ref)
+        return f"{path}: {why}" if why else ""
+    if type(got) is not type(want):
+        return f"{path}: expected {type(want).__name__}, got {type(got).__name__}"
+    if isinstance(want, (list, tuple)):
+        if len(got) != len(want):
+            return f"{path}: expected length {len(want)}, got {len(got)}"
+        refs = ref if isinstance(ref, (list, tuple)) and len(ref) == len(want) else [None] * len(want)
+        for i, (g, w, r) in enumerate(zip(got, want, refs)):
+            if why := _compare(f"{path}[{i}]", g, w, r):
+                return why
+        return ""
+    if isinstance(want, dict):
+        if list(got) != list(want):
+            return f"{path}: expected keys {list(want)}, got {list(got)}"
+        for k in want:
+            r = ref.get(k) if isinstance(ref, dict) else None
+            if why := _compare(f"{path}[{k!r}]", got[k], want[k], r):
+                return why
+        return ""
+    return "" if got == want else f"{path}: expected {want!r}, got {got!r}"
+
+
+def _variant_setup(variant):
+    """(backend, options, context manager) of a variant."""
+    import torch
+    no_grad = variant in ("ember-no-grad", "ember-triton")
+    backend = "eager" if variant == "eager-backend" else "ember"
+    options = {"strict": True, **({"triton_interpret": True} if variant == "ember-triton" else {})}
+    return backend, options, (torch.no_grad if no_grad else contextlib.nullcontext)
+
+
+def run_variant(fn, inputs_fn, variant):
+    """The first Failure of `fn` under one variant against eager, or None."""
+    import ember
+    from ember.testing import alias_map
+
+    backend, options, mode = _variant_setup(variant)
+    ember.reset()
+    compiled = ember.compile(fn, backend=backend, options=options)
+    for i in range(N_CALLS):
+        with mode():
+            want = _call(fn, inputs_fn, i)
+            ref = _call(fn, inputs_fn, i, cast=_float64)
+            got = _call(compiled, inputs_fn, i)
+        if want.error is not None:
+            raise ValueError(f"the program raises eagerly on input seed {i}: {want.error!r}")
+        if got.error is not None:
+            kind = "internal-error" if isinstance(got.error, ember.InternalError) else "crash"
+            return Failure(kind, variant, f"call {i}: {type(got.error).__name__}: {got.error}")
+        ref_out, ref_in = (ref.out, ref.inputs) if ref.error is None else (None, None)
+        why = (_compare(f"call{i}.out", got.out, want.out, ref_out)
+               or _compare(f"call{i}.inputs_after", got.inputs, want.inputs, ref_in))
+        if why:
+            return Failure("wrong-result", variant, why)
+        if alias_map(want.out, want.inputs) != alias_map(got.out, got.inputs):
+            return Failure("aliasing", variant, f"call {i}: outputs relate to inputs or each other differently "
+                                                f"than in eager: {alias_map(want.out, want.inputs)} vs "
+                                                f"{alias_map(got.out, got.inputs)}")
+    s = ember.stats()
+    if s["codegen_failures"] or s["backend_errors"]:
+        return Failure("backend-error", variant, f"codegen_failures={s['codegen_failures']} "
+                                                 f"backend_errors={s['backend_errors']}")
+    return None
+
+
+def check(fn, inputs_fn, variants=None):
+    """Every Failure of `fn` (one per variant at most), in variant order."""
+    found = []
+    for variant in variants or default_variants():
+        failure = run_variant(fn, inputs_fn, variant)
+        if failure is not None:
+            found.append(failure)
+    return found
+
+
+def check_or_skip(fn, inputs_fn, variants):
+    """check() for a regression test: a variant this process cannot run skips the test (pytest)."""
+    runnable = [v for v in variants if v in default_variants()]
+    if not runnable:
+        import pytest
+        pytest.skip(f"variants {variants} need TRITON_INTERPRET=1 from the process's start")
+    return check(fn, inputs_fn, runnable)
+
+
+def check_source(source, variants=None):
+    ns = load(source)
+    return check(ns["program"], ns["inputs"], variants)
