@@ -19,17 +19,17 @@ cmake -S . -B build/gpu -G Ninja -DPython_EXECUTABLE="$(command -v python3)" \
 cp build/gpu/_C*.so python/ember/
 make --no-print-directory python/ember-0.1.0.dist-info/entry_points.txt > /dev/null
 export PYTHONPATH=$PWD/python EMBER_CACHE_DIR=$out/ember-cache PYTHONUNBUFFERED=1
-step smoke 120 python3 tools/device/triton_smoke.py
+step smoke 60 python3 tools/device/triton_smoke.py
 cat "$out/smoke.log"
 cd tests
 export EMBER_TEST_DEVICE=cuda
-step runtime 150 python3 -m pytest -q -p no:cacheprovider runtime_cuda codegen_triton "$@"
-step parity 200 python3 -m pytest -q -p no:cacheprovider parity
+step runtime 75 python3 -m pytest -q -p no:cacheprovider runtime_cuda codegen_triton "$@"
+step parity 90 python3 -m pytest -q -p no:cacheprovider parity -k "ember-no-grad"
 cd ..
-step experiments 90 python3 tools/device/triton_smoke.py --experiments
+step experiments 40 python3 tools/device/triton_smoke.py --experiments
 cat "$out/experiments.log"
-step bench 150 python3 -m ember.bench gpu --modes default --no-compile-times --out "$out/bench/gpu.json" \
-  --workloads "${EMBER_GPU_BENCH_WORKLOADS:-seed_f32,seed_bf16,softmax,layer_norm,rms_norm,mlp,nanogpt_blocks,gpt2,llama,decode_step}"
+step bench 60 python3 -m ember.bench gpu --modes default --no-compile-times --out "$out/bench/gpu.json" \
+  --workloads "${EMBER_GPU_BENCH_WORKLOADS:-seed_bf16,softmax,layer_norm,rms_norm,mlp,gpt2}"
 tail -45 "$out/bench.log"
 cd tests
-step models 150 python3 -m pytest -q -p no:cacheprovider models api bench/test_gpu_suite.py
+step models 60 python3 -m pytest -q -p no:cacheprovider models api bench/test_gpu_suite.py
