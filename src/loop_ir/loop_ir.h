@@ -58,6 +58,7 @@
 // `extern () = "torch.Tensor.copy_"(%b0, %b3) mutates`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -78,6 +79,13 @@ enum class ScalarOp : uint8_t {
 #include "loop_ir/ops.def"
 #undef EMBER_LOOP_OP
 };
+
+// How many ScalarOps ops.def lists: the row count every per-op table must have.
+constexpr size_t kScalarOpCount = 0
+#define EMBER_LOOP_OP(Enum, name, arity, cls) +1
+#include "loop_ir/ops.def"
+#undef EMBER_LOOP_OP
+    ;
 
 enum class OpClass : uint8_t { Leaf, Unary, Binary, Compare, Ternary, Reduce, Effect };
 

@@ -144,29 +144,11 @@ constexpr OpSpelling kOps[] = {
 };
 #undef EMBER_F64_EXTREMUM
 
-constexpr size_t kScalarOps = 0
-#define EMBER_LOOP_OP(Enum, name, arity, cls) +1
-#include "loop_ir/ops.def"
-#undef EMBER_LOOP_OP
-    ;
-
-constexpr bool ops_in_order() {
-  for (size_t i = 0; i < std::size(kOps); ++i)
-    if (static_cast<size_t>(kOps[i].op) != i) return false;
-  return true;
-}
-
-constexpr bool dtypes_in_order() {
-  for (size_t i = 0; i < std::size(kDTypes); ++i)
-    if (static_cast<size_t>(kDTypes[i].dtype) != i) return false;
-  return true;
-}
-
-static_assert(std::size(kOps) == kScalarOps, "every ScalarOp of ops.def needs a row in kOps");
-static_assert(ops_in_order(), "kOps rows must follow ops.def's order");
+static_assert(std::size(kOps) == loop_ir::kScalarOpCount, "every ScalarOp of ops.def needs a row in kOps");
+static_assert(detail::rows_in_enum_order(kOps, &OpSpelling::op), "kOps rows must follow ops.def's order");
 // DType::Float8E5M2 is the last DType.
 static_assert(std::size(kDTypes) == static_cast<size_t>(DType::Float8E5M2) + 1, "every DType needs a row in kDTypes");
-static_assert(dtypes_in_order(), "kDTypes rows must follow the DType enum's order");
+static_assert(detail::rows_in_enum_order(kDTypes, &DTypeSpelling::dtype), "kDTypes rows must follow the DType enum's order");
 
 }  // namespace
 

@@ -22,6 +22,15 @@
 
 namespace ember::codegen::detail {
 
+// Whether row i of `table` is about enum value i (`key` names the row's field: &Row::op), for the
+// static_asserts that keep every backend's spelling tables in their enum's order.
+template <class Row, size_t N, class Key>
+constexpr bool rows_in_enum_order(const Row (&table)[N], Key Row::*key) {
+  for (size_t i = 0; i < N; ++i)
+    if (static_cast<size_t>(table[i].*key) != i) return false;
+  return true;
+}
+
 // How generated code computes values of a dtype: bool, integers, in float through ember::vec (f32,
 // and f16/bf16, which are stored narrower and computed as float), in double. None: not supported.
 enum class ValueKind : uint8_t { Bool, Int, F32, F64, None };
