@@ -397,12 +397,19 @@ class BodyEmitter {
     return expand(p, operands, s.value_tl);
   }
 
+  // A float value `x` narrowed to f16/bf16 storage type `tl`, rounding to nearest even. That is the
+  // GPU's default; spelled out because Triton's interpreter truncates otherwise (its cast_impl).
+  static std::string narrowed(const std::string& x, const char* tl) {
+    return x + ".to(" + tl + ", fp_downcast_rounding=\"rtne\")";
+  }
+
   // torch's conversions: to bool is != 0; f16/bf16 values round to what their storage holds.
   std::string cast(const Node& n, ir::DType from, ir::DType to, const std::string& x) {
     const TDTypeSpelling& f = dt(from, n);
     const TDTypeSpelling& t = dt(to, n);
     if (t.kind == TKind::Bool) return f.kind == TKind::Bool ? x : x + " != 0";
-    if (std::string(t.tl) != t.value_tl) return x + ".to(" + t.tl + ").to(" + t.value_tl + ")";
+    if (std::string(t.tl) != t.value_tl)
+      return (f.kind == TKind::Float ? narrowed(x, t.tl) : x + ".to(" + t.tl + ")") + ".to(" + t.value_tl + ")";
     if (std::string(f.value_tl) == t.value_tl) return x;
     return x + ".to(" + t.value_tl + ")";
   }
@@ -431,7 +438,10 @@ class BodyEmitter {
     std::string ptr = pointer(n, cls_of(value), &c);
     std::string v = var(value);
     if (c == Cls::XR && cls_of(value) == Cls::X) v = "tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])";
-    if (std::string(s.tl) != dtype_spelling(node_of(value).dtype).value_tl) v += std::string(".to(") + s.tl + ")";
+    if (std::string(s.tl) != dtype_spelling(node_of(value).dtype).value_tl)
+      v = s.kind == TKind::Float && std::string(s.tl) != "tl.float64" && std::string(s.tl) != "tl.float32"
+              ? narrowed(v, s.tl)
+              : v + ".to(" + s.tl + ")";
     const std::string mask = mask_of(c, loop);
     line(indent, "tl.store(" + ptr + ", " + v + (mask.empty() ? "" : ", " + mask) + ")");
   }
