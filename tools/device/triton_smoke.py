@@ -125,6 +125,12 @@ def experiment(label, fn, args, nbytes, variants):
         tensors = {}
         for bid, kind, index in re.findall(r"buffer %b(\d+) : .* (input|output) (\d+)", emitted["program"]):
             tensors[int(bid)] = args[int(index)] if kind == "input" else out
+        dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}
+        for bid, dtype, sizes, strides in re.findall(r"buffer %b(\d+) : (\w+)\[([^]]*)\]\{([^}]*)\} temp",
+                                                     emitted["program"]):
+            shape = [int(v) for v in sizes.split(",") if v.strip()]
+            stride = [int(v) for v in strides.split(",") if v.strip()]
+            tensors[int(bid)] = torch.empty_strided(shape, stride, dtype=dtypes[dtype], device=out.device)
         for config in k["configs"]:
             call = [tensors[p["buffer"]] if "buffer" in p else p["value"] for p in k["params"]]
             xnumel = next(p["value"] for p in k["params"] if p["name"] == "xnumel")
