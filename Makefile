@@ -68,7 +68,7 @@ test-bytecode: build-all
 # The GPU backend's kernels also run on the CPU through Triton's interpreter, in a second process
 # (TRITON_INTERPRET=1 must be set before triton is imported, and no other test may see it): the parity
 # corpus's "ember-triton" variant and the Triton runtime's own tests. (Fuzz programs through it are not run
-# here yet: seed 18 gives a wrong scalar through the Triton path, not diagnosed -- docs/fuzzing.md.)
+# here yet: the interpreter's own float32 -> bfloat16 conversion is off by an ulp -- docs/fuzzing.md.)
 test: build-all
 	$(PY) tools/check_layering.py
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
