@@ -17,7 +17,7 @@ Target triton_target(const ir::Device& device, Mode mode) {
   switch (mode) {
     case Mode::Default:
     case Mode::ReduceOverhead:
-    // max-autotune's tuner (kMaxAutotuneConfigs candidates, coordinate descent) crashed the process
+    // max-autotune's tuner (8 candidates, coordinate descent) crashed the process
     // in its first run on the H200 (a segfault at the first tuned call, and in reading a choice from
     // the disk cache there) and is switched off until that is found: max-autotune generates the
     // default kernels. The mode's warning says so (python/ember/api.py).
