@@ -96,6 +96,8 @@ void bind_compiler(nb::module_& m) {
     d["cuda_graph_records"] = s.cuda_graph_records;
     d["cuda_graph_replays"] = s.cuda_graph_replays;
     d["backend_errors"] = s.backend_errors;
+    d["backward_graphs_compiled"] = s.backward_graphs_compiled;
+    d["autograd_islands"] = s.autograd_islands;
     d["graphs"] = s.graphs;
     d["ops_captured"] = s.ops_captured;
     d["trace_seconds"] = s.trace_seconds;
