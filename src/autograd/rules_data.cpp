@@ -81,14 +81,14 @@ void slice_vjp(VjpCtx& c) {
   const Arg& x = pos(c, 0);
   if (!c.needs(x)) return;
   std::vector<Arg> args{V(*c.grad())};
-  for (size_t i = 1; i < 5; ++i) args.push_back(pos(c, i));
+  for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(pos(c, i)));
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
 }
 
 void select_vjp(VjpCtx& c) {
   const Arg& x = pos(c, 0);
   if (!c.needs(x)) return;
-  c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), pos(c, 1), pos(c, 2)}));
+  c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), c.rw.map(pos(c, 1)), c.rw.map(pos(c, 2))}));
 }
 
 void cat_vjp(VjpCtx& c) {
@@ -104,12 +104,12 @@ void cat_vjp(VjpCtx& c) {
 
 void gather_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
-  c.give("input", scatter_into_zeros(c.rw, "torch.scatter_add", c.in("input"), {c.arg("dim"), c.arg("index"), V(*c.grad())}));
+  c.give("input", scatter_into_zeros(c.rw, "torch.scatter_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
 }
 
 void index_select_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
-  c.give("input", scatter_into_zeros(c.rw, "torch.index_add", c.in("input"), {c.arg("dim"), c.arg("index"), V(*c.grad())}));
+  c.give("input", scatter_into_zeros(c.rw, "torch.index_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
 }
 
 void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm writes the weight: refused
@@ -143,11 +143,11 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
 }
 
 void tril_vjp(VjpCtx& c) {
-  c.give("input", c.rw.emit(Op::Tril, {V(*c.grad()), c.arg("diagonal")}, {}, contiguous_type(c.rw, *c.grad())));
+  c.give("input", c.rw.emit(Op::Tril, {V(*c.grad()), c.rw.map(c.arg("diagonal"))}, {}, contiguous_type(c.rw, *c.grad())));
 }
 
 void triu_vjp(VjpCtx& c) {
-  c.give("input", c.rw.emit(Op::Triu, {V(*c.grad()), c.arg("diagonal")}, {}, contiguous_type(c.rw, *c.grad())));
+  c.give("input", c.rw.emit(Op::Triu, {V(*c.grad()), c.rw.map(c.arg("diagonal"))}, {}, contiguous_type(c.rw, *c.grad())));
 }
 
 void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, pos(c, 0), pos(c, 1)); }
