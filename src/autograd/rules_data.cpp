@@ -80,6 +80,8 @@ void contiguous_vjp(VjpCtx& c) { c.give(pos(c, 0), *c.grad()); }
 void slice_vjp(VjpCtx& c) {
   const Arg& x = pos(c, 0);
   if (!c.needs(x)) return;
+  auto dim = passes::int_literal(pos(c, 1)), start = passes::int_literal(pos(c, 2)), step = passes::int_literal(pos(c, 4));
+  if (dim && start && step == 1) return c.give_slice(x, *c.grad(), *dim, *start);
   std::vector<Arg> args{V(*c.grad())};
   for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(pos(c, i)));
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
