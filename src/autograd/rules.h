@@ -108,6 +108,7 @@ namespace rules {
 #include "autograd/vjp.def"
 #undef EMBER_VJP_RULE
 #undef EMBER_VJP_KIND
+void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
 }  // namespace rules
 
 // Shapes and builders the rule families share.

@@ -2,6 +2,7 @@
 // rules of generic torch calls by name. A view's gradient is the inverse view; an indexing op's is
 // a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
 // aten's `embedding_dense_backward`) until those have lowerings of their own.
+#include <cmath>
 #include <map>
 
 #include "autograd/rules.h"
@@ -170,6 +171,15 @@ void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
   if (!c.none("bias")) c.give("bias", g);
 }
 
+void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dropout_backward
+  double p = passes::number_literal(pos(c, 1)).value_or(NAN);
+  if (std::isnan(p)) passes::refuse();
+  ValueId g = *c.grad(0);
+  DType dt = c.rw.type(g).dtype;
+  ValueId kept = mul(c.rw, g, convert(c.rw, c.out(1), dt));
+  c.give(pos(c, 0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
+}
+
 }  // namespace ember::autograd::rules
 
 namespace ember::autograd {
@@ -178,6 +188,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
       {"torch.nn.functional.log_softmax", rules::log_softmax_vjp},
+      {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
   };
   auto it = kRules.find(callable);
   return it == kRules.end() ? nullptr : &it->second;

@@ -20,8 +20,8 @@ namespace ember::passes {
 namespace {
 
 bool draws_random_numbers(std::string_view callable) {
-  static constexpr std::array<std::string_view, 19> kRandom = {
-      "dropout",   "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
+  static constexpr std::array<std::string_view, 20> kRandom = {
+      "dropout",   "native_dropout", "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
       "rand",      "randn",       "randint",      "randperm",    "rand_like",     "randn_like",
       "randint_like", "bernoulli", "multinomial", "normal",      "poisson",       "rrelu",
       "gumbel_softmax"};
