@@ -84,6 +84,8 @@ def _listener(event, info, strict=False, mode="default"):
         if info["cuda_graph_skip"] and "fallbacks" in channels:
             _log.getChild("fallbacks").info("graph of %s runs without CUDA graphs: %s", info["code"],
                                             info["cuda_graph_skip"])
+        if "partition" in channels and info["partition"]:
+            _log.getChild("partition").info("partition of %s's training graph:\n%s", info["code"], info["partition"])
         if "schedule" in channels and info["loop_ir"]:
             _log.getChild("schedule").info("schedule for %s (%d kernels):\n%s\n%s", info["code"], info["kernels"],
                                            info["schedule"], info["loop_ir"])

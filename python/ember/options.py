@@ -41,7 +41,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # Bit i is channel i: the same order as LogChannel in src/support/options.h (tests/api/test_logs.py
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
-                "passes")
+                "passes", "partition")
 _OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret"}
 
 

@@ -37,7 +37,8 @@ void bind_options(nb::module_& m) {
       .value("schedule", kLogSchedule)
       .value("output_code", kLogOutputCode)
       .value("perf", kLogPerf)
-      .value("passes", kLogPasses);
+      .value("passes", kLogPasses)
+      .value("partition", kLogPartition);
   nb::class_<CompileOptions>(m, "CompileOptions")
       .def(nb::init<>())
       .def_rw("backend", &CompileOptions::backend)

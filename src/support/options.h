@@ -37,6 +37,7 @@ enum LogChannel : uint32_t {
   kLogOutputCode = 1u << 6,
   kLogPerf = 1u << 7,
   kLogPasses = 1u << 8,  // the IR after each pass that changed it
+  kLogPartition = 1u << 9,  // a training graph's partition: what is saved and recomputed, both graphs
 };
 
 struct CompileOptions {
