@@ -273,14 +273,22 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
     PyErr_SetString(PyExc_RuntimeError, ("ember: the training runtime does not import: " + reason).c_str());
     throw PythonError();
   }
+  std::vector<int> output_is_input, passthrough;
+  for (ir::ValueId out : x.captured.outputs()) {
+    int input = -1;
+    for (size_t i = 0; i < x.captured.inputs().size(); ++i)
+      if (x.captured.inputs()[i].value == out) input = static_cast<int>(i);
+    if (input >= 0) passthrough.push_back(static_cast<int>(output_is_input.size()));
+    output_is_input.push_back(input);
+  }
   PyRef graph = PyRef::steal(PyObject_CallFunction(
-      graph_type.get(), "NNiNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
+      graph_type.get(), "NNiNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
       p.layout.forward_outputs, make_list(p.layout.tangent_of_output).release(), make_list(grad_of_primal).release(),
-      make_list(p.saved_primals).release()));
+      make_list(p.saved_primals).release(), make_list(passthrough).release()));
   if (!graph) throw PythonError();
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
   runner->inputs = x.captured.inputs().size();
-  runner->outputs = x.captured.outputs().size();
+  runner->output_is_input = std::move(output_is_input);
   return runner;
 }
 
