@@ -1,5 +1,6 @@
 """Training graphs end to end (docs/autograd.md): compiled forward + backward against eager autograd —
 gradients, loss curves, dropout masks, module state, counters, and the fallbacks and errors users meet."""
+import contextlib
 import copy
 
 import pytest
@@ -9,12 +10,15 @@ import torch.nn.functional as F
 
 import ember
 from ember.models.nanogpt import GPT, GPTConfig, random_tokens
+from ember.testing import DEVICE
 
 
 @pytest.fixture(autouse=True)
 def fresh():
+    """A clean Ember, and tensors and modules on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine)."""
     ember.reset()
-    yield
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
     ember.reset()
 
 
@@ -79,7 +83,7 @@ def test_nanogpt_loss_curve_matches_eager():
     model = GPT(cfg)
     twin = copy.deepcopy(model)
     compiled = ember.compile(twin)
-    x, y = random_tokens(cfg, 2, 16, seed=1), random_tokens(cfg, 2, 16, seed=2)
+    x, y = random_tokens(cfg, 2, 16, seed=1, device=DEVICE), random_tokens(cfg, 2, 16, seed=2, device=DEVICE)
     opt_a = torch.optim.SGD(model.parameters(), lr=0.1)
     opt_b = torch.optim.SGD(twin.parameters(), lr=0.1)
     curve_a, curve_b = [], []
