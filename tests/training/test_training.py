@@ -157,6 +157,10 @@ def test_ops_without_a_rule_are_islands():
     torch.testing.assert_close(x.grad, want)
     s = ember.stats()
     assert s["backward_graphs_compiled"] == 1 and s["autograd_islands"] == 1
+    ember.reset()
+    out = ember.explain(f)(x)
+    assert out.training == [True] and out.autograd_islands == [["torch.cumsum"]]
+    assert "torch.cumsum" in str(out)
 
 
 def test_in_place_write_of_a_grad_tensor_runs_eagerly_with_the_reason():
@@ -200,3 +204,30 @@ def test_saved_input_modified_in_place_raises_as_eager():
         x.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def saved_bytes(fn, *args):
+    """Bytes of the distinct tensors autograd saves for the backward of one call, parameters left out."""
+    seen = {}
+
+    def pack(t):
+        if t.numel():
+            seen[t.data_ptr()] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return seen
+
+
+def test_saved_activations_are_no_more_than_eagers():
+    cfg = GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=4, n_embd=64)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x, y = random_tokens(cfg, 2, 32, seed=1, device=DEVICE), random_tokens(cfg, 2, 32, seed=2, device=DEVICE)
+    params = {p.data_ptr() for p in model.parameters()}
+    eager = saved_bytes(model, x, y)
+    compiled = saved_bytes(ember.compile(model), x, y)
+    eager_activations = sum(v for k, v in eager.items() if k not in params)
+    compiled_activations = sum(v for k, v in compiled.items() if k not in params)
+    assert 0 < compiled_activations <= eager_activations
