@@ -231,3 +231,22 @@ def test_saved_activations_are_no_more_than_eagers():
     eager_activations = sum(v for k, v in eager.items() if k not in params)
     compiled_activations = sum(v for k, v in compiled.items() if k not in params)
     assert 0 < compiled_activations <= eager_activations
+
+
+def test_backward_inside_a_compiled_function_is_a_graph_break():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    twin = copy.deepcopy(model)
+    x = torch.randn(3, 4)
+
+    def train_step(m, x):
+        loss = m(x).square().mean()
+        loss.backward()
+        return loss.detach() * 2
+
+    want = train_step(model, x)
+    out = ember.explain(train_step)(copy.deepcopy(twin), x)
+    assert [r.reason for r in out.break_reasons] == ["Tensor.backward() runs torch's autograd engine on the real tensors"]
+    got = ember.compile(train_step)(twin, x)
+    torch.testing.assert_close(got, want)
+    assert_grads_close(grads(twin), grads(model))
