@@ -250,3 +250,24 @@ def test_backward_inside_a_compiled_function_is_a_graph_break():
     got = ember.compile(train_step)(twin, x)
     torch.testing.assert_close(got, want)
     assert_grads_close(grads(twin), grads(model))
+
+
+def test_activation_memory_budget_trades_saved_bytes_for_recomputation():
+    cfg = GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=4, n_embd=64)
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    x, y = random_tokens(cfg, 2, 32, seed=1, device=DEVICE), random_tokens(cfg, 2, 32, seed=2, device=DEVICE)
+    params = {p.data_ptr() for p in model.parameters()}
+    want = step(model, model, x, y)
+    want_grads = {n: g.clone() for n, g in grads(model).items()}
+    saved = {}
+    for budget in (1.0, 0.0):
+        ember.reset()
+        compiled = ember.compile(model, options={"activation_memory_budget": budget})
+        saved[budget] = sum(v for k, v in saved_bytes(compiled, x, y).items() if k not in params)
+        got = step(compiled, model, x, y)
+        torch.testing.assert_close(got, want)
+        assert_grads_close(grads(model), want_grads, rtol=1e-4, atol=1e-5)
+    assert saved[0.0] < saved[1.0]
+    with pytest.raises(ValueError, match="activation_memory_budget"):
+        ember.compile(model, options={"activation_memory_budget": 2})
