@@ -206,7 +206,14 @@ def test_saved_input_modified_in_place_raises_as_eager():
         y.backward()
 
 
-def saved_bytes(fn, *args):
+def small_gpt():
+    """A 2-layer nanoGPT (d=64) and a batch of token ids and targets on the test device."""
+    cfg = GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=4, n_embd=64)
+    torch.manual_seed(0)
+    return GPT(cfg), random_tokens(cfg, 2, 32, seed=1, device=DEVICE), random_tokens(cfg, 2, 32, seed=2, device=DEVICE)
+
+
+def saved_activation_bytes(fn, model, *args):
     """Bytes of the distinct tensors autograd saves for the backward of one call, parameters left out."""
     seen = {}
 
@@ -217,20 +224,14 @@ def saved_bytes(fn, *args):
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*args)
-    return seen
+    params = {p.data_ptr() for p in model.parameters()}
+    return sum(v for k, v in seen.items() if k not in params)
 
 
 def test_saved_activations_are_no_more_than_eagers():
-    cfg = GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=4, n_embd=64)
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    x, y = random_tokens(cfg, 2, 32, seed=1, device=DEVICE), random_tokens(cfg, 2, 32, seed=2, device=DEVICE)
-    params = {p.data_ptr() for p in model.parameters()}
-    eager = saved_bytes(model, x, y)
-    compiled = saved_bytes(ember.compile(model), x, y)
-    eager_activations = sum(v for k, v in eager.items() if k not in params)
-    compiled_activations = sum(v for k, v in compiled.items() if k not in params)
-    assert 0 < compiled_activations <= eager_activations
+    model, x, y = small_gpt()
+    compiled = saved_activation_bytes(ember.compile(model), model, x, y)
+    assert 0 < compiled <= saved_activation_bytes(model, model, x, y)
 
 
 def test_backward_inside_a_compiled_function_is_a_graph_break():
@@ -253,18 +254,14 @@ def test_backward_inside_a_compiled_function_is_a_graph_break():
 
 
 def test_activation_memory_budget_trades_saved_bytes_for_recomputation():
-    cfg = GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=4, n_embd=64)
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    x, y = random_tokens(cfg, 2, 32, seed=1, device=DEVICE), random_tokens(cfg, 2, 32, seed=2, device=DEVICE)
-    params = {p.data_ptr() for p in model.parameters()}
+    model, x, y = small_gpt()
     want = step(model, model, x, y)
     want_grads = {n: g.clone() for n, g in grads(model).items()}
     saved = {}
     for budget in (1.0, 0.0):
         ember.reset()
         compiled = ember.compile(model, options={"activation_memory_budget": budget})
-        saved[budget] = sum(v for k, v in saved_bytes(compiled, x, y).items() if k not in params)
+        saved[budget] = saved_activation_bytes(compiled, model, x, y)
         got = step(compiled, model, x, y)
         torch.testing.assert_close(got, want)
         assert_grads_close(grads(model), want_grads, rtol=1e-4, atol=1e-5)
