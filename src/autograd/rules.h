@@ -109,6 +109,8 @@ namespace rules {
 #undef EMBER_VJP_RULE
 #undef EMBER_VJP_KIND
 void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
+void attr_mT_vjp(VjpCtx& c);         // x.mT
+void attr_T_vjp(VjpCtx& c);          // x.T
 }  // namespace rules
 
 // Shapes and builders the rule families share.

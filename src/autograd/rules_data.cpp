@@ -2,6 +2,7 @@
 // rules of generic torch calls by name. A view's gradient is the inverse view; an indexing op's is
 // a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
 // aten's `embedding_dense_backward`) until those have lowerings of their own.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -180,6 +181,15 @@ void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dr
   c.give(pos(c, 0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
 }
 
+// x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
+void attr_mT_vjp(VjpCtx& c) { c.give(pos(c, 0), transpose_last(c.rw, *c.grad())); }
+
+void attr_T_vjp(VjpCtx& c) {
+  std::vector<int64_t> reversed = all_dims(rank_of(c.rw, *c.grad()));
+  std::reverse(reversed.begin(), reversed.end());
+  c.give(pos(c, 0), permute(c.rw, *c.grad(), reversed));
+}
+
 }  // namespace ember::autograd::rules
 
 namespace ember::autograd {
@@ -189,6 +199,8 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
       {"torch.nn.functional.log_softmax", rules::log_softmax_vjp},
       {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
+      {"operator.attrgetter('mT')", rules::attr_mT_vjp},
+      {"operator.attrgetter('T')", rules::attr_T_vjp},
   };
   auto it = kRules.find(callable);
   return it == kRules.end() ? nullptr : &it->second;

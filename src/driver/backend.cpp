@@ -244,6 +244,16 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
   // The runtime half in Python (the autograd.Function, islands' backward); imported here, not with
   // the package, because it imports torch.
   if (!PyRef::steal(PyImport_ImportModule("ember.autograd"))) throw PythonError();
+  // An island's backward finds its callable by name (ember.autograd.island_backward).
+  for (const std::string& name : p.layout.islands) {
+    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    if (!PyRef::steal(PyObject_CallOneArg(x.table.resolve.get(), text.get()))) {
+      report->fallback_reason = "the training graph cannot be differentiated ahead of time: " + name +
+                                " has no derivative rule and no importable name for torch autograd to run it by: " +
+                                take_error_message();
+      return nullptr;
+    }
+  }
   report->training = true;
   report->autograd_islands = p.layout.islands;
   report->partition = autograd::print(p);

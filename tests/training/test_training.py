@@ -268,3 +268,19 @@ def test_activation_memory_budget_trades_saved_bytes_for_recomputation():
     assert saved[0.0] < saved[1.0]
     with pytest.raises(ValueError, match="activation_memory_budget"):
         ember.compile(model, options={"activation_memory_budget": 2})
+
+
+def test_transpose_attributes_have_rules_and_unnamed_calls_stay_eager():
+    def f(x, w):
+        return (x.mT @ w).relu().sum() + (x.T * 2).sum()
+
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(4, 5, requires_grad=True)
+    f(x, w).backward()
+    want = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    out = ember.explain(f)(x, w)
+    assert out.training == [True] and out.autograd_islands == [[]]
+    ember.reset()
+    ember.compile(f)(x, w).backward()
+    torch.testing.assert_close((x.grad, w.grad), want)
