@@ -86,6 +86,8 @@ nb::dict kernel_dict(const codegen::TritonKernel& k) {
     pd["type"] = p.type;
     if (p.kind == codegen::TritonParam::Kind::Pointer) {
       pd["buffer"] = p.buffer;
+      static const char* kUses[] = {"", "load", "store", "load_store"};
+      pd["use"] = kUses[static_cast<int>(p.use)];
     } else {
       pd["value"] = p.value.constant();
     }

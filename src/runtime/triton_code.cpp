@@ -84,8 +84,7 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
       } else {
         const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
         arg.buffer = b.id;
-        // emit_triton names a root the kernel both loads and stores in_out_ptr<n>.
-        if (p.name.rfind("in_out_ptr", 0) == 0) arg.in_place_bytes = span_bytes(b);
+        if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes(b);
         switch (b.kind) {
           case Buffer::Kind::Input:
           case Buffer::Kind::Output:

@@ -301,6 +301,7 @@ class KernelEmitter {
       static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
       TritonParam p;
       p.kind = TritonParam::Kind::Pointer;
+      p.use = static_cast<TritonParam::Use>(use);
       p.name = kPrefix[use] + std::to_string(counts[use]++);
       p.type = std::string("*") + triton::dtype_spelling(b.dtype).signature;
       p.buffer = root;
