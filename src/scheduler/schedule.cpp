@@ -30,6 +30,8 @@ std::string FusionDecision::str() const {
       return "vertical " + producer + " -> " + consumer + ": " + reason;
     case Kind::Sibling:
       return "sibling " + producer + " + " + consumer + ": " + reason;
+    case Kind::Split:
+      return "split " + producer + " into " + consumer + ": " + reason;
     case Kind::Refused:
       return "refused " + producer + " -> " + consumer + ": " + reason;
   }
