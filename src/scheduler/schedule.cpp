@@ -38,6 +38,18 @@ std::string FusionDecision::str() const {
   return reason;
 }
 
+namespace detail {
+
+void check_verifies(const Program& program, const char* who) {
+  const std::vector<std::string> problems = loop_ir::verify(program);
+  if (problems.empty()) return;
+  std::string all;
+  for (const std::string& p : problems) all += "\n  " + p;
+  throw std::logic_error(std::string(who) + " produced a program that does not verify:" + all);
+}
+
+}  // namespace detail
+
 namespace {
 
 // Roots whose contents someone still needs after the program: outputs; and roots read by a step.
@@ -180,12 +192,7 @@ std::vector<FusionDecision> schedule(Program& program, const ScheduleOptions& op
   remove_dead_stores(program, steps);
   rebuild(program, steps);
 
-  problems = loop_ir::verify(program);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += "\n  " + p;
-    throw std::logic_error("schedule produced a program that does not verify:" + all);
-  }
+  check_verifies(program, "schedule");
   return decisions;
 }
 

@@ -321,12 +321,7 @@ std::vector<FusionDecision> split_reductions(Program& program, const SplitOption
   for (size_t i = 0; i < kernels.size(); ++i) kernels[i].name = "k" + std::to_string(i);
   program.kernels = std::move(kernels);
   program.steps = std::move(steps);
-  std::vector<std::string> problems = loop_ir::verify(program);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += "\n  " + p;
-    throw std::logic_error("split_reductions produced a program that does not verify:" + all);
-  }
+  check_verifies(program, "split_reductions");
   return decisions;
 }
 
