@@ -36,10 +36,35 @@ Arg scalar_for(const Arg& literal, DType dt) {
   refuse();
 }
 
+namespace {
+
+// Whether the elements of `t` tile its storage exactly, in some order of dims (torch's
+// is_non_overlapping_and_dense), with constant sizes and strides.
+bool dense_layout(const ir::TensorType& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims of size > 1
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) return false;
+    if (t.sizes[d].constant() != 1) dims.emplace_back(t.strides[d].constant(), t.sizes[d].constant());
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (auto [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
 ValueId convert(Rewriter& rw, ValueId x, DType dt) {
   const ir::TensorType& t = rw.type(x);
   if (t.dtype == dt) return x;
-  return rw.emit(Op::Convert, {V(x), Arg::of_literal(dt)}, {}, make_type(dt, t.sizes, t.device, t.requires_grad));
+  ir::TensorType rt = make_type(dt, t.sizes, t.device, t.requires_grad);
+  // torch's .to(dtype) allocates like its input (preserve_format): a dense input's strides exactly,
+  // size-1 dims included, which the shape rule does not always answer for.
+  if (dense_layout(t)) rt.strides = t.strides;
+  return rw.emit(Op::Convert, {V(x), Arg::of_literal(dt)}, {}, std::move(rt));
 }
 
 ValueId pointwise(Rewriter& rw, Op op, std::vector<Arg> operands, DType dt) {
