@@ -5,6 +5,7 @@ The sweep runs every op of Ember's autocast table (python/ember/autocast.py), an
 Ember traces, eagerly under torch.autocast and through Ember (fullgraph=True) under the same state:
 the dtypes must be equal and the values close. Device types: cpu always, cuda where available (the
 GPU run checks the CUDA list)."""
+import copy
 import re
 import warnings
 
@@ -428,16 +429,21 @@ def test_backward_under_autocast_gives_eagers_gradients():
             loss = F.mse_loss(out, y)
         return out, loss
 
+    reference = copy.deepcopy(twin).double()
+    F.mse_loss(reference(x.double()), y.double()).backward()
     out_e, loss_e = step(twin, x, y)
     loss_e.backward()
     out_c, loss_c = ember.compile(step, fullgraph=True)(model, x, y)
     loss_c.backward()
     assert out_c.dtype == out_e.dtype == torch.bfloat16 and loss_c.dtype == loss_e.dtype == torch.float32
-    # Measured: the loss and gradients equal eager's (the graph runs on torch under autograd).
-    torch.testing.assert_close(loss_c, loss_e, rtol=1e-6, atol=1e-6)
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+    # The training graph runs compiled (forward and backward kernels, bfloat16 rounding where autocast
+    # puts it): each gradient's error against a float64 reference is at most twice eager's (DESIGN.md).
+    torch.testing.assert_close(loss_c, loss_e, rtol=1e-2, atol=1e-3)
+    for (name, p), q, ref in zip(model.named_parameters(), twin.parameters(), reference.parameters()):
         assert p.grad is not None and p.grad.dtype == q.grad.dtype == torch.float32, name
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-6, atol=1e-6, msg=name)
+        err_c = (p.grad.double() - ref.grad).abs().max().item()
+        err_e = (q.grad.double() - ref.grad).abs().max().item()
+        assert err_c <= 2 * err_e + 1e-6, (name, err_c, err_e)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_parse_errors_carry_line_and_column(text, message):
 def test_unknown_step_lists_the_pipeline():
     result = ember_opt("--pass", "frobnicate", stdin=HEAD + "  return (%b0)\n}\n")
     assert result.returncode == 2
-    assert "unknown step 'frobnicate' (known: canonicalize, decompose, dce, cse, lower, simplify" in result.stderr
+    assert "unknown step 'frobnicate' (known: canonicalize, joint, decompose, dce, cse, partition, lower, simplify" in result.stderr
     listed = subprocess.run([str(golden.BINARY), "--list-passes"], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
