@@ -111,7 +111,8 @@ def test_unknown_step_lists_the_pipeline():
     listed = subprocess.run([str(golden.BINARY), "--list-passes"], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
-        ["canonicalize", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"], ["lower", "graph"],
+        ["canonicalize", "graph"], ["joint", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
+        ["partition", "graph"], ["lower", "graph"],
         ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["emit", "loop"]]
 
 
