@@ -6,9 +6,10 @@ Models (zoo_models.py): small random-init configs, eval(), torch.no_grad(), one 
   graphs     Ember's graphs and breaks (ember.explain) next to torch.compile's (torch._dynamo.explain), and
              Ember's eager frames (frames that ran uncompiled)
   time       median per-call time, eager / Ember / Inductor interleaved (timing.py); speed-up = eager / it
-  compile    first compiled call - fastest eager call, in this process with empty cache directories (Ember's
-             through ember.explain, whose call compiles afresh); with --cold N also in fresh processes for N
-             models sampled evenly over the selection
+  compile    first compiled call - fastest eager call, in this process (Ember's through ember.explain, whose
+             call compiles afresh); the cache directories are new at the start of the run and shared by its
+             models, so a kernel an earlier model compiled is a cache hit, as for a user; with --cold N also in
+             fresh processes with new caches for N models sampled evenly over the selection
 A model that fails to build, or a compiler that fails on it, is recorded with its exception text and the suite
 carries on; it exits 1 when any compiler failed or gave a wrong output. `--no-inductor` leaves torch.compile's
 time and compile columns out (its graph counts still come from Dynamo's explain, capture only).
@@ -22,7 +23,6 @@ from .compilers import COMPILERS
 from .models_workloads import tensors_of
 
 SAMPLING = {"repeat": 7, "warmup": 2, "min_sample_ms": 5.0}  # without --quick (options.py)
-QUICK_COLD = 0
 
 
 def add_arguments(parser):

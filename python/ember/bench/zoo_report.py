@@ -6,6 +6,7 @@ Guarantees: `summary` is plain data (it goes into the JSON); `markdown` and `cha
 Why apart from zoo.py: measuring and reporting change for different reasons, and together they pass 800 lines.
 """
 import collections
+import re
 
 from . import compare, report
 
@@ -33,9 +34,15 @@ def _geomean(rows, key):
 
 
 def _reason_key(reason):
-    """A reason's text as one line, cut to a table cell's length: the key reasons are grouped by."""
-    text = " ".join(reason.split())
-    return text[:160]
+    """The key reasons are grouped by: the text as one line without what differs between occurrences of one
+    cause (where a nested frame broke, " (at FILE:LINE)", and object addresses), cut to a cell's length."""
+    text = " ".join(reason.split()).split(" (at ")[0]
+    return re.sub(r" at 0x[0-9a-f]+", "", text)[:160]
+
+
+def _short_path(where):
+    """A library file named from its package (after site-packages/), as the report prints it."""
+    return where.split("site-packages/")[-1]
 
 
 def summary(results):
@@ -86,7 +93,7 @@ def _reason_table(ember):
             key = _reason_key(b["reason"])
             count[key] += 1
             models[key].add(m)
-            example.setdefault(key, f"{m} at {b['where']}")
+            example.setdefault(key, f"{m} at {_short_path(b['where'])}")
     ordered = sorted(count, key=lambda k: (-len(models[k]), -count[k], k))
     return [{"reason": k, "models": len(models[k]), "count": count[k], "example": example[k]} for k in ordered]
 
@@ -158,7 +165,8 @@ def markdown(results):
            f"{s['models']} models ({', '.join(f'{k} {v}' for k, v in s['libraries'].items())}), eval(), "
            f"torch.no_grad(). Per-call time: median of {cfg['repeat']} samples interleaved across eager and "
            f"{', '.join(cfg['compilers'])} after {cfg['warmup']} warm-up calls; × = speed-up over eager. Compile: "
-           "first compiled call - fastest eager call, in this process, empty caches. Graphs / breaks: "
+           "first compiled call - fastest eager call, in this process (caches new at the start of the run, shared by "
+           "its models). Graphs / breaks: "
            "ember.explain and torch._dynamo.explain on the same call.", "", "## Summary", ""]
     geo = ", ".join(f"{c} {report.fmt(v['value'], '.2f', '×')} ({v['models']})" for c, v in s["speedup_geomean"].items())
     out += [f"- built and ran eagerly: {s['built']} / {s['models']}",
