@@ -195,13 +195,25 @@ def probe(config):
     return models.first_compile(zoo_models.build(config["model"]), COMPILERS[config["compiler"]])
 
 
+def _library_versions():
+    import importlib.metadata
+    versions = {}
+    for name in ("timm", "torchvision", "transformers", "diffusers"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
 def run(args):
     compilers = options.compilers(args)
     config = _config(args, compilers)
     if args.list:
         print("\n".join(config["models"]))
         return 0
-    results = {"suite": "zoo", "environment": report.environment(), "config": config, "models": {}}
+    results = {"suite": "zoo", "environment": {**report.environment(), "libraries": _library_versions()},
+               "config": config, "models": {}}
     with fresh.scratch_caches("ember-bench-zoo-"):
         for i, name in enumerate(config["models"]):
             print(f"[zoo] {i + 1}/{len(config['models'])} {name}", flush=True)

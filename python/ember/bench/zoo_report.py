@@ -161,7 +161,8 @@ def _library_table(results):
 
 def markdown(results):
     cfg, s = results["config"], results["summary"]
-    out = ["# Ember benchmark: zoo", "", report.environment_line(results["environment"]), "",
+    libraries = ", ".join(f"{k} {v}" for k, v in results["environment"].get("libraries", {}).items())
+    out = ["# Ember benchmark: zoo", "", report.environment_line(results["environment"]) + f"; {libraries}", "",
            f"{s['models']} models ({', '.join(f'{k} {v}' for k, v in s['libraries'].items())}), eval(), "
            f"torch.no_grad(). Per-call time: median of {cfg['repeat']} samples interleaved across eager and "
            f"{', '.join(cfg['compilers'])} after {cfg['warmup']} warm-up calls; × = speed-up over eager. Compile: "
