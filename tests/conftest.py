@@ -24,6 +24,4 @@ os.environ.setdefault("EMBER_STRICT", "1")
 import importlib.util  # noqa: E402
 
 if importlib.util.find_spec("torchvision") is not None:
-    from ember.bench.zoo_imports import allow_torchvision
-
-    allow_torchvision()
+    import ember.bench  # noqa: E402,F401 -- importing the package puts the stand-in in place

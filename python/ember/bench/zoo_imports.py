@@ -10,6 +10,7 @@ kernels for those operators. Classification models use none of them, so an empty
 transformers or timm: the zoo suite calls it first, and so does tests/conftest.py.
 On a CUDA torch (the GPU machine) nothing is stubbed: the real operators load there.
 """
+import importlib.util
 import sys
 import types
 
@@ -17,9 +18,10 @@ STUBBED = "torchvision._meta_registrations"
 
 
 def allow_torchvision():
-    """Puts the empty stand-in in place when this torch has no CUDA build; returns True when it did."""
+    """Puts the empty stand-in in place when torchvision is installed and this torch has no CUDA build; returns
+    True when it did."""
     import torch
-    if torch.version.cuda is not None or STUBBED in sys.modules:
+    if torch.version.cuda is not None or STUBBED in sys.modules or importlib.util.find_spec("torchvision") is None:
         return False
     sys.modules[STUBBED] = types.ModuleType(STUBBED, "stand-in: torchvision's C operators need a CUDA torch")
     return True
