@@ -173,8 +173,9 @@ def markdown(results):
     out += [f"- built and ran eagerly: {s['built']} / {s['models']}",
             f"- Ember ran and was correct: **{s['passed']} / {s['built']}**; errors: {len(s['ember_errors'])}; "
             f"wrong results: **{len(s['wrong'])}** {', '.join(s['wrong'])}",
-            f"- captured whole (1 graph, 0 breaks): Ember {len(s['whole'])}, torch.compile {len(s['dynamo_whole'])} "
-            f"(of {s['compared_with_dynamo']} models with both counts)",
+            f"- captured whole (1 graph, 0 breaks): Ember {len(s['whole'])}, torch.compile "
+            + (f"{len(s['dynamo_whole'])} (of {s['compared_with_dynamo']} models with both counts)" if cfg["dynamo"]
+               else "not counted (--no-dynamo)"),
             f"- Ember makes more graphs than torch.compile on {len(s['more_graphs'])} models, more breaks on "
             f"{len(s['more_breaks'])}; eager frames on {len(s['eager_frames'])}",
             f"- speed-up over eager, geomean (models): {geo}"]
