@@ -24,6 +24,10 @@ $(VENV)/.ready:
 	# kernels through on the CPU, needs numpy < 2.4 (docs/codegen-triton.md).
 	$(PY) -m pip install -q triton==3.6.0
 	$(PY) -m pip install -q transformers==5.24.0
+	# The model zoo's libraries (python -m ember.bench zoo, tests/zoo). torchvision's wheel is built against CUDA
+	# torch: it, and timm and diffusers (which would pull it), go in without dependencies, theirs listed first.
+	$(PY) -m pip install -q pillow==13.0.0 importlib_metadata requests
+	$(PY) -m pip install -q --no-deps torchvision==0.28.0 timm==1.0.31 diffusers==0.42.1
 	touch $@
 
 # build/<tag>/ holds one CMake tree per interpreter; the extension is copied next to the package.

@@ -18,3 +18,10 @@ if "EMBER_CACHE_DIR" not in os.environ:
 # silently running the graph eagerly (python/ember/options.py). A test of the fallback itself
 # passes options={"strict": False}.
 os.environ.setdefault("EMBER_STRICT", "1")
+
+# torchvision's PyPI wheel needs a CUDA torch; on this CPU torch its import (and so transformers' and timm's,
+# which import it when it is installed) fails unless a stand-in module comes first (ember/bench/zoo_imports.py).
+import importlib.util  # noqa: E402
+
+if importlib.util.find_spec("torchvision") is not None:
+    import ember.bench  # noqa: E402,F401 -- importing the package puts the stand-in in place

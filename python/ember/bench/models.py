@@ -109,24 +109,30 @@ def _run_model(name, compilers, config):
         for compiler in compilers:
             if row["results"][compiler.name]["error"] is None:
                 print(f"[models] {name}: {compiler.name} cold compile (fresh process) ...", flush=True)
-                row["results"][compiler.name]["cold"] = _cold(name, compiler.name)
+                row["results"][compiler.name]["cold"] = cold_compile("ember.bench.models", name, compiler.name)
     return row
 
 
-def _cold(name, compiler_name):
+def cold_compile(module, name, compiler_name):
+    """`python -m module` (a probe whose config names a model and a compiler) in a fresh process with new, empty
+    cache directories -> its result dict."""
     root = tempfile.mkdtemp(prefix="ember-bench-models-")
     try:
-        return fresh.run_probe("ember.bench.models", {"model": name, "compiler": compiler_name},
-                               fresh.probe_env(root), PROBE_TIMEOUT_S)
+        return fresh.run_probe(module, {"model": name, "compiler": compiler_name}, fresh.probe_env(root),
+                               PROBE_TIMEOUT_S)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def probe(config):
     """In a fresh process: the first compiled call's time minus the fastest eager call."""
+    return first_compile(models_workloads.build(config["model"]), COMPILERS[config["compiler"]])
+
+
+def first_compile(w, compiler):
+    """The probe's measurement of a Workload (this suite's and the zoo's): the first compiled call's time minus
+    the fastest of 5 eager calls, under torch.no_grad()."""
     import torch
-    w = models_workloads.build(config["model"])
-    compiler = COMPILERS[config["compiler"]]
     with torch.no_grad():
         eager = timing.measure({"eager": lambda: w.model(*w.args, **w.kwargs)}, warmup=2, repeats=5, calls=1)["eager"]
         compiled = compiler.compile(w.model)
