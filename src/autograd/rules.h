@@ -98,6 +98,9 @@ namespace rules {
 #include "autograd/vjp.def"
 #undef EMBER_VJP_RULE
 #undef EMBER_VJP_KIND
+// Rules of torch calls only (torch_call_rule).
+void conv1d_vjp(VjpCtx& c);
+void conv2d_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Shapes and builders the rule families share.

@@ -1,7 +1,8 @@
 // Derivative rules of views, data movement, indexing and the matmul family (rules.h), and the
 // rules of generic torch calls by name. A view's gradient is the inverse view; an indexing op's is
 // a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
-// aten's `embedding_dense_backward`) until those have lowerings of their own.
+// aten's `embedding_dense_backward`) until those have lowerings of their own; convolutions' by
+// torch.nn.grad.
 #include <map>
 
 #include "autograd/rules.h"
@@ -150,6 +151,51 @@ void triu_vjp(VjpCtx& c) {
   c.give("input", c.rw.emit(Op::Triu, {V(*c.grad()), c.rw.map(c.arg("diagonal"))}, {}, contiguous_type(c.rw, *c.grad())));
 }
 
+namespace {
+
+// F.conv1d / F.conv2d (captured as torch.conv1d / torch.conv2d): the input's and the weight's
+// gradients by torch.nn.grad's convNd_input / convNd_weight (aten's convolution_backward, asked for
+// one gradient each, so an input that needs none costs nothing), the bias's the gradient summed
+// over every dim but the channels. String padding ("same", "valid") is refused: an island.
+void conv_vjp(VjpCtx& c, const std::string& dims) {
+  Rewriter& rw = c.rw;
+  const Arg* input = arg_at(c, 0, "input");
+  const Arg* weight = arg_at(c, 1, "weight");
+  if (!input || !weight) passes::refuse();
+  passes::Kwargs options;
+  const char* kOptions[] = {"stride", "padding", "dilation", "groups"};
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    const Arg* a = arg_at(c, 3 + i, kOptions[i]);
+    if (!a) continue;
+    if (a->kind == Arg::Kind::Value || (a->kind == Arg::Kind::Literal && std::holds_alternative<std::string>(a->literal)))
+      passes::refuse();
+    options.emplace_back(kOptions[i], rw.map(*a));
+  }
+  auto sizes = [&rw](ValueId v) {
+    std::vector<Arg> items;
+    for (int64_t n : sizes_of(rw, v)) items.push_back(Arg::of_literal(n));
+    return Arg::list(std::move(items));
+  };
+  ValueId x = c.in(*input), w = c.in(*weight), g = *c.grad();
+  if (c.needs(*input))
+    c.give(*input, rw.emit_torch("torch.nn.grad.conv" + dims + "_input", {sizes(x), V(w), V(g)}, options,
+                                 contiguous_type(rw, x)));
+  if (c.needs(*weight))
+    c.give(*weight, rw.emit_torch("torch.nn.grad.conv" + dims + "_weight", {V(x), sizes(w), V(g)}, options,
+                                  contiguous_type(rw, w)));
+  if (const Arg* bias = arg_at(c, 2, "bias"); bias && c.needs(*bias)) {
+    std::vector<int64_t> over = all_dims(rank_of(rw, g));
+    over.erase(over.begin() + 1);
+    DType dt = rw.type(g).dtype;
+    c.give(*bias, reduce(rw, Op::Sum, convert(rw, g, opmath(dt)), over, false));
+  }
+}
+
+}  // namespace
+
+void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
+void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
+
 void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, pos(c, 0), pos(c, 1)); }
 void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, pos(c, 0), pos(c, 1)); }
 void bmm_vjp(VjpCtx& c) { matmul_grads(c, Op::Bmm, pos(c, 0), pos(c, 1)); }
@@ -176,6 +222,12 @@ const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
       {"torch.nn.functional.log_softmax", rules::log_softmax_vjp},
+      {"torch.conv1d", rules::conv1d_vjp},
+      {"torch.conv2d", rules::conv2d_vjp},
+      // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
+      {"operator.truediv", rules::div_vjp},
+      {"operator.pow", rules::pow_vjp},
+      {"torch.pow", rules::pow_vjp},
   };
   auto it = kRules.find(callable);
   return it == kRules.end() ? nullptr : &it->second;
