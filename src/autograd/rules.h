@@ -101,6 +101,7 @@ namespace rules {
 // Rules of torch calls only (torch_call_rule).
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
+void mse_loss_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Shapes and builders the rule families share.

@@ -120,11 +120,10 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   for (auto [i, name] : {std::pair<size_t, const char*>{3, "max_norm"}})
     if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
   if (const Arg* sparse = arg_at(c, 6, "sparse"); sparse && passes::bool_literal(*sparse).value_or(true)) passes::refuse();
-  int64_t padding = -1;
+  std::optional<int64_t> padding;  // F.embedding's index (negative from the end); aten's -1 means none
   if (const Arg* p = arg_at(c, 2, "padding_idx"); p && !passes::is_none(*p)) {
-    auto v = passes::int_literal(*p);
-    if (!v) passes::refuse();
-    padding = *v;
+    padding = passes::int_literal(*p);
+    if (!padding) passes::refuse();
   }
   bool by_freq = false;
   if (const Arg* s = arg_at(c, 5, "scale_grad_by_freq")) {
@@ -135,9 +134,9 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   Rewriter& rw = c.rw;
   ValueId w = c.in(*weight);
   int64_t rows = sizes_of(rw, w).at(0);
-  if (padding < 0 && padding != -1) padding += rows;
+  if (padding && *padding < 0) *padding += rows;
   ValueId g = rw.emit_torch("torch.ops.aten.embedding_dense_backward",
-                            {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding),
+                            {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding.value_or(-1)),
                              Arg::of_literal(by_freq)},
                             {}, contiguous_type(rw, w));
   c.give(*weight, g);
@@ -193,6 +192,33 @@ void conv_vjp(VjpCtx& c, const std::string& dims) {
 
 }  // namespace
 
+void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for 'mean'
+  Rewriter& rw = c.rw;
+  const Arg* input = arg_at(c, 0, "input");
+  const Arg* target = arg_at(c, 1, "target");
+  if (!input || !target) passes::refuse();
+  for (auto [i, name] : {std::pair<size_t, const char*>{2, "size_average"}, {3, "reduce"}})
+    if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
+  std::string reduction = "mean";
+  if (const Arg* r = arg_at(c, 4, "reduction")) {
+    const std::string* s = r->kind == Arg::Kind::Literal ? std::get_if<std::string>(&r->literal) : nullptr;
+    if (!s || (*s != "mean" && *s != "sum" && *s != "none")) passes::refuse();
+    reduction = *s;
+  }
+  ValueId g = convert(rw, *c.grad(), opmath(rw.type(*c.grad()).dtype));
+  DType dt = rw.type(g).dtype;
+  ValueId diff = binary(rw, Op::Sub, convert(rw, c.in(*input), dt), V(convert(rw, c.in(*target), dt)));
+  std::vector<int64_t> sizes = sizes_of(rw, diff);
+  double scale = 2.0;
+  if (reduction != "none") {
+    g = expand(rw, reshape(rw, g, std::vector<int64_t>(sizes.size(), 1)), sizes);
+    if (reduction == "mean") scale /= static_cast<double>(passes::numel(sizes));
+  }
+  ValueId d = mul(rw, binary_s(rw, Op::Mul, diff, scale), g);
+  c.give(*input, d);
+  if (c.needs(*target)) c.give(*target, unary(rw, Op::Neg, d));
+}
+
 void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
 void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
 
@@ -222,6 +248,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
       {"torch.nn.functional.log_softmax", rules::log_softmax_vjp},
+      {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
       // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
