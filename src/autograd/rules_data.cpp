@@ -54,13 +54,36 @@ ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b) {
   return rw.emit(op, {V(a), V(b)}, {}, passes::make_type(ta.dtype, std::move(sizes), ta.device, false));
 }
 
-// The gradients of a @ b (both of rank >= 2): g @ b^T and a^T @ g; give() sums broadcast batch dims.
+// The gradients of a @ b: g @ b^T and a^T @ g; give() sums broadcast batch dims. torch.matmul's
+// vector forms are the matrix forms with a size-1 dim that the result drops: a 1-D `a` is a row
+// ([1, K]; g gains a dim before its last), a 1-D `b` a column ([K, 1]; g gains a last dim).
 void matmul_grads(VjpCtx& c, Op op, const Arg& a, const Arg& b) {
   Rewriter& rw = c.rw;
   ValueId av = c.in(a), bv = c.in(b), g = *c.grad();
-  if (rank_of(rw, av) < 2 || rank_of(rw, bv) < 2) passes::refuse();  // vector forms: an island
+  bool row = rank_of(rw, av) == 1, column = rank_of(rw, bv) == 1;
+  if ((row || column) && op != Op::Matmul) passes::refuse();
+  if (row || column) {
+    std::vector<int64_t> gs = sizes_of(rw, g);
+    if (row) {
+      gs.insert(gs.end() - (column ? 0 : 1), 1);
+      av = reshape(rw, av, {1, sizes_of(rw, av)[0]});
+    }
+    if (column) {
+      gs.push_back(1);
+      bv = reshape(rw, bv, {sizes_of(rw, bv)[0], 1});
+    }
+    g = reshape(rw, g, gs);
+  }
   if (c.needs(a)) c.give(a, product(rw, op, g, transpose_last(rw, bv)));
-  if (c.needs(b)) c.give(b, product(rw, op, transpose_last(rw, av), g));
+  if (c.needs(b)) {
+    ValueId gb = product(rw, op, transpose_last(rw, av), g);
+    if (column) {  // [..., K, 1] -> [..., K]
+      std::vector<int64_t> sizes = sizes_of(rw, gb);
+      sizes.pop_back();
+      gb = reshape(rw, gb, sizes);
+    }
+    c.give(b, gb);
+  }
 }
 
 }  // namespace

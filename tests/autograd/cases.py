@@ -169,6 +169,9 @@ REDUCTIONS = [
 MATMUL = [
     Case("matmul", ("Matmul",), torch.matmul, lambda dt: (R(3, 4, dtype=dt), T(4, 5, dtype=dt))),
     Case("matmul_batched_broadcast", ("Matmul",), torch.matmul, lambda dt: (R(2, 1, 3, 4, dtype=dt), R(3, 4, 2, dtype=dt))),
+    Case("matmul_vector_matrix", ("Matmul",), torch.matmul, lambda dt: (R(4, dtype=dt), R(2, 4, 3, dtype=dt))),
+    Case("matmul_matrix_vector", ("Matmul",), torch.matmul, lambda dt: (T(3, 4, dtype=dt), R(4, dtype=dt))),
+    Case("matmul_dot", ("Matmul",), torch.matmul, lambda dt: (R(4, dtype=dt), R(4, dtype=dt))),
     Case("mm", ("Mm",), torch.mm, lambda dt: (T(3, 4, dtype=dt), R(4, 1, dtype=dt))),
     Case("bmm", ("Bmm",), torch.bmm, lambda dt: (R(2, 3, 4, dtype=dt), R(2, 4, 5, dtype=dt))),
     Case("linear", ("Linear",), F.linear, lambda dt: (R(2, 3, 4, dtype=dt), R(5, 4, dtype=dt), R(5, dtype=dt))),
