@@ -16,28 +16,31 @@ class TrainingGraph:
     """The two executables of a training graph and how their inputs and outputs line up."""
 
     __slots__ = ("forward", "backward", "forward_outputs", "tangent_of_output", "grad_of_primal",
-                 "saved_primals")
+                 "saved_primals", "kept")
 
-    def __init__(self, forward, backward, forward_outputs, tangent_of_output, grad_of_primal, saved_primals):
+    def __init__(self, forward, backward, forward_outputs, tangent_of_output, grad_of_primal, saved_primals,
+                 passthrough):
         self.forward = forward                      # f(primals) -> user outputs + saved values
         self.backward = backward                    # f(saved + saved primals + tangents) -> gradients
         self.forward_outputs = forward_outputs      # how many of the forward's outputs are the user's
         self.tangent_of_output = tangent_of_output  # per user output: its tangent index, -1 if none
         self.grad_of_primal = grad_of_primal        # per primal: index among the gradients, -1 if none
         self.saved_primals = saved_primals          # primals the backward reads
+        # The user outputs the Function returns: not those that are inputs themselves, which the
+        # runner returns as they are (a Function returning its input would make it a non-leaf).
+        self.kept = [i for i in range(forward_outputs) if i not in set(passthrough)]
 
 
 class CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graph, *primals):
         outs = graph.forward(primals)
-        n = graph.forward_outputs
-        user = tuple(outs[:n])
+        user = tuple(outs[i] for i in graph.kept)
         ctx.graph = graph
-        ctx.save_for_backward(*outs[n:], *(primals[i] for i in graph.saved_primals))
-        # Shapes of the differentiable outputs, for a zero gradient where torch passes None.
-        ctx.tangent_meta = [(o.shape, o.dtype, o.device) for o, t in zip(user, graph.tangent_of_output) if t >= 0]
-        fixed = [o for o, t in zip(user, graph.tangent_of_output) if t < 0 and o.is_floating_point()]
+        ctx.save_for_backward(*outs[graph.forward_outputs:], *(primals[i] for i in graph.saved_primals))
+        # Shapes of the differentiable outputs, for a zero gradient where none flows.
+        ctx.tangent_meta = [(o.shape, o.dtype, o.device) for o, t in zip(outs, graph.tangent_of_output) if t >= 0]
+        fixed = [outs[i] for i in graph.kept if graph.tangent_of_output[i] < 0 and outs[i].is_floating_point()]
         if fixed:
             ctx.mark_non_differentiable(*fixed)
         return user
@@ -49,11 +52,13 @@ class CompiledFunction(torch.autograd.Function):
             raise RuntimeError(
                 "ember: double backward (create_graph=True) through a compiled training graph is not supported; "
                 "compute higher-order gradients with the function run eagerly (ember.disable)")
+        given = dict(zip(graph.kept, grads))
         tangents = []
-        for g, t in zip(grads, graph.tangent_of_output):
+        for i, t in enumerate(graph.tangent_of_output):
             if t < 0:
                 continue
-            if g is None:
+            g = given.get(i)
+            if g is None:  # none flows, or the output is an input returned as it is (torch routes its grad)
                 shape, dtype, device = ctx.tangent_meta[len(tangents)]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             tangents.append(g.contiguous())

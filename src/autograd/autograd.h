@@ -66,8 +66,8 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason);
 
 struct PartitionOptions {
   // 1: the cut that minimizes saved bytes given what is cheap to recompute; 0: save only inputs
-  // and what cannot be recomputed (activation checkpointing). Values between scale the allowed
-  // recomputation (docs/autograd.md).
+  // and what must run once (activation checkpointing: reductions and matmuls are recomputed too).
+  // Values between make saving a cheap value cost 1/budget per byte (docs/autograd.md).
   double memory_budget = 1.0;
 };
 

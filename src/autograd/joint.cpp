@@ -11,6 +11,8 @@
 // Refused (nullopt, with the reason; the graph then runs eagerly under torch autograd): a node that
 // writes a tensor requiring grad in place, a change of grad mode inside the graph, and a random op
 // whose result needs a gradient but has no rule (an island would recompute it with other numbers).
+#include <iterator>
+#include <map>
 #include <stdexcept>
 
 #include "autograd/rules.h"
@@ -82,16 +84,76 @@ std::string why_not_differentiable(const ir::Graph& g) {
   return "";
 }
 
+// The gradient of one forward value as it accumulates: a sum of whole gradients, and gradients of
+// disjoint slices along one dim, joined by one cat (zeros in the gaps) when the gradient is read.
+struct Gradient {
+  std::optional<ValueId> whole;
+  int64_t dim = -1;
+  std::map<int64_t, ValueId> pieces;  // start along dim -> gradient of that slice
+};
+
 struct Builder {
   const ir::Graph& g;  // the forward with tangent inputs appended
   Rewriter rw;
-  std::vector<std::optional<ValueId>> grad;  // per forward value: its gradient in the joint
+  std::vector<Gradient> grad;  // per forward value
   JointLayout& layout;
   std::string reason;
 
-  void accumulate(ValueId v, ValueId contribution) {
-    std::optional<ValueId>& slot = grad.at(static_cast<size_t>(v));
-    slot = slot ? binary(rw, Op::Add, *slot, V(contribution)) : contribution;
+  int64_t extent(ValueId piece, int64_t dim) { return sizes_of(rw, piece).at(static_cast<size_t>(dim)); }
+
+  bool overlaps(const Gradient& slot, int64_t start, int64_t end) {
+    auto next = slot.pieces.lower_bound(start);
+    if (next != slot.pieces.end() && next->first < end) return true;
+    return next != slot.pieces.begin() && std::prev(next)->first + extent(std::prev(next)->second, slot.dim) > start;
+  }
+
+  void add_whole(Gradient& slot, ValueId contribution) {
+    slot.whole = slot.whole ? binary(rw, Op::Add, *slot.whole, V(contribution)) : contribution;
+  }
+
+  // The pieces joined into the whole gradient of forward value `v`.
+  void join_pieces(ValueId v) {
+    Gradient& slot = grad.at(static_cast<size_t>(v));
+    if (slot.pieces.empty()) return;
+    const ir::TensorType& t = g.value(v).type;
+    std::vector<int64_t> sizes = passes::const_sizes(t);
+    int64_t dim = slot.dim, at = 0;
+    std::vector<ValueId> parts;
+    auto zeros_until = [&](int64_t end) {
+      if (end <= at) return;
+      std::vector<int64_t> gap = sizes;
+      gap[static_cast<size_t>(dim)] = end - at;
+      parts.push_back(full(rw, gap, 0.0, t.dtype, t.device));
+    };
+    for (const auto& [start, piece] : slot.pieces) {
+      zeros_until(start);
+      parts.push_back(piece);
+      at = start + extent(piece, dim);
+    }
+    zeros_until(sizes[static_cast<size_t>(dim)]);
+    ValueId joined = parts.size() == 1 ? parts[0] : cat(rw, parts, dim, passes::make_type(t.dtype, t.sizes, t.device, false));
+    slot.pieces.clear();
+    slot.dim = -1;
+    add_whole(slot, joined);
+  }
+
+  void accumulate(const VjpCtx::Contribution& c) {
+    Gradient& slot = grad.at(static_cast<size_t>(c.value));
+    if (c.dim < 0) {
+      add_whole(slot, c.grad);
+      return;
+    }
+    int64_t end = c.start + extent(c.grad, c.dim);
+    if (!slot.pieces.empty() && (slot.dim != c.dim || overlaps(slot, c.start, end))) join_pieces(c.value);
+    slot.dim = c.dim;
+    slot.pieces.emplace(c.start, c.grad);
+  }
+  void accumulate(ValueId v, ValueId contribution) { accumulate(VjpCtx::Contribution{v, contribution}); }
+
+  // The gradient of forward value `v` so far, joined; nullopt when none flows.
+  std::optional<ValueId> gradient(ValueId v) {
+    join_pieces(v);
+    return grad.at(static_cast<size_t>(v)).whole;
   }
 
   // Runs `rule` on `node` as one transaction: its contributions count only if it finishes.
@@ -105,7 +167,7 @@ struct Builder {
       rw.rollback(mark);
       return false;
     }
-    for (auto [v, contribution] : ctx.given()) accumulate(v, contribution);
+    for (const VjpCtx::Contribution& contribution : ctx.given()) accumulate(contribution);
     return true;
   }
 
@@ -154,7 +216,7 @@ struct Builder {
     std::vector<std::optional<ValueId>> grads_out;
     bool any = false;
     for (ValueId r : node.results) {
-      grads_out.push_back(grad.at(static_cast<size_t>(r)));
+      grads_out.push_back(gradient(r));
       any = any || grads_out.back().has_value();
     }
     if (!any || !any_result_requires_grad(g, node)) return true;
@@ -177,6 +239,29 @@ struct Builder {
   }
 };
 
+// Dropout in training becomes aten's native_dropout, which returns the mask it drew with the output
+// (the same random numbers as F.dropout: torch's CPU and CUDA dropout run it), so the backward
+// multiplies by the mask instead of drawing again.
+void dropout_with_mask(ir::Graph& g) {
+  Rewriter rw(g);
+  bool changed = false;
+  for (const ir::Node& node : g.nodes()) {
+    std::optional<passes::Bound> b = node.op == Op::Dropout ? passes::bind(node) : std::nullopt;
+    if (!b || !g.value(node.results.at(0)).type.requires_grad || passes::bool_literal((*b)["training"]) != true ||
+        passes::bool_literal((*b)["inplace"]) != false || !passes::number_literal((*b)["p"])) {
+      rw.copy(node);
+      continue;
+    }
+    const ir::TensorType& t = g.value(node.results[0]).type;
+    ir::TensorType mask = passes::make_type(ir::DType::Bool, t.sizes, t.device, false);
+    std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten.native_dropout",
+                                                 {rw.map((*b)["input"]), (*b)["p"], Arg::of_literal(true)}, {}, {t, mask});
+    rw.bind(node.results[0], r[0]);
+    changed = true;
+  }
+  if (changed) g = rw.finish();
+}
+
 }  // namespace
 
 std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) {
@@ -184,6 +269,7 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
   passes::decompose(g, differentiates_whole);
+  dropout_with_mask(g);
 
   Joint joint;
   JointLayout& layout = joint.layout;
@@ -201,7 +287,7 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
                                          "tangents[" + std::to_string(tangent_inputs.size()) + "]"));
   }
 
-  Builder b{g, Rewriter(g), std::vector<std::optional<ValueId>>(g.values().size()), layout, ""};
+  Builder b{g, Rewriter(g), std::vector<Gradient>(g.values().size()), layout, ""};
   for (const ir::Node& node : g.nodes()) b.rw.copy(node);
   for (size_t i = 0; i < g.outputs().size(); ++i)
     if (layout.tangent_of_output[i] >= 0)
@@ -217,7 +303,7 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   for (ValueId out : g.outputs()) outputs.push_back(b.rw.mapped(out));
   for (int p = 0; p < layout.primals; ++p) {
     ValueId v = g.inputs()[static_cast<size_t>(p)].value;
-    const std::optional<ValueId>& gv = b.grad.at(static_cast<size_t>(v));
+    std::optional<ValueId> gv = b.gradient(v);
     if (!g.value(v).type.requires_grad || !gv) {
       layout.grad_output_of_primal.push_back(-1);
       continue;

@@ -17,8 +17,9 @@
 //
 // Ban rules (each decision keeps its reason for EMBER_LOGS=partition): only what Ember's scheduler
 // would fuse into its consumer is recomputed — pointwise ops, views, conversions and factories.
-// Reductions, matmuls, data movement (gather, cat, ...), extern torch calls and random or writing
-// nodes are computed once, in the forward. Why not ask the scheduler itself: autograd sits below
+// Reductions, matmuls and data movement (gather, cat, ...) are computed once, in the forward, unless
+// the memory budget is 0 (activation checkpointing); extern torch calls and random or writing nodes
+// always are. Why not ask the scheduler itself: autograd sits below
 // lowering in the layering; the op families are what its inline rule keys on (docs/scheduler.md).
 #include <algorithm>
 #include <limits>
@@ -140,23 +141,33 @@ int64_t bytes_of(const ir::TensorType& t) {
   return n;
 }
 
-// Why a forward-region node must not be recomputed in the backward, or "" when it may be.
-std::string ban_reason(const ir::Node& node) {
-  if (passes::has_effect(node)) return "it writes memory or draws random numbers";
-  if (node.op == ir::Op::TorchCall) return "an extern call (" + node.target + ")";
+// Whether a forward-region node may be recomputed in the backward, and why not.
+struct Ban {
+  enum class Level : uint8_t {
+    None,       // cheap: fused into its consumer (pointwise, views, factories)
+    Expensive,  // recomputable, but at a cost the default budget does not pay (reductions, matmuls, data movement)
+    Never,      // must run once, in the forward: it writes memory, draws random numbers, or calls torch
+  } level = Level::None;
+  std::string reason;
+};
+
+Ban ban_of(const ir::Node& node) {
+  using L = Ban::Level;
+  if (passes::has_effect(node)) return {L::Never, "it writes memory or draws random numbers"};
+  if (node.op == ir::Op::TorchCall) return {L::Never, "an extern call (" + node.target + ")"};
   switch (ir::op_info(node.op).family) {
     case ir::OpFamily::Pointwise:
     case ir::OpFamily::View:
-    case ir::OpFamily::Factory: return "";
+    case ir::OpFamily::Factory: return {};
     case ir::OpFamily::Reduction:
-    case ir::OpFamily::Normalization: return "a reduction";
-    case ir::OpFamily::Matmul: return "a matmul";
+    case ir::OpFamily::Normalization: return {L::Expensive, "a reduction"};
+    case ir::OpFamily::Matmul: return {L::Expensive, "a matmul"};
     case ir::OpFamily::Data:
-      if (node.op == ir::Op::Tril || node.op == ir::Op::Triu || node.op == ir::Op::Contiguous) return "";
-      return "data movement (" + std::string(ir::op_info(node.op).name) + ")";
-    case ir::OpFamily::Other: return std::string(ir::op_info(node.op).name);
+      if (node.op == ir::Op::Tril || node.op == ir::Op::Triu || node.op == ir::Op::Contiguous) return {};
+      return {L::Expensive, "data movement (" + std::string(ir::op_info(node.op).name) + ")"};
+    case ir::OpFamily::Other: return {L::Never, std::string(ir::op_info(node.op).name)};
   }
-  return "unknown";
+  return {L::Never, "an op the partitioner does not know"};
 }
 
 Arg remap(const Arg& a, const std::vector<ValueId>& map) {
@@ -261,17 +272,22 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     if (backward[static_cast<size_t>(v.id)]) continue;
     int in = 2 * v.id, out = in + 1;
     int64_t bytes = bytes_of(v.type);
-    std::string banned = is_primal[static_cast<size_t>(v.id)] ? "" : ban_reason(g.node(v.producer));
+    bool primal = is_primal[static_cast<size_t>(v.id)];
+    Ban ban = primal ? Ban{} : ban_of(g.node(v.producer));
+    // Budget 1: only cheap values are recomputed. Below 1, saving a cheap value costs 1/budget per
+    // byte. At 0, everything that can be recomputed is (activation checkpointing): only primals and
+    // values that must run once are saved.
+    bool banned = ban.level == Ban::Level::Never || (ban.level == Ban::Level::Expensive && budget > 0.0);
     int64_t capacity = bytes;
-    if (is_primal[static_cast<size_t>(v.id)] || !banned.empty()) {
+    if (primal || banned) {
       flow.add_edge(source, in, kInfinite);
-    } else if (budget < 1.0) {  // a smaller budget makes saving a recomputable value dearer
+    } else if (budget < 1.0) {
       capacity = budget <= 0.0 ? kInfinite : static_cast<int64_t>(static_cast<double>(bytes) / budget);
     }
     flow.add_edge(in, out, std::max<int64_t>(capacity, 1));
     if (read_by_backward[static_cast<size_t>(v.id)]) flow.add_edge(out, sink, kInfinite);
-    if (!banned.empty() && read_by_backward[static_cast<size_t>(v.id)])
-      result.decisions.push_back({v.id, PartitionDecision::Kind::Banned, "not recomputed: " + banned});
+    if (banned && read_by_backward[static_cast<size_t>(v.id)])
+      result.decisions.push_back({v.id, PartitionDecision::Kind::Banned, "not recomputed: " + ban.reason});
   }
   for (const ir::Node& node : g.nodes()) {
     for_each_read(node, [&](ValueId v) {

@@ -92,7 +92,12 @@ void VjpCtx::give(const Arg& a, ValueId g) {
   if (!needs(a)) return;
   const ir::TensorType& t = rw.source().value(a.value).type;
   g = sum_to_size(rw, g, passes::const_sizes(t));
-  given_.emplace_back(a.value, convert(rw, g, t.dtype));
+  given_.push_back({a.value, convert(rw, g, t.dtype)});
+}
+
+void VjpCtx::give_slice(const Arg& a, ValueId g, int64_t dim, int64_t start) {
+  if (!needs(a)) return;
+  given_.push_back({a.value, convert(rw, g, rw.source().value(a.value).type.dtype), dim, start});
 }
 
 // --- Shared helpers --------------------------------------------------------------------------

@@ -67,13 +67,23 @@ class VjpCtx {
   // `g` may have the argument's broadcast shape and another dtype.
   void give(const Arg& a, ValueId g);
   void give(std::string_view name, ValueId g) { give(arg(name), g); }
+  // Gives the gradient of the slice [start, start + size) along `dim` of a tensor argument (zeros
+  // elsewhere). Pieces of one tensor are joined by a cat where they meet (the backward of split or
+  // chunk is one cat, not a scatter and an add per piece).
+  void give_slice(const Arg& a, ValueId g, int64_t dim, int64_t start);
 
-  // The contributions given, committed by joint.cpp once the rule succeeded: (forward value, g).
-  const std::vector<std::pair<ValueId, ValueId>>& given() const { return given_; }
+  // One contribution to the gradient of a forward value: the whole gradient, or (dim >= 0) that
+  // of the slice starting at `start` along `dim`.
+  struct Contribution {
+    ValueId value, grad;
+    int64_t dim = -1, start = 0;
+  };
+  // The contributions given, committed by joint.cpp once the rule succeeded.
+  const std::vector<Contribution>& given() const { return given_; }
 
  private:
   std::vector<std::optional<ValueId>> grads_out_;
-  std::vector<std::pair<ValueId, ValueId>> given_;
+  std::vector<Contribution> given_;
 };
 
 using VjpRule = std::function<void(VjpCtx&)>;
@@ -99,6 +109,9 @@ namespace rules {
 #undef EMBER_VJP_RULE
 #undef EMBER_VJP_KIND
 // Rules of torch calls only (torch_call_rule).
+void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
+void attr_mT_vjp(VjpCtx& c);         // x.mT
+void attr_T_vjp(VjpCtx& c);          // x.T
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);

@@ -3,6 +3,8 @@
 // a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
 // aten's `embedding_dense_backward`) until those have lowerings of their own; convolutions' by
 // torch.nn.grad.
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "autograd/rules.h"
@@ -104,6 +106,8 @@ void contiguous_vjp(VjpCtx& c) { c.give(pos(c, 0), *c.grad()); }
 void slice_vjp(VjpCtx& c) {
   const Arg& x = pos(c, 0);
   if (!c.needs(x)) return;
+  auto dim = passes::int_literal(pos(c, 1)), start = passes::int_literal(pos(c, 2)), step = passes::int_literal(pos(c, 4));
+  if (dim && start && step == 1) return c.give_slice(x, *c.grad(), *dim, *start);
   std::vector<Arg> args{V(*c.grad())};
   for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(pos(c, i)));
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
@@ -263,6 +267,24 @@ void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
   if (!c.none("bias")) c.give("bias", g);
 }
 
+void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dropout_backward
+  double p = passes::number_literal(pos(c, 1)).value_or(NAN);
+  if (std::isnan(p)) passes::refuse();
+  ValueId g = *c.grad(0);
+  DType dt = c.rw.type(g).dtype;
+  ValueId kept = mul(c.rw, g, convert(c.rw, c.out(1), dt));
+  c.give(pos(c, 0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
+}
+
+// x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
+void attr_mT_vjp(VjpCtx& c) { c.give(pos(c, 0), transpose_last(c.rw, *c.grad())); }
+
+void attr_T_vjp(VjpCtx& c) {
+  std::vector<int64_t> reversed = all_dims(rank_of(c.rw, *c.grad()));
+  std::reverse(reversed.begin(), reversed.end());
+  c.give(pos(c, 0), permute(c.rw, *c.grad(), reversed));
+}
+
 }  // namespace ember::autograd::rules
 
 namespace ember::autograd {
@@ -271,6 +293,9 @@ const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
       {"torch.nn.functional.log_softmax", rules::log_softmax_vjp},
+      {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
+      {"operator.attrgetter('mT')", rules::attr_mT_vjp},
+      {"operator.attrgetter('T')", rules::attr_T_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},

@@ -232,6 +232,7 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
                                               const CompileOptions& options, runtime::CodeCache& code_cache,
                                               BackendReport* report) {
   pipeline::Compilation c(x.captured);
+  c.partition_options.memory_budget = options.activation_memory_budget;
   pipeline::Instruments instruments = instruments_for(options, report);
   instruments.stop_after = "partition";
   pipeline::compile(c, target, instruments);
@@ -243,6 +244,16 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
   // The runtime half in Python (the autograd.Function, islands' backward); imported here, not with
   // the package, because it imports torch.
   if (!PyRef::steal(PyImport_ImportModule("ember.autograd"))) throw PythonError();
+  // An island's backward finds its callable by name (ember.autograd.island_backward).
+  for (const std::string& name : p.layout.islands) {
+    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    if (!PyRef::steal(PyObject_CallOneArg(x.table.resolve.get(), text.get()))) {
+      report->fallback_reason = "the training graph cannot be differentiated ahead of time: " + name +
+                                " has no derivative rule and no importable name for torch autograd to run it by: " +
+                                take_error_message();
+      return nullptr;
+    }
+  }
   report->training = true;
   report->autograd_islands = p.layout.islands;
   report->partition = autograd::print(p);
@@ -273,14 +284,22 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
     PyErr_SetString(PyExc_RuntimeError, ("ember: the training runtime does not import: " + reason).c_str());
     throw PythonError();
   }
+  std::vector<int> output_is_input, passthrough;
+  for (ir::ValueId out : x.captured.outputs()) {
+    int input = -1;
+    for (size_t i = 0; i < x.captured.inputs().size(); ++i)
+      if (x.captured.inputs()[i].value == out) input = static_cast<int>(i);
+    if (input >= 0) passthrough.push_back(static_cast<int>(output_is_input.size()));
+    output_is_input.push_back(input);
+  }
   PyRef graph = PyRef::steal(PyObject_CallFunction(
-      graph_type.get(), "NNiNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
+      graph_type.get(), "NNiNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
       p.layout.forward_outputs, make_list(p.layout.tangent_of_output).release(), make_list(grad_of_primal).release(),
-      make_list(p.saved_primals).release()));
+      make_list(p.saved_primals).release(), make_list(passthrough).release()));
   if (!graph) throw PythonError();
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
   runner->inputs = x.captured.inputs().size();
-  runner->outputs = x.captured.outputs().size();
+  runner->output_is_input = std::move(output_is_input);
   return runner;
 }
 

@@ -175,6 +175,19 @@ ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DTyp
                  make_type(dt, to_exprs(sizes), device, false));
 }
 
+ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like) {
+  std::vector<Arg> items;
+  sym::Expr total = 0;
+  for (ValueId x : xs) {
+    items.push_back(V(x));
+    total = total + rw.type(x).sizes.at(dim);
+  }
+  std::vector<sym::Expr> sizes = rw.type(xs[0]).sizes;
+  sizes[dim] = total;
+  return rw.emit(Op::Cat, {Arg::list(std::move(items)), Arg::of_literal(dim)}, {},
+                 make_type(like.dtype, std::move(sizes), like.device, like.requires_grad));
+}
+
 int64_t norm_dim(int64_t d, int64_t rank) {
   int64_t wrap = std::max<int64_t>(rank, 1);
   if (d < -wrap || d >= wrap) refuse();

@@ -42,6 +42,8 @@ ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
 ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);
 ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
+// cat along `dim`; the result takes `like`'s dtype, device and requires_grad.
+ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like);
 ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DType dt, const ir::Device& device);
 
 // Dims helpers.

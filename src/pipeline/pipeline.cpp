@@ -42,7 +42,7 @@ const std::vector<Step>& steps() {
       {"partition", IRKind::Graph, "cut a joint graph into forward and backward graphs (docs/autograd.md)",
        [](Compilation& c, const Target&) {
          if (!c.joint) return false;
-         c.partition = autograd::partition(autograd::Joint{std::move(c.graph), *c.joint}, autograd::PartitionOptions{});
+         c.partition = autograd::partition(autograd::Joint{std::move(c.graph), *c.joint}, c.partition_options);
          c.graph = c.partition->forward;
          return true;
        }},

@@ -47,13 +47,17 @@ bool TrainingRunner::run(PyObject* const* inputs, std::vector<PyRef>* outputs) c
   for (size_t i = 0; i < this->inputs; ++i) args[i + 1] = inputs[i];
   PyRef result = PyRef::steal(PyObject_Vectorcall(apply_.get(), args.data(), args.size(), nullptr));
   if (!result) return false;
-  if (!PyTuple_Check(result.get()) || static_cast<size_t>(PyTuple_GET_SIZE(result.get())) != this->outputs) {
+  size_t returned = 0;
+  for (int input : output_is_input) returned += input < 0;
+  if (!PyTuple_Check(result.get()) || static_cast<size_t>(PyTuple_GET_SIZE(result.get())) != returned) {
     PyErr_Format(PyExc_RuntimeError, "ember: the compiled training function returned %R, expected %zu outputs",
-                 result.get(), this->outputs);
+                 result.get(), returned);
     return false;
   }
   outputs->clear();
-  for (size_t i = 0; i < this->outputs; ++i) outputs->push_back(PyRef::borrow(PyTuple_GET_ITEM(result.get(), static_cast<Py_ssize_t>(i))));
+  Py_ssize_t next = 0;
+  for (int input : output_is_input)
+    outputs->push_back(PyRef::borrow(input >= 0 ? inputs[input] : PyTuple_GET_ITEM(result.get(), next++)));
   return true;
 }
 

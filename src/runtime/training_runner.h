@@ -33,8 +33,10 @@ class TrainingRunner : public GraphRunner {
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
-  // How many inputs and outputs the forward has (set by the driver for run()'s arity checks).
-  size_t inputs = 0, outputs = 0;
+  // How many inputs and outputs the graph has, and per output the input it is (returned as it is,
+  // outside the Function) or -1 (set by the driver).
+  size_t inputs = 0;
+  std::vector<int> output_is_input;
 
  private:
   PyRef apply_;

@@ -221,6 +221,12 @@ VIEWS = [
     Case("tril", ("Tril",), lambda x: torch.tril(x, -1), lambda dt: (R(2, 4, 4, dtype=dt),)),
     Case("triu", ("Triu",), lambda x: x.triu(1), lambda dt: (T(4, 3, dtype=dt),)),
     Case("dropout_eval", ("Dropout",), lambda x: F.dropout(x, 0.5, training=False) * 2, lambda dt: (R(3, 4, dtype=dt),)),
+    # Training dropout: joint.cpp rewrites it to native_dropout, whose mask the backward reads. A new
+    # mask per call: no gradcheck.
+    Case("dropout_train", ("torch.ops.aten.native_dropout",), lambda x: F.dropout(x, 0.4) * 2,
+         lambda dt: (R(3, 1, 4, dtype=dt),), gradcheck=False),
+    Case("attr_mT", ("operator.attrgetter('mT')",), lambda x: x.mT * 2, lambda dt: (R(2, 3, 4, dtype=dt),)),
+    Case("attr_T", ("operator.attrgetter('T')",), lambda x: x.T * 2, lambda dt: (T(3, 4, dtype=dt),)),
     Case("dropout_p0", ("Dropout",), lambda x: F.dropout(x, 0.0) * 2, lambda dt: (R(3, 4, dtype=dt),)),
 ]
 

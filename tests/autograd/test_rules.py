@@ -92,11 +92,14 @@ def test_rule_matches_eager(case, tmp_path):
     check_covers(case, graph, tmp_path)
     ember.reset()
     compiled = ember.compile(case.fn)
+    torch.manual_seed(2)  # random ops (dropout) draw the same numbers in both runs
     outs, grads = outputs_and_grads(compiled, args)
     s = ember.stats()
     assert s["backward_graphs_compiled"] == 1, s
     assert s["autograd_islands"] == 0, s  # the rule ran; no fallback through torch autograd
-    want_outs, want_grads = outputs_and_grads(case.fn, make_inputs(case))
+    eager_args = make_inputs(case)
+    torch.manual_seed(2)
+    want_outs, want_grads = outputs_and_grads(case.fn, eager_args)
     torch.testing.assert_close(outs, want_outs)
     assert [g is None for g in grads] == [g is None for g in want_grads]
     torch.testing.assert_close([g for g in grads if g is not None], [g for g in want_grads if g is not None])
@@ -136,7 +139,7 @@ def table_entries():
                 if kind != "NonDifferentiable"]
     rules = (REPO / "src/autograd/rules_data.cpp").read_text()
     table = rules[rules.index("torch_call_rule("):]
-    entries += [("torch call", name) for name in re.findall(r'\{"([\w.]+)", rules::', table)]
+    entries += [("torch call", name) for name in re.findall(r'\{"([^"]+)", rules::', table)]
     return entries
 
 
