@@ -16,10 +16,10 @@ class TrainingGraph:
     """The two executables of a training graph and how their inputs and outputs line up."""
 
     __slots__ = ("forward", "backward", "forward_outputs", "tangent_of_output", "grad_of_primal",
-                 "saved_primals", "kept")
+                 "saved_primals", "kept", "tangents_of_gradient")
 
     def __init__(self, forward, backward, forward_outputs, tangent_of_output, grad_of_primal, saved_primals,
-                 passthrough):
+                 passthrough, tangents_of_gradient):
         self.forward = forward                      # f(primals) -> user outputs + saved values
         self.backward = backward                    # f(saved + saved primals + tangents) -> gradients
         self.forward_outputs = forward_outputs      # how many of the forward's outputs are the user's
@@ -29,6 +29,8 @@ class TrainingGraph:
         # The user outputs the Function returns: not those that are inputs themselves, which the
         # runner returns as they are (a Function returning its input would make it a non-leaf).
         self.kept = [i for i in range(forward_outputs) if i not in set(passthrough)]
+        # Per gradient: the tangents it depends on; a gradient none of whose tangents flows is None.
+        self.tangents_of_gradient = tangents_of_gradient
 
 
 class CompiledFunction(torch.autograd.Function):
@@ -37,6 +39,7 @@ class CompiledFunction(torch.autograd.Function):
         outs = graph.forward(primals)
         user = tuple(outs[i] for i in graph.kept)
         ctx.graph = graph
+        ctx.set_materialize_grads(False)  # an output no gradient reaches arrives as None (see backward)
         ctx.save_for_backward(*outs[graph.forward_outputs:], *(primals[i] for i in graph.saved_primals))
         # Shapes of the differentiable outputs, for a zero gradient where none flows.
         ctx.tangent_meta = [(o.shape, o.dtype, o.device) for o, t in zip(outs, graph.tangent_of_output) if t >= 0]
@@ -53,17 +56,20 @@ class CompiledFunction(torch.autograd.Function):
                 "ember: double backward (create_graph=True) through a compiled training graph is not supported; "
                 "compute higher-order gradients with the function run eagerly (ember.disable)")
         given = dict(zip(graph.kept, grads))
-        tangents = []
+        tangents, flows = [], []
         for i, t in enumerate(graph.tangent_of_output):
             if t < 0:
                 continue
             g = given.get(i)
+            flows.append(g is not None)
             if g is None:  # none flows, or the output is an input returned as it is (torch routes its grad)
                 shape, dtype, device = ctx.tangent_meta[len(tangents)]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             tangents.append(g.contiguous())
         results = graph.backward([*ctx.saved_tensors, *tangents])
-        return (None, *(results[j] if j >= 0 else None for j in graph.grad_of_primal))
+        # A gradient that only unused outputs would carry stays None, as eager leaves it.
+        return (None, *(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
+                        for j in graph.grad_of_primal))
 
 
 def _tensors(value, out):

@@ -46,6 +46,10 @@ struct JointLayout {
   std::vector<int> grad_output_of_primal;
   // The callables differentiated through torch autograd (islands), one entry per node.
   std::vector<std::string> islands;
+  // Per gradient output (in order): the tangents it depends on. When none of them flows at run time
+  // (torch passes None for every such output), the primal gets None, as eager leaves its .grad
+  // (set by partition()).
+  std::vector<std::vector<int>> tangents_of_gradient;
 
   int tangents() const;
   std::string str() const;  // "primals 3, tangents 1, grads of %0 %2; islands: torch.foo"

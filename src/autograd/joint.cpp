@@ -239,29 +239,6 @@ struct Builder {
   }
 };
 
-// Dropout in training becomes aten's native_dropout, which returns the mask it drew with the output
-// (the same random numbers as F.dropout: torch's CPU and CUDA dropout run it), so the backward
-// multiplies by the mask instead of drawing again.
-void dropout_with_mask(ir::Graph& g) {
-  Rewriter rw(g);
-  bool changed = false;
-  for (const ir::Node& node : g.nodes()) {
-    std::optional<passes::Bound> b = node.op == Op::Dropout ? passes::bind(node) : std::nullopt;
-    if (!b || !g.value(node.results.at(0)).type.requires_grad || passes::bool_literal((*b)["training"]) != true ||
-        passes::bool_literal((*b)["inplace"]) != false || !passes::number_literal((*b)["p"])) {
-      rw.copy(node);
-      continue;
-    }
-    const ir::TensorType& t = g.value(node.results[0]).type;
-    ir::TensorType mask = passes::make_type(ir::DType::Bool, t.sizes, t.device, false);
-    std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten.native_dropout",
-                                                 {rw.map((*b)["input"]), (*b)["p"], Arg::of_literal(true)}, {}, {t, mask});
-    rw.bind(node.results[0], r[0]);
-    changed = true;
-  }
-  if (changed) g = rw.finish();
-}
-
 }  // namespace
 
 std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) {
@@ -269,7 +246,7 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
   passes::decompose(g, differentiates_whole);
-  dropout_with_mask(g);
+  random_ops_for_training(g);
 
   Joint joint;
   JointLayout& layout = joint.layout;

@@ -262,6 +262,19 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
 
   Partition result;
   result.layout = layout;
+  // Which tangents each gradient depends on: one forward flood from each tangent.
+  result.layout.tangents_of_gradient.assign(grads.size(), {});
+  for (int t = 0; t < tangents; ++t) {
+    std::vector<bool> reached(n_values, false);
+    reached[static_cast<size_t>(g.inputs()[static_cast<size_t>(primals + t)].value)] = true;
+    for (const ir::Node& node : g.nodes()) {
+      bool r = false;
+      for_each_read(node, [&](ValueId v) { r = r || reached[static_cast<size_t>(v)]; });
+      for (ValueId out : node.results) reached[static_cast<size_t>(out)] = r;
+    }
+    for (size_t j = 0; j < grads.size(); ++j)
+      if (reached[static_cast<size_t>(grads[j])]) result.layout.tangents_of_gradient[j].push_back(t);
+  }
   // The flow network over forward values: v_in = 2v, v_out = 2v + 1.
   const int source = static_cast<int>(2 * n_values), sink = source + 1;
   MaxFlow flow(sink + 1);

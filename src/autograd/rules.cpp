@@ -136,6 +136,23 @@ ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool
 
 ValueId mul(Rewriter& rw, ValueId a, ValueId b) { return binary(rw, Op::Mul, a, V(b)); }
 
+ValueId transpose_last(Rewriter& rw, ValueId x) {
+  std::vector<int64_t> perm = all_dims(rank_of(rw, x));
+  if (perm.size() < 2) passes::refuse();
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return permute(rw, x, perm);
+}
+
+ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b) {
+  const ir::TensorType& ta = rw.type(a);
+  const ir::TensorType& tb = rw.type(b);
+  std::vector<sym::Expr> batch_a(ta.sizes.begin(), ta.sizes.end() - 2), batch_b(tb.sizes.begin(), tb.sizes.end() - 2);
+  std::vector<sym::Expr> sizes = passes::broadcast(batch_a, batch_b);
+  sizes.push_back(ta.sizes[ta.sizes.size() - 2]);
+  sizes.push_back(tb.sizes.back());
+  return rw.emit(op, {V(a), V(b)}, {}, passes::make_type(ta.dtype, std::move(sizes), ta.device, ta.requires_grad || tb.requires_grad));
+}
+
 ValueId zeros_like(Rewriter& rw, ValueId like) {
   const ir::TensorType& t = rw.type(like);
   return full(rw, sizes_of(rw, like), 0.0, t.dtype, t.device);

@@ -101,6 +101,10 @@ const VjpRule* torch_call_rule(std::string_view callable);
 // entry, or a torch-call rule); otherwise it decomposes it first.
 bool differentiates_whole(const ir::Node& node);
 
+// The forward rewritten where training needs another form than inference (training_forms.cpp):
+// random ops whose masks the backward must reuse draw them in a node that returns the mask.
+void random_ops_for_training(ir::Graph& g);
+
 // Rules by family; each file defines the functions rules.cpp's table names.
 namespace rules {
 #define EMBER_VJP_RULE(op, function) void function(VjpCtx& c);
@@ -127,5 +131,9 @@ ValueId sum_to_size(Rewriter& rw, ValueId g, const std::vector<int64_t>& sizes);
 ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim, const std::vector<int64_t>& sizes);
 ValueId mul(Rewriter& rw, ValueId a, ValueId b);
 ValueId zeros_like(Rewriter& rw, ValueId like);
+// x with its last two dims swapped (a view).
+ValueId transpose_last(Rewriter& rw, ValueId x);
+// a @ b by a matmul-family op, the result's batch dims broadcast as torch's matmul does.
+ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b);
 
 }  // namespace ember::autograd

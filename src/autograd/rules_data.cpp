@@ -38,24 +38,6 @@ ValueId scatter_into_zeros(Rewriter& rw, const char* target, ValueId x, std::vec
   return rw.emit_torch(target, std::move(args), {}, contiguous_type(rw, x));
 }
 
-ValueId transpose_last(Rewriter& rw, ValueId x) {
-  std::vector<int64_t> perm = all_dims(rank_of(rw, x));
-  if (perm.size() < 2) passes::refuse();
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  return permute(rw, x, perm);
-}
-
-// a @ b by a matmul-family op, the result's batch dims broadcast as torch's matmul does.
-ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b) {
-  const ir::TensorType& ta = rw.type(a);
-  const ir::TensorType& tb = rw.type(b);
-  std::vector<sym::Expr> batch_a(ta.sizes.begin(), ta.sizes.end() - 2), batch_b(tb.sizes.begin(), tb.sizes.end() - 2);
-  std::vector<sym::Expr> sizes = passes::broadcast(batch_a, batch_b);
-  sizes.push_back(ta.sizes[ta.sizes.size() - 2]);
-  sizes.push_back(tb.sizes.back());
-  return rw.emit(op, {V(a), V(b)}, {}, passes::make_type(ta.dtype, std::move(sizes), ta.device, false));
-}
-
 // The gradients of a @ b: g @ b^T and a^T @ g; give() sums broadcast batch dims. torch.matmul's
 // vector forms are the matrix forms with a size-1 dim that the result drops: a 1-D `a` is a row
 // ([1, K]; g gains a dim before its last), a 1-D `b` a column ([K, 1]; g gains a last dim).

@@ -292,10 +292,13 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
     if (input >= 0) passthrough.push_back(static_cast<int>(output_is_input.size()));
     output_is_input.push_back(input);
   }
+  PyRef tangents_of_gradient = PyRef::steal(PyList_New(0));
+  for (const std::vector<int>& deps : p.layout.tangents_of_gradient)
+    if (!tangents_of_gradient || PyList_Append(tangents_of_gradient.get(), make_list(deps).get()) != 0) throw PythonError();
   PyRef graph = PyRef::steal(PyObject_CallFunction(
-      graph_type.get(), "NNiNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
+      graph_type.get(), "NNiNNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
       p.layout.forward_outputs, make_list(p.layout.tangent_of_output).release(), make_list(grad_of_primal).release(),
-      make_list(p.saved_primals).release(), make_list(passthrough).release()));
+      make_list(p.saved_primals).release(), make_list(passthrough).release(), tangents_of_gradient.release()));
   if (!graph) throw PythonError();
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
   runner->inputs = x.captured.inputs().size();

@@ -56,9 +56,14 @@ const std::vector<Step>& steps() {
        }},
       {"simplify", IRKind::Loop, "simplify every index expression with its kernel's and loop's variable ranges",
        [](Compilation& c, const Target&) { return loop_ir::simplify_indices(c.program); }},
-      {"schedule", IRKind::Loop, "fuse kernels: inline, vertical and sibling fusion (docs/scheduler.md)",
+      // Splitting belongs to this step, not one of its own: the compiler reads the decisions and
+      // the kernel count after `schedule` (src/driver/backend.cpp).
+      {"schedule", IRKind::Loop,
+       "fuse kernels: inline, vertical and sibling fusion; then split long reductions with few outputs (Triton) "
+       "(docs/scheduler.md)",
        [](Compilation& c, const Target& target) {
          c.decisions = scheduler::schedule(c.program, target.schedule);
+         for (auto& d : scheduler::split_reductions(c.program, target.split)) c.decisions.push_back(std::move(d));
          for (const auto& d : c.decisions)
            if (d.kind != scheduler::FusionDecision::Kind::Refused) return true;
          return false;
