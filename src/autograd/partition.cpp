@@ -275,6 +275,11 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     for (size_t j = 0; j < grads.size(); ++j)
       if (reached[static_cast<size_t>(grads[j])]) result.layout.tangents_of_gradient[j].push_back(t);
   }
+  // A gradient that reads no tangent is a constant (the zeros of floor, sign, rounding division):
+  // eager gives it once a gradient flows at all, so it depends on every tangent.
+  for (std::vector<int>& ts : result.layout.tangents_of_gradient)
+    if (ts.empty())
+      for (int t = 0; t < tangents; ++t) ts.push_back(t);
   // The flow network over forward values: v_in = 2v, v_out = 2v + 1.
   const int source = static_cast<int>(2 * n_values), sink = source + 1;
   MaxFlow flow(sink + 1);

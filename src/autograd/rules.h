@@ -112,9 +112,13 @@ namespace rules {
 #include "autograd/vjp.def"
 #undef EMBER_VJP_RULE
 #undef EMBER_VJP_KIND
+// Rules of torch calls only (torch_call_rule).
 void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
 void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
+void conv1d_vjp(VjpCtx& c);
+void conv2d_vjp(VjpCtx& c);
+void mse_loss_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Shapes and builders the rule families share.

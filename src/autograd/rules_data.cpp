@@ -1,7 +1,8 @@
 // Derivative rules of views, data movement, indexing and the matmul family (rules.h), and the
 // rules of generic torch calls by name. A view's gradient is the inverse view; an indexing op's is
 // a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
-// aten's `embedding_dense_backward`) until those have lowerings of their own.
+// aten's `embedding_dense_backward`) until those have lowerings of their own; convolutions' by
+// torch.nn.grad.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -37,13 +38,36 @@ ValueId scatter_into_zeros(Rewriter& rw, const char* target, ValueId x, std::vec
   return rw.emit_torch(target, std::move(args), {}, contiguous_type(rw, x));
 }
 
-// The gradients of a @ b (both of rank >= 2): g @ b^T and a^T @ g; give() sums broadcast batch dims.
+// The gradients of a @ b: g @ b^T and a^T @ g; give() sums broadcast batch dims. torch.matmul's
+// vector forms are the matrix forms with a size-1 dim that the result drops: a 1-D `a` is a row
+// ([1, K]; g gains a dim before its last), a 1-D `b` a column ([K, 1]; g gains a last dim).
 void matmul_grads(VjpCtx& c, Op op, const Arg& a, const Arg& b) {
   Rewriter& rw = c.rw;
   ValueId av = c.in(a), bv = c.in(b), g = *c.grad();
-  if (rank_of(rw, av) < 2 || rank_of(rw, bv) < 2) passes::refuse();  // vector forms: an island
+  bool row = rank_of(rw, av) == 1, column = rank_of(rw, bv) == 1;
+  if ((row || column) && op != Op::Matmul) passes::refuse();
+  if (row || column) {
+    std::vector<int64_t> gs = sizes_of(rw, g);
+    if (row) {
+      gs.insert(gs.end() - (column ? 0 : 1), 1);
+      av = reshape(rw, av, {1, sizes_of(rw, av)[0]});
+    }
+    if (column) {
+      gs.push_back(1);
+      bv = reshape(rw, bv, {sizes_of(rw, bv)[0], 1});
+    }
+    g = reshape(rw, g, gs);
+  }
   if (c.needs(a)) c.give(a, product(rw, op, g, transpose_last(rw, bv)));
-  if (c.needs(b)) c.give(b, product(rw, op, transpose_last(rw, av), g));
+  if (c.needs(b)) {
+    ValueId gb = product(rw, op, transpose_last(rw, av), g);
+    if (column) {  // [..., K, 1] -> [..., K]
+      std::vector<int64_t> sizes = sizes_of(rw, gb);
+      sizes.pop_back();
+      gb = reshape(rw, gb, sizes);
+    }
+    c.give(b, gb);
+  }
 }
 
 }  // namespace
@@ -105,11 +129,10 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   for (auto [i, name] : {std::pair<size_t, const char*>{3, "max_norm"}})
     if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
   if (const Arg* sparse = arg_at(c, 6, "sparse"); sparse && passes::bool_literal(*sparse).value_or(true)) passes::refuse();
-  int64_t padding = -1;
+  std::optional<int64_t> padding;  // F.embedding's index (negative from the end); aten's -1 means none
   if (const Arg* p = arg_at(c, 2, "padding_idx"); p && !passes::is_none(*p)) {
-    auto v = passes::int_literal(*p);
-    if (!v) passes::refuse();
-    padding = *v;
+    padding = passes::int_literal(*p);
+    if (!padding) passes::refuse();
   }
   bool by_freq = false;
   if (const Arg* s = arg_at(c, 5, "scale_grad_by_freq")) {
@@ -120,9 +143,9 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   Rewriter& rw = c.rw;
   ValueId w = c.in(*weight);
   int64_t rows = sizes_of(rw, w).at(0);
-  if (padding < 0 && padding != -1) padding += rows;
+  if (padding && *padding < 0) *padding += rows;
   ValueId g = rw.emit_torch("torch.ops.aten.embedding_dense_backward",
-                            {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding),
+                            {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding.value_or(-1)),
                              Arg::of_literal(by_freq)},
                             {}, contiguous_type(rw, w));
   c.give(*weight, g);
@@ -135,6 +158,78 @@ void tril_vjp(VjpCtx& c) {
 void triu_vjp(VjpCtx& c) {
   c.give("input", c.rw.emit(Op::Triu, {V(*c.grad()), c.rw.map(c.arg("diagonal"))}, {}, contiguous_type(c.rw, *c.grad())));
 }
+
+namespace {
+
+// F.conv1d / F.conv2d (captured as torch.conv1d / torch.conv2d): the input's and the weight's
+// gradients by torch.nn.grad's convNd_input / convNd_weight (aten's convolution_backward, asked for
+// one gradient each, so an input that needs none costs nothing), the bias's the gradient summed
+// over every dim but the channels. String padding ("same", "valid") is refused: an island.
+void conv_vjp(VjpCtx& c, const std::string& dims) {
+  Rewriter& rw = c.rw;
+  const Arg* input = arg_at(c, 0, "input");
+  const Arg* weight = arg_at(c, 1, "weight");
+  if (!input || !weight) passes::refuse();
+  passes::Kwargs options;
+  const char* kOptions[] = {"stride", "padding", "dilation", "groups"};
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    const Arg* a = arg_at(c, 3 + i, kOptions[i]);
+    if (!a) continue;
+    if (a->kind == Arg::Kind::Value || (a->kind == Arg::Kind::Literal && std::holds_alternative<std::string>(a->literal)))
+      passes::refuse();
+    options.emplace_back(kOptions[i], rw.map(*a));
+  }
+  auto sizes = [&rw](ValueId v) {
+    std::vector<Arg> items;
+    for (int64_t n : sizes_of(rw, v)) items.push_back(Arg::of_literal(n));
+    return Arg::list(std::move(items));
+  };
+  ValueId x = c.in(*input), w = c.in(*weight), g = *c.grad();
+  if (c.needs(*input))
+    c.give(*input, rw.emit_torch("torch.nn.grad.conv" + dims + "_input", {sizes(x), V(w), V(g)}, options,
+                                 contiguous_type(rw, x)));
+  if (c.needs(*weight))
+    c.give(*weight, rw.emit_torch("torch.nn.grad.conv" + dims + "_weight", {V(x), sizes(w), V(g)}, options,
+                                  contiguous_type(rw, w)));
+  if (const Arg* bias = arg_at(c, 2, "bias"); bias && c.needs(*bias)) {
+    std::vector<int64_t> over = all_dims(rank_of(rw, g));
+    over.erase(over.begin() + 1);
+    DType dt = rw.type(g).dtype;
+    c.give(*bias, reduce(rw, Op::Sum, convert(rw, g, opmath(dt)), over, false));
+  }
+}
+
+}  // namespace
+
+void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for 'mean'
+  Rewriter& rw = c.rw;
+  const Arg* input = arg_at(c, 0, "input");
+  const Arg* target = arg_at(c, 1, "target");
+  if (!input || !target) passes::refuse();
+  for (auto [i, name] : {std::pair<size_t, const char*>{2, "size_average"}, {3, "reduce"}})
+    if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
+  std::string reduction = "mean";
+  if (const Arg* r = arg_at(c, 4, "reduction")) {
+    const std::string* s = r->kind == Arg::Kind::Literal ? std::get_if<std::string>(&r->literal) : nullptr;
+    if (!s || (*s != "mean" && *s != "sum" && *s != "none")) passes::refuse();
+    reduction = *s;
+  }
+  ValueId g = convert(rw, *c.grad(), opmath(rw.type(*c.grad()).dtype));
+  DType dt = rw.type(g).dtype;
+  ValueId diff = binary(rw, Op::Sub, convert(rw, c.in(*input), dt), V(convert(rw, c.in(*target), dt)));
+  std::vector<int64_t> sizes = sizes_of(rw, diff);
+  double scale = 2.0;
+  if (reduction != "none") {
+    g = expand(rw, reshape(rw, g, std::vector<int64_t>(sizes.size(), 1)), sizes);
+    if (reduction == "mean") scale /= static_cast<double>(passes::numel(sizes));
+  }
+  ValueId d = mul(rw, binary_s(rw, Op::Mul, diff, scale), g);
+  c.give(*input, d);
+  if (c.needs(*target)) c.give(*target, unary(rw, Op::Neg, d));
+}
+
+void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
+void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
 
 void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, pos(c, 0), pos(c, 1)); }
 void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, pos(c, 0), pos(c, 1)); }
@@ -183,6 +278,13 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
       {"operator.attrgetter('mT')", rules::attr_mT_vjp},
       {"operator.attrgetter('T')", rules::attr_T_vjp},
+      {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
+      {"torch.conv1d", rules::conv1d_vjp},
+      {"torch.conv2d", rules::conv2d_vjp},
+      // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
+      {"operator.truediv", rules::div_vjp},
+      {"operator.pow", rules::pow_vjp},
+      {"torch.pow", rules::pow_vjp},
   };
   auto it = kRules.find(callable);
   return it == kRules.end() ? nullptr : &it->second;

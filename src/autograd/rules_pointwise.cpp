@@ -221,8 +221,8 @@ void pow_vjp(VjpCtx& c) {
   Rewriter& rw = c.rw;
   const Arg& base = pos(c, 0);
   const Arg& e = pos(c, 1);
-  ValueId x = convert(rw, c.in(base), dt);
   if (c.needs(base)) {
+    ValueId x = convert(rw, c.in(base), dt);
     if (e.kind == Arg::Kind::Literal) {  // g * e * x^(e - 1); e = 0 gives zeros, as torch does
       double ev = passes::number_literal(e).value_or(NAN);
       if (std::isnan(ev)) passes::refuse();
@@ -235,7 +235,12 @@ void pow_vjp(VjpCtx& c) {
       c.give(base, mul(rw, g, pointwise(rw, Op::Where, {V(zero_e), scalar(0.0, dt), V(d)}, dt)));
     }
   }
-  if (c.needs(e)) {  // g * y * log(x), zero where x == 0 and e >= 0 (torch's mask)
+  if (c.needs(e) && base.kind == Arg::Kind::Literal) {  // s ** e: g * y * log(s)
+    double s = passes::number_literal(base).value_or(0.0);
+    if (!(s > 0.0)) passes::refuse();  // torch's masking at s == 0: an island
+    c.give(e, mul(rw, g, lit(rw, Op::Mul, convert(rw, c.out(), dt), std::log(s))));
+  } else if (c.needs(e)) {  // g * y * log(x), zero where x == 0 and e >= 0 (torch's mask)
+    ValueId x = convert(rw, c.in(base), dt);
     ValueId ev = convert(rw, c.in(e), dt);
     ValueId y = convert(rw, c.out(), dt);
     ValueId d = mul(rw, y, unary(rw, Op::Log, x));

@@ -57,6 +57,10 @@ void Ctx::finish(ValueId v, size_t i) {
     if (got.dtype != want.dtype || got.sizes != want.sizes)
       throw std::logic_error("decompose " + std::string(node.callable()) + ": built " + got.str() + ", torch records " +
                              want.str());
+    // The primitives' layout follows their operands where torch's result is dense (softmax over dim 0
+    // of a transposed input): a contiguous copy, since relabelling the strides would contradict the rules.
+    if (got.strides != want.strides && want.strides == ir::contiguous_strides(want.sizes))
+      v = rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(v)}, {}, want);
     rw.set_type(v, want);
   } else if (rw.type(v).dtype != want.dtype || rw.type(v).sizes != want.sizes) {
     throw std::logic_error("decompose " + std::string(node.callable()) + ": reuses a value of type " +
