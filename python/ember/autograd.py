@@ -16,10 +16,10 @@ class TrainingGraph:
     """The two executables of a training graph and how their inputs and outputs line up."""
 
     __slots__ = ("forward", "backward", "forward_outputs", "tangent_of_output", "grad_of_primal",
-                 "saved_primals", "kept", "tangents_of_gradient")
+                 "saved_primals", "kept", "tangents_of_gradient", "saved_strides")
 
     def __init__(self, forward, backward, forward_outputs, tangent_of_output, grad_of_primal, saved_primals,
-                 passthrough, tangents_of_gradient):
+                 passthrough, tangents_of_gradient, saved_strides):
         self.forward = forward                      # f(primals) -> user outputs + saved values
         self.backward = backward                    # f(saved + saved primals + tangents) -> gradients
         self.forward_outputs = forward_outputs      # how many of the forward's outputs are the user's
@@ -31,6 +31,8 @@ class TrainingGraph:
         self.kept = [i for i in range(forward_outputs) if i not in set(passthrough)]
         # Per gradient: the tangents it depends on; a gradient none of whose tangents flows is None.
         self.tangents_of_gradient = tangents_of_gradient
+        # Per saved value: the strides the backward reads it with (None: symbolic, not checked).
+        self.saved_strides = saved_strides
 
 
 class CompiledFunction(torch.autograd.Function):
@@ -66,7 +68,13 @@ class CompiledFunction(torch.autograd.Function):
                 shape, dtype, device = ctx.tangent_meta[len(tangents)]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             tangents.append(g.contiguous())
-        results = graph.backward([*ctx.saved_tensors, *tangents])
+        saved = list(ctx.saved_tensors)
+        for i, want in enumerate(graph.saved_strides):
+            t = saved[i]
+            if want is not None and any(n > 1 and s != w for n, s, w in zip(t.shape, t.stride(), want)):
+                # An extern call's result laid out otherwise than its meta kernel said: copied to that layout.
+                saved[i] = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device).copy_(t)
+        results = graph.backward([*saved, *tangents])
         # A gradient that only unused outputs would carry stays None, as eager leaves it.
         return (None, *(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
                         for j in graph.grad_of_primal))

@@ -292,13 +292,28 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
     if (input >= 0) passthrough.push_back(static_cast<int>(output_is_input.size()));
     output_is_input.push_back(input);
   }
+  // The layout the backward expects of each saved value: an extern call's result may come back laid
+  // out otherwise than torch's meta kernel said (2.0 ** x.t() is dense either way).
+  PyRef saved_strides = PyRef::steal(PyList_New(0));
+  for (int i = 0; i < p.saved; ++i) {
+    const ir::TensorType& t = p.backward.value(p.backward.inputs()[static_cast<size_t>(i)].value).type;
+    std::vector<int> strides;
+    bool known = true;
+    for (const sym::Expr& st : t.strides) {
+      known = known && st.is_constant();
+      if (known) strides.push_back(static_cast<int>(st.constant()));
+    }
+    PyRef item = known ? make_list(strides) : PyRef::borrow(Py_None);
+    if (!saved_strides || !item || PyList_Append(saved_strides.get(), item.get()) != 0) throw PythonError();
+  }
   PyRef tangents_of_gradient = PyRef::steal(PyList_New(0));
   for (const std::vector<int>& deps : p.layout.tangents_of_gradient)
     if (!tangents_of_gradient || PyList_Append(tangents_of_gradient.get(), make_list(deps).get()) != 0) throw PythonError();
   PyRef graph = PyRef::steal(PyObject_CallFunction(
-      graph_type.get(), "NNiNNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
+      graph_type.get(), "NNiNNNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
       p.layout.forward_outputs, make_list(p.layout.tangent_of_output).release(), make_list(grad_of_primal).release(),
-      make_list(p.saved_primals).release(), make_list(passthrough).release(), tangents_of_gradient.release()));
+      make_list(p.saved_primals).release(), make_list(passthrough).release(), tangents_of_gradient.release(),
+      saved_strides.release()));
   if (!graph) throw PythonError();
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
   runner->inputs = x.captured.inputs().size();

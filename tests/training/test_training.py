@@ -284,3 +284,14 @@ def test_transpose_attributes_have_rules_and_unnamed_calls_stay_eager():
     ember.reset()
     ember.compile(f)(x, w).backward()
     torch.testing.assert_close((x.grad, w.grad), want)
+
+
+def test_saved_extern_results_laid_out_otherwise_than_their_meta_kernel_said():
+    # Eager's 2.0 ** x.t() is dense although the meta kernel says transposed; the backward reads it saved.
+    x = torch.randn(3, 4, requires_grad=True, dtype=torch.float64)
+    f = lambda t: 2.0 ** t.t()  # noqa: E731
+    f(x).sum().backward()
+    want = x.grad.clone()
+    x.grad = None
+    ember.compile(f)(x).sum().backward()
+    torch.testing.assert_close(x.grad, want)
