@@ -1,0 +1,129 @@
+"""A KeyboardInterrupt that lands during a compiled call -- raised by a callback the frame calls,
+by a signal handler at any point, or inside a meta kernel while the frame is being traced --
+reaches the caller as itself, and leaves Ember usable: the next calls are right, the eval-frame
+hook is uninstalled, and nothing about the interrupt is cached (no graph break, no eager frame)."""
+import signal
+import sys
+import time
+
+import pytest
+import torch
+
+import ember
+from ember import _C
+
+hook_installed = _C.eval_frame.hook_installed
+
+
+def _interrupt_on(n):
+    """A callback that raises KeyboardInterrupt on its n-th call."""
+    calls = [0]
+
+    def callback():
+        calls[0] += 1
+        if calls[0] == n:
+            raise KeyboardInterrupt
+
+    return callback
+
+
+@pytest.mark.parametrize("at_call", [1, 3])
+def test_interrupt_from_a_callback_after_a_graph_break(at_call):
+    callback = _interrupt_on(at_call)
+
+    def f(x):
+        y = x.sin() * 2
+        callback()  # an opaque call: a graph break, then the rest of the frame resumes
+        return y.cos() + 1
+
+    cf = ember.compile(f)
+    x = torch.randn(8)
+    want = (x.sin() * 2).cos() + 1
+    for i in range(5):
+        if i + 1 == at_call:
+            with pytest.raises(KeyboardInterrupt):
+                cf(x)
+            assert not hook_installed()
+        else:
+            torch.testing.assert_close(cf(x), want)
+    assert not hook_installed()
+    assert ember.stats()["eager_frames"] == 0
+
+
+# While Ember traces a frame it runs torch's meta kernels, many of them Python (torch.cdist's is
+# meta_cdist_forward in torch/_meta_registrations.py): a Ctrl-C lands there as often as anywhere. A
+# trace function raises the interrupt exactly there.
+def _interrupt_in_meta_kernel(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "meta_cdist_forward":
+        raise KeyboardInterrupt
+    return None
+
+
+def calls_cdist(x):
+    return torch.cdist(x.exp(), x) + 1
+
+
+def test_interrupt_inside_a_meta_kernel_while_tracing():
+    cf = ember.compile(calls_cdist)
+    x = torch.randn(4, 3)
+    sys.settrace(_interrupt_in_meta_kernel)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cf(x)
+    finally:
+        sys.settrace(None)
+    assert not hook_installed()
+    s = ember.stats()
+    assert (s["frames_compiled"], s["graph_breaks"], s["eager_frames"]) == (0, 0, 0), s
+    # The interrupt was not remembered as a reason to break the frame or run it eagerly.
+    torch.testing.assert_close(cf(x), calls_cdist(x))
+    s = ember.stats()
+    assert (s["frames_compiled"], s["graph_breaks"], s["eager_frames"]) == (1, 0, 0), s
+
+
+def _graphs(x):
+    for _ in range(3):
+        x = torch.tanh(x @ x.T)[:, :x.shape[1]] if x.shape[0] >= x.shape[1] else torch.tanh(x)
+    return x.sum(0)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_interrupts_from_a_signal_handler_at_random_points():
+    """SIGALRM every few hundred microseconds for a while, over calls that compile (four shapes,
+    first calls included) and calls that hit the cache: wherever the interrupt lands, it reaches
+    the caller, and afterwards every shape gives eager's result with no break or eager frame."""
+    armed = [False]
+
+    def handler(signum, frame):
+        if armed[0]:
+            raise KeyboardInterrupt
+
+    shapes = [(64, 32), (32, 32), (128, 16), (16, 16)]
+    cf = ember.compile(_graphs)
+    previous = signal.signal(signal.SIGALRM, handler)
+    interrupted = completed = 0
+    try:
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            try:
+                armed[0] = True
+                signal.setitimer(signal.ITIMER_REAL, 0.0002 + (interrupted % 7) * 0.0003)
+                for s in shapes:
+                    a = torch.randn(*s)
+                    torch.testing.assert_close(cf(a), _graphs(a))
+                completed += 1
+            except KeyboardInterrupt:
+                interrupted += 1
+            finally:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            assert not hook_installed()
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupted > 0
+    for s in shapes:
+        a = torch.randn(*s)
+        torch.testing.assert_close(cf(a), _graphs(a))
+    stats = ember.stats()
+    assert stats["graph_breaks"] == 0 and stats["eager_frames"] == 0, stats
+    assert not hook_installed()
