@@ -330,7 +330,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             trace->effects.take(), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn, split ? split->continuation : Continuation{},
-                                            std::move(autocast));
+                                            std::move(autocast), trace->op_lines);
   } catch (PythonError&) {
     *error = true;
     return nullptr;
