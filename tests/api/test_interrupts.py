@@ -81,6 +81,36 @@ def test_interrupt_inside_a_meta_kernel_while_tracing():
     assert (s["frames_compiled"], s["graph_breaks"], s["eager_frames"]) == (1, 0, 0), s
 
 
+# torch.einsum is Python (torch/functional.py): a graph runs it as an extern call, so an interrupt
+# can land inside a compiled graph while it runs.
+def calls_einsum(x):
+    return torch.einsum("ij,jk->ik", x.sin(), x.T) + 1
+
+
+def test_interrupt_inside_a_running_graph():
+    cf = ember.compile(calls_einsum)
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(cf(x), calls_einsum(x))
+    armed = [True]
+
+    def interrupt_in_einsum(frame, event, arg):
+        if armed[0] and event == "call" and frame.f_code.co_name == "einsum":
+            armed[0] = False
+            raise KeyboardInterrupt
+        return None
+
+    sys.settrace(interrupt_in_einsum)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cf(x)
+    finally:
+        sys.settrace(None)
+    assert not armed[0] and not hook_installed()
+    torch.testing.assert_close(cf(x), calls_einsum(x))
+    s = ember.stats()
+    assert (s["frames_compiled"], s["cache_hits"], s["graph_breaks"], s["eager_frames"]) == (1, 1, 0, 0), s
+
+
 def _graphs(x):
     for _ in range(3):
         x = torch.tanh(x @ x.T)[:, :x.shape[1]] if x.shape[0] >= x.shape[1] else torch.tanh(x)
