@@ -17,11 +17,14 @@ import pytest
 
 from ember.fuzz.runner import check_seeds
 
-COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "500"))
+COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "800"))
 CHUNK = 50
 VARIANTS = os.environ["EMBER_FUZZ_VARIANTS"].split(",") if os.environ.get("EMBER_FUZZ_VARIANTS") else None
 JOBS = int(os.environ.get("EMBER_FUZZ_JOBS", "0")) or os.cpu_count() or 1
 STARTS = range(0, COUNT, CHUNK)
+# Seeds that fail for a known bug not fixed yet, each tracked by its strict-xfail regression test in
+# tests/fuzz/regressions/ (which starts passing when the bug is fixed: then the seed leaves this list).
+KNOWN_FAILURES = {974: "test_fuzz_974.py", 1135: "test_fuzz_1135.py"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,8 @@ def chunk_results(request):
                 if getattr(item, "originalname", None) == "test_fuzz_programs"]
     # spawn: a fork of a process that has run torch's thread pools can hang.
     with concurrent.futures.ProcessPoolExecutor(JOBS, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield {start: pool.submit(check_seeds, start, min(start + CHUNK, COUNT), VARIANTS) for start in selected}
+        yield {start: pool.submit(check_seeds, start, min(start + CHUNK, COUNT), VARIANTS,
+                                   set(KNOWN_FAILURES)) for start in selected}
 
 
 @pytest.mark.parametrize("start", STARTS, ids=lambda s: f"seeds{s}-{min(s + CHUNK, COUNT) - 1}")

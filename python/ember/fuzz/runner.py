@@ -192,12 +192,12 @@ def check(fn, inputs_fn, variants=None):
     return found
 
 
-def check_seeds(start, stop, variants=None):
-    """Programs start..stop-1 (generator.generate) through check(): one text per failure, naming the
-    seed and holding the program. The unit of work of the CI-sized run (tests/fuzz/test_fuzz_run.py),
-    which spreads ranges over processes."""
+def check_seeds(start, stop, variants=None, skip=()):
+    """Programs start..stop-1 (generator.generate), less the seeds in `skip`, through check(): one text
+    per failure, naming the seed and holding the program. The unit of work of the CI-sized run
+    (tests/fuzz/test_fuzz_run.py), which spreads ranges over processes."""
     problems = []
-    for seed in range(start, stop):
+    for seed in (s for s in range(start, stop) if s not in skip):
         prog = generate(seed)
         ns = load(prog.source())
         for f in check(ns["program"], ns["inputs"], variants):
