@@ -50,13 +50,28 @@ def test_interrupt_from_a_callback(at_call):
     assert ember.stats()["eager_frames"] == 0
 
 
+def _interrupted_at(function_name, call):
+    """Runs call() with a trace function that raises KeyboardInterrupt when a Python function named
+    `function_name` starts (the first time), and checks that the interrupt reached the caller."""
+    armed = [True]
+
+    def interrupt(frame, event, arg):
+        if armed[0] and event == "call" and frame.f_code.co_name == function_name:
+            armed[0] = False
+            raise KeyboardInterrupt
+        return None
+
+    sys.settrace(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        sys.settrace(None)
+    assert not armed[0] and not hook_installed()
+
+
 # While Ember traces a frame it runs torch's meta kernels, many of them Python (torch.cdist's is
-# meta_cdist_forward in torch/_meta_registrations.py): a Ctrl-C lands there as often as anywhere. A
-# trace function raises the interrupt exactly there.
-def _interrupt_in_meta_kernel(frame, event, arg):
-    if event == "call" and frame.f_code.co_name == "meta_cdist_forward":
-        raise KeyboardInterrupt
-    return None
+# meta_cdist_forward in torch/_meta_registrations.py): a Ctrl-C lands there as often as anywhere.
 
 
 def calls_cdist(x):
@@ -66,13 +81,7 @@ def calls_cdist(x):
 def test_interrupt_inside_a_meta_kernel_while_tracing():
     cf = ember.compile(calls_cdist)
     x = torch.randn(4, 3)
-    sys.settrace(_interrupt_in_meta_kernel)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            cf(x)
-    finally:
-        sys.settrace(None)
-    assert not hook_installed()
+    _interrupted_at("meta_cdist_forward", lambda: cf(x))
     s = ember.stats()
     assert (s["frames_compiled"], s["graph_breaks"], s["eager_frames"]) == (0, 0, 0), s
     # The interrupt was not remembered as a reason to break the frame or run it eagerly.
@@ -91,21 +100,7 @@ def test_interrupt_inside_a_running_graph():
     cf = ember.compile(calls_einsum)
     x = torch.randn(3, 3)
     torch.testing.assert_close(cf(x), calls_einsum(x))
-    armed = [True]
-
-    def interrupt_in_einsum(frame, event, arg):
-        if armed[0] and event == "call" and frame.f_code.co_name == "einsum":
-            armed[0] = False
-            raise KeyboardInterrupt
-        return None
-
-    sys.settrace(interrupt_in_einsum)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            cf(x)
-    finally:
-        sys.settrace(None)
-    assert not armed[0] and not hook_installed()
+    _interrupted_at("einsum", lambda: cf(x))
     torch.testing.assert_close(cf(x), calls_einsum(x))
     s = ember.stats()
     assert (s["frames_compiled"], s["cache_hits"], s["graph_breaks"], s["eager_frames"]) == (1, 1, 0, 0), s
