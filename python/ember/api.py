@@ -84,6 +84,8 @@ def _listener(event, info, strict=False, mode="default"):
         if info["cuda_graph_skip"] and "fallbacks" in channels:
             _log.getChild("fallbacks").info("graph of %s runs without CUDA graphs: %s", info["code"],
                                             info["cuda_graph_skip"])
+        if "partition" in channels and info["partition"]:
+            _log.getChild("partition").info("partition of %s's training graph:\n%s", info["code"], info["partition"])
         if "schedule" in channels and info["loop_ir"]:
             _log.getChild("schedule").info("schedule for %s (%d kernels):\n%s\n%s", info["code"], info["kernels"],
                                            info["schedule"], info["loop_ir"])
@@ -277,6 +279,10 @@ class ExplainOutput:
     backend_fallbacks: list = dataclasses.field(default_factory=list)
     # Per graph under mode="reduce-overhead": why it is not replayed as a CUDA graph ("" if it is).
     cuda_graph_skips: list = dataclasses.field(default_factory=list)
+    # Per graph: whether it was compiled as a training graph (forward + backward), and the ops its
+    # backward differentiates through torch autograd (autograd islands: no derivative rule).
+    training: list = dataclasses.field(default_factory=list)
+    autograd_islands: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -293,6 +299,10 @@ class ExplainOutput:
                     lines.append(f"Runs on the eager executor: {self.backend_fallbacks[i]}")
                 if self.cuda_graph_skips[i]:
                     lines.append(f"Runs without CUDA graphs: {self.cuda_graph_skips[i]}")
+                if self.training[i]:
+                    islands = self.autograd_islands[i]
+                    lines.append("Training graph: compiled forward and backward" +
+                                 (f"; through torch autograd (no derivative rule): {', '.join(islands)}" if islands else ""))
         return "\n".join(lines)
 
 
@@ -328,6 +338,8 @@ def explain(fn, **compile_kwargs):
                                 for info in graphs],
             backend_fallbacks=[info["backend_fallback"] for info in graphs],
             cuda_graph_skips=[info["cuda_graph_skip"] for info in graphs],
+            training=[bool(info["partition"]) and not info["backend_fallback"] for info in graphs],
+            autograd_islands=[list(info["autograd_islands"]) for info in graphs],
         )
 
     return run

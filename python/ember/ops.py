@@ -85,6 +85,14 @@ CHECKS = {
     torch._check_type: TypeError, torch._check_not_implemented: NotImplementedError,
 }
 
+# Calls that run torch's autograd engine, or register hooks it runs later, on real tensors: a graph
+# break (a compiled graph is differentiated ahead of time; a hook inside it would never run).
+_AUTOGRAD_ENGINE = {
+    torch.Tensor.backward: "Tensor.backward()", torch.autograd.backward: "torch.autograd.backward()",
+    torch.autograd.grad: "torch.autograd.grad()", torch.Tensor.register_hook: "Tensor.register_hook()",
+    torch.Tensor.retain_grad: "Tensor.retain_grad()",
+}
+
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
 
@@ -129,6 +137,8 @@ def _classify(fn):
             return ("constant", _constants[fn])
         if fn is torch._assert:
             return ("assert", "")
+        if fn in _AUTOGRAD_ENGINE:
+            return ("unsupported", f"{_AUTOGRAD_ENGINE[fn]} runs torch's autograd engine on the real tensors")
         if fn in CHECKS:
             return ("check", CHECKS[fn])
         if fn in core_by_callable:

@@ -28,6 +28,11 @@ naming that step.
 backend fails after that step as if it had thrown, so the error path (backend_errors, the warning,
 strict's InternalError) is tested without depending on a real bug.
 
+`activation_memory_budget` (a number in [0, 1], default 1): for training graphs, how much the partitioner
+may save to spare recomputation in the backward. 1 saves the fewest bytes that spare every recomputation
+the ban rules forbid; 0 saves only inputs and values that cannot be recomputed (activation checkpointing);
+values between make saving a recomputable value dearer (docs/autograd.md).
+
 `triton_interpret` (tests): graphs on the CPU run through the GPU backend -- its Triton kernels, in
 Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton code generator and runtime
 without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
@@ -41,8 +46,9 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # Bit i is channel i: the same order as LogChannel in src/support/options.h (tests/api/test_logs.py
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
-                "passes")
-_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret"}
+                "passes", "partition")
+_OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret",
+                "activation_memory_budget"}
 
 
 def parse_logs(text):
@@ -91,6 +97,10 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     if o.triton_interpret and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("ember.compile: triton_interpret needs TRITON_INTERPRET=1 in the environment before "
                          "triton is imported (Triton builds its interpreted language at import)")
+    budget = options.get("activation_memory_budget", 1.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0.0 <= budget <= 1.0:
+        raise ValueError(f"ember.compile: activation_memory_budget must be a number in [0, 1], got {budget!r}")
+    o.activation_memory_budget = float(budget)
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()

@@ -11,6 +11,7 @@
 #include "runtime/cpp_compiler.h"
 #include "runtime/cuda_graph_runner.h"
 #include "runtime/eager_executor.h"
+#include "runtime/training_runner.h"
 #include "runtime/triton_code.h"
 
 namespace ember::driver {
@@ -44,9 +45,6 @@ const std::string& why_no_triton() {
 // when it does.
 std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& options,
                                  std::optional<pipeline::Target>* target) {
-  for (ir::ValueId out : graph.outputs())
-    if (graph.value(out).type.requires_grad)
-      return "a graph output requires grad: compiled kernels serve inference graphs until training support lands";
   std::string reason;
   *target = pipeline::target_for(ir::Device{}, options.triton_interpret, options.mode, &reason);  // a graph without tensors
   for (const auto& v : graph.values()) {
@@ -68,27 +66,58 @@ std::unique_ptr<GraphRunner> eager_runner(const ir::Graph& graph, const std::vec
   return std::make_unique<EagerExecutor>(graph, callables, convert);
 }
 
-// The callable each extern call of `program` runs: the very object the trace called when the
-// call is a captured torch node (some have no importable name, e.g. `operator.attrgetter('mT')`),
-// else the one its qualified name resolves to (calls that decompositions introduce). Returns
-// false, with the reason, when a name does not resolve.
-bool extern_callables(const loop_ir::Program& program, const ir::Graph& captured, const std::vector<PyRef>& callables,
-                      const frontend::TorchTable& table, std::vector<PyRef>* out, std::string* reason) {
-  std::map<std::string, PyObject*> traced;
-  for (const ir::Node& node : captured.nodes())
-    if (node.op == ir::Op::TorchCall) traced.emplace(node.target, callables.at(static_cast<size_t>(node.id)).get());
-  for (const auto& call : program.externs) {
-    auto found = traced.find(call.callable);
-    if (found != traced.end()) {
-      out->push_back(PyRef::borrow(found->second));
+// What extern calls resolve against: the callables the trace recorded for the captured graph's
+// torch nodes, and the table that resolves the rest by name.
+class Externs {
+ public:
+  Externs(const ir::Graph& captured, const std::vector<PyRef>& callables, const frontend::TorchTable& table)
+      : captured(captured), table(table) {
+    for (const ir::Node& node : captured.nodes())
+      if (node.op == ir::Op::TorchCall) traced_.emplace(node.target, callables.at(static_cast<size_t>(node.id)).get());
+  }
+
+  // The callable of a call by name: the very object the trace called when a captured torch node
+  // names it (some have no importable name, e.g. `operator.attrgetter('mT')`), else the one the
+  // name resolves to (calls that decompositions and autograd introduce). Null, with the reason,
+  // when the name does not resolve.
+  PyRef resolve(const std::string& name, std::string* reason) const {
+    auto found = traced_.find(name);
+    if (found != traced_.end()) return PyRef::borrow(found->second);
+    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), text.get()));
+    if (!fn) *reason = "the call " + name + " does not resolve to a callable: " + take_error_message();
+    return fn;
+  }
+
+  const ir::Graph& captured;
+  const frontend::TorchTable& table;
+
+ private:
+  std::map<std::string, PyObject*> traced_;
+};
+
+// The eager executor of a graph the pipeline derived from the captured one (a training graph's
+// forward or backward); null, with the reason, when a call does not resolve.
+std::unique_ptr<GraphRunner> eager_runner_for(const ir::Graph& graph, const Externs& x, std::string* reason) {
+  std::vector<PyRef> callables;
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.op != ir::Op::TorchCall) {
+      callables.push_back(x.table.op_callables.at(static_cast<size_t>(node.op)));
       continue;
     }
-    PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(call.callable.data(), call.callable.size()));
-    PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), name.get()));
-    if (!fn) {
-      *reason = "extern call " + call.callable + " does not resolve to a callable: " + take_error_message();
-      return false;
-    }
+    PyRef fn = x.resolve(node.target, reason);
+    if (!fn) return nullptr;
+    callables.push_back(std::move(fn));
+  }
+  return eager_runner(graph, callables, x.table);
+}
+
+// The callable each extern call of `program` runs (Externs::resolve). Returns false, with the
+// reason, when a name does not resolve.
+bool extern_callables(const loop_ir::Program& program, const Externs& x, std::vector<PyRef>* out, std::string* reason) {
+  for (const auto& call : program.externs) {
+    PyRef fn = x.resolve(call.callable, reason);
+    if (!fn) return false;
     out->push_back(std::move(fn));
   }
   return true;
@@ -100,11 +129,7 @@ namespace {
 
 // The pipeline for a graph it can serve, then the C++ compiler; nullptr (with the reason in the
 // report) when the graph must run on the eager executor instead.
-std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const std::vector<PyRef>& callables,
-                                                const frontend::TorchTable& table, const pipeline::Target& target,
-                                                const CompileOptions& options, runtime::CodeCache& code_cache,
-                                                BackendReport* report) {
-  pipeline::Compilation c(captured);
+pipeline::Instruments instruments_for(const CompileOptions& options, BackendReport* report) {
   pipeline::Instruments instruments;
   instruments.verify = options.verify_each_step;
   instruments.print_changed = (options.logs & kLogPasses) != 0;
@@ -113,6 +138,15 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
     report->stage_seconds.emplace_back(step.name, step.seconds);
     if (!step.ir.empty()) report->step_ir.emplace_back(step.name, step.ir);
   };
+  return instruments;
+}
+
+// The pipeline from where `c` stands, then the C++ compiler or Triton; nullptr (with the reason in
+// the report) when the graph must run on the eager executor instead.
+std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const Externs& x,
+                                                const pipeline::Target& target, const CompileOptions& options,
+                                                runtime::CodeCache& code_cache, BackendReport* report) {
+  pipeline::Instruments instruments = instruments_for(options, report);
   instruments.stop_after = "schedule";
   pipeline::compile(c, target, instruments);
   for (const auto& r : c.lowering_refusals) report->schedule += "extern: " + r + "\n";
@@ -129,9 +163,9 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   report->loop_ir = loop_ir::print(c.program);
 
   auto start = std::chrono::steady_clock::now();
-  auto convert = [&table](const ir::Literal& lit) { return table.literal_object(lit); };
+  auto convert = [&table = x.table](const ir::Literal& lit) { return table.literal_object(lit); };
   std::vector<PyRef> externs;
-  if (!extern_callables(c.program, captured, callables, table, &externs, &report->fallback_reason)) return nullptr;
+  if (!extern_callables(c.program, x, &externs, &report->fallback_reason)) return nullptr;
   std::unique_ptr<runtime::CompiledGraph> graph;
   switch (target.kind) {
     case pipeline::Target::Kind::Cpu: {
@@ -191,7 +225,103 @@ std::unique_ptr<GraphRunner> compile_to_kernels(const ir::Graph& captured, const
   return graph;
 }
 
+// A training graph: joint, partition, then its forward and backward each through the rest of the
+// pipeline (or the eager executor, when a part has nothing for kernels to do), joined by torch
+// autograd (runtime/training_runner.h). nullptr, with the reason, when the graph runs eagerly.
+std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::Target& target,
+                                              const CompileOptions& options, runtime::CodeCache& code_cache,
+                                              BackendReport* report) {
+  pipeline::Compilation c(x.captured);
+  c.partition_options.memory_budget = options.activation_memory_budget;
+  pipeline::Instruments instruments = instruments_for(options, report);
+  instruments.stop_after = "partition";
+  pipeline::compile(c, target, instruments);
+  if (!c.partition) {
+    report->fallback_reason = "the training graph cannot be differentiated ahead of time: " + c.not_differentiable;
+    return nullptr;
+  }
+  const autograd::Partition& p = *c.partition;
+  // The runtime half in Python (the autograd.Function, islands' backward); imported here, not with
+  // the package, because it imports torch.
+  if (!PyRef::steal(PyImport_ImportModule("ember.autograd"))) throw PythonError();
+  // An island's backward finds its callable by name (ember.autograd.island_backward).
+  for (const std::string& name : p.layout.islands) {
+    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    if (!PyRef::steal(PyObject_CallOneArg(x.table.resolve.get(), text.get()))) {
+      report->fallback_reason = "the training graph cannot be differentiated ahead of time: " + name +
+                                " has no derivative rule and no importable name for torch autograd to run it by: " +
+                                take_error_message();
+      return nullptr;
+    }
+  }
+  report->training = true;
+  report->autograd_islands = p.layout.islands;
+  report->partition = autograd::print(p);
+  pipeline::Compilation backward(p.backward, "lower");
+  std::shared_ptr<const GraphRunner> parts[2];
+  pipeline::Compilation* compilations[2] = {&c, &backward};
+  for (int i = 0; i < 2; ++i) {
+    BackendReport part;
+    std::unique_ptr<GraphRunner> runner = compile_to_kernels(*compilations[i], x, target, options, code_cache, &part);
+    if (!runner) {
+      runner = eager_runner_for(compilations[i]->graph, x, &report->fallback_reason);
+      if (!runner) return nullptr;
+    }
+    report->merge(part, i == 0 ? "forward" : "backward");
+    parts[i] = std::move(runner);
+  }
+  auto make_list = [](const std::vector<int>& xs) {
+    PyRef list = PyRef::steal(PyList_New(static_cast<Py_ssize_t>(xs.size())));
+    for (size_t i = 0; list && i < xs.size(); ++i) PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), PyLong_FromLong(xs[i]));
+    return list;
+  };
+  std::vector<int> grad_of_primal;
+  for (int j : p.layout.grad_output_of_primal) grad_of_primal.push_back(j < 0 ? -1 : j - p.layout.forward_outputs);
+  std::string reason;
+  PyRef graph_type = x.resolve("ember.autograd.TrainingGraph", &reason);
+  PyRef apply = x.resolve("ember.autograd.CompiledFunction.apply", &reason);
+  if (!graph_type || !apply) {
+    PyErr_SetString(PyExc_RuntimeError, ("ember: the training runtime does not import: " + reason).c_str());
+    throw PythonError();
+  }
+  std::vector<int> output_is_input, passthrough;
+  for (ir::ValueId out : x.captured.outputs()) {
+    int input = -1;
+    for (size_t i = 0; i < x.captured.inputs().size(); ++i)
+      if (x.captured.inputs()[i].value == out) input = static_cast<int>(i);
+    if (input >= 0) passthrough.push_back(static_cast<int>(output_is_input.size()));
+    output_is_input.push_back(input);
+  }
+  PyRef tangents_of_gradient = PyRef::steal(PyList_New(0));
+  for (const std::vector<int>& deps : p.layout.tangents_of_gradient)
+    if (!tangents_of_gradient || PyList_Append(tangents_of_gradient.get(), make_list(deps).get()) != 0) throw PythonError();
+  PyRef graph = PyRef::steal(PyObject_CallFunction(
+      graph_type.get(), "NNiNNNNN", runtime::python_callable(parts[0]).release(), runtime::python_callable(parts[1]).release(),
+      p.layout.forward_outputs, make_list(p.layout.tangent_of_output).release(), make_list(grad_of_primal).release(),
+      make_list(p.saved_primals).release(), make_list(passthrough).release(), tangents_of_gradient.release()));
+  if (!graph) throw PythonError();
+  auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
+  runner->inputs = x.captured.inputs().size();
+  runner->output_is_input = std::move(output_is_input);
+  return runner;
+}
+
 }  // namespace
+
+void BackendReport::merge(const BackendReport& part, const std::string& name) {
+  auto section = [&name](const std::string& text) { return text.empty() ? text : "// " + name + "\n" + text; };
+  schedule += section(part.schedule);
+  loop_ir += section(part.loop_ir);
+  code += section(part.code);
+  if (code_language.empty()) code_language = part.code_language;
+  codegen_failed = codegen_failed || part.codegen_failed;
+  kernels += part.kernels;
+  extern_calls += part.extern_calls;
+  planned_peak_bytes = std::max(planned_peak_bytes, part.planned_peak_bytes);
+  cache_hit = cache_hit || part.cache_hit;
+  for (const auto& [step, seconds] : part.stage_seconds) stage_seconds.emplace_back(name + " " + step, seconds);
+  for (const auto& [step, ir] : part.step_ir) step_ir.emplace_back(name + " " + step, ir);
+}
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
                                           const frontend::TorchTable& table, const CompileOptions& options,
@@ -200,9 +330,15 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   std::optional<pipeline::Target> target;
   report->fallback_reason = reason_to_stay_eager(captured, options, &target);
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
+  Externs x(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
   try {
-    runner = compile_to_kernels(captured, callables, table, *target, options, code_cache, report);
+    if (autograd::is_training_graph(captured)) {
+      runner = compile_training(x, *target, options, code_cache, report);
+    } else {
+      pipeline::Compilation c(captured);
+      runner = compile_to_kernels(c, x, *target, options, code_cache, report);
+    }
   } catch (const CacheError& e) {
     // The user's cache directory is unusable (owner, permissions): an error to fix, not a fallback.
     PyErr_SetString(PyExc_RuntimeError, e.what());

@@ -4,10 +4,12 @@
 // callables that extern calls resolve to) and runtime (it builds the runtime's executables).
 //
 // backend="eager" runs the graph node by node through torch (the eager executor). backend="ember"
+// compiles a training graph (an output requires grad) into a forward and a backward executable
+// joined by torch autograd (src/autograd, runtime/training_runner.h), unless it cannot be
+// differentiated ahead of time (then it runs eagerly, with the reason). backend="ember"
 // runs Ember's pipeline (src/pipeline/pipeline.h: graph passes -> lowering -> loop passes ->
 // scheduler -> memory planner -> code generation), then the C++ compiler and disk cache, and
 // falls back to the eager executor, with a reason, when a stage cannot serve the graph:
-//   - a graph output needs gradients (training support is a later stage: autograd must see torch ops);
 //   - the generated C++ fails to compile (one warning with the compiler's error; counted in
 //     stats()["codegen_failures"]);
 //   - the graph has nothing for kernels to do (only extern calls): the eager executor runs it
@@ -52,6 +54,15 @@ struct BackendReport {
   bool cache_hit = false;           // the shared object came from the disk or memory cache
   std::vector<std::pair<std::string, double>> stage_seconds;  // per pipeline step, then the compile
   std::vector<std::pair<std::string, std::string>> step_ir;   // (step, IR it left), when EMBER_LOGS=passes
+  // Training graphs: compiled as forward + backward; the ops differentiated through torch autograd
+  // (islands); the partition's text (decisions, both graphs) for EMBER_LOGS=partition.
+  bool training = false;
+  std::vector<std::string> autograd_islands;
+  std::string partition;
+
+  // Adds what compiling one part of a training graph did (kernels, code, logs), its text under a
+  // `// <part>` heading.
+  void merge(const BackendReport& part, const std::string& name);
 };
 
 // `callables[i]` is the callable of graph node i (as the trace recorded it); `code_cache` is the

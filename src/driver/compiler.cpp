@@ -67,6 +67,15 @@ PyObject* step_list(const std::vector<std::pair<std::string, T>>& steps) {
   return list;
 }
 
+PyObject* str_list(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(0);
+  for (const std::string& item : items) {
+    PyRef s = PyRef::steal(str(item));
+    PyList_Append(list, s.get());
+  }
+  return list;
+}
+
 std::string code_name(PyCodeObject* code) {
   const char* n = PyUnicode_AsUTF8(code->co_qualname);
   return n ? n : "<code>";
@@ -338,6 +347,10 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   s.kernels_compiled += backend.kernels > 0 && backend.fallback_reason.empty() ? backend.kernels : 0;
   if (backend.codegen_failed) ++s.codegen_failures;
   if (!backend.internal_error.empty()) ++s.backend_errors;
+  if (backend.training && backend.fallback_reason.empty()) {
+    ++s.backward_graphs_compiled;
+    s.autograd_islands += backend.autograd_islands.size();
+  }
   if (!emit("compile", make_info({{"code", str(code_name(frame.code))},
                                   {"filename", str(code_file(frame.code))},
                                   {"lineno", PyLong_FromLong(frame.code->co_firstlineno)},
@@ -357,7 +370,9 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"kernels", PyLong_FromLong(backend.kernels)},
                                   {"planned_peak_bytes", PyLong_FromLongLong(backend.planned_peak_bytes)},
                                   {"stage_seconds", step_list(backend.stage_seconds)},
-                                  {"step_ir", step_list(backend.step_ir)}}))) {
+                                  {"step_ir", step_list(backend.step_ir)},
+                                  {"partition", str(backend.partition)},
+                                  {"autograd_islands", str_list(backend.autograd_islands)}}))) {
     *error = true;
     return nullptr;
   }

@@ -121,6 +121,11 @@ class Graph {
                   std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorType> result_types,
                   Node::ResultForm form);
   void set_outputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  // Marks every value as not requiring grad: the graph runs under no_grad (autograd's forward and
+  // backward halves, which torch's autograd.Function runs).
+  void clear_requires_grad() {
+    for (Value& v : values_) v.type.requires_grad = false;
+  }
   // Removes the nodes whose `remove[id]` is true, with their result values, then renumbers the
   // remaining values and nodes densely, keeping their order. Throws std::logic_error if a kept
   // node or an output uses a removed value.

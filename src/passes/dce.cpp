@@ -14,20 +14,35 @@
 #include <array>
 
 #include "passes/passes.h"
+#include "passes/signatures.h"
 
 namespace ember::passes {
 
 namespace {
 
+std::string_view last_component(std::string_view callable) {
+  size_t dot = callable.rfind('.');
+  return dot == std::string_view::npos ? callable : callable.substr(dot + 1);
+}
+
 bool draws_random_numbers(std::string_view callable) {
-  static constexpr std::array<std::string_view, 19> kRandom = {
-      "dropout",   "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
+  static constexpr std::array<std::string_view, 20> kRandom = {
+      "dropout",   "native_dropout", "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
       "rand",      "randn",       "randint",      "randperm",    "rand_like",     "randn_like",
       "randint_like", "bernoulli", "multinomial", "normal",      "poisson",       "rrelu",
       "gumbel_softmax"};
-  size_t dot = callable.rfind('.');
-  std::string_view last = dot == std::string_view::npos ? callable : callable.substr(dot + 1);
-  return std::find(kRandom.begin(), kRandom.end(), last) != kRandom.end();
+  return std::find(kRandom.begin(), kRandom.end(), last_component(callable)) != kRandom.end();
+}
+
+// Attention with dropout draws its mask inside the call: random unless dropout_p is a literal 0.
+bool attention_with_dropout(const ir::Node& node) {
+  if (last_component(node.callable()) != "scaled_dot_product_attention") return false;
+  const ir::Arg* p = node.args.size() > 4 ? &node.args[4] : nullptr;
+  for (const auto& [name, value] : node.kwargs)
+    if (name == "dropout_p") p = &value;
+  if (!p) return false;
+  auto v = number_literal(*p);
+  return !v || *v != 0.0;
 }
 
 }  // namespace
@@ -39,7 +54,9 @@ bool may_write(const ir::Node& node) {
   return false;
 }
 
-bool has_effect(const ir::Node& node) { return may_write(node) || draws_random_numbers(node.callable()); }
+bool has_effect(const ir::Node& node) {
+  return may_write(node) || draws_random_numbers(node.callable()) || attention_with_dropout(node);
+}
 
 namespace {
 

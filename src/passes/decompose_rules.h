@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "passes/rewriter.h"
+#include "passes/builders.h"
 #include "passes/signatures.h"
 
 namespace ember::passes::decomp {
@@ -21,6 +21,7 @@ using ir::Arg;
 using ir::DType;
 using ir::Op;
 using ir::ValueId;
+using namespace build;  // the node builders (builders.h)
 
 struct Ctx {
   Rewriter& rw;
@@ -48,39 +49,5 @@ using RuleMap = std::map<std::string, Rule, std::less<>>;
 void add_pointwise_rules(RuleMap& rules);
 void add_reduction_rules(RuleMap& rules);  // reductions, softmax family, norms, losses
 void add_view_rules(RuleMap& rules);       // views, data movement, conversions, factories, linear
-
-// --- Builders: values of the new graph -----------------------------------------------------
-
-inline Arg V(ValueId v) { return Arg::of_value(v); }
-// A scalar literal of the Python kind that matches `dt` (Refuse for a non-integer into an int).
-Arg scalar(double value, DType dt);
-// Normalizes a literal operand to the Python kind of `dt`.
-Arg scalar_for(const Arg& literal, DType dt);
-ValueId convert(Rewriter& rw, ValueId x, DType dt);
-// A pointwise node over `operands` (tensors broadcast; literals scalars) with result dtype `dt`.
-ValueId pointwise(Rewriter& rw, Op op, std::vector<Arg> operands, DType dt);
-ValueId unary(Rewriter& rw, Op op, ValueId x);
-// Binary op on a tensor and a tensor or literal of the same computation dtype (the tensor's).
-ValueId binary(Rewriter& rw, Op op, ValueId a, Arg b);
-ValueId binary_s(Rewriter& rw, Op op, ValueId a, double b);  // b becomes a literal of a's kind
-ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool keepdim);
-// var_mean: {var, mean}.
-std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction, bool keepdim);
-// A reshape; `x` itself when the sizes do not change, unless `always` (a view must be a new
-// tensor object, as torch's is).
-ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always = false);
-ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
-ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
-ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);
-ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
-ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DType dt, const ir::Device& device);
-
-// Dims helpers.
-int64_t norm_dim(int64_t d, int64_t rank);  // Refuse when out of range
-std::vector<int64_t> all_dims(int64_t rank);
-// Reduction dims of an argument (int, list, None or empty list = all), normalized and sorted.
-std::vector<int64_t> reduction_dims(const Arg& a, int64_t rank, bool empty_means_all);
-// The float32 computation dtype of composite ops (float16/bfloat16 compute in float32).
-DType opmath(DType dt);
 
 }  // namespace ember::passes::decomp

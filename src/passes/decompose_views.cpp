@@ -229,18 +229,6 @@ std::vector<ValueId> tensor_list(Ctx& c, const Arg& list, DType dt) {
   return out;
 }
 
-ValueId cat_of(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like) {
-  std::vector<Arg> items;
-  sym::Expr total = 0;
-  for (ValueId x : xs) {
-    items.push_back(V(x));
-    total = total + rw.type(x).sizes.at(dim);
-  }
-  std::vector<sym::Expr> sizes = rw.type(xs[0]).sizes;
-  sizes[dim] = total;
-  return rw.emit(Op::Cat, {Arg::list(std::move(items)), Arg::of_literal(dim)}, {},
-                 make_type(like.dtype, std::move(sizes), like.device, like.requires_grad));
-}
 
 void cat(Ctx& c) {
   const ir::TensorType& r = c.result_type();
@@ -258,7 +246,7 @@ void cat(Ctx& c) {
   bool primitive = n.kwargs.empty() && n.args.size() == 2 && int_literal(n.args[1]) == dim;
   for (size_t i = 0; primitive && i < xs.size(); ++i) primitive = xs[i] == c.rw.mapped(n.args[0].items[i].value);
   if (primitive) refuse();
-  c.finish(cat_of(c.rw, xs, dim, r));
+  c.finish(build::cat(c.rw, xs, dim, r));
 }
 
 void stack(Ctx& c) {
@@ -275,7 +263,7 @@ void stack(Ctx& c) {
     s.insert(s.begin() + dim, 1);
     parts.push_back(reshape(c.rw, x, s));
   }
-  c.finish(parts.size() == 1 ? parts[0] : cat_of(c.rw, parts, dim, r));
+  c.finish(parts.size() == 1 ? parts[0] : build::cat(c.rw, parts, dim, r));
 }
 
 void dim_normalizing(Ctx& c, Op op) {

@@ -4,6 +4,8 @@
 // (src/pipeline/pipeline.cpp) is the one list that orders and names them.
 #pragma once
 
+#include <functional>
+
 #include "ir/graph.h"
 
 namespace ember::passes {
@@ -20,8 +22,9 @@ bool dce(ir::Graph& graph);
 // Binds the arguments of known calls to their parameters: one form per op (canonicalize.cpp).
 bool canonicalize(ir::Graph& graph);
 // Rewrites composite ops into Ember's primitives, the contract with lowering (decompose.cpp,
-// docs/decompositions.md).
-bool decompose(ir::Graph& graph);
+// docs/decompositions.md). Nodes for which `keep` answers true are copied as they are (autograd
+// decomposes only the nodes its derivative table does not cover).
+bool decompose(ir::Graph& graph, const std::function<bool(const ir::Node&)>& keep = {});
 // Replaces a core op that repeats an earlier identical one by the earlier one's results (cse.cpp).
 bool cse(ir::Graph& graph);
 

@@ -88,6 +88,12 @@ std::vector<ValueId> Rewriter::emit_tuple(ir::Op op, std::vector<Arg> args, Kwar
   return push(op, "", std::move(args), std::move(kwargs), std::move(types), ir::Node::ResultForm::Tuple);
 }
 
+std::vector<ValueId> Rewriter::emit_torch_tuple(std::string target, std::vector<Arg> args, Kwargs kwargs,
+                                                std::vector<ir::TensorType> types) {
+  return push(ir::Op::TorchCall, std::move(target), std::move(args), std::move(kwargs), std::move(types),
+              ir::Node::ResultForm::Tuple);
+}
+
 void Rewriter::rollback(Mark m) {
   nodes_.resize(m.nodes);
   types_.resize(m.values);

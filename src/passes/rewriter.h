@@ -53,6 +53,8 @@ class Rewriter {
   // Emits a node returning a tuple of results.
   std::vector<ir::ValueId> emit_tuple(ir::Op op, std::vector<ir::Arg> args, Kwargs kwargs,
                                       std::vector<ir::TensorType> types);
+  std::vector<ir::ValueId> emit_torch_tuple(std::string target, std::vector<ir::Arg> args, Kwargs kwargs,
+                                            std::vector<ir::TensorType> types);
 
   // Transactions around one rule.
   struct Mark {

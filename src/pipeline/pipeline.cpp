@@ -24,14 +24,28 @@ const std::vector<Step>& steps() {
       // Graph IR.
       {"canonicalize", IRKind::Graph, "bind arguments to parameters: defaults, non-negative dims, sizes as lists",
        [](Compilation& c, const Target&) { return passes::canonicalize(c.graph); }},
+      {"joint", IRKind::Graph, "a training graph becomes its joint forward + backward graph (docs/autograd.md)",
+       [](Compilation& c, const Target&) {
+         if (!autograd::is_training_graph(c.graph)) return false;
+         std::optional<autograd::Joint> joint = autograd::build_joint(c.graph, &c.not_differentiable);
+         if (!joint) return false;
+         c.graph = std::move(joint->graph);
+         c.joint = std::move(joint->layout);
+         return true;
+       }},
       {"decompose", IRKind::Graph, "rewrite composite ops into primitives (docs/decompositions.md)",
        [](Compilation& c, const Target&) { return passes::decompose(c.graph); }},
       {"dce", IRKind::Graph, "remove nodes whose results are unused and whose execution has no effect",
        [](Compilation& c, const Target&) { return passes::dce(c.graph); }},
       {"cse", IRKind::Graph, "replace a core op that repeats an earlier identical one by the earlier result",
        [](Compilation& c, const Target&) { return passes::cse(c.graph); }},
-      // The autograd stage (joint forward/backward graph, partitioner) goes here: it must see the
-      // decomposed graph and feed lowering both halves.
+      {"partition", IRKind::Graph, "cut a joint graph into forward and backward graphs (docs/autograd.md)",
+       [](Compilation& c, const Target&) {
+         if (!c.joint) return false;
+         c.partition = autograd::partition(autograd::Joint{std::move(c.graph), *c.joint}, c.partition_options);
+         c.graph = c.partition->forward;
+         return true;
+       }},
 
       // Graph IR -> loop IR.
       {"lower", IRKind::Graph, "lower the graph to loop IR: one kernel per op, extern calls for the rest",
@@ -42,9 +56,14 @@ const std::vector<Step>& steps() {
        }},
       {"simplify", IRKind::Loop, "simplify every index expression with its kernel's and loop's variable ranges",
        [](Compilation& c, const Target&) { return loop_ir::simplify_indices(c.program); }},
-      {"schedule", IRKind::Loop, "fuse kernels: inline, vertical and sibling fusion (docs/scheduler.md)",
+      // Splitting belongs to this step, not one of its own: the compiler reads the decisions and
+      // the kernel count after `schedule` (src/driver/backend.cpp).
+      {"schedule", IRKind::Loop,
+       "fuse kernels: inline, vertical and sibling fusion; then split long reductions with few outputs (Triton) "
+       "(docs/scheduler.md)",
        [](Compilation& c, const Target& target) {
          c.decisions = scheduler::schedule(c.program, target.schedule);
+         for (auto& d : scheduler::split_reductions(c.program, target.split)) c.decisions.push_back(std::move(d));
          for (const auto& d : c.decisions)
            if (d.kind != scheduler::FusionDecision::Kind::Refused) return true;
          return false;
@@ -92,11 +111,22 @@ size_t first_step_reading(IRKind kind) {
 }  // namespace
 
 Compilation::Compilation(ir::Graph g) : graph(std::move(g)), next_step(first_step_reading(IRKind::Graph)) {}
+Compilation::Compilation(ir::Graph g, std::string_view first_step) : graph(std::move(g)) {
+  const Step* step = find_step(first_step);
+  if (!step || step->reads != IRKind::Graph)
+    throw std::invalid_argument("a graph compilation cannot start at step '" + std::string(first_step) + "'");
+  next_step = static_cast<size_t>(step - steps().data());
+}
+
 Compilation::Compilation(loop_ir::Program p)
     : program(std::move(p)), kind(IRKind::Loop), next_step(first_step_reading(IRKind::Loop)) {}
 
 std::string Compilation::print() const {
-  if (kind == IRKind::Graph) return ir::print(graph);
+  if (kind == IRKind::Graph) {
+    if (partition) return autograd::print(*partition);
+    if (joint) return "// joint: " + joint->str() + "\n" + ir::print(graph);
+    return ir::print(graph);
+  }
   std::string text;
   for (const auto& d : decisions) text += "// fusion: " + d.str() + "\n";
   if (kind == IRKind::Cpp) return text + source->text;

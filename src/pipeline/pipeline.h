@@ -1,7 +1,12 @@
 // The pipeline: the one ordered list of steps that turns a captured graph into generated code.
 //
-//   canonicalize -> decompose -> dce -> cse -> [autograd] -> lower -> simplify -> schedule ->
-//   plan -> emit
+//   canonicalize -> [joint] -> decompose -> dce -> cse -> [partition] -> lower -> simplify ->
+//   schedule -> plan -> emit
+//
+// joint and partition act on training graphs only (src/autograd): joint replaces the graph by its
+// joint forward + backward graph, partition cuts that in two and leaves the forward as the current
+// graph and the backward beside it (`Compilation::backward`), which the caller compiles on from
+// `lower` as a Compilation of its own.
 //
 // pipeline.cpp holds that list (`steps()`), read top to bottom like Halide's Lower.cpp. Everything
 // that runs stages calls it: the compiler (frame -> graph -> kernels), `ember-opt` (golden tests),
@@ -29,6 +34,8 @@
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "codegen/triton/triton_codegen.h"
+#include "autograd/autograd.h"
+#include "autograd/autograd.h"
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
@@ -45,8 +52,17 @@ const char* ir_kind_name(IRKind kind);  // "graph", "loop", "cpp", "triton"
 struct Compilation {
   explicit Compilation(ir::Graph g);
   explicit Compilation(loop_ir::Program p);
+  // A graph compiled from the step named `first_step` on (a partition's backward: from `lower`).
+  Compilation(ir::Graph g, std::string_view first_step);
 
   ir::Graph graph;
+  // Training graphs: the joint's layout from `joint` on (unset when the graph is not one, or when
+  // it cannot be differentiated: `not_differentiable` says why); from `partition` on, the partition
+  // (its forward is `graph`; its backward graph is held here).
+  std::optional<autograd::JointLayout> joint;
+  std::string not_differentiable;
+  autograd::PartitionOptions partition_options;  // set by the caller (CompileOptions)
+  std::optional<autograd::Partition> partition;
   loop_ir::Program program;                         // from `lower` on (or the input)
   IRKind kind = IRKind::Graph;                      // the current IR
   std::vector<std::string> lowering_refusals;       // why each core op became an extern call
@@ -56,7 +72,7 @@ struct Compilation {
   std::optional<codegen::TritonSource> triton;      // from `emit` on, for a Triton target
   size_t next_step = 0;                             // index in steps() of the step compile() runs next
 
-  // The current IR as text: graph IR; loop IR (the scheduler's decisions first as `// fusion:`
+  // The current IR as text: graph IR (after partition: the partition's decisions and both graphs); loop IR (the scheduler's decisions first as `// fusion:`
   // lines and the memory plan after it as `// memory:` lines, when those steps ran); the fusion
   // lines and the C++ translation unit, or the printed Triton kernels, once emitted.
   std::string print() const;

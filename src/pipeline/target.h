@@ -20,6 +20,10 @@
 namespace ember::pipeline {
 
 struct Target {
+  // The GPU whose size the Triton settings assume: code is compiled for sm_90 without a device, so
+  // the SM count is a setting, not a query.
+  static constexpr int64_t kH200Sms = 132;
+
   // Cpu: one C++ translation unit (codegen/cpp). Triton: one Triton kernel per loop-IR kernel
   // (codegen/triton), for NVIDIA GPUs or Triton's interpreter.
   enum class Kind : uint8_t { Cpu, Triton };
@@ -29,6 +33,7 @@ struct Target {
   // read it; the runtime builds for it.
   ir::Device device;
   scheduler::ScheduleOptions schedule;
+  scheduler::SplitOptions split;  // off for Cpu
   codegen::CppOptions cpp;        // Cpu
   codegen::TritonOptions triton;  // Triton
   // Triton on CUDA: after timing the candidates at the first launch, refine the fastest by
@@ -40,6 +45,7 @@ struct Target {
     Target t;
     t.kind = Kind::Triton;
     t.device = std::move(device);
+    t.split.min_programs = 2 * kH200Sms;
     return t;
   }
   std::string str() const;  // "cpu", "triton"

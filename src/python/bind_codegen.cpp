@@ -86,6 +86,8 @@ nb::dict kernel_dict(const codegen::TritonKernel& k) {
     pd["type"] = p.type;
     if (p.kind == codegen::TritonParam::Kind::Pointer) {
       pd["buffer"] = p.buffer;
+      static const char* kUses[] = {"", "load", "store", "load_store"};
+      pd["use"] = kUses[static_cast<int>(p.use)];
     } else {
       pd["value"] = p.value.constant();
     }
@@ -135,17 +137,20 @@ void bind_codegen(nb::module_& m) {
       "plan"_a = nb::none());
 
   // `schedule`: run the pipeline's simplify and schedule steps first (programs straight from
-  // lowering), as the compiler does. Returns the
+  // lowering), as the compiler does; `split_*` override the Triton target's SplitOptions (-1:
+  // the target's). Returns the
   // printed kernels (`printed`), else {"kernels": [dict per kernel], "program": the loop IR they
   // run, "arena_bytes", "offsets"}.
   m.def(
       "emit_triton",
       [](const std::string& text, bool schedule, int64_t persistent_max_rnumel, int max_configs, bool printed,
-         const PlanArg& plan) -> nb::object {
+         const PlanArg& plan, int64_t split_min_programs, int64_t split_min_rnumel) -> nb::object {
         pipeline::Compilation c(parse_verified(text));
         pipeline::Target target = pipeline::Target::gpu();
         target.triton.persistent_max_rnumel = persistent_max_rnumel;
         target.triton.max_configs = max_configs;
+        if (split_min_programs >= 0) target.split.min_programs = split_min_programs;
+        if (split_min_rnumel >= 0) target.split.min_split_rnumel = split_min_rnumel;
         if (schedule) {
           for (const char* step : {"simplify", "schedule"})
             pipeline::run_step(*pipeline::find_step(step), c, target, pipeline::Instruments{});
@@ -163,7 +168,8 @@ void bind_codegen(nb::module_& m) {
         return result;
       },
       "loop_ir"_a, "schedule"_a = false, "persistent_max_rnumel"_a = codegen::TritonOptions{}.persistent_max_rnumel,
-      "max_configs"_a = 1, "printed"_a = false, "plan"_a = nb::none());
+      "max_configs"_a = 1, "printed"_a = false, "plan"_a = nb::none(), "split_min_programs"_a = -1,
+      "split_min_rnumel"_a = -1);
 
   nb::class_<CompiledProgram>(m, "CompiledProgram")
       .def("run",

@@ -37,7 +37,8 @@ void bind_options(nb::module_& m) {
       .value("schedule", kLogSchedule)
       .value("output_code", kLogOutputCode)
       .value("perf", kLogPerf)
-      .value("passes", kLogPasses);
+      .value("passes", kLogPasses)
+      .value("partition", kLogPartition);
   nb::class_<CompileOptions>(m, "CompileOptions")
       .def(nb::init<>())
       .def_rw("backend", &CompileOptions::backend)
@@ -52,6 +53,7 @@ void bind_options(nb::module_& m) {
       .def_rw("verify_each_step", &CompileOptions::verify_each_step)
       .def_rw("inject_fault_after", &CompileOptions::inject_fault_after)
       .def_rw("triton_interpret", &CompileOptions::triton_interpret)
+      .def_rw("activation_memory_budget", &CompileOptions::activation_memory_budget)
       .def_rw("cxx", &CompileOptions::cxx)
       .def_rw("cache_dir", &CompileOptions::cache_dir)
       .def_rw("include_dir", &CompileOptions::include_dir);
@@ -96,6 +98,8 @@ void bind_compiler(nb::module_& m) {
     d["cuda_graph_records"] = s.cuda_graph_records;
     d["cuda_graph_replays"] = s.cuda_graph_replays;
     d["backend_errors"] = s.backend_errors;
+    d["backward_graphs_compiled"] = s.backward_graphs_compiled;
+    d["autograd_islands"] = s.autograd_islands;
     d["graphs"] = s.graphs;
     d["ops_captured"] = s.ops_captured;
     d["trace_seconds"] = s.trace_seconds;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -174,11 +175,13 @@ std::optional<TritonConfig> load_best_config(const std::string& cache_dir, const
 
 void store_best_config(const std::string& cache_dir, const std::string& key, const TuneResult& result) {
   ensure_best_dirs(cache_dir);
-  std::ostringstream json;
-  json << "{\n \"config\": \"" << result.best.str() << "\",\n \"time_ms\": " << result.best_ms
-       << ",\n \"found_by_coordinate_descent\": " << (result.found_by_coordinate_descent ? "true" : "false")
-       << ",\n \"configs_timed\": " << result.timed << ",\n \"format\": \"" << kBestFormat << "\"\n}\n";
-  write_file_atomic(best_config_path(cache_dir, key), json.str());
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.9g", result.best_ms);
+  std::string json = "{\n \"config\": \"" + result.best.str() + "\",\n \"time_ms\": " + ms +
+                     ",\n \"found_by_coordinate_descent\": " + (result.found_by_coordinate_descent ? "true" : "false") +
+                     ",\n \"configs_timed\": " + std::to_string(result.timed) + ",\n \"format\": \"" +
+                     kBestFormat + "\"\n}\n";
+  write_file_atomic(best_config_path(cache_dir, key), json);
 }
 
 }  // namespace ember::runtime

@@ -143,6 +143,7 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
   if (device_.type != "cpu" && device_.type != "cuda")
     throw std::invalid_argument("compiled graph: buffers on " + device_.str() + "; compiled graphs run on cpu and cuda");
   device_key_ = pybridge::device_key(device_);
+  on_cuda_ = device_.type == "cuda";
   for (const Buffer& b : program_.buffers) {
     if (b.device != device_)
       throw std::invalid_argument("compiled graph: %" + b.name() + " is on " + b.device.str() + ", %" +
@@ -452,7 +453,7 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   call.ctx.call_extern = &CompiledGraph::call_extern;
   call.ctx.runtime = &call;
 
-  if (device_.type == "cuda") {
+  if (on_cuda_) {
     call.device_index = device_key_.index;
     if (!pybridge::current_cuda_stream(device_key_.index, &call.stream)) return false;
   }

@@ -149,6 +149,7 @@ class CompiledGraph : public GraphRunner {
   memory::MemoryPlan plan_;
   std::unique_ptr<GraphCode> code_;
   ir::Device device_;                     // every buffer's
+  bool on_cuda_ = false;                  // device_.type == "cuda", decided once: run() reads it per call
   pybridge::DeviceKey device_key_;
   std::vector<ExternStep> externs_;
   std::vector<Placement> placement_;      // per buffer

@@ -72,11 +72,12 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
         throw std::invalid_argument("Triton code: kernel " + kernel.name +
                                     " needs exactly one of a cubin per config or an interpreted function");
     interpreted_ = interpreted_ || static_cast<bool>(launch.runnable.interpreted);
+    launch.xnumel = kernel.xnumel.constant();
+    for (Candidate& c : launch.runnable.candidates) c.grid = launch_grid(launch.xnumel, c.config);
     if (candidates.size() == 1 || launch.runnable.interpreted) {
       launch.choice->best = candidates.front();
       launch.choice->tuned = true;
     }
-    launch.xnumel = kernel.xnumel.constant();
     for (const codegen::TritonParam& p : kernel.params) {
       Arg arg;
       if (p.kind == codegen::TritonParam::Kind::Size) {
@@ -84,8 +85,7 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
       } else {
         const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
         arg.buffer = b.id;
-        // emit_triton names a root the kernel both loads and stores in_out_ptr<n>.
-        if (p.name.rfind("in_out_ptr", 0) == 0) arg.in_place_bytes = span_bytes(b);
+        if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes(b);
         switch (b.kind) {
           case Buffer::Kind::Input:
           case Buffer::Kind::Output:
@@ -125,7 +125,10 @@ int TritonCode::run(ember_ctx* ctx, Env& env) const {
 }
 
 bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const {
-  std::vector<cuda::ArgValue> values(launch.args.size());
+  // On the stack, not a member: calls of one graph may run at once on several threads (the GIL is
+  // released). Every candidate's cubin has as many launched parameters as `args` (checked at
+  // construction), and cuda::Kernel refuses a binary with more than kMaxParams.
+  cuda::ArgValue values[cuda::kMaxParams];
   for (size_t a = 0; a < launch.args.size(); ++a) {
     const Arg& arg = launch.args[a];
     switch (arg.kind) {
@@ -150,14 +153,13 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
   const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, use.config);
   if (kernel == nullptr) return false;
   std::string error;
-  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), launch_grid(launch.xnumel, use.config), 1,
-                     1, values.data(), &error))
+  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), use.grid, 1, 1, values, &error))
     return true;
   set_error("ember: launching Triton kernel failed: " + error);
   return false;
 }
 
-bool TritonCode::tune(const Launch& launch, const std::vector<cuda::ArgValue>& values, const Env& env) const {
+bool TritonCode::tune(const Launch& launch, const cuda::ArgValue* values, const Env& env) const {
   Choice& choice = *launch.choice;
   std::lock_guard<std::mutex> lock(choice.mutex);
   if (choice.tuned.load(std::memory_order_relaxed)) return true;
@@ -190,7 +192,7 @@ bool TritonCode::tune(const Launch& launch, const std::vector<cuda::ArgValue>& v
         return timed.emplace(config.str(), std::move(c)).first->second.kernel;
       };
       TuneResult result = cuda::tune_on_device(configs, kernel_for, env.device_index,
-                                               static_cast<cuda::CUstream>(env.stream), launch.xnumel, values.data(),
+                                               static_cast<cuda::CUstream>(env.stream), launch.xnumel, values,
                                                in_place, tune_.coordinate_descent);
       best = timed.at(result.best.str());
       store_best_config(tune_.cache_dir, key, result);
@@ -217,7 +219,7 @@ TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const code
                                                 std::string* why) const {
   for (const Candidate& c : launch.runnable.candidates)
     if (c.config.str() == config.str()) return c;
-  Candidate made{config, nullptr};
+  Candidate made{config, nullptr, launch_grid(launch.xnumel, config)};
   PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
   try {
     std::vector<std::string> errors;
@@ -275,7 +277,7 @@ bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
     PyRef v = PyRef::steal(PyLong_FromLongLong(value));
     PyDict_SetItemString(kwargs.get(), name.c_str(), v.get());
   }
-  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(launch_grid(launch.xnumel, config))));
+  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(launch.runnable.candidates.front().grid)));
   PyRef bound = PyRef::steal(PyObject_GetItem(launch.runnable.interpreted.get(), grid_tuple.get()));
   if (!bound) return false;
   PyRef done = PyRef::steal(PyObject_Call(bound.get(), args.get(), kwargs.get()));

@@ -54,6 +54,7 @@ class TritonCode : public GraphCode {
   struct Candidate {
     codegen::TritonConfig config;
     std::shared_ptr<const cuda::Kernel> kernel;
+    uint32_t grid = 0;  // programs on axis 0 for the kernel's xnumel: set once by TritonCode
   };
   // What runs one kernel.
   struct Runnable {
@@ -99,7 +100,7 @@ class TritonCode : public GraphCode {
   };
   bool launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const;
   // Sets launch.choice (from the disk cache, else by timing); false with a Python error set.
-  bool tune(const Launch& launch, const std::vector<cuda::ArgValue>& values, const Env& env) const;
+  bool tune(const Launch& launch, const cuda::ArgValue* values, const Env& env) const;
   // A candidate for `config`: one already compiled, else compiled now (taking the GIL); a null
   // kernel with `*why` set when it does not compile.
   Candidate candidate_for(const Launch& launch, const codegen::TritonConfig& config, std::string* why) const;

@@ -35,6 +35,11 @@ struct WorkStep {
   std::string label;       // "k3", "k1+k3"; extern steps: the callable
 };
 
+// schedule.cpp ------------------------------------------------------------------------------
+
+// A scheduler bug is a logic_error naming `who` and every problem, never a silently wrong program.
+void check_verifies(const Program& program, const char* who);
+
 // dependencies.cpp --------------------------------------------------------------------------
 
 

@@ -30,11 +30,25 @@ std::string FusionDecision::str() const {
       return "vertical " + producer + " -> " + consumer + ": " + reason;
     case Kind::Sibling:
       return "sibling " + producer + " + " + consumer + ": " + reason;
+    case Kind::Split:
+      return "split " + producer + " into " + consumer + ": " + reason;
     case Kind::Refused:
       return "refused " + producer + " -> " + consumer + ": " + reason;
   }
   return reason;
 }
+
+namespace detail {
+
+void check_verifies(const Program& program, const char* who) {
+  const std::vector<std::string> problems = loop_ir::verify(program);
+  if (problems.empty()) return;
+  std::string all;
+  for (const std::string& p : problems) all += "\n  " + p;
+  throw std::logic_error(std::string(who) + " produced a program that does not verify:" + all);
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -178,12 +192,7 @@ std::vector<FusionDecision> schedule(Program& program, const ScheduleOptions& op
   remove_dead_stores(program, steps);
   rebuild(program, steps);
 
-  problems = loop_ir::verify(program);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += "\n  " + p;
-    throw std::logic_error("schedule produced a program that does not verify:" + all);
-  }
+  check_verifies(program, "schedule");
   return decisions;
 }
 

@@ -20,6 +20,7 @@
 // `max_nodes` scalar nodes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,25 @@ struct ScheduleOptions {
   int inline_max_consumers = 4; // ... or with more consuming kernels
 };
 
+// Split reductions (split.cpp): a reduction with few outputs for its reduced extent runs on few
+// programs (x.sum(0) of 8192x4096: 64 on a GPU of 132 SMs). Splitting it in two kernels -- partial
+// results [splits, outputs] into a temporary, then a short reduction over the splits -- gives the
+// first kernel `splits` times more programs. Off (min_programs 0) for the C++ target, whose OpenMP
+// loops already divide the work.
+struct SplitOptions {
+  // Split when the kernel would launch fewer programs than this (Triton: 2x the H200's 132 SMs).
+  int64_t min_programs = 0;
+  // Each partial reduces at least this many elements: above the Triton target's persistent limit
+  // (1024), so that the partials kernel stays a looped reduction (an outer one keeps its coalesced
+  // config); and the second kernel's launch and the partials' round trip stay small beside it.
+  int64_t min_split_rnumel = 2048;
+  // Programs the Triton target launches for `outputs` outer points: one row per program, or this
+  // many columns per program when the loop reads across rows (codegen/triton: outer reduction).
+  int64_t columns_per_program = 64;
+};
+
 struct FusionDecision {
-  enum class Kind : uint8_t { Inline, Vertical, Sibling, Refused };
+  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Refused };
   Kind kind = Kind::Refused;
   std::string producer;  // kernel names as lowering printed them (k3), or buffer names (b5) for inlining
   std::string consumer;
@@ -44,5 +62,16 @@ struct FusionDecision {
 
 // Rewrites `program` in place.
 std::vector<FusionDecision> schedule(loop_ir::Program& program, const ScheduleOptions& options);
+
+// Splits the reductions worth splitting (SplitOptions) of a scheduled program, in place; one
+// decision (Split, or Refused with the reason) per kernel with a looped reduction it considered.
+// Needs a scheduled program with constant sizes. Guarantees: a verifying program computing the same
+// values up to the reassociation of sums (as any change of block size does).
+std::vector<FusionDecision> split_reductions(loop_ir::Program& program, const SplitOptions& options);
+
+// True when a kernel's first ranged loop reads across rows (x.sum(0)): its first load moves by 1
+// along the innermost outer variable and not along the innermost loop variable. Such a reduction is
+// coalesced by giving each program a block of columns (the Triton target's outer-reduction config).
+bool outer_reduction(const loop_ir::Program& program, const loop_ir::Kernel& kernel);
 
 }  // namespace ember::scheduler

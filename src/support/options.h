@@ -37,6 +37,7 @@ enum LogChannel : uint32_t {
   kLogOutputCode = 1u << 6,
   kLogPerf = 1u << 7,
   kLogPasses = 1u << 8,  // the IR after each pass that changed it
+  kLogPartition = 1u << 9,  // a training graph's partition: what is saved and recomputed, both graphs
 };
 
 struct CompileOptions {
@@ -54,6 +55,10 @@ struct CompileOptions {
   // Graphs on the CPU run through the Triton backend, their kernels in Triton's interpreter, instead
   // of the C++ backend: slow, a way to test the GPU backend's code without a GPU (tests).
   bool triton_interpret = false;
+  // Training graphs: what saving a recomputable activation costs the partitioner, from 1 (the cut
+  // with the fewest saved bytes) down to 0 (save only inputs and what cannot be recomputed:
+  // activation checkpointing). autograd::PartitionOptions::memory_budget.
+  double activation_memory_budget = 1.0;
   // The C++ backend: the compiler ($CXX, else g++), the on-disk cache ($EMBER_CACHE_DIR, else
   // ~/.cache/ember) and the folder holding the headers generated code includes (ember/vec.h).
   std::string cxx = "g++";

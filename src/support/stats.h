@@ -15,6 +15,8 @@ struct Stats {
   uint64_t kernels_compiled = 0;
   uint64_t codegen_failures = 0;
   uint64_t backend_errors = 0;   // graphs that fell back because a backend stage threw (a bug)
+  uint64_t backward_graphs_compiled = 0;  // training graphs compiled as forward + backward
+  uint64_t autograd_islands = 0;  // ops of those differentiated through torch autograd (no rule)
   uint64_t graphs = 0;           // graphs built
   uint64_t cuda_graph_records = 0;  // CUDA graphs captured (mode="reduce-overhead"; re-records included)
   uint64_t cuda_graph_replays = 0;  // calls served by replaying one

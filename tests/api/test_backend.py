@@ -42,19 +42,20 @@ def test_explain_reports_kernels_and_planned_peak():
     assert "planned peak memory: 256 bytes" in str(out)
 
 
-def test_graph_needing_gradients_runs_on_the_eager_executor():
+def test_graph_needing_gradients_compiles_forward_and_backward():
     x = torch.randn(4, 16, requires_grad=True)
     w, b = torch.randn(16), torch.randn(16)
     out = ember.explain(layer_norm_gelu)(x, w, b)
-    assert out.kernel_counts == [0]
-    assert "requires grad" in out.backend_fallbacks[0]
+    assert out.kernel_counts[0] >= 2  # forward and backward kernels
+    assert out.backend_fallbacks == [""] and out.training == [True] and out.autograd_islands == [[]]
+    ember.reset()
     compiled = ember.compile(layer_norm_gelu)
     compiled(x, w, b).sum().backward()
     g = x.grad.clone()
     x.grad = None
     layer_norm_gelu(x, w, b).sum().backward()
     torch.testing.assert_close(g, x.grad)
-    assert ember.stats()["kernels_compiled"] == 0
+    assert ember.stats()["backward_graphs_compiled"] == 1
 
 
 def test_compiler_failure_warns_once_counts_and_stays_correct(monkeypatch):
@@ -133,10 +134,15 @@ def test_strict_from_the_environment(monkeypatch):
 
 
 def test_fallbacks_by_design_are_not_internal_errors(monkeypatch):
-    # Under strict: a graph needing gradients, one with only extern calls, generated C++ that does
-    # not compile -- each runs on the eager executor without raising, and none is a backend error.
-    x = torch.randn(4, 16, requires_grad=True)
-    ember.compile(layer_norm_gelu)(x, torch.randn(16), torch.randn(16))
+    # Under strict: a training graph that cannot be differentiated ahead of time (an in-place write
+    # of a value that requires grad), one with only extern calls, generated C++ that does not compile
+    # -- each runs on the eager executor without raising, and none is a backend error.
+    def writes_grad_value(x):
+        y = x * 2
+        y.add_(1)
+        return y.exp()
+
+    ember.compile(writes_grad_value)(torch.randn(4, 16, requires_grad=True))
     ember.compile(lambda a, b: a @ b)(torch.randn(3, 4), torch.randn(4, 5))
     monkeypatch.setenv("CXX", "false")
     with warnings.catch_warnings():

@@ -57,6 +57,22 @@ CASES = {
                  {}),
 }
 
+# Split reductions (scheduler/split.cpp) at interpreter sizes: the thresholds are lowered so that
+# small tensors split (the Triton target splits from 2 x 132 programs and partials of 2048).
+SPLIT = {"split_min_programs": 64, "split_min_rnumel": 16}
+SPLIT_CASES = {
+    "split_sum_dim0": (lambda x: x.sum(0), lambda: [randn(600, 40)], SPLIT),
+    "split_sum_full_bf16": (lambda x: x.sum(), lambda: [randn(96, 70, dtype=torch.bfloat16)], SPLIT),
+    "split_sum_keepdim_odd": (lambda x: x.sum(1, keepdim=True), lambda: [randn(5, 1001)], SPLIT),
+    "split_sum_middle_dim": (lambda x: x.sum(1), lambda: [randn(4, 500, 6)], SPLIT),
+    "split_amax_amin_nan": (lambda x: (x.amax(1, keepdim=True), x.amin(1)), lambda: [with_nans(randn(3, 2000))], SPLIT),
+    "split_var_mean": (lambda x: torch.var_mean(x, -1), lambda: [randn(4, 3000) + 5], SPLIT),
+    "split_var_dim0": (lambda x: x.var(0), lambda: [randn(1500, 7) * 2 + 1], SPLIT),
+    "split_mean_bf16_epilogue": (lambda x: (x.mean(0) * 2).to(torch.bfloat16),
+                                 lambda: [randn(1024, 24, dtype=torch.bfloat16)], SPLIT),
+}
+CASES.update(SPLIT_CASES)
+
 
 def every_op_inputs():
     g = torch.Generator().manual_seed(5)

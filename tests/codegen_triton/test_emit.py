@@ -113,6 +113,30 @@ def test_signature_and_params():
     assert k["xnumel"] == 4 and k["rnumel"] == 8
 
 
+def test_pointer_params_say_how_the_kernel_uses_them():
+    # The runtime saves exactly the load_store buffers around autotuning's trials: it reads this
+    # field, never the parameter's name.
+    inplace = """program @p {
+  buffer %b0 : f32[4, 8]{8, 1} input 0
+  buffer %b1 : f32[4, 8]{8, 1} input 1
+  buffer %b2 : f32[4, 8]{8, 1} output 0
+  kernel @k0 [i0 < 4, i1 < 8] {
+    loop {
+      %t0 = load %b0[i0, i1] : f32
+      %t1 = load %b1[i0, i1] : f32
+      %t2 = add %t0, %t1 : f32
+      store %b1[i0, i1] = %t2
+      store %b2[i0, i1] = %t2
+    }
+  }
+  return (%b2)
+}
+"""
+    k = codegen.emit_triton(inplace)["kernels"][0]
+    uses = [(p["name"], p["use"]) for p in k["params"] if "buffer" in p]
+    assert uses == [("in_ptr0", "load"), ("in_out_ptr0", "load_store"), ("out_ptr0", "store")]
+
+
 def test_printed_form_lists_params_and_configs():
     text = codegen.emit_triton(ROWSUM.format(n=8), printed=True)
     assert text.startswith("# kernel 0: ember_per_sum_")

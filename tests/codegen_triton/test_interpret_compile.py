@@ -51,6 +51,16 @@ def test_long_rows_loop():
     _check(lambda t: (t.sum(-1), t.amax(-1), t.var(-1)), torch.randn(3, 3000), rtol=1e-5, atol=1e-4)
 
 
+def test_split_reductions_through_the_runtime(monkeypatch, caplog):
+    # Long reductions over few rows, at the Triton target's own thresholds: each becomes a partials
+    # kernel and a combining kernel (the partials in the arena), with the decision in the schedule log.
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    _check(lambda t: (t.sum(), t.amax(0), torch.var_mean(t.t(), -1)), torch.randn(8192, 8) + 2, rtol=1e-5, atol=1e-4)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "split k" in text and "splits of" in text, text
+
+
 def test_matmul_epilogue_between_extern_calls():
     w, b = torch.randn(32, 24), torch.randn(24)
     _check(lambda x: F.gelu(x @ w + b) @ w.t(), torch.randn(8, 32), rtol=1e-5, atol=1e-4)

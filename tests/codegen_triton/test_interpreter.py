@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from interp_cases import CASES, LOOP_CASES
+from interp_cases import CASES, LOOP_CASES, SPLIT_CASES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -34,3 +34,10 @@ def test_interpreter(report, case):
     r = report.get(case)
     assert r is not None, f"{case}: no report (the runner stopped early?)"
     assert r["ok"], f"{case} ({', '.join(r['kernels'])}): {r['message']}"
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_split_cases_ran_as_two_kernels(report, case):
+    # Numerics alone would pass unsplit: each of these must have run a partials and a combining kernel.
+    r = report.get(case)
+    assert r is not None and len(r["kernels"]) >= 2, r

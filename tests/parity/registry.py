@@ -77,7 +77,6 @@ NO_KERNELS = {
         "float_formatting", "nn_batchnorm1d_train_cumulative", "shape_as_python_values",
         "string_and_tuple_comparisons", "try_except_raising",
     ], _NO_GRAPH),
-    "tensor_is_leaf_attribute": "its outputs are inputs that require grad: no graph serves them",
 }
 # ... and, on a CUDA device only, these: their graphs move values to the CPU (x.cpu(), x.to("cpu"), a
 # numpy round trip), and a compiled graph runs on one device, so they run on the eager executor.

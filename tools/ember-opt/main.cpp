@@ -119,7 +119,11 @@ int parse_args(int argc, char** argv, Options& options) {
       if (!value_of(i, arg, flag.c_str(), value)) return usage_error(flag + " needs a value");
       if (flag == "--target") {
         if (value != "cpu" && value != "triton") return usage_error("--target is cpu or triton, not '" + value + "'");
-        options.target.kind = value == "cpu" ? pipeline::Target::Kind::Cpu : pipeline::Target::Kind::Triton;
+        // The target's settings, not just its kind (the Triton target splits reductions); what
+        // --max-nodes set is kept.
+        const ember::scheduler::ScheduleOptions schedule = options.target.schedule;
+        options.target = value == "cpu" ? pipeline::Target::cpu() : pipeline::Target::gpu();
+        options.target.schedule = schedule;
         continue;
       }
       if (flag == "--max-nodes") {

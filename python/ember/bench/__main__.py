@@ -6,13 +6,14 @@ scripts can tell "not measurable yet" from "measured" (0) and "a compiler failed
 import argparse
 import sys
 
-from . import cpu, gpu, models, overhead
+from . import cpu, gpu, models, overhead, train
 
 SUITES = {
     "overhead": overhead,
     "cpu": cpu,
     "models": models,
     "gpu": gpu,
+    "train": train,
 }
 
 NOT_YET = {}

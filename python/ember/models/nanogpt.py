@@ -145,4 +145,4 @@ def random_tokens(config, batch, seq, *, seed=0, device="cpu"):
     if seq > config.block_size:
         raise ValueError(f"random_tokens: seq {seq} exceeds block_size {config.block_size}")
     g = torch.Generator(device="cpu").manual_seed(seed)
-    return torch.randint(0, config.vocab_size, (batch, seq), generator=g).to(device)
+    return torch.randint(0, config.vocab_size, (batch, seq), generator=g, device="cpu").to(device)

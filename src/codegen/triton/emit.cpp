@@ -13,6 +13,7 @@
 
 #include "codegen/triton/emit_internal.h"
 #include "codegen/triton/spelling.h"
+#include "scheduler/scheduler.h"
 #include "support/sha256.h"
 
 namespace ember::codegen {
@@ -193,26 +194,6 @@ class KernelEmitter {
                 (shape_.int64 ? ": past INT32_MAX)\n" : ")\n");
   }
 
-  // The reduction reads along a non-contiguous dimension (sum over dim 0): its first load moves
-  // by 1 along the innermost outer variable, not along the innermost loop variable.
-  bool outer_reduction() const {
-    for (const Node& n : kernel_.nodes) {
-      if (n.op != ScalarOp::Load || kernel_.loops[static_cast<size_t>(n.loop)].ranges.empty()) continue;
-      const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
-      sym::Expr off = 0;
-      for (size_t k = 0; k < n.index.size(); ++k) off = off + n.index[k] * b.strides[k];
-      auto step = [&](const std::string& v) {
-        sym::Expr d = loop_ir::simplify(loop_ir::substitute(off, {{v, sym::Expr::symbol(v) + 1}}) - off, {});
-        return d.is_constant() ? d.constant() : -1;
-      };
-      const size_t nr = kernel_.loops[static_cast<size_t>(n.loop)].ranges.size();
-      const int64_t along_r = step("r" + std::to_string(nr - 1));
-      const int64_t along_x = kernel_.ranges.empty() ? -1 : step("i" + std::to_string(kernel_.ranges.size() - 1));
-      return along_r != 1 && along_x == 1;
-    }
-    return false;
-  }
-
   static TritonConfig config(int64_t xblock, int64_t rblock, int64_t warps) {
     TritonConfig c;
     c.blocks.emplace_back("XBLOCK", xblock);
@@ -257,7 +238,7 @@ class KernelEmitter {
       }
       case TritonKernel::Kind::LoopedReduction: {
         const int64_t rb = std::min<int64_t>(2048, next_pow2(shape_.rnumel));
-        if (outer_reduction()) {
+        if (scheduler::outer_reduction(program_, kernel_)) {
           add(64, 8, 4);
           reasons_ += "# configs: the loop reads across rows (outer reduction): XBLOCK=64 RBLOCK=8 keep loads coalesced\n";
         } else {
@@ -301,6 +282,7 @@ class KernelEmitter {
       static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
       TritonParam p;
       p.kind = TritonParam::Kind::Pointer;
+      p.use = static_cast<TritonParam::Use>(use);
       p.name = kPrefix[use] + std::to_string(counts[use]++);
       p.type = std::string("*") + triton::dtype_spelling(b.dtype).signature;
       p.buffer = root;

@@ -48,7 +48,11 @@ struct TritonParam {
     Pointer,  // element 0 of `buffer` (a root buffer: Input, Output, Extern or Temp)
     Size,     // an integer the kernel receives at launch (`value`): xnumel, rnumel, symbolic sizes
   };
+  // Pointer: how the kernel touches the buffer (the name's prefix says the same, for people). The
+  // runtime saves and restores a LoadStore buffer around autotuning's trial launches.
+  enum class Use : uint8_t { Load = 1, Store = 2, LoadStore = 3 };
   Kind kind = Kind::Pointer;
+  Use use = Use::Load;
   std::string name;            // as in the source: in_ptr0, out_ptr1, in_out_ptr0, xnumel
   std::string type;            // Triton signature type: "*fp32", "*bf16", "*i64", "*i1", "i32", "i64"
   loop_ir::BufferId buffer = -1;  // Pointer

@@ -1,0 +1,115 @@
+"""Training graphs at run time: the torch.autograd.Function that joins a compiled forward and a
+compiled backward (src/runtime/training_runner.h), and the backward of autograd islands.
+
+The C++ driver builds one `TrainingGraph` per compiled training graph and calls
+`CompiledFunction.apply(graph, *inputs)` on every call. The Function's forward runs the forward
+executable, which returns the user's outputs and then the values the backward needs; the backward
+runs the backward executable on those values, the primals it reads, and the incoming gradients
+(docs/autograd.md).
+"""
+import torch
+
+from .python_table import resolve_path
+
+
+class TrainingGraph:
+    """The two executables of a training graph and how their inputs and outputs line up."""
+
+    __slots__ = ("forward", "backward", "forward_outputs", "tangent_of_output", "grad_of_primal",
+                 "saved_primals", "kept", "tangents_of_gradient")
+
+    def __init__(self, forward, backward, forward_outputs, tangent_of_output, grad_of_primal, saved_primals,
+                 passthrough, tangents_of_gradient):
+        self.forward = forward                      # f(primals) -> user outputs + saved values
+        self.backward = backward                    # f(saved + saved primals + tangents) -> gradients
+        self.forward_outputs = forward_outputs      # how many of the forward's outputs are the user's
+        self.tangent_of_output = tangent_of_output  # per user output: its tangent index, -1 if none
+        self.grad_of_primal = grad_of_primal        # per primal: index among the gradients, -1 if none
+        self.saved_primals = saved_primals          # primals the backward reads
+        # The user outputs the Function returns: not those that are inputs themselves, which the
+        # runner returns as they are (a Function returning its input would make it a non-leaf).
+        self.kept = [i for i in range(forward_outputs) if i not in set(passthrough)]
+        # Per gradient: the tangents it depends on; a gradient none of whose tangents flows is None.
+        self.tangents_of_gradient = tangents_of_gradient
+
+
+class CompiledFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, graph, *primals):
+        outs = graph.forward(primals)
+        user = tuple(outs[i] for i in graph.kept)
+        ctx.graph = graph
+        ctx.set_materialize_grads(False)  # an output no gradient reaches arrives as None (see backward)
+        ctx.save_for_backward(*outs[graph.forward_outputs:], *(primals[i] for i in graph.saved_primals))
+        # Shapes of the differentiable outputs, for a zero gradient where none flows.
+        ctx.tangent_meta = [(o.shape, o.dtype, o.device) for o, t in zip(outs, graph.tangent_of_output) if t >= 0]
+        fixed = [outs[i] for i in graph.kept if graph.tangent_of_output[i] < 0 and outs[i].is_floating_point()]
+        if fixed:
+            ctx.mark_non_differentiable(*fixed)
+        return user
+
+    @staticmethod
+    def backward(ctx, *grads):
+        graph = ctx.graph
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "ember: double backward (create_graph=True) through a compiled training graph is not supported; "
+                "compute higher-order gradients with the function run eagerly (ember.disable)")
+        given = dict(zip(graph.kept, grads))
+        tangents, flows = [], []
+        for i, t in enumerate(graph.tangent_of_output):
+            if t < 0:
+                continue
+            g = given.get(i)
+            flows.append(g is not None)
+            if g is None:  # none flows, or the output is an input returned as it is (torch routes its grad)
+                shape, dtype, device = ctx.tangent_meta[len(tangents)]
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            tangents.append(g.contiguous())
+        results = graph.backward([*ctx.saved_tensors, *tangents])
+        # A gradient that only unused outputs would carry stays None, as eager leaves it.
+        return (None, *(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
+                        for j in graph.grad_of_primal))
+
+
+def _tensors(value, out):
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _tensors(item, out)
+
+
+def _with_leaves(value, needs, leaves, position):
+    """`value` with each tensor it holds replaced, in order, by a detached leaf that requires grad
+    where `needs` says so (collected into `leaves`)."""
+    if isinstance(value, torch.Tensor):
+        i = position[0]
+        position[0] += 1
+        if not needs[i]:
+            return value.detach()
+        leaf = value.detach().requires_grad_(True)
+        leaves.append(leaf)
+        return leaf
+    if isinstance(value, (list, tuple)):
+        return type(value)(_with_leaves(item, needs, leaves, position) for item in value)
+    return value
+
+
+def island_backward(callable_name, needs, grads, /, *args, **kwargs):
+    """The backward of an autograd island: recomputes `callable_name(*args, **kwargs)` with grad
+    enabled on fresh leaves and returns the gradients of the tensor arguments that need one (in
+    argument order, keywords last), given the gradients `grads` of its results (None: none flows)."""
+    fn = resolve_path(callable_name)
+    leaves, position = [], [0]
+    args = _with_leaves(args, needs, leaves, position)
+    kwargs = {k: _with_leaves(v, needs, leaves, position) for k, v in kwargs.items()}
+    with torch.enable_grad():
+        result = fn(*args, **kwargs)
+    outs = []
+    _tensors(result, outs)
+    pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+    if not pairs:
+        return tuple(torch.zeros_like(leaf) for leaf in leaves)
+    got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
+    return tuple(torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, got))

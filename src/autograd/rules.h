@@ -1,0 +1,135 @@
+// Internal to autograd: the derivative table and what a rule sees (joint.cpp, rules_*.cpp).
+//
+// The table (vjp.def) has one entry per core op of ir/ops.def, in its order, checked at compile
+// time: an op added to ops.def without a derivative entry fails to build. Kinds:
+//   Rule               a function that emits the vector-Jacobian product in primitives;
+//   NonDifferentiable  no gradient flows (comparisons, bitwise, factories, integer results);
+//   ZeroGradient       torch's derivative is zero (floor, ceil, round, sign, ...): the input gets
+//                      zeros, as torch gives it, not None;
+//   Decomposed         differentiated through its decomposition (passes/decompose), whose
+//                      primitives all have rules: views and spellings that decompose exactly.
+// Generic torch calls (ir::Op::TorchCall) have rules by callable name where torch offers a
+// backward to call (convolution); otherwise they are decomposed when decompose has a rule, else
+// they become islands.
+//
+// A rule reads the forward node through its bound arguments (passes/signatures.h), reads the
+// gradients of the node's results, and gives each differentiable argument its gradient with
+// give(): broadcasting is undone (summed to the argument's size) and the dtype converted there, so
+// rules compute in the result's shape and dtype. A rule that meets a form it does not handle
+// exactly throws passes::Refuse; whatever it emitted is rolled back and the node becomes an island.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "passes/builders.h"
+#include "passes/signatures.h"
+
+namespace ember::autograd {
+
+using ir::Arg;
+using ir::DType;
+using ir::Op;
+using ir::ValueId;
+using passes::Rewriter;
+using namespace passes::build;
+
+class VjpCtx {
+ public:
+  VjpCtx(Rewriter& rw, const ir::Node& node, std::vector<std::optional<ValueId>> grads_out);
+
+  Rewriter& rw;
+  const ir::Node& node;                            // the forward node: source (forward graph) ids
+  std::optional<passes::Bound> bound;              // when the callable has a signature and binds
+
+  // The bound argument of a parameter (Refuse when the call did not bind).
+  const Arg& arg(std::string_view name) const;
+  int64_t int_arg(std::string_view name) const;
+  double number_arg(std::string_view name) const;
+  bool bool_arg(std::string_view name) const;
+  bool none(std::string_view name) const { return passes::is_none(arg(name)); }
+  // The joint value of a tensor argument (Refuse when it is not a tensor).
+  ValueId in(const Arg& a) const;
+  ValueId in(std::string_view name) const { return in(arg(name)); }
+  // The joint value of result i, and the gradient flowing into it (nullopt: none does).
+  ValueId out(size_t i = 0) const;
+  const std::optional<ValueId>& grad(size_t i = 0) const { return grads_out_.at(i); }
+  // The gradient of result i, zeros when none flows (for rules of several results).
+  ValueId grad_or_zeros(size_t i);
+  // Whether an argument is a tensor that requires grad (a gradient must be given to it).
+  bool needs(const Arg& a) const;
+  bool needs(std::string_view name) const { return needs(arg(name)); }
+  // Gives a tensor argument (a contribution to) its gradient; nothing when it does not need one.
+  // `g` may have the argument's broadcast shape and another dtype.
+  void give(const Arg& a, ValueId g);
+  void give(std::string_view name, ValueId g) { give(arg(name), g); }
+  // Gives the gradient of the slice [start, start + size) along `dim` of a tensor argument (zeros
+  // elsewhere). Pieces of one tensor are joined by a cat where they meet (the backward of split or
+  // chunk is one cat, not a scatter and an add per piece).
+  void give_slice(const Arg& a, ValueId g, int64_t dim, int64_t start);
+
+  // One contribution to the gradient of a forward value: the whole gradient, or (dim >= 0) that
+  // of the slice starting at `start` along `dim`.
+  struct Contribution {
+    ValueId value, grad;
+    int64_t dim = -1, start = 0;
+  };
+  // The contributions given, committed by joint.cpp once the rule succeeded.
+  const std::vector<Contribution>& given() const { return given_; }
+
+ private:
+  std::vector<std::optional<ValueId>> grads_out_;
+  std::vector<Contribution> given_;
+};
+
+using VjpRule = std::function<void(VjpCtx&)>;
+
+struct VjpEntry {
+  enum class Kind : uint8_t { Rule, NonDifferentiable, ZeroGradient, Decomposed } kind;
+  VjpRule rule;  // Kind::Rule only
+};
+
+// The entry of a core op (rules.cpp).
+const VjpEntry& vjp_entry(Op op);
+// The rule for a generic torch call by callable name, or nullptr (rules_extern.cpp).
+const VjpRule* torch_call_rule(std::string_view callable);
+// Whether joint.cpp differentiates this node as it stands (a Rule, NonDifferentiable or ZeroGradient
+// entry, or a torch-call rule); otherwise it decomposes it first.
+bool differentiates_whole(const ir::Node& node);
+
+// The forward rewritten where training needs another form than inference (training_forms.cpp):
+// random ops whose masks the backward must reuse draw them in a node that returns the mask.
+void random_ops_for_training(ir::Graph& g);
+
+// Rules by family; each file defines the functions rules.cpp's table names.
+namespace rules {
+#define EMBER_VJP_RULE(op, function) void function(VjpCtx& c);
+#define EMBER_VJP_KIND(op, kind)
+#include "autograd/vjp.def"
+#undef EMBER_VJP_RULE
+#undef EMBER_VJP_KIND
+void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
+void attr_mT_vjp(VjpCtx& c);         // x.mT
+void attr_T_vjp(VjpCtx& c);          // x.T
+}  // namespace rules
+
+// Shapes and builders the rule families share.
+std::vector<int64_t> sizes_of(Rewriter& rw, ValueId v);
+int64_t rank_of(Rewriter& rw, ValueId v);
+// Sums `g` down to `sizes` (undoing a broadcast), keeping its dtype.
+ValueId sum_to_size(Rewriter& rw, ValueId g, const std::vector<int64_t>& sizes);
+// `x` restored to the rank of a reduction's input: the reduced dims put back as size 1 when the
+// reduction dropped them, then expanded to `sizes`.
+ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim, const std::vector<int64_t>& sizes);
+ValueId mul(Rewriter& rw, ValueId a, ValueId b);
+ValueId zeros_like(Rewriter& rw, ValueId like);
+// x with its last two dims swapped (a view).
+ValueId transpose_last(Rewriter& rw, ValueId x);
+// a @ b by a matmul-family op, the result's batch dims broadcast as torch's matmul does.
+ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b);
+
+}  // namespace ember::autograd

@@ -1,0 +1,57 @@
+// Node builders: emit primitives (docs/decompositions.md) into a Rewriter's graph with their
+// result types computed here, so a rewriting pass writes `binary(rw, Op::Mul, x, V(y))` instead of
+// spelling types. Used by decompose (its rules) and by autograd (derivative rules emit the same
+// primitives, so the backward needs no decomposition of its own).
+//
+// Guarantees: every builder emits nodes in the primitive graph's canonical form (the contract with
+// lowering), types contiguous unless the op's shape rule gives strides; a builder that meets a form
+// it cannot build exactly throws Refuse (the caller rolls back).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "passes/rewriter.h"
+
+namespace ember::passes::build {
+
+using ir::Arg;
+using ir::DType;
+using ir::Op;
+using ir::ValueId;
+
+inline Arg V(ValueId v) { return Arg::of_value(v); }
+// A scalar literal of the Python kind that matches `dt` (Refuse for a non-integer into an int).
+Arg scalar(double value, DType dt);
+// Normalizes a literal operand to the Python kind of `dt`.
+Arg scalar_for(const Arg& literal, DType dt);
+ValueId convert(Rewriter& rw, ValueId x, DType dt);
+// A pointwise node over `operands` (tensors broadcast; literals scalars) with result dtype `dt`.
+ValueId pointwise(Rewriter& rw, Op op, std::vector<Arg> operands, DType dt);
+ValueId unary(Rewriter& rw, Op op, ValueId x);
+// Binary op on a tensor and a tensor or literal of the same computation dtype (the tensor's).
+ValueId binary(Rewriter& rw, Op op, ValueId a, Arg b);
+ValueId binary_s(Rewriter& rw, Op op, ValueId a, double b);  // b becomes a literal of a's kind
+ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool keepdim);
+// var_mean: {var, mean}.
+std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction, bool keepdim);
+// A reshape; `x` itself when the sizes do not change, unless `always` (a view must be a new
+// tensor object, as torch's is).
+ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always = false);
+ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
+ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
+ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);
+ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
+// cat along `dim`; the result takes `like`'s dtype, device and requires_grad.
+ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like);
+ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DType dt, const ir::Device& device);
+
+// Dims helpers.
+int64_t norm_dim(int64_t d, int64_t rank);  // Refuse when out of range
+std::vector<int64_t> all_dims(int64_t rank);
+// Reduction dims of an argument (int, list, None or empty list = all), normalized and sorted.
+std::vector<int64_t> reduction_dims(const Arg& a, int64_t rank, bool empty_means_all);
+// The float32 computation dtype of composite ops (float16/bfloat16 compute in float32).
+DType opmath(DType dt);
+
+}  // namespace ember::passes::build
