@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "frontend/pyutil.h"
 #include "frontend/source.h"
 #include "pybridge/errors.h"
 
@@ -219,7 +220,7 @@ PyRef autocast_events_tuple(const TorchTable& table, const std::vector<Trace::Au
 CompiledFrame::CompiledFrame(GuardSet guards, AliasGuard aliases, std::unique_ptr<runtime::GraphRunner> runner,
                              ValuePlan result, std::vector<SideEffect> effects, bool changes_grad_mode,
                              bool initial_grad_mode, PyRef set_grad_enabled, Continuation continuation,
-                             AutocastRun autocast)
+                             AutocastRun autocast, Trace::OpLines op_lines)
     : autocast_(std::move(autocast)),
       continuation_(continuation),
       guards_(std::move(guards)),
@@ -229,7 +230,8 @@ CompiledFrame::CompiledFrame(GuardSet guards, AliasGuard aliases, std::unique_pt
       effects_(std::move(effects)),
       changes_grad_mode_(changes_grad_mode),
       initial_grad_mode_(initial_grad_mode),
-      set_grad_enabled_(std::move(set_grad_enabled)) {}
+      set_grad_enabled_(std::move(set_grad_enabled)),
+      op_lines_(op_lines) {}
 
 bool CompiledFrame::guards_pass(const FrameView& frame, void** state) {
   int n = guards_.capture_count();
@@ -278,6 +280,7 @@ PyObject* CompiledFrame::run(const FrameView& frame, void* state) {
   delete[] captured;
   if (!ok) {
     if (changes_grad_mode_) restore_grad_mode();
+    add_source_to_traceback(frame);
     return nullptr;
   }
   // Every value and every store's target is computed before any store: a value may read a
@@ -352,6 +355,17 @@ bool EagerEntry::guards_pass(const FrameView& frame, void** state) {
   if (!guards_.check(frame, captured.data())) return false;
   for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
   return true;
+}
+
+void CompiledFrame::add_source_to_traceback(const FrameView& frame) const {
+  if (op_lines_.first < 0 || !PyErr_Occurred()) return;
+  PyCodeObject* code = frame.code;
+  const char* fn = PyUnicode_AsUTF8(code->co_name);
+  if (!fn) return;  // never for a code name (ASCII, its UTF-8 kept by the str)
+  std::string name = fn;
+  if (op_lines_.last != op_lines_.first)
+    name += " (Ember graph of lines " + std::to_string(op_lines_.first) + "-" + std::to_string(op_lines_.last) + ")";
+  frontend::add_traceback_entry(code->co_filename, name, op_lines_.first, frame.globals);
 }
 
 PyObject* EagerEntry::run(const FrameView&, void*) {

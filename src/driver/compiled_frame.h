@@ -55,7 +55,8 @@ class CompiledFrame : public frontend::CacheEntry {
  public:
   CompiledFrame(frontend::GuardSet guards, frontend::AliasGuard aliases, std::unique_ptr<runtime::GraphRunner> runner,
                 frontend::ValuePlan result, std::vector<frontend::SideEffect> effects, bool changes_grad_mode,
-                bool initial_grad_mode, PyRef set_grad_enabled, Continuation continuation, AutocastRun autocast);
+                bool initial_grad_mode, PyRef set_grad_enabled, Continuation continuation, AutocastRun autocast,
+                frontend::Trace::OpLines op_lines);
 
   bool guards_pass(const frontend::FrameView& frame, void** state) override;
   PyObject* run(const frontend::FrameView& frame, void* state) override;
@@ -63,6 +64,9 @@ class CompiledFrame : public frontend::CacheEntry {
 
  private:
   void restore_grad_mode();
+  // The graph runs without a Python frame: an error it raises gets a traceback entry at the
+  // user's lines whose ops it ran, so the traceback names the user's file and line as eager's does.
+  void add_source_to_traceback(const frontend::FrameView& frame) const;
 
   AutocastRun autocast_;
   Continuation continuation_;
@@ -74,6 +78,7 @@ class CompiledFrame : public frontend::CacheEntry {
   bool changes_grad_mode_;
   bool initial_grad_mode_;
   PyRef set_grad_enabled_;
+  frontend::Trace::OpLines op_lines_;
 };
 
 // "Run this frame eagerly" under the guards the failed trace had read: the same inputs would

@@ -134,10 +134,14 @@ struct Failure {
   int line = -1;
   Unsupported unsupported{""};
   bool internal = false;  // an exception of Ember's own escaped: a bug, not a limit it reports
-  bool failed() const { return !reason.empty(); }
+  // A KeyboardInterrupt or SystemExit arrived while tracing (a signal handler ran inside a meta
+  // kernel): it stays set and the call aborts with it; nothing is cached.
+  bool interrupted = false;
+  bool failed() const { return !reason.empty() || interrupted; }
 };
 
-// Runs `f`, turning the ways a trace fails into a Failure.
+// Runs `f`, turning the ways a trace fails into a Failure. Leaves no Python error set, except an
+// interrupt (Failure::interrupted).
 template <typename F>
 Failure catch_failure(F&& f) {
   Failure out;
@@ -149,8 +153,11 @@ Failure catch_failure(F&& f) {
     out.line = u.line;
     out.unsupported = u;
   } catch (PythonError&) {
-    out.reason = "internal error: " + take_error_message();
+    out.interrupted = pybridge::interrupt_pending();
+    if (!out.interrupted) out.reason = "internal error: " + take_error_message();
   } catch (std::exception& e) {
+    out.interrupted = pybridge::interrupt_pending();
+    if (out.interrupted) return out;
     if (PyErr_Occurred()) PyErr_Clear();
     out.reason = std::string("internal error: ") + e.what();
     out.internal = true;
@@ -249,11 +256,19 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   });
   // A frame that fails at an instruction of its own code is split there (unless fullgraph).
   std::unique_ptr<Split> split;
+  if (failure.interrupted) {
+    *error = true;
+    return nullptr;
+  }
   if (failure.failed() && failure.unsupported.root_index >= 0 && !options_.fullgraph) {
     auto retrace = std::make_unique<Trace>(table_, frame, options_);
     retrace->guards.global_state(state);
     std::string why_not;
     split = plan_split(frame, *retrace, failure.unsupported, &why_not);
+    if (!split && pybridge::interrupt_pending()) {
+      *error = true;
+      return nullptr;
+    }
     if (split) {
       trace = std::move(retrace);
       plan = split->values;
@@ -324,7 +339,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             trace->effects.take(), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn, split ? split->continuation : Continuation{},
-                                            std::move(autocast));
+                                            std::move(autocast), trace->op_lines);
   } catch (PythonError&) {
     *error = true;
     return nullptr;

@@ -29,6 +29,12 @@ inline std::string object_str(PyObject* o) {
   return str_of(s.get());
 }
 
+// Adds "File <filename>, line <line>, in <name>" to the traceback of the pending Python error, as
+// a frame of that name would have when raising there. Code that runs without a Python frame of
+// its own (a compiled graph) uses it to point the traceback at the user's source. Leaves the
+// pending error as it was when it cannot make the entry.
+void add_traceback_entry(PyObject* filename, const std::string& name, int line, PyObject* globals);
+
 // `name` in the type's own namespace (not its bases), borrowed, or nullptr. Reads through
 // `type.__dict__`: a static builtin type has no tp_dict of its own on CPython 3.12+.
 PyObject* own_class_attribute(PyObject* type, PyObject* name);

@@ -2,7 +2,13 @@
 
 namespace ember::pybridge {
 
+bool interrupt_pending() {
+  PyObject* type = PyErr_Occurred();
+  return type != nullptr && !PyErr_GivenExceptionMatches(type, PyExc_Exception);
+}
+
 std::string take_error_message() {
+  if (interrupt_pending()) throw PythonError();
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);

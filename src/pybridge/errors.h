@@ -3,7 +3,8 @@
 // frames to the boundary that returns it to Python (a binding, the eval-frame hook).
 //
 // Needs: the GIL. Guarantees: PythonError never owns the error (it stays set in the interpreter
-// until someone fetches or clears it); take_error_message leaves no error set.
+// until someone fetches or clears it); take_error_message leaves no error set, except an interrupt,
+// which it leaves set and throws PythonError for.
 #pragma once
 
 #include <Python.h>
@@ -19,7 +20,15 @@ struct PythonError : std::exception {
   const char* what() const noexcept override { return "python error"; }
 };
 
+// Whether the pending Python error is an interrupt: a BaseException that is not an Exception
+// (KeyboardInterrupt from Ctrl-C or a signal handler, SystemExit). Such an error is the user's, not
+// the traced program's or Ember's: it must reach the caller, never become a fallback reason.
+bool interrupt_pending();
+
 // "TypeName: message" of the pending Python error (at most ~300 characters), which is cleared.
+// An interrupt is not taken: it stays set and PythonError is thrown, so a Ctrl-C that lands in a
+// meta kernel or another Python call made while compiling aborts the call instead of being lost
+// as the reason for a graph break.
 std::string take_error_message();
 
 }  // namespace ember::pybridge

@@ -139,3 +139,49 @@ def test_hook_uninstalled_after_exception():
     with pytest.raises(CustomError):
         f(torch.randn(1))
     assert not installed()
+
+
+# Errors raised by a torch op while a compiled graph runs (the graph has no Python frame): the
+# traceback names the user's file and the line of the op, and the error is eager's.
+def dtype_mismatch_in_graph(a, b):
+    return (a * 2) @ b  # graph-dtype-mismatch
+
+
+def index_out_of_range_in_graph(x, i):
+    return x[i] + 1  # graph-index
+
+
+def two_lines_in_graph(a, b):
+    c = a.sin() * 2  # graph-first-line
+    return c @ b
+
+
+@pytest.mark.parametrize("fn,args,marker", [
+    (dtype_mismatch_in_graph, (torch.randn(2, 3), torch.randn(3, 5, dtype=torch.float64)), "# graph-dtype-mismatch"),
+    (index_out_of_range_in_graph, (torch.randn(4, 5), torch.tensor([7])), "# graph-index"),
+    # Several lines' ops in one graph: the entry is at the first, its name gives the range.
+    (two_lines_in_graph, (torch.randn(2, 3), torch.randn(3, 5, dtype=torch.float64)), "# graph-first-line"),
+], ids=["dtype", "index", "two-lines"])
+def test_error_raised_inside_a_graph_names_the_users_line(fn, args, marker):
+    with pytest.raises(Exception) as eager_info:
+        fn(*args)
+    f = ember.compile(fn)
+    with pytest.raises(type(eager_info.value)) as info:
+        f(*args)
+    assert type(info.value) is type(eager_info.value)
+    assert str(info.value) == str(eager_info.value)
+    assert (__file__, _line_of(marker)) in _frames(info.value)
+    assert ember.stats()["graph_breaks"] == 0
+
+
+def error_after_break(x):
+    y = x * 2
+    print("", end="")  # a graph break: the rest runs as a resume function
+    return y + undefined_name  # noqa: F821  # name-error-after-break
+
+
+def test_python_error_after_a_graph_break_names_the_users_line():
+    f = ember.compile(error_after_break)
+    with pytest.raises(NameError, match="undefined_name") as info:
+        f(torch.randn(2))
+    assert (__file__, _line_of("# name-error-after-break")) in _frames(info.value)

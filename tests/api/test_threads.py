@@ -98,3 +98,36 @@ def test_threads_mixing_fallback_and_compiled(capsys):
             torch.testing.assert_close(f(x, (tid + i) % 2 == 0), x * 3)
 
     _run_threads(target)
+
+
+def pointwise(x, y):
+    return (x * y).sin() + y.cos()
+
+
+def rows_softmax(x):
+    return x.softmax(-1).sum(0)
+
+
+def test_threads_several_graphs_recompiling_concurrently():
+    """Two compiled functions, four shapes each, first calls in every thread at once: every new
+    shape compiles while other threads run or compile. Every call is counted once, as a compile or
+    a cache hit; each distinct (function, shape) compiles at least once."""
+    fs = [ember.compile(pointwise), ember.compile(rows_softmax)]
+    n_shapes = 4
+
+    def target(tid):
+        g = torch.Generator().manual_seed(tid)
+        for i in range(CALLS_PER_THREAD):
+            x = torch.randn(1 + (tid + i) % n_shapes, 6, generator=g)
+            y = torch.randn(x.shape, generator=g)
+            torch.testing.assert_close(fs[0](x, y), pointwise(x, y))
+            torch.testing.assert_close(fs[1](x), rows_softmax(x))
+
+    _run_threads(target)
+    s = ember.stats()
+    assert s["frames_compiled"] + s["cache_hits"] == 2 * N_THREADS * CALLS_PER_THREAD, s
+    assert s["frames_compiled"] >= 2 * n_shapes, s
+    assert s["recompiles"] <= s["frames_compiled"] - 2, s
+    assert s["eager_frames"] == s["graph_breaks"] == s["backend_errors"] == 0, s
+    from ember import _C
+    assert not _C.eval_frame.hook_installed()

@@ -3,25 +3,41 @@ its seeds; each program runs eagerly and through every variant this process can 
 or those EMBER_FUZZ_VARIANTS lists (comma-separated: make test's TRITON_INTERPRET=1 run picks
 ember-triton alone, on fewer programs, since the interpreter takes about 2 s a program).
 A failure prints the program; `python -m ember.fuzz --seed S --count 1 --minimize --out DIR` shrinks it
-and writes its regression test (tests/fuzz/regressions)."""
+and writes its regression test (tests/fuzz/regressions).
+
+The chunks run in EMBER_FUZZ_JOBS worker processes (default: one per core), all submitted when the
+first chunk's test starts; each test waits for its own chunk. A program's time is mostly the system
+C++ compiler, a single-threaded subprocess, so one process leaves the other cores idle. Workers
+inherit the environment: the test session's EMBER_CACHE_DIR and EMBER_STRICT."""
+import concurrent.futures
+import multiprocessing
 import os
 
 import pytest
 
-from ember.fuzz.generator import generate, load
-from ember.fuzz.runner import check, default_variants
+from ember.fuzz.runner import check_seeds
 
-COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "500"))
+COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "800"))
 CHUNK = 50
 VARIANTS = os.environ["EMBER_FUZZ_VARIANTS"].split(",") if os.environ.get("EMBER_FUZZ_VARIANTS") else None
+JOBS = int(os.environ.get("EMBER_FUZZ_JOBS", "0")) or os.cpu_count() or 1
+STARTS = range(0, COUNT, CHUNK)
+# Seeds that fail for a known bug not fixed yet, each tracked by its strict-xfail regression test in
+# tests/fuzz/regressions/ (which starts passing when the bug is fixed: then the seed leaves this list).
+KNOWN_FAILURES = {1135: "test_fuzz_1135.py", 1674: "test_fuzz_1674.py"}
 
 
-@pytest.mark.parametrize("start", range(0, COUNT, CHUNK), ids=lambda s: f"seeds{s}-{min(s + CHUNK, COUNT) - 1}")
-def test_fuzz_programs(start):
-    problems = []
-    for seed in range(start, min(start + CHUNK, COUNT)):
-        prog = generate(seed)
-        ns = load(prog.source())
-        for f in check(ns["program"], ns["inputs"], VARIANTS or default_variants()):
-            problems.append(f"seed {seed}: {f.kind} under {f.variant}: {f.message}\n{prog.source()}")
+@pytest.fixture(scope="module")
+def chunk_results(request):
+    selected = [item.callspec.params["start"] for item in request.session.items
+                if getattr(item, "originalname", None) == "test_fuzz_programs"]
+    # spawn: a fork of a process that has run torch's thread pools can hang.
+    with concurrent.futures.ProcessPoolExecutor(JOBS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield {start: pool.submit(check_seeds, start, min(start + CHUNK, COUNT), VARIANTS,
+                                   set(KNOWN_FAILURES)) for start in selected}
+
+
+@pytest.mark.parametrize("start", STARTS, ids=lambda s: f"seeds{s}-{min(s + CHUNK, COUNT) - 1}")
+def test_fuzz_programs(start, chunk_results):
+    problems = chunk_results[start].result()
     assert not problems, "\n\n".join(problems)

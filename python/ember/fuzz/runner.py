@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import os
 
-from .generator import _generator, load
+from .generator import _generator, generate, load
 
 VARIANTS = ("eager-backend", "ember", "ember-no-grad", "ember-triton")
 N_CALLS = 2
@@ -190,6 +190,19 @@ def check(fn, inputs_fn, variants=None):
         if failure is not None:
             found.append(failure)
     return found
+
+
+def check_seeds(start, stop, variants=None, skip=()):
+    """Programs start..stop-1 (generator.generate), less the seeds in `skip`, through check(): one text
+    per failure, naming the seed and holding the program. The unit of work of the CI-sized run
+    (tests/fuzz/test_fuzz_run.py), which spreads ranges over processes."""
+    problems = []
+    for seed in (s for s in range(start, stop) if s not in skip):
+        prog = generate(seed)
+        ns = load(prog.source())
+        for f in check(ns["program"], ns["inputs"], variants):
+            problems.append(f"seed {seed}: {f.kind} under {f.variant}: {f.message}\n{prog.source()}")
+    return problems
 
 
 def check_or_skip(fn, inputs_fn, variants):

@@ -76,7 +76,11 @@ PyRef Interpreter::take_exception() {
 
 void Interpreter::raise_taken(PyRef v, const std::string& what) {
   // The real operation raised on values the guards fix: the program sees that exception. Errors
-  // that are not the program's stop the trace instead.
+  // that are not the program's stop the trace instead; an interrupt (Ctrl-C) aborts the call.
+  if (v && !PyErr_GivenExceptionMatches(v.get(), PyExc_Exception)) {
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(v.get())), v.get());
+    throw PythonError();
+  }
   if (!v || !PyErr_GivenExceptionMatches(v.get(), PyExc_Exception) ||
       PyErr_GivenExceptionMatches(v.get(), PyExc_MemoryError) ||
       PyErr_GivenExceptionMatches(v.get(), PyExc_RecursionError))

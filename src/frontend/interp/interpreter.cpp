@@ -181,6 +181,7 @@ VarRef Interpreter::run() {
       ++visits_[ip_];
     }
     current_ = &code[ip_++];
+    if (root) trace_.root_line = current_->line;
     if (!carries_sym_ints(current_->op)) {
       for (VarRef& v : stack_) v = trace_.specialize(v);
     }

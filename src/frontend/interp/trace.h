@@ -100,6 +100,18 @@ class Trace {
   std::vector<PyRef> callables;  // per node: the callable the executor applies
   EffectLog effects;  // the stores to replay after the graph (effect_log.h)
   bool grad_enabled = true;      // grad mode at this point of the trace
+  // The line of the frame's own instruction being traced (an inlined callee's ops count at the
+  // line that called it), and the first and last such lines that added ops to the graph: a graph
+  // that raises when it runs has no Python frame, so its traceback entry names these lines.
+  int root_line = -1;
+  struct OpLines {
+    int first = -1, last = -1;
+  } op_lines;
+  void note_op_line() {
+    if (root_line < 0) return;
+    if (op_lines.first < 0 || root_line < op_lines.first) op_lines.first = root_line;
+    if (root_line > op_lines.last) op_lines.last = root_line;
+  }
   // The exceptions traced handlers are handling, innermost last (what sys.exc_info() would give
   // inside them): PUSH_EXC_INFO pushes, POP_EXCEPT pops.
   std::vector<VarRef> handling;

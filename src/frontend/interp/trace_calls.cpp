@@ -284,6 +284,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       ir::NodeId node = graph.add_node(rule_op, rule_op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
                                        std::move(ir_kwargs), *types, form);
       callables.push_back(PyRef::borrow(callable));
+      note_op_line();
       const ir::Node& n = graph.node(node);
       std::vector<VarRef> out;
       for (size_t i = 0; i < types->size(); ++i) {
@@ -413,6 +414,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? target : std::string(), std::move(ir_args),
                                    std::move(ir_kwargs), types, form);
   callables.push_back(PyRef::borrow(callable));
+  note_op_line();
   const ir::Node& n = graph.node(node);
 
   bool inplace = n.mutates_first_arg() || PySet_Contains(table.inplace_callables.get(), callable) == 1;
