@@ -14,3 +14,6 @@ grep -E "^FAILED" "$out/parity_train.log" | head -20
 cd ..
 step bench_train 150 python3 -m ember.bench train --device cuda --repeat 5 --warmup 2 --out "$out/train.json"
 tail -12 "$out/bench_train.log"
+cd tests
+step autotune 30 python3 -m pytest -q -p no:cacheprovider runtime_cuda/test_autotune.py
+step split_and_graphs 60 python3 -m pytest -q -p no:cacheprovider codegen_triton/test_split_gpu.py cuda_graphs runtime_cuda
