@@ -212,9 +212,8 @@ _make_module_entry = _entry_namespace["make_entry"]
 _UNBUILT = {
     "reduce-overhead": "ember.compile(mode='reduce-overhead') replays graphs on CUDA as CUDA graphs; graphs on "
                        "the CPU get the same CPU code as 'default'",
-    "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default', and for now the "
-                    "same CUDA kernels too: its kernel-configuration search is switched off after crashing in its "
-                    "first GPU run",
+    "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it searches "
+                    "kernel configurations for graphs on CUDA devices only",
     "dynamic": "ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is specialized "
                "and guarded (a new shape recompiles)",
 }

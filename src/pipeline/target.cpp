@@ -16,12 +16,11 @@ Target triton_target(const ir::Device& device, Mode mode) {
   Target t = Target::gpu(device);
   switch (mode) {
     case Mode::Default:
-    case Mode::ReduceOverhead:
-    // max-autotune's tuner (8 candidates, coordinate descent) crashed the process
-    // in its first run on the H200 (a segfault at the first tuned call, and in reading a choice from
-    // the disk cache there) and is switched off until that is found: max-autotune generates the
-    // default kernels. The mode's warning says so (python/ember/api.py).
-    case Mode::MaxAutotune: break;
+    case Mode::ReduceOverhead: break;
+    case Mode::MaxAutotune:
+      t.triton.max_configs = kMaxAutotuneConfigs;
+      t.coordinate_descent = true;
+      break;
   }
   return t;
 }

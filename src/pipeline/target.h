@@ -54,11 +54,12 @@ struct Target {
 // The target that serves graphs living on `device`, or nullopt (with the reason) when Ember has no
 // code generator for it: those graphs run on the eager executor. CUDA devices get Triton; the CPU
 // gets C++, or Triton run by its interpreter when `triton_on_cpu` (a testing aid).
-// `mode` sets the Triton settings: every mode keeps the heuristic's one config per kernel (nothing
-// to tune: a first call costs no timing, a kernel one compile). MaxAutotune is to compile 8
-// candidates per kernel, time them at the first launch and refine the fastest by coordinate
-// descent (runtime/autotune.h), once the crash of its first H200 run is found (target.cpp). The C++
-// target is the same in every mode.
+// `mode` sets the Triton settings: Default and ReduceOverhead keep the heuristic's one config per
+// kernel (nothing to tune: a first call costs no timing, a kernel one compile); MaxAutotune
+// compiles up to kMaxAutotuneConfigs candidates per kernel, times them at the first launch and
+// refines the fastest by coordinate descent (runtime/autotune.h). The C++ target is the same in
+// every mode.
+constexpr int kMaxAutotuneConfigs = 8;
 std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, Mode mode, std::string* reason);
 
 }  // namespace ember::pipeline

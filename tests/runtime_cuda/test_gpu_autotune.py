@@ -14,9 +14,7 @@ import torch
 import ember
 
 pytest.importorskip("triton")
-pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-              pytest.mark.skip(reason="max-autotune's tuning is switched off (pipeline/target.cpp): it crashed "
-                                      "in its first H200 run; these tests come back with the fix")]
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
