@@ -27,7 +27,10 @@ _PROGRAM = """
     x = torch.randn(4096, 1024, device="cuda")
     for name, fn in [("softmax", lambda t: torch.softmax(t, -1)), ("sum0", lambda t: t.sum(0))]:
         got = ember.compile(fn, mode="max-autotune")(x)
-        torch.testing.assert_close(got, fn(x), rtol=1e-5, atol=1e-5)
+        # The tuned configs sum in another order than eager: the float64-reference rule (DESIGN.md).
+        ref = fn(x.double())
+        err, eager_err = (got.double() - ref).abs().max().item(), (fn(x).double() - ref).abs().max().item()
+        assert err <= 2 * eager_err + 1e-6, (name, err, eager_err)
         print(name, "ok", ember.stats()["kernels_compiled"])
 """
 
