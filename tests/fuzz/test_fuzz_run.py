@@ -24,7 +24,7 @@ JOBS = int(os.environ.get("EMBER_FUZZ_JOBS", "0")) or os.cpu_count() or 1
 STARTS = range(0, COUNT, CHUNK)
 # Seeds that fail for a known bug not fixed yet, each tracked by its strict-xfail regression test in
 # tests/fuzz/regressions/ (which starts passing when the bug is fixed: then the seed leaves this list).
-KNOWN_FAILURES = {1135: "test_fuzz_1135.py", 1674: "test_fuzz_1674.py"}
+KNOWN_FAILURES = {}
 
 
 @pytest.fixture(scope="module")
