@@ -28,7 +28,7 @@ class TrainingGraph:
         self.saved_primals = saved_primals          # primals the backward reads
         # The user outputs the Function returns: not those that are inputs themselves, which the
         # runner returns as they are (a Function returning its input would make it a non-leaf).
-        self.kept = [i for i in range(forward_outputs) if i not in set(passthrough)]
+        self.kept = [i for i in range(forward_outputs) if i not in passthrough]
         # Per gradient: the tangents it depends on; a gradient none of whose tangents flows is None.
         self.tangents_of_gradient = tangents_of_gradient
         # Per saved value: the strides the backward reads it with (None: symbolic, not checked).

@@ -49,6 +49,17 @@ bool differentiates_whole(const ir::Node& node) {
 VjpCtx::VjpCtx(Rewriter& rw, const ir::Node& node, std::vector<std::optional<ValueId>> grads_out)
     : rw(rw), node(node), bound(passes::bind(node)), grads_out_(std::move(grads_out)) {}
 
+const Arg& VjpCtx::pos(size_t i) const {
+  if (i >= node.args.size()) passes::refuse();
+  return node.args[i];
+}
+
+const Arg* argument(const ir::Node& node, size_t position, std::string_view name) {
+  for (const auto& [key, value] : node.kwargs)
+    if (key == name) return &value;
+  return position < node.args.size() ? &node.args[position] : nullptr;
+}
+
 const Arg& VjpCtx::arg(std::string_view name) const {
   if (!bound) passes::refuse();
   return (*bound)[name];

@@ -48,6 +48,8 @@ class VjpCtx {
 
   // The bound argument of a parameter (Refuse when the call did not bind).
   const Arg& arg(std::string_view name) const;
+  // Positional argument i of the node (Refuse when absent): the op table's operands come first.
+  const Arg& pos(size_t i) const;
   int64_t int_arg(std::string_view name) const;
   double number_arg(std::string_view name) const;
   bool bool_arg(std::string_view name) const;
@@ -120,6 +122,9 @@ void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
 }  // namespace rules
+
+// Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.
+const Arg* argument(const ir::Node& node, size_t position, std::string_view name);
 
 // Shapes and builders the rule families share.
 std::vector<int64_t> sizes_of(Rewriter& rw, ValueId v);

@@ -13,18 +13,6 @@ namespace ember::autograd::rules {
 
 namespace {
 
-const Arg& pos(VjpCtx& c, size_t i) {
-  if (i >= c.node.args.size()) passes::refuse();
-  return c.node.args[i];
-}
-
-// Argument `i` or keyword `name` of a call without a signature; nullptr when absent.
-const Arg* arg_at(VjpCtx& c, size_t i, std::string_view name) {
-  if (i < c.node.args.size()) return &c.node.args[i];
-  for (const auto& [key, value] : c.node.kwargs)
-    if (key == name) return &value;
-  return nullptr;
-}
 
 
 ir::TensorType contiguous_type(Rewriter& rw, ValueId like) {
@@ -72,7 +60,7 @@ void matmul_grads(VjpCtx& c, Op op, const Arg& a, const Arg& b) {
 
 }  // namespace
 
-void reshape_vjp(VjpCtx& c) { c.give(pos(c, 0), reshape(c.rw, *c.grad(), sizes_of(c.rw, c.in(pos(c, 0))))); }
+void reshape_vjp(VjpCtx& c) { c.give(c.pos(0), reshape(c.rw, *c.grad(), sizes_of(c.rw, c.in(c.pos(0))))); }
 
 void permute_vjp(VjpCtx& c) {
   auto perm = passes::int_list(c.arg("dims"), false);
@@ -82,23 +70,23 @@ void permute_vjp(VjpCtx& c) {
   c.give("input", permute(c.rw, *c.grad(), inverse));
 }
 
-void expand_vjp(VjpCtx& c) { c.give(pos(c, 0), *c.grad()); }  // give() sums the broadcast dims
-void contiguous_vjp(VjpCtx& c) { c.give(pos(c, 0), *c.grad()); }
+void expand_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }  // give() sums the broadcast dims
+void contiguous_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }
 
 void slice_vjp(VjpCtx& c) {
-  const Arg& x = pos(c, 0);
+  const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
-  auto dim = passes::int_literal(pos(c, 1)), start = passes::int_literal(pos(c, 2)), step = passes::int_literal(pos(c, 4));
+  auto dim = passes::int_literal(c.pos(1)), start = passes::int_literal(c.pos(2)), step = passes::int_literal(c.pos(4));
   if (dim && start && step == 1) return c.give_slice(x, *c.grad(), *dim, *start);
   std::vector<Arg> args{V(*c.grad())};
-  for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(pos(c, i)));
+  for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(c.pos(i)));
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
 }
 
 void select_vjp(VjpCtx& c) {
-  const Arg& x = pos(c, 0);
+  const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
-  c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), c.rw.map(pos(c, 1)), c.rw.map(pos(c, 2))}));
+  c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), c.rw.map(c.pos(1)), c.rw.map(c.pos(2))}));
 }
 
 void cat_vjp(VjpCtx& c) {
@@ -123,19 +111,19 @@ void index_select_vjp(VjpCtx& c) {
 }
 
 void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm writes the weight: refused
-  const Arg* indices = arg_at(c, 0, "input");
-  const Arg* weight = arg_at(c, 1, "weight");
+  const Arg* indices = argument(c.node, 0, "input");
+  const Arg* weight = argument(c.node, 1, "weight");
   if (!indices || !weight || !c.needs(*weight)) return;
   for (auto [i, name] : {std::pair<size_t, const char*>{3, "max_norm"}})
-    if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
-  if (const Arg* sparse = arg_at(c, 6, "sparse"); sparse && passes::bool_literal(*sparse).value_or(true)) passes::refuse();
+    if (const Arg* a = argument(c.node, i, name); a && !passes::is_none(*a)) passes::refuse();
+  if (const Arg* sparse = argument(c.node, 6, "sparse"); sparse && passes::bool_literal(*sparse).value_or(true)) passes::refuse();
   std::optional<int64_t> padding;  // F.embedding's index (negative from the end); aten's -1 means none
-  if (const Arg* p = arg_at(c, 2, "padding_idx"); p && !passes::is_none(*p)) {
+  if (const Arg* p = argument(c.node, 2, "padding_idx"); p && !passes::is_none(*p)) {
     padding = passes::int_literal(*p);
     if (!padding) passes::refuse();
   }
   bool by_freq = false;
-  if (const Arg* s = arg_at(c, 5, "scale_grad_by_freq")) {
+  if (const Arg* s = argument(c.node, 5, "scale_grad_by_freq")) {
     auto v = passes::bool_literal(*s);
     if (!v) passes::refuse();
     by_freq = *v;
@@ -167,13 +155,13 @@ namespace {
 // over every dim but the channels. String padding ("same", "valid") is refused: an island.
 void conv_vjp(VjpCtx& c, const std::string& dims) {
   Rewriter& rw = c.rw;
-  const Arg* input = arg_at(c, 0, "input");
-  const Arg* weight = arg_at(c, 1, "weight");
+  const Arg* input = argument(c.node, 0, "input");
+  const Arg* weight = argument(c.node, 1, "weight");
   if (!input || !weight) passes::refuse();
   passes::Kwargs options;
   const char* kOptions[] = {"stride", "padding", "dilation", "groups"};
   for (size_t i = 0; i < std::size(kOptions); ++i) {
-    const Arg* a = arg_at(c, 3 + i, kOptions[i]);
+    const Arg* a = argument(c.node, 3 + i, kOptions[i]);
     if (!a) continue;
     if (a->kind == Arg::Kind::Value || (a->kind == Arg::Kind::Literal && std::holds_alternative<std::string>(a->literal)))
       passes::refuse();
@@ -191,7 +179,7 @@ void conv_vjp(VjpCtx& c, const std::string& dims) {
   if (c.needs(*weight))
     c.give(*weight, rw.emit_torch("torch.nn.grad.conv" + dims + "_weight", {V(x), sizes(w), V(g)}, options,
                                   contiguous_type(rw, w)));
-  if (const Arg* bias = arg_at(c, 2, "bias"); bias && c.needs(*bias)) {
+  if (const Arg* bias = argument(c.node, 2, "bias"); bias && c.needs(*bias)) {
     std::vector<int64_t> over = all_dims(rank_of(rw, g));
     over.erase(over.begin() + 1);
     DType dt = rw.type(g).dtype;
@@ -203,13 +191,13 @@ void conv_vjp(VjpCtx& c, const std::string& dims) {
 
 void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for 'mean'
   Rewriter& rw = c.rw;
-  const Arg* input = arg_at(c, 0, "input");
-  const Arg* target = arg_at(c, 1, "target");
+  const Arg* input = argument(c.node, 0, "input");
+  const Arg* target = argument(c.node, 1, "target");
   if (!input || !target) passes::refuse();
   for (auto [i, name] : {std::pair<size_t, const char*>{2, "size_average"}, {3, "reduce"}})
-    if (const Arg* a = arg_at(c, i, name); a && !passes::is_none(*a)) passes::refuse();
+    if (const Arg* a = argument(c.node, i, name); a && !passes::is_none(*a)) passes::refuse();
   std::string reduction = "mean";
-  if (const Arg* r = arg_at(c, 4, "reduction")) {
+  if (const Arg* r = argument(c.node, 4, "reduction")) {
     const std::string* s = r->kind == Arg::Kind::Literal ? std::get_if<std::string>(&r->literal) : nullptr;
     if (!s || (*s != "mean" && *s != "sum" && *s != "none")) passes::refuse();
     reduction = *s;
@@ -231,9 +219,9 @@ void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for
 void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
 void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
 
-void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, pos(c, 0), pos(c, 1)); }
-void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, pos(c, 0), pos(c, 1)); }
-void bmm_vjp(VjpCtx& c) { matmul_grads(c, Op::Bmm, pos(c, 0), pos(c, 1)); }
+void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, c.pos(0), c.pos(1)); }
+void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, c.pos(0), c.pos(1)); }
+void bmm_vjp(VjpCtx& c) { matmul_grads(c, Op::Bmm, c.pos(0), c.pos(1)); }
 
 void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
   Rewriter& rw = c.rw;
@@ -250,21 +238,21 @@ void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
 }
 
 void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dropout_backward
-  double p = passes::number_literal(pos(c, 1)).value_or(NAN);
+  double p = passes::number_literal(c.pos(1)).value_or(NAN);
   if (std::isnan(p)) passes::refuse();
   ValueId g = *c.grad(0);
   DType dt = c.rw.type(g).dtype;
   ValueId kept = mul(c.rw, g, convert(c.rw, c.out(1), dt));
-  c.give(pos(c, 0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
+  c.give(c.pos(0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
 }
 
 // x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
-void attr_mT_vjp(VjpCtx& c) { c.give(pos(c, 0), transpose_last(c.rw, *c.grad())); }
+void attr_mT_vjp(VjpCtx& c) { c.give(c.pos(0), transpose_last(c.rw, *c.grad())); }
 
 void attr_T_vjp(VjpCtx& c) {
   std::vector<int64_t> reversed = all_dims(rank_of(c.rw, *c.grad()));
   std::reverse(reversed.begin(), reversed.end());
-  c.give(pos(c, 0), permute(c.rw, *c.grad(), reversed));
+  c.give(c.pos(0), permute(c.rw, *c.grad(), reversed));
 }
 
 }  // namespace ember::autograd::rules

@@ -10,12 +10,6 @@ namespace ember::autograd::rules {
 
 namespace {
 
-// The node's positional argument i (the op table's operands come first).
-const Arg& pos(VjpCtx& c, size_t i) {
-  if (i >= c.node.args.size()) passes::refuse();
-  return c.node.args[i];
-}
-
 // An operand of a binary op as an argument in dtype `dt`: a converted tensor or a literal.
 Arg operand(VjpCtx& c, const Arg& a, DType dt) {
   if (a.kind == Arg::Kind::Value) return V(convert(c.rw, c.in(a), dt));
@@ -30,7 +24,7 @@ struct Unary {
 };
 Unary unary_operands(VjpCtx& c) {
   ValueId g = opmath_of(c, *c.grad());
-  return {g, convert(c.rw, c.in(pos(c, 0)), c.rw.type(g).dtype)};
+  return {g, convert(c.rw, c.in(c.pos(0)), c.rw.type(g).dtype)};
 }
 
 ValueId result_in(VjpCtx& c, ValueId g) { return convert(c.rw, c.out(), c.rw.type(g).dtype); }
@@ -39,76 +33,76 @@ ValueId lit(Rewriter& rw, Op op, ValueId a, double b) { return binary_s(rw, op, 
 
 }  // namespace
 
-void neg_vjp(VjpCtx& c) { c.give(pos(c, 0), unary(c.rw, Op::Neg, *c.grad())); }
+void neg_vjp(VjpCtx& c) { c.give(c.pos(0), unary(c.rw, Op::Neg, *c.grad())); }
 
 void abs_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), mul(c.rw, g, unary(c.rw, Op::Sign, x)));
+  c.give(c.pos(0), mul(c.rw, g, unary(c.rw, Op::Sign, x)));
 }
 
 void exp_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), mul(c.rw, g, result_in(c, g)));
+  c.give(c.pos(0), mul(c.rw, g, result_in(c, g)));
 }
 
 void log_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), binary(c.rw, Op::Div, g, V(x)));
+  c.give(c.pos(0), binary(c.rw, Op::Div, g, V(x)));
 }
 
 void sqrt_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), binary(c.rw, Op::Div, g, V(lit(c.rw, Op::Mul, result_in(c, g), 2.0))));
+  c.give(c.pos(0), binary(c.rw, Op::Div, g, V(lit(c.rw, Op::Mul, result_in(c, g), 2.0))));
 }
 
 void rsqrt_vjp(VjpCtx& c) {  // -0.5 * g * y^3
   auto [g, x] = unary_operands(c);
   ValueId y = result_in(c, g);
   ValueId y3 = mul(c.rw, mul(c.rw, y, y), y);
-  c.give(pos(c, 0), mul(c.rw, lit(c.rw, Op::Mul, g, -0.5), y3));
+  c.give(c.pos(0), mul(c.rw, lit(c.rw, Op::Mul, g, -0.5), y3));
 }
 
 void sin_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), mul(c.rw, g, unary(c.rw, Op::Cos, x)));
+  c.give(c.pos(0), mul(c.rw, g, unary(c.rw, Op::Cos, x)));
 }
 
 void cos_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), mul(c.rw, g, unary(c.rw, Op::Neg, unary(c.rw, Op::Sin, x))));
+  c.give(c.pos(0), mul(c.rw, g, unary(c.rw, Op::Neg, unary(c.rw, Op::Sin, x))));
 }
 
 void tanh_vjp(VjpCtx& c) {  // g * (1 - y^2)
   auto [g, x] = unary_operands(c);
   ValueId y = result_in(c, g);
   ValueId one_minus = lit(c.rw, Op::Add, unary(c.rw, Op::Neg, mul(c.rw, y, y)), 1.0);
-  c.give(pos(c, 0), mul(c.rw, g, one_minus));
+  c.give(c.pos(0), mul(c.rw, g, one_minus));
 }
 
 void sigmoid_vjp(VjpCtx& c) {  // g * (1 - y) * y
   auto [g, x] = unary_operands(c);
   ValueId y = result_in(c, g);
   ValueId one_minus = lit(c.rw, Op::Add, unary(c.rw, Op::Neg, y), 1.0);
-  c.give(pos(c, 0), mul(c.rw, mul(c.rw, g, one_minus), y));
+  c.give(c.pos(0), mul(c.rw, mul(c.rw, g, one_minus), y));
 }
 
 void erf_vjp(VjpCtx& c) {  // g * 2/sqrt(pi) * exp(-x^2)
   auto [g, x] = unary_operands(c);
   ValueId e = unary(c.rw, Op::Exp, unary(c.rw, Op::Neg, mul(c.rw, x, x)));
-  c.give(pos(c, 0), mul(c.rw, g, lit(c.rw, Op::Mul, e, 2.0 / std::sqrt(M_PI))));
+  c.give(c.pos(0), mul(c.rw, g, lit(c.rw, Op::Mul, e, 2.0 / std::sqrt(M_PI))));
 }
 
 void reciprocal_vjp(VjpCtx& c) {  // -g * y^2
   auto [g, x] = unary_operands(c);
   ValueId y = result_in(c, g);
-  c.give(pos(c, 0), mul(c.rw, unary(c.rw, Op::Neg, g), mul(c.rw, y, y)));
+  c.give(c.pos(0), mul(c.rw, unary(c.rw, Op::Neg, g), mul(c.rw, y, y)));
 }
 
 void relu_vjp(VjpCtx& c) {  // torch's threshold_backward: the gradient where the result is positive
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
   ValueId positive = binary_s(c.rw, Op::Gt, c.out(), 0.0);
-  c.give(pos(c, 0), pointwise(c.rw, Op::Where, {V(positive), V(g), scalar(0.0, dt)}, dt));
+  c.give(c.pos(0), pointwise(c.rw, Op::Where, {V(positive), V(g), scalar(0.0, dt)}, dt));
 }
 
 void gelu_vjp(VjpCtx& c) {
@@ -139,7 +133,7 @@ void gelu_vjp(VjpCtx& c) {
   } else {
     passes::refuse();
   }
-  c.give(pos(c, 0), mul(rw, g, d));
+  c.give(c.pos(0), mul(rw, g, d));
 }
 
 void silu_vjp(VjpCtx& c) {  // g * s * (1 + x * (1 - s))
@@ -147,40 +141,40 @@ void silu_vjp(VjpCtx& c) {  // g * s * (1 + x * (1 - s))
   Rewriter& rw = c.rw;
   ValueId s = unary(rw, Op::Sigmoid, x);
   ValueId inner = lit(rw, Op::Add, mul(rw, x, lit(rw, Op::Add, unary(rw, Op::Neg, s), 1.0)), 1.0);
-  c.give(pos(c, 0), mul(rw, mul(rw, g, s), inner));
+  c.give(c.pos(0), mul(rw, mul(rw, g, s), inner));
 }
 
 void log1p_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), binary(c.rw, Op::Div, g, V(lit(c.rw, Op::Add, x, 1.0))));
+  c.give(c.pos(0), binary(c.rw, Op::Div, g, V(lit(c.rw, Op::Add, x, 1.0))));
 }
 
 void expm1_vjp(VjpCtx& c) {
   auto [g, x] = unary_operands(c);
-  c.give(pos(c, 0), mul(c.rw, g, lit(c.rw, Op::Add, result_in(c, g), 1.0)));
+  c.give(c.pos(0), mul(c.rw, g, lit(c.rw, Op::Add, result_in(c, g), 1.0)));
 }
 
-void convert_vjp(VjpCtx& c) { c.give(pos(c, 0), *c.grad()); }
+void convert_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }
 
 void add_vjp(VjpCtx& c) {
   ValueId g = *c.grad();
   double alpha = c.bound ? c.number_arg("alpha") : 1.0;
-  c.give(pos(c, 0), g);
-  c.give(pos(c, 1), alpha == 1.0 ? g : lit(c.rw, Op::Mul, g, alpha));
+  c.give(c.pos(0), g);
+  c.give(c.pos(1), alpha == 1.0 ? g : lit(c.rw, Op::Mul, g, alpha));
 }
 
 void sub_vjp(VjpCtx& c) {
   ValueId g = *c.grad();
   double alpha = c.bound ? c.number_arg("alpha") : 1.0;
-  c.give(pos(c, 0), g);
-  c.give(pos(c, 1), lit(c.rw, Op::Mul, g, -alpha));
+  c.give(c.pos(0), g);
+  c.give(c.pos(1), lit(c.rw, Op::Mul, g, -alpha));
 }
 
 void mul_vjp(VjpCtx& c) {
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
-  const Arg& a = pos(c, 0);
-  const Arg& b = pos(c, 1);
+  const Arg& a = c.pos(0);
+  const Arg& b = c.pos(1);
   if (c.needs(a)) c.give(a, binary(c.rw, Op::Mul, g, operand(c, b, dt)));
   if (c.needs(b)) c.give(b, binary(c.rw, Op::Mul, g, operand(c, a, dt)));
 }
@@ -189,12 +183,12 @@ void div_vjp(VjpCtx& c) {  // a / b: g / b, and -g * y / b
   ValueId g = *c.grad();
   if (c.bound && !c.none("rounding_mode")) {  // floor or trunc division: torch's gradient is zeros
     for (size_t i : {0, 1})
-      if (c.needs(pos(c, i))) c.give(pos(c, i), zeros_like(c.rw, c.in(pos(c, i))));
+      if (c.needs(c.pos(i))) c.give(c.pos(i), zeros_like(c.rw, c.in(c.pos(i))));
     return;
   }
   DType dt = c.rw.type(g).dtype;
-  const Arg& a = pos(c, 0);
-  const Arg& b = pos(c, 1);
+  const Arg& a = c.pos(0);
+  const Arg& b = c.pos(1);
   Arg bv = operand(c, b, dt);
   c.give(a, binary(c.rw, Op::Div, g, bv));
   if (c.needs(b)) {
@@ -206,8 +200,8 @@ void div_vjp(VjpCtx& c) {  // a / b: g / b, and -g * y / b
 void remainder_vjp(VjpCtx& c) {  // a - floor(a / b) * b: g, and -g * floor(a / b)
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
-  const Arg& a = pos(c, 0);
-  const Arg& b = pos(c, 1);
+  const Arg& a = c.pos(0);
+  const Arg& b = c.pos(1);
   c.give(a, g);
   if (c.needs(b)) {
     ValueId q = unary(c.rw, Op::Floor, binary(c.rw, Op::Div, convert(c.rw, c.in(a), dt), operand(c, b, dt)));
@@ -219,8 +213,8 @@ void pow_vjp(VjpCtx& c) {
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
   Rewriter& rw = c.rw;
-  const Arg& base = pos(c, 0);
-  const Arg& e = pos(c, 1);
+  const Arg& base = c.pos(0);
+  const Arg& e = c.pos(1);
   if (c.needs(base)) {
     ValueId x = convert(rw, c.in(base), dt);
     if (e.kind == Arg::Kind::Literal) {  // g * e * x^(e - 1); e = 0 gives zeros, as torch does
@@ -256,8 +250,8 @@ void extremum(VjpCtx& c, Op wins) {
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
   Rewriter& rw = c.rw;
-  const Arg& a = pos(c, 0);
-  const Arg& b = pos(c, 1);
+  const Arg& a = c.pos(0);
+  const Arg& b = c.pos(1);
   ValueId av = convert(rw, c.in(a), dt), bv = convert(rw, c.in(b), dt);
   ValueId half = lit(rw, Op::Mul, g, 0.5);
   ValueId tie = binary(rw, Op::Eq, av, V(bv));
@@ -278,16 +272,16 @@ void minimum_vjp(VjpCtx& c) { extremum(c, Op::Lt); }
 void where_vjp(VjpCtx& c) {
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
-  ValueId cond = c.in(pos(c, 0));
-  c.give(pos(c, 1), pointwise(c.rw, Op::Where, {V(cond), V(g), scalar(0.0, dt)}, dt));
-  c.give(pos(c, 2), pointwise(c.rw, Op::Where, {V(cond), scalar(0.0, dt), V(g)}, dt));
+  ValueId cond = c.in(c.pos(0));
+  c.give(c.pos(1), pointwise(c.rw, Op::Where, {V(cond), V(g), scalar(0.0, dt)}, dt));
+  c.give(c.pos(2), pointwise(c.rw, Op::Where, {V(cond), scalar(0.0, dt), V(g)}, dt));
 }
 
 void clamp_vjp(VjpCtx& c) {  // the gradient where lo <= x <= hi (torch's clamp_backward)
   ValueId g = *c.grad();
   DType dt = c.rw.type(g).dtype;
   Rewriter& rw = c.rw;
-  ValueId x = convert(rw, c.in(pos(c, 0)), dt);
+  ValueId x = convert(rw, c.in(c.pos(0)), dt);
   std::optional<ValueId> inside;
   for (auto [name, op] : {std::pair<const char*, Op>{"min", Op::Ge}, {"max", Op::Le}}) {
     const Arg& bound = c.arg(name);
@@ -297,7 +291,7 @@ void clamp_vjp(VjpCtx& c) {  // the gradient where lo <= x <= hi (torch's clamp_
     inside = inside ? binary(rw, Op::LogicalAnd, *inside, V(ok)) : ok;
   }
   if (!inside) passes::refuse();
-  c.give(pos(c, 0), pointwise(rw, Op::Where, {V(*inside), V(g), scalar(0.0, dt)}, dt));
+  c.give(c.pos(0), pointwise(rw, Op::Where, {V(*inside), V(g), scalar(0.0, dt)}, dt));
 }
 
 }  // namespace ember::autograd::rules

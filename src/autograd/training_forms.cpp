@@ -19,12 +19,6 @@ namespace ember::autograd {
 
 namespace {
 
-// A call's argument by position or keyword; nullptr when absent.
-const Arg* argument(const ir::Node& node, size_t position, std::string_view name) {
-  for (const auto& [key, value] : node.kwargs)
-    if (key == name) return &value;
-  return position < node.args.size() ? &node.args[position] : nullptr;
-}
 
 // (output, mask) of native_dropout on `x`.
 std::vector<ValueId> native_dropout(Rewriter& rw, ValueId x, Arg p) {

@@ -83,10 +83,15 @@ class Externs {
   PyRef resolve(const std::string& name, std::string* reason) const {
     auto found = traced_.find(name);
     if (found != traced_.end()) return PyRef::borrow(found->second);
-    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
-    PyRef fn = PyRef::steal(PyObject_CallOneArg(table.resolve.get(), text.get()));
+    PyRef fn = by_name(name);
     if (!fn) *reason = "the call " + name + " does not resolve to a callable: " + take_error_message();
     return fn;
+  }
+
+  // The callable `name` resolves to by import and attribute lookup; null with the Python error set.
+  PyRef by_name(const std::string& name) const {
+    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    return text ? PyRef::steal(PyObject_CallOneArg(table.resolve.get(), text.get())) : PyRef();
   }
 
   const ir::Graph& captured;
@@ -246,8 +251,7 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
   if (!PyRef::steal(PyImport_ImportModule("ember.autograd"))) throw PythonError();
   // An island's backward finds its callable by name (ember.autograd.island_backward).
   for (const std::string& name : p.layout.islands) {
-    PyRef text = PyRef::steal(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
-    if (!PyRef::steal(PyObject_CallOneArg(x.table.resolve.get(), text.get()))) {
+    if (!x.by_name(name)) {
       report->fallback_reason = "the training graph cannot be differentiated ahead of time: " + name +
                                 " has no derivative rule and no importable name for torch autograd to run it by: " +
                                 take_error_message();
