@@ -35,6 +35,7 @@
 
 #include "ir/types.h"
 #include "sym/expr.h"
+#include "sym/symbols.h"
 
 namespace ember::ir {
 
@@ -121,6 +122,8 @@ class Graph {
                   std::vector<std::pair<std::string, Arg>> kwargs, std::vector<TensorType> result_types,
                   Node::ResultForm form);
   void set_outputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  // The shape symbols the types mention (sym/symbols.h); empty for a static graph.
+  sym::Symbols symbols;
   // Marks every value as not requiring grad: the graph runs under no_grad (autograd's forward and
   // backward halves, which torch's autograd.Function runs).
   void clear_requires_grad() {

@@ -175,6 +175,7 @@ struct Program {
   std::vector<Step> steps;                // execution order
   std::vector<BufferId> inputs;           // graph input k -> its Input buffer
   std::vector<BufferId> outputs;          // graph output k -> the buffer returned (may repeat)
+  sym::Symbols symbols;                   // the shape symbols sizes mention (the graph's)
 
   BufferId add_buffer(Buffer buffer);     // assigns the id
   // The buffer whose storage `id` uses: itself, or the end of its chain of View bases. Throws
