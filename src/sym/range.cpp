@@ -208,8 +208,7 @@ int64_t multiple(const Expr& e, const std::map<std::string, int64_t>& divisor) {
       return mx % k.constant() == 0 ? mx / k.constant() : 1;
     }
     case ExprKind::Mod:  // x - k*(x // k)
-      return gcd(multiple(ops[0], divisor), multiple(ops[1], divisor));
-    case ExprKind::Max:
+    case ExprKind::Max:  // one of the two
     case ExprKind::Min:
       return gcd(multiple(ops[0], divisor), multiple(ops[1], divisor));
   }
