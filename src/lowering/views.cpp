@@ -199,13 +199,18 @@ std::string lower_expand(Lowerer& L, ir::ValueId x, ir::ValueId r) {
 std::string lower_slice(Lowerer& L, const ir::Node& node, ir::ValueId x, ir::ValueId r) {
   if (node.args.size() != 5 || !node.kwargs.empty()) return "expects slice(x, dim, start, end, step)";
   std::optional<int64_t> dim = int_literal(node.args[1]), start = int_literal(node.args[2]),
-                         end = int_literal(node.args[3]), step = int_literal(node.args[4]);
+                         step = int_literal(node.args[4]);
+  std::optional<Expr> end = size_literal(node.args[3]);
   if (!dim || !start || !end || !step) return "expects int literals";
   size_t rank = L.type(x).sizes.size();
   std::optional<int64_t> d = normalize_dim(*dim, rank);
-  if (!d || *start < 0 || *end < *start || *step < 1) return "a slice outside the canonical form";
+  if (!d || *start < 0 || *step < 1) return "a slice outside the canonical form";
   const Expr& size = L.type(x).sizes[*d];
-  if (size.is_constant() && *end > size.constant()) return "a slice past the end";
+  // A symbolic end is within the size by the canonical form (decompose writes one only then); the
+  // result's size, which the consumers' loops run over, is in its type.
+  if (end->is_constant() && end->constant() < *start) return "a slice outside the canonical form";
+  if (size.is_constant() && end->is_constant() && end->constant() > size.constant()) return "a slice past the end";
+  if (size.is_constant() && !end->is_constant()) return "a symbolic end into a constant size";
   int64_t dd = *d, s0 = *start, st = *step;
   std::optional<Layout> layout;
   if (const std::optional<Layout>& in = L.lazy(x).layout) {
