@@ -206,11 +206,13 @@ std::string lower_slice(Lowerer& L, const ir::Node& node, ir::ValueId x, ir::Val
   std::optional<int64_t> d = normalize_dim(*dim, rank);
   if (!d || *start < 0 || *step < 1) return "a slice outside the canonical form";
   const Expr& size = L.type(x).sizes[*d];
-  // A symbolic end is within the size by the canonical form (decompose writes one only then); the
-  // result's size, which the consumers' loops run over, is in its type.
+  // A symbolic end is served only when it is the size itself: any other might pass the end for some
+  // symbol value (torch clamps it; the extern call does the same).
   if (end->is_constant() && end->constant() < *start) return "a slice outside the canonical form";
   if (size.is_constant() && end->is_constant() && end->constant() > size.constant()) return "a slice past the end";
-  if (size.is_constant() && !end->is_constant()) return "a symbolic end into a constant size";
+  if (!end->is_constant() && *end != size) return "a symbolic end other than the size";
+  // A constant end into a symbolic size is within it only for some values (no ranges here).
+  if (end->is_constant() && !size.is_constant() && end->constant() > 0) return "a constant end into a symbolic size";
   int64_t dd = *d, s0 = *start, st = *step;
   std::optional<Layout> layout;
   if (const std::optional<Layout>& in = L.lazy(x).layout) {
