@@ -80,7 +80,8 @@ struct Arg {
   std::vector<Arg> items;
 
   static Arg of_value(ValueId v);
-  static Arg of_literal(Literal lit);
+  static Arg of_literal(Literal lit);  // a constant sym::Expr becomes its int64_t
+  static Arg of_size(const sym::Expr& e);  // an int literal, symbolic or not
   static Arg list(std::vector<Arg> items);
   static Arg tuple(std::vector<Arg> items);
 };
