@@ -201,7 +201,6 @@ std::vector<std::string> verify(const Program& program);
 // (8*i0 + i1) // 8 simplifies to i0 when i1 < 8, and (8*i0 + i1) % 8 to i1.
 using VarRanges = std::vector<std::pair<std::string, sym::Expr>>;
 sym::Expr simplify(const sym::Expr& e, const VarRanges& ranges);
-sym::Expr substitute(const sym::Expr& e, const std::vector<std::pair<std::string, sym::Expr>>& replacements);
 // Simplifies every index expression of the program in place (a pass: golden-tested).
 bool simplify_indices(Program& program);
 

@@ -1,5 +1,5 @@
-// Index algebra for the loop IR: simplification with range facts, substitution, and the
-// simplify-indices pass.
+// Index algebra for the loop IR: simplification with range facts and the simplify-indices pass
+// (substitution is sym::substitute, sym/expr.h).
 //
 // Why: lowering composes views as index remaps, so a reshape after a permute leaves expressions
 // such as (8*i0 + i1) // 8; fusion compares index expressions dimension by dimension and code
@@ -340,31 +340,6 @@ class Simplifier {
   std::map<std::string, Expr> extent_;
 };
 
-Expr substitute_impl(const Expr& e, const std::map<std::string, Expr>& with) {
-  switch (e.kind()) {
-    case ExprKind::Constant: return e;
-    case ExprKind::Symbol: {
-      auto it = with.find(e.symbol_name());
-      return it == with.end() ? e : it->second;
-    }
-    case ExprKind::Add: {
-      Expr sum = 0;
-      for (const Expr& o : e.operands()) sum = sum + substitute_impl(o, with);
-      return sum;
-    }
-    case ExprKind::Mul: {
-      Expr product = 1;
-      for (const Expr& o : e.operands()) product = product * substitute_impl(o, with);
-      return product;
-    }
-    case ExprKind::FloorDiv: return floordiv(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
-    case ExprKind::Mod: return mod(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
-    case ExprKind::Max: return max(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
-    case ExprKind::Min: return min(substitute_impl(e.operands()[0], with), substitute_impl(e.operands()[1], with));
-  }
-  throw std::logic_error("substitute: corrupt ExprKind");
-}
-
 }  // namespace
 
 Expr simplify(const Expr& e, const VarRanges& ranges) {
@@ -378,13 +353,6 @@ Expr simplify(const Expr& e, const VarRanges& ranges) {
     current = next;
   }
   return current;
-}
-
-Expr substitute(const Expr& e, const std::vector<std::pair<std::string, Expr>>& replacements) {
-  std::map<std::string, Expr> with;
-  for (const auto& [name, value] : replacements)
-    if (!with.emplace(name, value).second) throw std::invalid_argument("substitute: " + name + " is replaced twice");
-  return substitute_impl(e, with);
 }
 
 bool simplify_indices(Program& program) {

@@ -115,11 +115,6 @@ std::pair<char, int64_t> index_variable(const std::string& name) {
   return {name[0], k};
 }
 
-void collect_symbols(const sym::Expr& e, std::set<std::string>& out) {
-  if (e.kind() == sym::ExprKind::Symbol) out.insert(e.symbol_name());
-  for (const sym::Expr& o : e.operands()) collect_symbols(o, out);
-}
-
 class Verifier {
  public:
   explicit Verifier(const Program& p) : p_(p) {}
@@ -164,7 +159,7 @@ class Verifier {
   // Shape expressions (sizes, strides, offsets, ranges) are over shape symbols only.
   void check_shape_expr(const sym::Expr& e, const std::string& who) {
     std::set<std::string> names;
-    collect_symbols(e, names);
+    sym::free_symbols(e, names);
     for (const std::string& n : names)
       if (index_variable(n).first != '\0')
         report(who + " uses the index variable " + n + ", but only shape symbols may appear there");
@@ -323,7 +318,7 @@ class Verifier {
 
   void check_index_expr(const Kernel& k, const Node& n, const sym::Expr& e, const std::string& who) {
     std::set<std::string> names;
-    collect_symbols(e, names);
+    sym::free_symbols(e, names);
     for (const std::string& name : names) {
       auto [letter, number] = index_variable(name);
       if (letter == '\0') continue;

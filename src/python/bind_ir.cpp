@@ -1,13 +1,16 @@
 // ember._C.ir: the graph IR for Python (tests, ember.explain). Thin: a Graph crosses as an opaque
 // handle; parse/print/verify are the C++ functions, and simplify_expr shows the canonical form of
 // a symbolic expression. ParseError is a ValueError; bad expression text raises ValueError.
+// The sym_* functions expose the symbolic engine (src/sym) to tests, over text.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "ir/graph.h"
 #include "sym/expr.h"
+#include "sym/symbols.h"
 
 namespace nb = nanobind;
 
@@ -22,5 +25,10 @@ void bind_ir(nb::module_& m) {
         "Structural problems, one message each; empty when the graph is valid.");
   m.def("simplify_expr", [](std::string_view text) { return sym::parse_expr(text).str(); }, nb::arg("text"),
         "Parses a symbolic integer expression and prints its canonical (simplified) form.");
+  m.def("sym_symbol", [](std::string_view line) { return sym::print_symbol(sym::parse_symbol(line)); }, nb::arg("line"),
+        "Parses a `symbol s0 hint=...` line and prints it back in canonical form.");
+  m.def("sym_evaluate",
+        [](std::string_view text, const std::map<std::string, int64_t>& values) { return sym::evaluate(sym::parse_expr(text), values); },
+        nb::arg("text"), nb::arg("values"), "Evaluates an expression with the given symbol values (Python semantics).");
 }
 }  // namespace ember::python

@@ -143,8 +143,8 @@ void inline_into(const Kernel& producer, const Node& store, const std::vector<si
       Node c = p;
       c.loop = node.loop;
       for (NodeId& op : c.operands) op = copy_of.at(op);
-      for (sym::Expr& e : c.index) e = loop_ir::simplify(rename(e, subst), ranges);
-      c.bound = rename(c.bound, subst);
+      for (sym::Expr& e : c.index) e = loop_ir::simplify(sym::substitute(e, subst), ranges);
+      c.bound = sym::substitute(c.bound, subst);
       if (masked && c.op == ScalarOp::Load) {
         if (c.operands.empty()) {
           c.operands = {mask};

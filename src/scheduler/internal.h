@@ -57,9 +57,9 @@ bool depends_on(const Accesses& earlier, const Accesses& later, BufferId* what =
 
 // kernel_edit.cpp ---------------------------------------------------------------------------
 
-// Simultaneous replacement of symbols by expressions (t3 -> t7 and t7 -> t9 at once).
-using SymbolMap = std::vector<std::pair<std::string, sym::Expr>>;
-sym::Expr rename(const sym::Expr& e, const SymbolMap& map);
+// Simultaneous replacement of symbols by expressions (t3 -> t7 and t7 -> t9 at once), with
+// sym::substitute: in a node's index expressions and bound.
+using SymbolMap = sym::Replacements;
 void rename_in_node(Node& node, const SymbolMap& map);
 // The `t<n>` symbols an expression mentions.
 void collect_node_refs(const sym::Expr& e, std::set<NodeId>& out);

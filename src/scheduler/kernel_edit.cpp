@@ -59,39 +59,9 @@ std::string constant_key(const loop_ir::Scalar& c) {
 
 }  // namespace
 
-sym::Expr rename(const sym::Expr& e, const SymbolMap& map) {
-  switch (e.kind()) {
-    case sym::ExprKind::Constant:
-      return e;
-    case sym::ExprKind::Symbol:
-      for (const auto& [name, value] : map)
-        if (name == e.symbol_name()) return value;
-      return e;
-    case sym::ExprKind::Add: {
-      sym::Expr sum = 0;
-      for (const sym::Expr& x : e.operands()) sum = sum + rename(x, map);
-      return sum;
-    }
-    case sym::ExprKind::Mul: {
-      sym::Expr product = 1;
-      for (const sym::Expr& x : e.operands()) product = product * rename(x, map);
-      return product;
-    }
-    case sym::ExprKind::FloorDiv:
-      return floordiv(rename(e.operands()[0], map), rename(e.operands()[1], map));
-    case sym::ExprKind::Mod:
-      return mod(rename(e.operands()[0], map), rename(e.operands()[1], map));
-    case sym::ExprKind::Max:
-      return max(rename(e.operands()[0], map), rename(e.operands()[1], map));
-    case sym::ExprKind::Min:
-      return min(rename(e.operands()[0], map), rename(e.operands()[1], map));
-  }
-  return e;
-}
-
 void rename_in_node(Node& node, const SymbolMap& map) {
-  for (sym::Expr& e : node.index) e = rename(e, map);
-  node.bound = rename(node.bound, map);
+  for (sym::Expr& e : node.index) e = sym::substitute(e, map);
+  node.bound = sym::substitute(node.bound, map);
 }
 
 void collect_node_refs(const sym::Expr& e, std::set<NodeId>& out) {

@@ -39,7 +39,7 @@ bool outer_reduction(const Program& program, const Kernel& kernel) {
     sym::Expr off = 0;
     for (size_t k = 0; k < n.index.size(); ++k) off = off + n.index[k] * b.strides[k];
     auto step = [&](const std::string& v) {
-      sym::Expr d = loop_ir::simplify(loop_ir::substitute(off, {{v, sym::Expr::symbol(v) + 1}}) - off, {});
+      sym::Expr d = loop_ir::simplify(sym::substitute(off, {{v, sym::Expr::symbol(v) + 1}}) - off, {});
       return d.is_constant() ? d.constant() : -1;
     };
     const size_t nr = kernel.loops[static_cast<size_t>(n.loop)].ranges.size();

@@ -17,6 +17,7 @@
 #include <optional>
 #include <utility>
 
+#include "sym/arith.h"
 #include "sym/expr.h"
 
 namespace ember::sym {
@@ -30,35 +31,10 @@ struct ExprNode {
 
 namespace {
 
-int64_t checked_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r))
-    throw std::overflow_error("symbolic integer overflow: " + std::to_string(a) + " + " + std::to_string(b));
-  return r;
-}
-
-int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r))
-    throw std::overflow_error("symbolic integer overflow: " + std::to_string(a) + " * " + std::to_string(b));
-  return r;
-}
-
-// Python's `a // b` (b != 0). Dividing by -1 is negation, which overflows only for INT64_MIN.
-int64_t py_floordiv(int64_t a, int64_t b) {
-  if (b == -1) return checked_mul(a, -1);
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-// Python's `a % b` (b != 0): the result has the sign of b.
-int64_t py_mod(int64_t a, int64_t b) {
-  if (b == -1) return 0;  // INT64_MIN % -1 is undefined in C++
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
+using arith::checked_add;
+using arith::checked_floordiv;
+using arith::checked_mul;
+using arith::py_mod;
 
 bool divides(int64_t d, int64_t n) { return d == -1 || n % d == 0; }
 
@@ -192,7 +168,7 @@ struct ExprBuilder {
     for (const Expr& t : terms) {
       auto [c, rest] = t.is_constant() ? std::pair<int64_t, Expr>{t.constant(), Expr(1)} : split_coefficient(t);
       if (!divides(d, c)) return std::nullopt;
-      out.push_back(mul({Expr(py_floordiv(c, d)), rest}));
+      out.push_back(mul({Expr(checked_floordiv(c, d)), rest}));
     }
     return add(out);
   }
@@ -201,7 +177,7 @@ struct ExprBuilder {
     if (b.is_constant()) {
       int64_t d = b.constant();
       if (d == 0) throw std::domain_error("floordiv by zero: (" + a.str() + ") // 0");
-      if (a.is_constant()) return Expr(py_floordiv(a.constant(), d));
+      if (a.is_constant()) return Expr(checked_floordiv(a.constant(), d));
       if (d == 1) return a;
       if (auto q = exact_quotient(a, d)) return *q;
       // (x // c1) // c2 == x // (c1*c2) for positive divisors.

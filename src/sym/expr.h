@@ -13,7 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -71,5 +75,23 @@ Expr parse_expr(std::string_view text);
 // Parses the longest expression starting at `pos` (leading whitespace skipped) and leaves `pos`
 // just after it: for parsers of IRs that embed expressions, e.g. `f32[s0 // 2, 8]`.
 Expr parse_expr_prefix(std::string_view text, size_t& pos);
+
+// ---- Operations over a tree (evaluate.cpp).
+
+// The value of `e` with each symbol's value given by `lookup` (nullopt: unbound). Throws
+// std::invalid_argument naming an unbound symbol, std::overflow_error when a step leaves int64 and
+// std::domain_error on a division by zero, as the constructors do; Python semantics otherwise.
+using SymbolLookup = std::function<std::optional<int64_t>(const std::string&)>;
+int64_t evaluate(const Expr& e, const SymbolLookup& lookup);
+int64_t evaluate(const Expr& e, const std::map<std::string, int64_t>& values);
+
+// Replaces symbols by expressions simultaneously (`{s0: s1, s1: s0}` swaps them) and rebuilds
+// through the constructors, so the result is canonical. A name given twice is
+// std::invalid_argument; names not in `e` are ignored.
+using Replacements = std::vector<std::pair<std::string, Expr>>;
+Expr substitute(const Expr& e, const Replacements& replacements);
+
+// Adds the names of the symbols `e` mentions to `out`.
+void free_symbols(const Expr& e, std::set<std::string>& out);
 
 }  // namespace ember::sym

@@ -6,11 +6,19 @@
 // appears bare as at least one dimension of a graph input: that is where the runtime reads its value
 // (`binding_of` in the runtime). Sizes 0 and 1 are never symbols (they decide broadcasting), so
 // `min` is at least 2 unless a producer says otherwise.
+//
+// Text form (both IRs print it, one line per symbol before the inputs / buffers):
+//     symbol s0 hint=16 range=[2, inf] divisor=1
+// `inf` spells INT64_MAX. The printer omits `range=` and `divisor=` when they are the defaults
+// ([2, inf] and 1); the parser accepts them in that order, each optional, and checks
+// min <= hint <= max, divisor >= 1 and hint % divisor == 0.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ember::sym {
@@ -29,5 +37,18 @@ struct SymbolInfo {
 };
 
 using Symbols = std::vector<SymbolInfo>;
+
+std::string print_symbol(const SymbolInfo& symbol);
+// Parses one line of the text form (surrounding whitespace allowed). Throws sym::ExprParseError
+// (sym/expr.h) whose offset is a byte offset into `line`, so an IR parser can report line:column.
+SymbolInfo parse_symbol(std::string_view line);
+
+// A stage that cannot serve a symbolic size throws this, naming itself and the op:
+// "lower: conv2d with a symbolic spatial size". The driver catches it and compiles the graph with
+// every symbol replaced by its hint (guarded as exact sizes): slower, never wrong. Never treat a
+// symbol as its hint silently instead.
+struct SymbolicUnsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace ember::sym

@@ -1,20 +1,23 @@
-"""Builds tests/ir/cpp/core_test.cpp against the built core library and runs it (C++-only checks)."""
+"""Builds tests/ir/cpp/{core,sym}_test.cpp against the built core library and runs them (C++-only checks)."""
 import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "build" / "py311" / "libember_core.a"
 
 
-def test_core_cpp(tmp_path):
+@pytest.mark.parametrize("name", ["core_test", "sym_test"])
+def test_core_cpp(tmp_path, name):
     assert LIBRARY.exists(), f"{LIBRARY} is missing: run `make build` first"
     compiler = shutil.which("g++") or shutil.which("c++")
     assert compiler, "no C++ compiler on PATH"
-    binary = tmp_path / "core_test"
+    binary = tmp_path / name
     build = subprocess.run(
         [compiler, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter",
-         f"-I{REPO / 'src'}", str(Path(__file__).parent / "cpp" / "core_test.cpp"), str(LIBRARY), "-o", str(binary)],
+         f"-I{REPO / 'src'}", str(Path(__file__).parent / "cpp" / f"{name}.cpp"), str(LIBRARY), "-o", str(binary)],
         capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)

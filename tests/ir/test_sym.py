@@ -125,3 +125,47 @@ def test_simplification_preserves_value(ir):
         for _ in range(5):
             env = {s: rng.choice([-7, -3, -2, -1, 1, 2, 3, 5, 8]) for s in ("s0", "s1", "s2")}
             assert eval(canonical, {}, env) == eval(text, {}, env), f"seed {seed}: {text!r} -> {canonical!r} at {env}"
+
+
+def test_evaluate_agrees_with_python(ir):
+    """sym::evaluate (no Expr built) gives Python's value on random expressions, both spellings."""
+    import random
+    seed = 4321
+    rng = random.Random(seed)
+    for _ in range(300):
+        text = _random_expr(rng, 4)
+        canonical = ir.simplify_expr(text)
+        env = {s: rng.choice([-7, -3, -2, -1, 1, 2, 3, 5, 8]) for s in ("s0", "s1", "s2")}
+        want = eval(text, {}, env)
+        assert ir.sym_evaluate(text, env) == want, f"seed {seed}: {text!r} at {env}"
+        assert ir.sym_evaluate(canonical, env) == want, f"seed {seed}: {canonical!r} at {env}"
+
+
+def test_evaluate_errors(ir):
+    with pytest.raises(ValueError, match="s1 has no value"):
+        ir.sym_evaluate("s0 + s1", {"s0": 1})
+    with pytest.raises(OverflowError):
+        ir.sym_evaluate("s0*s0", {"s0": 2**40})
+    with pytest.raises(ValueError, match="mod by zero"):
+        ir.sym_evaluate("3 % s0", {"s0": 0})
+
+
+SYMBOL_LINES = [
+    # (text, canonical): defaults are omitted when printing
+    ("symbol s0 hint=16", "symbol s0 hint=16"),
+    ("symbol s0 hint=16 range=[2, inf] divisor=1", "symbol s0 hint=16"),
+    ("symbol s1 hint=64 range=[16, 4096] divisor=16", "symbol s1 hint=64 range=[16, 4096] divisor=16"),
+    ("symbol s2   hint=8  divisor=4", "symbol s2 hint=8 divisor=4"),
+    ("symbol s3 hint=3 range=[0,9]", "symbol s3 hint=3 range=[0, 9]"),
+]
+
+
+@pytest.mark.parametrize("text,canonical", SYMBOL_LINES, ids=[c[0] for c in SYMBOL_LINES])
+def test_symbol_lines(ir, text, canonical):
+    assert ir.sym_symbol(text) == canonical
+    assert ir.sym_symbol(canonical) == canonical
+
+
+def test_symbol_line_errors_name_the_column(ir):
+    with pytest.raises(ValueError, match=r"^column 16: hint 6 is not a multiple of divisor=4"):
+        ir.sym_symbol("symbol s0 hint=6 divisor=4")
