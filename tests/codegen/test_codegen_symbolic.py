@@ -205,3 +205,67 @@ def test_inputs_that_disagree_with_the_expressions_raise(cache_dir):
         prog.run([torch.randn(1, 5), torch.randn(5, 24), b])
     with pytest.raises(RuntimeError, match=r"input 0 .*dimension 0: expected stride s1 = 5, got 1"):
         prog.run([torch.randn(5, 3).t(), torch.randn(5, 24), b])
+
+
+VIEW = """program @view {
+  symbol s0 hint=4
+  buffer %b0 : f32[s0, 6]{6, 1} input 0
+  buffer %b1 : f32[2*s0, 3]{3, 1} extern
+  buffer %b2 : f32[2*s0, 3]{3, 1} output 0
+  extern (%b1) = "torch.Tensor.view"(%b0, sym(2*s0), 3)
+  kernel @k0 [i0 < 2*s0, i1 < 3] {
+    loop {
+      %t0 = load %b1[i0, i1] : f32
+      %t1 = neg %t0 : f32
+      store %b2[i0, i1] = %t1
+    }
+  }
+  return (%b2)
+}
+"""
+
+
+def test_extern_arguments_over_symbols_are_evaluated_per_call(cache_dir):
+    prog = compile_loop(VIEW, cache_dir, [torch.Tensor.view])
+    for n in [2, 7, 65, 7]:
+        x = torch.randn(n, 6)
+        got, = prog.run([x])
+        torch.testing.assert_close(got, -x.view(2 * n, 3))
+
+
+def test_triton_refuses_symbolic_programs():
+    from ember._C import codegen
+    with pytest.raises(RuntimeError, match="triton: symbolic sizes are not built yet"):
+        codegen.emit_triton(POINTWISE)
+
+
+EMBEDDING = """program @embedding {
+  symbol s0 hint=5
+  symbol s1 hint=10
+  buffer %b0 : i64[s0]{1} input 0
+  buffer %b1 : f32[s1, 8]{8, 1} input 1
+  buffer %b2 : f32[s0, 8]{8, 1} output 0
+  kernel @k0 [i0 < s0] {
+    loop {
+      %t0 = load %b0[i0] : i64
+      %t1 = check_index %t0 < s1 : i64
+    }
+    loop [r0 < 8] {
+      %t2 = load %b1[t1, r0] : f32
+      store %b2[i0, r0] = %t2
+    }
+  }
+  return (%b2)
+}
+"""
+
+
+def test_index_checks_against_a_symbolic_bound(cache_dir):
+    prog = compile_loop(EMBEDDING, cache_dir)
+    assert "if (t1 < 0 || t1 >= s1) {" in prog.source
+    for rows, vocab in [(2, 3), (17, 65), (1000, 7)]:
+        idx, table = torch.randint(0, vocab, (rows,)), torch.randn(vocab, 8)
+        got, = prog.run([idx, table])
+        torch.testing.assert_close(got, table[idx])
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension with size 7"):
+        prog.run([torch.tensor([1, 7, 2]), torch.randn(7, 8)])
