@@ -8,7 +8,7 @@ import torch
 
 import ember
 
-BACKENDS = ["eager"]  # "ember" joins once kernels take symbolic sizes
+BACKENDS = ["eager", "ember"]
 
 
 @pytest.fixture(autouse=True)

@@ -298,13 +298,16 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
       }
     }
   }
-  if (lhs_in->kind == VarKind::SymInt || rhs_in->kind == VarKind::SymInt) {
+  if ((lhs_in->kind == VarKind::SymInt || rhs_in->kind == VarKind::SymInt) && !is_size_int(lhs_in) && !is_size_int(rhs_in)) {
     // + - * // % on ints keep a SymInt symbolic; anything else specializes it.
     bool arith = base == 0 || base == 10 || base == 5 || base == 2 || base == 6;
     if (arith)
       if (VarRef s = trace_.sym_int_arith(operator_fn(inplace ? kInplace[base] : kBinary[base]), lhs_in, rhs_in)) return s;
   }
-  VarRef lhs = trace_.specialize(lhs_in), rhs = trace_.specialize(rhs_in);
+  // A size with a tensor is the op's sym(...) scalar; anything else gets the size's value.
+  bool tensors = lhs_in->kind == VarKind::Tensor || rhs_in->kind == VarKind::Tensor;
+  VarRef lhs = tensors && is_size_int(lhs_in) ? lhs_in : trace_.specialize(lhs_in);
+  VarRef rhs = tensors && is_size_int(rhs_in) ? rhs_in : trace_.specialize(rhs_in);
   if (lhs->kind == VarKind::Tensor || rhs->kind == VarKind::Tensor) {
     if (inplace && lhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kInplace[base]), {lhs, rhs}, {});
     if (lhs->kind == VarKind::Tensor && kBinaryCore[base] != ir::Op::TorchCall)

@@ -410,6 +410,7 @@ VarRef Trace::sym_int(PyObject* value, const SourceRef& source) {
 }
 
 VarRef Trace::sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b) {
+  if (is_size_int(a) || is_size_int(b)) return nullptr;  // sizes are expressions, not plans (Interpreter::binary_op)
   auto operand = [](const VarRef& v, ValuePlan* plan) -> PyObject* {
     if (v->kind == VarKind::SymInt) {
       *plan = *v->as<SymIntVar>().expr;

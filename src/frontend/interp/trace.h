@@ -322,6 +322,11 @@ class Trace {
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // Whether a call's arguments mention shape symbols (symbolic tensor types, size SymInts).
   bool has_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
+  // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn and the
+  // *_like forms) makes from symbolic arguments; nullopt where it cannot tell (the caller then
+  // specializes). Dtype and device come from the meta kernel.
+  std::optional<ir::TensorType> symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
+                                                       const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // ShapeEnv::specialize on every symbol a call's arguments mention.
   void specialize_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
                           const std::string& why);

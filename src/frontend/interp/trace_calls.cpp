@@ -316,7 +316,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       return make_tuple(std::move(out));
     }
   }
-  if (symbolic_args && !ruled && kind.kind != CallableKind::Query) {
+  // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
+  std::optional<ir::TensorType> factory_shape;
+  if (symbolic_args && !ruled && kind.makes_tensors()) factory_shape = symbolic_factory_shape(name, args, kwargs);
+  if (symbolic_args && !ruled && !factory_shape && kind.kind != CallableKind::Query) {
     // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
     // values alone. So the symbols this call sees become static (guarded) first.
     specialize_symbols(args, kwargs, name + " has no shape rule for these symbolic sizes" + where());
@@ -419,6 +422,16 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     ir::TensorType t = meta_type(m);
     t.device = device;
     types.push_back(std::move(t));
+  }
+  if (factory_shape && types.size() == 1) {
+    ir::TensorType t = types[0];
+    t.sizes = factory_shape->sizes;
+    t.strides = factory_shape->strides;
+    if (at_hints(t) == types[0]) {
+      types[0] = std::move(t);
+    } else {
+      specialize_symbols(args, kwargs, name + "'s symbolic sizes differ from its meta kernel's" + where());
+    }
   }
   if (ruled) {
     // (Under verify_shape_rules.) With symbols, the rule's answer at the traced values must be

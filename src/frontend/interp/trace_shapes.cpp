@@ -233,6 +233,68 @@ void Trace::specialize_symbols(const std::vector<VarRef>& args, const std::vecto
   });
 }
 
+std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
+                                                            const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+  std::string fn = name.substr(name.rfind('.') + 1);
+  auto kwarg = [&](const char* key) -> const VarRef* {
+    for (const auto& kv : kwargs)
+      if (kv.first == key) return &kv.second;
+    return nullptr;
+  };
+  ir::TensorType out;
+  if (fn == "zeros_like" || fn == "ones_like" || fn == "empty_like" || fn == "full_like" || fn == "rand_like" ||
+      fn == "randn_like") {
+    // torch's default memory format preserves a dense input's strides (inputs' layouts are dense).
+    if (args.empty() || args[0]->kind != VarKind::Tensor || kwarg("memory_format")) return std::nullopt;
+    out.sizes = args[0]->as<TensorVar>().type.sizes;
+    out.strides = args[0]->as<TensorVar>().type.strides;
+    return out;
+  }
+  if (fn == "arange") {
+    // arange(end), arange(start, end[, step]) of ints: ceil((end - start) / step) elements.
+    std::vector<const VarRef*> parts;
+    for (const VarRef& a : args) parts.push_back(&a);
+    for (const char* key : {"start", "end", "step"})
+      if (const VarRef* v = kwarg(key)) parts.push_back(v);
+    if (parts.empty() || parts.size() > 3 || (kwarg("start") && parts.size() < 2)) return std::nullopt;
+    std::vector<sym::Expr> xs;
+    for (const VarRef* p : parts) {
+      std::optional<sym::Expr> e = size_expr(*p);
+      if (!e) return std::nullopt;
+      xs.push_back(*e);
+    }
+    sym::Expr start = xs.size() >= 2 ? xs[0] : sym::Expr(0), end = xs.size() >= 2 ? xs[1] : xs[0];
+    sym::Expr step = xs.size() == 3 ? xs[2] : sym::Expr(1);
+    if (!step.is_constant() || step.constant() <= 0) return std::nullopt;
+    if (!size_relation(sym::Rel{start, sym::RelOp::Le, end})) return std::nullopt;  // empty: let torch say
+    out.sizes = {floordiv(end - start + step - 1, step)};
+    out.strides = {1};
+    return out;
+  }
+  if (fn == "zeros" || fn == "ones" || fn == "empty" || fn == "full" || fn == "rand" || fn == "randn") {
+    // The sizes: varargs ints, or one sequence of them (`size=` too); full's fill value follows.
+    std::vector<VarRef> dims;
+    const VarRef* size = kwarg("size");
+    size_t n_positional = fn == "full" ? 1 : args.size();
+    if (!size && n_positional == 1 && !args.empty() && (args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::List))
+      size = &args[0];
+    if (size) {
+      if ((*size)->kind != VarKind::Tuple && (*size)->kind != VarKind::List) return std::nullopt;
+      dims = (*size)->as<SequenceVar>().items;
+    } else {
+      dims.assign(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(std::min(n_positional, args.size())));
+    }
+    for (const VarRef& d : dims) {
+      std::optional<sym::Expr> e = size_expr(d);
+      if (!e) return std::nullopt;
+      out.sizes.push_back(*e);
+    }
+    out.strides = ir::contiguous_strides(out.sizes);
+    return out;
+  }
+  return std::nullopt;
+}
+
 ir::TensorType Trace::at_hints(const ir::TensorType& t) const {
   ir::TensorType out = t;
   for (auto* xs : {&out.sizes, &out.strides})
