@@ -245,7 +245,8 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if torch is not None and "torch.optim" in sys.modules:
         from . import optim
         if optim.is_optimizer_step(model):
-            return optim.CompiledStep(model, functools.partial(_compiled_callable, compiler=compiler))
+            return optim.CompiledStep(model, functools.partial(_compiled_callable, compiler=compiler),
+                                      functools.partial(_listener, "fallback", strict=_options.strict(options)))
     return _compiled_callable(model, compiler)
 
 

@@ -13,17 +13,14 @@ guarded); `lr` enters as a 0-d float64 tensor refilled on each call, so a schedu
 not recompile; the other hyperparameters are Python values guarded by equality (changing `betas` or
 `weight_decay` recompiles).
 
-What runs eagerly (torch's own `step()`, with the reason in `CompiledStep.eager_reason` and on the
-`fallbacks` log channel): the first step of a parameter (torch creates its state lazily), a
+What runs eagerly (torch's own `step()`, with the reason in `CompiledStep.eager_reason`, in
+`ember.explain` and on the `fallbacks` log channel): the first step of a parameter (torch creates its state lazily), a
 `closure`, step hooks, an optimizer class other than exactly SGD / Adam / AdamW, and the options the
 traced update does not model (differentiable, capturable, sparse or complex gradients, tensor betas).
 """
 import itertools
-import logging
 
 import torch
-
-_log = logging.getLogger("ember.fallbacks")
 
 # Traced by Ember's interpreter: its code must live outside Ember's and torch's files (the hook and
 # the interpreter skip those), hence source text compiled under a file name of its own. The
@@ -98,14 +95,15 @@ def _scalar_dtype(params):
 class CompiledStep:
     """`ember.compile(opt.step)`: calls the compiled update, or torch's own step when it must."""
 
-    def __init__(self, step, compile_fn):
+    def __init__(self, step, compile_fn, report):
+        # report(info): a "fallback" event for explain() and EMBER_LOGS=fallbacks, as the C++ side sends.
+        self._report = report
         self._eager_step = step
         self.optimizer = step.__self__
         kind = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adam"}.get(
             type(self.optimizer))
         self._kind = kind
         self._update = compile_fn(_namespace[f"{kind}_update"]) if kind else None
-        self._logged = set()
         # Why the latest call ran torch's own step (None: it ran the compiled update).
         self.eager_reason = None if kind else (
             f"{type(self.optimizer).__qualname__}: only SGD, Adam and AdamW steps are compiled")
@@ -119,9 +117,9 @@ class CompiledStep:
                 reason = groups
         self.eager_reason = reason
         if reason is not None:
-            if reason not in self._logged:
-                self._logged.add(reason)
-                _log.info("%s.step runs eagerly: %s", type(self.optimizer).__qualname__, reason)
+            code = getattr(type(self.optimizer).step, "__wrapped__", type(self.optimizer).step).__code__
+            self._report({"code": f"{type(self.optimizer).__qualname__}.step", "reason": reason,
+                          "filename": code.co_filename, "lineno": code.co_firstlineno, "internal_error": False})
             return self._eager_step(closure)
         with torch.no_grad():
             if steps:

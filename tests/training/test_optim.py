@@ -188,3 +188,13 @@ def test_step_inside_a_compiled_training_step():
 
     reasons = [r.reason for r in ember.explain(train_step)(torch.randn(3, 4)).break_reasons]
     assert any("SGD.step()" in r and "ember.compile(opt.step)" in r for r in reasons), reasons
+
+
+def test_explain_names_the_eager_first_step():
+    params = make_params(torch.float32)
+    opt = torch.optim.Adam(params, lr=0.01)
+    set_grads(params, 0)
+    out = ember.explain(opt.step)()
+    assert [r.reason for r in out.break_reasons] == ["the first step of a parameter creates its state"]
+    out = ember.explain(opt.step)()
+    assert out.break_reasons == [] and out.graph_count == 1
