@@ -158,6 +158,9 @@ class CompiledStep:
             grads = [p.grad for p in params]
             if any(g.is_sparse or p.is_complex() for p, g in zip(params, grads)):
                 return "sparse gradients or complex parameters", None, None
+            device = params[0].device if params else torch.device("cpu")
+            if any(p.device != device for p in params):
+                return "a param group on several devices", None, None
             states = [state.get(p) for p in params]
             lr = group["lr"]
             lr = lr.item() if isinstance(lr, torch.Tensor) else lr
@@ -168,7 +171,7 @@ class CompiledStep:
                     bufs = [s.get("momentum_buffer") if s else None for s in states]
                     if any(b is None for b in bufs):
                         return "the first step creates the momentum buffers", None, None
-                groups.append((params, grads, bufs, torch.tensor([-lr], dtype=_scalar_dtype(params)), group["weight_decay"],
+                groups.append((params, grads, bufs, torch.tensor([-lr], dtype=_scalar_dtype(params), device=device), group["weight_decay"],
                                momentum, group["dampening"], group["nesterov"], group["maximize"]))
                 for p, buf in itertools.zip_longest(params, bufs):  # sgd_update's order
                     targets += [buf, p] if buf is not None else [p]
@@ -179,7 +182,7 @@ class CompiledStep:
             all_steps += steps
             groups.append((params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
                            [s["max_exp_avg_sq"] for s in states] if group["amsgrad"] else [],
-                           self._adam_scalars(group, lr, steps, _scalar_dtype(params)), *group["betas"], group["eps"],
+                           self._adam_scalars(group, lr, steps, _scalar_dtype(params), device), *group["betas"], group["eps"],
                            group["weight_decay"],
                            group.get("decoupled_weight_decay", isinstance(self.optimizer, torch.optim.AdamW)),
                            group["amsgrad"], group["maximize"]))
@@ -188,7 +191,7 @@ class CompiledStep:
         return groups, all_steps, targets
 
     @staticmethod
-    def _adam_scalars(group, lr, steps, dtype):
+    def _adam_scalars(group, lr, steps, dtype, device):
         """Per parameter: bias_correction2 ** 0.5, -step_size, 1 - lr * weight_decay, computed as torch's
         non-capturable step computes them, in Python floats from the step count after this step."""
         beta1, beta2 = group["betas"]
@@ -197,4 +200,4 @@ class CompiledStep:
         for step in (torch.stack(steps).tolist() if steps else []):
             step += 1
             rows.append(((1 - beta2 ** step) ** 0.5, -(lr / (1 - beta1 ** step)), decay))
-        return torch.tensor(rows, dtype=dtype).reshape(len(rows), 3)
+        return torch.tensor(rows, dtype=dtype, device=device).reshape(len(rows), 3)

@@ -1,33 +1,38 @@
 """Optimizer steps under Ember (docs/autograd.md, "Optimizers"): `ember.compile(opt.step)` for SGD, Adam and
 AdamW against eager after a few steps (parameters and every state tensor, under the float64-reference rule),
 lr changes without recompiles, lazily created state, and `opt.step()` inside a compiled training step."""
+import contextlib
+
 import pytest
 import torch
 import torch.nn as nn
 
 import ember
+from ember.testing import DEVICE
 
 SHAPES = [(6, 5), (5,), (3, 6), (3,), (4,)]
 
 
 @pytest.fixture(autouse=True)
 def fresh():
+    """A clean Ember, and tensors on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine)."""
     ember.reset()
-    yield
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
     ember.reset()
 
 
 def make_params(dtype):
     torch.manual_seed(0)
-    return [nn.Parameter(torch.randn(s, dtype=torch.float64).to(dtype)) for s in SHAPES]
+    return [nn.Parameter(torch.randn(s, dtype=torch.float64, device="cpu").to(DEVICE, dtype)) for s in SHAPES]
 
 
 def set_grads(params, step, skip=()):
     """The same gradients in every run: seeded by the step, made in float64 and cast."""
     gen = torch.Generator().manual_seed(100 + step)
     for i, p in enumerate(params):
-        g = torch.randn(p.shape, generator=gen, dtype=torch.float64)
-        p.grad = None if i in skip else g.to(p.dtype)
+        g = torch.randn(p.shape, generator=gen, dtype=torch.float64, device="cpu")
+        p.grad = None if i in skip else g.to(p.device, p.dtype)
 
 
 def run(opt_cls, kwargs, dtype, compiled, steps=3, groups=None, skip=(), lrs=None):
@@ -172,7 +177,8 @@ def test_step_inside_a_compiled_training_step():
             return loss
 
         fn = ember.compile(train_step) if compiled else train_step
-        losses = [fn(torch.randn(3, 4, generator=torch.Generator().manual_seed(k))) for k in range(3)]
+        losses = [fn(torch.randn(3, 4, generator=torch.Generator().manual_seed(k), device="cpu").to(DEVICE))
+                  for k in range(3)]
         return losses, list(model.parameters())
 
     got, want = train(True), train(False)
