@@ -246,7 +246,8 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
         from . import optim
         if optim.is_optimizer_step(model):
             return optim.CompiledStep(model, functools.partial(_compiled_callable, compiler=compiler),
-                                      functools.partial(_listener, "fallback", strict=_options.strict(options)))
+                                      functools.partial(_listener, "fallback", strict=_options.strict(options)),
+                                      Unsupported if fullgraph else None)
     return _compiled_callable(model, compiler)
 
 

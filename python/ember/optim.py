@@ -79,6 +79,10 @@ _namespace = {"torch": torch}
 exec(compile(_UPDATE_SOURCE, "<ember optimizer step>", "exec"), _namespace)
 
 
+FIRST_STEP_REASONS = ("the first step of a parameter creates its state",
+                      "the first step creates the momentum buffers")
+
+
 def is_optimizer_step(fn):
     """Whether `fn` is the bound `step` of a torch.optim optimizer (any class)."""
     owner = getattr(fn, "__self__", None)
@@ -95,9 +99,12 @@ def _scalar_dtype(params):
 class CompiledStep:
     """`ember.compile(opt.step)`: calls the compiled update, or torch's own step when it must."""
 
-    def __init__(self, step, compile_fn, report):
+    def __init__(self, step, compile_fn, report, unsupported=None):
         # report(info): a "fallback" event for explain() and EMBER_LOGS=fallbacks, as the C++ side sends.
         self._report = report
+        # fullgraph=True: the exception class raised for a step that cannot run compiled (the lazy
+        # creation of state on a parameter's first step is expected, never raised).
+        self._unsupported_error = unsupported
         self._eager_step = step
         self.optimizer = step.__self__
         kind = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adam"}.get(
@@ -117,6 +124,8 @@ class CompiledStep:
                 reason = groups
         self.eager_reason = reason
         if reason is not None:
+            if self._unsupported_error is not None and reason not in FIRST_STEP_REASONS:
+                raise self._unsupported_error(f"{type(self.optimizer).__qualname__}.step: {reason}")
             code = getattr(type(self.optimizer).step, "__wrapped__", type(self.optimizer).step).__code__
             self._report({"code": f"{type(self.optimizer).__qualname__}.step", "reason": reason,
                           "filename": code.co_filename, "lineno": code.co_firstlineno, "internal_error": False})
@@ -170,14 +179,14 @@ class CompiledStep:
                 if momentum != 0:
                     bufs = [s.get("momentum_buffer") if s else None for s in states]
                     if any(b is None for b in bufs):
-                        return "the first step creates the momentum buffers", None, None
+                        return FIRST_STEP_REASONS[1], None, None
                 groups.append((params, grads, bufs, torch.tensor([-lr], dtype=_scalar_dtype(params), device=device), group["weight_decay"],
                                momentum, group["dampening"], group["nesterov"], group["maximize"]))
                 for p, buf in itertools.zip_longest(params, bufs):  # sgd_update's order
                     targets += [buf, p] if buf is not None else [p]
                 continue
             if any(not s for s in states):
-                return "the first step of a parameter creates its state", None, None
+                return FIRST_STEP_REASONS[0], None, None
             steps = [s["step"] for s in states]
             all_steps += steps
             groups.append((params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],

@@ -204,3 +204,14 @@ def test_explain_names_the_eager_first_step():
     assert [r.reason for r in out.break_reasons] == ["the first step of a parameter creates its state"]
     out = ember.explain(opt.step)()
     assert out.break_reasons == [] and out.graph_count == 1
+
+
+def test_fullgraph_raises_for_what_cannot_compile():
+    params = make_params(torch.float32)
+    set_grads(params, 0)
+    step = ember.compile(torch.optim.SGD(params, lr=0.1, momentum=0.9).step, fullgraph=True)
+    step()  # the eager first step (state creation) is expected, not an error
+    with pytest.raises(ember.Unsupported, match="closure"):
+        step(lambda: None)
+    with pytest.raises(ember.Unsupported, match="only SGD, Adam and AdamW"):
+        ember.compile(torch.optim.RMSprop(params).step, fullgraph=True)()
