@@ -129,6 +129,7 @@ class CompiledStep:
             code = getattr(type(self.optimizer).step, "__wrapped__", type(self.optimizer).step).__code__
             self._report({"code": f"{type(self.optimizer).__qualname__}.step", "reason": reason,
                           "filename": code.co_filename, "lineno": code.co_firstlineno, "internal_error": False})
+            self.optimizer._opt_called = True  # see below
             return self._eager_step(closure)
         with torch.no_grad():
             if steps:
@@ -136,8 +137,9 @@ class CompiledStep:
             values = self._update(groups)
             if targets:
                 torch._foreach_copy_(targets, values)
-        if hasattr(self.optimizer, "_opt_called"):
-            self.optimizer._opt_called = True  # what LRScheduler's wrapper of step() records
+        # What LRScheduler's wrapper of step() records (it warns when scheduler.step() comes first), set
+        # whether the scheduler wrapped step() before or after ember.compile took it.
+        self.optimizer._opt_called = True
         return None
 
     def _unsupported(self, closure):
