@@ -1,25 +1,24 @@
-"""`ember.compile(opt.step)` for torch.optim's SGD, Adam and AdamW.
+"""`ember.compile(opt.step)` for torch.optim's SGD, Adam and AdamW (docs/autograd.md, "Optimizers").
 
 torch.optim's `step()` lives in torch's files, which the frame hook never traces, and its code reads
 per-parameter state from a dict keyed by tensors, branches on `torch.compiler.is_compiling()`, wraps
 itself in a profiler scope and calls `_foreach_*` kernels. Ember does not trace that code: it traces
 its own update (`_UPDATE_SOURCE`, the arithmetic of torch's non-capturable single-tensor step, op for
-op) over the lists `step()` would build. One graph updates every parameter, gradient-free state and
-step counter of every group in place; the backend turns it into C++ kernels (one loop nest per
-tensor, all in one translation unit) like any other graph.
+op) over the lists `step()` would build. One graph computes every group's new parameters and state
+tensors (fused kernels over the arena), then copies them into the optimizer's tensors; the step
+counters are advanced outside it with one `torch._foreach_add_`.
 
 Guards and recompiles: the lists are read whole (their lengths and each tensor's metadata are
-guarded); `lr` enters as a 0-d float64 tensor refilled on each call, so a scheduler changing it does
-not recompile; the other hyperparameters are Python values guarded by equality (changing `betas` or
-`weight_decay` recompiles).
+guarded); the per-parameter scalars that depend on lr and the step count are a small tensor made on
+each call, so a scheduler changing lr does not recompile; the other hyperparameters are Python values
+guarded by equality (changing `betas` or `weight_decay` recompiles).
 
 What runs eagerly (torch's own `step()`, with the reason in `CompiledStep.eager_reason`, in
-`ember.explain` and on the `fallbacks` log channel): the first step of a parameter (torch creates its state lazily), a
-`closure`, step hooks, an optimizer class other than exactly SGD / Adam / AdamW, and the options the
-traced update does not model (differentiable, capturable, sparse or complex gradients, tensor betas).
+`ember.explain` and on the `fallbacks` log channel): the first step of a parameter (torch creates its
+state lazily), a `closure`, step hooks, an optimizer class other than exactly SGD / Adam / AdamW, and
+the options the traced update does not model (differentiable, capturable, sparse or complex gradients,
+tensor betas, a group on several devices).
 """
-import itertools
-
 import torch
 
 # Traced by Ember's interpreter: its code must live outside Ember's and torch's files (the hook and
@@ -29,7 +28,7 @@ import torch
 # computed in float64 from the step count, as torch computes them in Python.
 _UPDATE_SOURCE = '''
 def adam_update(groups):
-    values = []
+    writes = []
     for (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, scalars, beta1, beta2, eps, weight_decay,
          decoupled, amsgrad, maximize) in groups:
         for i in range(len(params)):
@@ -47,10 +46,11 @@ def adam_update(groups):
             denom_sq = exp_avg_sq
             if amsgrad:
                 denom_sq = torch.maximum(max_exp_avg_sqs[i], exp_avg_sq)
-                values.append(denom_sq)
+                writes.append((max_exp_avg_sqs[i], denom_sq))
             denom = denom_sq.sqrt() / scalars[i, 0].to(dtype) + eps
-            values += [exp_avg, exp_avg_sq, new_param + exp_avg / denom * scalars[i, 1].to(dtype)]
-    return values
+            writes += [(exp_avgs[i], exp_avg), (exp_avg_sqs[i], exp_avg_sq),
+                       (param, new_param + exp_avg / denom * scalars[i, 1].to(dtype))]
+    write_back(writes)
 
 
 def lerp(start, end, weight):
@@ -61,7 +61,7 @@ def lerp(start, end, weight):
 
 
 def sgd_update(groups):
-    values = []
+    writes = []
     for params, grads, bufs, scalars, weight_decay, momentum, dampening, nesterov, maximize in groups:
         for i in range(len(params)):
             param = params[i]
@@ -70,10 +70,17 @@ def sgd_update(groups):
                 grad = grad.add(param, alpha=weight_decay)
             if momentum != 0:
                 buf = bufs[i] * momentum + grad * (1 - dampening)
-                values.append(buf)
+                writes.append((bufs[i], buf))
                 grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            values.append(param + grad * scalars[0].to(param.dtype))
-    return values
+            writes.append((param, param + grad * scalars[0].to(param.dtype)))
+    write_back(writes)
+
+
+def write_back(writes):
+    # After every new value is computed: the kernels above fuse freely, compute into the arena (reused
+    # across calls: no fresh pages per step), and the copies run last.
+    for target, value in writes:
+        target.copy_(value)
 '''
 _namespace = {"torch": torch}
 exec(compile(_UPDATE_SOURCE, "<ember optimizer step>", "exec"), _namespace)
@@ -117,9 +124,9 @@ class CompiledStep:
 
     def __call__(self, closure=None):
         reason = self._unsupported(closure)
-        groups = steps = targets = None
+        groups = steps = None
         if reason is None:
-            groups, steps, targets = self._groups()
+            groups, steps = self._groups()
             if isinstance(groups, str):
                 reason = groups
         self.eager_reason = reason
@@ -134,9 +141,7 @@ class CompiledStep:
         with torch.no_grad():
             if steps:
                 torch._foreach_add_(steps, 1)
-            values = self._update(groups)
-            if targets:
-                torch._foreach_copy_(targets, values)
+            self._update(groups)
         # What LRScheduler's wrapper of step() records (it warns when scheduler.step() comes first), set
         # whether the scheduler wrapped step() before or after ember.compile took it.
         self.optimizer._opt_called = True
@@ -160,18 +165,17 @@ class CompiledStep:
         return None
 
     def _groups(self):
-        """(the traced update's argument, the step counters to advance, the tensors its results are copied
-        into), or (why this call runs eagerly, None, None)."""
+        """(the traced update's argument, the step counters to advance), or (why this call runs eagerly, None)."""
         state = self.optimizer.state
-        groups, all_steps, targets = [], [], []
+        groups, all_steps = [], []
         for group in self.optimizer.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             grads = [p.grad for p in params]
             if any(g.is_sparse or p.is_complex() for p, g in zip(params, grads)):
-                return "sparse gradients or complex parameters", None, None
+                return "sparse gradients or complex parameters", None
             device = params[0].device if params else torch.device("cpu")
             if any(p.device != device for p in params):
-                return "a param group on several devices", None, None
+                return "a param group on several devices", None
             states = [state.get(p) for p in params]
             lr = group["lr"]
             lr = lr.item() if isinstance(lr, torch.Tensor) else lr
@@ -181,14 +185,12 @@ class CompiledStep:
                 if momentum != 0:
                     bufs = [s.get("momentum_buffer") if s else None for s in states]
                     if any(b is None for b in bufs):
-                        return FIRST_STEP_REASONS[1], None, None
+                        return FIRST_STEP_REASONS[1], None
                 groups.append((params, grads, bufs, torch.tensor([-lr], dtype=_scalar_dtype(params), device=device), group["weight_decay"],
                                momentum, group["dampening"], group["nesterov"], group["maximize"]))
-                for p, buf in itertools.zip_longest(params, bufs):  # sgd_update's order
-                    targets += [buf, p] if buf is not None else [p]
                 continue
             if any(not s for s in states):
-                return FIRST_STEP_REASONS[0], None, None
+                return FIRST_STEP_REASONS[0], None
             steps = [s["step"] for s in states]
             all_steps += steps
             groups.append((params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
@@ -197,9 +199,7 @@ class CompiledStep:
                            group["weight_decay"],
                            group.get("decoupled_weight_decay", isinstance(self.optimizer, torch.optim.AdamW)),
                            group["amsgrad"], group["maximize"]))
-            for p, s in zip(params, states):  # adam_update's order
-                targets += ([s["max_exp_avg_sq"]] if group["amsgrad"] else []) + [s["exp_avg"], s["exp_avg_sq"], p]
-        return groups, all_steps, targets
+        return groups, all_steps
 
     @staticmethod
     def _adam_scalars(group, lr, steps, dtype, device):
