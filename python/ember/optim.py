@@ -77,10 +77,10 @@ def sgd_update(groups):
 
 
 def write_back(writes):
-    # After every new value is computed: the kernels above fuse freely, compute into the arena (reused
-    # across calls: no fresh pages per step), and the copies run last.
-    for target, value in writes:
-        target.copy_(value)
+    # After every new value is computed: the kernels above fuse freely and compute into the arena
+    # (reused across calls: no fresh pages per step); then one extern call copies them all (one in-place
+    # node, not one per tensor: the scheduler's hazard checks grow with in-place nodes).
+    torch._foreach_copy_([w[0] for w in writes], [w[1] for w in writes])
 '''
 _namespace = {"torch": torch}
 exec(compile(_UPDATE_SOURCE, "<ember optimizer step>", "exec"), _namespace)
