@@ -23,9 +23,10 @@ import torch
 
 # Traced by Ember's interpreter: its code must live outside Ember's and torch's files (the hook and
 # the interpreter skip those), hence source text compiled under a file name of its own. The
-# arithmetic follows torch's `_single_tensor_adam` / `_single_tensor_sgd` with non-capturable state:
-# Python-float factors become float32 factors of the same value (`.to(dtype)`), bias corrections are
-# computed in float64 from the step count, as torch computes them in Python.
+# arithmetic follows torch's `_single_tensor_adam` / `_single_tensor_sgd` with non-capturable state.
+# The factors torch computes in Python floats from lr and the step count (bias corrections, step size,
+# decay) come in `scalars`, computed the same way by CompiledStep; `.to(dtype)` gives the value torch's
+# kernels use for a Python-float factor.
 _UPDATE_SOURCE = '''
 def adam_update(groups):
     writes = []
@@ -186,19 +187,20 @@ class CompiledStep:
                     bufs = [s.get("momentum_buffer") if s else None for s in states]
                     if any(b is None for b in bufs):
                         return FIRST_STEP_REASONS[1], None
-                groups.append((params, grads, bufs, torch.tensor([-lr], dtype=_scalar_dtype(params), device=device), group["weight_decay"],
-                               momentum, group["dampening"], group["nesterov"], group["maximize"]))
+                scalars = torch.tensor([-lr], dtype=_scalar_dtype(params), device=device)
+                groups.append((params, grads, bufs, scalars, group["weight_decay"], momentum, group["dampening"],
+                               group["nesterov"], group["maximize"]))
                 continue
             if any(not s for s in states):
                 return FIRST_STEP_REASONS[0], None
             steps = [s["step"] for s in states]
             all_steps += steps
+            scalars = self._adam_scalars(group, lr, steps, _scalar_dtype(params), device)
+            decoupled = group.get("decoupled_weight_decay", isinstance(self.optimizer, torch.optim.AdamW))
             groups.append((params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                           [s["max_exp_avg_sq"] for s in states] if group["amsgrad"] else [],
-                           self._adam_scalars(group, lr, steps, _scalar_dtype(params), device), *group["betas"], group["eps"],
-                           group["weight_decay"],
-                           group.get("decoupled_weight_decay", isinstance(self.optimizer, torch.optim.AdamW)),
-                           group["amsgrad"], group["maximize"]))
+                           [s["max_exp_avg_sq"] for s in states] if group["amsgrad"] else [], scalars,
+                           *group["betas"], group["eps"], group["weight_decay"], decoupled, group["amsgrad"],
+                           group["maximize"]))
         return groups, all_steps
 
     @staticmethod

@@ -23,7 +23,8 @@ RUNNERS = ("eager_foreach", "eager_fused", "ember", "inductor")
 
 
 def add_arguments(parser):
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated (default: {', '.join(WORKLOADS)})")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated (default: {', '.join(WORKLOADS)})")
     options.add_sampling_arguments(parser, SAMPLING)
     options.add_no_inductor_argument(parser)
     parser.add_argument("--quick", action="store_true", help="small sizes and few samples: checks that the suite runs")
@@ -39,7 +40,8 @@ def _parameters(quick):
     params = list(GPT(cfg).parameters())
     gen = torch.Generator().manual_seed(1)
     grads = [torch.randn(p.shape, generator=gen) * 1e-2 for p in params]
-    desc = f"nanoGPT {cfg.n_layer} layers, d={cfg.n_embd}: {len(params)} tensors, {sum(p.numel() for p in params)} parameters"
+    count = sum(p.numel() for p in params)
+    desc = f"nanoGPT {cfg.n_layer} layers, d={cfg.n_embd}: {len(params)} tensors, {count} parameters"
     return params, grads, desc
 
 
@@ -104,10 +106,12 @@ def _markdown(results):
         r = row["results"]
         fused = r.get("eager_fused", {}).get("median_s")
         line = [workload]
-        line += [timing.format_us(r[n]["median_s"]) if r[n].get("median_s") else r[n].get("error") or "-" for n in names]
+        line += [timing.format_us(r[n]["median_s"]) if r[n].get("median_s") else r[n].get("error") or "-"
+                 for n in names]
         line += [f"{fused / r[n]['median_s']:.2f}x" if fused and r[n].get("median_s") else "-"
                  for n in names if n != "eager_fused"]
-        line += [timing.format_s(r[n]["first_s"]) if "first_s" in r[n] else "-" for n in names if not n.startswith("eager")]
+        line += [timing.format_s(r[n]["first_s"]) if "first_s" in r[n] else "-"
+                 for n in names if not n.startswith("eager")]
         line += [f"{r[n]['max_param_diff']:.1e}" if "max_param_diff" in r[n] else "-"
                  for n in names if n != "eager_foreach"]
         rows.append(line)
