@@ -1,7 +1,6 @@
 """Optimizer steps under Ember (docs/autograd.md, "Optimizers"): `ember.compile(opt.step)` for SGD, Adam and
 AdamW against eager after a few steps (parameters and every state tensor, under the float64-reference rule),
 lr changes without recompiles, lazily created state, and `opt.step()` inside a compiled training step."""
-import contextlib
 import warnings
 
 import pytest
@@ -14,13 +13,7 @@ from ember.testing import DEVICE
 SHAPES = [(6, 5), (5,), (3, 6), (3,), (4,)]
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    """A clean Ember, and tensors on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine)."""
-    ember.reset()
-    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
-        yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("fresh")
 
 
 def make_params(dtype):
