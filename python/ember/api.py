@@ -238,6 +238,12 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
         if _optimized_module_class is None:
             _optimized_module_class = _make_optimized_module_class()
         return _optimized_module_class(model, _core().CompiledFunction(_make_module_entry(model), compiler))
+    if torch is not None and "torch.optim" in sys.modules:
+        from . import optim
+        if optim.is_optimizer_step(model):
+            return optim.CompiledStep(model, functools.partial(_compiled_callable, compiler=compiler),
+                                      functools.partial(_listener, "fallback", strict=_options.strict(options)),
+                                      Unsupported if fullgraph else None)
     return _compiled_callable(model, compiler)
 
 

@@ -177,6 +177,10 @@ def _classify(fn):
             if file_module.startswith(INLINE_TORCH_MODULES) or (
                     not file_module and module.startswith(INLINE_TORCH_MODULES)):
                 return ("inline", "")
+            if module.startswith("torch.optim"):
+                # The frame hook skips torch's files, so the call runs as eager runs it.
+                hint = "; ember.compile(opt.step) compiles a step on its own" if fn.__name__ == "step" else ""
+                return ("unsupported", f"{qualname(fn)}() runs eagerly: torch.optim's code is not traced{hint}")
             return ("unsupported", f"call to {qualname(fn)} (torch internals that Ember does not trace)")
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.MethodWrapperType)):

@@ -84,6 +84,15 @@ def test_models_suite_writes_expected_json(tmp_path):
     assert (tmp_path / "models.md").read_text().startswith("# Ember benchmark: models")
 
 
+def test_optim_suite_writes_expected_json(tmp_path):
+    out = tmp_path / "optim.json"
+    proc = _run_bench("optim", "--quick", "--no-inductor", "--workloads", "sgd", "--repeat", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    row = json.loads(out.read_text())["workloads"]["sgd"]["results"]
+    assert set(row) == {"eager_foreach", "eager_fused", "ember"}
+    assert row["ember"]["error"] is None and row["ember"]["median_s"] > 0 and row["ember"]["max_param_diff"] < 1e-5
+
+
 def test_models_suite_rejects_unknown_model():
     proc = _run_bench("models", "--quick", "--models", "gpt5", "--out", os.devnull)
     assert proc.returncode != 0 and "gpt5" in proc.stderr

@@ -1,6 +1,5 @@
 """Training graphs end to end (docs/autograd.md): compiled forward + backward against eager autograd —
 gradients, loss curves, dropout masks, module state, counters, and the fallbacks and errors users meet."""
-import contextlib
 import copy
 
 import pytest
@@ -13,13 +12,7 @@ from ember.models.nanogpt import GPT, GPTConfig, random_tokens
 from ember.testing import DEVICE
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    """A clean Ember, and tensors and modules on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine)."""
-    ember.reset()
-    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
-        yield
-    ember.reset()
+pytestmark = pytest.mark.usefixtures("fresh")
 
 
 def grads(model):

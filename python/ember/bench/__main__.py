@@ -6,7 +6,7 @@ scripts can tell "not measurable yet" from "measured" (0) and "a compiler failed
 import argparse
 import sys
 
-from . import cpu, dynamic, gpu, models, overhead, train, zoo
+from . import cpu, dynamic, gpu, models, optim, overhead, train, zoo
 
 SUITES = {
     "overhead": overhead,
@@ -14,6 +14,7 @@ SUITES = {
     "models": models,
     "gpu": gpu,
     "train": train,
+    "optim": optim,
     "zoo": zoo,
     "dynamic": dynamic,
 }

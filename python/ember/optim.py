@@ -1,0 +1,216 @@
+"""`ember.compile(opt.step)` for torch.optim's SGD, Adam and AdamW (docs/autograd.md, "Optimizers").
+
+torch.optim's `step()` lives in torch's files, which the frame hook never traces, and its code reads
+per-parameter state from a dict keyed by tensors, branches on `torch.compiler.is_compiling()`, wraps
+itself in a profiler scope and calls `_foreach_*` kernels. Ember does not trace that code: it traces
+its own update (`_UPDATE_SOURCE`, the arithmetic of torch's non-capturable single-tensor step, op for
+op) over the lists `step()` would build. One graph computes every group's new parameters and state
+tensors (fused kernels over the arena), then copies them into the optimizer's tensors; the step
+counters are advanced outside it with one `torch._foreach_add_`.
+
+Guards and recompiles: the lists are read whole (their lengths and each tensor's metadata are
+guarded); the per-parameter scalars that depend on lr and the step count are a small tensor made on
+each call, so a scheduler changing lr does not recompile; the other hyperparameters are Python values
+guarded by equality (changing `betas` or `weight_decay` recompiles).
+
+What runs eagerly (torch's own `step()`, with the reason in `CompiledStep.eager_reason`, in
+`ember.explain` and on the `fallbacks` log channel): the first step of a parameter (torch creates its
+state lazily), a `closure`, step hooks, an optimizer class other than exactly SGD / Adam / AdamW, and
+the options the traced update does not model (differentiable, capturable, sparse or complex gradients,
+tensor betas, a group on several devices).
+"""
+import torch
+
+# Traced by Ember's interpreter: its code must live outside Ember's and torch's files (the hook and
+# the interpreter skip those), hence source text compiled under a file name of its own. The
+# arithmetic follows torch's `_single_tensor_adam` / `_single_tensor_sgd` with non-capturable state.
+# The factors torch computes in Python floats from lr and the step count (bias corrections, step size,
+# decay) come in `scalars`, computed the same way by CompiledStep; `.to(dtype)` gives the value torch's
+# kernels use for a Python-float factor.
+_UPDATE_SOURCE = '''
+def adam_update(groups):
+    writes = []
+    for (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, scalars, beta1, beta2, eps, weight_decay,
+         decoupled, amsgrad, maximize) in groups:
+        for i in range(len(params)):
+            param = params[i]
+            dtype = param.dtype
+            grad = -grads[i] if maximize else grads[i]
+            new_param = param
+            if weight_decay != 0:
+                if decoupled:
+                    new_param = param * scalars[i, 2].to(dtype)
+                else:
+                    grad = grad.add(param, alpha=weight_decay)
+            exp_avg = lerp(exp_avgs[i], grad, 1 - beta1)
+            exp_avg_sq = exp_avg_sqs[i] * beta2 + grad * (1 - beta2) * grad
+            denom_sq = exp_avg_sq
+            if amsgrad:
+                denom_sq = torch.maximum(max_exp_avg_sqs[i], exp_avg_sq)
+                writes.append((max_exp_avg_sqs[i], denom_sq))
+            denom = denom_sq.sqrt() / scalars[i, 0].to(dtype) + eps
+            writes += [(exp_avgs[i], exp_avg), (exp_avg_sqs[i], exp_avg_sq),
+                       (param, new_param + exp_avg / denom * scalars[i, 1].to(dtype))]
+    write_back(writes)
+
+
+def lerp(start, end, weight):
+    # torch's CPU lerp with a scalar weight, in its two halves.
+    if abs(weight) < 0.5:
+        return start + (end - start) * weight
+    return end - (end - start) * (1 - weight)
+
+
+def sgd_update(groups):
+    writes = []
+    for params, grads, bufs, scalars, weight_decay, momentum, dampening, nesterov, maximize in groups:
+        for i in range(len(params)):
+            param = params[i]
+            grad = -grads[i] if maximize else grads[i]
+            if weight_decay != 0:
+                grad = grad.add(param, alpha=weight_decay)
+            if momentum != 0:
+                buf = bufs[i] * momentum + grad * (1 - dampening)
+                writes.append((bufs[i], buf))
+                grad = grad.add(buf, alpha=momentum) if nesterov else buf
+            writes.append((param, param + grad * scalars[0].to(param.dtype)))
+    write_back(writes)
+
+
+def write_back(writes):
+    # After every new value is computed: the kernels above fuse freely and compute into the arena
+    # (reused across calls: no fresh pages per step); then one extern call copies them all (one in-place
+    # node, not one per tensor: the scheduler's hazard checks grow with in-place nodes).
+    torch._foreach_copy_([w[0] for w in writes], [w[1] for w in writes])
+'''
+_namespace = {"torch": torch}
+exec(compile(_UPDATE_SOURCE, "<ember optimizer step>", "exec"), _namespace)
+
+
+FIRST_STEP_REASONS = ("the first step of a parameter creates its state",
+                      "the first step creates the momentum buffers")
+
+
+def is_optimizer_step(fn):
+    """Whether `fn` is the bound `step` of a torch.optim optimizer (any class)."""
+    owner = getattr(fn, "__self__", None)
+    return isinstance(owner, torch.optim.Optimizer) and getattr(fn, "__name__", "") == "step"
+
+
+def _scalar_dtype(params):
+    # torch's kernels take a Python-float factor as float32 for float32, bfloat16 and float16 tensors
+    # (their compute type) and as a double for float64 ones; float32 factors also keep the kernels
+    # vectorized (a float64 value makes the C++ backend's loop scalar).
+    return torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
+
+
+class CompiledStep:
+    """`ember.compile(opt.step)`: calls the compiled update, or torch's own step when it must."""
+
+    def __init__(self, step, compile_fn, report, unsupported=None):
+        # report(info): a "fallback" event for explain() and EMBER_LOGS=fallbacks, as the C++ side sends.
+        self._report = report
+        # fullgraph=True: the exception class raised for a step that cannot run compiled (the lazy
+        # creation of state on a parameter's first step is expected, never raised).
+        self._unsupported_error = unsupported
+        self._eager_step = step
+        self.optimizer = step.__self__
+        kind = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adam"}.get(
+            type(self.optimizer))
+        self._kind = kind
+        self._update = compile_fn(_namespace[f"{kind}_update"]) if kind else None
+        # Why the latest call ran torch's own step (None: it ran the compiled update).
+        self.eager_reason = None if kind else (
+            f"{type(self.optimizer).__qualname__}: only SGD, Adam and AdamW steps are compiled")
+
+    def __call__(self, closure=None):
+        reason = self._unsupported(closure)
+        groups = steps = None
+        if reason is None:
+            groups, steps = self._groups()
+            if isinstance(groups, str):
+                reason = groups
+        self.eager_reason = reason
+        if reason is not None:
+            if self._unsupported_error is not None and reason not in FIRST_STEP_REASONS:
+                raise self._unsupported_error(f"{type(self.optimizer).__qualname__}.step: {reason}")
+            code = getattr(type(self.optimizer).step, "__wrapped__", type(self.optimizer).step).__code__
+            self._report({"code": f"{type(self.optimizer).__qualname__}.step", "reason": reason,
+                          "filename": code.co_filename, "lineno": code.co_firstlineno, "internal_error": False})
+            self.optimizer._opt_called = True  # see below
+            return self._eager_step(closure)
+        with torch.no_grad():
+            if steps:
+                torch._foreach_add_(steps, 1)
+            self._update(groups)
+        # What LRScheduler's wrapper of step() records (it warns when scheduler.step() comes first), set
+        # whether the scheduler wrapped step() before or after ember.compile took it.
+        self.optimizer._opt_called = True
+        return None
+
+    def _unsupported(self, closure):
+        from torch.optim import optimizer as optimizer_module
+        if self._kind is None:
+            return self.eager_reason
+        if closure is not None:
+            return "a closure (it runs the model under autograd)"
+        opt = self.optimizer
+        if (opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
+                or optimizer_module._global_optimizer_pre_hooks or optimizer_module._global_optimizer_post_hooks):
+            return "step hooks are registered"
+        for group in opt.param_groups:
+            if group.get("differentiable") or group.get("capturable"):
+                return "a differentiable or capturable param group"
+            if self._kind == "adam" and any(isinstance(b, torch.Tensor) for b in group["betas"]):
+                return "tensor betas"
+        return None
+
+    def _groups(self):
+        """(the traced update's argument, the step counters to advance), or (why this call runs eagerly, None)."""
+        state = self.optimizer.state
+        groups, all_steps = [], []
+        for group in self.optimizer.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            grads = [p.grad for p in params]
+            if any(g.is_sparse or p.is_complex() for p, g in zip(params, grads)):
+                return "sparse gradients or complex parameters", None
+            device = params[0].device if params else torch.device("cpu")
+            if any(p.device != device for p in params):
+                return "a param group on several devices", None
+            states = [state.get(p) for p in params]
+            lr = group["lr"]
+            lr = lr.item() if isinstance(lr, torch.Tensor) else lr
+            if self._kind == "sgd":
+                momentum = group["momentum"]
+                bufs = []
+                if momentum != 0:
+                    bufs = [s.get("momentum_buffer") if s else None for s in states]
+                    if any(b is None for b in bufs):
+                        return FIRST_STEP_REASONS[1], None
+                scalars = torch.tensor([-lr], dtype=_scalar_dtype(params), device=device)
+                groups.append((params, grads, bufs, scalars, group["weight_decay"], momentum, group["dampening"],
+                               group["nesterov"], group["maximize"]))
+                continue
+            if any(not s for s in states):
+                return FIRST_STEP_REASONS[0], None
+            steps = [s["step"] for s in states]
+            all_steps += steps
+            scalars = self._adam_scalars(group, lr, steps, _scalar_dtype(params), device)
+            decoupled = group.get("decoupled_weight_decay", isinstance(self.optimizer, torch.optim.AdamW))
+            groups.append((params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                           [s["max_exp_avg_sq"] for s in states] if group["amsgrad"] else [], scalars,
+                           *group["betas"], group["eps"], group["weight_decay"], decoupled, group["amsgrad"],
+                           group["maximize"]))
+        return groups, all_steps
+
+    @staticmethod
+    def _adam_scalars(group, lr, steps, dtype, device):
+        """Per parameter: bias_correction2 ** 0.5, -step_size, 1 - lr * weight_decay, computed as torch's
+        non-capturable step computes them, in Python floats from the step count after this step."""
+        beta1, beta2 = group["betas"]
+        decay = 1 - lr * group["weight_decay"]
+        rows = []
+        for step in (torch.stack(steps).tolist() if steps else []):
+            step += 1
+            rows.append(((1 - beta2 ** step) ** 0.5, -(lr / (1 - beta1 ** step)), decay))
+        return torch.tensor(rows, dtype=dtype, device=device).reshape(len(rows), 3)
