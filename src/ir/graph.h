@@ -66,8 +66,11 @@ struct Slice {
 struct Ellipsis {};
 struct NoneLiteral {};
 
-// A constant argument. Strings also carry enum-like torch arguments ("tanh", "mean").
-using Literal = std::variant<NoneLiteral, bool, int64_t, double, std::string, DType, Device, Slice, Ellipsis>;
+// A constant argument. Strings also carry enum-like torch arguments ("tanh", "mean"). A sym::Expr
+// is an integer that depends on the graph's shape symbols (`x.view(B, T, C)` with T dynamic, text
+// `sym(s0)`): it is never a constant (constants are int64_t), and its value is known per call once
+// the symbols are bound (docs/dynamic-shapes.md).
+using Literal = std::variant<NoneLiteral, bool, int64_t, double, std::string, DType, Device, Slice, Ellipsis, sym::Expr>;
 
 struct Arg {
   enum class Kind : uint8_t { Value, Literal, List, Tuple };

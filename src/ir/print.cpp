@@ -102,6 +102,7 @@ struct LiteralPrinter {
     return "slice(" + optional_int(s.start) + ", " + optional_int(s.stop) + ", " + optional_int(s.step) + ")";
   }
   std::string operator()(Ellipsis) const { return "..."; }
+  std::string operator()(const sym::Expr& e) const { return "sym(" + e.str() + ")"; }
 };
 
 }  // namespace

@@ -280,6 +280,14 @@ Arg TextParser::arg() {
     expect(')', "after the device string");
     return Arg::of_literal(*device);
   }
+  if (w == "sym") {
+    expect('(', "after 'sym'");
+    size_t e_at = (skip_space(), pos_);
+    sym::Expr e = expr();
+    if (e.is_constant()) fail_at("sym(...) holds an expression of shape symbols; a constant is written as a plain integer", e_at);
+    expect(')', "after the symbolic integer");
+    return Arg::of_literal(e);
+  }
   if (w == "slice") {
     Slice s;
     expect('(', "after 'slice'");

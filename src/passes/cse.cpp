@@ -45,6 +45,8 @@ void key_of_literal(const ir::Literal& lit, std::string& key) {
     key += dev->str();
   } else if (const ir::Slice* sl = std::get_if<ir::Slice>(&lit)) {
     for (const auto& part : {sl->start, sl->stop, sl->step}) key += part ? std::to_string(*part) + ',' : "_,";
+  } else if (const sym::Expr* e = std::get_if<sym::Expr>(&lit)) {
+    key += "sym(" + e->str() + ')';
   }
 }
 

@@ -94,6 +94,9 @@ PyRef TorchTable::literal_object(const ir::Literal& literal) const {
       return PyRef::steal(PySlice_New(a.get(), b.get(), c.get()));
     }
     PyRef operator()(const ir::Ellipsis&) const { return PyRef::borrow(Py_Ellipsis); }
+    PyRef operator()(const sym::Expr& e) const {
+      throw std::invalid_argument("the symbolic integer " + e.str() + " has no value until the graph's symbols are bound");
+    }
   };
   PyRef r = std::visit(Visitor{*this}, literal);
   if (!r) throw PythonError();
