@@ -109,6 +109,21 @@ static void check_symbol_text() {
   CHECK(throws<std::runtime_error>([] { throw sym::SymbolicUnsupported("lower: conv2d with a symbolic spatial size"); }, "conv2d"));
 }
 
+static void check_relations() {
+  auto at = [](int64_t s0) {
+    return [s0](const std::string& name) -> std::optional<int64_t> {
+      if (name == "s0") return s0;
+      return std::nullopt;
+    };
+  };
+  sym::Rel r = sym::parse_rel("s0 >= 16");
+  CHECK_EQ_STR(r.str(), "16 <= s0");
+  CHECK(sym::evaluate(r, at(16)) && !sym::evaluate(r, at(15)));
+  CHECK(sym::evaluate(sym::parse_rel("s0 % 4 != 1"), at(8)));
+  CHECK(throws<std::invalid_argument>([&] { sym::evaluate(sym::parse_rel("s1 < 2"), at(1)); }, "s1 has no value"));
+  CHECK(throws<std::invalid_argument>([] { sym::statically_known_multiple_of(E("s0"), 0, {}); }, "at least 1"));
+}
+
 static void check_rel_program() {
   std::vector<sym::Rel> rels = {sym::parse_rel("s0 <= 4096"), sym::parse_rel("s0*s1 < 100"), sym::parse_rel("s1 // s0 == 0")};
   sym::RelProgram program(rels, {"s0", "s1"});
@@ -159,6 +174,7 @@ int main(int argc, char** argv) {
   check_substitute();
   check_free_symbols();
   check_symbol_text();
+  check_relations();
   check_rel_program();
   return finish();
 }
