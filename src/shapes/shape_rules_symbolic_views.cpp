@@ -7,10 +7,11 @@
 // ask whether a symbol is smaller than a constant, so they need no range: a question they cannot
 // answer that way declines (nullopt, never a guess).
 //
-// Covered: view and reshape of a tensor with default strides (`-1` resolved when the element count
-// divides exactly as monomials), permute, transpose, unsqueeze, squeeze, expand, flatten of a
-// tensor with default strides, contiguous, and cat. Declines: view/reshape/flatten of any other
-// layout (whether torch copies depends on stride comparisons), getitem, split and chunk.
+// Covered: view and reshape (`-1` resolved when the element count divides exactly as monomials) of
+// a tensor with default strides, or of another layout where torch views without a copy, permute, transpose, unsqueeze, squeeze, expand, flatten of a
+// tensor with default strides, contiguous, cat, and split/chunk along a dim of constant size.
+// Declines: view/reshape/flatten of any other layout (whether torch copies depends on stride
+// comparisons), getitem, split and chunk along a symbolic dim.
 #include <algorithm>
 #include <map>
 
@@ -149,10 +150,42 @@ std::optional<size_t> wrap(int64_t dim, int64_t n) {
   return w ? std::optional<size_t>(static_cast<size_t>(*w)) : std::nullopt;
 }
 
+// The strides of `x` viewed as `shape` without a copy (torch's computeStride over monomials): dims
+// are grouped into chunks that are contiguous among themselves, and each chunk's elements are
+// regrouped as the new sizes; nullopt when that needs a copy or when a comparison of sizes cannot
+// be decided as monomials (a quotient that is not exact).
+std::optional<Exprs> view_strides(const ir::TensorType& x, const Exprs& shape) {
+  const Exprs& sizes = x.sizes;
+  const Exprs& strides = x.strides;
+  Exprs out(shape.size());
+  if (sizes.empty()) return shape.empty() ? std::optional<Exprs>(out) : std::nullopt;
+  auto smaller = [](const Expr& a, const Expr& b) { return a != b && exact_quotient(b, a).has_value(); };
+  std::ptrdiff_t view_d = static_cast<std::ptrdiff_t>(shape.size()) - 1;
+  Expr chunk_stride = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (std::ptrdiff_t d = static_cast<std::ptrdiff_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel = tensor_numel * sizes[d];
+    bool chunk_ends = d == 0 || (!is_constant(sizes[d - 1], 1) && strides[d - 1] != tensor_numel * chunk_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (smaller(view_numel, tensor_numel) || is_constant(shape[view_d], 1))) {
+      out[view_d] = view_numel * chunk_stride;
+      view_numel = view_numel * shape[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_stride = strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
 Result view_reshape(const Call& call) {
   const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
   auto shape = size_list(call, call.op == ir::Op::View ? "size" : "shape");
-  if (!x || !shape || !has_default_layout(*x) || !all_monomials(x->sizes) || !all_monomials(*shape)) return std::nullopt;
+  if (!x || !shape || !all_monomials(x->sizes) || !all_monomials(*shape) || !all_monomials(x->strides)) return std::nullopt;
   Expr count = product(x->sizes);
   std::optional<size_t> unknown;
   Expr known = 1;
@@ -173,7 +206,11 @@ Result view_reshape(const Call& call) {
   } else if (known != count) {
     return std::nullopt;
   }
-  return one(view_type(*x, *shape, ir::contiguous_strides(*shape)));
+  if (has_default_layout(*x)) return one(view_type(*x, *shape, ir::contiguous_strides(*shape)));
+  // Another layout: a view where torch makes one (a reshape that would copy declines).
+  std::optional<Exprs> strides = view_strides(*x, *shape);
+  if (!strides) return std::nullopt;
+  return one(view_type(*x, *shape, *strides));
 }
 
 Result permute(const Call& call) {
@@ -339,6 +376,50 @@ Result cat(const Call& call) {
   return one(t);
 }
 
+// split/chunk along a dimension of constant size (qkv.split(C, dim=2) with B and T symbolic): the
+// pieces are as for static sizes, every other dim and every stride kept as x's.
+Result split_chunk(const Call& call) {
+  bool is_split = call.op == ir::Op::Split;
+  auto b = is_split ? bind(call, {"input|tensor", "split_size|split_size_or_sections", "dim"})
+                    : bind(call, {"input", "chunks", "dim"});
+  if (!b) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  int64_t dim = (*b)[2] ? as_int((*b)[2]).value_or(INT64_MIN) : 0;
+  if (!x || dim == INT64_MIN || rank(*x) == 0) return std::nullopt;
+  auto d = wrap(dim, rank(*x));
+  if (!d || !x->sizes[*d].is_constant()) return std::nullopt;
+  int64_t size = x->sizes[*d].constant();
+  std::vector<int64_t> pieces;
+  std::optional<int64_t> step = as_int((*b)[1]);
+  if (!is_split && step) {
+    if (*step <= 0 || size == 0) return std::nullopt;
+    step = (size + *step - 1) / *step;
+  }
+  if (step) {
+    if (*step <= 0 || size == 0 || size / *step > 1024) return std::nullopt;
+    for (int64_t at = 0; at < size; at += *step) pieces.push_back(std::min(*step, size - at));
+  } else if (is_split) {
+    auto sections = as_int_list((*b)[1]);
+    if (!sections) return std::nullopt;
+    int64_t total = 0;
+    for (int64_t p : *sections) {
+      if (p < 0) return std::nullopt;
+      total += p;
+    }
+    if (total != size) return std::nullopt;
+    pieces = *sections;
+  } else {
+    return std::nullopt;
+  }
+  std::vector<ir::TensorType> out;
+  for (int64_t p : pieces) {
+    Exprs sizes = x->sizes;
+    sizes[*d] = p;
+    out.push_back(view_type(*x, sizes, x->strides));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result infer_symbolic_view(const Call& call) {
@@ -346,7 +427,7 @@ Result infer_symbolic_view(const Call& call) {
       {ir::Op::View, view_reshape}, {ir::Op::Reshape, view_reshape}, {ir::Op::Permute, permute},
       {ir::Op::Transpose, transpose}, {ir::Op::Unsqueeze, unsqueeze}, {ir::Op::Squeeze, squeeze},
       {ir::Op::Expand, expand},     {ir::Op::Flatten, flatten},       {ir::Op::Contiguous, contiguous},
-      {ir::Op::Cat, cat}};
+      {ir::Op::Cat, cat},           {ir::Op::Split, split_chunk},     {ir::Op::Chunk, split_chunk}};
   for (const auto& [op, rule] : kRules)
     if (op == call.op) return rule(call);
   return std::nullopt;

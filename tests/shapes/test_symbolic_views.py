@@ -46,6 +46,8 @@ def cases(t, b):
         ("reshape", torch.reshape, [x, ["$s1*s0", C]], {}, xs),
         ("view", torch.Tensor.view, [T((b, t, NH, HD)), ["$s1", "$s0", C]], {}, xs),
         ("flatten", torch.flatten, [x, 0, 1], {}, xs),
+        # qkv.split(C, dim=2) along the static dim (a piece viewed per head: tests/dynamic, nanoGPT).
+        ("split", torch.Tensor.split, [T((b, t, 3 * C)), C, 2], {}, xs),
         ("transpose", torch.transpose, [T((b, t, NH, HD)), 1, 2], {}, xs),
         ("permute", torch.permute, [x, [2, 0, 1]], {}, xs),
         ("unsqueeze", torch.unsqueeze, [x, 1], {}, xs),
