@@ -34,6 +34,7 @@ class ProgramParser : public ir::TextParser {
     expect('@', "before the program's name");
     p.name = peek() == '"' ? string_literal() : name("program name");
     expect('{', "to open the program's body");
+    while (peek_word("symbol")) symbol();
     for (;;) {
       std::string_view w = word();
       if (w == "buffer") {
@@ -83,6 +84,19 @@ class ProgramParser : public ir::TextParser {
     ir::Literal l = number();
     if (!std::holds_alternative<int64_t>(l)) fail_at(std::string("expected ") + what + ", found a float", at);
     return std::get<int64_t>(l);
+  }
+
+  // `symbol s0 hint=16 range=[2, inf] divisor=1`: the rest of the line, in sym's text form.
+  void symbol() {
+    const size_t at = (skip_space(), pos_);
+    size_t end = text_.find('\n', at);
+    if (end == std::string_view::npos) end = text_.size();
+    try {
+      program_->symbols.push_back(sym::parse_symbol(text_.substr(at, end - at)));
+    } catch (const sym::ExprParseError& e) {
+      fail_at(e.reason, at + e.offset);
+    }
+    pos_ = end;
   }
 
   void buffer() {

@@ -142,6 +142,7 @@ std::string print(const Kernel& kernel) { return print_kernel(kernel, ""); }
 std::string print(const Program& program) {
   std::string name = ir::is_identifier(program.name) ? program.name : ir::quote(program.name);
   std::string out = "program @" + name + " {\n";
+  for (const sym::SymbolInfo& s : program.symbols) out += "  " + sym::print_symbol(s) + "\n";
   for (const Buffer& b : program.buffers) out += "  " + print_buffer(b) + "\n";
   for (const Step& step : program.steps) {
     switch (step.kind) {

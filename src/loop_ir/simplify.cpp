@@ -233,38 +233,7 @@ class Simplifier {
     return {};
   }
 
-  // ---- Division.
-  // t / k when the term t is a multiple of k (a constant coefficient divisible by k's, and every
-  // other factor of k among t's factors).
-  static std::optional<Expr> term_quotient(const Expr& t, const Expr& k) {
-    auto factors = [](const Expr& x, int64_t& coefficient) {
-      std::vector<Expr> out;
-      coefficient = 1;
-      if (x.is_constant()) {
-        coefficient = x.constant();
-        return out;
-      }
-      for (const Expr& f : x.kind() == ExprKind::Mul ? x.operands() : std::vector<Expr>{x}) {
-        if (f.is_constant())
-          coefficient = f.constant();
-        else
-          out.push_back(f);
-      }
-      return out;
-    };
-    int64_t tc, kc;
-    std::vector<Expr> tf = factors(t, tc), kf = factors(k, kc);
-    if (kc == 0 || tc % kc != 0) return std::nullopt;
-    for (const Expr& f : kf) {
-      auto it = std::find(tf.begin(), tf.end(), f);
-      if (it == tf.end()) return std::nullopt;
-      tf.erase(it);
-    }
-    Expr q = tc / kc;
-    for (const Expr& f : tf) q = q * f;
-    return q;
-  }
-
+  // ---- Division (sym::term_quotient splits off the exact part).
   // b = g*big + small with g a proper divisor of d (g > 1) and every value of small in [0, g):
   // then b // d == big // (d/g). The largest such g wins.
   // (8*i0 + i1) // 16 with i1 < 8 is i0 // 2.
@@ -279,7 +248,7 @@ class Simplifier {
         if (t.is_constant()) {
           big = big + floordiv(t, g);
           small = small + mod(t, g);
-        } else if (auto part = term_quotient(t, Expr(g))) {
+        } else if (auto part = sym::term_quotient(t, Expr(g))) {
           big = big + *part;
         } else {
           small = small + t;
@@ -311,7 +280,7 @@ class Simplifier {
         b = b + mod(t, k);
         continue;
       }
-      std::optional<Expr> part = t.is_constant() ? std::nullopt : term_quotient(t, k);
+      std::optional<Expr> part = t.is_constant() ? std::nullopt : sym::term_quotient(t, k);
       if (part)
         q = q + *part;
       else

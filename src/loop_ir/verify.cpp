@@ -120,6 +120,7 @@ class Verifier {
   explicit Verifier(const Program& p) : p_(p) {}
 
   std::vector<std::string> run() {
+    check_symbols();
     check_buffers();
     check_steps();
     for (size_t s = 0; s < p_.steps.size(); ++s) {
@@ -163,6 +164,37 @@ class Verifier {
     for (const std::string& n : names)
       if (index_variable(n).first != '\0')
         report(who + " uses the index variable " + n + ", but only shape symbols may appear there");
+  }
+
+  // Shape symbols: declared once each, with a consistent range, and every symbol an expression
+  // mentions (other than index variables) is declared.
+  void check_symbols() {
+    std::set<std::string> declared;
+    for (const sym::SymbolInfo& s : p_.symbols) {
+      const std::string who = "symbol " + s.name;
+      if (!declared.insert(s.name).second) report(who + " is declared twice");
+      if (index_variable(s.name).first != '\0') report(who + " is spelled like an index variable");
+      if (s.min < 0 || s.min > s.hint || s.hint > s.max) report(who + " has hint " + std::to_string(s.hint) + " outside its range");
+      if (s.divisor < 1) report(who + " has divisor " + std::to_string(s.divisor) + "; it must be at least 1");
+    }
+    std::set<std::string> used;
+    for (const Buffer& b : p_.buffers) {
+      for (const sym::Expr& e : b.sizes) sym::free_symbols(e, used);
+      for (const sym::Expr& e : b.strides) sym::free_symbols(e, used);
+      sym::free_symbols(b.offset, used);
+    }
+    for (const Kernel& k : p_.kernels) {
+      for (const sym::Expr& e : k.ranges) sym::free_symbols(e, used);
+      for (const Loop& l : k.loops)
+        for (const sym::Expr& e : l.ranges) sym::free_symbols(e, used);
+      for (const Node& n : k.nodes) {
+        for (const sym::Expr& e : n.index) sym::free_symbols(e, used);
+        sym::free_symbols(n.bound, used);
+      }
+    }
+    for (const std::string& name : used)
+      if (index_variable(name).first == '\0' && !declared.count(name))
+        report("shape symbol " + name + " is used but not declared (a `symbol` line)");
   }
 
   void check_buffers() {

@@ -1,6 +1,7 @@
 // Memory planner: where each temporary buffer of a scheduled program lives in the per-call arena.
 //
-// Needs: a scheduled Program with constant sizes. Guarantees: every Temp buffer gets a byte
+// Needs: a scheduled Program with constant sizes, or sizes over its declared shape symbols and a
+// value for each (dynamic shapes: the runtime plans each call's sizes, docs/memory.md). Guarantees: every Temp buffer gets a byte
 // offset, aligned to `alignment`, such that two temporaries whose live ranges (first write to
 // last read, in step order) overlap never overlap in memory; buffers that are dead reuse the
 // space. Other buffers are not placed (inputs are the caller's, outputs and extern results are
@@ -29,9 +30,15 @@ struct MemoryPlan {
   std::vector<int64_t> offsets;     // per buffer id: arena offset of a Temp, -1 otherwise
   int64_t peak_bytes = 0;           // planned peak of arena + live outputs and extern results
   std::vector<Entry> entries;       // every Temp, by id
+  // The program has shape symbols: this plan is for their hints (what `ember.explain` shows); the
+  // runtime plans again for each call's values (a small cache per tuple of values).
+  bool per_call = false;
   std::string str() const;          // text form for golden tests and `ember.explain`
 };
 
+// The plan at the shape symbols' hints (per_call set when there are symbols).
 MemoryPlan plan_memory(const loop_ir::Program& program);
+// The plan with each shape symbol at its value (`symbol_values[k]` is Program::symbols[k]'s).
+MemoryPlan plan_memory(const loop_ir::Program& program, const std::vector<int64_t>& symbol_values);
 
 }  // namespace ember::memory

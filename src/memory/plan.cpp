@@ -1,8 +1,9 @@
 // Memory planner: live ranges of the temporaries of a scheduled program, and their places in one
 // per-call arena.
 //
-// Needs: a scheduled Program with constant sizes, strides and offsets (a symbolic size throws
-// std::invalid_argument naming the buffer). Guarantees: memory_plan.h's contract.
+// Needs: a scheduled Program whose sizes, strides and offsets are constant once its shape symbols
+// take their values (a symbol it does not declare throws std::invalid_argument naming the buffer).
+// Guarantees: memory_plan.h's contract.
 //
 // Live range of a Temp: from the first step that touches it to the last, inclusive (a step that
 // writes one Temp and reads another needs both at once; a Temp the caller receives, which a
@@ -21,6 +22,7 @@
 // the extern results live at that step (from the extern call to their last use, or the end when
 // returned).
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -35,12 +37,14 @@ using loop_ir::Program;
 namespace {
 
 
-int64_t storage_bytes(const Buffer& b) {
+int64_t storage_bytes(const Buffer& b, const std::map<std::string, int64_t>& values) {
   auto need = [&](const sym::Expr& e, const char* what) {
-    if (!e.is_constant())
+    try {
+      return sym::evaluate(e, values);
+    } catch (const std::invalid_argument&) {
       throw std::invalid_argument("plan_memory: buffer %" + b.name() + " has a symbolic " + what + " (" + e.str() +
                                   "); the memory planner needs constant sizes");
-    return e.constant();
+    }
   };
   int64_t last = need(b.offset, "offset");
   bool empty = false;
@@ -98,6 +102,19 @@ std::string MemoryPlan::str() const {
 }
 
 MemoryPlan plan_memory(const Program& program) {
+  std::vector<int64_t> hints;
+  for (const sym::SymbolInfo& s : program.symbols) hints.push_back(s.hint);
+  MemoryPlan plan = plan_memory(program, hints);
+  plan.per_call = !program.symbols.empty();
+  return plan;
+}
+
+MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbol_values) {
+  if (symbol_values.size() != program.symbols.size())
+    throw std::invalid_argument("plan_memory: " + std::to_string(symbol_values.size()) + " values for " +
+                                std::to_string(program.symbols.size()) + " shape symbols");
+  std::map<std::string, int64_t> values;
+  for (size_t k = 0; k < symbol_values.size(); ++k) values.emplace(program.symbols[k].name, symbol_values[k]);
   MemoryPlan plan;
   const int n_steps = static_cast<int>(program.steps.size());
   std::vector<Live> live(program.buffers.size());
@@ -126,7 +143,7 @@ MemoryPlan plan_memory(const Program& program) {
   std::vector<BufferId> temps;
   for (const Buffer& b : program.buffers) {
     if (b.kind == Buffer::Kind::View || b.kind == Buffer::Kind::Input) continue;
-    bytes[b.id] = storage_bytes(b);
+    bytes[b.id] = storage_bytes(b, values);
     if (b.kind == Buffer::Kind::Temp) temps.push_back(b.id);
   }
   std::stable_sort(temps.begin(), temps.end(), [&](BufferId x, BufferId y) {

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <variant>
 
@@ -26,7 +27,24 @@ const pybridge::TorchBridge& bridge_or_throw() {
   return *bridge;
 }
 
-int64_t constant(const sym::Expr& e) { return e.constant(); }  // emit_cpp checked every size is
+// `e` at the symbols' values; invalid_argument when it mentions a symbol the program does not declare.
+using SymbolValues = std::map<std::string, int64_t>;
+
+std::vector<int64_t> evaluate_all(const std::vector<sym::Expr>& es, const SymbolValues& values) {
+  std::vector<int64_t> out;
+  for (const sym::Expr& e : es) out.push_back(sym::evaluate(e, values));
+  return out;
+}
+
+// The bytes from element 0 to one past the last element the strides reach (0 if empty).
+int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, ir::DType dtype) {
+  int64_t span = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return 0;
+    span += (sizes[d] - 1) * strides[d];
+  }
+  return span * ir::dtype_itemsize(dtype);
+}
 
 std::string describe(const Buffer& b) {
   std::string s = std::string(ir::dtype_name(b.dtype)) + "[";
@@ -44,27 +62,16 @@ std::string describe(const pybridge::RawTensorMeta& m) {
   return s + "} on " + pybridge::device_of(m.device).str();
 }
 
-bool same_dims(const Buffer& b, const pybridge::RawTensorMeta& m, bool* strides_equal) {
-  if (m.ndim != static_cast<int>(b.sizes.size())) return false;
-  *strides_equal = true;
-  for (int d = 0; d < m.ndim; ++d) {
-    if (m.sizes[d] != constant(b.sizes[static_cast<size_t>(d)])) return false;
-    // A dimension of size 1 (or an empty tensor) is never stepped along: its stride is free.
-    if (m.sizes[d] > 1 && m.strides[d] != constant(b.strides[static_cast<size_t>(d)])) *strides_equal = false;
-  }
-  return true;
-}
-
 bool is_empty(const pybridge::RawTensorMeta& m) {
   for (int d = 0; d < m.ndim; ++d)
     if (m.sizes[d] == 0) return true;
   return false;
 }
 
-PyRef int_tuple(const std::vector<sym::Expr>& values) {
+PyRef int_tuple(const std::vector<int64_t>& values) {
   PyRef t = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(values.size())));
   for (size_t k = 0; k < values.size(); ++k)
-    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(k), PyLong_FromLongLong(constant(values[k])));
+    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(k), PyLong_FromLongLong(values[k]));
   return t;
 }
 
@@ -75,10 +82,31 @@ constexpr int64_t kReusedArenaMaxBytes = int64_t{64} << 20;
 // The arena's length rounded up to 64 bytes, so that every dtype can view all of it.
 int64_t arena_span(const memory::MemoryPlan& plan) { return (plan.arena_bytes + 63) / 64 * 64; }
 
+std::string range_text(const sym::SymbolInfo& s) {
+  return "[" + std::to_string(s.min) + ", " +
+         (s.max == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(s.max)) + "]";
+}
+
 // base.as_strided(sizes, strides, offset); `shape` is the (sizes, strides) tuple. New reference.
 PyObject* as_strided(PyObject* base, PyObject* shape, int64_t offset) {
   return PyObject_CallMethod(base, "as_strided", "OOL", PyTuple_GET_ITEM(shape, 0), PyTuple_GET_ITEM(shape, 1),
                              static_cast<long long>(offset));
+}
+
+bool symbolic_arg(const ir::Arg& a) {
+  if (a.kind == ir::Arg::Kind::Literal) return std::holds_alternative<sym::Expr>(a.literal);
+  for (const ir::Arg& item : a.items)
+    if (symbolic_arg(item)) return true;
+  return false;
+}
+
+// Whether an extern call has an integer argument over the shape symbols (x.view(B, T, C)).
+bool symbolic_args(const loop_ir::ExternCall& call) {
+  for (const ir::Arg& a : call.args)
+    if (symbolic_arg(a)) return true;
+  for (const auto& kw : call.kwargs)
+    if (symbolic_arg(kw.second)) return true;
+  return false;
 }
 
 [[noreturn]] void throw_python_error() {
@@ -99,14 +127,7 @@ PyObject* as_strided(PyObject* base, PyObject* shape, int64_t offset) {
 
 }  // namespace
 
-int64_t span_bytes(const Buffer& b) {
-  int64_t span = 1;
-  for (size_t d = 0; d < b.sizes.size(); ++d) {
-    if (constant(b.sizes[d]) == 0) return 0;
-    span += (constant(b.sizes[d]) - 1) * constant(b.strides[d]);
-  }
-  return span * ir::dtype_itemsize(b.dtype);
-}
+int64_t span_bytes(const Buffer& b) { return span_of(evaluate_all(b.sizes, {}), evaluate_all(b.strides, {}), b.dtype); }
 
 CppCode::CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library)
     : source_(std::move(source)), library_(std::move(library)) {
@@ -118,6 +139,7 @@ struct CompiledGraph::Call final : GraphCode::Env {
   PyObject* tensor(BufferId id) override { return graph->tensor_of(*this, id); }
 
   const CompiledGraph* graph = nullptr;
+  std::shared_ptr<const Sized> sized;  // the sizes of this call
   ember_ctx ctx{};
   std::vector<void*> pointers;  // ctx.buffers
   std::vector<PyRef> tensors;   // per buffer, once it has a torch tensor (not the arena's)
@@ -134,7 +156,7 @@ struct CompiledGraph::Call final : GraphCode::Env {
 
 CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, std::unique_ptr<GraphCode> code,
                              const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert)
-    : program_(std::move(program)), plan_(std::move(plan)), code_(std::move(code)) {
+    : program_(std::move(program)), code_(std::move(code)), callables_(callables), convert_(convert) {
   const pybridge::TorchBridge& bridge = bridge_or_throw();
   if (callables.size() != program_.externs.size())
     throw std::invalid_argument("compiled graph: " + std::to_string(callables.size()) + " callables for " +
@@ -149,8 +171,21 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
       throw std::invalid_argument("compiled graph: %" + b.name() + " is on " + b.device.str() + ", %" +
                                   program_.buffers.front().name() + " on " + device_.str() +
                                   "; a compiled graph runs on one device");
-    for (const sym::Expr& e : b.sizes)
-      if (!e.is_constant()) throw std::invalid_argument("compiled graph: %" + b.name() + " has a symbolic size");
+  }
+  for (const sym::SymbolInfo& s : program_.symbols) {
+    const sym::Expr bare = sym::Expr::symbol(s.name);
+    bool found = false;
+    for (size_t k = 0; k < program_.inputs.size() && !found; ++k) {
+      const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
+      for (size_t d = 0; d < b.sizes.size() && !found; ++d)
+        if (b.sizes[d] == bare) {
+          bindings_.push_back(Binding{k, static_cast<int>(d)});
+          found = true;
+        }
+    }
+    if (!found)
+      throw std::invalid_argument("compiled graph: shape symbol " + s.name +
+                                  " is no dimension of a graph input, so its value cannot be read");
   }
   for (size_t k = 0; k < program_.outputs.size(); ++k) {
     BufferId root = program_.outputs[k];
@@ -161,25 +196,11 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
                                   std::to_string(program_.outputs[k]) +
                                   ") lives in the per-call arena; outputs must be Output, Input or Extern buffers");
   }
-  placement_.resize(program_.buffers.size());
-  for (const Buffer& b : program_.buffers) {
-    Placement& p = placement_[static_cast<size_t>(b.id)];
-    p.root = b.id;
-    while (p.root >= 0 && program_.buffers[static_cast<size_t>(p.root)].kind == Buffer::Kind::View) {
-      const Buffer& view = program_.buffers[static_cast<size_t>(p.root)];
-      p.offset += constant(view.offset);
-      p.root = program_.buffers.at(static_cast<size_t>(view.base)).dtype == view.dtype ? view.base : -1;
-    }
-    if (b.kind == Buffer::Kind::Temp && plan_.offsets.at(static_cast<size_t>(b.id)) % ir::dtype_itemsize(b.dtype) != 0)
-      throw std::invalid_argument("compiled graph: %" + b.name() + " is not aligned to its dtype in the arena");
-  }
   empty_strided_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty_strided"));
   empty_ = PyRef::steal(PyObject_GetAttrString(bridge.torch, "empty"));
   if (!empty_strided_ || !empty_) throw_python_error();
   PyRef device_name = PyRef::steal(PyUnicode_FromString(device_.str().c_str()));
   for (const Buffer& b : program_.buffers) {
-    PyRef args = PyRef::steal(PyTuple_Pack(2, int_tuple(b.sizes).get(), int_tuple(b.strides).get()));
-    alloc_args_.push_back(args);
     PyRef& kwargs = alloc_kwargs_[static_cast<int>(b.dtype)];
     if (kwargs) continue;
     PyObject* dtype = bridge.dtypes[static_cast<int>(b.dtype)];
@@ -193,64 +214,161 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
   PyDict_SetItemString(uint8_kwargs_.get(), "dtype", bridge.dtypes[static_cast<int>(ir::DType::UInt8)]);
   PyDict_SetItemString(uint8_kwargs_.get(), "device", device_name.get());
 
-  // Each extern call becomes a one-node graph over its buffer arguments.
-  for (size_t k = 0; k < program_.externs.size(); ++k) {
-    const loop_ir::ExternCall& call = program_.externs[k];
-    ExternStep step;
-    ir::Graph graph("extern" + std::to_string(k));
-    std::vector<ir::ValueId> value_of(program_.buffers.size(), -1);
-    std::function<ir::Arg(const ir::Arg&)> remap = [&](const ir::Arg& a) -> ir::Arg {
-      switch (a.kind) {
-        case ir::Arg::Kind::Value: {
-          const Buffer& b = program_.buffers.at(static_cast<size_t>(a.value));
-          if (value_of[static_cast<size_t>(b.id)] < 0) {
-            ir::TensorType type;
-            type.dtype = b.dtype;
-            type.sizes = b.sizes;
-            type.strides = b.strides;
-            type.device = b.device;
-            value_of[static_cast<size_t>(b.id)] = graph.add_input(type, "%" + b.name());
-            step.inputs.push_back(b.id);
-          }
-          return ir::Arg::of_value(value_of[static_cast<size_t>(b.id)]);
-        }
-        case ir::Arg::Kind::Literal: return a;
-        case ir::Arg::Kind::List:
-        case ir::Arg::Kind::Tuple: {
-          std::vector<ir::Arg> items;
-          for (const ir::Arg& item : a.items) items.push_back(remap(item));
-          return a.kind == ir::Arg::Kind::List ? ir::Arg::list(std::move(items)) : ir::Arg::tuple(std::move(items));
-        }
-      }
-      throw std::logic_error("unknown argument kind");
-    };
-    std::vector<ir::Arg> args;
-    for (const ir::Arg& a : call.args) args.push_back(remap(a));
-    std::vector<std::pair<std::string, ir::Arg>> kwargs;
-    for (const auto& kw : call.kwargs) kwargs.emplace_back(kw.first, remap(kw.second));
-    std::vector<ir::TensorType> result_types;
-    for (BufferId r : call.results) {
-      const Buffer& b = program_.buffers.at(static_cast<size_t>(r));
-      ir::TensorType type;
-      type.dtype = b.dtype;
-      type.sizes = b.sizes;
-      type.strides = b.strides;
-      type.device = b.device;
-      result_types.push_back(type);
-    }
-    ir::NodeId node = graph.add_node(ir::Op::TorchCall, call.callable, std::move(args), std::move(kwargs),
-                                     std::move(result_types), call.result_form);
-    graph.set_outputs(graph.node(node).results);
-    step.results = call.results;
-    step.executor = std::make_unique<EagerExecutor>(graph, std::vector<PyRef>{callables[k]}, convert);
-    externs_.push_back(std::move(step));
-  }
+  // Each extern call becomes a one-node graph over its buffer arguments; one with a symbolic integer
+  // argument gets its step per tuple of symbol values (make_sized).
+  for (size_t k = 0; k < program_.externs.size(); ++k)
+    externs_.push_back(symbolic_args(program_.externs[k]) ? ExternStep{} : make_extern_step(k, {}));
+  if (program_.symbols.empty()) static_sized_ = make_sized({}, std::move(plan));
 }
 
 CompiledGraph::~CompiledGraph() = default;
 
-PyRef CompiledGraph::empty_like_buffer(const Buffer& b) const {
-  return PyRef::steal(PyObject_Call(empty_strided_.get(), alloc_args_[static_cast<size_t>(b.id)].get(),
+CompiledGraph::ExternStep CompiledGraph::make_extern_step(size_t k, const std::map<std::string, int64_t>& at) const {
+  const loop_ir::ExternCall& call = program_.externs[k];
+  ExternStep step;
+  ir::Graph graph("extern" + std::to_string(k));
+  std::vector<ir::ValueId> value_of(program_.buffers.size(), -1);
+  std::function<ir::Arg(const ir::Arg&)> remap = [&](const ir::Arg& a) -> ir::Arg {
+    switch (a.kind) {
+      case ir::Arg::Kind::Value: {
+        const Buffer& b = program_.buffers.at(static_cast<size_t>(a.value));
+        if (value_of[static_cast<size_t>(b.id)] < 0) {
+          ir::TensorType type;
+          type.dtype = b.dtype;
+          type.sizes = b.sizes;
+          type.strides = b.strides;
+          type.device = b.device;
+          value_of[static_cast<size_t>(b.id)] = graph.add_input(type, "%" + b.name());
+          step.inputs.push_back(b.id);
+        }
+        return ir::Arg::of_value(value_of[static_cast<size_t>(b.id)]);
+      }
+      case ir::Arg::Kind::Literal: {
+        const sym::Expr* e = std::get_if<sym::Expr>(&a.literal);
+        if (e == nullptr || at.empty()) return a;
+        return ir::Arg::of_literal(sym::evaluate(*e, at));
+      }
+      case ir::Arg::Kind::List:
+      case ir::Arg::Kind::Tuple: {
+        std::vector<ir::Arg> items;
+        for (const ir::Arg& item : a.items) items.push_back(remap(item));
+        return a.kind == ir::Arg::Kind::List ? ir::Arg::list(std::move(items)) : ir::Arg::tuple(std::move(items));
+      }
+    }
+    throw std::logic_error("unknown argument kind");
+  };
+  std::vector<ir::Arg> args;
+  for (const ir::Arg& a : call.args) args.push_back(remap(a));
+  std::vector<std::pair<std::string, ir::Arg>> kwargs;
+  for (const auto& kw : call.kwargs) kwargs.emplace_back(kw.first, remap(kw.second));
+  std::vector<ir::TensorType> result_types;
+  for (BufferId r : call.results) {
+    const Buffer& b = program_.buffers.at(static_cast<size_t>(r));
+    ir::TensorType type;
+    type.dtype = b.dtype;
+    type.sizes = b.sizes;
+    type.strides = b.strides;
+    type.device = b.device;
+    result_types.push_back(type);
+  }
+  ir::NodeId node = graph.add_node(ir::Op::TorchCall, call.callable, std::move(args), std::move(kwargs),
+                                   std::move(result_types), call.result_form);
+  graph.set_outputs(graph.node(node).results);
+  step.results = call.results;
+  step.executor = std::make_unique<EagerExecutor>(graph, std::vector<PyRef>{callables_[k]}, convert_);
+  return step;
+}
+
+std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::make_sized(std::vector<int64_t> values,
+                                                                      memory::MemoryPlan plan) const {
+  auto sized = std::make_shared<Sized>();
+  sized->serial = ++sized_serial_;
+  SymbolValues at;
+  for (size_t k = 0; k < values.size(); ++k) at.emplace(program_.symbols[k].name, values[k]);
+  sized->values = std::move(values);
+  sized->plan = std::move(plan);
+  sized->placement.resize(program_.buffers.size());
+  for (const Buffer& b : program_.buffers) {
+    sized->sizes.push_back(evaluate_all(b.sizes, at));
+    sized->strides.push_back(evaluate_all(b.strides, at));
+    sized->alloc_args.push_back(
+        PyRef::steal(PyTuple_Pack(2, int_tuple(sized->sizes.back()).get(), int_tuple(sized->strides.back()).get())));
+    if (!sized->alloc_args.back()) throw_python_error();
+    Placement& p = sized->placement[static_cast<size_t>(b.id)];
+    p.root = b.id;
+    while (p.root >= 0 && program_.buffers[static_cast<size_t>(p.root)].kind == Buffer::Kind::View) {
+      const Buffer& view = program_.buffers[static_cast<size_t>(p.root)];
+      p.offset += sym::evaluate(view.offset, at);
+      p.root = program_.buffers.at(static_cast<size_t>(view.base)).dtype == view.dtype ? view.base : -1;
+    }
+    if (b.kind == Buffer::Kind::Temp &&
+        sized->plan.offsets.at(static_cast<size_t>(b.id)) % ir::dtype_itemsize(b.dtype) != 0)
+      throw std::invalid_argument("compiled graph: %" + b.name() + " is not aligned to its dtype in the arena");
+  }
+  sized->externs.resize(program_.externs.size());
+  for (size_t k = 0; k < program_.externs.size(); ++k)
+    if (!at.empty() && symbolic_args(program_.externs[k]))
+      sized->externs[k] = std::make_shared<const ExternStep>(make_extern_step(k, at));
+  return sized;
+}
+
+std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::sized_for(PyObject* const* inputs) const {
+  if (program_.symbols.empty()) return static_sized_;
+  std::vector<int64_t> values(program_.symbols.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    const Binding& at = bindings_[k];
+    const sym::SymbolInfo& s = program_.symbols[k];
+    pybridge::RawTensorMeta meta;
+    if (!pybridge::read_raw_tensor_meta(inputs[at.input], &meta, pybridge::TensorReadPath::Auto) ||
+        meta.ndim <= at.dim) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_RuntimeError, "ember: input %zu of compiled program @%s must be a tensor of at least %d dimensions (dimension %d is %s)",
+                   at.input, program_.name.c_str(), at.dim + 1, at.dim, s.name.c_str());
+      return nullptr;
+    }
+    const int64_t v = meta.sizes[at.dim];
+    if (v < s.min || v > s.max || (s.divisor > 1 && v % s.divisor != 0)) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "ember: input %zu of compiled program @%s: dimension %d (%s) is %lld, outside %s or not a multiple of %lld",
+                   at.input, program_.name.c_str(), at.dim, s.name.c_str(), static_cast<long long>(v),
+                   range_text(s).c_str(), static_cast<long long>(s.divisor));
+      return nullptr;
+    }
+    values[k] = v;
+  }
+  for (size_t i = 0; i < sized_cache_.size(); ++i) {
+    if (sized_cache_[i]->values != values) continue;
+    std::rotate(sized_cache_.begin(), sized_cache_.begin() + static_cast<std::ptrdiff_t>(i),
+                sized_cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    return sized_cache_.front();
+  }
+  try {
+    memory::MemoryPlan plan = memory::plan_memory(program_, values);
+    sized_cache_.insert(sized_cache_.begin(), make_sized(std::move(values), std::move(plan)));
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "ember: compiled program @%s: %s", program_.name.c_str(), e.what());
+    return nullptr;
+  }
+  if (sized_cache_.size() > kSizedCacheSize) sized_cache_.pop_back();
+  return sized_cache_.front();
+}
+
+bool CompiledGraph::same_dims(const Call& call, BufferId id, const pybridge::RawTensorMeta& m,
+                              bool* strides_equal) const {
+  const std::vector<int64_t>& sizes = call.sized->sizes[static_cast<size_t>(id)];
+  const std::vector<int64_t>& strides = call.sized->strides[static_cast<size_t>(id)];
+  if (m.ndim != static_cast<int>(sizes.size())) return false;
+  *strides_equal = true;
+  for (int d = 0; d < m.ndim; ++d) {
+    if (m.sizes[d] != sizes[static_cast<size_t>(d)]) return false;
+    // A dimension of size 1 (or an empty tensor) is never stepped along: its stride is free.
+    if (m.sizes[d] > 1 && m.strides[d] != strides[static_cast<size_t>(d)]) *strides_equal = false;
+  }
+  return true;
+}
+
+PyRef CompiledGraph::empty_like_buffer(const Call& call, const Buffer& b) const {
+  return PyRef::steal(PyObject_Call(empty_strided_.get(), call.sized->alloc_args[static_cast<size_t>(b.id)].get(),
                                     alloc_kwargs_[static_cast<int>(b.dtype)].get()));
 }
 
@@ -263,7 +381,24 @@ bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
     return false;
   }
   bool strides_equal = false;
-  if (meta.device != device_key_ || meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal) || !strides_equal) {
+  if (meta.device != device_key_ || meta.dtype != b.dtype || !same_dims(call, b.id, meta, &strides_equal) ||
+      !strides_equal) {
+    if (!program_.symbols.empty() && meta.ndim == static_cast<int>(b.sizes.size())) {
+      // Name the first dimension that disagrees with its expression at this call's symbol values.
+      const std::vector<int64_t>& sizes = call.sized->sizes[static_cast<size_t>(b.id)];
+      const std::vector<int64_t>& strides = call.sized->strides[static_cast<size_t>(b.id)];
+      for (int d = 0; d < meta.ndim; ++d) {
+        const size_t u = static_cast<size_t>(d);
+        const bool size_ok = meta.sizes[d] == sizes[u];
+        if (size_ok && (meta.sizes[d] <= 1 || meta.strides[d] == strides[u])) continue;
+        const std::string expected = size_ok ? "stride " + b.strides[u].str() + " = " + std::to_string(strides[u])
+                                             : "size " + b.sizes[u].str() + " = " + std::to_string(sizes[u]);
+        const long long actual = size_ok ? meta.strides[d] : meta.sizes[d];
+        PyErr_Format(PyExc_RuntimeError, "ember: input %zu of compiled program @%s, dimension %d: expected %s, got %lld",
+                     k, program_.name.c_str(), d, expected.c_str(), actual);
+        return false;
+      }
+    }
     PyErr_Format(PyExc_ValueError, "ember: input %zu of compiled program @%s must be a %s tensor %s, got %s", k,
                  program_.name.c_str(), device_.str().c_str(), describe(b).c_str(), describe(meta).c_str());
     return false;
@@ -278,7 +413,7 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
   pybridge::RawTensorMeta meta;
   bool strides_equal = false;
   if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) || meta.device != device_key_ ||
-      meta.dtype != b.dtype || !same_dims(b, meta, &strides_equal)) {
+      meta.dtype != b.dtype || !same_dims(call, id, meta, &strides_equal)) {
     PyErr_Format(PyExc_RuntimeError, "ember: extern call result %%%s should be a %s tensor %s, got %s",
                  b.name().c_str(), device_.str().c_str(), describe(b).c_str(),
                  meta.ndim >= 0 && meta.sizes ? describe(meta).c_str() : "something else");
@@ -287,7 +422,7 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
   PyRef held = PyRef::borrow(tensor);
   if (!strides_equal) {
     // Kernels have the planned strides compiled in: give them a tensor laid out that way.
-    PyRef copy = empty_like_buffer(b);
+    PyRef copy = empty_like_buffer(call, b);
     if (!copy) return false;
     PyRef done = PyRef::steal(PyObject_CallMethod(copy.get(), "copy_", "O", tensor));
     if (!done) return false;
@@ -302,7 +437,7 @@ PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
   PyRef& slot = call.tensors[static_cast<size_t>(id)];
   if (slot) return slot.get();
   const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
-  const Placement& p = placement_[static_cast<size_t>(id)];
+  const Placement& p = call.sized->placement[static_cast<size_t>(id)];
   switch (b.kind) {
     case Buffer::Kind::Input:
     case Buffer::Kind::Output:
@@ -326,7 +461,7 @@ PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
         if (!offset) return nullptr;
         root_offset = PyLong_AsLongLong(offset.get());
       }
-      slot = PyRef::steal(as_strided(root, alloc_args_[static_cast<size_t>(id)].get(), root_offset + p.offset));
+      slot = PyRef::steal(as_strided(root, call.sized->alloc_args[static_cast<size_t>(id)].get(), root_offset + p.offset));
       return slot.get();
     }
   }
@@ -338,26 +473,27 @@ PyObject* CompiledGraph::arena_tensor(Call& call, BufferId id) const {
   PyRef& slot = arena.tensors[static_cast<size_t>(id)];
   if (slot) return slot.get();
   const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
-  const Placement& p = placement_[static_cast<size_t>(id)];
+  const Placement& p = call.sized->placement[static_cast<size_t>(id)];
   PyRef& typed = arena.typed[static_cast<int>(b.dtype)];
   if (!typed) {
     PyRef bytes = PyRef::steal(PyObject_CallMethod(arena.bytes.get(), "narrow", "iLL", 0,
-                                                   static_cast<long long>(arena.pad),
-                                                   static_cast<long long>(arena_span(plan_))));
+                                                   static_cast<long long>(arena.pad), static_cast<long long>(arena.span)));
     if (!bytes) return nullptr;
     typed = PyRef::steal(PyObject_CallMethod(bytes.get(), "view", "O",
                                              pybridge::torch_bridge()->dtypes[static_cast<int>(b.dtype)]));
     if (!typed) return nullptr;
   }
-  const int64_t at = plan_.offsets.at(static_cast<size_t>(p.root)) / ir::dtype_itemsize(b.dtype) + p.offset;
-  slot = PyRef::steal(as_strided(typed.get(), alloc_args_[static_cast<size_t>(id)].get(), at));
+  const int64_t at = call.sized->plan.offsets.at(static_cast<size_t>(p.root)) / ir::dtype_itemsize(b.dtype) + p.offset;
+  slot = PyRef::steal(as_strided(typed.get(), call.sized->alloc_args[static_cast<size_t>(id)].get(), at));
   return slot.get();
 }
 
-bool CompiledGraph::new_arena(Arena* arena) const {
+bool CompiledGraph::new_arena(Arena* arena, const Sized& sized) const {
   *arena = Arena{};
+  arena->span = arena_span(sized.plan);
+  arena->sized_serial = sized.serial;
   // Over-allocated by 64 bytes so that its start can be rounded up to a 64-byte boundary.
-  PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(arena_span(plan_) + 64)));
+  PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(arena->span + 64)));
   arena->bytes = PyRef::steal(PyObject_Call(empty_.get(), size.get(), uint8_kwargs_.get()));
   void* base = nullptr;
   if (!arena->bytes || !data_pointer(arena->bytes.get(), &base)) return false;
@@ -368,14 +504,22 @@ bool CompiledGraph::new_arena(Arena* arena) const {
 }
 
 bool CompiledGraph::take_arena(Call& call) const {
-  if (plan_.arena_bytes == 0) return true;
-  if (reused_arena_busy_ || plan_.arena_bytes > kReusedArenaMaxBytes) {
+  const Sized& sized = *call.sized;
+  if (sized.plan.arena_bytes == 0) return true;
+  if (reused_arena_busy_ || sized.plan.arena_bytes > kReusedArenaMaxBytes) {
     call.arena = &call.own;
-    return new_arena(&call.own);
+    return new_arena(&call.own, sized);
   }
   reused_arena_busy_ = true;
   call.arena = &reused_arena_;
-  return reused_arena_.bytes || new_arena(&reused_arena_);
+  // The kept arena serves any plan it is large enough for (it grows to the largest plan seen);
+  // its tensors are those of one plan.
+  if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) return new_arena(&reused_arena_, sized);
+  if (reused_arena_.sized_serial != sized.serial) {
+    reused_arena_.tensors.assign(program_.buffers.size(), PyRef());
+    reused_arena_.sized_serial = sized.serial;
+  }
+  return true;
 }
 
 void CompiledGraph::give_back_arena(Call& call) const {
@@ -395,7 +539,8 @@ int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
 }
 
 bool CompiledGraph::run_extern(Call& call, int32_t index) const {
-  const ExternStep& step = externs_.at(static_cast<size_t>(index));
+  const std::shared_ptr<const ExternStep>& at_sizes = call.sized->externs.at(static_cast<size_t>(index));
+  const ExternStep& step = at_sizes ? *at_sizes : externs_.at(static_cast<size_t>(index));
   std::vector<PyObject*> args;
   for (BufferId id : step.inputs) {
     PyObject* t = tensor_of(call, id);
@@ -405,29 +550,29 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
   std::vector<PyRef> results;
   if (!step.executor->run(args.data(), &results)) return false;
   for (size_t k = 0; k < step.inputs.size(); ++k)
-    if (in_arena(step.inputs[k]) && !still_as_planned(call, step.inputs[k], args[k]))
+    if (in_arena(call, step.inputs[k]) && !still_as_planned(call, step.inputs[k], args[k]))
       call.arena->tensors[static_cast<size_t>(step.inputs[k])] = PyRef();  // an in-place view op (unsqueeze_) changed it
   for (size_t k = 0; k < step.results.size(); ++k)
     if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
   return true;
 }
 
-bool CompiledGraph::in_arena(BufferId id) const {
-  const BufferId root = placement_[static_cast<size_t>(id)].root;
+bool CompiledGraph::in_arena(const Call& call, BufferId id) const {
+  const BufferId root = call.sized->placement[static_cast<size_t>(id)].root;
   return root >= 0 && program_.buffers[static_cast<size_t>(root)].kind == Buffer::Kind::Temp;
 }
 
 bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* tensor) const {
   const Buffer& b = program_.buffers[static_cast<size_t>(id)];
-  const Placement& p = placement_[static_cast<size_t>(id)];
+  const Placement& p = call.sized->placement[static_cast<size_t>(id)];
   pybridge::RawTensorMeta meta;
   bool strides_equal = false;
   void* data = nullptr;
   const bool ok = pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) &&
-                  meta.dtype == b.dtype && same_dims(b, meta, &strides_equal) && strides_equal &&
+                  meta.dtype == b.dtype && same_dims(call, id, meta, &strides_equal) && strides_equal &&
                   (is_empty(meta) || data_pointer(tensor, &data));
   PyErr_Clear();
-  const char* planned = call.arena->start + plan_.offsets[static_cast<size_t>(p.root)] +
+  const char* planned = call.arena->start + call.sized->plan.offsets[static_cast<size_t>(p.root)] +
                         p.offset * ir::dtype_itemsize(b.dtype);
   return ok && (is_empty(meta) || data == planned);
 }
@@ -435,20 +580,30 @@ bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* te
 bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
   Call call;
   call.graph = this;
+  call.sized = sized_for(inputs);
+  if (!call.sized) return false;
   call.pointers.assign(program_.buffers.size(), nullptr);
   call.tensors.resize(program_.buffers.size());
   for (size_t k = 0; k < program_.inputs.size(); ++k)
     if (!bind_input(call, k, inputs[k])) return false;
   for (const Buffer& b : program_.buffers) {
     if (b.kind != Buffer::Kind::Output) continue;
-    PyRef t = empty_like_buffer(b);
+    PyRef t = empty_like_buffer(call, b);
     if (!t) return false;
-    if (span_bytes(b) > 0 && !data_pointer(t.get(), &call.pointers[static_cast<size_t>(b.id)])) return false;
+    const size_t u = static_cast<size_t>(b.id);
+    if (span_of(call.sized->sizes[u], call.sized->strides[u], b.dtype) > 0 && !data_pointer(t.get(), &call.pointers[static_cast<size_t>(b.id)])) return false;
     call.tensors[static_cast<size_t>(b.id)] = std::move(t);
   }
   call.storage_offsets.assign(program_.buffers.size(), -1);
   if (!take_arena(call)) return false;
   if (call.arena != nullptr) call.ctx.arena = call.arena->start;
+  if (!program_.symbols.empty()) {
+    // Generated code with shape symbols addresses temporaries through ctx->buffers (its plan is this call's).
+    call.ctx.sym = call.sized->values.data();
+    for (const Buffer& b : program_.buffers)
+      if (b.kind == Buffer::Kind::Temp && call.arena != nullptr)
+        call.pointers[static_cast<size_t>(b.id)] = call.arena->start + call.sized->plan.offsets[static_cast<size_t>(b.id)];
+  }
   call.ctx.buffers = call.pointers.data();
   call.ctx.call_extern = &CompiledGraph::call_extern;
   call.ctx.runtime = &call;
@@ -486,7 +641,7 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     outputs->push_back(PyRef::borrow(t));
     void* data = nullptr;
     if (call.arena == &reused_arena_ && data_pointer(t, &data) && data >= call.arena->start &&
-        data < call.arena->start + arena_span(plan_))
+        data < call.arena->start + call.arena->span)
       call.outputs_alias_arena = true;
     PyErr_Clear();  // a tensor without data (empty) aliases nothing
   }

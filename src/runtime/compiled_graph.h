@@ -17,6 +17,14 @@
 // into a tensor that has them (kernels fold strides into their code). A failed check_index raises
 // IndexError naming the kernel.
 //
+// Shape symbols (dynamic shapes, docs/codegen-cpp.md "Runtime"). Each symbol's value is read from
+// the input dimension it appears bare in (found once); every input's sizes and strides are then
+// checked against its expressions at those values (a mismatch raises RuntimeError naming the input,
+// the dimension, the expected and the actual value: never runs wrong), and so are the symbols'
+// ranges and divisors. What depends on the sizes (the memory plan, outputs' and views' sizes and
+// strides) is a `Sized`, built on the first call with a tuple of values and kept in a small LRU;
+// the arena kept between calls grows to the largest plan seen.
+//
 // What runs the steps is a GraphCode: CppCode calls the generated library's entry; TritonCode
 // (runtime/triton_code.h) launches Triton kernels on torch's current CUDA stream, or runs them in
 // Triton's interpreter. CompiledGraph binds buffers, arena and extern calls the same way for both.
@@ -27,6 +35,7 @@
 
 #include <Python.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,6 +114,10 @@ class CompiledGraph : public GraphRunner {
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
 
+  // How many tuples of symbol values the runtime keeps planned (each a memory plan and the
+  // sizes evaluated; a new tuple past them evicts the least recently used).
+  static constexpr size_t kSizedCacheSize = 8;
+
   const GraphCode& code() const { return *code_; }
   const loop_ir::Program& program() const { return program_; }
   const ir::Device& device() const { return device_; }
@@ -116,8 +129,10 @@ class CompiledGraph : public GraphRunner {
     PyRef bytes;                // uint8 tensor
     char* start = nullptr;      // its first 64-byte aligned byte (ctx.arena)
     int64_t pad = 0;            // bytes from bytes' start to `start`
+    int64_t span = 0;           // bytes from `start` on (a multiple of 64)
     PyRef typed[16];            // per dtype: bytes from `start` on, viewed as that dtype
     std::vector<PyRef> tensors;
+    uint64_t sized_serial = 0;  // the Sized whose plan `tensors` were made for
   };
   // Where a buffer's elements are: `root` is the buffer itself or, for a View, the non-view buffer
   // its chain of bases ends at (-1 where a view changes the dtype); `offset` counts elements from
@@ -131,34 +146,63 @@ class CompiledGraph : public GraphRunner {
     std::vector<loop_ir::BufferId> inputs;    // the executor's graph inputs, in order
     std::vector<loop_ir::BufferId> results;
   };
+  // Everything that depends on the sizes, at one tuple of symbol values (the only one for a program
+  // without symbols).
+  struct Sized {
+    uint64_t serial = 0;                          // unique per CompiledGraph
+    std::vector<int64_t> values;                  // in Program::symbols order
+    memory::MemoryPlan plan;
+    std::vector<std::vector<int64_t>> sizes, strides;  // per buffer
+    std::vector<Placement> placement;             // per buffer
+    std::vector<PyRef> alloc_args;                // per buffer: (sizes, strides) for empty_strided
+    // Per extern call with a symbolic integer argument: its step with the argument evaluated
+    // (else null: externs_'s).
+    std::vector<std::shared_ptr<const ExternStep>> externs;
+  };
+  // Where a symbol's value is read: dimension `dim` of graph input `input`.
+  struct Binding {
+    size_t input = 0;
+    int dim = 0;
+  };
+  // The step of program_.externs[k], its symbolic integer arguments at `at` (empty: as written).
+  ExternStep make_extern_step(size_t k, const std::map<std::string, int64_t>& at) const;
+  std::shared_ptr<const Sized> make_sized(std::vector<int64_t> values, memory::MemoryPlan plan) const;
+  // The Sized of this call's symbol values (read from the inputs and checked against the
+  // symbols' ranges); null with a Python error set.
+  std::shared_ptr<const Sized> sized_for(PyObject* const* inputs) const;
   static int call_extern(ember_ctx* ctx, int32_t index);
   bool run_extern(Call& call, int32_t index) const;
   bool bind_input(Call& call, size_t k, PyObject* tensor) const;
+  bool same_dims(const Call& call, loop_ir::BufferId id, const pybridge::RawTensorMeta& m, bool* strides_equal) const;
   bool adopt_result(Call& call, loop_ir::BufferId id, PyObject* tensor) const;
   PyObject* tensor_of(Call& call, loop_ir::BufferId id) const;  // borrowed from call; null + error
   PyObject* arena_tensor(Call& call, loop_ir::BufferId id) const;  // a Temp or a View rooted in one
-  bool in_arena(loop_ir::BufferId id) const;
+  bool in_arena(const Call& call, loop_ir::BufferId id) const;
   // Whether `tensor`, the arena's tensor of buffer id, still has its planned sizes, strides and place.
   bool still_as_planned(const Call& call, loop_ir::BufferId id, PyObject* tensor) const;
-  bool new_arena(Arena* arena) const;
+  bool new_arena(Arena* arena, const Sized& sized) const;
   bool take_arena(Call& call) const;
   void give_back_arena(Call& call) const;
-  PyRef empty_like_buffer(const loop_ir::Buffer& b) const;
+  PyRef empty_like_buffer(const Call& call, const loop_ir::Buffer& b) const;
 
   loop_ir::Program program_;
-  memory::MemoryPlan plan_;
+  std::vector<Binding> bindings_;         // per shape symbol
+  // Program without symbols: its one Sized. With symbols: the LRU, most recent first (under the GIL).
+  std::shared_ptr<const Sized> static_sized_;
+  mutable std::vector<std::shared_ptr<const Sized>> sized_cache_;
+  mutable uint64_t sized_serial_ = 0;
   std::unique_ptr<GraphCode> code_;
   ir::Device device_;                     // every buffer's
   bool on_cuda_ = false;                  // device_.type == "cuda", decided once: run() reads it per call
   pybridge::DeviceKey device_key_;
   std::vector<ExternStep> externs_;
-  std::vector<Placement> placement_;      // per buffer
+  std::vector<PyRef> callables_;          // per extern call
+  EagerExecutor::LiteralToPython convert_;
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
   mutable Arena reused_arena_;
   mutable bool reused_arena_busy_ = false;
   PyRef empty_strided_;                   // torch.empty_strided
   PyRef empty_;                           // torch.empty
-  std::vector<PyRef> alloc_args_;         // per buffer: (sizes, strides) for empty_strided, or null
   PyRef alloc_kwargs_[16];                // per dtype: {dtype=..., device="cpu"}
   PyRef uint8_kwargs_;                    // {dtype=torch.uint8}
 };

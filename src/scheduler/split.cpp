@@ -278,9 +278,19 @@ std::vector<FusionDecision> split_reductions(Program& program, const SplitOption
       steps.push_back({loop_ir::Step::Kind::Kernel, static_cast<int>(kernels.size())});
       kernels.push_back(original);
     };
+    if (original.loops.empty() || original.loops[0].ranges.empty()) {
+      keep();
+      continue;
+    }
+    // The split count comes from the sizes: a symbolic extent is never split (its hint could choose
+    // one, but every value would then need the split's divisibility; not built).
+    if (!constant(original.ranges) || !constant(original.loops[0].ranges)) {
+      decisions.push_back({FusionDecision::Kind::Refused, original.name, "split", "symbolic extents: not split"});
+      keep();
+      continue;
+    }
     // Only a long reduction is a candidate: a shorter one stays in registers or has nothing to split.
-    if (original.loops.empty() || original.loops[0].ranges.empty() || !constant(original.ranges) ||
-        !constant(original.loops[0].ranges) || product(original.loops[0].ranges) < 2 * options.min_split_rnumel) {
+    if (product(original.loops[0].ranges) < 2 * options.min_split_rnumel) {
       keep();
       continue;
     }

@@ -94,6 +94,31 @@ Expr substitute(const Expr& e, const Replacements& replacements) {
   });
 }
 
+std::optional<Expr> term_quotient(const Expr& t, const Expr& k) {
+  auto factors = [](const Expr& x, int64_t& coefficient) {
+    coefficient = 1;
+    std::vector<Expr> out;
+    for (const Expr& f : x.kind() == ExprKind::Mul ? x.operands() : std::vector<Expr>{x}) {
+      if (f.is_constant())
+        coefficient = f.constant();
+      else
+        out.push_back(f);
+    }
+    return out;
+  };
+  int64_t tc, kc;
+  std::vector<Expr> tf = factors(t, tc), kf = factors(k, kc);
+  if (kc == 0 || (kc != -1 && tc % kc != 0)) return std::nullopt;
+  for (const Expr& f : kf) {
+    auto it = std::find(tf.begin(), tf.end(), f);
+    if (it == tf.end()) return std::nullopt;
+    tf.erase(it);
+  }
+  Expr q = kc == -1 ? Expr(arith::checked_mul(tc, -1)) : Expr(tc / kc);
+  for (const Expr& f : tf) q = q * f;
+  return q;
+}
+
 void free_symbols(const Expr& e, std::set<std::string>& out) {
   if (e.kind() == ExprKind::Symbol) out.insert(e.symbol_name());
   for (const Expr& o : e.operands()) free_symbols(o, out);

@@ -91,6 +91,11 @@ int64_t evaluate(const Expr& e, const std::map<std::string, int64_t>& values);
 using Replacements = std::vector<std::pair<std::string, Expr>>;
 Expr substitute(const Expr& e, const Replacements& replacements);
 
+// t / k when the term t is structurally a multiple of k: k's constant coefficient divides t's and
+// each of k's other factors is among t's (`6*s0*s1` over `3*s1` is `2*s0`); nullopt otherwise.
+// Exact, so it holds for every value (where k != 0).
+std::optional<Expr> term_quotient(const Expr& t, const Expr& k);
+
 // Adds the names of the symbols `e` mentions to `out`.
 void free_symbols(const Expr& e, std::set<std::string>& out);
 

@@ -46,7 +46,8 @@ def expression(rng, symbolic, depth=0):
 
 
 def make_program(rng, cases):
-    lines = ["program @random {", "  buffer %b0 : f32[1]{1} input 0"]
+    # s0 takes 1 too below (the simplifier must not assume more than its declared range).
+    lines = ["program @random {", "  symbol s0 hint=2 range=[1, inf]", "  buffer %b0 : f32[1]{1} input 0"]
     for k, (extents, exprs) in enumerate(cases):
         lines.append(f"  kernel @k{k} [i0 < {extents[0]}, i1 < {extents[1]}] {{")
         lines.append(f"    loop [r0 < {extents[2]}] {{")

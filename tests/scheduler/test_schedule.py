@@ -49,13 +49,21 @@ def without_comments(text):
     return "\n".join(l for l in text.splitlines() if not l.startswith("//")) + "\n"
 
 
+SYMBOL = re.compile(r"^\s*symbol (\w+) hint=(\d+)", re.M)
+
+
+def hints(text):
+    """{name: hint} of a program's shape symbols: the sizes its test inputs take."""
+    return {name: int(hint) for name, hint in SYMBOL.findall(text)}
+
+
 def make_inputs(text, seed):
     import torch
     gen = torch.Generator().manual_seed(seed)
     inputs = {}
     floats = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
     for dtype, sizes, strides, index in INPUT.findall(text):
-        shape = [int(s) for s in sizes.split(",")] if sizes.strip() else []
+        shape = [eval(s, {}, hints(text)) for s in sizes.split(",")] if sizes.strip() else []
         if dtype in floats:
             t = torch.randn(shape, generator=gen).to(floats[dtype])
         elif dtype == "b8":
@@ -74,8 +82,8 @@ def test_scheduled_program_computes_the_same(path):
     after = without_comments(scheduled(path))
     for seed in range(2):
         inputs = make_inputs(before, seed)
-        expected = loop_interp.run(before, [t.clone() for t in inputs])
-        actual = loop_interp.run(after, [t.clone() for t in inputs])
+        expected = loop_interp.run(before, [t.clone() for t in inputs], hints(before))
+        actual = loop_interp.run(after, [t.clone() for t in inputs], hints(before))
         assert len(expected) == len(actual)
         # bf16 arithmetic that the scheduler forwards is no longer rounded in between (values stay
         # f32 inside a fused kernel): the two differ by that one rounding, relative 2^-8, no more.

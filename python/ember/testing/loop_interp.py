@@ -111,8 +111,8 @@ def parse(text):
     kernel = None
     for raw in text.splitlines():
         line = raw.split("  //")[0].strip()
-        if not line or line.startswith("//") or line.startswith("program "):
-            continue
+        if not line or line.startswith("//") or line.startswith("program ") or line.startswith("symbol "):
+            continue  # symbol lines: their values come from run()'s `symbols`
         if line.startswith("buffer "):
             m = _BUFFER.match(line)
             if not m:

@@ -5,6 +5,12 @@
 // read from ctx->buffers by id; a Temp is ctx->arena + its planned offset; a View is its base's
 // element 0 plus its own offset (in elements of the view's dtype). Kernels receive typed element-0
 // pointers and add Σ index·stride themselves, with the strides folded in as constants.
+//
+// A program with shape symbols (dynamic shapes): the entry reads their values from ctx->sym into
+// locals named like the symbols and passes each kernel those it uses, so sizes, strides and view
+// offsets are expressions over them. Its memory is planned per call on the concrete sizes
+// (memory_plan.h), so a Temp's address comes from ctx->buffers like an Input's (the runtime
+// writes arena + offset there).
 #include <algorithm>
 #include <unordered_set>
 
@@ -44,13 +50,15 @@ const char* kind_name(Buffer::Kind kind) {
 struct Place {
   std::string root;          // "ctx->buffers[3]" (a void*) or "ctx->arena" (a char*)
   BufferId root_buffer = -1; // the buffer that owns the memory (views followed)
-  int64_t bytes = 0;
+  sym::Expr bytes = 0;       // constant unless a view's offset is symbolic
 };
 
 class ProgramEmitter {
  public:
   ProgramEmitter(const Program& p, const memory::MemoryPlan& plan, const CppOptions& o)
-      : program_(p), plan_(plan), options_(o) {}
+      : program_(p), plan_(plan), options_(o), symbolic_(!p.symbols.empty()) {
+    symbols_.program = &p;
+  }
 
   CppSource emit() {
     check_buffers();
@@ -76,6 +84,8 @@ class ProgramEmitter {
     }
 
     out += "extern \"C\" int " + src.entry + "(ember_ctx* ctx) {\n";
+    for (size_t k = 0; k < program_.symbols.size(); ++k)
+      out += "  const int64_t " + program_.symbols[k].name + " = ctx->sym[" + std::to_string(k) + "];\n";
     int number = 0;
     for (const loop_ir::Step& step : program_.steps) {
       const size_t index = static_cast<size_t>(step.index);
@@ -92,7 +102,8 @@ class ProgramEmitter {
       std::string call = "  " + k.name + "(";
       for (size_t p = 0; p < code.params.size(); ++p)
         call += (p ? ", " : "") + typed_pointer(code.params[p].buffer);
-      if (code.uses_ctx) call += std::string(code.params.empty() ? "" : ", ") + "ctx";
+      for (const std::string& name : code.symbols) call += (call.back() == '(' ? "" : ", ") + name;
+      if (code.uses_ctx) call += std::string(call.back() == '(' ? "" : ", ") + "ctx";
       out += call + ");\n";
       if (code.uses_ctx) out += "  if (ctx->error != 0) return 1;\n";
     }
@@ -107,17 +118,19 @@ class ProgramEmitter {
                          std::to_string(program_.buffers.size()) + " buffers");
     for (const Buffer& b : program_.buffers) {
       require_supported(b.dtype, "%" + b.name());
-      const int64_t span = span_elements(b);
-      const int64_t offset = constant_of(b.offset, "the offset of %" + b.name());
+      for (const sym::Expr& e : b.sizes) hint_of(program_, e, "a size of %" + b.name());
+      for (const sym::Expr& e : b.strides) hint_of(program_, e, "a stride of %" + b.name());
+      hint_of(program_, b.offset, "the offset of %" + b.name());
+      const int64_t span = symbolic_ ? 0 : span_elements(b);
       if (b.kind == Buffer::Kind::View) {
         if (b.base < 0 || static_cast<size_t>(b.base) >= program_.buffers.size() || b.base == b.id)
           throw CodegenError("view %" + b.name() + " has no valid base");
         continue;
       }
-      if (offset != 0)
-        throw CodegenError("%" + b.name() + " (" + kind_name(b.kind) + ") has offset " + std::to_string(offset) +
+      if (b.offset != sym::Expr(0))
+        throw CodegenError("%" + b.name() + " (" + kind_name(b.kind) + ") has offset " + b.offset.str() +
                            "; only views may start past element 0");
-      if (b.kind != Buffer::Kind::Temp) continue;
+      if (b.kind != Buffer::Kind::Temp || symbolic_) continue;  // symbolic: placed per call
       const int64_t at = plan_.offsets[static_cast<size_t>(b.id)];
       const int64_t bytes = span * ir::dtype_itemsize(b.dtype);
       if (at < 0 || at % 64 != 0 || at + bytes > plan_.arena_bytes)
@@ -134,10 +147,12 @@ class ProgramEmitter {
       case Buffer::Kind::Input:
       case Buffer::Kind::Output:
       case Buffer::Kind::Extern: return Place{"ctx->buffers[" + std::to_string(id) + "]", id, 0};
-      case Buffer::Kind::Temp: return Place{"ctx->arena", id, plan_.offsets[static_cast<size_t>(id)]};
+      case Buffer::Kind::Temp:
+        if (symbolic_) return Place{"ctx->buffers[" + std::to_string(id) + "]", id, 0};
+        return Place{"ctx->arena", id, plan_.offsets[static_cast<size_t>(id)]};
       case Buffer::Kind::View: {
         Place p = place(b.base, depth + 1);
-        p.bytes += b.offset.constant() * ir::dtype_itemsize(b.dtype);
+        p.bytes = p.bytes + b.offset * ir::dtype_itemsize(b.dtype);
         return p;
       }
     }
@@ -148,9 +163,10 @@ class ProgramEmitter {
     const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
     const Place p = place(id);
     const std::string t = storage_type(b.dtype);
-    if (p.root == "ctx->arena") return "reinterpret_cast<" + t + "*>(ctx->arena + " + std::to_string(p.bytes) + ")";
-    if (p.bytes == 0) return "static_cast<" + t + "*>(" + p.root + ")";
-    return "reinterpret_cast<" + t + "*>(static_cast<char*>(" + p.root + ") + " + std::to_string(p.bytes) + ")";
+    const std::string bytes = p.bytes.is_constant() ? std::to_string(p.bytes.constant()) : "(" + c_index(p.bytes, symbols_) + ")";
+    if (p.root == "ctx->arena") return "reinterpret_cast<" + t + "*>(ctx->arena + " + bytes + ")";
+    if (p.bytes == sym::Expr(0)) return "static_cast<" + t + "*>(" + p.root + ")";
+    return "reinterpret_cast<" + t + "*>(static_cast<char*>(" + p.root + ") + " + bytes + ")";
   }
 
   std::string describe(const Buffer& b) const {
@@ -164,6 +180,7 @@ class ProgramEmitter {
       case Buffer::Kind::Output:
       case Buffer::Kind::Extern: return s + ": ctx->buffers[" + std::to_string(b.id) + "]";
       case Buffer::Kind::Temp:
+        if (symbolic_) return s + ": ctx->buffers[" + std::to_string(b.id) + "] (planned per call)";
         return s + ": arena + " + std::to_string(plan_.offsets[static_cast<size_t>(b.id)]);
       case Buffer::Kind::View: return s + " of %b" + std::to_string(b.base) + " + " + b.offset.str();
     }
@@ -200,11 +217,11 @@ class ProgramEmitter {
     return false;
   }
 
-  // Byte range [first, last) a buffer can touch, relative to its root.
+  // Byte range [first, last) a buffer can touch, relative to its root (constant sizes only).
   std::pair<int64_t, int64_t> byte_range(BufferId id) const {
     const Buffer& b = program_.buffers.at(static_cast<size_t>(id));
-    const Place p = place(id);
-    return {p.bytes, p.bytes + span_elements(b) * ir::dtype_itemsize(b.dtype)};
+    const int64_t first = place(id).bytes.constant();
+    return {first, first + span_elements(b) * ir::dtype_itemsize(b.dtype)};
   }
 
   // __restrict on every pointer is sound when every written buffer's memory is known to be
@@ -225,7 +242,9 @@ class ProgramEmitter {
         const Place po = place(other.buffer);
         const Buffer& other_root = program_.buffers.at(static_cast<size_t>(po.root_buffer));
         if (po.root_buffer == pw.root_buffer) return false;
-        if (temp && other_root.kind == Buffer::Kind::Temp) {
+        // A symbolic program's temporaries are placed per call by the same planner, whose live
+        // ranges keep every two temporaries one step touches apart (memory_plan.h).
+        if (temp && other_root.kind == Buffer::Kind::Temp && !symbolic_) {
           auto a = byte_range(w.buffer), b = byte_range(other.buffer);
           if (a.first < b.second && b.first < a.second) return false;  // the planner reused the space
         }
@@ -237,6 +256,8 @@ class ProgramEmitter {
   const Program& program_;
   const memory::MemoryPlan& plan_;
   const CppOptions& options_;
+  const bool symbolic_;  // has shape symbols: temporaries are placed per call
+  IndexSymbols symbols_;
 };
 
 }  // namespace

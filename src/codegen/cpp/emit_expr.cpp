@@ -91,6 +91,28 @@ int64_t constant_of(const sym::Expr& e, const std::string& what) {
   return e.constant();
 }
 
+bool is_shape_symbol(const Program& program, const std::string& name) {
+  for (const sym::SymbolInfo& s : program.symbols)
+    if (s.name == name) return true;
+  return false;
+}
+
+int64_t hint_of(const Program& program, const sym::Expr& e, const std::string& what) {
+  if (e.is_constant()) return e.constant();
+  std::map<std::string, int64_t> hints;
+  for (const sym::SymbolInfo& s : program.symbols) hints.emplace(s.name, s.hint);
+  try {
+    return sym::evaluate(e, hints);
+  } catch (const std::invalid_argument&) {
+    throw CodegenError(what + " (" + e.str() + ") is symbolic over a symbol the program does not declare");
+  }
+}
+
+void collect_shape_symbols(const Program& program, const sym::Expr& e, std::set<std::string>& names) {
+  if (e.kind() == sym::ExprKind::Symbol && is_shape_symbol(program, e.symbol_name())) names.insert(e.symbol_name());
+  for (const sym::Expr& o : e.operands()) collect_shape_symbols(program, o, names);
+}
+
 namespace {
 
 bool is_loop_variable(const std::string& name) {
@@ -100,12 +122,17 @@ bool is_loop_variable(const std::string& name) {
   return true;
 }
 
-// True when `e` is certainly >= 0: loop variables are, and so are values a check_index passed.
+bool names_shape_symbol(const IndexSymbols& symbols, const std::string& name) {
+  return symbols.program != nullptr && is_shape_symbol(*symbols.program, name);
+}
+
+// True when `e` is certainly >= 0: loop variables and sizes are, and so are values a check_index
+// passed.
 bool non_negative(const sym::Expr& e, const IndexSymbols& symbols) {
   switch (e.kind()) {
     case sym::ExprKind::Constant: return e.constant() >= 0;
     case sym::ExprKind::Symbol: {
-      if (is_loop_variable(e.symbol_name())) return true;
+      if (is_loop_variable(e.symbol_name()) || names_shape_symbol(symbols, e.symbol_name())) return true;
       const Node* n = symbols.node_of ? symbols.node_of(e.symbol_name()) : nullptr;
       return n != nullptr && n->op == ScalarOp::CheckIndex;
     }
@@ -160,11 +187,11 @@ std::string print_index(const sym::Expr& e, const IndexSymbols& symbols) {
     case sym::ExprKind::Constant: return integer_text(e.constant());
     case sym::ExprKind::Symbol: {
       const std::string& name = e.symbol_name();
-      if (is_loop_variable(name)) return name;
+      if (is_loop_variable(name) || names_shape_symbol(symbols, name)) return name;
       const Node* n = symbols.node_of ? symbols.node_of(name) : nullptr;
       if (n == nullptr)
         throw CodegenError("index symbol '" + name +
-                           "' is neither a loop variable nor an integer node: C++ code generation needs constant sizes");
+                           "' is neither a loop variable, a shape symbol nor an integer node");
       if (n->dtype == DType::Int64) return name;
       return "static_cast<int64_t>(" + name + ")";
     }

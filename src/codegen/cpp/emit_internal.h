@@ -43,13 +43,22 @@ std::string round_to_storage(DType dt, const std::string& x);
 std::string literal(const loop_ir::Scalar& value, DType dt);
 int64_t constant_of(const sym::Expr& e, const std::string& what);  // CodegenError if symbolic
 
-// How index expressions read the kernel's integer nodes (`t<n>` symbols).
+// Shape symbols (the program's `symbols`) are int64 locals of the same name in the entry and in
+// every kernel that mentions one (its parameters), so an expression over them prints as itself.
+bool is_shape_symbol(const Program& program, const std::string& name);
+// `e` with every shape symbol at its hint: the value heuristics (unrolling, the parallel layout)
+// decide on; never what correctness depends on. CodegenError when `e` mentions another symbol.
+int64_t hint_of(const Program& program, const sym::Expr& e, const std::string& what);
+// The shape symbols `e` mentions, added to `names`.
+void collect_shape_symbols(const Program& program, const sym::Expr& e, std::set<std::string>& names);
+
+// How index expressions read the kernel's integer nodes (`t<n>` symbols) and shape symbols.
 struct IndexSymbols {
   std::function<const Node*(const std::string& name)> node_of;  // nullptr: not a node symbol
+  const Program* program = nullptr;                              // its shape symbols print as names
 };
-// `e` as a C++ int64 expression. Loop variables i<k>/r<k> print as themselves, t<n> as the node's
-// variable (widened to int64 when narrower); any other symbol is a CodegenError (sizes must be
-// constant by now).
+// `e` as a C++ int64 expression. Loop variables i<k>/r<k> and shape symbols print as themselves,
+// t<n> as the node's variable (widened to int64 when narrower); any other symbol is a CodegenError.
 std::string c_index(const sym::Expr& e, const IndexSymbols& symbols);
 // The coefficient of `var` if `e` is affine in it with a constant coefficient (0 if absent);
 // nullopt when `var` appears under floordiv, mod, max, min or multiplied by a symbol.
@@ -142,7 +151,8 @@ struct KernelParam {
 };
 struct KernelCode {
   std::string text;                  // the static function, with its comment block
-  std::vector<KernelParam> params;   // in signature order (then `ctx` when uses_ctx)
+  std::vector<KernelParam> params;   // in signature order (then `symbols`, then `ctx` when uses_ctx)
+  std::vector<std::string> symbols;  // shape symbols it reads, in the program's order (int64 parameters)
   bool uses_ctx = false;             // has check_index: takes ember_ctx* and may set an error
 };
 // `restrict_ok`: every pointer parameter may be __restrict (no two may alias).

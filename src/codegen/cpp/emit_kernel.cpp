@@ -46,8 +46,10 @@ constexpr int kCarryBlock = 64;
 struct VectorChoice {
   bool vector = false;
   std::string var;
-  int64_t extent = 0;
-  std::string reason;  // why scalar, when not vector
+  int64_t extent = 0;       // at the hints when symbolic (heuristics only)
+  std::string extent_text;  // its C++ spelling: a constant, or an expression over shape symbols
+  bool symbolic = false;
+  std::string reason;       // why scalar, when not vector
 };
 
 struct KernelEmitter {
@@ -55,14 +57,19 @@ struct KernelEmitter {
   const Kernel& kernel;
   const CppOptions& options;
   NodeEnv env;
-  std::vector<int64_t> outer;               // extents of i0, i1, ...
-  std::vector<std::vector<int64_t>> loops;  // extents of each loop's r0, r1, ...
+  // Extents of i0, i1, ... and of each loop's r0, r1, ...: symbolic ones at their hints, for
+  // heuristics; code and correctness use kernel.ranges and kernel.loops.
+  std::vector<int64_t> outer;
+  std::vector<std::vector<int64_t>> loops;
+  bool symbolic_outer = false;              // some outer extent is symbolic
+  bool symbolic_loops = false;              // some loop extent is symbolic
   LoopReuse reuse;                          // values kept in scratch between loops
   // Row pipelining (see can_pipeline_rows): loop 0 of outer point i0 + 1 runs inside the last
   // loop of point i0; `shifted` holds loop 0's nodes with i0 replaced by i0 + 1.
   bool pipelined = false;
   std::map<NodeId, Node> shifted;
   bool emit_shifted = false;                // vector_node takes loop 0's nodes from `shifted`
+  std::string parallel_if;                  // " if(<work> >= <threshold>)" when the work is symbolic
   std::string out;
 
   KernelEmitter(const Program& p, const Kernel& k, const CppOptions& o, std::vector<std::string>* sites)
@@ -70,6 +77,7 @@ struct KernelEmitter {
     env.program = &p;
     env.kernel = &k;
     for (size_t i = 0; i < k.nodes.size(); ++i) env.position[k.nodes[i].id] = i;
+    env.symbols.program = &p;
     env.symbols.node_of = [this](const std::string& sym) -> const Node* {
       if (sym.size() < 2 || sym[0] != 't') return nullptr;
       for (size_t c = 1; c < sym.size(); ++c)
@@ -81,15 +89,22 @@ struct KernelEmitter {
     };
     env.next_label = k.name + "_next";
     env.check_sites = sites;
-    for (size_t d = 0; d < k.ranges.size(); ++d)
-      outer.push_back(constant_of(k.ranges[d], "range i" + std::to_string(d) + " of kernel " + k.name));
+    for (size_t d = 0; d < k.ranges.size(); ++d) {
+      outer.push_back(hint_of(p, k.ranges[d], "range i" + std::to_string(d) + " of kernel " + k.name));
+      symbolic_outer = symbolic_outer || !k.ranges[d].is_constant();
+    }
     for (size_t l = 0; l < k.loops.size(); ++l) {
       loops.emplace_back();
-      for (size_t d = 0; d < k.loops[l].ranges.size(); ++d)
-        loops.back().push_back(constant_of(k.loops[l].ranges[d], "range r" + std::to_string(d) + " of loop " +
-                                                                     std::to_string(l) + " of kernel " + k.name));
+      for (size_t d = 0; d < k.loops[l].ranges.size(); ++d) {
+        const sym::Expr& e = k.loops[l].ranges[d];
+        loops.back().push_back(
+            hint_of(p, e, "range r" + std::to_string(d) + " of loop " + std::to_string(l) + " of kernel " + k.name));
+        symbolic_loops = symbolic_loops || !e.is_constant();
+      }
     }
   }
+
+  std::string extent(const sym::Expr& e) const { return c_index(e, env.symbols); }
 
   bool pointwise() const {
     for (const auto& l : loops)
@@ -105,13 +120,18 @@ struct KernelEmitter {
 
   static bool is_reduction(const Node& n) { return loop_ir::op_info(n.op).cls == loop_ir::OpClass::Reduce; }
 
-  VectorChoice choose(const std::string& var, int64_t extent, const std::function<bool(NodeId)>& inside,
-                      bool allow_reductions) const {
+  // A symbolic extent may be anything from 0 up at run time: the masked tail serves every value.
+  VectorChoice choose(const std::string& var, const sym::Expr& extent_expr,
+                      const std::function<bool(NodeId)>& inside, bool allow_reductions) const {
     VectorChoice c;
     c.var = var;
-    c.extent = extent;
-    if (extent <= 1) {
-      c.reason = var + " has extent " + std::to_string(extent);
+    c.extent = hint_of(program, extent_expr, var);
+    // Parenthesized unless atomic: vector code spells `e % ev::VecF::kSize` and `e - e % ...`.
+    const bool atom = extent_expr.kind() == sym::ExprKind::Constant || extent_expr.kind() == sym::ExprKind::Symbol;
+    c.extent_text = atom ? extent(extent_expr) : "(" + extent(extent_expr) + ")";
+    c.symbolic = !extent_expr.is_constant();
+    if (!c.symbolic && c.extent <= 1) {
+      c.reason = var + " has extent " + std::to_string(c.extent);
       return c;
     }
     for (const Node& n : kernel.nodes) {
@@ -189,10 +209,10 @@ struct KernelEmitter {
   void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
                      bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr) {
     if (!emitted) emitted = inside;
-    const std::string e = std::to_string(v.extent);
+    const std::string& e = v.extent_text;
     const int outer_depth = depth;
     if (unroll > 1) line(depth++, "{");  // scopes the step variable of the unrolled loops
-    if (parallel_chunks) line(depth, "#pragma omp parallel for schedule(static)");
+    if (parallel_chunks) line(depth, "#pragma omp parallel for schedule(static)" + parallel_if);
     if (chunked) {
       // A counted loop over whole vectors, so OpenMP can split it.
       line(depth, "for (int64_t c = 0; c < " + e + " / ev::VecF::kSize; ++c) {");
@@ -263,9 +283,13 @@ struct KernelEmitter {
       const int nl = env.node(id).loop;
       return nl == l || (with_loop0 && nl == 0);
     };
-    const std::vector<int64_t>& ext = loops[static_cast<size_t>(l)];
-    const int unroll = v.vector && loop_has_reductions(emitted) && v.extent >= kUnrollMinExtent ? kReductionUnroll : 1;
-    if (unroll > 1 && v.extent >= kCarryMinExtent)
+    // A symbolic extent unrolls and carries: its run-time value may be long (the unrolled loop and
+    // the carry cost nothing on short rows, and the carry is what keeps long sums accurate).
+    const std::vector<sym::Expr>& ext = kernel.loops[static_cast<size_t>(l)].ranges;
+    const int unroll = v.vector && loop_has_reductions(emitted) && (v.symbolic || v.extent >= kUnrollMinExtent)
+                           ? kReductionUnroll
+                           : 1;
+    if (unroll > 1 && (v.symbolic || v.extent >= kCarryMinExtent))
       for (const Node& n : kernel.nodes)
         if (emitted(n.id) && (n.op == ScalarOp::ReduceSum || n.op == ScalarOp::WelfordMean ||
                               n.op == ScalarOp::WelfordM2))
@@ -302,7 +326,7 @@ struct KernelEmitter {
     for (size_t d = 0; d < nest; ++d) {
       const std::string r = "r" + std::to_string(d);
       line(depth + static_cast<int>(d),
-           "for (int64_t " + r + " = 0; " + r + " < " + std::to_string(ext[d]) + "; ++" + r + ") {");
+           "for (int64_t " + r + " = 0; " + r + " < " + extent(ext[d]) + "; ++" + r + ") {");
     }
     const int inner = depth + static_cast<int>(nest);
     if (v.vector) {
@@ -373,13 +397,14 @@ sym::Expr next_row(const sym::Expr& e) {
 // loads (unmasked, of buffers the kernel never writes, nothing stored into an input or extern
 // result), computes and reduces (sum, prod, max, min), none of it kept for a later loop; the last
 // loop reduces nothing itself; no index checks. Index values of loop 0 shift with its loads.
-bool can_pipeline_rows(const NodeEnv& env, const std::vector<int64_t>& outer,
-                       const std::vector<std::vector<int64_t>>& loops, const std::vector<bool>& vector_loop,
-                       const LoopReuse& reuse) {
+// A symbolic row count may be 1 at run time: the branch for the last row (no next row) serves it.
+bool can_pipeline_rows(const NodeEnv& env, const std::vector<bool>& vector_loop, const LoopReuse& reuse) {
   const Kernel& k = *env.kernel;
   const Program& p = *env.program;
-  const size_t last = loops.size() - 1;
-  if (outer.size() != 1 || outer[0] < 2 || loops.size() < 2 || loops[0].empty() || loops[0] != loops[last])
+  const std::vector<sym::Expr>& outer = k.ranges;
+  const size_t last = k.loops.size() - 1;
+  if (outer.size() != 1 || (outer[0].is_constant() && outer[0].constant() < 2) || k.loops.size() < 2 ||
+      k.loops[0].ranges.empty() || k.loops[0].ranges != k.loops[last].ranges)
     return false;
   if (!vector_loop[0] || !vector_loop[last]) return false;
   for (const Node& n : k.nodes) {
@@ -426,11 +451,47 @@ std::string param_type(const Buffer& b, bool written, bool restrict_ok) {
          std::to_string(b.id);
 }
 
-std::string ranges_text(const std::vector<int64_t>& ext, char var) {
+std::string ranges_text(const std::vector<sym::Expr>& ext, char var) {
   std::string s = "[";
-  for (size_t d = 0; d < ext.size(); ++d)
-    s += (d ? ", " : "") + std::string(1, var) + std::to_string(d) + " < " + std::to_string(ext[d]);
+  for (size_t d = 0; d < ext.size(); ++d) s += (d ? ", " : "") + std::string(1, var) + std::to_string(d) + " < " + ext[d].str();
   return s + "]";
+}
+
+// Outer points × the trip counts of the loops run at each point (at least 1 when constant; a
+// symbolic trip count of 0 means no work, rightly serial): the work the parallel threshold is
+// measured against.
+sym::Expr work_of(const Kernel& kernel) {
+  sym::Expr points = 1, per_point = 0;
+  for (const sym::Expr& e : kernel.ranges) points = points * e;
+  for (const loop_ir::Loop& l : kernel.loops) {
+    sym::Expr trip = 1;
+    for (const sym::Expr& e : l.ranges) trip = trip * e;
+    per_point = per_point + trip;
+  }
+  return points * (per_point.is_constant() ? sym::Expr(std::max<int64_t>(per_point.constant(), 1)) : per_point);
+}
+
+// The shape symbols a kernel's code reads: its extents, index expressions and check bounds, and
+// the sizes and strides of the buffers it addresses.
+std::vector<std::string> kernel_symbols(const Program& program, const Kernel& kernel,
+                                        const std::vector<KernelParam>& params) {
+  std::set<std::string> names;
+  for (const sym::Expr& e : kernel.ranges) collect_shape_symbols(program, e, names);
+  for (const loop_ir::Loop& l : kernel.loops)
+    for (const sym::Expr& e : l.ranges) collect_shape_symbols(program, e, names);
+  for (const Node& n : kernel.nodes) {
+    for (const sym::Expr& e : n.index) collect_shape_symbols(program, e, names);
+    collect_shape_symbols(program, n.bound, names);
+  }
+  for (const KernelParam& p : params) {
+    const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
+    for (const sym::Expr& e : b.sizes) collect_shape_symbols(program, e, names);
+    for (const sym::Expr& e : b.strides) collect_shape_symbols(program, e, names);
+  }
+  std::vector<std::string> ordered;
+  for (const sym::SymbolInfo& s : program.symbols)
+    if (names.count(s.name)) ordered.push_back(s.name);
+  return ordered;
 }
 
 }  // namespace
@@ -456,6 +517,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   KernelCode code;
   code.params = kernel_params(kernel);
   code.uses_ctx = k.has_checks();
+  code.symbols = kernel_symbols(program, kernel, code.params);
   for (const KernelParam& p : code.params) require_supported(program.buffers.at(p.buffer).dtype, "buffer %b" + std::to_string(p.buffer));
 
   // Vectorization: one choice for a pointwise kernel, one per loop with ranges otherwise.
@@ -467,21 +529,22 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     if (rank == 0) {
       point_choice.reason = "no outer loop";
     } else {
-      point_choice = k.choose("i" + std::to_string(rank - 1), k.outer.back(), [](NodeId) { return true; }, false);
+      point_choice = k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, false);
     }
   } else {
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) continue;
       auto inside = [&k, l](NodeId id) { return k.env.node(id).loop == static_cast<int>(l); };
-      loop_choice[l] = k.choose("r" + std::to_string(k.loops[l].size() - 1), k.loops[l].back(), inside, true);
+      loop_choice[l] = k.choose("r" + std::to_string(k.loops[l].size() - 1), kernel.loops[l].ranges.back(), inside, true);
     }
   }
 
   if (!pointwise) {
     std::vector<bool> vector_loop;
     for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
-    k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
-    k.pipelined = can_pipeline_rows(k.env, k.outer, k.loops, vector_loop, k.reuse);
+    // Scratch arrays are sized by the loops' extents: none for symbolic ones.
+    if (!k.symbolic_loops) k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
+    k.pipelined = can_pipeline_rows(k.env, vector_loop, k.reuse);
     if (k.pipelined)
       for (const Node& n : kernel.nodes)
         if (n.loop == 0) {
@@ -491,16 +554,12 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
         }
   }
 
-  // Parallelism: outer points × the trip counts of the loops run at each point.
-  int64_t points = 1;
-  for (int64_t e : k.outer) points *= e;
-  int64_t per_point = 0;
-  for (const auto& l : k.loops) {
-    int64_t trip = 1;
-    for (int64_t e : l) trip *= e;
-    per_point += trip;
-  }
-  const int64_t work = points * std::max<int64_t>(per_point, 1);
+  // Parallelism: outer points × the trip counts of the loops run at each point. With symbolic
+  // extents the layout (over outer points or over vector chunks) is chosen at the hints and the
+  // threshold is tested at run time (an OpenMP if clause), where a static kernel decides here.
+  const sym::Expr work_expr = work_of(kernel);
+  const bool symbolic_work = !work_expr.is_constant();
+  const int64_t work = hint_of(program, work_expr, "the work of kernel " + kernel.name);
   const bool vector_points = pointwise && point_choice.vector;
   const size_t parallel_dims = vector_points ? rank - 1 : rank;
   int64_t parallel_points = 1;
@@ -509,7 +568,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   std::string parallel_note;
   if (!options.openmp) {
     parallel_note = "serial: OpenMP off";
-  } else if (work < options.parallel_threshold) {
+  } else if (!symbolic_work && work < options.parallel_threshold) {
     parallel_note = "serial: work " + std::to_string(work) + " < " + std::to_string(options.parallel_threshold);
   } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2) ||
              (parallel_points >= 2 && work / parallel_points < options.parallel_threshold)) {
@@ -522,10 +581,17 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   } else {
     parallel_note = "serial: one outer point (a parallel reduction is not implemented)";
   }
+  std::string parallel_if;
+  if (symbolic_work && (parallel_outer || parallel_chunks)) {
+    const std::string test = k.extent(work_expr) + " >= " + std::to_string(options.parallel_threshold);
+    parallel_if = " if(" + test + ")";
+    parallel_note += ", when " + test;
+    k.parallel_if = parallel_if;
+  }
 
   // The comment block: decisions, then the kernel's loop IR.
   std::string& out = k.out;
-  out += "// kernel " + kernel.name + ": outer " + ranges_text(k.outer, 'i') + "; " + parallel_note + "\n";
+  out += "// kernel " + kernel.name + ": outer " + ranges_text(kernel.ranges, 'i') + "; " + parallel_note + "\n";
   if (pointwise) {
     out += "//   pointwise: " +
            (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") + "\n";
@@ -541,7 +607,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
           what += "; %t" + std::to_string(id) + " kept in " + scratch +
                   (k.reuse.in_output.count(scratch) ? " (the output row)" : "");
       if (k.pipelined && l + 1 == k.loops.size()) what += "; also runs loop 0 for i0 + 1";
-      out += "//   loop " + std::to_string(l) + " " + ranges_text(k.loops[l], 'r') + ": " + what + "\n";
+      out += "//   loop " + std::to_string(l) + " " + ranges_text(kernel.loops[l].ranges, 'r') + ": " + what + "\n";
     }
   }
   {
@@ -559,7 +625,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   std::string sig = "static void " + kernel.name + "(";
   for (size_t p = 0; p < code.params.size(); ++p)
     sig += (p ? ", " : "") + param_type(program.buffers.at(code.params[p].buffer), code.params[p].written, restrict_ok);
-  if (code.uses_ctx) sig += std::string(code.params.empty() ? "" : ", ") + "ember_ctx* ctx";
+  for (const std::string& name : code.symbols) sig += std::string(sig.back() == '(' ? "" : ", ") + "const int64_t " + name;
+  if (code.uses_ctx) sig += std::string(sig.back() == '(' ? "" : ", ") + "ember_ctx* ctx";
   out += sig + ") {\n";
 
   // Outer loops.
@@ -567,7 +634,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   const size_t nested = vector_points ? rank - 1 : rank;
   if (k.pipelined) {
     // Per thread: the row whose loop 0 values were computed ahead, and those values.
-    if (parallel_outer) k.line(depth, "#pragma omp parallel");
+    if (parallel_outer) k.line(depth, "#pragma omp parallel" + parallel_if);
     k.line(depth++, "{");
     k.line(depth, "int64_t pipe_row = -1;");
     for (const Node& n : kernel.nodes)
@@ -576,11 +643,11 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     if (parallel_outer) k.line(depth, "#pragma omp for schedule(static)");
   } else if (parallel_outer) {
     k.line(depth, "#pragma omp parallel for schedule(static)" +
-                      (nested > 1 ? " collapse(" + std::to_string(nested) + ")" : std::string()));
+                      (nested > 1 ? " collapse(" + std::to_string(nested) + ")" : std::string()) + parallel_if);
   }
   for (size_t d = 0; d < nested; ++d) {
     const std::string i = "i" + std::to_string(d);
-    k.line(depth++, "for (int64_t " + i + " = 0; " + i + " < " + std::to_string(k.outer[d]) + "; ++" + i + ") {");
+    k.line(depth++, "for (int64_t " + i + " = 0; " + i + " < " + k.extent(kernel.ranges[d]) + "; ++" + i + ") {");
   }
   k.line(depth, "{");
   ++depth;
@@ -618,7 +685,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       } else if (k.pipelined && l + 1 == k.loops.size()) {
         // The last row of all has no next row to read.
         std::set<NodeId> b2 = broadcasts, d2 = divisors;
-        k.line(depth, "if (i0 + 1 < " + std::to_string(k.outer[0]) + ") {");
+        k.line(depth, "if (i0 + 1 < " + k.extent(kernel.ranges[0]) + ") {");
         k.ranged_loop(static_cast<int>(l), loop_choice[l], broadcasts, divisors, depth + 1, true);
         k.line(depth, "} else {");
         k.ranged_loop(static_cast<int>(l), loop_choice[l], b2, d2, depth + 1);

@@ -258,13 +258,13 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
         return;
       }
       if (n.op == loop_ir::ScalarOp::CheckIndex) {
-        const int64_t bound = constant_of(n.bound, "the bound of check_index %t" + std::to_string(n.id));
+        const std::string bound = c_index(n.bound, env.symbols);  // a constant, or over shape symbols
         const int site = static_cast<int>(env.check_sites->size());
         env.check_sites->push_back(env.kernel->name + " %t" + std::to_string(n.id));
         out += def + operand(0) + ";\n";
-        out += indent + "if (" + name(n.id) + " < 0 || " + name(n.id) + " >= " + std::to_string(bound) + ") {\n";
+        out += indent + "if (" + name(n.id) + " < 0 || " + name(n.id) + " >= " + bound + ") {\n";
         out += indent + "  ember::rt::report_index_error(ctx, " + std::to_string(site) + ", " + name(n.id) + ", " +
-               std::to_string(bound) + ");\n";
+               bound + ");\n";
         out += indent + "  goto " + env.next_label + ";\n";
         out += indent + "}\n";
         return;

@@ -12,6 +12,7 @@
 // same inputs); only values with a transcendental op in them are cached (loading a cheap value
 // costs about what recomputing it does); scratch stays small enough for L1/L2 (kMaxScratch).
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "codegen/cpp/emit_internal.h"
@@ -92,13 +93,14 @@ std::optional<std::string> output_row_scratch(const NodeEnv& env, const std::vec
   for (size_t d = 0; d < outer.size(); ++d) {
     std::optional<int64_t> c = linear_coefficient(offset, "i" + std::to_string(d));
     if (!c) return std::nullopt;
-    if (outer[d] > 1) strides.push_back({*c < 0 ? -*c : *c, outer[d]});
+    if (outer[d] > 1 || outer[d] < 0) strides.push_back({*c < 0 ? -*c : *c, outer[d]});
   }
   std::sort(strides.begin(), strides.end());
+  // A symbolic extent (-1) spans an unknown length: only the largest stride may have one.
   int64_t span = elements;
   for (const auto& [stride, extent] : strides) {
     if (stride < span) return std::nullopt;
-    span = stride * extent;
+    span = extent < 0 ? std::numeric_limits<int64_t>::max() : stride * extent;
   }
   return "b" + std::to_string(store->buffer) + " + " + c_index(offset, env.symbols);
 }
@@ -182,8 +184,8 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
     }
   }
   if (plan.load_instead.empty()) return plan;
-  std::vector<int64_t> outer;
-  for (const sym::Expr& r : k.ranges) outer.push_back(constant_of(r, "an outer range"));
+  std::vector<int64_t> outer;  // -1: symbolic
+  for (const sym::Expr& r : k.ranges) outer.push_back(r.is_constant() ? r.constant() : -1);
   for (const auto& [name, elements] : plan.scratch) {
     std::vector<NodeId> readers;
     int l2 = -1;

@@ -336,6 +336,8 @@ class KernelEmitter {
 }  // namespace
 
 TritonSource emit_triton(const Program& program, const memory::MemoryPlan& plan, const TritonOptions& options) {
+  // Sizes as kernel arguments (with divisibility specialization where guarded) are a later round.
+  if (!program.symbols.empty()) throw sym::SymbolicUnsupported("triton: symbolic sizes are not built yet");
   if (plan.offsets.size() != program.buffers.size())
     throw CodegenError("the memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
                        std::to_string(program.buffers.size()) + " buffers");

@@ -8,32 +8,12 @@
 #include "ir/graph.h"
 #include "passes/passes.h"
 #include "sym/expr.h"
+#include "check.h"
 
 using namespace ember;
 using ir::Arg;
 using ir::Node;
 using ir::Op;
-
-static int failures = 0;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
-      ++failures;                                                        \
-    }                                                                    \
-  } while (0)
-
-template <typename E>
-static bool throws(const std::function<void()>& f, const std::string& words) {
-  try {
-    f();
-  } catch (const E& e) {
-    if (std::string(e.what()).find(words) != std::string::npos) return true;
-    std::printf("  message was: %s\n", e.what());
-    return false;
-  }
-  return false;
-}
 
 static ir::TensorType t4() {
   ir::TensorType t;
@@ -235,10 +215,5 @@ int main() {
   node_queries();
   tables();
   sym_api();
-  if (failures) {
-    std::printf("%d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("all checks passed\n");
-  return 0;
+  return finish();
 }

@@ -5,26 +5,10 @@
 #include <string>
 
 #include "loop_ir/loop_ir.h"
+#include "../../ir/cpp/check.h"
 
 using namespace ember;
 using namespace ember::loop_ir;
-
-static int failures = 0;
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::printf("%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                       \
-    }                                                                   \
-  } while (0)
-#define CHECK_EQ_STR(a, b)                                                                          \
-  do {                                                                                              \
-    std::string x_ = (a), y_ = (b);                                                                 \
-    if (x_ != y_) {                                                                                 \
-      std::printf("%s:%d: %s\n  got:  %s\n  want: %s\n", __FILE__, __LINE__, #a, x_.c_str(), y_.c_str()); \
-      ++failures;                                                                                   \
-    }                                                                                               \
-  } while (0)
 
 static sym::Expr E(const char* text) { return sym::parse_expr(text); }
 
@@ -125,7 +109,5 @@ int main() {
   }
   CHECK(parse_threw);
 
-  if (failures) return 1;
-  std::printf("all checks passed\n");
-  return 0;
+  return finish();
 }

@@ -7,7 +7,8 @@
 // RTLD_LOCAL and talks to the runtime through this struct and one callback only, so it needs no
 // symbol from the extension and no Python.
 //
-// Protocol. The runtime fills `buffers` (element 0 of every Input and Output buffer, by buffer id),
+// Protocol. The runtime fills `buffers` (element 0 of every Input and Output buffer, by buffer id;
+// in a program with shape symbols, of every Temp too, since its memory is planned per call), `sym`,
 // `arena` (the memory plan's per-call allocation, 64-byte aligned) and the callback, then calls the
 // entry `int ember_entry(ember_ctx*)`. The entry runs the program's steps in order: kernels are
 // plain function calls; an extern step calls `call_extern(ctx, k)`, which runs torch and stores the
@@ -35,6 +36,9 @@ struct ember_ctx {
   int32_t error_site;  // which check: index into the program's check-site table (CppSource)
   int64_t error_value; // the offending index
   int64_t error_bound; // the exclusive bound it had to stay under
+  // The values of the program's shape symbols, in the order of Program::symbols (dynamic shapes);
+  // NULL for a program without symbols. Last, so that code built before it had the same offsets.
+  const int64_t* sym;
 };
 
 #define EMBER_ERROR_INDEX 1
