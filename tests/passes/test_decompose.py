@@ -182,7 +182,8 @@ def test_run_pass_names_unknown_pass_and_invalid_graph():
 def test_symbolic_sizes_decompose():
     # layer_norm over a static last dim and a view over symbolic sizes decompose (the count of a
     # reduction over a symbolic dim is a symbolic int); group_norm reads sizes as constants: it stays.
-    text = ("graph @g(%0: f32[s0, 8]{8, 1} cpu \"L['x']\") {\n"
+    text = ("symbol s0 hint=4\n"
+            "graph @g(%0: f32[s0, 8]{8, 1} cpu \"L['x']\") {\n"
             "  %1 = layer_norm(%0, (8,)) : f32[s0, 8]{8, 1} cpu\n"
             "  %2 = view(%0, -1) : f32[8*s0]{1} cpu\n"
             "  %3 = mean(%0, 0) : f32[8]{1} cpu\n"
