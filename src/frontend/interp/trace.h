@@ -322,9 +322,11 @@ class Trace {
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // Whether a call's arguments mention shape symbols (symbolic tensor types, size SymInts).
   bool has_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
-  // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn and the
-  // *_like forms) makes from symbolic arguments; nullopt where it cannot tell (the caller then
-  // specializes). Dtype and device come from the meta kernel.
+  // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn) makes from
+  // symbolic arguments, or a call that keeps its tensor's (the *_like factories, `.to`, dtype
+  // casts, clone, detach: a dense input's layout is preserved); nullopt where it cannot tell (the
+  // caller then specializes). Dtype and device come from the meta kernel, which must agree at the
+  // traced values.
   std::optional<ir::TensorType> symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // ShapeEnv::specialize on every symbol a call's arguments mention.

@@ -318,7 +318,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   }
   // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
   std::optional<ir::TensorType> factory_shape;
-  if (symbolic_args && !ruled && kind.makes_tensors()) factory_shape = symbolic_factory_shape(name, args, kwargs);
+  if (symbolic_args && !ruled) factory_shape = symbolic_factory_shape(name, args, kwargs);
   if (symbolic_args && !ruled && !factory_shape && kind.kind != CallableKind::Query) {
     // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
     // values alone. So the symbols this call sees become static (guarded) first.

@@ -2,6 +2,7 @@
 // symbols, sizes as Python values (size SymInts), calls on symbolic operands, and the shape guard.
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "frontend/interp/trace.h"
 
@@ -242,8 +243,10 @@ std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& n
     return nullptr;
   };
   ir::TensorType out;
-  if (fn == "zeros_like" || fn == "ones_like" || fn == "empty_like" || fn == "full_like" || fn == "rand_like" ||
-      fn == "randn_like") {
+  static const std::set<std::string> kLike = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                                               "randn_like", "to", "type_as", "float", "double", "half", "bfloat16",
+                                               "long", "int", "bool", "clone", "detach"};
+  if (kLike.count(fn)) {
     // torch's default memory format preserves a dense input's strides (inputs' layouts are dense).
     if (args.empty() || args[0]->kind != VarKind::Tensor || kwarg("memory_format")) return std::nullopt;
     out.sizes = args[0]->as<TensorVar>().type.sizes;
