@@ -93,7 +93,7 @@ def _listener(event, info, strict=False, mode="default"):
             _log.getChild("output_code").info("%s for %s:\n%s", info["code_language"], info["code"],
                                               info["code_text"])
         if info["code_language"] == "C++":
-            _warn_unbuilt(mode, False, stacklevel=4)
+            _warn_unbuilt(mode, stacklevel=4)
         site = (info["filename"], info["lineno"])
         if info["backend_error"]:
             where = f" compiling {info['code']} ({info['filename']}:{info['lineno']})"
@@ -214,17 +214,14 @@ _UNBUILT = {
                        "the CPU get the same CPU code as 'default'",
     "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it searches "
                     "kernel configurations for graphs on CUDA devices only",
-    "dynamic": "ember.compile(dynamic=True): dynamic shapes are not supported yet; every shape is specialized "
-               "and guarded (a new shape recompiles)",
 }
 _warned_unbuilt = set()
 
 
-def _warn_unbuilt(mode, dynamic, stacklevel=3):
-    for key in (mode, "dynamic" if dynamic else None):
-        if key in _UNBUILT and key not in _warned_unbuilt:
-            _warned_unbuilt.add(key)
-            warnings.warn(_UNBUILT[key], stacklevel=stacklevel)
+def _warn_unbuilt(mode, stacklevel=3):
+    if mode in _UNBUILT and mode not in _warned_unbuilt:
+        _warned_unbuilt.add(mode)
+        warnings.warn(_UNBUILT[mode], stacklevel=stacklevel)
 
 
 def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
@@ -235,7 +232,6 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if not callable(model):
         raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
     compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
-    _warn_unbuilt(None, dynamic)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         global _optimized_module_class
@@ -282,6 +278,10 @@ class ExplainOutput:
     # backward differentiates through torch autograd (autograd islands: no derivative rule).
     training: list = dataclasses.field(default_factory=list)
     autograd_islands: list = dataclasses.field(default_factory=list)
+    # Per graph: how many shape symbols it kept (dynamic shapes), and why the backend compiled it
+    # for the traced sizes instead ("" if it did not).
+    symbol_counts: list = dataclasses.field(default_factory=list)
+    shape_fallbacks: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -298,6 +298,10 @@ class ExplainOutput:
                     lines.append(f"Runs on the eager executor: {self.backend_fallbacks[i]}")
                 if self.cuda_graph_skips[i]:
                     lines.append(f"Runs without CUDA graphs: {self.cuda_graph_skips[i]}")
+                if self.symbol_counts[i]:
+                    lines.append(f"Shape symbols: {self.symbol_counts[i]}")
+                if self.shape_fallbacks[i]:
+                    lines.append(f"Compiled for the traced sizes: {self.shape_fallbacks[i]}")
                 if self.training[i]:
                     islands = self.autograd_islands[i]
                     lines.append("Training graph: compiled forward and backward" +
@@ -339,6 +343,8 @@ def explain(fn, **compile_kwargs):
             cuda_graph_skips=[info["cuda_graph_skip"] for info in graphs],
             training=[bool(info["partition"]) and not info["backend_fallback"] for info in graphs],
             autograd_islands=[list(info["autograd_islands"]) for info in graphs],
+            symbol_counts=[info["symbols"] for info in graphs],
+            shape_fallbacks=[info["shape_fallback"] for info in graphs],
         )
 
     return run
@@ -369,3 +375,27 @@ def disable(fn):
 
     wrapper._ember_disabled = True
     return wrapper
+
+
+def _mark_dims(t, dims, attribute):
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool) or not -t.dim() <= d < t.dim():
+            raise IndexError(f"dimension {d!r} out of range for a tensor of {t.dim()} dimensions")
+    marked = set(getattr(t, attribute, ()))
+    marked.update(d % t.dim() for d in dims)
+    setattr(t, attribute, marked)
+
+
+def mark_dynamic(t, dims):
+    """Compile `t`'s dimension(s) `dims` with symbolic sizes from the first call on (sizes 0 and 1
+    still specialize). Uses the attribute torch._dynamo.mark_dynamic sets, so either works."""
+    _mark_dims(t, dims, "_dynamo_dynamic_indices")
+
+
+def mark_static(t, dims):
+    """Keep `t`'s dimension(s) `dims` static even when they change between calls (a recompile per size)."""
+    _mark_dims(t, dims, "_dynamo_static_indices")

@@ -1,5 +1,7 @@
 #include "driver/backend.h"
 
+#include "sym/symbols.h"
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -351,6 +353,10 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
   Externs x(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
+  if (!captured.symbols.empty())  // (removed once the loop-IR stages take symbolic sizes)
+    throw sym::SymbolicUnsupported("codegen: kernels with symbolic sizes are not built yet");
+  if (!captured.symbols.empty() && autograd::is_training_graph(captured))
+    throw sym::SymbolicUnsupported("autograd: training graphs are compiled for static sizes (dynamic training is not built yet)");
   try {
     if (autograd::is_training_graph(captured)) {
       runner = compile_training(x, *target, options, code_cache, report);
@@ -364,6 +370,8 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     throw PythonError();
   } catch (const PythonError&) {
     throw;
+  } catch (const sym::SymbolicUnsupported&) {
+    throw;  // the compiler specializes the symbols and builds again
   } catch (const std::exception& e) {
     // A stage threw: a bug, or a form it does not model without saying so. The graph stays
     // correct on the eager executor; the error is reported apart from fallbacks by design, so

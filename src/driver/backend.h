@@ -56,6 +56,9 @@ struct BackendReport {
   std::vector<std::pair<std::string, std::string>> step_ir;   // (step, IR it left), when EMBER_LOGS=passes
   // Training graphs: compiled as forward + backward; the ops differentiated through torch autograd
   // (islands); the partition's text (decisions, both graphs) for EMBER_LOGS=partition.
+  // Non-empty: the graph's shape symbols were specialized (compiled for the traced sizes) because
+  // this stage could not serve them (sym::SymbolicUnsupported's message).
+  std::string shape_fallback;
   bool training = false;
   std::vector<std::string> autograd_islands;
   std::string partition;

@@ -221,6 +221,7 @@ std::unique_ptr<Compiler::Split> Compiler::plan_split(const FrameView& frame, Tr
     split = std::make_unique<Split>();
     split->continuation = Continuation{&code, this};
     split->values = trace.finish(make_tuple(std::move(values)));
+    trace.apply_specializations();
     std::vector<std::string> problems = ir::verify(trace.graph);
     if (!problems.empty()) throw std::runtime_error("the captured graph failed verification: " + problems.front());
   });
@@ -243,14 +244,17 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   RegionPause pause;
   auto start = std::chrono::steady_clock::now();
   GlobalState state = GlobalState::current();
+  frontend::DynamicPolicy policy{options_.dynamic, &seen_shapes(frame.code)};
   auto trace = std::make_unique<Trace>(table_, frame, options_);
   trace->guards.global_state(state);
+  trace->dynamic = policy;
   ValuePlan plan;
   Failure failure = catch_failure([&] {
     if (state.autocast_state.other)
       throw Unsupported("torch.autocast is active for a device type other than cpu and cuda (Ember traces autocast for those two)");
     VarRef result = Interpreter::run_frame(*trace, codes_);
     plan = trace->finish(result);
+    trace->apply_specializations();
     std::vector<std::string> problems = ir::verify(trace->graph);
     if (!problems.empty()) throw std::runtime_error("the captured graph failed verification: " + problems.front());
   });
@@ -263,6 +267,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   if (failure.failed() && failure.unsupported.root_index >= 0 && !options_.fullgraph) {
     auto retrace = std::make_unique<Trace>(table_, frame, options_);
     retrace->guards.global_state(state);
+    retrace->dynamic = policy;
     std::string why_not;
     split = plan_split(frame, *retrace, failure.unsupported, &why_not);
     if (!split && pybridge::interrupt_pending()) {
@@ -318,8 +323,6 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   ++s.frames_compiled;
   ++s.graphs;
   s.ops_captured += trace->graph.nodes().size();
-  std::string graph_text = ir::print(trace->graph);
-  std::string guards_text = trace->guards.describe() + trace->aliases.describe();
   bool changes_grad_mode = false;
   for (const auto& node : trace->graph.nodes())
     if (node.op == ir::Op::TorchCall && node.result_form == ir::Node::ResultForm::None && node.results.empty() &&
@@ -332,10 +335,24 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   autocast.replay_fn = table_.autocast_replay;
   std::unique_ptr<CacheEntry> entry;
   BackendReport backend;
+  std::string graph_text, guards_text;
   try {
     if (!trace->autocast_events.empty()) autocast.events = autocast_events_tuple(table_, trace->autocast_events);
-    std::unique_ptr<runtime::GraphRunner> runner =
-        build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
+    std::unique_ptr<runtime::GraphRunner> runner;
+    try {
+      runner = build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
+    } catch (const sym::SymbolicUnsupported& e) {
+      // A stage cannot serve the graph's symbols: compile it for the traced sizes, guarded.
+      for (const sym::SymbolInfo& symbol : trace->graph.symbols)
+        trace->shapes.specialize(sym::Expr::symbol(symbol.name), std::string("the backend needs static sizes: ") + e.what());
+      trace->apply_specializations();
+      backend = BackendReport();
+      backend.shape_fallback = e.what();
+      runner = build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
+    }
+    trace->finish_shapes();
+    graph_text = ir::print(trace->graph);
+    guards_text = trace->guards.describe() + trace->aliases.describe();
     entry = std::make_unique<CompiledFrame>(std::move(trace->guards), std::move(trace->aliases), std::move(runner), std::move(plan),
                                             trace->effects.take(), changes_grad_mode, state.grad_enabled,
                                             table_.set_grad_enabled_fn, split ? split->continuation : Continuation{},
@@ -372,11 +389,19 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"stage_seconds", step_list(backend.stage_seconds)},
                                   {"step_ir", step_list(backend.step_ir)},
                                   {"partition", str(backend.partition)},
-                                  {"autograd_islands", str_list(backend.autograd_islands)}}))) {
+                                  {"autograd_islands", str_list(backend.autograd_islands)},
+                                  {"symbols", PyLong_FromSize_t(trace->graph.symbols.size())},
+                                  {"shape_fallback", str(backend.shape_fallback)}}))) {
     *error = true;
     return nullptr;
   }
   return entry;
+}
+
+std::map<std::string, std::vector<int64_t>>& Compiler::seen_shapes(PyCodeObject* code) {
+  SeenShapes& seen = seen_shapes_[code];
+  if (!seen.code) seen.code = PyRef::borrow(reinterpret_cast<PyObject*>(code));  // the key stays this code
+  return seen.sizes;
 }
 
 void Compiler::on_cache_limit(PyCodeObject* code, const std::string& guard) {

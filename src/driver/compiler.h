@@ -61,6 +61,16 @@ class Compiler : public frontend::FrameCompiler {
   std::unique_ptr<Split> plan_split(const frontend::FrameView& frame, frontend::Trace& trace,
                                     const frontend::Unsupported& failed, std::string* why_not);
 
+  // Automatic dynamic shapes (frontend::DynamicPolicy::seen): per code object, the sizes of the
+  // tensors its compiles read, -1 for a dimension seen to change. The code is kept alive, so its
+  // address stays its key.
+  struct SeenShapes {
+    PyRef code;
+    std::map<std::string, std::vector<int64_t>> sizes;
+  };
+  std::map<std::string, std::vector<int64_t>>& seen_shapes(PyCodeObject* code);
+  std::map<PyCodeObject*, SeenShapes> seen_shapes_;
+
   CompileOptions options_;
   frontend::TorchTable table_;
   std::shared_ptr<runtime::CodeCache> code_cache_;  // shared by cache_dir and cxx (see the top)

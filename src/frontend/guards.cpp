@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "frontend/guards/access.h"
+#include "sym/rel_program.h"
 #include "pybridge/torch_bridge.h"
 
 namespace ember::frontend {
@@ -51,6 +52,9 @@ enum class CheckKind : uint8_t {
 struct TensorExpectation {
   TensorMeta meta;  // for text; meta.type is owned by the check's `object`
   DeviceKey device;
+  // Dynamic shapes: per dim, the shape-guard slot its size (stride) is stored into instead of
+  // being compared, or -1. Empty: every size and stride is compared.
+  std::vector<int> size_slots, stride_slots;
 };
 
 struct Check {
@@ -159,6 +163,28 @@ bool dims_equal(const int64_t* a, const int64_t* b, int n) {
   return true;
 }
 
+// dims_equal, except that a dim with a slot (>= 0) is stored into `slots` instead of compared.
+bool dims_match(const int64_t* actual, const int64_t* expected, const std::vector<int>& slot_of, int n, int64_t* slots) {
+  if (slot_of.empty()) return dims_equal(actual, expected, n);
+  for (int i = 0; i < n; ++i) {
+    int slot = slot_of[static_cast<size_t>(i)];
+    if (slot >= 0) {
+      slots[slot] = actual[i];
+    } else if (actual[i] != expected[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "[1]": the dims that have a slot.
+std::string dynamic_dims_text(const std::vector<int>& slot_of) {
+  std::string out;
+  for (size_t i = 0; i < slot_of.size(); ++i)
+    if (slot_of[i] >= 0) out += (out.empty() ? "" : ", ") + std::to_string(i);
+  return "[" + out + "]";
+}
+
 // PyWeakref_GetObject is deprecated from 3.13 in favour of PyWeakref_GetRef (3.13+); both
 // exist on every version Ember supports and this borrowed read is the one that allocates nothing.
 PyObject* weak_target(PyObject* ref) {
@@ -179,6 +205,11 @@ struct GuardSet::Impl {
   std::vector<AutocastState> autocast_states;
   int capture_count = 0;
   size_t check_count = 0;
+  // Dynamic shapes: the values tensor_match stores (slot_count of them), then the relations that
+  // must hold over them, checked after every other check passed.
+  int slot_count = 0;
+  std::unique_ptr<sym::RelProgram> shape_program;
+  std::vector<std::string> shape_texts;  // per relation: its text and why the trace relied on it
   PyObject* global_hook_dicts[4] = {};  // torch.nn.modules.module's global hook dicts (owned)
 
   ~Impl() {
@@ -195,16 +226,17 @@ struct GuardSet::Impl {
   void add_root(Check check);
   bool same_check(const Check& a, const Check& b) const;
 
-  bool passes(const Check& c, PyObject* v) const;
+  bool passes(const Check& c, PyObject* v, int64_t* slots) const;
   std::string text(const Node* node, const Check& c) const;
   // failure_text(nullptr, c, nullptr) describes a root check.
   std::string failure_text(const Node* node, const Check& c, PyObject* v) const;
   // Whether every check of `checks` passes on v; the first failure's text goes to *why.
-  bool all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, std::string* why) const;
-  bool walk(int node, PyObject* v, PyObject** captured, std::string* why) const;
+  bool all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, int64_t* slots, std::string* why) const;
+  bool walk(int node, PyObject* v, PyObject** captured, int64_t* slots, std::string* why) const;
   // walk() over `value`, a new reference read from node `id`'s source, or null where the read raised.
-  bool walk_read(int id, PyObject* value, PyObject** captured, std::string* why) const;
+  bool walk_read(int id, PyObject* value, PyObject** captured, int64_t* slots, std::string* why) const;
   bool run(const FrameView& frame, PyObject** captured, std::string* why) const;
+  bool run_with_slots(const FrameView& frame, PyObject** captured, int64_t* slots, std::string* why) const;
 };
 
 int GuardSet::Impl::node_for(const SourceRef& source) {
@@ -236,7 +268,8 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
       const TensorExpectation& y = tensors[b.tensor];
       return x.meta.type == y.meta.type && x.meta.dtype == y.meta.dtype && x.device == y.device &&
              x.meta.sizes == y.meta.sizes && x.meta.strides == y.meta.strides &&
-             x.meta.requires_grad == y.meta.requires_grad;
+             x.meta.requires_grad == y.meta.requires_grad && x.size_slots == y.size_slots &&
+             x.stride_slots == y.stride_slots;
     }
     case CheckKind::IdMatch: return a.identity == b.identity;
     case CheckKind::TypeMatch: return a.object == b.object;
@@ -281,7 +314,7 @@ void GuardSet::Impl::add_root(Check check) {
   ++check_count;
 }
 
-bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
+bool GuardSet::Impl::passes(const Check& c, PyObject* v, int64_t* slots) const {
   switch (c.kind) {
     case CheckKind::TensorMatch: {
       const TensorExpectation& t = tensors[c.tensor];
@@ -290,8 +323,9 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
       if (!pybridge::read_raw_tensor_meta(v, &raw, TensorReadPath::Auto)) return false;
       int ndim = static_cast<int>(t.meta.sizes.size());
       return raw.dtype == t.meta.dtype && raw.device == t.device && raw.ndim == ndim &&
-             raw.requires_grad == t.meta.requires_grad && dims_equal(raw.sizes, t.meta.sizes.data(), ndim) &&
-             dims_equal(raw.strides, t.meta.strides.data(), ndim);
+             raw.requires_grad == t.meta.requires_grad &&
+             dims_match(raw.sizes, t.meta.sizes.data(), t.size_slots, ndim, slots) &&
+             dims_match(raw.strides, t.meta.strides.data(), t.stride_slots, ndim, slots);
     }
     case CheckKind::IdMatch:
       return v == c.identity && (!c.weak || weak_target(c.object) == v);
@@ -386,7 +420,12 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v) const {
 std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
   std::string s = node ? node->source->str() : std::string();
   switch (c.kind) {
-    case CheckKind::TensorMatch: return s + " tensor: " + tensors[c.tensor].meta.str();
+    case CheckKind::TensorMatch: {
+      const TensorExpectation& t = tensors[c.tensor];
+      if (t.size_slots.empty()) return s + " tensor: " + t.meta.str();
+      return s + " tensor: " + t.meta.str() + ", dynamic sizes " + dynamic_dims_text(t.size_slots) + " and strides " +
+             dynamic_dims_text(t.stride_slots) + " (shape guard)";
+    }
     case CheckKind::IdMatch: return "id(" + s + ") matches";
     case CheckKind::TypeMatch: return "type(" + s + ") is " + type_name(reinterpret_cast<PyTypeObject*>(c.object));
     case CheckKind::Equals: return s + " == " + repr_of(c.object);
@@ -420,10 +459,10 @@ std::string GuardSet::Impl::failure_text(const Node* node, const Check& c, PyObj
   return node->source->str() + " tensor: expected " + tensors[c.tensor].meta.str() + ", got " + got;
 }
 
-bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v,
+bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, int64_t* slots,
                               std::string* why) const {
   for (const Check& c : checks) {
-    if (!passes(c, v)) {
+    if (!passes(c, v, slots)) {
       if (why != nullptr) {
         *why = failure_text(node, c, v);
         if (PyErr_Occurred()) *why += " (raised " + take_error_text() + ")";
@@ -435,20 +474,20 @@ bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks
   return true;
 }
 
-bool GuardSet::Impl::walk_read(int id, PyObject* value, PyObject** captured, std::string* why) const {
+bool GuardSet::Impl::walk_read(int id, PyObject* value, PyObject** captured, int64_t* slots, std::string* why) const {
   if (value == nullptr) {
     if (why != nullptr) *why = "cannot read " + nodes[id].source->str() + ": " + take_error_text();
     PyErr_Clear();
     return false;
   }
-  bool ok = walk(id, value, captured, why);
+  bool ok = walk(id, value, captured, slots, why);
   Py_DECREF(value);
   return ok;
 }
 
-bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, std::string* why) const {
+bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, int64_t* slots, std::string* why) const {
   const Node& node = nodes[id];
-  if (!all_pass(&node, node.checks, v, why)) return false;
+  if (!all_pass(&node, node.checks, v, slots, why)) return false;
   if (captured != nullptr) {
     for (int slot : node.captures) {
       captured[slot] = Py_NewRef(v);  // each slot belongs to one node, visited once
@@ -457,19 +496,34 @@ bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, std::string*
   for (int child_id : node.children) {
     const Node& child = nodes[child_id];
     PyObject* child_value = guards::read_step(child.source->kind, v, child.key, child.source->index);
-    if (!walk_read(child_id, child_value, captured, why)) return false;
+    if (!walk_read(child_id, child_value, captured, slots, why)) return false;
   }
   return true;
 }
 
-bool GuardSet::Impl::run(const FrameView& frame, PyObject** captured, std::string* why) const {
-  if (!all_pass(nullptr, root_checks, nullptr, why)) return false;
+bool GuardSet::Impl::run_with_slots(const FrameView& frame, PyObject** captured, int64_t* slots, std::string* why) const {
+  if (!all_pass(nullptr, root_checks, nullptr, slots, why)) return false;
   for (int id : roots) {
     const Node& root = nodes[id];
     PyObject* value = guards::read_root(root.source->kind, root.key, root.source->index, frame);
-    if (!walk_read(id, value, captured, why)) return false;
+    if (!walk_read(id, value, captured, slots, why)) return false;
   }
-  return true;
+  if (!shape_program) return true;
+  std::optional<size_t> failed = shape_program->first_failure(slots);
+  if (!failed) return true;
+  if (why != nullptr) *why = "shape guard: " + shape_texts[*failed];
+  return false;
+}
+
+bool GuardSet::Impl::run(const FrameView& frame, PyObject** captured, std::string* why) const {
+  // The slots live on the stack (no allocation per call) unless a frame has unusually many.
+  constexpr int kStackSlots = 64;
+  if (slot_count <= kStackSlots) {
+    int64_t slots[kStackSlots];
+    return run_with_slots(frame, captured, slots, why);
+  }
+  std::vector<int64_t> slots(static_cast<size_t>(slot_count));
+  return run_with_slots(frame, captured, slots.data(), why);
 }
 
 // ---- TensorMeta, read_tensor_meta, GlobalState ----
@@ -584,6 +638,37 @@ void GuardSet::tensor_match(const SourceRef& source, const TensorMeta& meta) {
   size_t before = impl_->check_count;
   impl_->add(source, c);
   if (impl_->check_count == before) impl_->tensors.pop_back();  // a duplicate
+}
+
+void GuardSet::tensor_match(const SourceRef& source, const TensorMeta& meta, std::vector<int> size_slots,
+                            std::vector<int> stride_slots) {
+  size_t rank = meta.sizes.size();
+  if (size_slots.size() != rank || stride_slots.size() != rank)
+    throw std::invalid_argument("tensor_match: one slot per dimension expected for " + source->str());
+  for (const auto* slots : {&size_slots, &stride_slots})
+    for (int slot : *slots) impl_->slot_count = std::max(impl_->slot_count, slot + 1);
+  tensor_match(source, meta);
+  // The check just added (or the identical static one found) takes the slots.
+  for (Check& c : impl_->nodes[impl_->node_for(source)].checks) {
+    if (c.kind != CheckKind::TensorMatch) continue;
+    TensorExpectation& t = impl_->tensors[c.tensor];
+    if (t.meta.sizes == meta.sizes && t.meta.strides == meta.strides && t.size_slots.empty()) {
+      t.size_slots = std::move(size_slots);
+      t.stride_slots = std::move(stride_slots);
+      return;
+    }
+  }
+}
+
+void GuardSet::shape_relations(const std::vector<sym::Rel>& relations, const std::vector<std::string>& names,
+                               std::vector<std::string> texts) {
+  if (texts.size() != relations.size())
+    throw std::invalid_argument("shape_relations: one text per relation expected");
+  if (static_cast<int>(names.size()) < impl_->slot_count)
+    throw std::invalid_argument("shape_relations: a name is needed for every slot");
+  impl_->shape_program = std::make_unique<sym::RelProgram>(relations, names);
+  impl_->shape_texts = std::move(texts);
+  impl_->check_count += relations.size();
 }
 
 void GuardSet::id_match(const SourceRef& source, PyObject* obj) {
@@ -747,6 +832,7 @@ std::string GuardSet::describe() const {
     for (const Check& c : node.checks) out += impl_->text(&node, c) + "\n";
     stack.insert(stack.end(), node.children.rbegin(), node.children.rend());
   }
+  for (const std::string& t : impl_->shape_texts) out += "shape guard: " + t + "\n";
   return out;
 }
 

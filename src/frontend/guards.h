@@ -24,6 +24,7 @@
 
 #include "frontend/source.h"
 #include "ir/graph.h"
+#include "sym/relation.h"
 
 namespace ember::frontend {
 
@@ -90,6 +91,15 @@ class GuardSet {
   // Checks; each is attached to the value at `source`. Adding the same check twice is harmless.
   // Bad arguments throw std::invalid_argument naming the source.
   void tensor_match(const SourceRef& source, const TensorMeta& meta);
+  // Dynamic shapes (docs/dynamic-shapes.md): the same, except that a dimension whose slot is >= 0
+  // is not compared: its size (stride) is stored into that slot of the shape guard's values.
+  void tensor_match(const SourceRef& source, const TensorMeta& meta, std::vector<int> size_slots,
+                    std::vector<int> stride_slots);
+  // The shape guard: once every other check passed, each of `relations` holds over the slot
+  // values, slot k named names[k] in them (sym/rel_program.h). texts[i] describes relation i and
+  // why the trace relied on it (describe, first_failure). Replaces an earlier shape guard.
+  void shape_relations(const std::vector<sym::Rel>& relations, const std::vector<std::string>& names,
+                       std::vector<std::string> texts);
   void id_match(const SourceRef& source, PyObject* obj);      // identity (object kept alive weakly where possible)
   void type_match(const SourceRef& source, PyTypeObject* type);
   // Exact type, then ==, recursively through tuples (so 1, True and 1.0 differ; floats compare

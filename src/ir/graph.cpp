@@ -42,8 +42,11 @@ Arg Arg::of_literal(Literal lit) {
   Arg a;
   a.kind = Kind::Literal;
   a.literal = std::move(lit);
+  if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal); e && e->is_constant()) a.literal = e->constant();
   return a;
 }
+
+Arg Arg::of_size(const sym::Expr& e) { return of_literal(e); }
 
 Arg Arg::list(std::vector<Arg> items) {
   Arg a;

@@ -80,7 +80,8 @@ struct Arg {
   std::vector<Arg> items;
 
   static Arg of_value(ValueId v);
-  static Arg of_literal(Literal lit);
+  static Arg of_literal(Literal lit);  // a constant sym::Expr becomes its int64_t
+  static Arg of_size(const sym::Expr& e);  // an int literal, symbolic or not
   static Arg list(std::vector<Arg> items);
   static Arg tuple(std::vector<Arg> items);
 };
@@ -142,6 +143,8 @@ class Graph {
   const std::vector<GraphInput>& inputs() const { return inputs_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& mutable_nodes() { return nodes_; }
+  // Values' types may be rewritten in place (the trace specializing shape symbols); ids may not.
+  std::vector<Value>& mutable_values() { return values_; }
   const std::vector<Value>& values() const { return values_; }
   const Value& value(ValueId id) const { return values_.at(id); }
   const Node& node(NodeId id) const { return nodes_.at(id); }

@@ -5,6 +5,7 @@
 // feed in. The only structural errors caught here are those the Graph cannot represent: a value
 // defined twice, a result count that does not match its types. Errors are ParseError with the
 // line:column of the offending character. `//` starts a comment that runs to the end of the line.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -29,9 +30,12 @@ class GraphParser : public TextParser {
   explicit GraphParser(std::string_view text) : TextParser(text) {}
 
   Graph parse() {
+    sym::Symbols symbols;
+    while (peek_word("symbol")) symbols.push_back(symbol_line());
     expect_word("graph", "at the start of a graph");
     expect('@', "before the graph's name");
     Graph g(peek() == '"' ? string_literal() : name("graph name"));
+    g.symbols = std::move(symbols);
     graph_ = &g;
     expect('(', "to open the graph's inputs");
     if (!consume(')')) {
@@ -81,6 +85,22 @@ class GraphParser : public TextParser {
       t.requires_grad = true;
     }
     return t;
+  }
+
+  // One `symbol` line (sym::parse_symbol reads it); a name declared twice is an error here.
+  sym::SymbolInfo symbol_line() {
+    size_t start = pos_;
+    size_t end = std::min({text_.size(), text_.find('\n', start), text_.find("//", start)});  // a comment may follow
+    sym::SymbolInfo s;
+    try {
+      s = sym::parse_symbol(text_.substr(start, end - start));
+    } catch (const sym::ExprParseError& e) {
+      fail_at(e.reason, start + e.offset);
+    }
+    if (!declared_.emplace(s.name, start).second)
+      fail_at("symbol " + s.name + " is already declared (at " + location(declared_.at(s.name)) + ")", start);
+    pos_ = end;
+    return s;
   }
 
   // ---- Definitions and statements.
@@ -160,6 +180,7 @@ class GraphParser : public TextParser {
 
   Graph* graph_ = nullptr;
   std::map<ValueId, size_t> defined_at_;
+  std::map<std::string, size_t> declared_;  // symbol name -> where its line starts
 };
 
 Graph parse(std::string_view text) { return GraphParser(text).parse(); }

@@ -166,7 +166,9 @@ std::string print_node(const Graph& graph, const Node& node) {
 }  // namespace
 
 std::string print(const Graph& graph) {
-  std::string out = "graph @" + (is_identifier(graph.name()) ? graph.name() : quote(graph.name())) + "(";
+  std::string out;
+  for (const sym::SymbolInfo& s : graph.symbols) out += sym::print_symbol(s) + "\n";
+  out += "graph @" + (is_identifier(graph.name()) ? graph.name() : quote(graph.name())) + "(";
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const GraphInput& in = graph.inputs()[i];
     out += (i ? ", %" : "%") + std::to_string(in.value) + ": " + graph.value(in.value).type.str() + " " + quote(in.source);

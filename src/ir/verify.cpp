@@ -19,6 +19,7 @@ class Verifier {
   explicit Verifier(const Graph& g) : g_(g), defined_(g.values().size(), false) {}
 
   std::vector<std::string> run() {
+    check_symbols();
     for (size_t i = 0; i < g_.values().size(); ++i) {
       ValueId id = g_.values()[i].id;
       if (id == -1)
@@ -78,6 +79,31 @@ class Verifier {
     for (size_t d = 0; d < t.sizes.size(); ++d)
       if (t.sizes[d].is_constant() && t.sizes[d].constant() < 0)
         report(who + " has the negative size " + t.sizes[d].str() + " in dimension " + std::to_string(d));
+    std::set<std::string> names;
+    for (const auto* exprs : {&t.sizes, &t.strides})
+      for (const sym::Expr& e : *exprs) sym::free_symbols(e, names);
+    check_declared(names, who + " has type " + t.str() + ", which");
+  }
+
+  // Every symbol mentioned is one of the graph's symbols.
+  void check_declared(const std::set<std::string>& names, const std::string& who) {
+    for (const std::string& name : names)
+      if (!declared_.count(name)) report(who + " mentions the undeclared symbol " + name);
+  }
+
+  // Symbols are declared once, and each is bare as some dimension of a graph input: the runtime
+  // reads its value there (dyn_contract: binding).
+  void check_symbols() {
+    for (const sym::SymbolInfo& s : g_.symbols)
+      if (!declared_.insert(s.name).second) report("symbol " + s.name + " is declared twice");
+    std::set<std::string> bound;
+    for (const GraphInput& in : g_.inputs())
+      if (has_entry(in.value))
+        for (const sym::Expr& e : g_.value(in.value).type.sizes)
+          if (e.kind() == sym::ExprKind::Symbol) bound.insert(e.symbol_name());
+    for (const sym::SymbolInfo& s : g_.symbols)
+      if (!bound.count(s.name))
+        report("symbol " + s.name + " is not a dimension of any graph input (the runtime reads its value from one)");
   }
 
   void check_uses(const Arg& a, const std::string& where, const std::string& who) {
@@ -90,6 +116,11 @@ class Verifier {
           report(who + ": " + where + " uses " + pct(a.value) + ", which is never defined");
         return;
       case Arg::Kind::Literal:
+        if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal)) {
+          std::set<std::string> names;
+          sym::free_symbols(*e, names);
+          check_declared(names, who + ": " + where);
+        }
         return;
       case Arg::Kind::List:
       case Arg::Kind::Tuple:
@@ -170,6 +201,7 @@ class Verifier {
   ValueId last_result_ = -1;  // the highest result id of the nodes checked so far
   std::set<ValueId> node_results_;  // results of all nodes: a use of one not yet defined comes too early
   std::vector<std::string> messages_;
+  std::set<std::string> declared_;  // the graph's symbols
 };
 
 }  // namespace

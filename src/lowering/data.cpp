@@ -188,7 +188,10 @@ std::string lower_arange(Lowerer& L, const ir::Node& node) {
   std::vector<ir::Literal> bounds;
   for (const ir::Arg& a : node.args) {
     if (a.kind != ir::Arg::Kind::Literal) return "expects literal bounds";
-    if (!std::holds_alternative<int64_t>(a.literal) && !std::holds_alternative<double>(a.literal))
+    // The end may be symbolic (`arange(s0)`): only the result's size, in its type, depends on it.
+    bool end = bounds.size() == (node.args.size() == 1 ? 0 : 1);
+    if (!std::holds_alternative<int64_t>(a.literal) && !std::holds_alternative<double>(a.literal) &&
+        !(end && std::holds_alternative<Expr>(a.literal)))
       return "expects numeric bounds";
     bounds.push_back(a.literal);
   }

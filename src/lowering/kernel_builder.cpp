@@ -58,6 +58,13 @@ std::optional<bool> bool_literal(const ir::Arg& a) {
   return std::nullopt;
 }
 
+std::optional<Expr> size_literal(const ir::Arg& a) {
+  if (auto v = int_literal(a)) return Expr(*v);
+  if (a.kind != ir::Arg::Kind::Literal) return std::nullopt;
+  if (const Expr* e = std::get_if<Expr>(&a.literal)) return *e;
+  return std::nullopt;
+}
+
 std::optional<std::vector<int64_t>> int_list(const ir::Arg& a) {
   if (a.kind != ir::Arg::Kind::List && a.kind != ir::Arg::Kind::Tuple) return std::nullopt;
   std::vector<int64_t> out;

@@ -21,6 +21,7 @@ Lowerer::Lowerer(const ir::Graph& graph)
       materialized_output_(graph.values().size()),
       view_buffer_(graph.values().size()) {
   program_.name = graph.name();
+  program_.symbols = graph.symbols;
   const std::vector<ir::ValueId>& outs = graph.outputs();
   for (size_t k = 0; k < outs.size(); ++k)
     if (output_position_.at(outs[k]) < 0) output_position_[outs[k]] = static_cast<int>(k);

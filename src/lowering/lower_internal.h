@@ -87,6 +87,7 @@ class KernelBuilder {
 // as an integer, a string, None).
 std::optional<loop_ir::Scalar> scalar_of(const ir::Literal& lit, DType dt);
 std::optional<int64_t> int_literal(const ir::Arg& a);
+std::optional<Expr> size_literal(const ir::Arg& a);  // an int literal, constant or symbolic
 std::optional<bool> bool_literal(const ir::Arg& a);
 // A list (or tuple) of int literals.
 std::optional<std::vector<int64_t>> int_list(const ir::Arg& a);

@@ -94,7 +94,7 @@ std::optional<Operand> operand_of(const ir::Arg& a) {
   if (a.kind == ir::Arg::Kind::Value) return Operand{a.value, {}};
   if (a.kind != ir::Arg::Kind::Literal) return std::nullopt;
   if (!std::holds_alternative<bool>(a.literal) && !std::holds_alternative<int64_t>(a.literal) &&
-      !std::holds_alternative<double>(a.literal))
+      !std::holds_alternative<double>(a.literal) && !std::holds_alternative<Expr>(a.literal))
     return std::nullopt;
   return Operand{std::nullopt, a.literal};
 }
@@ -104,7 +104,7 @@ std::optional<Operand> operand_of(const ir::Arg& a) {
 DType literal_dtype(const ir::Literal& lit, DType tensor_dt) {
   bool tensor_float = ir::is_floating(tensor_dt), tensor_bool = tensor_dt == DType::Bool;
   if (std::holds_alternative<double>(lit) && !tensor_float) return DType::Float32;
-  if (std::holds_alternative<int64_t>(lit) && tensor_bool) return DType::Int64;
+  if ((std::holds_alternative<int64_t>(lit) || std::holds_alternative<Expr>(lit)) && tensor_bool) return DType::Int64;
   return tensor_dt;
 }
 
@@ -116,6 +116,8 @@ class PointwiseKernel {
   // Loads a tensor operand, or makes a literal a constant of dtype `dt`.
   std::optional<NodeId> get(const Operand& op, DType dt) {
     if (op.value) return L_.load_broadcast(kb_, *op.value, idx_, sizes_);
+    // A symbolic int (decompose's `x / s0` of a mean): its value converted, as torch converts a count.
+    if (const Expr* e = std::get_if<Expr>(&op.literal)) return kb_.cast(kb_.index_value(*e), dt);
     std::optional<loop_ir::Scalar> s = scalar_of(op.literal, dt);
     if (!s) return std::nullopt;
     return kb_.constant(*s, dt);

@@ -199,13 +199,20 @@ std::string lower_expand(Lowerer& L, ir::ValueId x, ir::ValueId r) {
 std::string lower_slice(Lowerer& L, const ir::Node& node, ir::ValueId x, ir::ValueId r) {
   if (node.args.size() != 5 || !node.kwargs.empty()) return "expects slice(x, dim, start, end, step)";
   std::optional<int64_t> dim = int_literal(node.args[1]), start = int_literal(node.args[2]),
-                         end = int_literal(node.args[3]), step = int_literal(node.args[4]);
+                         step = int_literal(node.args[4]);
+  std::optional<Expr> end = size_literal(node.args[3]);
   if (!dim || !start || !end || !step) return "expects int literals";
   size_t rank = L.type(x).sizes.size();
   std::optional<int64_t> d = normalize_dim(*dim, rank);
-  if (!d || *start < 0 || *end < *start || *step < 1) return "a slice outside the canonical form";
+  if (!d || *start < 0 || *step < 1) return "a slice outside the canonical form";
   const Expr& size = L.type(x).sizes[*d];
-  if (size.is_constant() && *end > size.constant()) return "a slice past the end";
+  // A symbolic end is served only when it is the size itself: any other might pass the end for some
+  // symbol value (torch clamps it; the extern call does the same).
+  if (end->is_constant() && end->constant() < *start) return "a slice outside the canonical form";
+  if (size.is_constant() && end->is_constant() && end->constant() > size.constant()) return "a slice past the end";
+  if (!end->is_constant() && *end != size) return "a symbolic end other than the size";
+  // A constant end into a symbolic size is within it only for some values (no ranges here).
+  if (end->is_constant() && !size.is_constant() && end->constant() > 0) return "a constant end into a symbolic size";
   int64_t dd = *d, s0 = *start, st = *step;
   std::optional<Layout> layout;
   if (const std::optional<Layout>& in = L.lazy(x).layout) {

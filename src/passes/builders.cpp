@@ -141,13 +141,36 @@ std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_
   return {r[0], r[1]};
 }
 
-ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always) {
+namespace {
+Arg size_list_arg(const std::vector<sym::Expr>& xs) {
+  std::vector<Arg> items;
+  for (const sym::Expr& x : xs) items.push_back(Arg::of_size(x));
+  return Arg::list(std::move(items));
+}
+
+sym::Expr product(const std::vector<sym::Expr>& xs) {
+  sym::Expr p = 1;
+  for (const sym::Expr& x : xs) p = p * x;
+  return p;
+}
+}  // namespace
+
+ValueId reshape_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes, bool always) {
   const ir::TensorType& t = rw.type(x);
-  std::vector<int64_t> in = const_sizes(t);
-  if (numel(in) != numel(sizes)) throw std::logic_error("reshape builder: element counts differ");
-  if (in == sizes && !always) return x;
-  ir::TensorType rt = make_type(t.dtype, to_exprs(sizes), t.device, t.requires_grad);
-  return rw.emit(Op::Reshape, {V(x), int_list_arg(sizes)}, {}, std::move(rt));
+  // Symbolic counts compare structurally: one that might be equal but is not spelled so refuses.
+  if (product(t.sizes) != product(sizes)) {
+    auto constant = [](const sym::Expr& e) { return e.is_constant(); };
+    if (std::all_of(t.sizes.begin(), t.sizes.end(), constant) && std::all_of(sizes.begin(), sizes.end(), constant))
+      throw std::logic_error("reshape builder: element counts differ");
+    refuse();
+  }
+  if (t.sizes == sizes && !always) return x;
+  ir::TensorType rt = make_type(t.dtype, sizes, t.device, t.requires_grad);
+  return rw.emit(Op::Reshape, {V(x), size_list_arg(sizes)}, {}, std::move(rt));
+}
+
+ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always) {
+  return reshape_symbolic(rw, x, to_exprs(sizes), always);
 }
 
 ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm) {
@@ -160,20 +183,28 @@ ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm) {
   return rw.emit(Op::Permute, {V(x), int_list_arg(perm)}, {}, std::move(rt));
 }
 
-ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> in = const_sizes(rw.type(x));
+ValueId expand_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes) {
+  std::vector<sym::Expr> in = rw.type(x).sizes;
   if (in.size() < sizes.size()) {
-    std::vector<int64_t> padded(sizes.size() - in.size(), 1);
+    std::vector<sym::Expr> padded(sizes.size() - in.size(), 1);
     padded.insert(padded.end(), in.begin(), in.end());
-    x = reshape(rw, x, padded);
+    x = reshape_symbolic(rw, x, padded);
   }
   const ir::TensorType& t = rw.type(x);
   ir::TensorType rt = t;
   for (size_t i = 0; i < sizes.size(); ++i) {
     rt.sizes[i] = sizes[i];
-    if (sizes[i] != const_sizes(t)[i]) rt.strides[i] = 0;
+    if (sizes[i] != t.sizes[i]) rt.strides[i] = 0;
   }
-  return rw.emit(Op::Expand, {V(x), int_list_arg(sizes)}, {}, std::move(rt));
+  return rw.emit(Op::Expand, {V(x), size_list_arg(sizes)}, {}, std::move(rt));
+}
+
+ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes) { return expand_symbolic(rw, x, to_exprs(sizes)); }
+
+ValueId div_count(Rewriter& rw, ValueId x, const sym::Expr& count) {
+  if (count.is_constant()) return binary_s(rw, Op::Div, x, static_cast<double>(count.constant()));
+  if (!is_floating_point(rw.type(x).dtype)) refuse();
+  return pointwise(rw, Op::Div, {V(x), Arg::of_size(count)}, rw.type(x).dtype);
 }
 
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step) {

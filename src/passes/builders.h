@@ -37,9 +37,16 @@ ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool k
 std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction, bool keepdim);
 // A reshape; `x` itself when the sizes do not change, unless `always` (a view must be a new
 // tensor object, as torch's is).
+// Symbolic sizes are written as symbolic int literals; element counts must be equal structurally
+// (Refuse otherwise).
 ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always = false);
+ValueId reshape_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes, bool always = false);
 ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
 ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
+ValueId expand_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes);
+// x / count for a floating x: a float literal when the count is constant, else the symbolic int
+// itself as the divisor (lowering converts it to x's dtype, as torch converts an element count).
+ValueId div_count(Rewriter& rw, ValueId x, const sym::Expr& count);
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);
 ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
 // cat along `dim`; the result takes `like`'s dtype, device and requires_grad.

@@ -93,21 +93,22 @@ Arg normalize(const Param& p, const Arg& a, int rank, const ir::Node& node, cons
       return int_list_arg(*ds);
     }
     case Param::Kind::Sizes: {
-      auto sizes = int_list(a, true);
+      std::optional<std::vector<sym::Expr>> sizes;
+      if (auto one = size_literal(a)) sizes = std::vector<sym::Expr>{*one};
+      else sizes = size_list(a);
       if (!sizes) refuse();
-      bool has_minus_one = std::find(sizes->begin(), sizes->end(), -1) != sizes->end();
-      if (has_minus_one) {
+      const sym::Expr minus_one(-1);
+      if (std::find(sizes->begin(), sizes->end(), minus_one) != sizes->end()) {
         // view/reshape/expand: the recorded result has the resolved sizes.
         if (node.results.size() != 1) refuse();
         const ir::TensorType& t = g.value(node.results[0]).type;
         if (t.sizes.size() != sizes->size()) refuse();
-        for (size_t i = 0; i < sizes->size(); ++i) {
-          if ((*sizes)[i] != -1) continue;
-          if (!t.sizes[i].is_constant()) refuse();
-          (*sizes)[i] = t.sizes[i].constant();
-        }
+        for (size_t i = 0; i < sizes->size(); ++i)
+          if ((*sizes)[i] == minus_one) (*sizes)[i] = t.sizes[i];
       }
-      return int_list_arg(*sizes);
+      std::vector<Arg> items;
+      for (const sym::Expr& e : *sizes) items.push_back(Arg::of_size(e));
+      return Arg::list(std::move(items));
     }
   }
   return a;

@@ -18,10 +18,9 @@ ValueId floating_input(Ctx& c, ValueId x, DType compute) {
   return convert(c.rw, x, compute);
 }
 
-int64_t count(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> sizes = const_sizes(rw.type(x));
-  int64_t n = 1;
-  for (int64_t d : dims) n *= sizes[d];
+sym::Expr count(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims) {
+  sym::Expr n = 1;
+  for (int64_t d : dims) n = n * rw.type(x).sizes.at(d);
   return n;
 }
 
@@ -53,7 +52,7 @@ void mean(Ctx& c) {
   DType r = c.result_type().dtype;
   ValueId xin = floating_input(c, x, opmath(r));
   ValueId s = reduce(c.rw, Op::Sum, xin, dims, keepdim);
-  c.finish(convert(c.rw, binary_s(c.rw, Op::Div, s, static_cast<double>(count(c.rw, x, dims))), r));
+  c.finish(convert(c.rw, div_count(c.rw, s, count(c.rw, x, dims)), r));
 }
 
 void amax_amin(Ctx& c, Op op) {
@@ -103,7 +102,7 @@ void logsumexp(Ctx& c) {
   ValueId is_inf = binary_s(rw, Op::Eq, unary(rw, Op::Abs, m), std::numeric_limits<double>::infinity());
   ValueId m0 = pointwise(rw, Op::Where, {V(is_inf), scalar(0.0, dt), V(m)}, dt);
   ValueId s = reduce(rw, Op::Sum, unary(rw, Op::Exp, binary(rw, Op::Sub, xf, V(m0))), dims, keepdim);
-  ValueId shift = keepdim ? m0 : reshape(rw, m0, const_sizes(rw.type(s)));
+  ValueId shift = keepdim ? m0 : reshape_symbolic(rw, m0, rw.type(s).sizes);
   c.finish(convert(rw, binary(rw, Op::Add, unary(rw, Op::Log, s), V(shift)), r));
 }
 
@@ -158,12 +157,12 @@ std::optional<ValueId> optional_tensor(Ctx& c, std::string_view name) {
 // The trailing dims that normalized_shape names, checked against x.
 std::vector<int64_t> trailing_dims(Ctx& c, ValueId x) {
   auto shape = int_list(c.arg("normalized_shape"), true);
-  std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
+  const std::vector<sym::Expr>& sizes = c.rw.type(x).sizes;
   if (!shape || shape->empty() || shape->size() > sizes.size()) refuse();
   std::vector<int64_t> dims;
   for (size_t i = 0; i < shape->size(); ++i) {
     size_t d = sizes.size() - shape->size() + i;
-    if (sizes[d] != (*shape)[i]) refuse();
+    if (sizes[d] != sym::Expr((*shape)[i])) refuse();
     dims.push_back(static_cast<int64_t>(d));
   }
   return dims;
@@ -195,8 +194,7 @@ void rms_norm(Ctx& c) {
   double eps = c.none("eps") ? (dt == DType::Float64 ? std::numeric_limits<double>::epsilon()
                                                      : static_cast<double>(std::numeric_limits<float>::epsilon()))
                              : c.number_arg("eps");
-  ValueId ms = binary_s(rw, Op::Div, reduce(rw, Op::Sum, binary(rw, Op::Mul, xf, V(xf)), dims, true),
-                        static_cast<double>(count(rw, x, dims)));
+  ValueId ms = div_count(rw, reduce(rw, Op::Sum, binary(rw, Op::Mul, xf, V(xf)), dims, true), count(rw, x, dims));
   ValueId y = binary(rw, Op::Mul, xf, V(unary(rw, Op::Rsqrt, binary_s(rw, Op::Add, ms, eps))));
   // torch rounds to the input dtype before the weight, then multiplies in the promoted dtype.
   y = convert(rw, y, in_dt);
@@ -244,7 +242,7 @@ void batch_norm(Ctx& c) {
   } else {
     std::vector<int64_t> dims = {0};
     for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
-    int64_t n = count(rw, x, dims);
+    int64_t n = count(rw, x, dims).constant();  // const_sizes above: constant
     if (n <= 1) refuse();  // torch raises: more than one value per channel is needed
     std::optional<double> momentum;
     if (rm) {

@@ -18,9 +18,7 @@ int64_t rank_of(Rewriter& rw, ValueId x) { return static_cast<int64_t>(rw.type(x
 void reshape_to_result(Ctx& c, ValueId x) {
   const ir::TensorType& r = c.result_type();
   if (r.dtype != c.rw.type(x).dtype) refuse();  // x.view(dtype) reinterprets bytes
-  std::vector<int64_t> sizes = const_sizes(r);
-  if (numel(sizes) != numel(const_sizes(c.rw.type(x)))) refuse();
-  c.finish(reshape(c.rw, x, sizes, true));
+  c.finish(reshape_symbolic(c.rw, x, r.sizes, true));
 }
 
 void view_like(Ctx& c) {
@@ -73,15 +71,13 @@ void t_rule(Ctx& c) {
 void expand_rule(Ctx& c) {
   ValueId x = c.tensor("self");
   if (c.bool_arg("implicit")) refuse();
-  const ir::TensorType& r = c.result_type();
-  std::vector<int64_t> sizes = const_sizes(r);
-  std::vector<int64_t> in = const_sizes(c.rw.type(x));
+  const std::vector<sym::Expr>& sizes = c.result_type().sizes;
   // Already the primitive: explicit sizes of the input's rank.
-  auto given = int_list(c.arg("size"), false);
-  if (given && *given == sizes && in.size() == sizes.size() && c.node.args.size() == 2 &&
+  auto given = size_list(c.arg("size"));
+  if (given && *given == sizes && c.rw.type(x).sizes.size() == sizes.size() && c.node.args.size() == 2 &&
       c.node.args[1].kind == Arg::Kind::List)
     refuse();
-  c.finish(expand(c.rw, x, sizes));
+  c.finish(expand_symbolic(c.rw, x, sizes));
 }
 
 // x[index] with ints, slices, None and Ellipsis.

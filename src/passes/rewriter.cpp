@@ -103,6 +103,7 @@ void Rewriter::rollback(Mark m) {
 
 ir::Graph Rewriter::finish() {
   ir::Graph g(source_.name());
+  g.symbols = source_.symbols;
   for (const ir::GraphInput& in : source_.inputs()) g.add_input(source_.value(in.value).type, in.source);
   for (Pending& p : nodes_) {
     std::vector<ir::TensorType> types(types_.begin() + p.first_result, types_.begin() + p.first_result + p.result_count);

@@ -280,4 +280,22 @@ std::optional<std::vector<int64_t>> int_list(const Arg& a, bool allow_single) {
   return out;
 }
 
+std::optional<sym::Expr> size_literal(const Arg& a) {
+  if (auto v = int_literal(a)) return sym::Expr(*v);
+  if (a.kind != Arg::Kind::Literal) return std::nullopt;
+  if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal)) return *e;
+  return std::nullopt;
+}
+
+std::optional<std::vector<sym::Expr>> size_list(const Arg& a) {
+  if (a.kind != Arg::Kind::List && a.kind != Arg::Kind::Tuple) return std::nullopt;
+  std::vector<sym::Expr> out;
+  for (const Arg& item : a.items) {
+    auto v = size_literal(item);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
 }  // namespace ember::passes

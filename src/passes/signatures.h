@@ -64,5 +64,8 @@ std::optional<bool> bool_literal(const ir::Arg& a);
 bool is_none(const ir::Arg& a);
 // A list/tuple of int literals (or a single int when `allow_single`).
 std::optional<std::vector<int64_t>> int_list(const ir::Arg& a, bool allow_single);
+// A size: an int literal, constant or symbolic; and a list/tuple of them.
+std::optional<sym::Expr> size_literal(const ir::Arg& a);
+std::optional<std::vector<sym::Expr>> size_list(const ir::Arg& a);
 
 }  // namespace ember::passes

@@ -1,5 +1,7 @@
 #include "pipeline/pipeline.h"
 
+#include "sym/symbols.h"
+
 #include <chrono>
 #include <sstream>
 
@@ -163,6 +165,8 @@ void run_step(const Step& step, Compilation& c, const Target& target, const Inst
   auto start = std::chrono::steady_clock::now();
   try {
     record.changed = step.run(c, target);
+  } catch (const sym::SymbolicUnsupported&) {
+    throw;  // not a failure of the step: the driver compiles the graph for static sizes instead
   } catch (const std::exception& e) {
     throw StepError(step.name, e.what());
   }

@@ -10,7 +10,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <deque>
 #include <stdexcept>
 
@@ -59,6 +61,11 @@ struct Operands {
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) items.push_back(convert(PySequence_Fast_GET_ITEM(o, i)));
       return shapes::Operand::sequence(std::move(items), !PyList_Check(o));
     }
+    // Tests spell a symbolic int as a string "$s0*12" (no Python value is one).
+    if (PyUnicode_Check(o)) {
+      const char* text = PyUnicode_AsUTF8(o);
+      if (text && text[0] == '$') return shapes::Operand::of_literal(ir::Arg::of_size(sym::parse_expr(text + 1)).literal);
+    }
     if (PyComplex_CheckExact(o)) return shapes::Operand::of_complex({PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)});
     if (auto lit = literal_of(o)) return shapes::Operand::of_literal(std::move(*lit));
     return shapes::Operand::opaque();
@@ -99,24 +106,52 @@ nb::object to_python(const std::optional<std::vector<ir::TensorType>>& result) {
   return out;
 }
 
+// A dense tensor's strides over its (now symbolic) sizes, in the same memory order as its
+// constant strides: a contiguous tensor gets {64*s1, 64, 1}, a transposed one the transpose of that.
+void restride(ir::TensorType& t) {
+  std::vector<size_t> order(t.sizes.size());  // innermost first
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return t.strides[a].constant() < t.strides[b].constant() || (t.strides[a] == t.strides[b] && a > b);
+  });
+  sym::Expr running = 1;
+  for (size_t d : order) {
+    t.strides[d] = running;
+    running = running * t.sizes[d];
+  }
+}
+
 }  // namespace
 
 void bind_shapes(nb::module_& m) {
-  // `symbolic`: (argument position, dim) pairs whose size becomes the symbol s0, to check that
-  // rules decline symbolic shapes.
+  // `symbolic`: (argument position, dim[, name]) entries whose size becomes a symbol (s0 unless
+  // named), or (argument position, item, name, dim) for a tensor inside a sequence (cat); the
+  // strides of a tensor so changed are re-derived over the symbols in its memory order (dense
+  // tensors only). A string "$expr" is a symbolic int argument.
   m.def(
       "infer_result_types",
       [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled, const std::string& default_dtype,
          nb::list symbolic) {
         Operands operands(args, kwargs);
+        std::set<ir::TensorType*> changed;
         for (nb::handle h : symbolic) {
-          auto [arg, dim] = nb::cast<std::pair<size_t, size_t>>(h);
-          if (arg >= operands.args.size() || !operands.args[arg].tensor ||
-              dim >= operands.args[arg].tensor->sizes.size())
+          nb::tuple entry = nb::cast<nb::tuple>(h);
+          size_t arg = nb::cast<size_t>(entry[0]), dim = nb::cast<size_t>(entry[1]);
+          std::string name = entry.size() > 2 ? nb::cast<std::string>(entry[2]) : "s0";
+          const shapes::Operand* o = arg < operands.args.size() ? &operands.args[arg] : nullptr;
+          if (o && o->kind == shapes::Operand::Kind::Sequence && entry.size() > 3) {  // (arg, item, name, dim)
+            size_t item = dim;
+            dim = nb::cast<size_t>(entry[3]);
+            o = item < o->items.size() ? &o->items[item] : nullptr;
+          }
+          if (!o || !o->tensor || dim >= o->tensor->sizes.size())
             throw std::invalid_argument("symbolic: no tensor dim " + std::to_string(dim) + " at argument " +
                                         std::to_string(arg));
-          const_cast<ir::TensorType*>(operands.args[arg].tensor)->sizes[dim] = sym::Expr::symbol("s0");
+          auto* t = const_cast<ir::TensorType*>(o->tensor);
+          t->sizes[dim] = sym::Expr::symbol(name);
+          changed.insert(t);
         }
+        for (ir::TensorType* t : changed) restride(*t);
         return to_python(infer(op, operands, grad_enabled, dtype_named(default_dtype)));
       },
       nb::arg("op"), nb::arg("args"), nb::arg("kwargs"), nb::arg("grad_enabled"), nb::arg("default_dtype"),

@@ -12,6 +12,11 @@ EagerExecutor::ArgTemplate EagerExecutor::make_template(const ir::Arg& arg, cons
       t.slot = arg.value;
       return t;
     case ir::Arg::Kind::Literal:
+      if (const sym::Expr* e = std::get_if<sym::Expr>(&arg.literal)) {
+        t.kind = ArgTemplate::Kind::Sym;
+        t.expr = *e;
+        return t;
+      }
       t.kind = ArgTemplate::Kind::Const;
       t.constant = convert(arg.literal);
       return t;
@@ -26,7 +31,7 @@ EagerExecutor::ArgTemplate EagerExecutor::make_template(const ir::Arg& arg, cons
       if (all_const && t.kind == ArgTemplate::Kind::Tuple) {
         // A constant tuple is built once.
         bool owned = false;
-        t.constant = PyRef::steal(build(t, nullptr, &owned));
+        t.constant = PyRef::steal(build(t, nullptr, {}, &owned));
         if (!t.constant) throw std::runtime_error("could not build a constant tuple");
         t.kind = ArgTemplate::Kind::Const;
         t.items.clear();
@@ -39,11 +44,20 @@ EagerExecutor::ArgTemplate EagerExecutor::make_template(const ir::Arg& arg, cons
 
 // Returns the Python object for `t`: borrowed (owned=false) for constants and slots, a new
 // reference (owned=true) for tuples and lists built per call.
-PyObject* EagerExecutor::build(const ArgTemplate& t, PyObject* const* env, bool* owned) {
+PyObject* EagerExecutor::build(const ArgTemplate& t, PyObject* const* env, const std::map<std::string, int64_t>& symbols,
+                               bool* owned) {
   switch (t.kind) {
     case ArgTemplate::Kind::Const:
       *owned = false;
       return t.constant.get();
+    case ArgTemplate::Kind::Sym:
+      *owned = true;
+      try {
+        return PyLong_FromLongLong(sym::evaluate(t.expr, symbols));
+      } catch (const std::exception& e) {
+        PyErr_Format(PyExc_RuntimeError, "ember: cannot evaluate the size %s: %s", t.expr.str().c_str(), e.what());
+        return nullptr;
+      }
     case ArgTemplate::Kind::Slot:
       *owned = false;
       return env[t.slot];
@@ -54,7 +68,7 @@ PyObject* EagerExecutor::build(const ArgTemplate& t, PyObject* const* env, bool*
       if (!seq) return nullptr;
       for (size_t i = 0; i < t.items.size(); ++i) {
         bool item_owned = false;
-        PyObject* item = build(t.items[i], env, &item_owned);
+        PyObject* item = build(t.items[i], env, symbols, &item_owned);
         if (!item) {
           Py_DECREF(seq);
           return nullptr;
@@ -75,6 +89,9 @@ PyObject* EagerExecutor::build(const ArgTemplate& t, PyObject* const* env, bool*
 
 EagerExecutor::EagerExecutor(const ir::Graph& graph, const std::vector<PyRef>& callables, const LiteralToPython& convert)
     : num_values_(graph.values().size()) {
+  std::vector<const std::vector<sym::Expr>*> input_sizes;
+  for (const auto& in : graph.inputs()) input_sizes.push_back(&graph.value(in.value).type.sizes);
+  binding_ = SymbolBinding(graph.symbols, input_sizes);
   for (const auto& in : graph.inputs()) input_slots_.push_back(in.value);
   for (ir::ValueId out : graph.outputs()) output_slots_.push_back(out);
   std::vector<int> last_use(num_values_, -1);
@@ -109,6 +126,12 @@ EagerExecutor::EagerExecutor(const ir::Graph& graph, const std::vector<PyRef>& c
 }
 
 bool EagerExecutor::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
+  std::map<std::string, int64_t> symbols;
+  if (!binding_.empty()) {
+    std::vector<int64_t> values(binding_.size());
+    if (!binding_.read(inputs, values.data())) return false;
+    for (size_t k = 0; k < values.size(); ++k) symbols[binding_.names()[k]] = values[k];
+  }
   std::vector<PyObject*> env(num_values_, nullptr);
   auto release_all = [&] {
     for (PyObject*& v : env) Py_CLEAR(v);
@@ -135,7 +158,7 @@ bool EagerExecutor::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     }
     bool ok = true;
     for (size_t a = 0; a < n; ++a) {
-      argv[a] = build(step.args[a], env.data(), &own[a]);
+      argv[a] = build(step.args[a], env.data(), symbols, &own[a]);
       if (!argv[a]) {
         for (size_t b = 0; b < a; ++b)
           if (own[b]) Py_DECREF(argv[b]);

@@ -2,18 +2,22 @@
 //
 // It is the "eager" backend, the reference for testing capture, and (until code generation
 // lands) what backend="ember" runs. Each node calls its torch callable with the node's arguments;
-// literal arguments are converted to Python objects once, at construction. Values are released
+// literal arguments are converted to Python objects once, at construction, except `sym(...)` ones:
+// those are evaluated on each call from the shape symbols' values, read from the inputs. Values are released
 // after their last use, as eager PyTorch would release them.
 #pragma once
 
 #include <Python.h>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "pybridge/pyref.h"
 #include "ir/graph.h"
 #include "runtime/graph_runner.h"
+#include "runtime/symbol_binding.h"
 
 namespace ember::runtime {
 
@@ -27,10 +31,11 @@ class EagerExecutor : public GraphRunner {
 
  private:
   struct ArgTemplate {
-    enum class Kind : uint8_t { Const, Slot, Tuple, List } kind = Kind::Const;
+    enum class Kind : uint8_t { Const, Slot, Tuple, List, Sym } kind = Kind::Const;
     PyRef constant;
     int slot = -1;
     std::vector<ArgTemplate> items;
+    sym::Expr expr;  // Sym: a sym(...) argument, evaluated per call
   };
   struct Step {
     PyRef callable;
@@ -43,7 +48,10 @@ class EagerExecutor : public GraphRunner {
   };
 
   static ArgTemplate make_template(const ir::Arg& arg, const LiteralToPython& convert);
-  static PyObject* build(const ArgTemplate& t, PyObject* const* env, bool* owned);
+  // `symbols`: the values of the graph's shape symbols on this call (for Sym templates).
+  static PyObject* build(const ArgTemplate& t, PyObject* const* env, const std::map<std::string, int64_t>& symbols,
+                         bool* owned);
+  SymbolBinding binding_;  // the graph's shape symbols (docs/dynamic-shapes.md)
 
   std::vector<Step> steps_;
   std::vector<int> input_slots_;

@@ -15,9 +15,11 @@
 // std::nullopt: the meta kernel then raises torch's own error. docs/shape-rules.md lists what is
 // covered.
 //
-// Symbolic sizes: the pointwise and reduction families answer calls whose tensors have default
-// strides (shape_rules_symbolic.cpp); the other rules read sizes and strides as constants and
-// answer std::nullopt for a symbolic one (never a guess). docs/shape-rules.md has the details.
+// Symbolic sizes: the pointwise, reduction, normalization and matmul families, embedding,
+// tril/triu and the torch-call rules answer by constant stand-ins (shape_rules_symbolic.cpp); the
+// view family, contiguous and cat are written over sym::Expr (shape_rules_symbolic_views.cpp);
+// everything else answers std::nullopt for a symbolic size (never a guess). Symbolic int arguments
+// are `sym::Expr` literals. docs/shape-rules.md has the details.
 #pragma once
 
 #include <complex>

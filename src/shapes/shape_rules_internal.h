@@ -196,6 +196,13 @@ bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std
 Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
                       const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
                       ir::DType default_dtype);
+// The torch-call rules (shape_rules_torch.cpp) by the same stand-ins; conv and other rules whose
+// sizes are arithmetic on sizes decline.
+Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vector<Operand>& args,
+                                 const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                                 ir::DType default_dtype);
+// shape_rules_symbolic_views.cpp: view ops, contiguous and cat over symbolic sizes, directly.
+Result infer_symbolic_view(const Call& call);
 
 // shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
 Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d

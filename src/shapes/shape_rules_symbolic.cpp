@@ -64,10 +64,6 @@ class StandIn {
   std::deque<ir::TensorType> storage_;
 };
 
-}  // namespace
-
-namespace {
-
 bool is_symbolic(const Operand& o) {
   if (o.tensor) {
     for (const sym::Expr& e : o.tensor->sizes)
@@ -75,8 +71,18 @@ bool is_symbolic(const Operand& o) {
     for (const sym::Expr& e : o.tensor->strides)
       if (!e.is_constant()) return true;
   }
+  if (o.kind == Operand::Kind::Literal && std::holds_alternative<sym::Expr>(o.literal)) return true;
   return std::any_of(o.items.begin(), o.items.end(), is_symbolic);
 }
+
+bool has_symbolic_literal(const Operand& o) {
+  if (o.kind == Operand::Kind::Literal && std::holds_alternative<sym::Expr>(o.literal)) return true;
+  return std::any_of(o.items.begin(), o.items.end(), has_symbolic_literal);
+}
+
+// The calls whose result types never read their operands' strides (they allocate contiguous
+// results): their operands may have any layout.
+bool reads_no_strides(ir::Op op) { return ir::op_info(op).family == ir::OpFamily::Matmul; }
 
 }  // namespace
 
@@ -85,11 +91,12 @@ bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std
          std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return is_symbolic(kv.second); });
 }
 
-Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
-                      const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
-                      ir::DType default_dtype) {
-  ir::OpFamily family = ir::op_info(op).family;
-  if (family != ir::OpFamily::Pointwise && family != ir::OpFamily::Reduction) return std::nullopt;
+namespace {
+
+// Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back.
+Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs,
+                      bool any_layout, const std::function<Result(const std::vector<Operand>&,
+                                                                  const std::vector<std::pair<std::string, Operand>>&)>& rule) {
   // The distinct symbolic sizes (atoms) and the constant sizes the stand-ins must avoid.
   std::vector<sym::Expr> atoms;
   std::set<int64_t> constants;
@@ -106,7 +113,10 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
   };
   for (const Operand& a : args) visit_tensors(a, scan);
   for (const auto& kv : kwargs) visit_tensors(kv.second, scan);
-  if (!default_layouts) return std::nullopt;
+  if (!default_layouts && !any_layout) return std::nullopt;
+  if (std::any_of(args.begin(), args.end(), has_symbolic_literal) ||
+      std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_symbolic_literal(kv.second); }))
+    return std::nullopt;
   std::vector<int64_t> values;
   for (int64_t v : kStandIns)
     if (!constants.count(v)) values.push_back(v);
@@ -122,7 +132,7 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
     std::vector<std::pair<std::string, Operand>> kw;
     for (const Operand& o : args) a.push_back(stand_in.operand(o));
     for (const auto& [name, o] : kwargs) kw.emplace_back(name, stand_in.operand(o));
-    runs[r] = infer_result_types(op, a, kw, grad_enabled, default_dtype);
+    runs[r] = rule(a, kw);
     if (!runs[r]) return std::nullopt;
   }
   if (runs[0]->size() != runs[1]->size()) return std::nullopt;
@@ -145,6 +155,33 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
     out.push_back(std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
+                      const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                      ir::DType default_dtype) {
+  ir::OpFamily family = ir::op_info(op).family;
+  if (family == ir::OpFamily::View || op == ir::Op::Contiguous || op == ir::Op::Cat)
+    return infer_symbolic_view(Call{op, args, kwargs, grad_enabled, default_dtype});
+  bool stand_ins = family == ir::OpFamily::Pointwise || family == ir::OpFamily::Reduction ||
+                   family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
+                   op == ir::Op::Embedding || op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
+  if (!stand_ins) return std::nullopt;
+  return with_stand_ins(args, kwargs, reads_no_strides(op), [&](const auto& a, const auto& kw) {
+    return infer_result_types(op, a, kw, grad_enabled, default_dtype);
+  });
+}
+
+Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vector<Operand>& args,
+                                 const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
+                                 ir::DType default_dtype) {
+  // Attention allocates its result contiguous whatever its operands' layouts (checked on meta tensors).
+  bool any_layout = qualified_name == "torch.nn.functional.scaled_dot_product_attention";
+  return with_stand_ins(args, kwargs, any_layout, [&](const auto& a, const auto& kw) {
+    return infer_torch_call_types(qualified_name, a, kw, grad_enabled, default_dtype);
+  });
 }
 
 }  // namespace ember::shapes::rules

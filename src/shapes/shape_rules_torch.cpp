@@ -213,6 +213,8 @@ std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
   const TorchRule* rule = find_rule(qualified_name);
   if (!rule) return std::nullopt;
+  if (has_symbolic_tensor(args, kwargs))
+    return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype);
   Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype};
   return rule->rule(call);
 }

@@ -94,15 +94,13 @@ def test_modes_accepted(mode, says):
     assert ember.stats()["kernels_compiled"] == 2
 
 
-def test_dynamic_true_warns_once_that_shapes_are_specialized():
-    with pytest.warns(UserWarning, match="dynamic shapes are not supported yet"):
-        f = ember.compile(double, dynamic=True)
+def test_dynamic_settings_compile_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ember.compile(double, dynamic=True)
-        ember.compile(double, dynamic=False)
+        fs = [ember.compile(double, dynamic=d) for d in (True, False, None)]
     x = torch.randn(3)
-    torch.testing.assert_close(f(x), x * 2)
+    for f in fs:
+        torch.testing.assert_close(f(x), x * 2)
 
 
 def test_options_are_typed():

@@ -30,12 +30,15 @@ graph @make() {
 }
 """,
     "symbolic_shapes": """\
+symbol s0 hint=16
+symbol s1 hint=3 range=[2, 4096]
 graph @dyn(%0: f32[s0, s1]{s1, 1} cpu "L['x']") {
   %1 = reshape(%0, [-1]) : f32[s0*s1]{1} cpu
   %2 = torch "torch.ops.test.pool"(%0) : f32[s0 // 2, (s1 + -1) // 2 + 1]{(s1 + -1) // 2 + 1, 1} cpu
   %3 = torch "torch.ops.test.pad"(%0) : f32[max(4, s0), s1 % 8 + min(s0, s1)]{s1 % 8 + min(s0, s1), 1} cpu
   %4 = torch "torch.ops.test.strided"(%0) : f32[s0, 2]{2*s1, -1} cpu
-  return (%1, %2, %3, %4)
+  %5 = view(%0, [sym(s0), -1, sym(s1 // 2)]) : f32[s0, 2, s1 // 2]{s1, s1 // 2, 1} cpu
+  return (%1, %2, %3, %4, %5)
 }
 """,
     "result_forms": f"""\

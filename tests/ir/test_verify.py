@@ -19,7 +19,9 @@ VALID = [
     graph(f'%2 = torch "torch.Tensor.add_"(%0, 1) : {T48}', 'torch "torch._foreach_mul_"([%0, %1], 2.0)'),
     graph(f'%2 = torch "anything.at.all"() : {T48}', ret="return (%2, %2, %0)"),
     graph(f"%3 = neg(%0) : {T48}", f"%4 = abs(%2) : {T48}", inputs=f'%0: {T48} "x", %1: {T48} "y", %2: {T48} "z"'),
-    graph(f"%2 = neg(%0) : f32[s0, 0]{{s1, 1}} cpu", inputs=f'%0: {T48} "x", %1: f32[]{{}} cpu "n"'),
+    "symbol s0 hint=4\nsymbol s1 hint=3 range=[2, 64] divisor=1\n" +
+    graph(f"%2 = neg(%0) : f32[s0, 0]{{s1, 1}} cpu", f"%3 = view(%0, [sym(s0*s1)]) : f32[s0*s1]{{1}} cpu",
+          inputs='%0: f32[s0, s1]{s1, 1} cpu "x", %1: f32[]{} cpu "n"'),
 ]
 
 
@@ -55,6 +57,12 @@ ERRORS = [
      "node 1 (neg): result %2 has a lower id than %3, defined before it: results are numbered in the order"),
     (graph(f"%3, %2 = split(%0, 2) : tuple({T48}, {T48})", ret="return (%2, %3)"),
      "node 0 (split): result %2 has a lower id than %3"),
+    # Symbols: declared once, each a dim of some input (where the runtime reads it), and every one
+    # a type or a symbolic int mentions is declared.
+    ("symbol s0 hint=4\n" + graph(inputs=f'%0: {T48} "x"'), "symbol s0 is not a dimension of any graph input"),
+    (graph(f"%2 = neg(%0) : f32[s2]{{1}} cpu"), "node 0 (neg) result %2 has type f32[s2]{1} cpu, which mentions the undeclared symbol s2"),
+    ("symbol s0 hint=4\n" + graph(f"%1 = view(%0, [sym(s0*s5)]) : f32[s0]{{1}} cpu", inputs='%0: f32[s0]{1} cpu "x"'),
+     "node 0 (view): argument 1 mentions the undeclared symbol s5"),
 ]
 
 

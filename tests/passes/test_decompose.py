@@ -179,10 +179,17 @@ def test_run_pass_names_unknown_pass_and_invalid_graph():
     assert passes.run_pass(text, "decompose") == passes.run_pass(text, "canonicalize")
 
 
-def test_symbolic_sizes_stay():
+def test_symbolic_sizes_decompose():
+    # layer_norm over a static last dim and a view over symbolic sizes decompose (the count of a
+    # reduction over a symbolic dim is a symbolic int); group_norm reads sizes as constants: it stays.
     text = ("graph @g(%0: f32[s0, 8]{8, 1} cpu \"L['x']\") {\n"
             "  %1 = layer_norm(%0, (8,)) : f32[s0, 8]{8, 1} cpu\n"
             "  %2 = view(%0, -1) : f32[8*s0]{1} cpu\n"
-            "  return (%1, %2)\n}\n")
+            "  %3 = mean(%0, 0) : f32[8]{1} cpu\n"
+            "  %4 = torch \"torch.nn.functional.group_norm\"(%0, 2) : f32[s0, 8]{8, 1} cpu\n"
+            "  return (%1, %2, %3, %4)\n}\n")
     after = lower(text)
-    assert "layer_norm(%0, [8])" in after and "view(%0, -1)" in after
+    assert "var_mean(" in after and "layer_norm" not in after, after
+    assert "reshape(%0, [sym(8*s0)])" in after, after
+    assert "div(%" in after and ", sym(s0))" in after, after
+    assert "group_norm" in after, after

@@ -88,12 +88,12 @@ def test_ordered_layouts_answered(case):
 
 
 def test_symbolic_sizes_are_declined():
-    # Pointwise and reduction rules answer symbolic sizes (test_symbolic.py); the others decline.
+    # Symbolic sizes: test_symbolic.py and test_symbolic_views.py; rules they do not cover decline.
     x = torch.empty(2, 3, device="meta")
     assert shapes.infer_result_types("neg", (x,), {}, True, "float32") is not None
-    assert shapes.infer_result_types("neg", (x,), {}, True, "float32", [(0, 1)]) is None
+    assert shapes.infer_result_types("neg", (x.t(),), {}, True, "float32", [(0, 1)]) is None
     assert shapes.infer_result_types("view", (x, 6), {}, True, "float32", [(0, 0)]) is None
-    assert shapes.infer_result_types("permute", (x, 1, 0), {}, True, "float32", [(0, 0)]) is None
+    assert shapes.infer_result_types("split", (x, 1), {}, True, "float32", [(0, 0)]) is None
 
 
 def test_factories_and_unknown_default_dtype_are_declined():

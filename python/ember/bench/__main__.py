@@ -6,7 +6,7 @@ scripts can tell "not measurable yet" from "measured" (0) and "a compiler failed
 import argparse
 import sys
 
-from . import cpu, gpu, models, overhead, train, zoo
+from . import cpu, dynamic, gpu, models, overhead, train, zoo
 
 SUITES = {
     "overhead": overhead,
@@ -15,6 +15,7 @@ SUITES = {
     "gpu": gpu,
     "train": train,
     "zoo": zoo,
+    "dynamic": dynamic,
 }
 
 NOT_YET = {}

@@ -107,19 +107,7 @@ void Interpreter::load_method(const VarRef& obj, const std::string& name) {
 VarRef Interpreter::tensor_attr(const VarRef& t, const std::string& name) {
   auto& tv = t->as<TensorVar>();
   const ir::TensorType& type = tv.type;
-  auto ints = [&](const std::vector<sym::Expr>& xs) {
-    PyRef tuple = PyRef::steal(PyTuple_New(xs.size()));
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i].is_constant()) unsupported("symbolic sizes are not supported yet");
-      PyTuple_SET_ITEM(tuple.get(), i, PyLong_FromLongLong(xs[i].constant()));
-    }
-    return tuple;
-  };
-  if (name == "shape") {
-    PyRef size = PyRef::steal(PyObject_CallOneArg(trace_.table.size_type.get(), ints(type.sizes).get()));
-    if (!size) throw PythonError();
-    return trace_.constant(std::move(size));
-  }
+  if (name == "shape") return trace_.size_tuple(type.sizes, true);
   if (name == "ndim") return trace_.constant(PyRef::steal(PyLong_FromSsize_t(type.sizes.size())));
   if (name == "dtype") return trace_.constant(PyRef::borrow(trace_.table.dtype_object(type.dtype)));
   if (name == "device") {

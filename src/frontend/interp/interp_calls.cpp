@@ -160,9 +160,20 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
                                  kwargs);
   }
 
+  const CallableKind& kind = table.classify(obj);
+  if (trace_.has_size_ints() && kind.kind != CallableKind::CoreOp && kind.kind != CallableKind::TorchOp &&
+      kind.kind != CallableKind::Query && kind.kind != CallableKind::Factory && kind.kind != CallableKind::Inline) {
+    // Sizes reach torch ops as sym(...) arguments and Python functions as SymInts; any other
+    // callable gets their values, guarded.
+    auto fix = [&](VarRef& a) {
+      a = trace_.specialize(a);
+      trace_.specialize_sizes(*a);
+    };
+    for (VarRef& a : args) fix(a);
+    for (auto& kv : kwargs) fix(kv.second);
+  }
   if (is_model_output_class(obj)) return make_record(obj, args, kwargs);
   if (is_exception_class_var(*fn)) return make_exception(obj, args, kwargs);
-  const CallableKind& kind = table.classify(obj);
   bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
                  std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });
   switch (kind.kind) {

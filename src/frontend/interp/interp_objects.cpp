@@ -279,6 +279,25 @@ std::vector<VarRef> Interpreter::iterate(const VarRef& v) {
 VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in) {
   bool inplace = nb >= 13;
   int base = nb % 13;
+  if (is_size_int(lhs_in) || is_size_int(rhs_in)) {
+    // + - * // % on sizes and int constants stay expressions over the shape symbols.
+    std::optional<sym::Expr> a = size_expr(lhs_in), b = size_expr(rhs_in);
+    if (a && b) {
+      switch (base) {
+        case 0: return trace_.size_int(*a + *b);
+        case 10: return trace_.size_int(*a - *b);
+        case 5: return trace_.size_int(*a * *b);
+        case 2:
+          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0})) return trace_.size_int(floordiv(*a, *b));
+          break;
+        case 6:
+          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0})) return trace_.size_int(mod(*a, *b));
+          break;
+        default:
+          break;
+      }
+    }
+  }
   if (lhs_in->kind == VarKind::SymInt || rhs_in->kind == VarKind::SymInt) {
     // + - * // % on ints keep a SymInt symbolic; anything else specializes it.
     bool arith = base == 0 || base == 10 || base == 5 || base == 2 || base == 6;
@@ -359,6 +378,17 @@ bool comparison_runs_python(PyObject* o, int op) {
 }  // namespace
 
 VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
+  if (is_size_int(lhs) || is_size_int(rhs)) {
+    std::optional<sym::Expr> a = size_expr(lhs), b = size_expr(rhs);
+    if (a && b) {
+      // A comparison of sizes: a relation the shape guard keeps (or a static fact).
+      static const sym::RelOp kOps[] = {sym::RelOp::Lt, sym::RelOp::Le, sym::RelOp::Eq, sym::RelOp::Ne, sym::RelOp::Lt, sym::RelOp::Le};
+      bool swap = op == Py_GT || op == Py_GE;
+      sym::Rel rel{swap ? *b : *a, kOps[op], swap ? *a : *b};
+      return trace_.constant(PyRef::borrow(trace_.size_relation(rel) ? Py_True : Py_False));
+    }
+    return compare(op, trace_.specialize(lhs), trace_.specialize(rhs));
+  }
   if (lhs->kind == VarKind::Tensor) return trace_.call_torch(trace_.op_callable(kCompareCore[op]), {lhs, rhs}, {});
   if (rhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kCompare[op]), {lhs, rhs}, {});
   if ((op == Py_EQ || op == Py_NE) && lhs->kind == VarKind::Object && rhs->kind == VarKind::Object) {
@@ -525,8 +555,8 @@ VarRef Interpreter::length(const VarRef& v) {
     case VarKind::Tensor: {
       auto& sizes = v->as<TensorVar>().type.sizes;
       if (sizes.empty()) unsupported("len() of a 0-d tensor");
-      if (!sizes[0].is_constant()) unsupported("len() of a tensor with a symbolic size");
-      n = sizes[0].constant();
+      if (trace_.symbolic(sizes[0])) return trace_.size_int(sizes[0]);
+      n = trace_.shapes.hint(sizes[0]);
       break;
     }
     case VarKind::Object: {

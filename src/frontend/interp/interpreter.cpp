@@ -103,6 +103,30 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
   return interp.run();
 }
 
+bool Interpreter::carries_size_ints(bytecode::Opcode op) {
+  // Size SymInts (docs/dynamic-shapes.md) also travel through calls (torch ops take them as
+  // sym(...) arguments; Python functions are traced with them; other callables specialize them:
+  // Interpreter::call), tuples and lists, subscripts and comparisons (a relation guard).
+  if (carries_sym_ints(op)) return true;
+  switch (op) {
+    case Opcode::Call:
+    case Opcode::CallKw:
+    case Opcode::CallFunctionEx:
+    case Opcode::KwNames:
+    case Opcode::LoadMethod:
+    case Opcode::BuildTuple:
+    case Opcode::BuildList:
+    case Opcode::ListExtend:
+    case Opcode::ListToTuple:
+    case Opcode::UnpackSequence:
+    case Opcode::BinarySubscr:
+    case Opcode::CompareOp:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool Interpreter::carries_sym_ints(bytecode::Opcode op) {
   // Instructions that move a SymInt or do arithmetic on it; before any other, the stack's
   // SymInts are specialized (guarded by value), so no other code ever sees one.
@@ -182,8 +206,15 @@ VarRef Interpreter::run() {
     }
     current_ = &code[ip_++];
     if (root) trace_.root_line = current_->line;
+    trace_.line = current_->line;
+    trace_.file = &info_.filename;
+    if (trace_.has_size_ints() && !carries_size_ints(current_->op)) {
+      for (VarRef& v : stack_) trace_.specialize_sizes(*v);
+    }
     if (!carries_sym_ints(current_->op)) {
-      for (VarRef& v : stack_) v = trace_.specialize(v);
+      bool sizes_travel = carries_size_ints(current_->op);
+      for (VarRef& v : stack_)
+        if (!(sizes_travel && is_size_int(v))) v = trace_.specialize(v);
     }
     try {
       step(*current_);

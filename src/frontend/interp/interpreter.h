@@ -94,6 +94,7 @@ class Interpreter {
   // variants) in the file of their topic, declared below with it.
   void step(const bytecode::Instruction& ins);
   static bool carries_sym_ints(bytecode::Opcode op);
+  static bool carries_size_ints(bytecode::Opcode op);
   [[noreturn]] void unsupported(const std::string& reason) const;
 
   // Names and constants of the code.

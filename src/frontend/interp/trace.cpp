@@ -199,12 +199,18 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
 VarRef Trace::wrap_tensor(PyObject* obj, const SourceRef& source) {
   TensorMeta meta;
   if (!read_tensor_meta(obj, &meta)) throw Unsupported("tensor at " + source->str() + " that Ember cannot describe (sparse, nested or an unknown dtype)");
-  guards.tensor_match(source, meta);
-  guards.capture(source);
   ir::TensorType type;
   type.dtype = meta.dtype;
   for (int64_t s : meta.sizes) type.sizes.push_back(s);
   for (int64_t s : meta.strides) type.strides.push_back(s);
+  std::vector<int> size_slots, stride_slots;
+  symbolize_input(source, meta, dynamic_dims(obj, source, meta), &type, &size_slots, &stride_slots);
+  if (size_slots.empty()) {
+    guards.tensor_match(source, meta);
+  } else {
+    guards.tensor_match(source, meta, size_slots, stride_slots);
+  }
+  guards.capture(source);
   type.device = meta.device;
   type.requires_grad = meta.requires_grad;
   ir::ValueId value = graph.add_input(type, source->str());
@@ -223,9 +229,9 @@ PyObject* Trace::meta_of(TensorVar& t, bool leaf) {
   PyRef sizes = PyRef::steal(PyTuple_New(type.sizes.size()));
   PyRef strides = PyRef::steal(PyTuple_New(type.strides.size()));
   for (size_t i = 0; i < type.sizes.size(); ++i) {
-    if (!type.sizes[i].is_constant() || !type.strides[i].is_constant()) throw Unsupported("symbolic sizes are not supported yet");
-    PyTuple_SET_ITEM(sizes.get(), i, PyLong_FromLongLong(type.sizes[i].constant()));
-    PyTuple_SET_ITEM(strides.get(), i, PyLong_FromLongLong(type.strides[i].constant()));
+    // Symbolic sizes take their values on the traced call: a meta computation answers for these.
+    PyTuple_SET_ITEM(sizes.get(), i, PyLong_FromLongLong(shapes.hint(type.sizes[i])));
+    PyTuple_SET_ITEM(strides.get(), i, PyLong_FromLongLong(shapes.hint(type.strides[i])));
   }
   t.meta = PyRef::steal(PyObject_CallFunctionObjArgs(table.make_meta.get(), sizes.get(), strides.get(),
                                                      table.dtype_object(type.dtype),
@@ -440,6 +446,10 @@ VarRef Trace::sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b) {
 VarRef Trace::specialize(const VarRef& v) {
   if (v->kind != VarKind::SymInt) return v;
   auto& s = v->as<SymIntVar>();
+  if (s.is_size()) {
+    shapes.specialize(*s.size, "an int of symbolic sizes used where Ember keeps no symbols" + where());
+    return make_object(s.value);
+  }
   for (auto& [source, value] : s.leaves) guards.equals(source, value.get());
   return make_object(s.value);
 }
@@ -448,6 +458,7 @@ ValuePlan Trace::plan_value(const VarRef& v) {
   ValuePlan p;
   switch (v->kind) {
     case VarKind::SymInt:
+      if (v->as<SymIntVar>().is_size()) return plan_value(specialize(v));  // a size leaving the graph
       return *v->as<SymIntVar>().expr;
     case VarKind::Tensor: {
       ir::ValueId id = v->as<TensorVar>().value;

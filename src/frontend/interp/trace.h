@@ -17,6 +17,7 @@
 
 #include "frontend/guards.h"
 #include "frontend/interp/effect_log.h"
+#include "frontend/interp/shape_env.h"
 #include "frontend/interp/torch_table.h"
 #include "frontend/interp/value_plan.h"
 #include "frontend/interp/variables.h"
@@ -97,6 +98,10 @@ class Trace {
 
   ir::Graph graph{"frame"};
   GuardSet guards;
+  // Dynamic shapes (docs/dynamic-shapes.md): which input dimensions become symbols, the symbols
+  // made, and the guards on them (produced into `guards` by finish_shapes, after the backend).
+  DynamicPolicy dynamic;
+  ShapeEnv shapes;
   std::vector<PyRef> callables;  // per node: the callable the executor applies
   EffectLog effects;  // the stores to replay after the graph (effect_log.h)
   bool grad_enabled = true;      // grad mode at this point of the trace
@@ -104,6 +109,9 @@ class Trace {
   // line that called it), and the first and last such lines that added ops to the graph: a graph
   // that raises when it runs has no Python frame, so its traceback entry names these lines.
   int root_line = -1;
+  // The instruction being traced, in whichever (inlined) function: for the reasons of guards.
+  const std::string* file = nullptr;
+  int line = -1;
   struct OpLines {
     int first = -1, last = -1;
   } op_lines;
@@ -189,9 +197,31 @@ class Trace {
   // `op(a, b)` on SymInts and int constants as a SymInt, or nullptr when that is not arithmetic
   // a SymInt can carry (the caller then specializes).
   VarRef sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b);
-  // Guards a SymInt's sources by value and returns the constant it stands for; other Vars are
-  // returned as they are.
+  // Guards a SymInt's sources by value (a size SymInt: the symbols it mentions) and returns the
+  // constant it stands for; other Vars are returned as they are.
   VarRef specialize(const VarRef& v);
+  // specialize() on the size SymInts `v` holds, through tuples, lists and dicts, in place.
+  void specialize_sizes(Var& v);
+  // An int of value `e` over the shape symbols: a size SymInt, or a constant when `e` is one.
+  VarRef size_int(const sym::Expr& e);
+  // `x.shape` (a torch.Size when `torch_size`) or `x.stride()`: a constant when every entry is
+  // one, else a tuple of size ints.
+  VarRef size_tuple(const std::vector<sym::Expr>& xs, bool torch_size);
+  // Whether size SymInts were made (the interpreter then specializes them at uses it does not model).
+  bool has_size_ints() const { return has_size_ints_; }
+  // Whether `e` names a shape symbol not yet specialized.
+  bool symbolic(const sym::Expr& e) const { return !shapes.resolve(e).is_constant(); }
+  bool symbolic(const ir::TensorType& t) const;
+  // A Python-visible relation on sizes (`T <= 1024`, `B == 1`): decided as ShapeEnv::evaluate
+  // decides it, naming the user's line in the guard.
+  bool size_relation(const sym::Rel& rel);
+  // After the backend compiled the graph: the guards on the shape symbols (ShapeEnv::guards, each
+  // symbol >= its min, every dynamic size and stride of an input equal to its expression). The
+  // backend may have specialized more symbols (`specialized`: their names).
+  void finish_shapes();
+  // Replaces the specialized symbols in every type and `sym(...)` argument of the graph, and sets
+  // graph.symbols to those still symbolic (after finish(), and again when the backend specializes).
+  void apply_specializations();
 
   // The plan that rebuilds `v` after the graph runs; adds graph outputs as needed.
   ValuePlan plan_value(const VarRef& v);
@@ -265,6 +295,38 @@ class Trace {
   std::optional<ir::Literal> literal_of(PyObject* obj) const;
   ir::Device infer_device(PyObject* callable, const std::vector<VarRef>& args,
                           const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
+
+  // Dynamic shapes: the dimensions of `meta` (read through `source`, of Python type `obj`'s) the
+  // policy makes symbolic.
+  std::vector<bool> dynamic_dims(PyObject* obj, const SourceRef& source, const TensorMeta& meta) const;
+  // Makes the `dyn` dimensions of an input's `type` symbols and its strides expressions of its
+  // sizes, and gives each symbolic size and stride a shape-guard slot (size_slots/stride_slots:
+  // per dim, -1 for a static one). Leaves all three unchanged when the layout is not dense in
+  // some dimension order (the tensor stays static).
+  void symbolize_input(const SourceRef& source, const TensorMeta& meta, const std::vector<bool>& dyn,
+                       ir::TensorType* type, std::vector<int>* size_slots, std::vector<int>* stride_slots);
+  // A slot of the shape guard: the value a dynamic input size or stride must have.
+  struct ShapeSlot {
+    sym::Expr expr;
+    SourceRef tensor;
+    int dim = 0;
+    bool stride = false;
+  };
+  // " (file.py:12)": the user's line being traced, for guard reasons.
+  std::string where() const;
+  std::vector<ShapeSlot> shape_slots_;
+  bool has_size_ints_ = false;
+  // x.size(), x.size(d), x.numel(), x.stride(), len(x) of a tensor with symbolic sizes, or null
+  // for a query whose answer the sizes do not decide (the meta tensor answers it).
+  VarRef size_query(const std::string& query, const std::vector<VarRef>& args,
+                    const std::vector<std::pair<std::string, VarRef>>& kwargs);
+  // Whether a call's arguments mention shape symbols (symbolic tensor types, size SymInts).
+  bool has_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
+  // ShapeEnv::specialize on every symbol a call's arguments mention.
+  void specialize_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                          const std::string& why);
+  // `t` with every size and stride at its value on the traced call.
+  ir::TensorType at_hints(const ir::TensorType& t) const;
 
   ir::DType default_dtype_ = ir::DType::Float32;
   std::unordered_map<std::string, VarRef> by_source_;

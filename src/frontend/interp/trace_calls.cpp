@@ -149,6 +149,14 @@ ir::Arg Trace::lower_arg(const VarRef& v, PyRef* meta_value) {
       if (meta_value) *meta_value = std::move(metas);
       return is_tuple ? ir::Arg::tuple(std::move(args)) : ir::Arg::list(std::move(args));
     }
+    case VarKind::SymInt: {
+      // A size: a sym(...) argument over the shape symbols (a constant once specialized).
+      if (!v->as<SymIntVar>().is_size()) throw Unsupported(describe(*v) + " cannot be passed to a graph op");
+      sym::Expr e = shapes.resolve(*v->as<SymIntVar>().size);
+      if (meta_value) *meta_value = PyRef::steal(PyLong_FromLongLong(shapes.hint(e)));
+      if (e.is_constant()) return ir::Arg::of_literal(e.constant());
+      return ir::Arg::of_literal(e);
+    }
     default:
       throw Unsupported(describe(*v) + " cannot be passed to a graph op");
   }
@@ -226,9 +234,13 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
   };
   std::function<std::optional<shapes::Operand>(const VarRef&)> operand = [&](const VarRef& v) -> std::optional<shapes::Operand> {
     if (v->kind == VarKind::Tensor) return shapes::Operand::of_tensor(&v->as<TensorVar>().type);
+    if (is_size_int(v)) {
+      sym::Expr e = this->shapes.resolve(*v->as<SymIntVar>().size);
+      return shapes::Operand::of_literal(e.is_constant() ? ir::Literal(e.constant()) : ir::Literal(e));
+    }
     if (v->kind == VarKind::Tuple || v->kind == VarKind::List) {
       bool tensors = false;
-      for (auto& x : v->as<SequenceVar>().items) tensors = tensors || x->kind == VarKind::Tensor;
+      for (auto& x : v->as<SequenceVar>().items) tensors = tensors || x->kind == VarKind::Tensor || is_size_int(x);
       if (tensors) {
         std::vector<shapes::Operand> items;
         for (auto& x : v->as<SequenceVar>().items) {
@@ -263,8 +275,14 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
                           const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   const CallableKind& kind = table.classify(callable);
   const std::string& name = table.name_of(callable);
+  bool symbolic_args = has_symbols(args, kwargs);
+  if (symbolic_args && kind.kind == CallableKind::Query && !args.empty() && args[0]->kind == VarKind::Tensor)
+    if (VarRef answer = size_query(kind.detail, args, kwargs)) return answer;
   std::optional<std::vector<ir::TensorType>> ruled;
-  bool core_rule = kind.kind == CallableKind::CoreOp && !kind.makes_tensors() && core_op_applies(kind.op, args, kwargs);
+  // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
+  // is symbolic: only a shape rule answers then.
+  bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
+                   core_op_applies(kind.op, args, kwargs);
   bool torch_rule = kind.kind == CallableKind::TorchOp && shapes::has_torch_call_rule(name);
   if (core_rule || torch_rule) {
     // Ember's own shape rules first: no meta kernel when they know the answer (under
@@ -297,6 +315,11 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       if (form == ir::Node::ResultForm::Single) return out[0];
       return make_tuple(std::move(out));
     }
+  }
+  if (symbolic_args && !ruled && kind.kind != CallableKind::Query) {
+    // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
+    // values alone. So the symbols this call sees become static (guarded) first.
+    specialize_symbols(args, kwargs, name + " has no shape rule for these symbolic sizes" + where());
   }
   PyRef meta_args = PyRef::steal(PyTuple_New(args.size()));
   std::vector<ir::Arg> ir_args;
@@ -398,11 +421,14 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     types.push_back(std::move(t));
   }
   if (ruled) {
+    // (Under verify_shape_rules.) With symbols, the rule's answer at the traced values must be
+    // the meta kernel's, and the rule's symbolic types are the results'.
     bool same = ruled->size() == types.size();
     for (size_t i = 0; same && i < types.size(); ++i) {
       (*ruled)[i].device = device;
-      same = (*ruled)[i] == types[i];
+      same = at_hints((*ruled)[i]) == types[i];
     }
+    if (same && symbolic_args) types = *ruled;
     if (!same)
       throw Unsupported("internal error: Ember's shape rule for " + name + " disagrees with torch's meta kernel: rule " +
                         ((*ruled).empty() ? std::string("()") : (*ruled)[0].str()) + ", torch " +

@@ -85,4 +85,18 @@ std::string describe(const Var& v) {
   return "value";
 }
 
+std::optional<sym::Expr> size_expr(const VarRef& v) {
+  if (is_size_int(v)) return *v->as<SymIntVar>().size;
+  if (v->kind != VarKind::Object) return std::nullopt;
+  PyObject* o = v->as<ObjectVar>().obj.get();
+  if (!PyLong_CheckExact(o)) return std::nullopt;
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (value == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return sym::Expr(static_cast<int64_t>(value));
+}
+
 }  // namespace ember::frontend

@@ -219,11 +219,19 @@ struct GradModeExitVar : Var {
 // on each call), so `self.steps += 1` replays as "read, add one, store" instead of baking the
 // value in. Any other use specializes it: equality guards on its sources, then a constant.
 // SymInts live only on the stack and in locals (see Interpreter::specialize).
+//
+// A size SymInt (`size` set) is an int computed from symbolic tensor sizes (`T = x.size(1)` with
+// that dimension dynamic, docs/dynamic-shapes.md): `value` is its value on the traced call, `size`
+// its expression over the shape symbols, `expr` and `leaves` are unused. It may also travel in
+// tuples and lists and into torch calls (a `sym(...)` argument); a comparison guards a relation;
+// any other use specializes it (Trace::specialize: a guard `s == value` on its symbols).
 struct SymIntVar : Var {
   SymIntVar() : Var(VarKind::SymInt) {}
   PyRef value;                                       // the value at trace time
   std::shared_ptr<const struct ValuePlan> expr;      // how to compute it from the frame
   std::vector<std::pair<SourceRef, PyRef>> leaves;   // the sources it reads, with their values
+  std::optional<sym::Expr> size;
+  bool is_size() const { return size.has_value(); }
 };
 
 // A ModelOutput made during the trace: its dataclass fields in order, each value a Var (None
@@ -235,6 +243,10 @@ struct RecordVar : Var {
   std::vector<std::string> fields;
   std::vector<VarRef> values;
 };
+
+inline bool is_size_int(const VarRef& v) { return v->kind == VarKind::SymInt && v->as<SymIntVar>().is_size(); }
+// The expression of a size SymInt, or of an int constant (not a bool); nullopt for anything else.
+std::optional<sym::Expr> size_expr(const VarRef& v);
 
 inline VarRef make_null() { return std::make_shared<NullVar>(); }
 VarRef make_object(PyRef obj, SourceRef source = nullptr);

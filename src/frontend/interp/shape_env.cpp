@@ -1,0 +1,89 @@
+#include "frontend/interp/shape_env.h"
+
+#include <set>
+
+namespace ember::frontend {
+
+sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim) {
+  auto found = by_value_.find(value);
+  if (found != by_value_.end()) return resolve(sym::Expr::symbol(symbols_[found->second].name));
+  sym::SymbolInfo info;
+  info.name = "s" + std::to_string(symbols_.size());
+  info.hint = value;
+  by_value_[value] = static_cast<int>(symbols_.size());
+  symbols_.push_back(info);
+  bindings_.push_back(Binding{tensor, dim});
+  return sym::Expr::symbol(info.name);
+}
+
+sym::Expr ShapeEnv::resolve(const sym::Expr& e) const {
+  if (replacements_.empty() || e.is_constant()) return e;
+  return sym::substitute(e, replacements_);
+}
+
+std::map<std::string, int64_t> ShapeEnv::hints() const {
+  std::map<std::string, int64_t> out;
+  for (const sym::SymbolInfo& s : symbols_) out[s.name] = s.hint;
+  return out;
+}
+
+int64_t ShapeEnv::hint(const sym::Expr& e) const {
+  if (e.is_constant()) return e.constant();
+  return sym::evaluate(e, hints());
+}
+
+bool ShapeEnv::evaluate(const sym::Rel& rel_in, const std::string& why) {
+  sym::Rel rel{resolve(rel_in.lhs), rel_in.op, resolve(rel_in.rhs)};
+  if (std::optional<bool> known = sym::statically_known(rel, symbols_)) return *known;
+  std::map<std::string, int64_t> values = hints();
+  bool holds = sym::evaluate(rel, [&](const std::string& name) -> std::optional<int64_t> {
+    auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  });
+  sym::Rel guard = rel;
+  if (!holds) {
+    // The negation, in the four forms a Rel has: !(a == b) is a != b, !(a < b) is b <= a.
+    switch (rel.op) {
+      case sym::RelOp::Eq: guard.op = sym::RelOp::Ne; break;
+      case sym::RelOp::Ne: guard.op = sym::RelOp::Eq; break;
+      case sym::RelOp::Lt: guard = sym::Rel{rel.rhs, sym::RelOp::Le, rel.lhs}; break;
+      case sym::RelOp::Le: guard = sym::Rel{rel.rhs, sym::RelOp::Lt, rel.lhs}; break;
+    }
+  }
+  // `s == k` pins s: later code sees the constant (as torch's ShapeEnv does with its replacements).
+  if (guard.op == sym::RelOp::Eq && (guard.lhs.kind() == sym::ExprKind::Symbol || guard.rhs.kind() == sym::ExprKind::Symbol)) {
+    specialize(guard.lhs.kind() == sym::ExprKind::Symbol ? guard.lhs : guard.rhs, why);
+    return holds;
+  }
+  guards_.push_back(Guard{guard, why});
+  return holds;
+}
+
+int64_t ShapeEnv::specialize(const sym::Expr& e_in, const std::string& why) {
+  sym::Expr e = resolve(e_in);
+  std::set<std::string> names;
+  sym::free_symbols(e, names);
+  std::map<std::string, int64_t> values = hints();
+  for (const std::string& name : names) {
+    int64_t value = values.at(name);
+    guards_.push_back(Guard{sym::Rel{sym::Expr::symbol(name), sym::RelOp::Eq, sym::Expr(value)}, why});
+    replacements_.emplace_back(name, sym::Expr(value));
+  }
+  return hint(e);
+}
+
+bool ShapeEnv::specialized(const std::string& symbol) const {
+  for (const auto& [name, value] : replacements_)
+    if (name == symbol) return true;
+  return false;
+}
+
+sym::Symbols ShapeEnv::live_symbols() const {
+  sym::Symbols out;
+  for (const sym::SymbolInfo& s : symbols_)
+    if (!specialized(s.name)) out.push_back(s);
+  return out;
+}
+
+}  // namespace ember::frontend

@@ -1,0 +1,319 @@
+// Trace's part in dynamic shapes (docs/dynamic-shapes.md): which input dimensions become shape
+// symbols, sizes as Python values (size SymInts), calls on symbolic operands, and the shape guard.
+#include <algorithm>
+#include <functional>
+
+#include "frontend/interp/trace.h"
+
+namespace ember::frontend {
+
+namespace {
+
+// Whether `source` reaches its tensor through a module (a parameter, buffer or tensor attribute of
+// an nn.Module): such tensors keep static shapes, as torch.compile's do by default.
+bool through_module(const SourceRef& source) {
+  for (const Source* s = source.get(); s; s = s->base.get())
+    if (s->kind == Source::Kind::ModuleMember) return true;
+  return false;
+}
+
+// The dims listed in the set-valued attribute `name` of `obj` (torch._dynamo's mark_dynamic and
+// mark_static store them there; ember.mark_dynamic/mark_static use the same attributes).
+std::vector<int64_t> marked_dims(PyObject* obj, const char* name) {
+  std::vector<int64_t> out;
+  PyRef dims = PyRef::steal(PyObject_GetAttrString(obj, name));
+  if (!dims) {
+    PyErr_Clear();
+    return out;
+  }
+  PyRef it = PyRef::steal(PyObject_GetIter(dims.get()));
+  if (!it) {
+    PyErr_Clear();
+    return out;
+  }
+  while (PyRef item = PyRef::steal(PyIter_Next(it.get()))) {
+    long long d = PyLong_AsLongLong(item.get());
+    if (d == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      continue;
+    }
+    out.push_back(d);
+  }
+  PyErr_Clear();
+  return out;
+}
+
+}  // namespace
+
+std::vector<bool> Trace::dynamic_dims(PyObject* obj, const SourceRef& source, const TensorMeta& meta) const {
+  size_t rank = meta.sizes.size();
+  std::vector<bool> out(rank, false);
+  if (dynamic.mode == Dynamic::Never || through_module(source) || rank == 0) return out;
+  static PyObject* parameter_type = [] {
+    PyRef m = PyRef::steal(PyImport_ImportModule("torch.nn.parameter"));
+    PyObject* t = m ? PyObject_GetAttrString(m.get(), "Parameter") : nullptr;
+    if (!t) PyErr_Clear();
+    return t;  // kept for the process
+  }();
+  if (parameter_type && PyObject_IsInstance(obj, parameter_type) == 1) return out;
+  PyErr_Clear();
+  auto mark = [&](const std::vector<int64_t>& dims, bool value) {
+    for (int64_t d : dims) {
+      if (d < 0) d += static_cast<int64_t>(rank);
+      if (d >= 0 && d < static_cast<int64_t>(rank)) out[static_cast<size_t>(d)] = value;
+    }
+  };
+  if (dynamic.mode == Dynamic::Always) {
+    out.assign(rank, true);
+  } else if (dynamic.seen) {
+    // Automatic dynamic: a dimension whose size differs from the one an earlier compile of this
+    // code saw becomes symbolic, and stays so for later compiles (-1 in the record).
+    std::vector<int64_t>& seen = (*dynamic.seen)[source->str()];
+    if (seen.size() != rank) {
+      seen = meta.sizes;
+    } else {
+      for (size_t d = 0; d < rank; ++d) {
+        if (seen[d] != meta.sizes[d]) seen[d] = -1;
+        out[d] = seen[d] == -1;
+      }
+    }
+  }
+  mark(marked_dims(obj, "_dynamo_dynamic_indices"), true);
+  mark(marked_dims(obj, "_dynamo_static_indices"), false);
+  // Sizes 0 and 1 decide broadcasting and emptiness: never symbolic.
+  for (size_t d = 0; d < rank; ++d) out[d] = out[d] && meta.sizes[d] >= 2;
+  return out;
+}
+
+void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, const std::vector<bool>& dyn,
+                            ir::TensorType* type, std::vector<int>* size_slots, std::vector<int>* stride_slots) {
+  if (std::find(dyn.begin(), dyn.end(), true) == dyn.end()) return;
+  // Strides become expressions of the sizes when the layout is dense in some dimension order
+  // (contiguous, or a permutation of it: what torch's ops make); another layout stays static.
+  size_t rank = meta.sizes.size();
+  std::vector<size_t> order(rank);  // innermost first
+  for (size_t d = 0; d < rank; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return meta.strides[a] != meta.strides[b] ? meta.strides[a] < meta.strides[b] : a > b;
+  });
+  int64_t expected_value = 1;
+  for (size_t d : order) {
+    if (meta.strides[d] == expected_value) {
+      expected_value *= meta.sizes[d];
+    } else if (meta.sizes[d] != 1) {  // a size-1 dim is never stepped over: any stride reads the same
+      return;
+    }
+  }
+  size_slots->assign(rank, -1);
+  stride_slots->assign(rank, -1);
+  for (size_t d = 0; d < rank; ++d)
+    if (dyn[d]) type->sizes[d] = shapes.symbol_for(meta.sizes[d], source, static_cast<int>(d));
+  sym::Expr expected = 1;
+  expected_value = 1;
+  for (size_t d : order) {
+    if (meta.strides[d] != expected_value) continue;  // a size-1 dim's own stride: kept
+    type->strides[d] = expected;
+    expected = expected * type->sizes[d];
+    expected_value *= meta.sizes[d];
+  }
+  auto slot_for = [&](const sym::Expr& e, size_t d, bool stride) {
+    if (e.is_constant()) return -1;
+    shape_slots_.push_back(ShapeSlot{e, source, static_cast<int>(d), stride});
+    return static_cast<int>(shape_slots_.size()) - 1;
+  };
+  for (size_t d = 0; d < rank; ++d) {
+    (*size_slots)[d] = slot_for(type->sizes[d], d, false);
+    (*stride_slots)[d] = slot_for(type->strides[d], d, true);
+  }
+}
+
+void Trace::specialize_sizes(Var& v) {
+  if (v.unread()) return;  // contents the trace has not read hold no values it made
+  auto fix = [&](VarRef& item) {
+    if (item->kind == VarKind::SymInt && item->as<SymIntVar>().is_size()) {
+      item = specialize(item);
+    } else {
+      specialize_sizes(*item);
+    }
+  };
+  if (v.kind == VarKind::Tuple || v.kind == VarKind::List) {
+    for (VarRef& item : v.as<SequenceVar>().items) fix(item);
+  } else if (v.kind == VarKind::Dict) {
+    for (VarRef& item : v.as<DictVar>().values) fix(item);
+  }
+}
+
+VarRef Trace::size_int(const sym::Expr& e_in) {
+  sym::Expr e = shapes.resolve(e_in);
+  if (e.is_constant()) return make_object(PyRef::steal(PyLong_FromLongLong(e.constant())));
+  auto s = std::make_shared<SymIntVar>();
+  s->value = PyRef::steal(PyLong_FromLongLong(shapes.hint(e)));
+  s->size = e;
+  has_size_ints_ = true;
+  return s;
+}
+
+VarRef Trace::size_tuple(const std::vector<sym::Expr>& xs, bool torch_size) {
+  bool any = false;
+  for (const sym::Expr& e : xs) any = any || symbolic(e);
+  if (!any) {
+    PyRef tuple = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(xs.size())));
+    for (size_t i = 0; i < xs.size(); ++i) PyTuple_SET_ITEM(tuple.get(), i, PyLong_FromLongLong(shapes.hint(xs[i])));
+    if (!torch_size) return constant(std::move(tuple));
+    PyRef size = PyRef::steal(PyObject_CallOneArg(table.size_type.get(), tuple.get()));
+    if (!size) throw PythonError();
+    return constant(std::move(size));
+  }
+  std::vector<VarRef> items;
+  for (const sym::Expr& e : xs) items.push_back(size_int(e));
+  auto seq = std::make_shared<SequenceVar>(VarKind::Tuple, std::move(items));
+  if (torch_size) seq->named_type = table.size_type;
+  return seq;
+}
+
+VarRef Trace::size_query(const std::string& query, const std::vector<VarRef>& args,
+                         const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+  const ir::TensorType& t = args[0]->as<TensorVar>().type;
+  bool sizes = query == "size", strides = query == "stride";
+  if (sizes || strides) {
+    const std::vector<sym::Expr>& xs = sizes ? t.sizes : t.strides;
+    const VarRef* dim = args.size() > 1 ? &args[1] : nullptr;
+    for (auto& [k, v] : kwargs)
+      if (k == "dim") dim = &v;
+    if (!dim || ((*dim)->kind == VarKind::Object && (*dim)->as<ObjectVar>().obj.get() == Py_None)) return size_tuple(xs, sizes);
+    std::optional<sym::Expr> d = size_expr(*dim);
+    if (!d || !d->is_constant()) return nullptr;
+    int64_t rank = static_cast<int64_t>(xs.size()), k = d->constant();
+    if (k < -rank || k >= rank) return nullptr;  // the meta tensor raises torch's IndexError
+    return size_int(xs[static_cast<size_t>(k < 0 ? k + rank : k)]);
+  }
+  if (query == "numel" || query == "nelement") {
+    sym::Expr n = 1;
+    for (const sym::Expr& e : t.sizes) n = n * e;
+    return size_int(n);
+  }
+  if (query == "__len__" && !t.sizes.empty()) return size_int(t.sizes[0]);
+  return nullptr;
+}
+
+namespace {
+
+// Calls `f` on every Var of a call's arguments, through tuples and lists.
+template <class F>
+void for_each_arg(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs, F&& f) {
+  std::function<void(const VarRef&)> visit = [&](const VarRef& v) {
+    f(v);
+    if ((v->kind == VarKind::Tuple || v->kind == VarKind::List) && !v->unread())
+      for (const VarRef& item : v->as<SequenceVar>().items) visit(item);
+  };
+  for (const VarRef& a : args) visit(a);
+  for (const auto& kv : kwargs) visit(kv.second);
+}
+
+}  // namespace
+
+bool Trace::has_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) const {
+  if (shapes.empty()) return false;
+  bool any = false;
+  for_each_arg(args, kwargs, [&](const VarRef& v) {
+    if (v->kind == VarKind::Tensor) any = any || symbolic(v->as<TensorVar>().type);
+    if (is_size_int(v)) any = any || symbolic(*v->as<SymIntVar>().size);
+  });
+  return any;
+}
+
+void Trace::specialize_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                               const std::string& why) {
+  for_each_arg(args, kwargs, [&](const VarRef& v) {
+    if (v->kind == VarKind::Tensor) {
+      for (const auto* xs : {&v->as<TensorVar>().type.sizes, &v->as<TensorVar>().type.strides})
+        for (const sym::Expr& e : *xs) shapes.specialize(e, why);
+    }
+    if (is_size_int(v)) shapes.specialize(*v->as<SymIntVar>().size, why);
+  });
+}
+
+ir::TensorType Trace::at_hints(const ir::TensorType& t) const {
+  ir::TensorType out = t;
+  for (auto* xs : {&out.sizes, &out.strides})
+    for (sym::Expr& e : *xs) e = shapes.hint(e);
+  return out;
+}
+
+bool Trace::symbolic(const ir::TensorType& t) const {
+  for (const auto* xs : {&t.sizes, &t.strides})
+    for (const sym::Expr& e : *xs)
+      if (symbolic(e)) return true;
+  return false;
+}
+
+std::string Trace::where() const {
+  if (!file || line < 0) return "";
+  return " (" + *file + ":" + std::to_string(line) + ")";
+}
+
+bool Trace::size_relation(const sym::Rel& rel) { return shapes.evaluate(rel, rel.str() + where()); }
+
+void Trace::finish_shapes() {
+  if (shape_slots_.empty()) return;
+  const sym::Symbols& symbols = shapes.all_symbols();
+  // Slot k is named by the symbol it binds (the dim the symbol was made for), else `_v<k>`.
+  std::vector<std::string> names(shape_slots_.size());
+  for (size_t k = 0; k < symbols.size(); ++k) {
+    const ShapeEnv::Binding& b = shapes.bindings()[k];
+    for (size_t j = 0; j < shape_slots_.size(); ++j) {
+      const ShapeSlot& slot = shape_slots_[j];
+      if (!slot.stride && slot.dim == b.dim && slot.tensor->str() == b.tensor->str()) names[j] = symbols[k].name;
+    }
+  }
+  std::vector<sym::Rel> rels;
+  std::vector<std::string> texts;
+  for (size_t j = 0; j < shape_slots_.size(); ++j) {
+    const ShapeSlot& slot = shape_slots_[j];
+    std::string read = slot.tensor->str() + (slot.stride ? ".stride()[" : ".size()[") + std::to_string(slot.dim) + "]";
+    if (names[j].empty()) {
+      names[j] = "_v" + std::to_string(j);
+      sym::Rel rel{sym::Expr::symbol(names[j]), sym::RelOp::Eq, shapes.resolve(slot.expr)};
+      rels.push_back(rel);
+      texts.push_back(read + " == " + rel.rhs.str());
+    } else {
+      texts.push_back(std::string());  // filled below: the symbol's range
+      rels.push_back(sym::Rel{sym::Expr(2), sym::RelOp::Le, sym::Expr::symbol(names[j])});
+      texts.back() = "2 <= " + read + " (" + names[j] + "; sizes 0 and 1 are compiled apart)";
+    }
+  }
+  for (const ShapeEnv::Guard& g : shapes.guards()) {
+    rels.push_back(g.rel);
+    texts.push_back(g.rel.str() + ": " + g.why);
+  }
+  guards.shape_relations(rels, names, std::move(texts));
+}
+
+void Trace::apply_specializations() {
+  graph.symbols = shapes.live_symbols();
+  if (shapes.replacements().empty()) return;
+  auto fix_type = [&](ir::TensorType& t) {
+    for (auto* xs : {&t.sizes, &t.strides})
+      for (sym::Expr& e : *xs) e = shapes.resolve(e);
+  };
+  std::function<void(ir::Arg&)> fix_arg = [&](ir::Arg& a) {
+    if (a.kind == ir::Arg::Kind::Literal) {
+      if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal)) {
+        sym::Expr r = shapes.resolve(*e);
+        if (r.is_constant()) {
+          a.literal = r.constant();
+        } else {
+          a.literal = r;
+        }
+      }
+    }
+    for (ir::Arg& item : a.items) fix_arg(item);
+  };
+  for (ir::Value& v : graph.mutable_values()) fix_type(v.type);
+  for (ir::Node& n : graph.mutable_nodes()) {
+    for (ir::Arg& a : n.args) fix_arg(a);
+    for (auto& [k, a] : n.kwargs) fix_arg(a);
+  }
+}
+
+}  // namespace ember::frontend

@@ -1,0 +1,355 @@
+// Shape rules of the view ops and cat over symbolic sizes, written directly over sym::Expr.
+//
+// Why not the stand-in method of shape_rules_symbolic.cpp: a view's sizes and strides are products
+// of its input's (flatten, view(-1, ...), unsqueeze's stride), and a reshape's size list holds
+// symbolic ints (`view(%x, [s0, s1, 12, 64])`), which stand-ins cannot read back. These rules
+// compare sizes only structurally (equal canonical forms; monomials have one spelling) and never
+// ask whether a symbol is smaller than a constant, so they need no range: a question they cannot
+// answer that way declines (nullopt, never a guess).
+//
+// Covered: view and reshape of a tensor with default strides (`-1` resolved when the element count
+// divides exactly as monomials), permute, transpose, unsqueeze, squeeze, expand, flatten of a
+// tensor with default strides, contiguous, and cat. Declines: view/reshape/flatten of any other
+// layout (whether torch copies depends on stride comparisons), getitem, split and chunk.
+#include <algorithm>
+#include <map>
+
+#include "shapes/shape_rules_internal.h"
+
+namespace ember::shapes::rules {
+
+namespace {
+
+using sym::Expr;
+using Exprs = std::vector<Expr>;
+
+Result one(ir::TensorType t) { return std::vector<ir::TensorType>{std::move(t)}; }
+
+const ir::TensorType* tensor_of(const Operand* p) {
+  return p && p->kind == Operand::Kind::Tensor ? p->tensor : nullptr;
+}
+
+int64_t rank(const ir::TensorType& t) { return static_cast<int64_t>(t.sizes.size()); }
+
+// A view of `x`: same dtype and device, requires grad exactly when x does.
+ir::TensorType view_type(const ir::TensorType& x, Exprs sizes, Exprs strides) {
+  ir::TensorType t = x;
+  t.sizes = std::move(sizes);
+  t.strides = std::move(strides);
+  return t;
+}
+
+// A size: an int literal (constant or symbolic).
+std::optional<Expr> as_size(const Operand* p) {
+  if (!p || p->kind != Operand::Kind::Literal) return std::nullopt;
+  if (const int64_t* v = std::get_if<int64_t>(&p->literal)) return Expr(*v);
+  if (const Expr* e = std::get_if<Expr>(&p->literal)) return *e;
+  return std::nullopt;
+}
+
+std::optional<Exprs> as_size_list(const Operand* p) {
+  if (!p || p->kind != Operand::Kind::Sequence) return std::nullopt;
+  Exprs out;
+  for (const Operand& item : p->items) {
+    auto e = as_size(&item);
+    if (!e) return std::nullopt;
+    out.push_back(*e);
+  }
+  return out;
+}
+
+// sizes_operand (shape_rules.cpp) over symbolic ints: one sequence or several ints after the tensor.
+std::optional<Exprs> size_list(const Call& call, const char* keyword, const Operand** implicit = nullptr) {
+  const Operand* named = nullptr;
+  for (const auto& [name, operand] : call.kwargs) {
+    if (name == keyword && !named) {
+      named = &operand;
+    } else if (implicit && name == "implicit" && !*implicit) {
+      *implicit = &operand;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (named) return call.args.size() == 1 ? as_size_list(named) : std::nullopt;
+  if (call.args.size() < 2) return std::nullopt;
+  if (call.args.size() == 2)
+    if (auto list = as_size_list(&call.args[1])) return list;
+  Exprs out;
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    auto e = as_size(&call.args[i]);
+    if (!e) return std::nullopt;
+    out.push_back(*e);
+  }
+  return out;
+}
+
+bool is_constant(const Expr& e, int64_t v) { return e.is_constant() && e.constant() == v; }
+// A size a shape may hold: a constant >= 0 or a symbolic size (symbols stand for sizes >= 2).
+bool is_size(const Expr& e) { return !e.is_constant() || e.constant() >= 0; }
+
+Expr product(const Exprs& xs) {
+  Expr p = 1;
+  for (const Expr& x : xs) p = p * x;
+  return p;
+}
+
+// A monomial as coefficient times sorted factors: `12*s0*s1` is (12, [s0, s1]); nullopt for sums.
+std::optional<std::pair<int64_t, Exprs>> monomial(const Expr& e) {
+  if (e.is_constant()) return std::make_pair(e.constant(), Exprs{});
+  if (e.kind() != sym::ExprKind::Mul) return std::make_pair(int64_t{1}, Exprs{e});
+  Exprs factors = e.operands();
+  int64_t c = 1;
+  if (factors[0].is_constant()) {
+    c = factors[0].constant();
+    factors.erase(factors.begin());
+  }
+  return std::make_pair(c, factors);
+}
+
+// a / b when b divides a as monomials (exactly, for every symbol value); nullopt otherwise.
+std::optional<Expr> exact_quotient(const Expr& a, const Expr& b) {
+  auto ma = monomial(a), mb = monomial(b);
+  if (!ma || !mb || mb->first == 0 || ma->first % mb->first != 0) return std::nullopt;
+  Exprs rest = ma->second;
+  for (const Expr& f : mb->second) {
+    auto at = std::find(rest.begin(), rest.end(), f);
+    if (at == rest.end()) return std::nullopt;
+    rest.erase(at);
+  }
+  Expr q = product(rest) * Expr(ma->first / mb->first);
+  if (q * b != a) return std::nullopt;
+  return q;
+}
+
+// Products of monomials are canonical (one spelling each); a product with a sum is not expanded,
+// so sizes holding sums (a cat's) would compare unequal to an equal spelling: such views decline.
+bool all_monomials(const Exprs& xs) {
+  return std::all_of(xs.begin(), xs.end(), [](const Expr& e) {
+    auto m = monomial(e);
+    return m && std::none_of(m->second.begin(), m->second.end(),
+                             [](const Expr& f) { return f.kind() != sym::ExprKind::Symbol; });
+  });
+}
+
+bool has_default_layout(const ir::TensorType& t) { return t.strides == ir::contiguous_strides(t.sizes); }
+
+// torch's is_contiguous(): strides as contiguous_strides gives them, size-1 dims ignored.
+bool is_contiguous(const ir::TensorType& t) {
+  Expr expected = 1;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    if (is_constant(t.sizes[d], 1)) continue;
+    if (t.strides[d] != expected) return false;
+    expected = expected * t.sizes[d];
+  }
+  return true;
+}
+
+std::optional<size_t> wrap(int64_t dim, int64_t n) {
+  auto w = wrap_dim(dim, n);
+  return w ? std::optional<size_t>(static_cast<size_t>(*w)) : std::nullopt;
+}
+
+Result view_reshape(const Call& call) {
+  const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
+  auto shape = size_list(call, call.op == ir::Op::View ? "size" : "shape");
+  if (!x || !shape || !has_default_layout(*x) || !all_monomials(x->sizes) || !all_monomials(*shape)) return std::nullopt;
+  Expr count = product(x->sizes);
+  std::optional<size_t> unknown;
+  Expr known = 1;
+  for (size_t i = 0; i < shape->size(); ++i) {
+    const Expr& s = (*shape)[i];
+    if (is_constant(s, -1) && !unknown) {
+      unknown = i;
+    } else if (is_size(s)) {
+      known = known * s;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (unknown) {
+    auto q = exact_quotient(count, known);
+    if (!q) return std::nullopt;
+    (*shape)[*unknown] = *q;
+  } else if (known != count) {
+    return std::nullopt;
+  }
+  return one(view_type(*x, *shape, ir::contiguous_strides(*shape)));
+}
+
+Result permute(const Call& call) {
+  const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
+  auto dims = sizes_operand(call, "dims");
+  if (!x || !dims || static_cast<int64_t>(dims->size()) != rank(*x)) return std::nullopt;
+  Exprs sizes, strides;
+  std::vector<bool> used(dims->size(), false);
+  for (int64_t d : *dims) {
+    auto w = wrap(d, rank(*x));
+    if (!w || used[*w]) return std::nullopt;
+    used[*w] = true;
+    sizes.push_back(x->sizes[*w]);
+    strides.push_back(x->strides[*w]);
+  }
+  return one(view_type(*x, sizes, strides));
+}
+
+Result transpose(const Call& call) {
+  auto b = bind(call, {"input", "dim0", "dim1"});
+  if (!b) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  auto d0 = as_int((*b)[1]), d1 = as_int((*b)[2]);
+  if (!x || !d0 || !d1 || rank(*x) == 0) return std::nullopt;
+  auto w0 = wrap(*d0, rank(*x)), w1 = wrap(*d1, rank(*x));
+  if (!w0 || !w1) return std::nullopt;
+  Exprs sizes = x->sizes, strides = x->strides;
+  std::swap(sizes[*w0], sizes[*w1]);
+  std::swap(strides[*w0], strides[*w1]);
+  return one(view_type(*x, sizes, strides));
+}
+
+Result unsqueeze(const Call& call) {
+  auto b = bind(call, {"input", "dim"});
+  if (!b) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  auto dim = as_int((*b)[1]);
+  if (!x || !dim) return std::nullopt;
+  auto d = wrap(*dim, rank(*x) + 1);
+  if (!d) return std::nullopt;
+  Exprs sizes = x->sizes, strides = x->strides;
+  Expr stride = *d < sizes.size() ? sizes[*d] * strides[*d] : Expr(1);
+  sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(*d), 1);
+  strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(*d), stride);
+  return one(view_type(*x, sizes, strides));
+}
+
+// A symbolic size is never 1, so squeeze keeps it.
+Result squeeze(const Call& call) {
+  auto b = bind(call, {"input", "dim"});
+  if (!b) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  if (!x) return std::nullopt;
+  std::vector<bool> drop(x->sizes.size(), false);
+  if (!(*b)[1]) {
+    for (size_t i = 0; i < drop.size(); ++i) drop[i] = is_constant(x->sizes[i], 1);
+  } else {
+    auto dims = as_int_or_list((*b)[1]);
+    if (!dims) return std::nullopt;
+    for (int64_t dim : *dims) {
+      auto w = wrap(dim, rank(*x));
+      if (!w) return std::nullopt;
+      if (rank(*x) > 0) drop[*w] = is_constant(x->sizes[*w], 1);
+    }
+  }
+  Exprs sizes, strides;
+  for (size_t i = 0; i < drop.size(); ++i)
+    if (!drop[i]) {
+      sizes.push_back(x->sizes[i]);
+      strides.push_back(x->strides[i]);
+    }
+  return one(view_type(*x, sizes, strides));
+}
+
+Result expand(const Call& call) {
+  const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
+  const Operand* implicit = nullptr;
+  auto target = size_list(call, "size", &implicit);
+  if (!x || !target || (implicit && !as_bool(implicit))) return std::nullopt;
+  size_t n = target->size(), old = x->sizes.size();
+  if (n < old) return std::nullopt;
+  Exprs sizes(n), strides(n);
+  for (size_t i = n; i-- > 0;) {
+    const Expr& want = (*target)[i];
+    if (i < n - old) {  // a new leading dim: broadcast, or an unsqueeze's stride when of size 1
+      if (!is_size(want)) return std::nullopt;
+      sizes[i] = want;
+      strides[i] = is_constant(want, 1) && i + 1 < n ? sizes[i + 1] * strides[i + 1] : Expr(0);
+      continue;
+    }
+    size_t d = i - (n - old);
+    const Expr& have = x->sizes[d];
+    if (is_constant(want, -1) || want == have) {
+      sizes[i] = have;
+      strides[i] = x->strides[d];
+    } else if (is_constant(have, 1) && is_size(want)) {
+      sizes[i] = want;
+      strides[i] = 0;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return one(view_type(*x, sizes, strides));
+}
+
+Result flatten(const Call& call) {
+  auto b = bind(call, {"input", "start_dim", "end_dim"});
+  if (!b) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  int64_t start = (*b)[1] ? as_int((*b)[1]).value_or(INT64_MIN) : 0;
+  int64_t end = (*b)[2] ? as_int((*b)[2]).value_or(INT64_MIN) : -1;
+  if (!x || start == INT64_MIN || end == INT64_MIN || rank(*x) == 0) return std::nullopt;
+  auto s = wrap(start, rank(*x)), e = wrap(end, rank(*x));
+  if (!s || !e || *s > *e) return std::nullopt;
+  if (*s == *e) return one(*x);  // flatten(x, d, d) returns x itself
+  if (!has_default_layout(*x) || !all_monomials(x->sizes)) return std::nullopt;
+  Exprs sizes(x->sizes.begin(), x->sizes.begin() + static_cast<std::ptrdiff_t>(*s));
+  sizes.push_back(product(Exprs(x->sizes.begin() + static_cast<std::ptrdiff_t>(*s),
+                                x->sizes.begin() + static_cast<std::ptrdiff_t>(*e) + 1)));
+  sizes.insert(sizes.end(), x->sizes.begin() + static_cast<std::ptrdiff_t>(*e) + 1, x->sizes.end());
+  return one(view_type(*x, sizes, ir::contiguous_strides(sizes)));
+}
+
+// contiguous() returns x itself when torch deems it contiguous, else a contiguous copy.
+Result contiguous(const Call& call) {
+  auto b = bind(call, {"input", "*memory_format"});
+  if (!b || (*b)[1]) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  if (!x) return std::nullopt;
+  if (is_contiguous(*x)) return one(*x);
+  ir::TensorType t = view_type(*x, x->sizes, ir::contiguous_strides(x->sizes));
+  t.requires_grad = call.grad_enabled && x->requires_grad;
+  return one(t);
+}
+
+// cat of tensors with default strides and one dtype and device; the cat dim's sizes add up.
+Result cat(const Call& call) {
+  auto b = bind(call, {"tensors", "dim"});
+  if (!b || !(*b)[0] || (*b)[0]->kind != Operand::Kind::Sequence || (*b)[0]->items.empty()) return std::nullopt;
+  int64_t dim = (*b)[1] ? as_int((*b)[1]).value_or(INT64_MIN) : 0;
+  std::vector<const ir::TensorType*> xs;
+  for (const Operand& item : (*b)[0]->items) {
+    const ir::TensorType* t = tensor_of(&item);
+    if (!t || !has_default_layout(*t) || rank(*t) == 0) return std::nullopt;
+    xs.push_back(t);
+  }
+  const ir::TensorType& first = *xs[0];
+  auto d = wrap(dim, rank(first));
+  if (dim == INT64_MIN || !d) return std::nullopt;
+  Exprs sizes = first.sizes;
+  sizes[*d] = 0;
+  bool requires_grad = false;
+  for (const ir::TensorType* t : xs) {
+    if (t->dtype != first.dtype || t->device != first.device || t->sizes.size() != first.sizes.size())
+      return std::nullopt;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (i != *d && t->sizes[i] != sizes[i]) return std::nullopt;
+    sizes[*d] = sizes[*d] + t->sizes[*d];
+    requires_grad = requires_grad || t->requires_grad;
+  }
+  ir::TensorType t = view_type(first, sizes, ir::contiguous_strides(sizes));
+  t.requires_grad = call.grad_enabled && requires_grad && ir::is_differentiable(first.dtype);
+  return one(t);
+}
+
+}  // namespace
+
+Result infer_symbolic_view(const Call& call) {
+  static constexpr std::pair<ir::Op, Result (*)(const Call&)> kRules[] = {
+      {ir::Op::View, view_reshape}, {ir::Op::Reshape, view_reshape}, {ir::Op::Permute, permute},
+      {ir::Op::Transpose, transpose}, {ir::Op::Unsqueeze, unsqueeze}, {ir::Op::Squeeze, squeeze},
+      {ir::Op::Expand, expand},     {ir::Op::Flatten, flatten},       {ir::Op::Contiguous, contiguous},
+      {ir::Op::Cat, cat}};
+  for (const auto& [op, rule] : kRules)
+    if (op == call.op) return rule(call);
+  return std::nullopt;
+}
+
+}  // namespace ember::shapes::rules

@@ -1,0 +1,135 @@
+"""Dynamic shapes at capture (docs/dynamic-shapes.md): symbols, guards, the recompile policy.
+
+Each test compares against eager on every call and counts compiles: the policy is torch.compile's
+(static first; a dimension seen to change becomes a symbol; sizes 0 and 1 stay static).
+"""
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["eager"]  # "ember" joins once kernels take symbolic sizes
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    ember.reset()
+    yield
+    ember.reset()
+
+
+def compiles():
+    return ember.stats()["frames_compiled"]
+
+
+def run_all(f, compiled, inputs):
+    for args in inputs:
+        torch.testing.assert_close(compiled(*args), f(*args))
+
+
+def attention_like(x, w):
+    return torch.softmax(x * w, dim=-1) * 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_changing_dim_recompiles_once_into_a_symbolic_graph(backend):
+    w = torch.randn(16)
+    g = ember.compile(attention_like, backend=backend)
+    run_all(attention_like, g, [(torch.randn(4, 8, 16), w)])
+    assert compiles() == 1
+    run_all(attention_like, g, [(torch.randn(4, t, 16), w) for t in (16, 17, 31, 32, 100)])
+    assert compiles() == 2, ember.stats()
+    # Size 1 is never a symbol: it gets a graph of its own, which size 2 does not need.
+    run_all(attention_like, g, [(torch.randn(4, 1, 16), w)])
+    assert compiles() == 3
+    run_all(attention_like, g, [(torch.randn(4, 2, 16), w)])
+    assert compiles() == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_true_compiles_once(backend):
+    w = torch.randn(16)
+    g = ember.compile(attention_like, backend=backend, dynamic=True)
+    run_all(attention_like, g, [(torch.randn(b, t, 16), w) for b, t in ((2, 8), (3, 9), (5, 64), (2, 3))])
+    assert compiles() == 1, ember.stats()
+
+
+def test_dynamic_false_recompiles_per_size():
+    g = ember.compile(attention_like, backend="eager", dynamic=False)
+    w = torch.randn(16)
+    run_all(attention_like, g, [(torch.randn(4, t, 16), w) for t in (8, 9, 10)])
+    assert compiles() == 3
+
+
+def test_mark_dynamic_makes_the_first_graph_symbolic():
+    g = ember.compile(attention_like, backend="eager")
+    w = torch.randn(16)
+    x = torch.randn(4, 8, 16)
+    ember.mark_dynamic(x, 1)
+    run_all(attention_like, g, [(x, w)] + [(torch.randn(4, t, 16), w) for t in (9, 30)])
+    assert compiles() == 1
+    out = ember.explain(attention_like, backend="eager")(x, w)
+    assert out.symbol_counts == [1] and "shape guard" in out.guards[0]
+
+
+def test_mark_static_keeps_a_dim_static():
+    g = ember.compile(attention_like, backend="eager", dynamic=True)
+    w = torch.randn(16)
+    xs = [torch.randn(4, t, 16) for t in (8, 9)]
+    for x in xs:
+        ember.mark_static(x, 1)
+    run_all(attention_like, g, [(x, w) for x in xs])
+    assert compiles() == 2
+
+
+def branchy(x):
+    if x.shape[1] > 10:
+        return x * 2
+    return x - 1
+
+
+def test_a_branch_on_a_size_is_a_relation_guard():
+    g = ember.compile(branchy, backend="eager", dynamic=True)
+    run_all(branchy, g, [(torch.randn(2, t),) for t in (12, 20, 11)])
+    assert compiles() == 1
+    # The other side of the branch: the relation fails and a second graph is made.
+    run_all(branchy, g, [(torch.randn(2, t),) for t in (5, 10, 3)])
+    assert compiles() == 2
+
+
+def sizes_in_python(x):
+    b, t, c = x.size()
+    n = x.numel()
+    return x.reshape(b * t, c) * (n // (b * t)), len(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_size_arithmetic_stays_correct(backend):
+    g = ember.compile(sizes_in_python, backend=backend, dynamic=True)
+    for t in (3, 5, 8):
+        x = torch.randn(2, t, 4)
+        out, n = g(x)
+        ref, n_ref = sizes_in_python(x)
+        torch.testing.assert_close(out, ref)
+        assert n == n_ref
+
+
+def duck(x, y):
+    return x + y
+
+
+def test_equal_sizes_share_a_symbol_and_are_guarded_equal():
+    g = ember.compile(duck, backend="eager", dynamic=True)
+    run_all(duck, g, [(torch.randn(5, 4), torch.randn(5, 4)), (torch.randn(7, 4), torch.randn(7, 4))])
+    assert compiles() == 1
+    # Different sizes break the equality the first graph relies on: recompile (and broadcasting
+    # here then raises exactly as eager does).
+    with pytest.raises(RuntimeError):
+        g(torch.randn(6, 4), torch.randn(3, 4))
+
+
+def test_guard_text_names_the_reason():
+    g = ember.compile(branchy, backend="eager", dynamic=True)
+    g(torch.randn(2, 12))
+    out = ember.explain(branchy, backend="eager", dynamic=True)(torch.randn(2, 12))
+    assert "shape guard: 10 < s1: 10 < s1 (" in out.guards[0] and "test_dynamic_capture.py" in out.guards[0], out.guards[0]
