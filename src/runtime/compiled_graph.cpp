@@ -172,21 +172,9 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
                                   program_.buffers.front().name() + " on " + device_.str() +
                                   "; a compiled graph runs on one device");
   }
-  for (const sym::SymbolInfo& s : program_.symbols) {
-    const sym::Expr bare = sym::Expr::symbol(s.name);
-    bool found = false;
-    for (size_t k = 0; k < program_.inputs.size() && !found; ++k) {
-      const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
-      for (size_t d = 0; d < b.sizes.size() && !found; ++d)
-        if (b.sizes[d] == bare) {
-          bindings_.push_back(Binding{k, static_cast<int>(d)});
-          found = true;
-        }
-    }
-    if (!found)
-      throw std::invalid_argument("compiled graph: shape symbol " + s.name +
-                                  " is no dimension of a graph input, so its value cannot be read");
-  }
+  std::vector<const std::vector<sym::Expr>*> input_sizes;
+  for (BufferId id : program_.inputs) input_sizes.push_back(&program_.buffers.at(static_cast<size_t>(id)).sizes);
+  binding_ = SymbolBinding(program_.symbols, input_sizes);
   for (size_t k = 0; k < program_.outputs.size(); ++k) {
     BufferId root = program_.outputs[k];
     while (program_.buffers.at(static_cast<size_t>(root)).kind == Buffer::Kind::View)
@@ -315,26 +303,16 @@ std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::make_sized(std::vecto
 std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::sized_for(PyObject* const* inputs) const {
   if (program_.symbols.empty()) return static_sized_;
   std::vector<int64_t> values(program_.symbols.size());
+  if (!binding_.read(inputs, values.data())) return nullptr;
   for (size_t k = 0; k < values.size(); ++k) {
-    const Binding& at = bindings_[k];
     const sym::SymbolInfo& s = program_.symbols[k];
-    pybridge::RawTensorMeta meta;
-    if (!pybridge::read_raw_tensor_meta(inputs[at.input], &meta, pybridge::TensorReadPath::Auto) ||
-        meta.ndim <= at.dim) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_RuntimeError, "ember: input %zu of compiled program @%s must be a tensor of at least %d dimensions (dimension %d is %s)",
-                   at.input, program_.name.c_str(), at.dim + 1, at.dim, s.name.c_str());
-      return nullptr;
-    }
-    const int64_t v = meta.sizes[at.dim];
+    const int64_t v = values[k];
     if (v < s.min || v > s.max || (s.divisor > 1 && v % s.divisor != 0)) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "ember: input %zu of compiled program @%s: dimension %d (%s) is %lld, outside %s or not a multiple of %lld",
-                   at.input, program_.name.c_str(), at.dim, s.name.c_str(), static_cast<long long>(v),
-                   range_text(s).c_str(), static_cast<long long>(s.divisor));
+      PyErr_Format(PyExc_RuntimeError, "ember: compiled program @%s: %s is %lld, outside %s or not a multiple of %lld",
+                   program_.name.c_str(), s.name.c_str(), static_cast<long long>(v), range_text(s).c_str(),
+                   static_cast<long long>(s.divisor));
       return nullptr;
     }
-    values[k] = v;
   }
   for (size_t i = 0; i < sized_cache_.size(); ++i) {
     if (sized_cache_[i]->values != values) continue;
