@@ -308,7 +308,7 @@ std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::sized_for(PyObject* c
     const sym::SymbolInfo& s = program_.symbols[k];
     const int64_t v = values[k];
     if (v < s.min || v > s.max || (s.divisor > 1 && v % s.divisor != 0)) {
-      PyErr_Format(PyExc_RuntimeError, "ember: compiled program @%s: shape symbol %s is %lld, outside %s or not a multiple of %lld",
+      PyErr_Format(PyExc_RuntimeError, "ember: compiled program @%s: %s is %lld, outside %s or not a multiple of %lld",
                    program_.name.c_str(), s.name.c_str(), static_cast<long long>(v), range_text(s).c_str(),
                    static_cast<long long>(s.divisor));
       return nullptr;

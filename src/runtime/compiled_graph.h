@@ -160,7 +160,6 @@ class CompiledGraph : public GraphRunner {
     // (else null: externs_'s).
     std::vector<std::shared_ptr<const ExternStep>> externs;
   };
-  // Where a symbol's value is read: dimension `dim` of graph input `input`.
   // The step of program_.externs[k], its symbolic integer arguments at `at` (empty: as written).
   ExternStep make_extern_step(size_t k, const std::map<std::string, int64_t>& at) const;
   std::shared_ptr<const Sized> make_sized(std::vector<int64_t> values, memory::MemoryPlan plan) const;
@@ -183,7 +182,7 @@ class CompiledGraph : public GraphRunner {
   PyRef empty_like_buffer(const Call& call, const loop_ir::Buffer& b) const;
 
   loop_ir::Program program_;
-  SymbolBinding binding_;                 // where each shape symbol is read
+  SymbolBinding binding_;                 // where each shape symbol's value is read
   // Program without symbols: its one Sized. With symbols: the LRU, most recent first (under the GIL).
   std::shared_ptr<const Sized> static_sized_;
   mutable std::vector<std::shared_ptr<const Sized>> sized_cache_;

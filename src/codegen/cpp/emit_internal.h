@@ -133,7 +133,9 @@ struct LoopReuse {
   std::map<NodeId, std::string> store_after;   // node of the earlier loop -> its scratch array
   std::map<NodeId, std::string> load_instead;  // node of a later loop -> the scratch it loads
   std::set<NodeId> dead;                       // later-loop nodes only the replaced ones used
-  std::vector<std::pair<std::string, int64_t>> scratch;  // arrays to declare: name, floats
+  std::vector<std::pair<std::string, int64_t>> scratch;  // arrays to declare: name, floats (at the hints)
+  // Scratch over a symbolic extent: name -> its run-time length (a per-thread array, not the stack).
+  std::map<std::string, sym::Expr> run_time_sized;
   // Scratch kept in the output row instead of an array: name -> the store's pointer at the current
   // loop point ("b1 + 1024*i0 + r0"). See output_row_scratch in emit_reuse.cpp.
   std::map<std::string, std::string> in_output;

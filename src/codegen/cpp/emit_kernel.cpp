@@ -542,8 +542,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   if (!pointwise) {
     std::vector<bool> vector_loop;
     for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
-    // Scratch arrays are sized by the loops' extents: none for symbolic ones.
-    if (!k.symbolic_loops) k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
+    k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
     k.pipelined = can_pipeline_rows(k.env, vector_loop, k.reuse);
     if (k.pipelined)
       for (const Node& n : kernel.nodes)
@@ -660,9 +659,17 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
       k.reduction_finals(static_cast<int>(l), false, depth);
     }
   } else {
-    for (const auto& [scratch, elements] : k.reuse.scratch)
-      if (!k.reuse.in_output.count(scratch))
+    int slot = 0;  // per-thread arrays: one slot per scratch of this kernel (kernels run one at a time)
+    for (const auto& [scratch, elements] : k.reuse.scratch) {
+      if (k.reuse.in_output.count(scratch)) continue;
+      auto sized = k.reuse.run_time_sized.find(scratch);
+      if (sized == k.reuse.run_time_sized.end()) {
         k.line(depth, "alignas(64) float " + scratch + "[" + std::to_string(elements) + "];");
+      } else {
+        k.line(depth, "float* const " + scratch + " = ember::rt::thread_scratch<" + std::to_string(slot++) + ">(" +
+                          k.extent(sized->second) + ");");
+      }
+    }
     std::set<NodeId> broadcasts, divisors;
     for (size_t l = 0; l < k.loops.size(); ++l) {
       if (k.loops[l].empty()) {

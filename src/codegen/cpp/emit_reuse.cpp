@@ -11,6 +11,11 @@
 // Guarantees: the loaded bits equal what recomputation would give (the same operations on the
 // same inputs); only values with a transcendental op in them are cached (loading a cheap value
 // costs about what recomputing it does); scratch stays small enough for L1/L2 (kMaxScratch).
+//
+// Symbolic extents (shape symbols): only one-variable loops, compared as expressions; the limits
+// are checked at the hints (a heuristic), and the scratch is a per-thread array grown to the run-time
+// extent (ember::rt::thread_scratch) instead of a stack array; never in the output row (its
+// disjointness test needs constant extents).
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -127,11 +132,14 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
   int64_t total = 0;
   for (size_t l2 = 1; l2 < loops.size(); ++l2) {
     if (!vector_loop[l2] || loops[l2].empty()) continue;
+    const std::vector<sym::Expr>& ranges = k.loops[l2].ranges;
+    const bool symbolic = !std::all_of(ranges.begin(), ranges.end(), [](const sym::Expr& e) { return e.is_constant(); });
+    if (symbolic && ranges.size() != 1) continue;
     int64_t elements = 1;
     for (int64_t e : loops[l2]) elements *= e;
     if (elements > kMaxScratch) continue;
     for (size_t l1 = l2; l1-- > 0;) {
-      if (!vector_loop[l1] || loops[l1] != loops[l2]) continue;
+      if (!vector_loop[l1] || loops[l1] != loops[l2] || k.loops[l1].ranges != ranges) continue;
       // match[n2] = the node of loop l1 computing the same value (bottom-up, operands first).
       std::unordered_map<NodeId, NodeId> match;
       std::unordered_map<NodeId, bool> costly;  // the matched value has a transcendental in it
@@ -176,6 +184,7 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
           if (existing == plan.store_after.end()) {
             plan.store_after[source] = scratch;
             plan.scratch.push_back({scratch, elements});
+            if (symbolic) plan.run_time_sized[scratch] = ranges[0];
             total += elements;
           }
           plan.load_instead[o] = scratch;
@@ -195,6 +204,7 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
       l2 = std::max(l2, env.node(id).loop);
     }
     if (l2 < 0) continue;
+    if (plan.run_time_sized.count(name)) continue;
     std::optional<std::string> ptr = output_row_scratch(env, loops, outer, l2, readers);
     bool taken = false;  // one scratch per output row
     for (const auto& [other, other_ptr] : plan.in_output) taken = taken || (ptr && other_ptr == *ptr);

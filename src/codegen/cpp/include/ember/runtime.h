@@ -49,6 +49,7 @@ typedef int (*ember_entry_fn)(struct ember_ctx* ctx);
 }  // extern "C"
 
 #include <cmath>
+#include <vector>
 
 namespace ember::rt {
 
@@ -61,6 +62,16 @@ inline void report_index_error(ember_ctx* ctx, int32_t site, int64_t value, int6
     ctx->error_value = value;
     ctx->error_bound = bound;
   }
+}
+
+// A float array of at least n elements for the calling thread: scratch whose length is known only at
+// run time (a loop over a symbolic extent keeping values for a later loop). `Slot` tells apart the
+// arrays one kernel uses at once; kernels run one after another, so they share the slots.
+template <int Slot>
+inline float* thread_scratch(int64_t n) {
+  static thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
 }
 
 // Python's integer // and % (round toward -inf), which index expressions and integer tensors use.
