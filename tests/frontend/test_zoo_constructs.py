@@ -303,3 +303,15 @@ def test_base_output_reads_and_return():
 def test_base_output_of_a_lone_dict_stays_unsupported():
     Out = _output_class()
     _refused(lambda x: Out(sample={"a": x}), torch.randn(3), match="only value is a dict")
+
+
+def test_base_output_with_its_own_init_stays_unsupported():
+    # diffusers' deprecated Transformer2DModelOutput alias warns in its own __init__: not a record
+    Out = _output_class()
+
+    class Alias(Out):
+        def __init__(self, *args, **kwargs):
+            CALLS.append("alias")
+            super().__init__(*args, **kwargs)
+
+    _refused(lambda x: Alias(sample=x), torch.randn(3), match="its own __init__")

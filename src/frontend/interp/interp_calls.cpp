@@ -456,12 +456,7 @@ VarRef Interpreter::autograd_function_apply(std::vector<VarRef>& args, Kwargs& k
     unsupported(what + " of a Function with its own setup_context");  // forward(*args) then setup_context(ctx, ...)
   if (!PyFunction_Check(forward.get())) unsupported(what + " whose forward is not a Python function");
 
-  PyRef ctx_type = resolve("torch.autograd.function.FunctionCtx");
-  PyRef placeholder = PyRef::steal(
-      PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__", "O", ctx_type.get()));
-  if (!placeholder) throw PythonError();
-  auto ctx = std::make_shared<ObjectVar>(std::move(placeholder));
-  ctx->made_attrs = std::make_shared<std::vector<std::pair<std::string, VarRef>>>();
+  std::shared_ptr<ObjectVar> ctx = new_instance(resolve("torch.autograd.function.FunctionCtx").get());
   ctx->made_attrs->emplace_back("needs_input_grad",
                                 make_tuple(std::vector<VarRef>(args.size(), trace_.constant(PyRef::borrow(Py_False)))));
   args.insert(args.begin(), ctx);

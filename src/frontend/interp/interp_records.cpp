@@ -22,10 +22,6 @@ namespace {
 
 bool is_none(const VarRef& v) { return v->kind == VarKind::Object && v->as<ObjectVar>().obj.get() == Py_None; }
 
-}  // namespace
-
-namespace {
-
 enum class OutputBase { None, TransformersModelOutput, DiffusersBaseOutput };
 
 OutputBase output_base(PyObject* cls) {
@@ -56,12 +52,41 @@ bool is_dict_value(const Var& v) {
   }
 }
 
+// Why constructing `cls` runs code other than what a record models, or "": its __init__ must be the one
+// @dataclass generated (compiled from a string; transformers' metaclass wraps it in the keyword renaming
+// the record does) and its __post_init__ the base's. (diffusers keeps deprecated aliases whose own
+// __init__ warns first.)
+std::string own_construction_code(PyObject* cls, OutputBase base) {
+  PyRef init = PyRef::steal(PyObject_GetAttrString(cls, "__init__"));
+  PyRef wrapper = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
+  PyRef wrapper_name = wrapper ? PyRef::steal(PyObject_GetAttrString(wrapper.get(), "co_qualname")) : PyRef();
+  if (base == OutputBase::TransformersModelOutput && wrapper_name && PyUnicode_Check(wrapper_name.get()) &&
+      str_of(wrapper_name.get()) == "_BCCacheNameMeta.__setattr__.<locals>.__init__")
+    init = PyRef::steal(PyObject_GetAttrString(init.get(), "__wrapped__"));
+  PyRef code = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
+  PyRef file = code ? PyRef::steal(PyObject_GetAttrString(code.get(), "co_filename")) : PyRef();
+  if (!file || !PyUnicode_Check(file.get()) || str_of(file.get()) != "<string>") {
+    PyErr_Clear();
+    return "its own __init__";
+  }
+  PyRef post = PyRef::steal(PyObject_GetAttrString(cls, "__post_init__"));
+  PyRef qualname = post ? PyRef::steal(PyObject_GetAttrString(post.get(), "__qualname__")) : PyRef();
+  const char* expected = base == OutputBase::TransformersModelOutput ? "ModelOutput.__post_init__" : "BaseOutput.__post_init__";
+  if (!qualname || !PyUnicode_Check(qualname.get()) || str_of(qualname.get()) != expected) {
+    PyErr_Clear();
+    return "its own __post_init__";
+  }
+  return "";
+}
+
 }  // namespace
 
 bool Interpreter::is_model_output_class(PyObject* cls) { return output_base(cls) != OutputBase::None; }
 
 VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs) {
   const OutputBase base = output_base(cls);
+  std::string own = own_construction_code(cls, base);
+  if (!own.empty()) unsupported(std::string("constructing ") + reinterpret_cast<PyTypeObject*>(cls)->tp_name + ", which has " + own);
   auto rec = std::make_shared<RecordVar>();
   rec->cls = PyRef::borrow(cls);
   PyRef fields = PyRef::steal(PyObject_GetAttrString(cls, "__dataclass_fields__"));

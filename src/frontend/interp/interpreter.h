@@ -139,6 +139,8 @@ class Interpreter {
   VarRef autocast_query(const std::string& name, const std::vector<VarRef>& args, const Kwargs& kwargs);
   // Instances the trace constructs (interp_instances.cpp; ObjectVar::made_attrs).
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
+  // An instance of `cls` with no attributes yet, its __init__ not run (ObjectVar::made_attrs).
+  std::shared_ptr<ObjectVar> new_instance(PyObject* cls);
   VarRef instance_attr(const VarRef& obj, const std::string& name);
   void store_instance_attr(const VarRef& obj, const std::string& name, const VarRef& value);
   // `del obj.name`: of an instance the trace constructed (its attribute is dropped; a missing one
