@@ -60,6 +60,7 @@ std::string own_construction_code(PyObject* cls, OutputBase base) {
   PyRef init = PyRef::steal(PyObject_GetAttrString(cls, "__init__"));
   PyRef wrapper = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
   PyRef wrapper_name = wrapper ? PyRef::steal(PyObject_GetAttrString(wrapper.get(), "co_qualname")) : PyRef();
+  if (!wrapper_name) PyErr_Clear();  // an __init__ that is not Python code: refused below
   if (base == OutputBase::TransformersModelOutput && wrapper_name && PyUnicode_Check(wrapper_name.get()) &&
       str_of(wrapper_name.get()) == "_BCCacheNameMeta.__setattr__.<locals>.__init__")
     init = PyRef::steal(PyObject_GetAttrString(init.get(), "__wrapped__"));
