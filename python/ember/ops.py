@@ -9,7 +9,8 @@ interpreter; detail = name), "inline" (Python code to trace through), "grad_mode
 is_autocast_enabled, get_autocast_dtype or is_autocast_cache_enabled), "constant" (detail = the value it always returns), "assert" (torch._assert), "check" (torch._check and its
 kin; detail = the exception class a false condition raises), "module_method",
 "signature" (inspect.signature), "null_context" (contextlib.nullcontext), "construct" (a plain
-Python class whose instance the trace builds), "unsupported" (detail = why).
+Python class whose instance the trace builds), "autograd_function_apply" (torch.autograd.Function.apply:
+its forward inlined where no gradient is recorded), "unsupported" (detail = why).
 """
 import operator
 import os
@@ -38,9 +39,12 @@ FACTORIES = {
     torch.empty_like, torch.rand_like, torch.randn_like, torch.randint_like,
 }
 
+# torch functions answered from a tensor's metadata, as the Tensor methods of TENSOR_QUERIES are.
+TORCH_QUERIES = {torch.is_floating_point: "is_floating_point", torch.is_complex: "is_complex"}
+
 # Functions that only read metadata or compute on Python values: folded at trace time.
 PURE_TORCH = {
-    torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype, torch.finfo,
+    torch.get_default_dtype, torch.finfo,
     torch.iinfo, torch.Size, torch.device, torch.dtype, torch.numel, torch.promote_types,
     torch.result_type, torch.can_cast, torch.is_storage,
 }
@@ -93,6 +97,29 @@ _AUTOGRAD_ENGINE = {
     torch.Tensor.retain_grad: "Tensor.retain_grad()",
 }
 
+# The methods of an autograd.Function's ctx that its forward calls; they only set attributes of the
+# ctx, which the trace's stand-in holds (interp_calls.cpp, autograd_function_apply).
+_FUNCTION_CTX_METHODS = {getattr(torch.autograd.function.FunctionCtx, n) for n in (
+    "save_for_backward", "mark_dirty", "mark_non_differentiable", "set_materialize_grads")}
+
+
+def _op_overload_kind(fn):
+    """torch.ops.ns.name (a packet: whichever overload the arguments pick runs) or one overload
+    torch.ops.ns.name.overload: a graph node when every schema that may run is functional (a
+    custom op's registered fake kernel gives its metadata); one that mutates or aliases its
+    arguments, or draws random numbers, is not captured."""
+    ops = [getattr(fn, n) for n in fn.overloads()] if isinstance(fn, torch._ops.OpOverloadPacket) else [fn]
+    for op in ops:
+        schema = op._schema
+        if schema.is_mutable:
+            return ("unsupported", f"call to {qualname(fn)}, which mutates its arguments ({schema})")
+        if any(r.alias_info is not None for r in schema.returns):
+            return ("unsupported", f"call to {qualname(fn)}, which returns a view of its arguments ({schema})")
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            return ("unsupported", f"call to {qualname(fn)}, a random op")
+    return ("torch", "")
+
+
 # Modules whose Python functions are graph nodes as a whole (torch's functional API).
 GRAPH_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch._refs")
 
@@ -137,10 +164,18 @@ def _classify(fn):
             return ("constant", _constants[fn])
         if fn is torch._assert:
             return ("assert", "")
+        if fn is torch.is_tensor:
+            return ("builtin", "is_tensor")  # isinstance(obj, torch.Tensor), answered from the Var
+        if fn in TORCH_QUERIES:
+            return ("query", TORCH_QUERIES[fn])
         if fn in _AUTOGRAD_ENGINE:
             return ("unsupported", f"{_AUTOGRAD_ENGINE[fn]} runs torch's autograd engine on the real tensors")
         if fn in CHECKS:
             return ("check", CHECKS[fn])
+        if fn is torch.autograd.Function.apply.__func__:
+            return ("autograd_function_apply", "")
+        if fn in _FUNCTION_CTX_METHODS:
+            return ("inline", "")
         if fn in core_by_callable:
             return ("core", core_by_callable[fn])
         if fn in FACTORIES:
@@ -149,6 +184,8 @@ def _classify(fn):
             return ("pure", "")
     except TypeError:  # unhashable callable
         pass
+    if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return _op_overload_kind(fn)
     module = python_table.module_of(fn)
     if isinstance(fn, operator.attrgetter):
         return ("torch", "")

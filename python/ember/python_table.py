@@ -88,6 +88,11 @@ def classify_python(fn, qualname=qualname_python):
     """(kind, detail) for callables that are not torch's (see ops.py for the kinds)."""
     if getattr(fn, "_ember_disabled", False):
         return ("unsupported", f"call to {qualname(fn)}, which is marked ember.disable()")
+    if getattr(fn, "_dynamo_marked_constant", False) is True:
+        # Marked by its library as a value fixed for the process's lifetime (torch's
+        # assume_constant_result; transformers' install probes, under their lru_cache, which
+        # copies the mark): run once at trace time, as torch.compile does.
+        return ("pure", "")
     if isinstance(fn, types.ModuleType):
         if is_stdlib_module_name(fn.__name__):
             return ("pure", "")
@@ -116,8 +121,11 @@ def classify_python(fn, qualname=qualname_python):
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                        types.WrapperDescriptorType, types.MethodWrapperType)):
         self = getattr(fn, "__self__", _NO_SELF)
-        if self is not _NO_SELF and isinstance(self, (str, bytes, int, float, complex, tuple, frozenset)):
-            return ("pure", "")  # a method of an immutable constant: "{}".format, (1, 2).index
+        if self is not _NO_SELF and isinstance(self, (str, bytes, int, float, complex, tuple, frozenset,
+                                                      types.MappingProxyType)):
+            # a method of an immutable constant: "{}".format, (1, 2).index, a signature's
+            # parameters.keys() (a mappingproxy read from the frame is opaque: never called)
+            return ("pure", "")
         if module in ("math", "cmath"):
             return ("pure", "")
         return ("unsupported", f"call to {qualname(fn)} (a C function Ember does not know)")

@@ -1,8 +1,8 @@
-"""Rebuilding the transformers ModelOutputs a compiled frame returns (src/frontend/interp/interp_records.cpp).
+"""Rebuilding the model outputs a compiled frame returns (src/frontend/interp/interp_records.cpp).
 
-The trace models a ModelOutput as its fields; the compiled frame returns their values as a tuple planned
+The trace models a model output (transformers' ModelOutput, diffusers' BaseOutput) as its fields; the compiled frame returns their values as a tuple planned
 like a namedtuple, whose type is a `Rebuilder`: after the graph runs, the runtime calls `_make(values)`,
-which constructs the ModelOutput by keyword, as the model's own code did. Needs no torch.
+which constructs the output by keyword, as the model's own code did. Needs no torch.
 """
 import functools
 

@@ -64,6 +64,10 @@ def qualname(fn):
         return name
     if isinstance(fn, types.ModuleType):
         return fn.__name__
+    if isinstance(fn, torch._ops.OpOverloadPacket):  # torch.ops.ns.name, a path resolve_path follows
+        return "torch.ops." + fn._qualified_op_name.replace("::", ".")
+    if isinstance(fn, torch._ops.OpOverload):
+        return "torch.ops." + fn._schema.name.replace("::", ".") + "." + fn._overloadname
     objclass = getattr(fn, "__objclass__", None)
     if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
         return "torch.Tensor." + fn.__name__

@@ -39,13 +39,7 @@ DYNAMO_GRAPHS = {
 }
 
 # zoo name -> why Ember makes more graphs than torch.compile today (ember.explain's first break reasons)
-MORE_GRAPHS_TODAY = {
-    "hf_wav2vec2": "3 graphs: a break at the call to transformers' is_torch_distributed_available (fsdp.py:56)",
-    "diffusers_unet2d_condition": "39 graphs: an import of a module not loaded yet (unet_2d_condition.py:854), "
-                                  "torch.is_tensor taken for a data-dependent value",
-    "diffusers_vae_tiny": "3 graphs: diffusers' BaseOutput (dataclasses.fields, OrderedDict.__setitem__, "
-                          "object.__setattr__ in outputs.py)",
-}
+MORE_GRAPHS_TODAY = {}
 
 
 @pytest.fixture(autouse=True)

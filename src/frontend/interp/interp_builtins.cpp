@@ -77,6 +77,10 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
     need(2, 2);
     return isinstance(args[0], args[1]);
   }
+  if (name == "is_tensor") {  // torch.is_tensor(obj) is isinstance(obj, torch.Tensor)
+    need(1, 1);
+    return isinstance(args[0], trace_.constant(trace_.table.tensor_type));
+  }
   if (name == "getattr" || name == "hasattr") {
     need(2, name == "getattr" ? 3 : 2);
     PyObject* n = Trace::as_constant(*args[1]);

@@ -131,6 +131,13 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     return call(func, std::move(args), std::move(kwargs));
   }
   if (PyObject_IsInstance(obj, table.module_type.get()) == 1) return call_module(fn, std::move(args), std::move(kwargs));
+  static PyObject* partial_type = [] {
+    PyRef functools = PyRef::steal(PyImport_ImportModule("functools"));
+    PyObject* t = functools ? PyObject_GetAttrString(functools.get(), "partial") : nullptr;
+    if (!t) PyErr_Clear();
+    return t;
+  }();
+  if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) == partial_type) return call_partial(fn, std::move(args), std::move(kwargs));
   static PyObject* object_init = _PyType_Lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__init__"));
   if (obj == object_init && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::Object &&
       args[0]->as<ObjectVar>().made_attrs)
@@ -248,6 +255,8 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     case CallableKind::Assert:
     case CallableKind::Check:
       return call_check(kind, obj, args, kwargs);
+    case CallableKind::AutogradFunctionApply:
+      return autograd_function_apply(args, kwargs);
     case CallableKind::Unsupported:
       unsupported(kind.detail);
   }
@@ -395,6 +404,84 @@ VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args,
     raise_taken(std::move(e), "constant call to " + trace_.table.name_of(fn));
   }
   return trace_.constant(PyRef::steal(r));
+}
+
+VarRef Interpreter::call_partial(const VarRef& partial, std::vector<VarRef> args, Kwargs kwargs) {
+  // A partial's func, args and keywords are read-only attributes, so reading them through the
+  // partial's source guards what the call uses: the function by identity, the tuple and the
+  // keyword dict by the contents read. (A subclass may override __call__: not this path.)
+  PyObject* p = partial->as<ObjectVar>().obj.get();
+  auto part = [&](const char* name) {
+    PyRef v = PyRef::steal(PyObject_GetAttrString(p, name));
+    if (!v) throw PythonError();
+    return partial->source ? trace_.wrap(v.get(), Source::attr(partial->source, name)) : trace_.constant(std::move(v));
+  };
+  VarRef func = part("func");
+  std::vector<VarRef> all = iterate(part("args"));
+  all.insert(all.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+  // {**keywords, **kwargs}: a keyword given again keeps its place with the call's value.
+  Kwargs merged;
+  auto add = [&](const std::string& key, const VarRef& value) {
+    auto given = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == key; });
+    merged.emplace_back(key, given == kwargs.end() ? value : given->second);
+  };
+  VarRef keywords = part("keywords");
+  if (keywords->kind == VarKind::Dict) {
+    const DictVar& d = keywords->as<DictVar>();
+    for (size_t i = 0; i < d.keys.size(); ++i) add(str_of(d.keys[i].get()), d.values[i]);
+  } else {  // a partial the guards pin: its dict is a constant
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(keywords->as<ObjectVar>().obj.get(), &pos, &k, &v)) add(str_of(k), trace_.constant(PyRef::borrow(v)));
+  }
+  for (auto& kv : kwargs)
+    if (std::none_of(merged.begin(), merged.end(), [&](const auto& m) { return m.first == kv.first; }))
+      merged.push_back(std::move(kv));
+  return call(func, std::move(all), std::move(merged));
+}
+
+VarRef Interpreter::autograd_function_apply(std::vector<VarRef>& args, Kwargs& kwargs) {
+  // Function.apply(*args) runs cls.forward(ctx, *args) with grad mode off, and records a backward
+  // node only when grad mode is on and a tensor argument requires grad. Where it records none, the
+  // forward is all that happens to the values: inlined, on a ctx whose methods only keep what they
+  // are given (FunctionCtx's save_for_backward, mark_dirty, ...) and whose needs_input_grad is all
+  // False, as eager's is then. Where it would record one, the backward is not traced: unsupported.
+  PyObject* cls = args.empty() ? nullptr : Trace::as_constant(*args[0]);
+  if (!cls || !PyType_Check(cls)) unsupported("autograd.Function.apply of a class not known at trace time");
+  std::string what = reinterpret_cast<PyTypeObject*>(cls)->tp_name + std::string(".apply");
+  if (!kwargs.empty()) unsupported(what + " with keyword arguments");
+  args.erase(args.begin());
+  bool records = trace_.grad_enabled && std::any_of(args.begin(), args.end(), [](const VarRef& v) {
+                   return v->kind == VarKind::Tensor && v->as<TensorVar>().type.requires_grad;
+                 });
+  if (records) unsupported(what + " on a tensor that requires grad (its backward is not traced)");
+  auto resolve = [&](const char* path) {
+    PyRef r = PyRef::steal(PyObject_CallFunction(trace_.table.resolve.get(), "s", path));
+    if (!r) throw PythonError();
+    return r;
+  };
+  PyRef setup = PyRef::steal(PyObject_GetAttrString(cls, "setup_context"));
+  PyRef forward = PyRef::steal(PyObject_GetAttrString(cls, "forward"));
+  if (!setup || !forward) throw PythonError();
+  if (setup.get() != resolve("torch.autograd.Function.setup_context").get())
+    unsupported(what + " of a Function with its own setup_context");  // forward(*args) then setup_context(ctx, ...)
+  if (!PyFunction_Check(forward.get())) unsupported(what + " whose forward is not a Python function");
+
+  std::shared_ptr<ObjectVar> ctx = new_instance(resolve("torch.autograd.function.FunctionCtx").get());
+  ctx->made_attrs->emplace_back("needs_input_grad",
+                                make_tuple(std::vector<VarRef>(args.size(), trace_.constant(PyRef::borrow(Py_False)))));
+  args.insert(args.begin(), ctx);
+  bool was_enabled = trace_.grad_enabled;
+  if (was_enabled) trace_.set_grad_enabled(false);
+  VarRef out;
+  try {
+    out = inline_real_function(forward.get(), nullptr, std::move(args), {});
+  } catch (TracedException&) {
+    if (was_enabled) trace_.set_grad_enabled(true);  // eager's apply restores the mode as the exception leaves
+    throw;
+  }
+  if (was_enabled) trace_.set_grad_enabled(true);
+  return out;
 }
 
 VarRef Interpreter::call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs) {

@@ -20,14 +20,19 @@ PyObject* lookup(PyTypeObject* type, const char* name) {
 
 }  // namespace
 
-VarRef Interpreter::construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs) {
-  auto* type = reinterpret_cast<PyTypeObject*>(cls);
-  std::string what = type->tp_name;
+std::shared_ptr<ObjectVar> Interpreter::new_instance(PyObject* cls) {
   PyRef placeholder = PyRef::steal(
       PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__", "O", cls));
   if (!placeholder) throw PythonError();
   auto obj = std::make_shared<ObjectVar>(std::move(placeholder));
   obj->made_attrs = std::make_shared<std::vector<std::pair<std::string, VarRef>>>();
+  return obj;
+}
+
+VarRef Interpreter::construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  std::string what = type->tp_name;
+  std::shared_ptr<ObjectVar> obj = new_instance(cls);
   PyObject* init = lookup(type, "__init__");
   if (init && PyFunction_Check(init)) {
     args.insert(args.begin(), obj);

@@ -318,7 +318,10 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   // (A constant on the left, such as a torch.Size, goes through Python below.)
   bool lseq = lhs->kind == VarKind::Tuple || lhs->kind == VarKind::List;
   bool rseq = rhs->kind == VarKind::Tuple || rhs->kind == VarKind::List;
-  if (lseq || (rseq && base == 5)) {
+  // A constant tuple (`()` is a LOAD_CONST) joined with a tuple the trace built: a tuple.
+  bool const_tuple_join = base == 0 && rhs->kind == VarKind::Tuple && lhs->kind == VarKind::Object &&
+                          PyTuple_CheckExact(lhs->as<ObjectVar>().obj.get());
+  if (lseq || (rseq && base == 5) || const_tuple_join) {
     if (base == 0) {  // concatenation
       std::vector<VarRef> items = iterate(lhs);
       for (auto& x : iterate(rhs)) items.push_back(x);

@@ -1,11 +1,13 @@
-// transformers' ModelOutput in the symbolic interpreter.
+// Model outputs in the symbolic interpreter: transformers' ModelOutput and diffusers' BaseOutput.
 //
-// Model forwards end by building a ModelOutput (a dataclass that is also an OrderedDict) and callers
-// read it back by attribute, by key, by position or through to_tuple(). Its __init__/__post_init__
-// run dataclasses machinery and OrderedDict's C methods Ember cannot trace, so the trace models the
+// Model forwards end by building one (a dataclass that is also an OrderedDict) and callers read it
+// back by attribute, by key, by position or through to_tuple(). Its __init__/__post_init__ run
+// dataclasses machinery and OrderedDict's C methods Ember cannot trace, so the trace models the
 // result directly (RecordVar): the fields by name, the keys being the fields that are not None, as
-// ModelOutput.__post_init__ sets them for keyword construction. Construction forms that take the
-// other __post_init__ paths (a first field that is an iterator of key/value pairs) stay unsupported.
+// both classes' __post_init__ set them. The two differ only where a lone first field is not a
+// tensor: ModelOutput then reads any non-tensor as key/value pairs, BaseOutput only a dict; those
+// forms stay unsupported. Their reads (attribute, `[str]` -> the key's value or KeyError, `[int]`
+// and slices -> to_tuple()'s items, keys/values/items/get/in) are the same.
 // A compiled frame that returns a record returns a tuple of its field values with a rebuilder
 // (ember.records) in place of a namedtuple type: the runtime calls cls(**fields) after the graph.
 #include <algorithm>
@@ -20,23 +22,72 @@ namespace {
 
 bool is_none(const VarRef& v) { return v->kind == VarKind::Object && v->as<ObjectVar>().obj.get() == Py_None; }
 
-}  // namespace
+enum class OutputBase { None, TransformersModelOutput, DiffusersBaseOutput };
 
-bool Interpreter::is_model_output_class(PyObject* cls) {
-  if (!PyType_Check(cls)) return false;
+OutputBase output_base(PyObject* cls) {
+  if (!PyType_Check(cls)) return OutputBase::None;
   PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
   for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
     auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     PyRef mod = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(t), "__module__"));
     if (!mod) PyErr_Clear();
-    if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()) == "transformers.utils.generic" &&
-        std::string(t->tp_name) == "ModelOutput")
-      return true;
+    if (!mod || !PyUnicode_Check(mod.get())) continue;
+    std::string m = str_of(mod.get()), name = t->tp_name;
+    if (m == "transformers.utils.generic" && name == "ModelOutput") return OutputBase::TransformersModelOutput;
+    if (m == "diffusers.utils.outputs" && name == "BaseOutput") return OutputBase::DiffusersBaseOutput;
   }
-  return false;
+  return OutputBase::None;
 }
 
+// isinstance(v, dict) for the Vars a record field can hold.
+bool is_dict_value(const Var& v) {
+  switch (v.kind) {
+    case VarKind::Dict:
+    case VarKind::Record:  // both bases are OrderedDicts
+      return true;
+    case VarKind::Object:
+      return PyDict_Check(v.as<ObjectVar>().obj.get());
+    default:
+      return false;
+  }
+}
+
+// Why constructing `cls` runs code other than what a record models, or "": its __init__ must be the one
+// @dataclass generated (compiled from a string; transformers' metaclass wraps it in the keyword renaming
+// the record does) and its __post_init__ the base's. (diffusers keeps deprecated aliases whose own
+// __init__ warns first.)
+std::string own_construction_code(PyObject* cls, OutputBase base) {
+  PyRef init = PyRef::steal(PyObject_GetAttrString(cls, "__init__"));
+  PyRef wrapper = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
+  PyRef wrapper_name = wrapper ? PyRef::steal(PyObject_GetAttrString(wrapper.get(), "co_qualname")) : PyRef();
+  if (!wrapper_name) PyErr_Clear();  // an __init__ that is not Python code: refused below
+  if (base == OutputBase::TransformersModelOutput && wrapper_name && PyUnicode_Check(wrapper_name.get()) &&
+      str_of(wrapper_name.get()) == "_BCCacheNameMeta.__setattr__.<locals>.__init__")
+    init = PyRef::steal(PyObject_GetAttrString(init.get(), "__wrapped__"));
+  PyRef code = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
+  PyRef file = code ? PyRef::steal(PyObject_GetAttrString(code.get(), "co_filename")) : PyRef();
+  if (!file || !PyUnicode_Check(file.get()) || str_of(file.get()) != "<string>") {
+    PyErr_Clear();
+    return "its own __init__";
+  }
+  PyRef post = PyRef::steal(PyObject_GetAttrString(cls, "__post_init__"));
+  PyRef qualname = post ? PyRef::steal(PyObject_GetAttrString(post.get(), "__qualname__")) : PyRef();
+  const char* expected = base == OutputBase::TransformersModelOutput ? "ModelOutput.__post_init__" : "BaseOutput.__post_init__";
+  if (!qualname || !PyUnicode_Check(qualname.get()) || str_of(qualname.get()) != expected) {
+    PyErr_Clear();
+    return "its own __post_init__";
+  }
+  return "";
+}
+
+}  // namespace
+
+bool Interpreter::is_model_output_class(PyObject* cls) { return output_base(cls) != OutputBase::None; }
+
 VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs) {
+  const OutputBase base = output_base(cls);
+  std::string own = own_construction_code(cls, base);
+  if (!own.empty()) unsupported(std::string("constructing ") + reinterpret_cast<PyTypeObject*>(cls)->tp_name + ", which has " + own);
   auto rec = std::make_shared<RecordVar>();
   rec->cls = PyRef::borrow(cls);
   PyRef fields = PyRef::steal(PyObject_GetAttrString(cls, "__dataclass_fields__"));
@@ -61,7 +112,7 @@ VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs
   for (auto& [name, value] : kwargs) {
     std::string field = name;
     // ModelOutput's metaclass renames the keywords of the former cache name (_rename_kwargs_for_bc).
-    if ((field == "past_key_values" || field == "cache_params") &&
+    if (base == OutputBase::TransformersModelOutput && (field == "past_key_values" || field == "cache_params") &&
         std::find(rec->fields.begin(), rec->fields.end(), field) == rec->fields.end())
       field = "cache";
     auto it = std::find(rec->fields.begin(), rec->fields.end(), field);
@@ -71,8 +122,10 @@ VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs
   bool others_none = true;
   for (size_t i = 1; i < rec->values.size(); ++i) others_none = others_none && is_none(rec->values[i]);
   const VarRef& first = rec->values[0];
-  if (others_none && !is_none(first) && first->kind != VarKind::Tensor)
+  if (base == OutputBase::TransformersModelOutput && others_none && !is_none(first) && first->kind != VarKind::Tensor)
     unsupported("a ModelOutput whose only value is not a tensor (__post_init__ would read it as key/value pairs)");
+  if (base == OutputBase::DiffusersBaseOutput && others_none && is_dict_value(*first))
+    unsupported("a BaseOutput whose only value is a dict (__post_init__ would read it as key/value pairs)");
   for (auto& v : rec->values)
     if (v->kind == VarKind::SymInt) v = trace_.specialize(v);
   return rec;
@@ -129,7 +182,8 @@ VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
   PyObject* k = Trace::as_constant(*index);
   if (k && PyUnicode_Check(k)) {
     std::string key = str_of(k);
-    if (key == "past_key_values" || key == "cache_params") key = "cache";
+    if (output_base(r.cls.get()) == OutputBase::TransformersModelOutput && (key == "past_key_values" || key == "cache_params"))
+      key = "cache";
     for (size_t i = 0; i < r.fields.size(); ++i)
       if (r.fields[i] == key && !is_none(r.values[i])) return r.values[i];
     unsupported("KeyError: '" + key + "' is not a key of " + describe(*rec));

@@ -624,22 +624,29 @@ void Interpreter::step(const Instruction& ins) {
     case Opcode::ImportName: {
       VarRef fromlist = pop();
       VarRef level = pop();
-      PyObject* name = name_at(ins.arg);
-      PyObject* modules = PyImport_GetModuleDict();
-      PyObject* mod = PyDict_GetItemWithError(modules, name);
       PyObject* fl = Trace::as_constant(*fromlist);
       PyObject* lv = Trace::as_constant(*level);
-      if (!mod || !fl || !lv || PyLong_AsLong(lv) != 0) unsupported("import of a module that is not loaded yet");
+      if (!fl || !lv || !PyLong_Check(lv)) unsupported("import with a fromlist or level not known at trace time");
+      std::string full = imported_name(str_of(name_at(ins.arg)), PyLong_AsLong(lv));
+      PyObject* modules = PyImport_GetModuleDict();
+      PyObject* mod = PyDict_GetItemString(modules, full.c_str());
+      if (!mod) unsupported("import of a module that is not loaded yet (" + full + ")");
       if (fl == Py_None) {
         // `import a.b` binds the top package `a`.
-        std::string full = str_of(name);
         std::string top = full.substr(0, full.find('.'));
         PyObject* topmod = PyDict_GetItemString(modules, top.c_str());
-        if (!topmod) unsupported("import of a module that is not loaded yet");
+        if (!topmod) unsupported("import of a module that is not loaded yet (" + top + ")");
         push(trace_.constant(PyRef::borrow(topmod)));
-      } else {
-        push(trace_.constant(PyRef::borrow(mod)));
+        return;
       }
+      // `from m import n` imports a submodule n that m does not have yet: not done in the trace.
+      if (!PyTuple_Check(fl)) unsupported("import with a fromlist that is not a tuple");
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fl); ++i) {
+        PyObject* n = PyTuple_GET_ITEM(fl, i);
+        if (!PyUnicode_Check(n) || str_of(n) == "*" || !PyObject_HasAttr(mod, n))
+          unsupported("import of a module that is not loaded yet (" + full + "." + object_str(n) + ")");
+      }
+      push(trace_.constant(PyRef::borrow(mod)));
       return;
     }
     case Opcode::ImportFrom: {
@@ -665,6 +672,22 @@ void Interpreter::step(const Instruction& ins) {
       unsupported(std::string("unsupported bytecode ") + ins.opname);
   }
   unsupported(std::string("unhandled instruction ") + bytecode::opcode_name(ins.op));
+}
+
+std::string Interpreter::imported_name(const std::string& name, long level) const {
+  if (level == 0) return name;
+  // A relative import resolves against the importing module's package, as importlib's
+  // _resolve_name does: `level` dots drop level - 1 trailing parts of __package__.
+  PyObject* package = PyDict_GetItemString(globals_.dict, "__package__");
+  if (!package || !PyUnicode_Check(package) || PyUnicode_GetLength(package) == 0)
+    unsupported("relative import in a module without __package__");
+  std::string base = str_of(package);
+  for (long i = 1; i < level; ++i) {
+    size_t dot = base.rfind('.');
+    if (dot == std::string::npos) unsupported("relative import beyond the top-level package");
+    base.resize(dot);
+  }
+  return name.empty() ? base : base + "." + name;
 }
 
 SourceRef Interpreter::module_global_source(PyObject* globals, const std::string& name) {

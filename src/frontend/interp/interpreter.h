@@ -101,6 +101,9 @@ class Interpreter {
   PyObject* name_at(int index) const;   // borrowed
   PyObject* const_at(int index) const;  // borrowed
   VarRef load_global(const std::string& name);
+  // The absolute name IMPORT_NAME imports: `name` itself, or, for a relative import (`level` > 0),
+  // resolved against the package of this code's globals.
+  std::string imported_name(const std::string& name, long level) const;
   // sys.modules[m].__dict__[name] for the module whose namespace `globals` is, or null.
   static SourceRef module_global_source(PyObject* globals, const std::string& name);
   VarRef load_deref(int slot);
@@ -120,6 +123,12 @@ class Interpreter {
   VarRef inline_real_function(PyObject* func, const SourceRef& func_source, std::vector<VarRef> args,
                               Kwargs kwargs);
   VarRef call_module(const VarRef& module, std::vector<VarRef> args, Kwargs kwargs);
+  // partial(*args, **kwargs) of a functools.partial object (exactly that type): its func called
+  // with the partial's arguments first.
+  VarRef call_partial(const VarRef& partial, std::vector<VarRef> args, Kwargs kwargs);
+  // torch.autograd.Function.apply(cls, *args) where it records no backward (grad mode off, or no
+  // tensor argument requires grad): cls.forward inlined with grad mode off.
+  VarRef autograd_function_apply(std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
   VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
@@ -131,6 +140,8 @@ class Interpreter {
   VarRef autocast_query(const std::string& name, const std::vector<VarRef>& args, const Kwargs& kwargs);
   // Instances the trace constructs (interp_instances.cpp; ObjectVar::made_attrs).
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
+  // An instance of `cls` with no attributes yet, its __init__ not run (ObjectVar::made_attrs).
+  std::shared_ptr<ObjectVar> new_instance(PyObject* cls);
   VarRef instance_attr(const VarRef& obj, const std::string& name);
   void store_instance_attr(const VarRef& obj, const std::string& name, const VarRef& value);
   // `del obj.name`: of an instance the trace constructed (its attribute is dropped; a missing one

@@ -133,6 +133,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"null_context", CallableKind::NullContext}, {"construct", CallableKind::Construct},
       {"autocast", CallableKind::Autocast}, {"autocast_query", CallableKind::AutocastQuery},
       {"assert", CallableKind::Assert},     {"check", CallableKind::Check},
+      {"autograd_function_apply", CallableKind::AutogradFunctionApply},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {

@@ -36,6 +36,7 @@ struct CallableKind {
     Signature,      // inspect.signature: folded for a function the guards pin
     Assert,         // torch._assert: checked at trace time, or a runtime check of a tensor (interp_checks.cpp)
     Check,          // torch._check and its kin: `constant` is the exception class a false condition raises
+    AutogradFunctionApply,  // torch.autograd.Function.apply: the forward inlined where no gradient is recorded
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;
