@@ -49,7 +49,8 @@ def test_two_processes_share_one_cache(tmp_path):
     stats = _run_together(cache, (0, 1))
     for s in stats:
         assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
-        assert s["frames_compiled"] == 6, s
+        # Per function: a graph for 3 rows, then one with the rows symbolic that 7 rows reuse.
+        assert s["frames_compiled"] == 4, s
     libraries = _check_intact(cache)
     assert libraries > 0
     # A second pair finds everything compiled: the same results from the libraries on disk.
