@@ -83,6 +83,14 @@ void Interpreter::load_method(const VarRef& obj, const std::string& name) {
     push(std::move(v));
     if (null_after) push(make_null());
   };
+  if (is_torch_size(obj) && !PyObject_HasAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), name.c_str())) {
+    // torch.Size's own methods (numel): on the sizes' values, guarded.
+    trace_.specialize_sizes(*obj);
+    PyRef items = Trace::materialize(*obj);
+    PyRef size = items ? PyRef::steal(PyObject_CallOneArg(trace_.table.size_type.get(), items.get())) : PyRef();
+    if (!size) throw PythonError();
+    return load_method(trace_.constant(std::move(size)), name);
+  }
   if (obj->kind == VarKind::Tuple || obj->kind == VarKind::List || obj->kind == VarKind::Dict) {
     PyTypeObject* type = obj->kind == VarKind::Tuple ? &PyTuple_Type : obj->kind == VarKind::List ? &PyList_Type : &PyDict_Type;
     PyRef method = PyRef::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name.c_str()));

@@ -163,6 +163,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       (args[0]->kind == VarKind::List || args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::Dict)) {
     VarRef self = args[0];
     args.erase(args.begin());
+    if (trace_.has_size_ints() && self->kind == VarKind::Tuple) trace_.specialize_sizes(*self);  // torch.Size methods
     return call_container_method(self, str_of(reinterpret_cast<PyDescrObject*>(obj)->d_name), args,
                                  kwargs);
   }

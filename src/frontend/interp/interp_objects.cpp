@@ -13,6 +13,16 @@ using namespace object_model;
 // ---------------------------------------------------------------------------------------------
 // Items and iteration
 
+bool Interpreter::is_torch_size(const VarRef& v) const {
+  return v->kind == VarKind::Tuple && v->as<SequenceVar>().named_type.get() == trace_.table.size_type.get();
+}
+
+VarRef Interpreter::sized_tuple(std::vector<VarRef> items, bool torch_size) const {
+  VarRef t = make_tuple(std::move(items));
+  if (torch_size) t->as<SequenceVar>().named_type = trace_.table.size_type;
+  return t;
+}
+
 VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
   switch (obj->kind) {
     case VarKind::Record:
@@ -37,7 +47,8 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
         Py_ssize_t n = PySlice_AdjustIndices(items.size(), &start, &stop, step);
         std::vector<VarRef> out;
         for (Py_ssize_t k = 0; k < n; ++k) out.push_back(items[start + k * step]);
-        return obj->kind == VarKind::List ? make_list(std::move(out)) : make_tuple(std::move(out));
+        if (obj->kind == VarKind::List) return make_list(std::move(out));
+        return sized_tuple(std::move(out), is_torch_size(obj));  // a torch.Size's slice is a torch.Size
       }
       unsupported("sequence index that is not a constant int or slice: " + describe(*index));
     }
@@ -330,7 +341,8 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
         lhs->as<SequenceVar>().items = std::move(items);
         return lhs;
       }
-      return lhs->kind == VarKind::List ? make_list(std::move(items)) : make_tuple(std::move(items));
+      if (lhs->kind == VarKind::List) return make_list(std::move(items));
+      return sized_tuple(std::move(items), is_torch_size(lhs));  // torch.Size + tuple is a torch.Size
     }
     if (base == 5) {  // repetition
       const VarRef& seq = lseq ? lhs : rhs;
@@ -350,6 +362,9 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
     for (size_t i = 0; i < src.keys.size(); ++i) merged->put(src.keys[i].get(), src.values[i]);
     return merged;
   }
+  // Python evaluates the rest on values: sizes inside containers get theirs (guarded).
+  trace_.specialize_sizes(*lhs);
+  trace_.specialize_sizes(*rhs);
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("operator ") + kBinary[base] + " on " + describe(*lhs) + " and " + describe(*rhs));
   PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(operator_fn(inplace ? kInplace[base] : kBinary[base]), a.get(), b.get(), nullptr));
@@ -405,6 +420,8 @@ VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
                  Py_TYPE(b)->tp_richcompare == PyBaseObject_Type.tp_richcompare;
     if (plain) return trace_.constant(PyRef::borrow(((a == b) == (op == Py_EQ)) ? Py_True : Py_False));
   }
+  trace_.specialize_sizes(*lhs);  // a tuple of sizes compared with constants: Python decides on values
+  trace_.specialize_sizes(*rhs);
   PyRef a = Trace::materialize(*lhs), b = Trace::materialize(*rhs);
   if (!a || !b) unsupported(std::string("comparison ") + kCompare[op] + " of " + describe(*lhs) + " and " + describe(*rhs));
   if (comparison_runs_python(a.get(), op) || comparison_runs_python(b.get(), kReflected[op]))
@@ -643,7 +660,9 @@ VarRef Interpreter::build_slice(const VarRef& start, const VarRef& stop, const V
   return trace_.constant(PyRef::steal(PySlice_New(a, b, c)));
 }
 
-VarRef Interpreter::format_value(const VarRef& v, const VarRef& spec) {
+VarRef Interpreter::format_value(const VarRef& v_in, const VarRef& spec) {
+  VarRef v = trace_.specialize(v_in);
+  trace_.specialize_sizes(*v);
   PyRef c = Trace::materialize(*v);
   PyObject* s = spec ? Trace::as_constant(*spec) : nullptr;
   if (!c || (spec && !s)) unsupported("formatting " + describe(*v) + " in an f-string");

@@ -234,6 +234,10 @@ class Interpreter {
   bool has_python_method(const Var& v, const char* name) const;
   VarRef binary_op(int nb, const VarRef& lhs, const VarRef& rhs);
   VarRef compare(int op, const VarRef& lhs, const VarRef& rhs);
+  // A tuple the trace built whose Python type is torch.Size (x.shape with symbolic sizes), and one
+  // made so when `torch_size`.
+  bool is_torch_size(const VarRef& v) const;
+  VarRef sized_tuple(std::vector<VarRef> items, bool torch_size) const;
   VarRef unary(const char* torch_name, int py_op, const VarRef& v);
   bool truthy(const VarRef& v);
   bool contains(const VarRef& container, const VarRef& item);

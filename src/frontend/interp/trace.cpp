@@ -54,7 +54,15 @@ PyRef Trace::materialize(const Var& v) {
           PyList_SET_ITEM(out.get(), i, x.release());
         }
       }
-      return out;
+      const PyRef& named = v.as<SequenceVar>().named_type;
+      if (v.kind != VarKind::Tuple || !named) return out;
+      // As a plan rebuilds one (compiled_frame.cpp): namedtuples through _make, torch.Size and
+      // structseqs from the tuple.
+      PyRef make = PyRef::steal(PyObject_GetAttrString(named.get(), "_make"));
+      if (!make) PyErr_Clear();
+      PyRef rebuilt = PyRef::steal(PyObject_CallOneArg(make ? make.get() : named.get(), out.get()));
+      if (!rebuilt) PyErr_Clear();
+      return rebuilt;
     }
     case VarKind::Dict: {
       auto& d = v.as<DictVar>();
