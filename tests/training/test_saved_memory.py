@@ -72,6 +72,11 @@ def test_model_saves_no_more_than_eager(name):
 
 
 X = (64, 256)
+# Per-row statistics eager recomputes in its backward from x (amax's tie count, var's mean) are reductions,
+# which the partitioner computes once in the forward and saves at the default budget: one float per row
+# beyond eager (x itself costs nothing: the caller holds it). cross_entropy is differentiated through its
+# decomposition, whose softmax shift is an amax.
+ROW_STAT = pytest.mark.xfail(strict=True, reason="a per-row reduction eager recomputes is saved: one float per row")
 OPS = {
     "layer_norm": lambda x, w: F.layer_norm(x, (256,), w, w),
     "rms_norm": lambda x, w: F.rms_norm(x, (256,), w),
@@ -79,14 +84,10 @@ OPS = {
     "log_softmax": lambda x, w: torch.log_softmax(x, -1),
     "gelu": lambda x, w: F.gelu(x * w),
     "silu": lambda x, w: F.silu(x),
-    "amax": lambda x, w: x.amax(-1),
-    "var_mean": lambda x, w: torch.var_mean(x, -1)[0],
+    "amax": pytest.param(lambda x, w: x.amax(-1), marks=ROW_STAT),
+    "var_mean": pytest.param(lambda x, w: torch.var_mean(x, -1)[0], marks=ROW_STAT),
     "views_of_saved": lambda x, w: (x.view(64, 16, 16).softmax(-1) * x.view(64, 16, 16)).sum(),
-    "cross_entropy": pytest.param(
-        lambda x, w: F.cross_entropy(x, torch.arange(64) % 256),
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "differentiated through its decomposition: the chain rule through the softmax's amax shift needs "
-            "amax's tie count (one float per row) besides x and the sum, where eager saves the log-softmax"))),
+    "cross_entropy": pytest.param(lambda x, w: F.cross_entropy(x, torch.arange(64) % 256), marks=ROW_STAT),
 }
 
 
