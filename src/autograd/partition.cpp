@@ -14,6 +14,7 @@
 // v_out -> u_in is unbounded for each forward user u; v_out -> sink is unbounded when the backward
 // reads v; source -> v_in is unbounded for primals and for values that must not be recomputed
 // (banned). The cut edges are the saved values: the fewest bytes that make the backward computable.
+// A primal's or a forward output's edge costs 1 (the least an edge has): the caller holds it anyway.
 //
 // Ban rules (each decision keeps its reason for EMBER_LOGS=partition): only what Ember's scheduler
 // would fuse into its consumer is recomputed — pointwise ops, views, conversions and factories.
@@ -285,6 +286,8 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   MaxFlow flow(sink + 1);
   std::vector<bool> is_primal(n_values, false);
   for (int p = 0; p < primals; ++p) is_primal[static_cast<size_t>(g.inputs()[static_cast<size_t>(p)].value)] = true;
+  std::vector<bool> is_output(n_values, false);
+  for (int i = 0; i < layout.forward_outputs; ++i) is_output[static_cast<size_t>(g.outputs()[static_cast<size_t>(i)])] = true;
   double budget = std::clamp(options.memory_budget, 0.0, 1.0);
   for (const ir::Value& v : g.values()) {
     if (backward[static_cast<size_t>(v.id)]) continue;
@@ -296,7 +299,9 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     // byte. At 0, everything that can be recomputed is (activation checkpointing): only primals and
     // values that must run once are saved.
     bool banned = ban.level == Ban::Level::Never || (ban.level == Ban::Level::Expensive && budget > 0.0);
-    int64_t capacity = bytes;
+    // A primal or a forward output costs nothing to save: the caller holds it anyway (eager saves it
+    // too), so views and cheap functions of them are recomputed rather than saved beside them.
+    int64_t capacity = primal || is_output[static_cast<size_t>(v.id)] ? 0 : bytes;
     if (primal || banned) {
       flow.add_edge(source, in, kInfinite);
     } else if (budget < 1.0) {

@@ -120,6 +120,7 @@ void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
+void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
 }  // namespace rules
 

@@ -216,6 +216,25 @@ void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for
   if (c.needs(*target)) c.give(*target, unary(rw, Op::Neg, d));
 }
 
+// aten's fused CPU attention (training_forms.cpp emits it): its backward kernel, from q, k, v, the
+// output and the logsumexp the forward returned.
+void sdpa_flash_cpu_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg *q = argument(c.node, 0, "query"), *k = argument(c.node, 1, "key"), *v = argument(c.node, 2, "value");
+  const Arg* causal = argument(c.node, 4, "is_causal");
+  if (!q || !k || !v || !causal) passes::refuse();
+  passes::Kwargs kwargs;  // attn_mask and scale, as the forward gave them
+  for (const auto& [key, a] : c.node.kwargs) kwargs.emplace_back(key, rw.map(a));
+  ValueId g = rw.emit(Op::Contiguous, {V(c.grad_or_zeros(0))}, {}, contiguous_type(rw, c.out(0)));
+  std::vector<ValueId> grads = rw.emit_torch_tuple(
+      "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward",
+      {V(g), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), V(c.out(0)), V(c.out(1)), Arg::of_literal(0.0), rw.map(*causal)},
+      std::move(kwargs), {contiguous_type(rw, c.in(*q)), contiguous_type(rw, c.in(*k)), contiguous_type(rw, c.in(*v))});
+  const Arg* args[] = {q, k, v};
+  for (size_t i = 0; i < 3; ++i)
+    if (c.needs(*args[i])) c.give(*args[i], grads[i]);
+}
+
 void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
 void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
 
@@ -269,6 +288,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
+      {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},
       // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
       {"operator.truediv", rules::div_vjp},
       {"operator.pow", rules::pow_vjp},

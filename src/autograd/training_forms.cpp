@@ -9,6 +9,9 @@
 //     scaled scores (masked), native_dropout, a matmul with v — which is what torch's CPU kernels run
 //     with dropout, drawing the same numbers. On CUDA torch's fused kernels draw their own (Philox
 //     inside the kernel); such a graph stays eager.
+// One deterministic op gets a training form too: scaled_dot_product_attention without dropout, on the
+// CPU, becomes aten's fused CPU kernel, which returns the logsumexp its backward reads (torch 2.13's
+// _scaled_dot_product_flash_attention_for_cpu; elsewhere attention stays an island).
 #include <cmath>
 #include <limits>
 
@@ -95,6 +98,57 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   return true;
 }
 
+// aten's fused CPU attention for a CPU attention call without dropout: it returns the logsumexp
+// beside the output, which its backward (sdpa_flash_cpu_vjp) reads, so the backward saves q, k, v,
+// the output and the logsumexp instead of recomputing attention as an island. False (nothing
+// emitted) where the kernel does not apply: another device or dtype, differing head sizes or head
+// counts (grouped-query attention), a boolean mask or one that requires grad.
+bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
+  if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
+      passes::has_effect(node) || node.results.size() != 1)
+    return false;
+  const ir::TensorType& out = g.value(node.results[0]).type;
+  if (!out.requires_grad || out.device.type != "cpu" || (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+    return false;
+  const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
+  const Arg* mask = argument(node, 3, "attn_mask");
+  const Arg* p = argument(node, 4, "dropout_p");
+  const Arg* causal = argument(node, 5, "is_causal");
+  const Arg* scale = argument(node, 6, "scale");
+  if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
+    return false;
+  if (p && passes::number_literal(*p) != 0.0) return false;
+  bool is_causal = false;
+  if (causal) {
+    std::optional<bool> c = passes::bool_literal(*causal);
+    if (!c) return false;
+    is_causal = *c;
+  }
+  ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
+  std::vector<int64_t> qs = sizes_of(rw, qv);
+  for (ValueId t : {qv, kv, vv}) {
+    std::vector<int64_t> ts = sizes_of(rw, t);
+    if (rw.type(t).dtype != out.dtype || ts.size() != 4 || ts[1] != qs[1] || ts[3] != qs[3]) return false;
+  }
+  passes::Kwargs kwargs;
+  if (mask && !passes::is_none(*mask)) {
+    if (mask->kind != Arg::Kind::Value) return false;
+    ValueId m = rw.mapped(mask->value);
+    if (rw.type(m).dtype != out.dtype || rw.type(m).requires_grad) return false;
+    kwargs.emplace_back("attn_mask", V(m));
+  }
+  if (scale && !passes::is_none(*scale)) {
+    if (!passes::number_literal(*scale)) return false;
+    kwargs.emplace_back("scale", *scale);
+  }
+  ir::TensorType lse = passes::make_type(out.dtype, passes::to_exprs({qs[0], qs[1], qs[2]}), out.device, false);
+  std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+                                               {V(qv), V(kv), V(vv), Arg::of_literal(0.0), Arg::of_literal(is_causal)},
+                                               std::move(kwargs), {out, lse});
+  rw.bind(node.results[0], r[0]);
+  return true;
+}
+
 }  // namespace
 
 void random_ops_for_training(ir::Graph& g) {
@@ -109,7 +163,7 @@ void random_ops_for_training(ir::Graph& g) {
     }
     Rewriter::Mark mark = rw.mark();
     try {
-      if (attention_as_math(rw, g, node)) {
+      if (attention_as_math(rw, g, node) || attention_as_flash_cpu(rw, g, node)) {
         changed = true;
         continue;
       }

@@ -184,6 +184,9 @@ MATMUL = [
          lambda dt: (torch.randn(1, 4, 5, 5, dtype=dt), R(2, 2, 3, 3, dtype=dt))),
     Case("conv2d_module", ("torch.conv2d",), torch.nn.Conv2d(3, 2, 3, padding=1).double(),
          lambda dt: (R(2, 3, 4, 4, dtype=dt),)),
+    Case("sdpa_fused_cpu", ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",),
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+         lambda dt: (R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt))),
     Case("addmm", ("Addmm",), torch.addmm, lambda dt: (R(4, dtype=dt), R(3, 2, dtype=dt), R(2, 4, dtype=dt))),
 ]
 

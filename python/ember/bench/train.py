@@ -61,6 +61,23 @@ def _build(name, quick, device):
     raise ValueError(f"unknown workload {name!r}")
 
 
+def saved_activation_bytes(fn, *args, **kwargs):
+    """(bytes, result): what torch autograd saves for the backward while `fn(*args, **kwargs)` runs —
+    eager ops' saved tensors and Ember's compiled functions' (ctx.save_for_backward) alike — counted once
+    per storage (a view of a saved tensor costs nothing more), parameters and inputs included."""
+    import torch
+    storages = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[(s.device, s.data_ptr())] = max(storages.get((s.device, s.data_ptr()), 0), s.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = fn(*args, **kwargs)
+    return sum(storages.values()), result
+
+
 def _loss(out):
     if isinstance(out, tuple):
         return out[1]
