@@ -14,7 +14,13 @@ import ember
 from ember.bench.train import saved_activation_bytes
 from ember.models.nanogpt import GPT, GPTConfig, random_tokens
 
-pytestmark = pytest.mark.usefixtures("fresh")
+@pytest.fixture(autouse=True)
+def fresh_on_cpu():
+    """A clean Ember; on the CPU whatever EMBER_TEST_DEVICE says: the measurement's numbers (docs/autograd.md)
+    are the CPU's, and the models draw their inputs from CPU generators."""
+    ember.reset()
+    yield
+    ember.reset()
 
 
 def loss_of(out):
