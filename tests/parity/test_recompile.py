@@ -339,7 +339,8 @@ def _ember_warnings(records):
 
 
 def test_cache_limit_falls_back_with_one_warning(backend):
-    f = ember.compile(scaled, backend=backend, options={"cache_limit": 8})
+    # dynamic=False: each size its own graph (by default the second size would make one symbolic graph).
+    f = ember.compile(scaled, backend=backend, dynamic=False, options={"cache_limit": 8})
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         for n in range(1, 9):
@@ -358,7 +359,7 @@ def test_cache_limit_falls_back_with_one_warning(backend):
 
 
 def test_cache_limit_option_is_respected(backend):
-    f = ember.compile(scaled, backend=backend, options={"cache_limit": 2})
+    f = ember.compile(scaled, backend=backend, dynamic=False, options={"cache_limit": 2})
     with pytest.warns(UserWarning, match="ember"):
         for n in (2, 3, 4, 5):
             check(scaled, f, torch.randn(n, 3))

@@ -63,8 +63,7 @@ def test_wrong_type_is_reported():
 
 
 def test_symbolic_sizes():
-    # Rules answer symbolic sizes, so a wrong dtype or size is found; split's rule declines them,
-    # so its (wrong) type is not checked: never a guess.
+    # Rules answer symbolic sizes (split along a static dim too), so a wrong dtype or size is found.
     graph = ir.parse("""graph @g(%0: f32[s0, 8]{8, 1} cpu "L['x']") {
   %1 = add(%0, %0) : f64[s0, 8]{8, 1} cpu
   %2 = reshape(%0, [-1]) : f32[7]{1} cpu
@@ -72,6 +71,7 @@ def test_symbolic_sizes():
   return (%1, %2, %3, %4)
 }""")
     problems = shapes.check_node_types(graph)
-    assert len(problems) == 2, problems
+    assert len(problems) == 3, problems
     assert problems[0].startswith("node 0 (add): recorded f64[s0, 8]"), problems
     assert problems[1].startswith("node 1 (reshape): recorded f32[7]{1} cpu, its shape rule gives f32[8*s0]"), problems
+    assert problems[2].startswith("node 2 (split): recorded f32[7]{1} cpu, f32[7]{1} cpu, its shape rule gives f32[s0, 4]"), problems
