@@ -11,6 +11,7 @@ sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim) 
   info.name = "s" + std::to_string(symbols_.size());
   info.hint = value;
   by_value_[value] = static_cast<int>(symbols_.size());
+  hints_[info.name] = value;
   symbols_.push_back(info);
   bindings_.push_back(Binding{tensor, dim});
   return sym::Expr::symbol(info.name);
@@ -21,24 +22,17 @@ sym::Expr ShapeEnv::resolve(const sym::Expr& e) const {
   return sym::substitute(e, replacements_);
 }
 
-std::map<std::string, int64_t> ShapeEnv::hints() const {
-  std::map<std::string, int64_t> out;
-  for (const sym::SymbolInfo& s : symbols_) out[s.name] = s.hint;
-  return out;
-}
-
 int64_t ShapeEnv::hint(const sym::Expr& e) const {
   if (e.is_constant()) return e.constant();
-  return sym::evaluate(e, hints());
+  return sym::evaluate(e, hints_);
 }
 
 bool ShapeEnv::evaluate(const sym::Rel& rel_in, const std::string& why) {
   sym::Rel rel{resolve(rel_in.lhs), rel_in.op, resolve(rel_in.rhs)};
   if (std::optional<bool> known = sym::statically_known(rel, symbols_)) return *known;
-  std::map<std::string, int64_t> values = hints();
   bool holds = sym::evaluate(rel, [&](const std::string& name) -> std::optional<int64_t> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
+    auto it = hints_.find(name);
+    if (it == hints_.end()) return std::nullopt;
     return it->second;
   });
   sym::Rel guard = rel;
@@ -64,9 +58,8 @@ int64_t ShapeEnv::specialize(const sym::Expr& e_in, const std::string& why) {
   sym::Expr e = resolve(e_in);
   std::set<std::string> names;
   sym::free_symbols(e, names);
-  std::map<std::string, int64_t> values = hints();
   for (const std::string& name : names) {
-    int64_t value = values.at(name);
+    int64_t value = hints_.at(name);
     guards_.push_back(Guard{sym::Rel{sym::Expr::symbol(name), sym::RelOp::Eq, sym::Expr(value)}, why});
     replacements_.emplace_back(name, sym::Expr(value));
   }

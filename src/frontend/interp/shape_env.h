@@ -75,13 +75,12 @@ class ShapeEnv {
   const std::vector<Guard>& guards() const { return guards_; }
   const sym::Replacements& replacements() const { return replacements_; }
   bool specialized(const std::string& symbol) const;
-  // Symbol name -> hint, for sym::evaluate.
-  std::map<std::string, int64_t> hints() const;
 
  private:
   sym::Symbols symbols_;
   std::vector<Binding> bindings_;
   std::map<int64_t, int> by_value_;  // duck sizing: size -> symbol index
+  std::map<std::string, int64_t> hints_;  // symbol name -> hint, kept with symbols_ (for sym::evaluate)
   sym::Replacements replacements_;   // specialized symbols -> their hints
   std::vector<Guard> guards_;
 };
