@@ -271,8 +271,11 @@ void batch_norm(Ctx& c) {
   c.finish(convert(rw, y, c.result_type().dtype));
 }
 
-// nll_loss over log-probabilities `lp` [N, C, d...] and class indices `target` [N, d...].
-void nll(Ctx& c, ValueId lp, ValueId target) {
+// nll_loss over log-probabilities `lp` [N, C, d...] and class indices `target` [N, d...]; with
+// label smoothing e (cross_entropy), each element's loss is (1 - e) * nll + e / C * smooth, where smooth =
+// -sum over classes of lp * weight (0 where the target is ignored). torch reduces the two terms apart with
+// the same divisor, so mixing per element and then reducing is the same sum.
+void nll(Ctx& c, ValueId lp, ValueId target, double smoothing) {
   if (!c.none("size_average") || !c.none("reduce")) refuse();
   const Arg& red = c.arg("reduction");
   const std::string* reduction = red.kind == Arg::Kind::Literal ? std::get_if<std::string>(&red.literal) : nullptr;
@@ -305,6 +308,18 @@ void nll(Ctx& c, ValueId lp, ValueId target) {
     w = convert(rw, keep, dt);
     loss = pointwise(rw, Op::Where, {V(keep), V(neg), scalar(0.0, dt)}, dt);
   }
+  if (smoothing != 0.0) {
+    ValueId per_class = lp;
+    if (weight) {
+      std::vector<int64_t> along_classes(xs.size(), 1);
+      along_classes[1] = xs[1];
+      per_class = binary(rw, Op::Mul, lp, V(reshape(rw, convert(rw, *weight, dt), along_classes)));
+    }
+    ValueId smooth = unary(rw, Op::Neg, reduce(rw, Op::Sum, per_class, {1}, false));
+    smooth = pointwise(rw, Op::Where, {V(keep), V(smooth), scalar(0.0, dt)}, dt);
+    loss = binary(rw, Op::Add, binary(rw, Op::Mul, loss, scalar(1.0 - smoothing, dt)),
+                  V(binary(rw, Op::Mul, smooth, scalar(smoothing / static_cast<double>(xs[1]), dt))));
+  }
   DType r = c.result_type().dtype;
   if (*reduction == "none") return c.finish(convert(rw, loss, r));
   std::vector<int64_t> all = all_dims(static_cast<int64_t>(ts.size()));
@@ -314,19 +329,20 @@ void nll(Ctx& c, ValueId lp, ValueId target) {
 }
 
 void cross_entropy(Ctx& c) {
-  if (c.number_arg("label_smoothing") != 0.0) refuse();
+  double smoothing = c.number_arg("label_smoothing");
+  if (smoothing < 0.0 || smoothing > 1.0) refuse();  // torch's own error then comes from the eager call
   ValueId x = c.tensor("input");
   DType dt = c.rw.type(x).dtype;
   if (dt != DType::Float32 && dt != DType::Float64) refuse();
   if (rank_of(c.rw, x) < 2) refuse();
-  nll(c, softmax_of(c.rw, x, 1, true), c.tensor("target"));
+  nll(c, softmax_of(c.rw, x, 1, true), c.tensor("target"), smoothing);
 }
 
 void nll_loss(Ctx& c) {
   ValueId x = c.tensor("input");
   DType dt = c.rw.type(x).dtype;
   if (dt != DType::Float32 && dt != DType::Float64) refuse();
-  nll(c, x, c.tensor("target"));
+  nll(c, x, c.tensor("target"), 0.0);
 }
 
 }  // namespace

@@ -161,13 +161,28 @@ def test_decompose_is_idempotent_on_primitives():
 
 
 def test_unknown_forms_stay():
-    # label_smoothing and probability targets are not decomposed: they stay one extern call.
-    fn = lambda a, t: F.cross_entropy(a, t, label_smoothing=0.1)
-    text = ember.explain(fn)(x(4, 5), torch.tensor([0, 1, 2, 3])).graphs[0]
+    # Probability targets are not decomposed: they stay one extern call.
+    fn = lambda a, t: F.cross_entropy(a, t.softmax(-1))
+    text = ember.explain(fn)(x(4, 5), x(4, 5)).graphs[0]
     after = lower(text)
     assert "cross_entropy" in after
-    inputs = make_inputs(graph_inputs(text), 1, {"L['t']": torch.tensor([0, 1, 2, 3])})
-    compare(text, after, inputs)
+    compare(text, after, make_inputs(graph_inputs(text), 1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_label_smoothing(reduction, weighted):
+    # (1 - e) * nll + e / C * smooth, with torch's ignore_index and weight rules (ignored rows count nowhere).
+    def fn(a, t, w):
+        return F.cross_entropy(a, t, weight=w if weighted else None, ignore_index=1, reduction=reduction,
+                               label_smoothing=0.2)
+    targets = torch.tensor([[0, 1, 2], [3, 4, 1], [2, 2, 0], [4, 3, 1]])
+    args = (x(4, 5, 3), targets, x(5).abs() + 0.5)
+    text = ember.explain(fn)(*args).graphs[0]
+    after = lower(text)
+    assert "cross_entropy" not in after
+    check_primitive(after)
+    compare(text, after, make_inputs(graph_inputs(text), 1, {"L['t']": targets}))
 
 
 def test_run_pass_names_unknown_pass_and_invalid_graph():

@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ember.bench import compare
 from ember.models import as_user_code
 from ember.models.nanogpt import Block, GPTConfig
 from ember.models.seed_block import seed_block, seed_block_inputs
@@ -39,7 +40,7 @@ class Workload:
             return None
         with torch.no_grad():
             out = self.fn(*self.args)
-        return sum(t.numel() * t.element_size() for t in (*self.args, out))
+        return sum(t.numel() * t.element_size() for t in (*self.args, *compare.tensors(out)))
 
     def float64(self):
         """The same program on float64 copies of the weights and inputs: the reference for the error columns."""
@@ -50,6 +51,14 @@ class Workload:
 
 def _randn(gen, *shape, scale=1.0, dtype=torch.float32):
     return (torch.randn(*shape, generator=gen) * scale).to(dtype)
+
+
+def _with_running_stats(bn):
+    # Fresh running statistics would make batch norm an identity; give it something to compute.
+    bn.running_mean.uniform_(-0.5, 0.5)
+    bn.running_var.uniform_(0.5, 2.0)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-0.2, 0.2)
 
 
 def _gelu_residual(y, bias, residual):
@@ -147,6 +156,131 @@ class Embeddings(nn.Module):
         return self.norm(self.tokens(ids) + self.positions(pos))
 
 
+# Blocks of the zoo's models (timm, torchvision, transformers, diffusers), as their libraries write them.
+class SwiGLUMLP(nn.Module):
+    """LLaMA's MLP: down(silu(gate(x)) * up(x)), no biases."""
+
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.gate = nn.Linear(d, hidden, bias=False)
+        self.up = nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rope(q, k, cos, sin):
+    # transformers' apply_rotary_pos_emb, cos/sin [seq, head_dim] broadcast over batch and heads.
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def _padding_mask_softmax(scores, mask):
+    # BERT's extended attention mask: (1 - mask) * finfo.min added to the scores, then softmax.
+    extended = (1.0 - mask[:, None, None, :].to(scores.dtype)) * torch.finfo(scores.dtype).min
+    return torch.softmax(scores + extended, dim=-1)
+
+
+def _label_smoothing_loss(logits, targets):
+    return F.cross_entropy(logits, targets, label_smoothing=0.1)
+
+
+rotate_half = as_user_code(_rotate_half)  # _rope's callee must be user code too (traced, not a break)
+rope = as_user_code(_rope)
+padding_mask_softmax = as_user_code(_padding_mask_softmax)
+label_smoothing_loss = as_user_code(_label_smoothing_loss)
+
+
+class GroupNormSiLU(nn.Module):
+    """diffusers' ResnetBlock2D entry: silu(group_norm(x)) with 32 groups."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.norm = nn.GroupNorm(32, channels, eps=1e-6)
+
+    def forward(self, x):
+        return F.silu(self.norm(x))
+
+
+class DepthwiseConvBN(nn.Module):
+    """MobileNetV3 / EfficientNet: depthwise 3x3 conv, BatchNorm (eval), hardswish."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        self.bn = nn.BatchNorm2d(channels)
+        self.act = nn.Hardswish()
+
+    def forward(self, x):
+        return self.act(self.bn(self.conv(x)))
+
+
+class SqueezeExcite(nn.Module):
+    """timm's SqueezeExcite: x * sigmoid(expand(relu(reduce(mean over H, W))))."""
+
+    def __init__(self, channels, reduced):
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, reduced, 1)
+        self.expand = nn.Conv2d(reduced, channels, 1)
+
+    def forward(self, x):
+        s = x.mean((2, 3), keepdim=True)
+        return x * torch.sigmoid(self.expand(F.relu(self.reduce(s))))
+
+
+class ConvNeXtBlock(nn.Module):
+    """timm's ConvNeXt block (channels-last MLP): dwconv 7x7, LayerNorm, 4x MLP with GELU, layer scale."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.dwconv = nn.Conv2d(d, d, 7, padding=3, groups=d)
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+        self.gamma = nn.Parameter(torch.full((d,), 0.5))
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.norm(y)))) * self.gamma
+        return x + y.permute(0, 3, 1, 2)
+
+
+class ViTAttention(nn.Module):
+    """timm's ViT Attention: one qkv projection, heads split by reshape/permute, SDPA, output projection."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(b, n, c))
+
+
+class MixerTokenMLP(nn.Module):
+    """MLP-Mixer's token mixing: x + (mlp over the token axis of layer_norm(x))."""
+
+    def __init__(self, tokens, d, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(tokens, hidden)
+        self.fc2 = nn.Linear(hidden, tokens)
+
+    def forward(self, x):
+        y = self.norm(x).transpose(1, 2)
+        return x + self.fc2(F.gelu(self.fc1(y))).transpose(1, 2)
+
+
 def _seed(dtype, quick):
     # This CPU has no bfloat16 matmul instructions: the same program in bfloat16 gets a smaller matrix.
     if quick:
@@ -227,12 +361,8 @@ def conv_bn_relu(quick):
     torch.manual_seed(7)
     model = nn.Sequential(nn.Conv2d(channels, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
                           nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).eval()
-    # Fresh running statistics would make batch norm an identity; give it something to compute.
     for bn in (model[1], model[4]):
-        bn.running_mean.uniform_(-0.5, 0.5)
-        bn.running_var.uniform_(0.5, 2.0)
-        bn.weight.data.uniform_(0.5, 1.5)
-        bn.bias.data.uniform_(-0.2, 0.2)
+        _with_running_stats(bn)
     g = torch.Generator().manual_seed(7)
     return Workload("conv_bn_relu", f"(Conv2d 3x3 -> BatchNorm2d(eval) -> ReLU) x2, {channels}->32->32 channels, "
                     f"x {batch}x{channels}x{size}x{size}", model, (_randn(g, batch, channels, size, size),),
@@ -312,6 +442,89 @@ def cross_entropy_workload(quick):
                     memory_bound=False)
 
 
+def _module_workload(name, description, model, seed, *input_shapes):
+    model = model.eval()
+    g = torch.Generator().manual_seed(seed)
+    return Workload(name, description, model, tuple(_randn(g, *shape) for shape in input_shapes),
+                    memory_bound=False)
+
+
+# The zoo's blocks (grown from issue 15): each pattern is one Ember graph in a zoo model.
+def swiglu_mlp(quick):
+    rows, d, hidden = (8, 32, 64) if quick else (128, 256, 688)
+    torch.manual_seed(16)
+    return _module_workload("swiglu_mlp", f"LLaMA MLP down(silu(gate(x)) * up(x)), d={d}, hidden {hidden}, x {rows}x{d}",
+                            SwiGLUMLP(d, hidden), 16, (rows, d))
+
+
+def rope_workload(quick):
+    batch, heads, seq, hd = (1, 2, 8, 16) if quick else (4, 8, 128, 64)
+    g = torch.Generator().manual_seed(17)
+    args = (_randn(g, batch, heads, seq, hd), _randn(g, batch, heads, seq, hd), _randn(g, seq, hd), _randn(g, seq, hd))
+    return Workload("rope", f"rotary embedding of q and k (rotate_half, cat), {batch}x{heads}x{seq}x{hd}", rope, args,
+                    memory_bound=True)
+
+
+def padding_mask_softmax_workload(quick):
+    batch, heads, seq = (2, 2, 16) if quick else (8, 4, 128)
+    g = torch.Generator().manual_seed(18)
+    mask = (torch.rand(batch, seq, generator=g) > 0.2).to(torch.int64)
+    return Workload("padding_mask_softmax", f"softmax(scores + (1 - mask) * finfo.min), scores {batch}x{heads}x{seq}x{seq}",
+                    padding_mask_softmax, (_randn(g, batch, heads, seq, seq), mask), memory_bound=True)
+
+
+def group_norm_silu(quick):
+    batch, channels, size = (1, 32, 8) if quick else (2, 128, 32)
+    torch.manual_seed(19)
+    return _module_workload("group_norm_silu", f"silu(group_norm(x, 32 groups)), x {batch}x{channels}x{size}x{size}",
+                            GroupNormSiLU(channels), 19, (batch, channels, size, size))
+
+
+def depthwise_conv_bn(quick):
+    batch, channels, size = (1, 8, 8) if quick else (2, 96, 32)
+    torch.manual_seed(20)
+    model = DepthwiseConvBN(channels)
+    _with_running_stats(model.bn)
+    return _module_workload("depthwise_conv_bn", f"hardswish(bn(depthwise conv 3x3)), x {batch}x{channels}x{size}x{size}",
+                            model, 20, (batch, channels, size, size))
+
+
+def squeeze_excite(quick):
+    batch, channels, size = (1, 8, 8) if quick else (4, 128, 28)
+    torch.manual_seed(21)
+    return _module_workload("squeeze_excite", f"x * sigmoid(fc(relu(fc(mean_hw(x))))), x {batch}x{channels}x{size}x{size}",
+                            SqueezeExcite(channels, channels // 4), 21, (batch, channels, size, size))
+
+
+def convnext_block(quick):
+    batch, d, size = (1, 8, 8) if quick else (2, 96, 28)
+    torch.manual_seed(22)
+    return _module_workload("convnext_block", f"ConvNeXt block (dwconv 7x7, LayerNorm, MLP, layer scale), d={d}, "
+                            f"x {batch}x{d}x{size}x{size}", ConvNeXtBlock(d), 22, (batch, d, size, size))
+
+
+def vit_attention(quick):
+    batch, tokens, d, heads = (1, 9, 32, 2) if quick else (4, 197, 192, 3)
+    torch.manual_seed(23)
+    return _module_workload("vit_attention", f"timm ViT Attention (qkv, SDPA, proj), d={d}, {heads} heads, "
+                            f"x {batch}x{tokens}x{d}", ViTAttention(d, heads), 23, (batch, tokens, d))
+
+
+def mixer_token_mlp(quick):
+    batch, tokens, d = (1, 16, 32) if quick else (4, 196, 256)
+    torch.manual_seed(24)
+    return _module_workload("mixer_token_mlp", f"MLP-Mixer token mixing x + mlp(norm(x)^T)^T, x {batch}x{tokens}x{d}",
+                            MixerTokenMLP(tokens, d, tokens * 2), 24, (batch, tokens, d))
+
+
+def label_smoothing_ce(quick):
+    rows, classes = (16, 64) if quick else (512, 1000)
+    g = torch.Generator().manual_seed(25)
+    args = (_randn(g, rows, classes), torch.randint(0, classes, (rows,), generator=g))
+    return Workload("label_smoothing_ce", f"F.cross_entropy(label_smoothing=0.1), logits {rows}x{classes}",
+                    label_smoothing_loss, args, memory_bound=False)
+
+
 # Run order and the names used on the command line and as JSON keys.
 BUILDERS = {
     "seed_f32": seed_f32,
@@ -331,6 +544,16 @@ BUILDERS = {
     "llama_rms_norm": llama_rms_norm,
     "embeddings": embeddings,
     "cross_entropy": cross_entropy_workload,
+    "swiglu_mlp": swiglu_mlp,
+    "rope": rope_workload,
+    "padding_mask_softmax": padding_mask_softmax_workload,
+    "group_norm_silu": group_norm_silu,
+    "depthwise_conv_bn": depthwise_conv_bn,
+    "squeeze_excite": squeeze_excite,
+    "convnext_block": convnext_block,
+    "vit_attention": vit_attention,
+    "mixer_token_mlp": mixer_token_mlp,
+    "label_smoothing_ce": label_smoothing_ce,
 }
 
 
