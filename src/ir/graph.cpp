@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <map>
 
 #include "ir/graph.h"
 
@@ -88,6 +89,36 @@ bool Node::mutates_first_arg() const {
   if (dunder) return in_place_operator(last.substr(2, last.size() - 4));
   if (module == "operator") return in_place_operator(last);
   return !last.empty() && last.back() == '_';
+}
+
+bool returns_new_tensors(std::string_view callable) {
+  // Generic captures whose aten ops return new tensors; core ops are judged by their family.
+  static constexpr std::array<std::string_view, 12> kGeneric = {
+      "torch.nn.functional.scaled_dot_product_attention",
+      "torch.conv1d", "torch.conv2d", "torch.conv3d",
+      "torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+      "torch.nn.functional.conv_transpose2d", "torch.nn.functional.group_norm",
+      "torch.nn.functional.batch_norm", "torch.nn.functional.instance_norm", "torch.baddbmm"};
+  if (std::find(kGeneric.begin(), kGeneric.end(), callable) != kGeneric.end()) return true;
+  static const std::map<std::string_view, Op> by_target = [] {
+    std::map<std::string_view, Op> m;
+    for (int k = 0; k < static_cast<int>(Op::TorchCall); ++k)
+      m.emplace(op_info(static_cast<Op>(k)).torch_target, static_cast<Op>(k));
+    return m;
+  }();
+  auto it = by_target.find(callable);
+  if (it == by_target.end()) return false;
+  switch (op_info(it->second).family) {
+    case OpFamily::View:
+    case OpFamily::Other: return false;
+    case OpFamily::Data: return it->second != Op::Contiguous;
+    case OpFamily::Pointwise:
+    case OpFamily::Reduction:
+    case OpFamily::Matmul:
+    case OpFamily::Factory:
+    case OpFamily::Normalization: return true;
+  }
+  return false;
 }
 
 ValueId Graph::add_input(TensorType type, std::string source) {

@@ -110,6 +110,14 @@ struct Node {
   bool mutates_first_arg() const;
 };
 
+// Whether torch's `callable` always returns tensors with storage of their own, never an argument or
+// a view of one (its aten schema has no alias annotation on the results): the op table's functional
+// ops (every family but View, and not `contiguous` or `dropout`, which may return their input) and a
+// few generic callables named in graph.cpp. Unknown callables: false (they may alias). An in-place
+// call (Node::mutates_first_arg) returns its argument whatever this says. The memory planner frees an
+// extern call's temporary arguments after it only when this holds.
+bool returns_new_tensors(std::string_view callable);
+
 struct GraphInput {
   ValueId value = -1;
   std::string source;  // where the frame reads it, e.g. "L['self'].linear.weight"

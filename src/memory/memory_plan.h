@@ -36,6 +36,10 @@ struct MemoryPlan {
   std::string str() const;          // text form for golden tests and `ember.explain`
 };
 
+// Per step of the program, in order: the storage roots of the buffers it reads or writes (a kernel's
+// loads and stores, an extern call's buffer arguments and results). Live ranges are made of these.
+std::vector<std::vector<loop_ir::BufferId>> step_roots(const loop_ir::Program& program);
+
 // The plan at the shape symbols' hints (per_call set when there are symbols).
 MemoryPlan plan_memory(const loop_ir::Program& program);
 // The plan with each shape symbol at its value (`symbol_values[k]` is Program::symbols[k]'s).

@@ -8,7 +8,8 @@
 // Live range of a Temp: from the first step that touches it to the last, inclusive (a step that
 // writes one Temp and reads another needs both at once; a Temp the caller receives, which a
 // verified program does not have, lives to the end). Accesses through a View count for its root.
-// A Temp passed to an extern call lives to the end: torch may hand it back inside a result.
+// A Temp passed to an extern call lives to the end (torch may hand it back inside a result) unless
+// the callable always returns new tensors (ir::returns_new_tensors).
 // Sizes are storage spans (the element offset plus the largest element's offset plus one, times
 // the item size), so strided temporaries get all the room their strides reach.
 //
@@ -27,6 +28,8 @@
 #include <tuple>
 
 #include "memory/memory_plan.h"
+
+#include "ir/graph.h"
 
 namespace ember::memory {
 
@@ -60,8 +63,14 @@ int64_t storage_bytes(const Buffer& b, const std::map<std::string, int64_t>& val
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 
-// Buffers (roots) each step touches.
-std::vector<std::vector<BufferId>> step_buffers(const Program& program) {
+struct Live {
+  int first = -1, last = -1;
+  bool overlaps(const Live& o) const { return first >= 0 && o.first >= 0 && first <= o.last && o.first <= last; }
+};
+
+}  // namespace
+
+std::vector<std::vector<BufferId>> step_roots(const Program& program) {
   std::vector<std::vector<BufferId>> out;
   for (const loop_ir::Step& step : program.steps) {
     std::vector<BufferId> ids;
@@ -82,13 +91,6 @@ std::vector<std::vector<BufferId>> step_buffers(const Program& program) {
   }
   return out;
 }
-
-struct Live {
-  int first = -1, last = -1;
-  bool overlaps(const Live& o) const { return first >= 0 && o.first >= 0 && first <= o.last && o.first <= last; }
-};
-
-}  // namespace
 
 std::string MemoryPlan::str() const {
   std::string s = "arena " + std::to_string(arena_bytes) + " bytes, peak " + std::to_string(peak_bytes) + " bytes\n";
@@ -118,7 +120,7 @@ MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbo
   MemoryPlan plan;
   const int n_steps = static_cast<int>(program.steps.size());
   std::vector<Live> live(program.buffers.size());
-  std::vector<std::vector<BufferId>> touched = step_buffers(program);
+  std::vector<std::vector<BufferId>> touched = step_roots(program);
   for (int s = 0; s < n_steps; ++s) {
     for (BufferId b : touched[s]) {
       if (live[b].first < 0) live[b].first = s;
@@ -132,10 +134,12 @@ MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbo
   }
   // A temporary handed to an extern call may come back inside its result (an in-place op returns
   // its argument, a view op a view of it), and that result may be read at any later step or
-  // returned: such temporaries keep their memory to the end of the call.
+  // returned: such temporaries keep their memory to the end of the call, unless the callable
+  // always returns new tensors (matmuls, attention, convolutions: ir::returns_new_tensors).
   for (const loop_ir::Step& step : program.steps) {
     if (step.kind != loop_ir::Step::Kind::Extern) continue;
     const loop_ir::ExternCall& call = program.externs.at(step.index);
+    if (!call.mutates_first_arg && ir::returns_new_tensors(call.callable)) continue;
     for (BufferId a : call.buffer_args()) live[program.storage_root(a)].last = std::max(n_steps - 1, 0);
   }
 

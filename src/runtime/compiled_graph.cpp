@@ -4,6 +4,7 @@
 #include "runtime/compiled_graph.h"
 
 #include <cinttypes>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -206,7 +207,29 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
   // argument gets its step per tuple of symbol values (make_sized).
   for (size_t k = 0; k < program_.externs.size(); ++k)
     externs_.push_back(symbolic_args(program_.externs[k]) ? ExternStep{} : make_extern_step(k, {}));
+  plan_releases();
   if (program_.symbols.empty()) static_sized_ = make_sized({}, std::move(plan));
+}
+
+void CompiledGraph::plan_releases() {
+  // The last step that touches each storage root; outputs live to the end.
+  const std::vector<std::vector<BufferId>> touched = memory::step_roots(program_);
+  std::vector<int> last(program_.buffers.size(), -1);
+  for (size_t s = 0; s < touched.size(); ++s)
+    for (BufferId r : touched[s]) last[static_cast<size_t>(r)] = static_cast<int>(s);
+  for (BufferId out : program_.outputs) last[static_cast<size_t>(program_.storage_root(out))] = INT_MAX;
+  // The extern call at or after each step: code runs only there between kernels.
+  std::vector<int> next_extern(touched.size() + 1, -1);
+  for (size_t s = touched.size(); s-- > 0;)
+    next_extern[s] = program_.steps[s].kind == loop_ir::Step::Kind::Extern ? program_.steps[s].index : next_extern[s + 1];
+  release_after_extern_.assign(program_.externs.size(), {});
+  for (const Buffer& b : program_.buffers) {
+    const BufferId root = program_.storage_root(b.id);
+    const int at = last[static_cast<size_t>(root)];
+    if (program_.buffers[static_cast<size_t>(root)].kind != Buffer::Kind::Extern || at < 0 || at == INT_MAX) continue;
+    if (next_extern[static_cast<size_t>(at)] >= 0)
+      release_after_extern_[static_cast<size_t>(next_extern[static_cast<size_t>(at)])].push_back(b.id);
+  }
 }
 
 CompiledGraph::~CompiledGraph() = default;
@@ -532,6 +555,7 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
       call.arena->tensors[static_cast<size_t>(step.inputs[k])] = PyRef();  // an in-place view op (unsqueeze_) changed it
   for (size_t k = 0; k < step.results.size(); ++k)
     if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
+  for (BufferId id : release_after_extern_[static_cast<size_t>(index)]) call.tensors[static_cast<size_t>(id)] = PyRef();
   return true;
 }
 

@@ -163,6 +163,7 @@ class CompiledGraph : public GraphRunner {
   // The step of program_.externs[k], its symbolic integer arguments at `at` (empty: as written).
   ExternStep make_extern_step(size_t k, const std::map<std::string, int64_t>& at) const;
   std::shared_ptr<const Sized> make_sized(std::vector<int64_t> values, memory::MemoryPlan plan) const;
+  void plan_releases();  // fills release_after_extern_
   // The Sized of this call's symbol values (read from the inputs and checked against the
   // symbols' ranges); null with a Python error set.
   std::shared_ptr<const Sized> sized_for(PyObject* const* inputs) const;
@@ -192,6 +193,10 @@ class CompiledGraph : public GraphRunner {
   bool on_cuda_ = false;                  // device_.type == "cuda", decided once: run() reads it per call
   pybridge::DeviceKey device_key_;
   std::vector<ExternStep> externs_;
+  // Per extern call: the torch-held buffers (extern results no step after it reads, and the views
+  // over them) whose tensors the call drops once it has run, so that torch's allocator has their
+  // memory back mid-call, as in eager; outputs are kept.
+  std::vector<std::vector<loop_ir::BufferId>> release_after_extern_;
   std::vector<PyRef> callables_;          // per extern call
   EagerExecutor::LiteralToPython convert_;
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
