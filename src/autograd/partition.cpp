@@ -4,7 +4,8 @@
 // passes keep inputs and outputs in order). Guarantees: deterministic; the forward computes every
 // forward output and every node with an effect (in-place writes, random draws) exactly once; the
 // backward recomputes only values the ban rules allow and reads everything else from the saved
-// values; both verify.
+// values; both verify. Both keep the joint's shape symbols, and every symbol is a dimension of some
+// backward input, where the runtime reads its value (a size carrier is saved when none is, below).
 //
 // How: the joint's values split into the forward region (computed from primals alone) and the
 // backward region (depending on a tangent). A forward-region value the backward reads must be
