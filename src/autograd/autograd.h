@@ -96,7 +96,8 @@ struct Partition {
 
 // Cuts a joint graph (after decompose, dce, cse) into forward and backward graphs by a minimum cut
 // over byte-weighted edges (autograd/partition.cpp). Deterministic. The two graphs' values no
-// longer require grad: they run under no_grad, inside torch's autograd.Function.
+// longer require grad: they run under no_grad, inside torch's autograd.Function. With shape symbols,
+// both graphs keep them and the backward's inputs bind every one (docs/autograd.md).
 Partition partition(const Joint& joint, const PartitionOptions& options);
 
 // Text form of a partition (goldens, EMBER_LOGS=partition): the two graphs and the decisions.

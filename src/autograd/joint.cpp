@@ -99,7 +99,8 @@ struct Builder {
   JointLayout& layout;
   std::string reason;
 
-  int64_t extent(ValueId piece, int64_t dim) { return sizes_of(rw, piece).at(static_cast<size_t>(dim)); }
+  // A piece's extent along its dim: a constant (slice_vjp gives pieces only then).
+  int64_t extent(ValueId piece, int64_t dim) { return sizes_of(rw, piece).at(static_cast<size_t>(dim)).constant(); }
 
   bool overlaps(const Gradient& slot, int64_t start, int64_t end) {
     auto next = slot.pieces.lower_bound(start);
@@ -116,21 +117,23 @@ struct Builder {
     Gradient& slot = grad.at(static_cast<size_t>(v));
     if (slot.pieces.empty()) return;
     const ir::TensorType& t = g.value(v).type;
-    std::vector<int64_t> sizes = passes::const_sizes(t);
     int64_t dim = slot.dim, at = 0;
     std::vector<ValueId> parts;
-    auto zeros_until = [&](int64_t end) {
-      if (end <= at) return;
-      std::vector<int64_t> gap = sizes;
-      gap[static_cast<size_t>(dim)] = end - at;
-      parts.push_back(full(rw, gap, 0.0, t.dtype, t.device));
+    // Zeros from `at` to `end` along the dim; the value's own extent there may be symbolic (a gap
+    // that is empty at run time is a size-0 part of the cat).
+    auto zeros_until = [&](const sym::Expr& end) {
+      sym::Expr length = end - sym::Expr(at);
+      if (length.is_constant() && length.constant() <= 0) return;
+      Sizes gap = t.sizes;
+      gap[static_cast<size_t>(dim)] = length;
+      parts.push_back(filled(rw, gap, 0.0, t.dtype, t.device));
     };
     for (const auto& [start, piece] : slot.pieces) {
       zeros_until(start);
       parts.push_back(piece);
       at = start + extent(piece, dim);
     }
-    zeros_until(sizes[static_cast<size_t>(dim)]);
+    zeros_until(t.sizes[static_cast<size_t>(dim)]);
     ValueId joined = parts.size() == 1 ? parts[0] : cat(rw, parts, dim, passes::make_type(t.dtype, t.sizes, t.device, false));
     slot.pieces.clear();
     slot.dim = -1;

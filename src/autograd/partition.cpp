@@ -4,7 +4,8 @@
 // passes keep inputs and outputs in order). Guarantees: deterministic; the forward computes every
 // forward output and every node with an effect (in-place writes, random draws) exactly once; the
 // backward recomputes only values the ban rules allow and reads everything else from the saved
-// values; both verify.
+// values; both verify. Both keep the joint's shape symbols, and every symbol is a dimension of some
+// backward input, where the runtime reads its value (a size carrier is saved when none is, below).
 //
 // How: the joint's values split into the forward region (computed from primals alone) and the
 // backward region (depending on a tangent). A forward-region value the backward reads must be
@@ -24,6 +25,8 @@
 // lowering in the layering; the op families are what its inline rule keys on (docs/scheduler.md).
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 
@@ -136,9 +139,11 @@ void for_each_read(const ir::Node& node, const std::function<void(ValueId)>& f) 
   for (const auto& kw : node.kwargs) for_each_value(kw.second, f);
 }
 
-int64_t bytes_of(const ir::TensorType& t) {
+// A value's size in bytes; a symbolic size counts at its symbol's hint (the traced size): the cut is
+// chosen once for every size the graph serves, by the sizes it was traced at.
+int64_t bytes_of(const ir::TensorType& t, const std::map<std::string, int64_t>& hints) {
   int64_t n = ir::dtype_info(t.dtype).itemsize;
-  for (const sym::Expr& s : t.sizes) n *= s.is_constant() ? s.constant() : 1024;  // a symbolic size: a guess
+  for (const sym::Expr& s : t.sizes) n *= s.is_constant() ? s.constant() : sym::evaluate(s, hints);
   return n;
 }
 
@@ -204,6 +209,7 @@ ir::Graph extract(const ir::Graph& joint, const std::string& name, const std::ve
     for_each_read(joint.node(p), [&](ValueId r) { work.push_back(r); });
   }
   ir::Graph g(name);
+  g.symbols = joint.symbols;
   std::vector<ValueId> map(joint.values().size(), -1);
   for (const auto& [v, source] : inputs) map[static_cast<size_t>(v)] = g.add_input(joint.value(v).type, source);
   for (const ir::Node& node : joint.nodes()) {
@@ -223,6 +229,40 @@ ir::Graph extract(const ir::Graph& joint, const std::string& name, const std::ve
   return g;
 }
 
+// The backward binds each shape symbol from a dimension of one of its inputs that is exactly that
+// symbol (runtime/symbol_binding.h); the forward binds it from the primals. When the saved values,
+// saved primals and tangents have no such dimension (the backward of `x.sum()` reads a scalar
+// tangent alone, yet expands it to x's symbolic sizes), the forward also returns a size carrier: a
+// tensor with no elements whose sizes are 0 and those symbols, so the symbols' values pass from
+// forward to backward at no cost in memory. The symbols no value of `read` has as a dimension:
+std::vector<sym::Expr> unbound_symbols(const ir::Graph& g, const std::vector<ValueId>& read) {
+  std::vector<sym::Expr> unbound;
+  for (const sym::SymbolInfo& s : g.symbols) {
+    sym::Expr symbol = sym::Expr::symbol(s.name);
+    bool bound = false;
+    for (ValueId v : read)
+      for (const sym::Expr& d : g.value(v).type.sizes) bound = bound || d == symbol;
+    if (!bound) unbound.push_back(symbol);
+  }
+  return unbound;
+}
+
+// Appends to `g` the carrier of `symbols` (a forward-region factory) and returns it.
+ValueId add_size_carrier(ir::Graph& g, const std::vector<sym::Expr>& symbols) {
+  std::vector<Arg> sizes{Arg::of_literal(int64_t{0})};
+  std::vector<sym::Expr> exprs{sym::Expr(0)};
+  for (const sym::Expr& symbol : symbols) {
+    sizes.push_back(Arg::of_size(symbol));
+    exprs.push_back(symbol);
+  }
+  const ir::Device device = g.value(g.inputs().at(0).value).type.device;
+  ir::TensorType type = passes::make_type(ir::DType::Bool, std::move(exprs), device, false);
+  ir::NodeId id = g.add_node(ir::Op::Full, "", {Arg::list(std::move(sizes)), Arg::of_literal(false)},
+                             {{"dtype", Arg::of_literal(ir::DType::Bool)}, {"device", Arg::of_literal(device)}},
+                             {std::move(type)}, ir::Node::ResultForm::Single);
+  return g.node(id).results[0];
+}
+
 }  // namespace
 
 std::string PartitionDecision::str() const {
@@ -231,9 +271,12 @@ std::string PartitionDecision::str() const {
 }
 
 Partition partition(const Joint& joint, const PartitionOptions& options) {
+  const ir::Graph* graph = &joint.graph;  // the joint, or its copy with a size carrier (below)
   const ir::Graph& g = joint.graph;
   const JointLayout& layout = joint.layout;
   const size_t n_values = g.values().size();
+  std::map<std::string, int64_t> hints;
+  for (const sym::SymbolInfo& s : g.symbols) hints.emplace(s.name, s.hint);
   int primals = layout.primals, tangents = layout.tangents();
   if (static_cast<int>(g.inputs().size()) != primals + tangents)
     throw std::logic_error("partition: the joint has " + std::to_string(g.inputs().size()) + " inputs, its layout " +
@@ -292,7 +335,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   for (const ir::Value& v : g.values()) {
     if (backward[static_cast<size_t>(v.id)]) continue;
     int in = 2 * v.id, out = in + 1;
-    int64_t bytes = bytes_of(v.type);
+    int64_t bytes = bytes_of(v.type, hints);
     bool primal = is_primal[static_cast<size_t>(v.id)];
     Ban ban = primal ? Ban{} : ban_of(g.node(v.producer));
     // Budget 1: only cheap values are recomputed. Below 1, saving a cheap value costs 1/budget per
@@ -331,8 +374,8 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     if (!reached[static_cast<size_t>(2 * v.id)] || reached[static_cast<size_t>(2 * v.id + 1)]) continue;
     is_saved[static_cast<size_t>(v.id)] = true;
     (is_primal[static_cast<size_t>(v.id)] ? saved_primals : saved).push_back(v.id);
-    if (!is_primal[static_cast<size_t>(v.id)]) result.saved_bytes += bytes_of(v.type);
-    result.decisions.push_back({v.id, PartitionDecision::Kind::Saved, std::to_string(bytes_of(v.type)) + " bytes"});
+    if (!is_primal[static_cast<size_t>(v.id)]) result.saved_bytes += bytes_of(v.type, hints);
+    result.decisions.push_back({v.id, PartitionDecision::Kind::Saved, std::to_string(bytes_of(v.type, hints)) + " bytes"});
   }
   for (const ir::Value& v : g.values())
     if (!backward[static_cast<size_t>(v.id)] && read_by_backward[static_cast<size_t>(v.id)] && !is_saved[static_cast<size_t>(v.id)])
@@ -340,14 +383,24 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   std::stable_sort(result.decisions.begin(), result.decisions.end(),
                    [](const PartitionDecision& a, const PartitionDecision& b) { return a.value < b.value; });
 
+  std::vector<ValueId> read_by_backward_graph(saved);
+  read_by_backward_graph.insert(read_by_backward_graph.end(), saved_primals.begin(), saved_primals.end());
+  for (int t = 0; t < tangents; ++t) read_by_backward_graph.push_back(g.inputs()[static_cast<size_t>(primals + t)].value);
+  std::optional<ir::Graph> with_carrier;
+  if (std::vector<sym::Expr> unbound = unbound_symbols(g, read_by_backward_graph); !unbound.empty()) {
+    graph = &with_carrier.emplace(g);
+    saved.push_back(add_size_carrier(*with_carrier, unbound));
+    result.decisions.push_back({saved.back(), PartitionDecision::Kind::Saved, "0 bytes: the size carrier of shape symbols"});
+  }
+
   // The forward: primals -> forward outputs, saved values; every node with an effect runs here.
   std::vector<std::pair<ValueId, std::string>> fw_inputs;
   for (int p = 0; p < primals; ++p) fw_inputs.emplace_back(g.inputs()[static_cast<size_t>(p)].value, g.inputs()[static_cast<size_t>(p)].source);
   std::vector<ValueId> fw_outputs(g.outputs().begin(), g.outputs().begin() + layout.forward_outputs);
   fw_outputs.insert(fw_outputs.end(), saved.begin(), saved.end());
-  std::vector<bool> effects(g.nodes().size(), false);
+  std::vector<bool> effects(graph->nodes().size(), false);
   for (const ir::Node& node : g.nodes()) effects[static_cast<size_t>(node.id)] = passes::has_effect(node);
-  result.forward = extract(g, "forward", fw_inputs, fw_outputs, effects);
+  result.forward = extract(*graph, "forward", fw_inputs, fw_outputs, effects);
   result.saved = static_cast<int>(saved.size());
 
   // The backward: saved values, saved primals, tangents -> gradients.
@@ -361,7 +414,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   }
   for (int t = 0; t < tangents; ++t)
     bw_inputs.emplace_back(g.inputs()[static_cast<size_t>(primals + t)].value, g.inputs()[static_cast<size_t>(primals + t)].source);
-  result.backward = extract(g, "backward", bw_inputs, grads, std::vector<bool>(g.nodes().size(), false));
+  result.backward = extract(*graph, "backward", bw_inputs, grads, std::vector<bool>(graph->nodes().size(), false));
   return result;
 }
 

@@ -102,7 +102,7 @@ bool VjpCtx::needs(const Arg& a) const {
 void VjpCtx::give(const Arg& a, ValueId g) {
   if (!needs(a)) return;
   const ir::TensorType& t = rw.source().value(a.value).type;
-  g = sum_to_size(rw, g, passes::const_sizes(t));
+  g = sum_to_size(rw, g, t.sizes);
   given_.push_back({a.value, convert(rw, g, t.dtype)});
 }
 
@@ -113,12 +113,18 @@ void VjpCtx::give_slice(const Arg& a, ValueId g, int64_t dim, int64_t start) {
 
 // --- Shared helpers --------------------------------------------------------------------------
 
-std::vector<int64_t> sizes_of(Rewriter& rw, ValueId v) { return passes::const_sizes(rw.type(v)); }
+Sizes sizes_of(Rewriter& rw, ValueId v) { return rw.type(v).sizes; }
 
 int64_t rank_of(Rewriter& rw, ValueId v) { return static_cast<int64_t>(rw.type(v).sizes.size()); }
 
-ValueId sum_to_size(Rewriter& rw, ValueId g, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> have = sizes_of(rw, g);
+sym::Expr count(const Sizes& sizes, const std::vector<int64_t>& dims) {
+  sym::Expr n = 1;
+  for (int64_t d : dims) n = n * sizes.at(static_cast<size_t>(d));
+  return n;
+}
+
+ValueId sum_to_size(Rewriter& rw, ValueId g, const Sizes& sizes) {
+  Sizes have = sizes_of(rw, g);
   if (have == sizes) return g;
   if (have.size() < sizes.size()) passes::refuse();
   size_t lead = have.size() - sizes.size();
@@ -126,23 +132,30 @@ ValueId sum_to_size(Rewriter& rw, ValueId g, const std::vector<int64_t>& sizes) 
   for (size_t d = 0; d < lead; ++d) dims.push_back(static_cast<int64_t>(d));
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == have[lead + d]) continue;
-    if (sizes[d] != 1) passes::refuse();  // not a broadcast of `sizes`
+    if (sizes[d] != sym::Expr(1)) passes::refuse();  // not a broadcast of `sizes` (or not provably one)
     dims.push_back(static_cast<int64_t>(lead + d));
   }
   DType dt = rw.type(g).dtype;
   // Half-precision gradients accumulate in float32, as torch's sum does.
   if (!dims.empty()) g = convert(rw, reduce(rw, Op::Sum, convert(rw, g, opmath(dt)), dims, true), dt);
-  return reshape(rw, g, sizes);
+  return reshape_symbolic(rw, g, sizes);
 }
 
-ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim,
-                 const std::vector<int64_t>& sizes) {
+ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim, const Sizes& sizes) {
   if (!keepdim) {
-    std::vector<int64_t> kept = sizes;
+    Sizes kept = sizes;
     for (int64_t d : dims) kept.at(static_cast<size_t>(d)) = 1;
-    x = reshape(rw, x, kept);
+    x = reshape_symbolic(rw, x, kept);
   }
-  return expand(rw, x, sizes);
+  return expand_symbolic(rw, x, sizes);
+}
+
+ValueId filled(Rewriter& rw, const Sizes& sizes, double value, DType dt, const ir::Device& device) {
+  std::vector<Arg> items;
+  for (const sym::Expr& s : sizes) items.push_back(Arg::of_size(s));
+  return rw.emit(Op::Full, {Arg::list(std::move(items)), scalar(value, dt)},
+                 {{"dtype", Arg::of_literal(dt)}, {"device", Arg::of_literal(device)}},
+                 passes::make_type(dt, sizes, device, false));
 }
 
 ValueId mul(Rewriter& rw, ValueId a, ValueId b) { return binary(rw, Op::Mul, a, V(b)); }
@@ -166,7 +179,7 @@ ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b) {
 
 ValueId zeros_like(Rewriter& rw, ValueId like) {
   const ir::TensorType& t = rw.type(like);
-  return full(rw, sizes_of(rw, like), 0.0, t.dtype, t.device);
+  return filled(rw, t.sizes, 0.0, t.dtype, t.device);
 }
 
 }  // namespace ember::autograd

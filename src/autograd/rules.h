@@ -127,14 +127,24 @@ void mse_loss_vjp(VjpCtx& c);
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.
 const Arg* argument(const ir::Node& node, size_t position, std::string_view name);
 
-// Shapes and builders the rule families share.
-std::vector<int64_t> sizes_of(Rewriter& rw, ValueId v);
+// Shapes and builders the rule families share. Sizes are expressions (sym::Expr): a static size
+// is a constant, a dynamic one a symbolic expression (docs/dynamic-shapes.md), and the helpers treat
+// both alike, so a rule that only moves sizes around serves both. Where a rule needs a number (a
+// slice offset, an element count as a float literal) it asks for a constant and refuses otherwise.
+using Sizes = std::vector<sym::Expr>;
+Sizes sizes_of(Rewriter& rw, ValueId v);
 int64_t rank_of(Rewriter& rw, ValueId v);
-// Sums `g` down to `sizes` (undoing a broadcast), keeping its dtype.
-ValueId sum_to_size(Rewriter& rw, ValueId g, const std::vector<int64_t>& sizes);
+// The product of `sizes` over `dims` (every dim when `dims` is all of them): an element count.
+sym::Expr count(const Sizes& sizes, const std::vector<int64_t>& dims);
+// Sums `g` down to `sizes` (undoing a broadcast), keeping its dtype. A dim is summed where `sizes`
+// has a constant 1 and `g` something else; sizes compare structurally (duck-sized symbols are one
+// symbol, so a broadcast between dynamic dims is spelled equal).
+ValueId sum_to_size(Rewriter& rw, ValueId g, const Sizes& sizes);
 // `x` restored to the rank of a reduction's input: the reduced dims put back as size 1 when the
 // reduction dropped them, then expanded to `sizes`.
-ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim, const std::vector<int64_t>& sizes);
+ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool keepdim, const Sizes& sizes);
+// A tensor of `sizes` filled with `value` (passes::build::full over expressions).
+ValueId filled(Rewriter& rw, const Sizes& sizes, double value, DType dt, const ir::Device& device);
 ValueId mul(Rewriter& rw, ValueId a, ValueId b);
 ValueId zeros_like(Rewriter& rw, ValueId like);
 // x with its last two dims swapped (a view).

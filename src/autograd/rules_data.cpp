@@ -13,8 +13,6 @@ namespace ember::autograd::rules {
 
 namespace {
 
-
-
 ir::TensorType contiguous_type(Rewriter& rw, ValueId like) {
   const ir::TensorType& t = rw.type(like);
   return passes::make_type(t.dtype, t.sizes, t.device, false);
@@ -35,24 +33,24 @@ void matmul_grads(VjpCtx& c, Op op, const Arg& a, const Arg& b) {
   bool row = rank_of(rw, av) == 1, column = rank_of(rw, bv) == 1;
   if ((row || column) && op != Op::Matmul) passes::refuse();
   if (row || column) {
-    std::vector<int64_t> gs = sizes_of(rw, g);
+    Sizes gs = sizes_of(rw, g);
     if (row) {
       gs.insert(gs.end() - (column ? 0 : 1), 1);
-      av = reshape(rw, av, {1, sizes_of(rw, av)[0]});
+      av = reshape_symbolic(rw, av, {1, sizes_of(rw, av)[0]});
     }
     if (column) {
       gs.push_back(1);
-      bv = reshape(rw, bv, {sizes_of(rw, bv)[0], 1});
+      bv = reshape_symbolic(rw, bv, {sizes_of(rw, bv)[0], 1});
     }
-    g = reshape(rw, g, gs);
+    g = reshape_symbolic(rw, g, gs);
   }
   if (c.needs(a)) c.give(a, product(rw, op, g, transpose_last(rw, bv)));
   if (c.needs(b)) {
     ValueId gb = product(rw, op, transpose_last(rw, av), g);
     if (column) {  // [..., K, 1] -> [..., K]
-      std::vector<int64_t> sizes = sizes_of(rw, gb);
+      Sizes sizes = sizes_of(rw, gb);
       sizes.pop_back();
-      gb = reshape(rw, gb, sizes);
+      gb = reshape_symbolic(rw, gb, sizes);
     }
     c.give(b, gb);
   }
@@ -60,7 +58,7 @@ void matmul_grads(VjpCtx& c, Op op, const Arg& a, const Arg& b) {
 
 }  // namespace
 
-void reshape_vjp(VjpCtx& c) { c.give(c.pos(0), reshape(c.rw, *c.grad(), sizes_of(c.rw, c.in(c.pos(0))))); }
+void reshape_vjp(VjpCtx& c) { c.give(c.pos(0), reshape_symbolic(c.rw, *c.grad(), sizes_of(c.rw, c.in(c.pos(0))))); }
 
 void permute_vjp(VjpCtx& c) {
   auto perm = passes::int_list(c.arg("dims"), false);
@@ -77,7 +75,11 @@ void slice_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
   auto dim = passes::int_literal(c.pos(1)), start = passes::int_literal(c.pos(2)), step = passes::int_literal(c.pos(4));
-  if (dim && start && step == 1) return c.give_slice(x, *c.grad(), *dim, *start);
+  // A piece joined by the joint's cat needs a constant extent (its bounds are compared there).
+  if (dim && start && step == 1) {
+    int64_t d = norm_dim(*dim, rank_of(c.rw, *c.grad()));
+    if (sizes_of(c.rw, *c.grad()).at(static_cast<size_t>(d)).is_constant()) return c.give_slice(x, *c.grad(), d, *start);
+  }
   std::vector<Arg> args{V(*c.grad())};
   for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(c.pos(i)));
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
@@ -89,14 +91,27 @@ void select_vjp(VjpCtx& c) {
   c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), c.rw.map(c.pos(1)), c.rw.map(c.pos(2))}));
 }
 
+// The dim wraps by the result's rank, not the first tensor's: torch's cat skips 1-D empty tensors
+// (a legacy rule), and transformers' DynamicCache starts from one (`torch.cat([torch.tensor([]), k],
+// dim=-2)`), which canonicalize cannot normalize the dim against, so the dim arrives as written.
+// Such a tensor holds no part of the result: its gradient is its zeros.
 void cat_vjp(VjpCtx& c) {
-  const Arg& list = c.arg("tensors");
-  int64_t dim = c.int_arg("dim");
+  Rewriter& rw = c.rw;
+  ValueId g = *c.grad();
+  int64_t rank = rank_of(rw, g);
+  int64_t dim = norm_dim(c.int_arg("dim"), rank);
   int64_t offset = 0;
-  for (const Arg& t : list.items) {
-    int64_t len = sizes_of(c.rw, c.in(t)).at(static_cast<size_t>(dim));
-    if (c.needs(t)) c.give(t, slice(c.rw, *c.grad(), dim, offset, offset + len, 1));
-    offset += len;
+  for (const Arg& t : c.arg("tensors").items) {
+    ValueId x = c.in(t);
+    if (rank_of(rw, x) != rank) {
+      if (c.needs(t)) c.give(t, zeros_like(rw, x));
+      continue;
+    }
+    // A slice's bounds are constants: a piece of dynamic length along the dim refuses (an island).
+    sym::Expr len = sizes_of(rw, x).at(static_cast<size_t>(dim));
+    if (!len.is_constant()) passes::refuse();
+    if (c.needs(t)) c.give(t, slice(rw, g, dim, offset, offset + len.constant(), 1));
+    offset += len.constant();
   }
 }
 
@@ -130,7 +145,7 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   }
   Rewriter& rw = c.rw;
   ValueId w = c.in(*weight);
-  int64_t rows = sizes_of(rw, w).at(0);
+  int64_t rows = passes::const_sizes(rw.type(w)).at(0);
   if (padding && *padding < 0) *padding += rows;
   ValueId g = rw.emit_torch("torch.ops.aten.embedding_dense_backward",
                             {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding.value_or(-1)),
@@ -169,7 +184,7 @@ void conv_vjp(VjpCtx& c, const std::string& dims) {
   }
   auto sizes = [&rw](ValueId v) {
     std::vector<Arg> items;
-    for (int64_t n : sizes_of(rw, v)) items.push_back(Arg::of_literal(n));
+    for (int64_t n : passes::const_sizes(rw.type(v))) items.push_back(Arg::of_literal(n));
     return Arg::list(std::move(items));
   };
   ValueId x = c.in(*input), w = c.in(*weight), g = *c.grad();
@@ -205,7 +220,7 @@ void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for
   ValueId g = convert(rw, *c.grad(), opmath(rw.type(*c.grad()).dtype));
   DType dt = rw.type(g).dtype;
   ValueId diff = binary(rw, Op::Sub, convert(rw, c.in(*input), dt), V(convert(rw, c.in(*target), dt)));
-  std::vector<int64_t> sizes = sizes_of(rw, diff);
+  std::vector<int64_t> sizes = passes::const_sizes(rw.type(diff));
   double scale = 2.0;
   if (reduction != "none") {
     g = expand(rw, reshape(rw, g, std::vector<int64_t>(sizes.size(), 1)), sizes);
@@ -248,9 +263,12 @@ void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
   if (rank_of(rw, x) < 2 || rank_of(rw, w) != 2) passes::refuse();
   if (c.needs("input")) c.give("input", product(rw, Op::Matmul, g, w));
   if (c.needs("weight")) {  // g^T @ x over the flattened leading dims
-    std::vector<int64_t> gs = sizes_of(rw, g), xs = sizes_of(rw, x);
-    ValueId g2 = reshape(rw, g, {passes::numel(gs) / gs.back(), gs.back()});
-    ValueId x2 = reshape(rw, x, {passes::numel(xs) / xs.back(), xs.back()});
+    auto rows = [&rw](ValueId v) {  // v as a matrix: its leading dims flattened
+      Sizes s = sizes_of(rw, v);
+      std::vector<int64_t> leading = all_dims(static_cast<int64_t>(s.size()) - 1);
+      return reshape_symbolic(rw, v, {count(s, leading), s.back()});
+    };
+    ValueId g2 = rows(g), x2 = rows(x);
     c.give("weight", product(rw, Op::Mm, transpose_last(rw, g2), x2));
   }
   if (!c.none("bias")) c.give("bias", g);

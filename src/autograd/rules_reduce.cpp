@@ -8,12 +8,6 @@ namespace ember::autograd::rules {
 
 namespace {
 
-int64_t count(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= sizes.at(static_cast<size_t>(d));
-  return n;
-}
-
 ValueId opmath_of(Rewriter& rw, ValueId v) { return convert(rw, v, opmath(rw.type(v).dtype)); }
 
 ValueId sum_keep(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims) { return reduce(rw, Op::Sum, x, dims, true); }
@@ -27,7 +21,7 @@ int64_t softmax_dim(VjpCtx& c, ValueId x) {
 
 void sum_vjp(VjpCtx& c) {
   ValueId x = c.in("input");
-  std::vector<int64_t> sizes = sizes_of(c.rw, x);
+  Sizes sizes = sizes_of(c.rw, x);
   std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(c.rw, x), true);
   c.give("input", unreduce(c.rw, *c.grad(), dims, c.bool_arg("keepdim"), sizes));
 }
@@ -38,14 +32,14 @@ namespace {
 void extremum(VjpCtx& c) {
   Rewriter& rw = c.rw;
   ValueId x = c.in("input");
-  std::vector<int64_t> sizes = sizes_of(rw, x);
+  Sizes sizes = sizes_of(rw, x);
   std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(rw, x), true);
   bool keepdim = c.bool_arg("keepdim");
   ValueId g = *c.grad();
   DType dt = rw.type(g).dtype;
   ValueId hit = convert(rw, binary(rw, Op::Eq, x, V(unreduce(rw, c.out(), dims, keepdim, sizes))), dt);
   ValueId share = binary(rw, Op::Div, unreduce(rw, g, dims, keepdim, sizes),
-                         V(expand(rw, sum_keep(rw, hit, dims), sizes)));
+                         V(expand_symbolic(rw, sum_keep(rw, hit, dims), sizes)));
   c.give("input", mul(rw, share, hit));
 }
 
@@ -57,11 +51,11 @@ void amin_vjp(VjpCtx& c) { extremum(c); }
 void var_mean_vjp(VjpCtx& c) {  // var: g * 2 (x - mean) / (n - correction); mean: g / n
   Rewriter& rw = c.rw;
   ValueId x = c.in("input");
-  std::vector<int64_t> sizes = sizes_of(rw, x);
+  Sizes sizes = sizes_of(rw, x);
   std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(rw, x), true);
   bool keepdim = c.bool_arg("keepdim");
   double correction = c.none("correction") ? 1.0 : c.number_arg("correction");
-  double n = static_cast<double>(count(sizes, dims));
+  sym::Expr n = count(sizes, dims);
   ValueId xf = opmath_of(rw, x);
   DType dt = rw.type(xf).dtype;
   std::optional<ValueId> grad;
@@ -69,10 +63,16 @@ void var_mean_vjp(VjpCtx& c) {  // var: g * 2 (x - mean) / (n - correction); mea
     ValueId mean = unreduce(rw, convert(rw, c.out(1), dt), dims, keepdim, sizes);
     ValueId centered = binary(rw, Op::Sub, xf, V(mean));
     ValueId g = unreduce(rw, convert(rw, *c.grad(0), dt), dims, keepdim, sizes);
-    grad = binary_s(rw, Op::Mul, mul(rw, g, centered), 2.0 / (n - correction));
+    ValueId twice = mul(rw, g, centered);
+    if (n.is_constant()) {
+      grad = binary_s(rw, Op::Mul, twice, 2.0 / (static_cast<double>(n.constant()) - correction));
+    } else {  // 2 / (n - correction) with n symbolic: an integer correction keeps the divisor a size
+      if (correction != static_cast<double>(static_cast<int64_t>(correction))) passes::refuse();
+      grad = div_count(rw, binary_s(rw, Op::Mul, twice, 2.0), n - sym::Expr(static_cast<int64_t>(correction)));
+    }
   }
   if (c.grad(1)) {
-    ValueId g = binary_s(rw, Op::Div, unreduce(rw, convert(rw, *c.grad(1), dt), dims, keepdim, sizes), n);
+    ValueId g = div_count(rw, unreduce(rw, convert(rw, *c.grad(1), dt), dims, keepdim, sizes), n);
     grad = grad ? binary(rw, Op::Add, *grad, V(g)) : g;
   }
   c.give("input", *grad);
@@ -85,7 +85,7 @@ void softmax_vjp(VjpCtx& c) {  // y * (g - sum(g * y))
   ValueId g = opmath_of(rw, *c.grad());
   ValueId y = convert(rw, c.out(), rw.type(g).dtype);
   ValueId gy = mul(rw, g, y);
-  ValueId s = expand(rw, sum_keep(rw, gy, {dim}), sizes_of(rw, y));
+  ValueId s = expand_symbolic(rw, sum_keep(rw, gy, {dim}), sizes_of(rw, y));
   c.give("input", binary(rw, Op::Sub, gy, V(mul(rw, y, s))));
 }
 
@@ -95,21 +95,21 @@ void log_softmax_vjp(VjpCtx& c) {  // g - exp(y) * sum(g)
   int64_t dim = softmax_dim(c, x);
   ValueId g = opmath_of(rw, *c.grad());
   ValueId y = convert(rw, c.out(), rw.type(g).dtype);
-  ValueId s = expand(rw, sum_keep(rw, g, {dim}), sizes_of(rw, y));
+  ValueId s = expand_symbolic(rw, sum_keep(rw, g, {dim}), sizes_of(rw, y));
   c.give("input", binary(rw, Op::Sub, g, V(mul(rw, unary(rw, Op::Exp, y), s))));
 }
 
 void layer_norm_vjp(VjpCtx& c) {
   Rewriter& rw = c.rw;
   ValueId x = c.in("input");
-  std::vector<int64_t> sizes = sizes_of(rw, x);
+  Sizes sizes = sizes_of(rw, x);
   auto shape = passes::int_list(c.arg("normalized_shape"), true);
   if (!shape || shape->empty() || shape->size() > sizes.size()) passes::refuse();
   int64_t rank = static_cast<int64_t>(sizes.size());
   std::vector<int64_t> norm_dims;
   for (int64_t d = rank - static_cast<int64_t>(shape->size()); d < rank; ++d) norm_dims.push_back(d);
   double eps = c.number_arg("eps");
-  double n = static_cast<double>(count(sizes, norm_dims));
+  sym::Expr n = count(sizes, norm_dims);
   // The forward's normalization, node for node as decompose writes it (CSE merges the two).
   ValueId xf = opmath_of(rw, x);
   DType dt = rw.type(xf).dtype;
@@ -123,8 +123,8 @@ void layer_norm_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
   ValueId gx = c.none("weight") ? g : mul(rw, g, convert(rw, c.in("weight"), dt));
   // rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), the means over the normalized dims
-  ValueId mean_gx = binary_s(rw, Op::Div, sum_keep(rw, gx, norm_dims), n);
-  ValueId mean_gx_xhat = binary_s(rw, Op::Div, sum_keep(rw, mul(rw, gx, xhat), norm_dims), n);
+  ValueId mean_gx = div_count(rw, sum_keep(rw, gx, norm_dims), n);
+  ValueId mean_gx_xhat = div_count(rw, sum_keep(rw, mul(rw, gx, xhat), norm_dims), n);
   ValueId inner = binary(rw, Op::Sub, binary(rw, Op::Sub, gx, V(mean_gx)), V(mul(rw, xhat, mean_gx_xhat)));
   c.give("input", mul(rw, inner, rstd));
 }

@@ -65,9 +65,10 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
   for (ValueId t : {qv, kv, vv})
     if (rw.type(t).dtype != out.dtype || rank_of(rw, t) < 2) return false;
-  std::vector<int64_t> qs = sizes_of(rw, qv), ks = sizes_of(rw, kv);
-  int64_t l = qs[qs.size() - 2], s = ks[ks.size() - 2];
-  double sc = 1.0 / std::sqrt(static_cast<double>(qs.back()));
+  Sizes qs = sizes_of(rw, qv), ks = sizes_of(rw, kv);
+  sym::Expr l = qs[qs.size() - 2], s = ks[ks.size() - 2];
+  if (!qs.back().is_constant()) return false;  // the default scale is a literal of the head size
+  double sc = 1.0 / std::sqrt(static_cast<double>(qs.back().constant()));
   if (scale && !passes::is_none(*scale)) {
     auto given = passes::number_literal(*scale);
     if (!given) return false;
@@ -77,7 +78,7 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   ValueId scores = binary_s(rw, Op::Mul, product(rw, Op::Matmul, qv, transpose_last(rw, kv)), sc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
-    ValueId ones = full(rw, {l, s}, 1.0, DType::Bool, out.device);
+    ValueId ones = filled(rw, {l, s}, 1.0, DType::Bool, out.device);
     ValueId keep = rw.emit(Op::Tril, {V(ones), Arg::of_literal(int64_t{0})}, {}, rw.type(ones));
     scores = pointwise(rw, Op::Where, {V(keep), V(scores), scalar(neg_inf, dt)}, dt);
   } else if (mask && !passes::is_none(*mask)) {
@@ -125,9 +126,9 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     is_causal = *c;
   }
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
-  std::vector<int64_t> qs = sizes_of(rw, qv);
+  Sizes qs = sizes_of(rw, qv);
   for (ValueId t : {qv, kv, vv}) {
-    std::vector<int64_t> ts = sizes_of(rw, t);
+    Sizes ts = sizes_of(rw, t);
     if (rw.type(t).dtype != out.dtype || ts.size() != 4 || ts[1] != qs[1] || ts[3] != qs[3]) return false;
   }
   passes::Kwargs kwargs;
@@ -141,7 +142,7 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     if (!passes::number_literal(*scale)) return false;
     kwargs.emplace_back("scale", *scale);
   }
-  ir::TensorType lse = passes::make_type(out.dtype, passes::to_exprs({qs[0], qs[1], qs[2]}), out.device, false);
+  ir::TensorType lse = passes::make_type(out.dtype, {qs[0], qs[1], qs[2]}, out.device, false);
   std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
                                                {V(qv), V(kv), V(vv), Arg::of_literal(0.0), Arg::of_literal(is_causal)},
                                                std::move(kwargs), {out, lse});

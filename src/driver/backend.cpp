@@ -353,8 +353,6 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   if (!report->fallback_reason.empty()) return eager_runner(captured, callables, table);
   Externs x(captured, callables, table);
   std::unique_ptr<GraphRunner> runner;
-  if (!captured.symbols.empty() && autograd::is_training_graph(captured))
-    throw sym::SymbolicUnsupported("autograd: training graphs are compiled for static sizes (dynamic training is not built yet)");
   try {
     if (autograd::is_training_graph(captured)) {
       runner = compile_training(x, *target, options, code_cache, report);

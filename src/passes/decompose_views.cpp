@@ -201,7 +201,7 @@ void pieces(Ctx& c, ValueId x, const Arg& dim_arg) {
     out.push_back(slice(c.rw, x, dim, start, start + len, 1));
     start += len;
   }
-  if (start != const_sizes(c.rw.type(x))[dim]) refuse();
+  if (sym::Expr(start) != c.rw.type(x).sizes[static_cast<size_t>(dim)]) refuse();  // a symbolic dim refuses
   for (size_t i = 0; i < out.size(); ++i) c.finish(out[i], i);
 }
 

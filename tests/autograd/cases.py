@@ -206,6 +206,10 @@ VIEWS = [
     Case("contiguous", ("Contiguous",), lambda x: x.t().contiguous() * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("cat", ("Cat",), lambda a, b: torch.cat([a, b], 1), lambda dt: (R(2, 1, dtype=dt), T(2, 3, dtype=dt))),
     Case("cat_no_grad_part", ("Cat",), lambda a, b: torch.cat([a, b]), lambda dt: (R(2, 3, dtype=dt), torch.randn(1, 3, dtype=dt))),
+    # Issue 13: transformers' DynamicCache concatenates onto a legacy empty 1-D tensor with a negative dim, which
+    # torch's cat skips and canonicalize cannot normalize against (the rule wraps by the result's rank).
+    Case("cat_legacy_empty", ("Cat",), lambda a, b: torch.cat([torch.tensor([], dtype=a.dtype), a, b], dim=-2),
+         lambda dt: (R(2, 1, 3, dtype=dt), T(2, 2, 3, dtype=dt))),
     Case("stack", ("Stack",), lambda a, b: torch.stack([a, b], -1), lambda dt: (R(2, 3, dtype=dt), R(2, 3, dtype=dt))),
     Case("split", ("Split",), lambda x: torch.split(x, [1, 3], 1), lambda dt: (R(2, 4, dtype=dt),)),
     Case("split_one_used", ("Split",), lambda x: x.split(2)[1] * 2, lambda dt: (R(4, 3, dtype=dt),)),

@@ -149,3 +149,32 @@ def test_every_table_entry_has_a_case():
     covered = {entry for case in ALL for entry in case.covers}
     missing = [f"{kind} {name}" for kind, name in entries if name not in covered]
     assert not missing, f"vjp.def / torch_call_rule entries without a case in tests/autograd/cases.py: {missing}"
+
+
+# --- The rules over symbolic sizes (issue 14). ---------------------------------------------------
+
+# Cases whose rules move sizes around (sum-to-size, unreduce, expand, element counts as divisors, linear's
+# flattened rows, matmul's batch broadcast), compiled with dynamic=True: every size >= 2 is a symbol. Only cases
+# whose captured graph keeps symbols (the trace specializes some forms: docs/dynamic-shapes.md); a handful, each
+# a few seconds. tests/dynamic/test_dynamic_training.py runs models and more rules over several lengths.
+SYMBOLIC = ["add_broadcast", "div_broadcast", "sum_dim", "amax_ties", "var", "var_mean", "softmax", "log_softmax",
+            "linear", "matmul_batched_broadcast", "flatten", "tril"]
+
+
+@pytest.mark.parametrize("name", SYMBOLIC)
+def test_rule_over_symbolic_sizes(name):
+    case = BY_NAME[name]
+    args = make_inputs(case)
+    explained = ember.explain(ember.compile(case.fn, dynamic=True))(*args)
+    assert explained.symbol_counts[0] > 0 and explained.training == [True], explained.symbol_counts
+    ember.reset()
+    compiled = ember.compile(case.fn, dynamic=True)
+    outs, grads = outputs_and_grads(compiled, args)
+    s = ember.stats()
+    assert s["backward_graphs_compiled"] == 1 and s["autograd_islands"] == 0 and s["backend_errors"] == 0, s
+    want_outs, want_grads = outputs_and_grads(case.fn, make_inputs(case))
+    torch.testing.assert_close(outs, want_outs)
+    torch.testing.assert_close([g for g in grads if g is not None], [g for g in want_grads if g is not None])
+    if case.gradcheck:
+        assert torch.autograd.gradcheck(compiled, args)
+    assert ember.stats()["frames_compiled"] == 1
