@@ -1,5 +1,7 @@
-// emit_cpp: the translation unit of one program — a buffer table, one static function per
-// kernel (emit_kernel.cpp), and the entry that runs the steps in order (cpp_codegen.h).
+// emit_cpp: the C++ of one program — a buffer table, one extern "C" function per distinct kernel
+// text (emit_kernel.cpp prints a kernel without buffer ids or its name, so kernels identical up to
+// their buffers hash alike and share one), and the entry that runs the steps in order, calling the
+// functions through its table argument (cpp_codegen.h).
 //
 // Where buffers live (the ABI in include/ember/runtime.h): Input, Output and Extern buffers are
 // read from ctx->buffers by id; a Temp is ctx->arena + its planned offset; a View is its base's

@@ -1,5 +1,7 @@
-// One loop IR kernel as a static C++ function: the loop nest, the choice of scalar or vector code
-// for each loop, and the OpenMP decision (docs/codegen-cpp.md, "Kernels").
+// One loop IR kernel as an extern "C" C++ function (emit_cpp names it after the hash of its text):
+// the loop nest, the choice of scalar or vector code for each loop, and the OpenMP decision
+// (docs/codegen-cpp.md, "Kernels"). Buffers are named by parameter position (p0, p1, ...), never by
+// id, and check sites are numbered from 0, so kernels that differ only in their buffers print alike.
 //
 // Shape. For every outer point (variables i0, i1, ...) the kernel runs its loops in order. A loop
 // with ranges is a nest of for-loops whose last variable may be vectorized; a loop without ranges
