@@ -183,10 +183,18 @@ void bind_codegen(nb::module_& m) {
              return result;
            })
       .def_prop_ro("source", [](const CompiledProgram& self) { return self.cpp().source().text; })
-      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.cpp().build().entry->path(); })
+      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.cpp().build().libraries.back()->path(); })
       .def_prop_ro("kernel_functions", [](const CompiledProgram& self) { return self.cpp().source().kernels.size(); })
-      .def_prop_ro("kernels_compiled", [](const CompiledProgram& self) { return self.cpp().build().kernels_compiled; })
-      .def_prop_ro("kernels_reused", [](const CompiledProgram& self) { return self.cpp().build().kernels_reused; })
+      .def_prop_ro("kernels_reused",
+                   [](const CompiledProgram& self) {
+                     const std::vector<bool>& reused = self.cpp().build().reused;
+                     return std::count(reused.begin(), reused.end() - 1, true);  // the last: the entry
+                   })
+      .def_prop_ro("kernels_compiled",
+                   [](const CompiledProgram& self) {
+                     const std::vector<bool>& reused = self.cpp().build().reused;
+                     return std::count(reused.begin(), reused.end() - 1, false);
+                   })
       .def_prop_ro("units", [](const CompiledProgram& self) { return self.cpp().build().units; })
       .def_prop_ro("cache_hit", [](const CompiledProgram& self) { return self.cache_hit; })
       .def_prop_ro("compile_seconds", [](const CompiledProgram& self) { return self.compile_seconds; });

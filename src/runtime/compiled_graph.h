@@ -81,13 +81,13 @@ class GraphCode {
   virtual const std::vector<std::string>& check_sites() const = 0;
 };
 
-// The C++ backend's code: the entry's library, called with the addresses of the kernel functions
-// (which may live in other libraries: units compiled by this or an earlier graph).
+// The C++ backend's code: the entry, called with the addresses of the kernel functions (which may
+// live in other libraries: units compiled by this or an earlier graph).
 class CppCode : public GraphCode {
  public:
-  // Throws std::runtime_error when the entry's library lacks the entry.
+  // `build` is compile_split's of the source's kernels, then its entry.
   CppCode(codegen::CppSource source, SplitBuild build);
-  int run(ember_ctx* ctx, Env& env) const override { return entry_(ctx, build_.kernels.data()); }
+  int run(ember_ctx* ctx, Env& env) const override { return entry_(ctx, build_.addresses.data()); }
   bool needs_gil() const override { return false; }
   const std::vector<std::string>& check_sites() const override { return source_.check_sites; }
   const codegen::CppSource& source() const { return source_; }
@@ -95,7 +95,7 @@ class CppCode : public GraphCode {
 
  private:
   codegen::CppSource source_;
-  SplitBuild build_;  // holds every library the code points into
+  SplitBuild build_;  // holds every library the code points into; addresses: kernels, then the entry
   int (*entry_)(ember_ctx*, void* const*) = nullptr;
 };
 

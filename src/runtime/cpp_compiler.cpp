@@ -462,76 +462,67 @@ SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppC
     cpu_set_t cpus;
     jobs = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   }
-  const size_t n = source.kernels.size();
+  const size_t n = source.functions.size();
   SplitBuild build;
-  build.kernels.assign(n, nullptr);
+  build.addresses.assign(n, nullptr);
+  build.libraries.resize(n);
+  build.reused.assign(n, true);
   std::vector<std::string> keys(n);
   std::vector<size_t> missing;
-  std::vector<std::shared_ptr<LoadedLibrary>> holder(n);
   for (size_t i = 0; i < n; ++i) {
-    keys[i] = cache.cache_key(source.prelude + source.kernels[i].second, options);
+    keys[i] = cache.cache_key(source.prelude + source.functions[i].second, options);
     const std::optional<std::string> unit = read_file_if_exists(kernel_index_path(options.cache_dir, keys[i]));
-    if (unit && is_cache_key(*unit)) holder[i] = cache.load_by_key(*unit, options);
-    if (holder[i]) {
+    std::shared_ptr<LoadedLibrary>& library = build.libraries[i];
+    if (unit && is_cache_key(*unit)) library = cache.load_by_key(*unit, options);
+    if (library) {
       try {
-        build.kernels[i] = holder[i]->symbol(source.kernels[i].first.c_str());
+        build.addresses[i] = library->symbol(source.functions[i].first.c_str());
       } catch (const std::runtime_error&) {
-        holder[i] = nullptr;  // the index names a unit without this kernel: compile it again
+        library = nullptr;  // the index names a unit without this function: compile it again
       }
     }
-    if (!holder[i]) missing.push_back(i);
+    if (!library) missing.push_back(i);
   }
 
-  // The units, then the entry: each task one compile_and_load, `jobs` at a time.
+  // The units: each one compile_and_load, `jobs` at a time.
   std::vector<size_t> weights;
-  for (size_t i : missing) weights.push_back(source.kernels[i].second.size());
-  const size_t unit_count = std::min(missing.size(), static_cast<size_t>(std::max(jobs, 1)));
+  for (size_t i : missing) weights.push_back(source.functions[i].second.size());
+  const size_t unit_count = std::min(missing.size(), static_cast<size_t>(jobs));
   std::vector<std::vector<size_t>> groups = balanced_groups(weights, unit_count);
-  std::vector<std::string> tasks;
-  for (const auto& group : groups) {
-    std::string text = source.prelude;
-    for (size_t g : group) text += source.kernels[missing[g]].second + "\n";
-    tasks.push_back(std::move(text));
-  }
-  tasks.push_back(source.entry);
-  std::vector<CompileResult> results(tasks.size());
-  std::vector<std::exception_ptr> errors(tasks.size());
+  std::vector<CompileResult> results(groups.size());
+  std::vector<std::exception_ptr> errors(groups.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t t; (t = next++) < tasks.size();) {
+    for (size_t u; (u = next++) < groups.size();) {
+      std::string text = source.prelude;
+      for (size_t g : groups[u]) text += source.functions[missing[g]].second + "\n";
       try {
-        results[t] = cache.compile_and_load(tasks[t], options);
+        results[u] = cache.compile_and_load(text, options);
       } catch (...) {
-        errors[t] = std::current_exception();
+        errors[u] = std::current_exception();
       }
     }
   };
   std::vector<std::thread> threads;
-  const size_t thread_count = std::min(tasks.size(), static_cast<size_t>(std::max(jobs, 1)));
-  for (size_t t = 1; t < thread_count; ++t) threads.emplace_back(worker);
+  for (size_t t = 1; t < groups.size(); ++t) threads.emplace_back(worker);
   worker();
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 
-  build.cache_hit = results.back().cache_hit;
-  build.kernels_reused = static_cast<int>(n - missing.size());
+  build.cache_hit = true;
   for (size_t u = 0; u < groups.size(); ++u) {
+    // A unit found published (another process compiled it, or its index entries were lost) is a reuse.
     build.cache_hit = build.cache_hit && results[u].cache_hit;
     build.units += results[u].cache_hit ? 0 : 1;
-    // A unit found published (another process compiled it, or its index entries were lost).
-    (results[u].cache_hit ? build.kernels_reused : build.kernels_compiled) += static_cast<int>(groups[u].size());
     for (size_t g : groups[u]) {
       const size_t i = missing[g];
-      holder[i] = results[u].library;
-      build.kernels[i] = holder[i]->symbol(source.kernels[i].first.c_str());
-      write_file_atomic(kernel_index_path(options.cache_dir, keys[i]), holder[i]->key());
+      build.libraries[i] = results[u].library;
+      build.addresses[i] = results[u].library->symbol(source.functions[i].first.c_str());
+      build.reused[i] = results[u].cache_hit;
+      write_file_atomic(kernel_index_path(options.cache_dir, keys[i]), results[u].library->key());
     }
   }
-  build.entry = results.back().library;
-  for (auto& library : holder)
-    if (library && std::find(build.libraries.begin(), build.libraries.end(), library) == build.libraries.end())
-      build.libraries.push_back(std::move(library));
   build.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return build;
 }

@@ -154,36 +154,33 @@ class CodeCache {
   std::shared_ptr<State> state_;
 };
 
-// One graph's code in pieces (codegen::CppSource): kernel functions, each an extern "C" symbol, the
-// text every unit of kernels starts with, and an entry compiled alone that reaches the kernels
-// through a table of their addresses.
+// One graph's code in pieces (codegen::CppSource): functions, each an extern "C" symbol (its
+// kernels and its entry), and the text every unit of functions starts with (the includes).
 struct SplitSource {
   std::string prelude;
-  std::vector<std::pair<std::string, std::string>> kernels;  // symbol, definition (distinct symbols)
-  std::string entry;                                          // the entry's whole translation unit
+  std::vector<std::pair<std::string, std::string>> functions;  // symbol, definition (distinct symbols)
 };
 
 struct SplitBuild {
-  std::shared_ptr<LoadedLibrary> entry;
-  std::vector<void*> kernels;                              // addresses, in SplitSource::kernels order
-  std::vector<std::shared_ptr<LoadedLibrary>> libraries;   // every library `kernels` point into
-  int kernels_compiled = 0;  // kernel functions this call compiled
-  int kernels_reused = 0;    // found compiled already (an earlier graph, process or run)
-  int units = 0;             // kernel units this call compiled (each one compiler process)
+  std::vector<void*> addresses;                            // per function, in SplitSource order
+  std::vector<std::shared_ptr<LoadedLibrary>> libraries;   // per function: the library defining it
+  std::vector<bool> reused;  // per function: found compiled (by an earlier graph, run or process)
+  int units = 0;             // units this call compiled (each one compiler process)
   bool cache_hit = false;    // nothing was compiled
   double seconds = 0;        // wall time of the call
 };
 
-// Builds a SplitSource through the cache (docs/code-cache.md, "Kernels across graphs"). Each kernel
-// has its own key: cache_key(prelude + definition), the same rules as any source. A kernel whose
-// key is indexed (<cache_dir>/kernels/<key[0:2]>/<key>.unit names the unit that holds it) and whose
-// unit loads with a matching digest and defines its symbol is reused; the others are split into
-// min(jobs, count) units of about equal size, compiled as ordinary entries (compile_and_load) by
-// that many concurrent compiler processes along with the entry, and indexed. An index entry that
-// is malformed, or names a unit that is gone, corrupt or lacks the symbol, is a miss: the kernel is
-// compiled again and the index entry replaced (atomically). `jobs` 1 compiles one unit; `jobs` < 1
-// means one per core this process may run on (sched_getaffinity, like os.sched_getaffinity). Throws
-// CompileError / CacheError (the first a compile raised, after every compile has finished).
+// Builds a SplitSource through the cache (docs/code-cache.md, "Kernels across graphs"). Each
+// function has its own key: cache_key(prelude + definition), the same rules as any source. A
+// function whose key is indexed (<cache_dir>/kernels/<key[0:2]>/<key>.unit names the unit that
+// holds it) and whose unit loads with a matching digest and defines its symbol is reused; the others
+// are split into min(jobs, count) units of about equal size (prelude + their definitions), compiled
+// as ordinary entries (compile_and_load) by that many concurrent compiler processes, and indexed.
+// With jobs 1 and nothing reused, the one unit is the graph's whole source. An index entry that is
+// malformed, or names a unit that is gone, corrupt or lacks the symbol, is a miss: the function is
+// compiled again and the index entry replaced (atomically). `jobs` < 1 means one per core this
+// process may run on (sched_getaffinity, like os.sched_getaffinity). Throws CompileError /
+// CacheError (the first a compile raised, after every compile has finished).
 SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppCompileOptions& options, int jobs);
 
 // The library a compile_and_load of this key loaded in this process (through any context), or

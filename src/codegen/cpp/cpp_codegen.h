@@ -49,7 +49,7 @@ struct CppSource {
   std::string text;                   // everything as one translation unit: prelude, kernels, entry
   std::string prelude;                // what a unit of kernels starts with (includes; vec.h first)
   std::vector<CppKernel> kernels;     // distinct, in first-call order: the entry's table order
-  std::string entry_unit;             // the entry alone (no vec.h): kernels come through its table
+  std::string entry_code;             // the entry's definition: compiled after `prelude`, like a kernel
   std::string entry = "ember_entry";  // the entry symbol
   // Check sites (one per check_index node of each kernel call), indexed by ember_ctx::error_site:
   // "k2 %t5", so a failed check names where it failed.
