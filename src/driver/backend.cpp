@@ -187,8 +187,9 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
       cc.precompiled_header_in_background = true;
       CompiledGraphBuild build;
       try {
+        // One compiler per core: the graph's kernels split into that many units (compile_split).
         build = compile_graph(std::move(c.program), std::move(*c.plan), std::move(*c.source), code_cache, cc,
-                              externs, convert);
+                              /*jobs=*/0, externs, convert);
       } catch (const CompileError& e) {
         report->codegen_failed = true;
         report->fallback_reason =
@@ -196,6 +197,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
         return nullptr;
       }
       report->cache_hit = build.cache_hit;
+      report->kernels_reused = build.kernels_reused;
       graph = std::move(build.graph);
       break;
     }
@@ -340,6 +342,7 @@ void BackendReport::merge(const BackendReport& part, const std::string& name) {
   extern_calls += part.extern_calls;
   planned_peak_bytes = std::max(planned_peak_bytes, part.planned_peak_bytes);
   cache_hit = cache_hit || part.cache_hit;
+  kernels_reused += part.kernels_reused;
   for (const auto& [step, seconds] : part.stage_seconds) stage_seconds.emplace_back(name + " " + step, seconds);
   for (const auto& [step, ir] : part.step_ir) step_ir.emplace_back(name + " " + step, ir);
 }

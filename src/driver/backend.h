@@ -52,6 +52,7 @@ struct BackendReport {
   int extern_calls = 0;
   int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made
   bool cache_hit = false;           // the shared object came from the disk or memory cache
+  int kernels_reused = 0;           // C++ kernel functions found compiled in the code cache
   std::vector<std::pair<std::string, double>> stage_seconds;  // per pipeline step, then the compile
   std::vector<std::pair<std::string, std::string>> step_ir;   // (step, IR it left), when EMBER_LOGS=passes
   // Training graphs: compiled as forward + backward; the ops differentiated through torch autograd

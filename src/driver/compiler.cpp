@@ -362,6 +362,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     return nullptr;
   }
   s.kernels_compiled += backend.kernels > 0 && backend.fallback_reason.empty() ? backend.kernels : 0;
+  s.kernels_reused += backend.fallback_reason.empty() ? static_cast<uint64_t>(backend.kernels_reused) : 0;
   if (backend.codegen_failed) ++s.codegen_failures;
   if (!backend.internal_error.empty()) ++s.backend_errors;
   if (backend.training && backend.fallback_reason.empty()) {

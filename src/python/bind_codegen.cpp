@@ -183,7 +183,19 @@ void bind_codegen(nb::module_& m) {
              return result;
            })
       .def_prop_ro("source", [](const CompiledProgram& self) { return self.cpp().source().text; })
-      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.cpp().library().path(); })
+      .def_prop_ro("library_path", [](const CompiledProgram& self) { return self.cpp().build().libraries.back()->path(); })
+      .def_prop_ro("kernel_functions", [](const CompiledProgram& self) { return self.cpp().source().kernels.size(); })
+      .def_prop_ro("kernels_reused",
+                   [](const CompiledProgram& self) {
+                     const std::vector<bool>& reused = self.cpp().build().reused;
+                     return std::count(reused.begin(), reused.end() - 1, true);  // the last: the entry
+                   })
+      .def_prop_ro("kernels_compiled",
+                   [](const CompiledProgram& self) {
+                     const std::vector<bool>& reused = self.cpp().build().reused;
+                     return std::count(reused.begin(), reused.end() - 1, false);
+                   })
+      .def_prop_ro("units", [](const CompiledProgram& self) { return self.cpp().build().units; })
       .def_prop_ro("cache_hit", [](const CompiledProgram& self) { return self.cache_hit; })
       .def_prop_ro("compile_seconds", [](const CompiledProgram& self) { return self.compile_seconds; });
 
@@ -191,7 +203,7 @@ void bind_codegen(nb::module_& m) {
       "compile_program",
       [](const std::string& text, std::vector<nb::object> callables, std::vector<std::string> include_dirs,
          std::string cache_dir, std::string compiler, std::optional<std::string> isa, bool openmp,
-         int64_t parallel_threshold, const PlanArg& plan, runtime::CodeCache* code_cache) {
+         int64_t parallel_threshold, const PlanArg& plan, runtime::CodeCache* code_cache, int jobs) {
         loop_ir::Program program = parse_verified(text);
         runtime::CppCompileOptions co;
         co.compiler = std::move(compiler);
@@ -208,7 +220,7 @@ void bind_codegen(nb::module_& m) {
         codegen::CppSource source = codegen::emit_cpp(program, p, codegen_options(openmp, parallel_threshold));
         runtime::CodeCache fresh;  // when the caller passes no context: one of its own for this compile
         runtime::CompiledGraphBuild build = runtime::compile_graph(
-            std::move(program), std::move(p), std::move(source), code_cache ? *code_cache : fresh, co, refs,
+            std::move(program), std::move(p), std::move(source), code_cache ? *code_cache : fresh, co, jobs, refs,
             [table](const ir::Literal& lit) { return table->literal_object(lit); });
         auto result = std::make_unique<CompiledProgram>();
         result->graph = std::move(build.graph);
@@ -218,7 +230,7 @@ void bind_codegen(nb::module_& m) {
       },
       "loop_ir"_a, "callables"_a, "include_dirs"_a, "cache_dir"_a, "compiler"_a = "g++", "isa"_a = nb::none(),
       "openmp"_a = true, "parallel_threshold"_a = codegen::CppOptions{}.parallel_threshold, "plan"_a = nb::none(),
-      "code_cache"_a.none() = nb::none(), nb::rv_policy::take_ownership);
+      "code_cache"_a.none() = nb::none(), "jobs"_a = 0, nb::rv_policy::take_ownership);
 }
 
 }  // namespace ember::python

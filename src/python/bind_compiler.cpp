@@ -94,6 +94,7 @@ void bind_compiler(nb::module_& m) {
     d["graph_breaks"] = s.graph_breaks;
     d["eager_frames"] = s.eager_frames;
     d["kernels_compiled"] = s.kernels_compiled;
+    d["kernels_reused"] = s.kernels_reused;
     d["codegen_failures"] = s.codegen_failures;
     d["cuda_graph_records"] = s.cuda_graph_records;
     d["cuda_graph_replays"] = s.cuda_graph_replays;

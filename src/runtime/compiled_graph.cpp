@@ -130,9 +130,9 @@ bool symbolic_args(const loop_ir::ExternCall& call) {
 
 int64_t span_bytes(const Buffer& b) { return span_of(evaluate_all(b.sizes, {}), evaluate_all(b.strides, {}), b.dtype); }
 
-CppCode::CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library)
-    : source_(std::move(source)), library_(std::move(library)) {
-  entry_ = reinterpret_cast<int (*)(ember_ctx*)>(library_->symbol(source_.entry.c_str()));
+CppCode::CppCode(codegen::CppSource source, SplitBuild build) : source_(std::move(source)), build_(std::move(build)) {
+  // compile_graph puts the entry after the kernels.
+  entry_ = reinterpret_cast<int (*)(ember_ctx*, void* const*)>(build_.addresses.back());
 }
 
 // The state of one run(): what the code and the extern callback share.
@@ -651,14 +651,18 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
 }
 
 CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                                 CodeCache& code_cache, const CppCompileOptions& compile_options,
+                                 CodeCache& code_cache, const CppCompileOptions& compile_options, int jobs,
                                  const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert) {
-  CompileResult compiled = code_cache.compile_and_load(source.text, compile_options);
+  SplitSource split{source.prelude, {}};
+  for (const codegen::CppKernel& k : source.kernels) split.functions.emplace_back(k.name, k.text);
+  split.functions.emplace_back(source.entry, source.entry_code);
+  SplitBuild compiled = compile_split(code_cache, split, compile_options, jobs);
   CompiledGraphBuild build;
   build.cache_hit = compiled.cache_hit;
   build.compile_seconds = compiled.seconds;
+  build.kernels_reused = static_cast<int>(std::count(compiled.reused.begin(), compiled.reused.end() - 1, true));
   build.graph = std::make_unique<CompiledGraph>(std::move(program), std::move(plan),
-                                                std::make_unique<CppCode>(std::move(source), compiled.library),
+                                                std::make_unique<CppCode>(std::move(source), std::move(compiled)),
                                                 callables, convert);
   return build;
 }

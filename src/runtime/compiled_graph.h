@@ -81,21 +81,22 @@ class GraphCode {
   virtual const std::vector<std::string>& check_sites() const = 0;
 };
 
-// The C++ backend's code: a loaded library whose entry runs every step.
+// The C++ backend's code: the entry, called with the addresses of the kernel functions (which may
+// live in other libraries: units compiled by this or an earlier graph).
 class CppCode : public GraphCode {
  public:
-  // Throws std::runtime_error when the library lacks the entry.
-  CppCode(codegen::CppSource source, std::shared_ptr<LoadedLibrary> library);
-  int run(ember_ctx* ctx, Env& env) const override { return entry_(ctx); }
+  // `build` is compile_split's of the source's kernels, then its entry.
+  CppCode(codegen::CppSource source, SplitBuild build);
+  int run(ember_ctx* ctx, Env& env) const override { return entry_(ctx, build_.addresses.data()); }
   bool needs_gil() const override { return false; }
   const std::vector<std::string>& check_sites() const override { return source_.check_sites; }
   const codegen::CppSource& source() const { return source_; }
-  const LoadedLibrary& library() const { return *library_; }
+  const SplitBuild& build() const { return build_; }
 
  private:
   codegen::CppSource source_;
-  std::shared_ptr<LoadedLibrary> library_;
-  int (*entry_)(ember_ctx*) = nullptr;
+  SplitBuild build_;  // holds every library the code points into; addresses: kernels, then the entry
+  int (*entry_)(ember_ctx*, void* const*) = nullptr;
 };
 
 // The bytes from a buffer's element 0 to one past the last element its strides reach (0 if empty).
@@ -212,13 +213,14 @@ struct CompiledGraphBuild {
   std::unique_ptr<CompiledGraph> graph;
   bool cache_hit = false;
   double compile_seconds = 0;
+  int kernels_reused = 0;  // kernel functions found compiled in the cache (SplitBuild)
 };
 
 // Compilation of `source` (generated for `program` and `plan`) through the disk cache, with the
-// memos of `code_cache`, and loading. Throws CompileError (carrying the compiler's output),
-// CacheError, std::invalid_argument.
+// memos of `code_cache`, by up to `jobs` concurrent compilers (compile_split), and loading. Throws
+// CompileError (carrying the compiler's output), CacheError, std::invalid_argument.
 CompiledGraphBuild compile_graph(loop_ir::Program program, memory::MemoryPlan plan, codegen::CppSource source,
-                                 CodeCache& code_cache, const CppCompileOptions& compile_options,
+                                 CodeCache& code_cache, const CppCompileOptions& compile_options, int jobs,
                                  const std::vector<PyRef>& callables, const EagerExecutor::LiteralToPython& convert);
 
 }  // namespace ember::runtime

@@ -11,14 +11,18 @@
 #include "runtime/cpp_compiler.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -398,6 +402,129 @@ CompileResult CodeCache::compile_and_load(const std::string& source, const CppCo
     pch_dir = precompiled_header_dir(*state_, options, owner);
   }
   return remember(build_entry(paths, key, source, options, pch_dir), false);
+}
+
+std::shared_ptr<LoadedLibrary> CodeCache::load_by_key(const std::string& key, const CppCompileOptions& options) {
+  if (auto library = find_loaded(key)) return library;
+  const uid_t owner = geteuid();
+  ensure_private_dir(options.cache_dir, owner);
+  ensure_private_dir(options.cache_dir + "/cpp", owner);
+  const EntryPaths paths = entry_paths(options.cache_dir, key);
+  ensure_private_dir(paths.dir, owner);
+  std::shared_ptr<LoadedLibrary> library = load_published(paths, key);
+  if (!library) return nullptr;
+  Memo& m = memo();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return m.libraries.emplace(key, std::move(library)).first->second;  // a concurrent load wins: one mapping
+}
+
+namespace {
+
+bool is_cache_key(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Where the index entry of a kernel key is, its folder created (checked 0700).
+std::string kernel_index_path(const std::string& cache_dir, const std::string& kernel_key) {
+  const uid_t owner = geteuid();
+  ensure_private_dir(cache_dir, owner);
+  ensure_private_dir(cache_dir + "/kernels", owner);
+  const std::string dir = cache_dir + "/kernels/" + kernel_key.substr(0, 2);
+  ensure_private_dir(dir, owner);
+  return dir + "/" + kernel_key + ".unit";
+}
+
+// Indices 0..weights.size()-1 split into `count` groups of about equal total weight (heaviest first
+// onto the lightest group), each group in increasing index order: deterministic, so processes that
+// compile the same graph at once form the same units and the units' file locks make one compile.
+std::vector<std::vector<size_t>> balanced_groups(const std::vector<size_t>& weights, size_t count) {
+  std::vector<size_t> order(weights.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weights[a] > weights[b]; });
+  std::vector<std::vector<size_t>> groups(count);
+  std::vector<size_t> load(count, 0);
+  for (size_t i : order) {
+    const size_t g = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    groups[g].push_back(i);
+    load[g] += weights[i];
+  }
+  for (auto& g : groups) std::sort(g.begin(), g.end());
+  return groups;
+}
+
+}  // namespace
+
+SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppCompileOptions& options, int jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  if (jobs < 1) {
+    cpu_set_t cpus;
+    jobs = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  }
+  const size_t n = source.functions.size();
+  SplitBuild build;
+  build.addresses.assign(n, nullptr);
+  build.libraries.resize(n);
+  build.reused.assign(n, true);
+  std::vector<std::string> keys(n);
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = cache.cache_key(source.prelude + source.functions[i].second, options);
+    const std::optional<std::string> unit = read_file_if_exists(kernel_index_path(options.cache_dir, keys[i]));
+    std::shared_ptr<LoadedLibrary>& library = build.libraries[i];
+    if (unit && is_cache_key(*unit)) library = cache.load_by_key(*unit, options);
+    if (library) {
+      try {
+        build.addresses[i] = library->symbol(source.functions[i].first.c_str());
+      } catch (const std::runtime_error&) {
+        library = nullptr;  // the index names a unit without this function: compile it again
+      }
+    }
+    if (!library) missing.push_back(i);
+  }
+
+  // The units: each one compile_and_load, `jobs` at a time.
+  std::vector<size_t> weights;
+  for (size_t i : missing) weights.push_back(source.functions[i].second.size());
+  const size_t unit_count = std::min(missing.size(), static_cast<size_t>(jobs));
+  std::vector<std::vector<size_t>> groups = balanced_groups(weights, unit_count);
+  std::vector<CompileResult> results(groups.size());
+  std::vector<std::exception_ptr> errors(groups.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t u; (u = next++) < groups.size();) {
+      std::string text = source.prelude;
+      for (size_t g : groups[u]) text += source.functions[missing[g]].second + "\n";
+      try {
+        results[u] = cache.compile_and_load(text, options);
+      } catch (...) {
+        errors[u] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < groups.size(); ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  build.cache_hit = true;
+  for (size_t u = 0; u < groups.size(); ++u) {
+    // A unit found published (another process compiled it, or its index entries were lost) is a reuse.
+    build.cache_hit = build.cache_hit && results[u].cache_hit;
+    build.units += results[u].cache_hit ? 0 : 1;
+    for (size_t g : groups[u]) {
+      const size_t i = missing[g];
+      build.libraries[i] = results[u].library;
+      build.addresses[i] = results[u].library->symbol(source.functions[i].first.c_str());
+      build.reused[i] = results[u].cache_hit;
+      write_file_atomic(kernel_index_path(options.cache_dir, keys[i]), results[u].library->key());
+    }
+  }
+  build.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return build;
 }
 
 std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key) {

@@ -6,7 +6,8 @@
 //  - An artifact is named by cache_key(): sha256 over the source, every compiler flag, the
 //    compiler's `--version` line, the ISA and the bytes of every file under the include dirs, so
 //    any change to what the compiler sees is a different key.
-//  - Layout: <cache_dir>/cpp/<key[0:2]>/<key>.{so,sha256,cpp,lock}. Files appear only by
+//  - Layout: <cache_dir>/cpp/<key[0:2]>/<key>.{so,sha256,cpp,lock}; kernel index entries
+//    <cache_dir>/kernels/<key[0:2]>/<key>.unit (compile_split). Files appear only by
 //    rename(2) of a fsync()ed temporary in the same directory, the digest sidecar before the .so,
 //    so no process ever reads half a file. An entry whose .so does not match its digest (or does
 //    not dlopen) is rebuilt.
@@ -50,6 +51,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/isa.h"
@@ -139,6 +141,10 @@ class CodeCache {
   // include dir cannot be read.
   std::string cache_key(const std::string& source, const CppCompileOptions& options);
 
+  // The published library of `key` (loaded in this process, or on disk with a matching digest and
+  // loading); nullptr otherwise. Never compiles. Throws CacheError if the cache dir is unsafe.
+  std::shared_ptr<LoadedLibrary> load_by_key(const std::string& key, const CppCompileOptions& options);
+
   // The first line of `<compiler> --version`, memoized per compiler string in this context.
   std::string compiler_version(const std::string& compiler);
 
@@ -147,6 +153,35 @@ class CodeCache {
  private:
   std::shared_ptr<State> state_;
 };
+
+// One graph's code in pieces (codegen::CppSource): functions, each an extern "C" symbol (its
+// kernels and its entry), and the text every unit of functions starts with (the includes).
+struct SplitSource {
+  std::string prelude;
+  std::vector<std::pair<std::string, std::string>> functions;  // symbol, definition (distinct symbols)
+};
+
+struct SplitBuild {
+  std::vector<void*> addresses;                            // per function, in SplitSource order
+  std::vector<std::shared_ptr<LoadedLibrary>> libraries;   // per function: the library defining it
+  std::vector<bool> reused;  // per function: found compiled (by an earlier graph, run or process)
+  int units = 0;             // units this call compiled (each one compiler process)
+  bool cache_hit = false;    // nothing was compiled
+  double seconds = 0;        // wall time of the call
+};
+
+// Builds a SplitSource through the cache (docs/code-cache.md, "Kernels across graphs"). Each
+// function has its own key: cache_key(prelude + definition), the same rules as any source. A
+// function whose key is indexed (<cache_dir>/kernels/<key[0:2]>/<key>.unit names the unit that
+// holds it) and whose unit loads with a matching digest and defines its symbol is reused; the others
+// are split into min(jobs, count) units of about equal size (prelude + their definitions), compiled
+// as ordinary entries (compile_and_load) by that many concurrent compiler processes, and indexed.
+// With jobs 1 and nothing reused, the one unit is the graph's whole source. An index entry that is
+// malformed, or names a unit that is gone, corrupt or lacks the symbol, is a miss: the function is
+// compiled again and the index entry replaced (atomically). `jobs` < 1 means one per core this
+// process may run on (sched_getaffinity, like os.sched_getaffinity). Throws CompileError /
+// CacheError (the first a compile raised, after every compile has finished).
+SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppCompileOptions& options, int jobs);
 
 // The library a compile_and_load of this key loaded in this process (through any context), or
 // nullptr.

@@ -13,6 +13,9 @@ struct Stats {
   uint64_t graph_breaks = 0;
   uint64_t eager_frames = 0;     // frames the compiler declined (they run eagerly)
   uint64_t kernels_compiled = 0;
+  // C++ kernel functions a compile found already built in the code cache (by another graph, an
+  // earlier run or process) instead of compiling them (docs/code-cache.md, "Kernels across graphs").
+  uint64_t kernels_reused = 0;
   uint64_t codegen_failures = 0;
   uint64_t backend_errors = 0;   // graphs that fell back because a backend stage threw (a bug)
   uint64_t backward_graphs_compiled = 0;  // training graphs compiled as forward + backward

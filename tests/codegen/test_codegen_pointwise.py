@@ -54,7 +54,7 @@ def close(actual, expected, **kw):
 def test_every_unary_op(cache_dir, stride):
     n = 45  # whole vectors and a tail for 8 and 16 lanes
     prog = compile_loop(unary_program(n, stride), cache_dir)
-    expect = "vector over i0" if stride == 1 else "scalar (%t0 loads from %b0 with stride 2 along i0)"
+    expect = "vector over i0" if stride == 1 else "scalar (%t0 loads from %p0 with stride 2 along i0)"
     assert expect in prog.source
     x = values(n, 0)
     arg = torch.empty(n * stride)[::stride] if stride > 1 else torch.empty(n)
@@ -299,7 +299,7 @@ def test_broadcasting_strided_and_offset_inputs_and_an_output_view(cache_dir):
     p.end()
     prog = compile_loop(p.text(), cache_dir)
     assert "pointwise: vector over i1" in prog.source
-    assert f"scalar (%t0 loads from %b3 with stride {rows} along i1)" in prog.source
+    assert f"scalar (%t0 loads from %p0 with stride {rows} along i1)" in prog.source
     A = torch.randn(rows, cols)
     B = torch.randn(cols)
     S = torch.randn(rows, 1)

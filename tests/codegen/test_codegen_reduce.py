@@ -143,7 +143,7 @@ def test_softmax_as_one_kernel(cache_dir):
         out = p.output(f"f32[{rows}, {n}]{{{n}, 1}}")
         softmax_kernel(p, k, x, out, rows, n)
     prog = compile_loop(p.text(), cache_dir)
-    assert prog.source.count("static void k") == len(SIZES)
+    assert prog.source.count("extern \"C\" void ember_k_") == len(SIZES)
     g = torch.Generator().manual_seed(4)
     args = [torch.randn(rows, n, generator=g) * 4 for n in SIZES]
     args[-1][1, 5] = 80.0  # large logits: the max subtraction matters
@@ -359,7 +359,7 @@ def layer_norm_program(rows, n, eps):
 def test_layer_norm_as_one_kernel(cache_dir, n):
     rows, eps = 6, 1e-5
     prog = compile_loop(layer_norm_program(rows, n, eps), cache_dir)
-    assert prog.source.count("static void k") == 1
+    assert prog.source.count("extern \"C\" void ember_k_") == 1
     assert "loop 1 []: once per outer point" in prog.source
     g = torch.Generator().manual_seed(5)
     x = torch.randn(rows, n, generator=g) * 3 + 10  # an offset mean: naive variance would lose digits

@@ -204,7 +204,7 @@ def test_ember_opt_emits_cpp(tmp_path):
     done = subprocess.run([tool, "--loop", "--pass", "plan", "--pass", "emit", str(src)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == codegen.emit_cpp(src.read_text())
-    assert 'extern "C" int ember_entry(ember_ctx* ctx)' in done.stdout
+    assert 'extern "C" int ember_entry(ember_ctx* ctx, void* const* kernels)' in done.stdout
     undeclared = (src.read_text().replace("[3]{1}", "[s0]{1}").replace("[3, 8]{8, 1}", "[s0, 8]{8, 1}")
                   .replace("i0 < 3", "i0 < s0"))
     src.write_text(undeclared)

@@ -72,6 +72,10 @@ enum class Mode : uint8_t { Scalar, Vector, VectorTail };
 struct NodeEnv {
   const Program* program = nullptr;
   const Kernel* kernel = nullptr;
+  // Buffer id -> its parameter's position (kernel_params order): the kernel's code and comments
+  // name a buffer `p<position>`, never by id, so kernels that differ only in their buffers print
+  // the same text (emit_cpp gives such kernels one function).
+  std::map<BufferId, size_t> param_position;
   std::unordered_map<NodeId, size_t> position;  // node id -> index in kernel->nodes
   IndexSymbols symbols;
   std::string next_label;                       // where a failed check jumps: "k0_next"
@@ -83,7 +87,11 @@ struct NodeEnv {
   // vectors (`carry_t5`, ev::SumCarry; emit_kernel.cpp decides which).
   std::set<NodeId> carried;
   const Node& node(NodeId id) const { return kernel->nodes[position.at(id)]; }
+  std::string buffer_name(BufferId id) const { return "p" + std::to_string(param_position.at(id)); }
 };
+
+// What emit_kernel names the function; emit_cpp replaces it by the name hashed from the text.
+constexpr const char* kFunctionPlaceholder = "ember_kernel_function";
 
 // The vector spelling of a node's operand: its own name inside the vector region, else the
 // broadcast of the scalar computed earlier (`t3_v`).
@@ -152,15 +160,17 @@ struct KernelParam {
   bool written = false;
 };
 struct KernelCode {
-  std::string text;                  // the static function, with its comment block
+  std::string text;                  // the extern "C" function named kernel.name, with its comment block
   std::vector<KernelParam> params;   // in signature order (then `symbols`, then `ctx` when uses_ctx)
   std::vector<std::string> symbols;  // shape symbols it reads, in the program's order (int64 parameters)
   bool uses_ctx = false;             // has check_index: takes ember_ctx* and may set an error
+  std::string pointer_type;          // the function's pointer type: "void (*)(const float*, float*)"
 };
-// `restrict_ok`: every pointer parameter may be __restrict (no two may alias).
+// `restrict_ok`: every pointer parameter may be __restrict (no two may alias). The kernel's
+// check_index sites are appended to `check_sites` and numbered from 0 in its code (error_site).
 KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOptions& options, bool restrict_ok,
                        std::vector<std::string>* check_sites);
-// The buffers a kernel loads and stores, by id (stores marked written).
+// The buffers a kernel loads and stores (stores marked written), in order of first access.
 std::vector<KernelParam> kernel_params(const Kernel& kernel);
 
 }  // namespace ember::codegen::detail

@@ -1,5 +1,7 @@
-// One loop IR kernel as a static C++ function: the loop nest, the choice of scalar or vector code
-// for each loop, and the OpenMP decision (docs/codegen-cpp.md, "Kernels").
+// One loop IR kernel as an extern "C" C++ function (emit_cpp names it after the hash of its text):
+// the loop nest, the choice of scalar or vector code for each loop, and the OpenMP decision
+// (docs/codegen-cpp.md, "Kernels"). Buffers are named by parameter position (p0, p1, ...), never by
+// id, and check sites are numbered from 0, so kernels that differ only in their buffers print alike.
 //
 // Shape. For every outer point (variables i0, i1, ...) the kernel runs its loops in order. A loop
 // with ranges is a nest of for-loops whose last variable may be vectorized; a loop without ranges
@@ -87,7 +89,7 @@ struct KernelEmitter {
       const Node& n = kernel.nodes[it->second];
       return is_integer(n.dtype) ? &n : nullptr;
     };
-    env.next_label = k.name + "_next";
+    env.next_label = "next_point";  // function-local; one name keeps identical kernels identical
     env.check_sites = sites;
     for (size_t d = 0; d < k.ranges.size(); ++d) {
       outer.push_back(hint_of(p, k.ranges[d], "range i" + std::to_string(d) + " of kernel " + k.name));
@@ -446,10 +448,6 @@ bool can_pipeline_rows(const NodeEnv& env, const std::vector<bool>& vector_loop,
   return true;
 }
 
-std::string param_type(const Buffer& b, bool written, bool restrict_ok) {
-  return std::string(written ? "" : "const ") + storage_type(b.dtype) + "*" + (restrict_ok ? " __restrict" : "") + " b" +
-         std::to_string(b.id);
-}
 
 std::string ranges_text(const std::vector<sym::Expr>& ext, char var) {
   std::string s = "[";
@@ -507,8 +505,7 @@ std::vector<KernelParam> kernel_params(const Kernel& kernel) {
     }
     if (n.op == ScalarOp::Store) it->written = true;
   }
-  std::sort(params.begin(), params.end(), [](const KernelParam& a, const KernelParam& b) { return a.buffer < b.buffer; });
-  return params;
+  return params;  // in order of first access, so two kernels identical up to buffer ids list them alike
 }
 
 KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOptions& options, bool restrict_ok,
@@ -516,6 +513,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   KernelEmitter k(program, kernel, options, check_sites);
   KernelCode code;
   code.params = kernel_params(kernel);
+  for (size_t p = 0; p < code.params.size(); ++p) k.env.param_position[code.params[p].buffer] = p;
   code.uses_ctx = k.has_checks();
   code.symbols = kernel_symbols(program, kernel, code.params);
   for (const KernelParam& p : code.params) require_supported(program.buffers.at(p.buffer).dtype, "buffer %b" + std::to_string(p.buffer));
@@ -590,7 +588,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
 
   // The comment block: decisions, then the kernel's loop IR.
   std::string& out = k.out;
-  out += "// kernel " + kernel.name + ": outer " + ranges_text(kernel.ranges, 'i') + "; " + parallel_note + "\n";
+  out += std::string("// kernel ") + kFunctionPlaceholder + ": outer " + ranges_text(kernel.ranges, 'i') + "; " + parallel_note + "\n";
   if (pointwise) {
     out += "//   pointwise: " +
            (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") + "\n";
@@ -610,7 +608,13 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     }
   }
   {
-    std::string ir = loop_ir::print(kernel);
+    // The loop IR as the function sees it: its name, and buffers by parameter position (%p0).
+    Kernel canonical = kernel;
+    canonical.name = kFunctionPlaceholder;
+    for (Node& n : canonical.nodes)
+      if (n.op == ScalarOp::Load || n.op == ScalarOp::Store) n.buffer = static_cast<BufferId>(k.env.param_position.at(n.buffer));
+    std::string ir = loop_ir::print(canonical);
+    for (size_t at = 0; (at = ir.find("%b", at)) != std::string::npos; at += 2) ir[at + 1] = 'p';
     size_t start = 0;
     while (start < ir.size()) {
       size_t end = ir.find('\n', start);
@@ -621,11 +625,19 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   }
 
   // Signature.
-  std::string sig = "static void " + kernel.name + "(";
-  for (size_t p = 0; p < code.params.size(); ++p)
-    sig += (p ? ", " : "") + param_type(program.buffers.at(code.params[p].buffer), code.params[p].written, restrict_ok);
-  for (const std::string& name : code.symbols) sig += std::string(sig.back() == '(' ? "" : ", ") + "const int64_t " + name;
-  if (code.uses_ctx) sig += std::string(sig.back() == '(' ? "" : ", ") + "ember_ctx* ctx";
+  std::string sig = std::string("extern \"C\" void ") + kFunctionPlaceholder + "(", types;
+  auto add = [&sig, &types](const std::string& type, const std::string& declaration) {
+    sig += std::string(sig.back() == '(' ? "" : ", ") + declaration;
+    types += std::string(types.empty() ? "" : ", ") + type;
+  };
+  for (const KernelParam& p : code.params) {
+    const Buffer& b = program.buffers.at(p.buffer);
+    const std::string type = std::string(p.written ? "" : "const ") + storage_type(b.dtype) + "*";
+    add(type, type + (restrict_ok ? " __restrict " : " ") + k.env.buffer_name(p.buffer));
+  }
+  for (const std::string& name : code.symbols) add("int64_t", "const int64_t " + name);
+  if (code.uses_ctx) add("ember_ctx*", "ember_ctx* ctx");
+  code.pointer_type = "void (*)(" + types + ")";
   out += sig + ") {\n";
 
   // Outer loops.

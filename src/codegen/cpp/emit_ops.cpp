@@ -29,15 +29,15 @@ std::string address(const NodeEnv& env, const Node& n) {
   return c_index(element_offset(buffer_of(env, n), n.index), env.symbols);
 }
 
-// The pointer to element `addr` of the access's buffer: "b3 + 8*i0 + r0".
+// The pointer to element `addr` of the access's buffer: "p3 + 8*i0 + r0".
 std::string pointer(const NodeEnv& env, const Node& n) {
-  return "b" + std::to_string(buffer_of(env, n).id) + " + " + address(env, n);
+  return env.buffer_name(n.buffer) + " + " + address(env, n);
 }
 
 // The value of element `addr` of the load's buffer, as a scalar.
 std::string scalar_load(const NodeEnv& env, const Node& n) {
   const Buffer& b = buffer_of(env, n);
-  return expand(dtype_spelling(b.dtype).load, {"b" + std::to_string(b.id) + "[" + address(env, n) + "]"});
+  return expand(dtype_spelling(b.dtype).load, {env.buffer_name(b.id) + "[" + address(env, n) + "]"});
 }
 
 // torch's conversions between dtypes (float → integer truncates; anything → bool is != 0; f16 and
@@ -243,7 +243,7 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
       return;
     case OpClass::Effect: {
       const Buffer& b = buffer_of(env, n);
-      out += indent + "b" + std::to_string(b.id) + "[" + address(env, n) + "] = " +
+      out += indent + env.buffer_name(b.id) + "[" + address(env, n) + "] = " +
              expand(dtype_spelling(b.dtype).store, {operand(0)}) + ";\n";
       return;
     }
@@ -305,11 +305,11 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
   auto access = [&](bool store) -> std::string {
     const Buffer& b = buffer_of(env, n);
     if (!dtype_spelling(b.dtype).vector_load)
-      return self + (store ? " stores to " : " loads from ") + ir::dtype_name(b.dtype) + " buffer %" + b.name();
+      return self + (store ? " stores to " : " loads from ") + ir::dtype_name(b.dtype) + " buffer %" + env.buffer_name(b.id);
     std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
     if (!c || *c != 1) {
       if (!store && c && *c == 0) return "";  // invariant in var: one scalar load, broadcast
-      return self + (store ? " stores to %" : " loads from %") + b.name() + " with stride " +
+      return self + (store ? " stores to %" : " loads from %") + env.buffer_name(b.id) + " with stride " +
              (c ? std::to_string(*c) : std::string("that is not constant")) + " along " + var;
     }
     return "";

@@ -107,7 +107,7 @@ std::optional<std::string> output_row_scratch(const NodeEnv& env, const std::vec
     if (stride < span) return std::nullopt;
     span = extent < 0 ? std::numeric_limits<int64_t>::max() : stride * extent;
   }
-  return "b" + std::to_string(store->buffer) + " + " + c_index(offset, env.symbols);
+  return env.buffer_name(store->buffer) + " + " + c_index(offset, env.symbols);
 }
 
 }  // namespace

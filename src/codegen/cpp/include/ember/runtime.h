@@ -10,8 +10,10 @@
 // Protocol. The runtime fills `buffers` (element 0 of every Input and Output buffer, by buffer id;
 // in a program with shape symbols, of every Temp too, since its memory is planned per call), `sym`,
 // `arena` (the memory plan's per-call allocation, 64-byte aligned) and the callback, then calls the
-// entry `int ember_entry(ember_ctx*)`. The entry runs the program's steps in order: kernels are
-// plain function calls; an extern step calls `call_extern(ctx, k)`, which runs torch and stores the
+// entry `int ember_entry(ember_ctx*, void* const* kernels)` with the addresses of the program's
+// kernel functions (CppSource::kernels' order; they may live in other libraries, so the entry
+// reaches them through this table). The entry runs the program's steps in order: kernels are
+// calls through the table; an extern step calls `call_extern(ctx, k)`, which runs torch and stores the
 // element-0 pointer of each result buffer into `buffers` before returning. Temporaries and views
 // are addressed by the generated code itself (arena + planned offset; base pointer + offset).
 // The entry returns 0 on success, non-zero when a kernel reported an error (`error` != 0) or an
@@ -20,7 +22,7 @@
 
 #include <stdint.h>
 
-#define EMBER_ABI_VERSION 1
+#define EMBER_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,7 +35,9 @@ struct ember_ctx {
   void* runtime;       // the runtime's per-call state; generated code never reads it
   // The first kernel error wins (kernels may run on many threads). Read after the kernel returns.
   int64_t error;       // 0: none; EMBER_ERROR_INDEX: a check_index failed
-  int32_t error_site;  // which check: index into the program's check-site table (CppSource)
+  // Which check: index into the program's check-site table (CppSource). A kernel numbers its own
+  // sites from 0; the entry adds where the call's sites start in the table.
+  int32_t error_site;
   int64_t error_value; // the offending index
   int64_t error_bound; // the exclusive bound it had to stay under
   // The values of the program's shape symbols, in the order of Program::symbols (dynamic shapes);
@@ -43,7 +47,7 @@ struct ember_ctx {
 
 #define EMBER_ERROR_INDEX 1
 
-typedef int (*ember_entry_fn)(struct ember_ctx* ctx);
+typedef int (*ember_entry_fn)(struct ember_ctx* ctx, void* const* kernels);
 
 #ifdef __cplusplus
 }  // extern "C"
