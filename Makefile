@@ -38,7 +38,8 @@ define build_for
 	    -DPython_EXECUTABLE=$(2) \
 	    -Dnanobind_DIR=$$($(PY) -m nanobind --cmake_dir) > /dev/null
 	$(VENV)/bin/ninja -C build/$(1) -j $(JOBS) > build/$(1)/last-build.log || (cat build/$(1)/last-build.log; exit 1)
-	cp build/$(1)/_C*.so python/ember/
+	# --remove-destination: a new file, not an overwrite of the one running processes have mapped.
+	cp --remove-destination build/$(1)/_C*.so python/ember/
 endef
 
 # A development tree imports ember from python/ (PYTHONPATH); this metadata beside it gives the
