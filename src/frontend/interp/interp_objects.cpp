@@ -324,6 +324,10 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
     if (inplace && lhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kInplace[base]), {lhs, rhs}, {});
     if (lhs->kind == VarKind::Tensor && kBinaryCore[base] != ir::Op::TorchCall)
       return trace_.call_torch(trace_.op_callable(kBinaryCore[base]), {lhs, rhs}, {});
+    // `0.5 * x` with x of symbolic sizes: the core op with the operands swapped (+ and * commute,
+    // exactly, and promote alike), whose shape rule answers; a static x keeps operator.mul's node.
+    if (rhs->kind == VarKind::Tensor && (base == 0 || base == 5) && !inplace && trace_.symbolic(rhs->as<TensorVar>().type))
+      return trace_.call_torch(trace_.op_callable(kBinaryCore[base]), {rhs, lhs}, {});
     return trace_.call_torch(operator_fn(kBinary[base]), {lhs, rhs}, {});
   }
   // Sequences the trace models: concatenation and repetition keep the left operand's kind.

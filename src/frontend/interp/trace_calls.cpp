@@ -432,6 +432,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     ir::TensorType t = types[0];
     t.sizes = factory_shape->sizes;
     t.strides = factory_shape->strides;
+    // A size-1 dim's stride is never stepped over; torch gives a copy's size-1 dims stride 1
+    // where the input had another (`x[..., None].float()`).
+    for (size_t d = 0; d < t.sizes.size() && t.sizes.size() == types[0].strides.size(); ++d)
+      if (t.sizes[d] == sym::Expr(1) && types[0].strides[d] == sym::Expr(1)) t.strides[d] = 1;
     if (at_hints(t) == types[0]) {
       types[0] = std::move(t);
     } else {

@@ -130,7 +130,7 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
         };
         sym::Expr start = bound(it.start, 0), stop = bound(it.stop, size);
         if (!le(start, stop)) stop = start;
-        if (start == sym::Expr(0) && stop == size && it.step == 1) {
+        if (start == sym::Expr(0) && stop == size && it.step == 1) {  // all of the dim
           ++dim;
           break;
         }
@@ -155,8 +155,13 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
         break;
     }
   }
-  // `x[:]`, `x[...]`: a new view of all of x, which getitem makes (the caller records it).
-  return emitted ? cur : nullptr;
+  if (emitted) return cur;
+  // `x[:]`, `x[:, 0:]`, `x[...]`: a new view of all of x, as the whole of dim 0.
+  const ir::TensorType& t = x->as<TensorVar>().type;
+  if (t.sizes.empty()) return nullptr;  // the caller records getitem
+  dim = 0;
+  emit(ir::Op::Slice, {dim_var(), size_int(0), size_int(t.sizes[0]), constant(PyRef::steal(PyLong_FromLong(1)))}, t);
+  return cur;
 }
 
 }  // namespace ember::frontend
