@@ -24,6 +24,7 @@
 #include <set>
 
 #include "shapes/shape_rules_internal.h"
+#include "sym/relation.h"
 
 namespace ember::shapes::rules {
 
@@ -46,19 +47,16 @@ void visit_tensors(const Operand& o, const std::function<void(const ir::TensorTy
 // are), the order of the strides is the same for every value of the symbols, so stand-ins with
 // strides rebuilt in that order lead a rule through the same stride comparisons as the real sizes.
 // A layout with one dim of size other than 1 (`x[:, :1]` of a matrix) steps through memory one way
-// whatever its strides: it counts as dense, its size-1 dims innermost (torch lays out results of
-// such operands contiguous, as for a contiguous one).
+// whatever its strides: it counts as dense in the default order (its stand-in is contiguous; the
+// strides of the results' size-1 dims may then differ from torch's, which nothing steps over).
 std::optional<std::vector<size_t>> dense_order(const ir::TensorType& t) {
   size_t rank = t.sizes.size();
   if (t.strides.size() != rank) return std::nullopt;
   std::vector<size_t> order;
   std::vector<bool> placed(rank, false);
   if (std::count_if(t.sizes.begin(), t.sizes.end(), [](const sym::Expr& e) { return e != sym::Expr(1); }) <= 1) {
-    for (size_t d = rank; d-- > 0;)
-      if (t.sizes[d] == sym::Expr(1)) order.push_back(d);
-    for (size_t d = 0; d < rank; ++d)
-      if (t.sizes[d] != sym::Expr(1)) order.push_back(d);
-    if (!order.empty() && t.sizes[order.back()] == sym::Expr(0)) return std::nullopt;
+    for (size_t d = rank; d-- > 0;) order.push_back(d);
+    if (std::find(t.sizes.begin(), t.sizes.end(), sym::Expr(0)) != t.sizes.end()) return std::nullopt;
     return order;
   }
   sym::Expr expected = 1;
@@ -74,6 +72,29 @@ std::optional<std::vector<size_t>> dense_order(const ir::TensorType& t) {
     expected = expected * t.sizes[*next];
   }
   return order;
+}
+
+// Whether every two strides of `t` compare (<, ==) the same way for every value of its symbols
+// (each >= 2), so that stand-ins substituted into the strides keep each comparison a rule makes
+// between them: a layout that is not dense (`x[..., 8:]` of a transposed tensor) but ordered.
+// Only where every symbolic size is a bare symbol (the stand-ins are then symbol values).
+bool ordered_layout(const ir::TensorType& t) {
+  std::set<std::string> names;
+  for (const sym::Expr& e : t.sizes) {
+    if (!e.is_constant() && e.kind() != sym::ExprKind::Symbol) return false;
+    sym::free_symbols(e, names);
+  }
+  std::set<std::string> in_strides;  // the stand-ins give values to the sizes' symbols only
+  for (const sym::Expr& e : t.strides) sym::free_symbols(e, in_strides);
+  if (!std::includes(names.begin(), names.end(), in_strides.begin(), in_strides.end())) return false;
+  sym::Symbols symbols;
+  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  for (size_t a = 0; a < t.strides.size(); ++a)
+    for (size_t b = a + 1; b < t.strides.size(); ++b)
+      for (sym::RelOp op : {sym::RelOp::Lt, sym::RelOp::Eq, sym::RelOp::Le})
+        for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}})
+          if (!sym::statically_known(sym::Rel{t.strides[x], op, t.strides[y]}, symbols)) return false;
+  return true;
 }
 
 // Strides of a dense layout in `order` over `sizes` (constant or symbolic).
@@ -107,7 +128,10 @@ std::optional<std::vector<size_t>> constant_dense_order(const ir::TensorType& t)
 class StandIn {
  public:
   StandIn(const std::vector<sym::Expr>& atoms, const std::vector<int64_t>& values) {
-    for (size_t i = 0; i < atoms.size(); ++i) value_.emplace(atoms[i], values[i]);
+    for (size_t i = 0; i < atoms.size(); ++i) {
+      value_.emplace(atoms[i], values[i]);
+      if (atoms[i].kind() == sym::ExprKind::Symbol) symbol_value_.emplace(atoms[i].str(), values[i]);
+    }
   }
   Operand operand(const Operand& o) {
     Operand out = o;
@@ -116,7 +140,13 @@ class StandIn {
       for (sym::Expr& s : t.sizes)
         if (!s.is_constant()) s = value_.at(s);
       std::optional<std::vector<size_t>> order = dense_order(*o.tensor);
-      t.strides = order ? strides_in_order(t.sizes, *order) : ir::contiguous_strides(t.sizes);
+      if (order) {
+        t.strides = strides_in_order(t.sizes, *order);
+      } else if (ordered_layout(*o.tensor)) {
+        for (sym::Expr& e : t.strides) e = sym::evaluate(e, symbol_value_);
+      } else {
+        t.strides = ir::contiguous_strides(t.sizes);
+      }
       storage_.push_back(std::move(t));
       out.tensor = &storage_.back();
     }
@@ -126,6 +156,7 @@ class StandIn {
 
  private:
   std::map<sym::Expr, int64_t> value_;
+  std::map<std::string, int64_t> symbol_value_;  // the atoms that are bare symbols
   std::deque<ir::TensorType> storage_;
 };
 
@@ -158,16 +189,17 @@ bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std
 
 namespace {
 
-// Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back.
+// Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back. `any_layout`:
+// the rule reads no strides; `ordered`: it reads only their order (an ordered_layout operand is served).
 Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs,
-                      bool any_layout, const std::function<Result(const std::vector<Operand>&,
+                      bool any_layout, bool ordered, const std::function<Result(const std::vector<Operand>&,
                                                                   const std::vector<std::pair<std::string, Operand>>&)>& rule) {
   // The distinct symbolic sizes (atoms) and the constant sizes the stand-ins must avoid.
   std::vector<sym::Expr> atoms;
   std::set<int64_t> constants;
   bool default_layouts = true;
   auto scan = [&](const ir::TensorType& t) {
-    default_layouts = default_layouts && dense_order(t).has_value();
+    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && ordered_layout(t)));
     for (const sym::Expr& s : t.sizes) {
       if (s.is_constant()) {
         constants.insert(s.constant());
@@ -236,7 +268,9 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
                    op == ir::Op::Embedding || op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
   if (!stand_ins) return std::nullopt;
-  return with_stand_ins(args, kwargs, reads_no_strides(op), [&](const auto& a, const auto& kw) {
+  // TensorIterator lays out a pointwise result from the order of its operands' strides alone.
+  bool ordered = family == ir::OpFamily::Pointwise;
+  return with_stand_ins(args, kwargs, reads_no_strides(op), ordered, [&](const auto& a, const auto& kw) {
     return infer_result_types(op, a, kw, grad_enabled, default_dtype);
   });
 }
@@ -246,7 +280,7 @@ Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vec
                                  ir::DType default_dtype) {
   // Attention allocates its result contiguous whatever its operands' layouts (checked on meta tensors).
   bool any_layout = qualified_name == "torch.nn.functional.scaled_dot_product_attention";
-  return with_stand_ins(args, kwargs, any_layout, [&](const auto& a, const auto& kw) {
+  return with_stand_ins(args, kwargs, any_layout, false, [&](const auto& a, const auto& kw) {
     return infer_torch_call_types(qualified_name, a, kw, grad_enabled, default_dtype);
   });
 }
