@@ -108,7 +108,7 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
   size_slots->assign(rank, -1);
   stride_slots->assign(rank, -1);
   for (size_t d = 0; d < rank; ++d)
-    if (dyn[d]) type->sizes[d] = shapes.symbol_for(meta.sizes[d], source, static_cast<int>(d));
+    if (dyn[d]) type->sizes[d] = shapes.symbol_for(meta.sizes[d], source, static_cast<int>(d), dynamic.mode == Dynamic::Auto);
   sym::Expr expected = 1;
   expected_value = 1;
   for (size_t d : order) {
