@@ -9,9 +9,11 @@
 //
 // Covered: view and reshape (`-1` resolved when the element count divides exactly as monomials) of
 // a tensor with default strides, or of another layout where torch views without a copy, permute, transpose, unsqueeze, squeeze, expand, flatten of a
-// tensor with default strides, contiguous, cat, and split/chunk along a dim of constant size.
-// Declines: view/reshape/flatten of any other layout (whether torch copies depends on stride
-// comparisons), getitem, split and chunk along a symbolic dim.
+// tensor with default strides, contiguous, cat of inputs whose memory format is provably
+// contiguous, a reshape that copies for every value of the symbols, and split/chunk along a dim of
+// constant size. Declines: other view/reshape/flatten of other layouts (whether torch copies
+// depends on stride comparisons), getitem (the trace lowers basic subscripts: trace_subscript.cpp),
+// split and chunk along a symbolic dim.
 #include <algorithm>
 #include <map>
 #include <set>
