@@ -2,8 +2,7 @@
 //
 // Why this way: the rules of these families decide dtype, requires_grad and device from dtypes,
 // ranks and scalars alone, and their result sizes are operand sizes (broadcast, or kept where a
-// reduction does not reduce) or constants (a kept reduced dim is 1); with every operand laid out
-// with default strides, torch gives the result default strides too. So a call with symbolic
+// reduction does not reduce) or constants (a kept reduced dim is 1). So a call with symbolic
 // sizes is answered by running the family's rule twice on constant stand-ins (each distinct
 // symbolic size replaced by a distinct prime, another one per run, none equal to a constant size
 // of the call) and reading each result size back: the same constant in both runs is that
@@ -11,8 +10,13 @@
 // product, a size that depends on the symbol otherwise) declines. Symbols stand for sizes >= 2
 // (0/1 specialization, notes/dynamic_shapes.md), which the stand-ins are.
 //
+// Operands and results may have any dense layout (strides that are the products of the sizes in
+// some dim order: what views like transpose and permute make): the stand-ins keep each operand's
+// order (dense_order below), and a result's order, the same in both runs, gives its symbolic strides.
+//
 // Declines (nullopt): other families (views and matmuls compute sizes from sizes), an operand
-// without default strides, results without default strides, and runs that disagree.
+// whose layout is not dense (unless the rule reads no strides), a result whose layout is not
+// dense, and runs that disagree.
 #include <algorithm>
 #include <deque>
 #include <functional>
@@ -20,6 +24,7 @@
 #include <set>
 
 #include "shapes/shape_rules_internal.h"
+#include "sym/relation.h"
 
 namespace ember::shapes::rules {
 
@@ -35,15 +40,98 @@ void visit_tensors(const Operand& o, const std::function<void(const ir::TensorTy
   for (const Operand& item : o.items) visit_tensors(item, fn);
 }
 
-bool is_default_layout(const ir::TensorType& t) {
-  return t.sizes.size() == t.strides.size() && t.strides == ir::contiguous_strides(t.sizes);
+// The dims of a dense layout, innermost first: each dim's stride is the product of the sizes of
+// the dims before it in this order (structurally; a size-1 dim comes before a larger dim of equal
+// stride, as it does in a sort by stride then size). nullopt when the layout is not dense in any
+// order, or has a size 0. Why: in a dense layout whose sizes other than 1 are all >= 2 (symbols
+// are), the order of the strides is the same for every value of the symbols, so stand-ins with
+// strides rebuilt in that order lead a rule through the same stride comparisons as the real sizes.
+// A layout with one dim of size other than 1 (`x[:, :1]` of a matrix) steps through memory one way
+// whatever its strides: it counts as dense in the default order (its stand-in is contiguous; the
+// strides of the results' size-1 dims may then differ from torch's, which nothing steps over).
+std::optional<std::vector<size_t>> dense_order(const ir::TensorType& t) {
+  size_t rank = t.sizes.size();
+  if (t.strides.size() != rank) return std::nullopt;
+  std::vector<size_t> order;
+  std::vector<bool> placed(rank, false);
+  if (std::count_if(t.sizes.begin(), t.sizes.end(), [](const sym::Expr& e) { return e != sym::Expr(1); }) <= 1) {
+    for (size_t d = rank; d-- > 0;) order.push_back(d);
+    if (std::find(t.sizes.begin(), t.sizes.end(), sym::Expr(0)) != t.sizes.end()) return std::nullopt;
+    return order;
+  }
+  sym::Expr expected = 1;
+  while (order.size() < rank) {
+    std::optional<size_t> next;
+    for (size_t d = 0; d < rank && !next; ++d)  // size-1 dims first: they leave `expected` as it is
+      if (!placed[d] && t.sizes[d] == sym::Expr(1) && t.strides[d] == expected) next = d;
+    for (size_t d = rank; d-- > 0 && !next;)
+      if (!placed[d] && t.strides[d] == expected) next = d;
+    if (!next || t.sizes[*next] == sym::Expr(0)) return std::nullopt;
+    placed[*next] = true;
+    order.push_back(*next);
+    expected = expected * t.sizes[*next];
+  }
+  return order;
 }
 
-// The call with every symbolic size replaced by its stand-in; types live in `storage`.
+// Whether every two strides of `t` compare (<, ==) the same way for every value of its symbols
+// (each >= 2), so that stand-ins substituted into the strides keep each comparison a rule makes
+// between them: a layout that is not dense (`x[..., 8:]` of a transposed tensor) but ordered.
+// Only where every symbolic size is a bare symbol (the stand-ins are then symbol values).
+bool ordered_layout(const ir::TensorType& t) {
+  std::set<std::string> names;
+  for (const sym::Expr& e : t.sizes) {
+    if (!e.is_constant() && e.kind() != sym::ExprKind::Symbol) return false;
+    sym::free_symbols(e, names);
+  }
+  std::set<std::string> in_strides;  // the stand-ins give values to the sizes' symbols only
+  for (const sym::Expr& e : t.strides) sym::free_symbols(e, in_strides);
+  if (!std::includes(names.begin(), names.end(), in_strides.begin(), in_strides.end())) return false;
+  sym::Symbols symbols;
+  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  for (size_t a = 0; a < t.strides.size(); ++a)
+    for (size_t b = a + 1; b < t.strides.size(); ++b)
+      for (sym::RelOp op : {sym::RelOp::Lt, sym::RelOp::Eq, sym::RelOp::Le})
+        for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}})
+          if (!sym::statically_known(sym::Rel{t.strides[x], op, t.strides[y]}, symbols)) return false;
+  return true;
+}
+
+// Strides of a dense layout in `order` over `sizes` (constant or symbolic).
+std::vector<sym::Expr> strides_in_order(const std::vector<sym::Expr>& sizes, const std::vector<size_t>& order) {
+  std::vector<sym::Expr> strides(sizes.size(), sym::Expr(1));
+  sym::Expr expected = 1;
+  for (size_t d : order) {
+    strides[d] = expected;
+    expected = expected * sizes[d];
+  }
+  return strides;
+}
+
+// The order of a constant result layout: dims sorted by stride, size-1 dims first among equals;
+// nullopt when its strides are not the dense ones of that order.
+std::optional<std::vector<size_t>> constant_dense_order(const ir::TensorType& t) {
+  std::vector<size_t> order(t.sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int64_t sa = t.strides[a].constant(), sb = t.strides[b].constant();
+    if (sa != sb) return sa < sb;
+    bool ua = t.sizes[a] == sym::Expr(1), ub = t.sizes[b] == sym::Expr(1);
+    return ua != ub ? ua : a > b;
+  });
+  if (strides_in_order(t.sizes, order) != t.strides) return std::nullopt;
+  return order;
+}
+
+// The call with every symbolic size replaced by its stand-in; types live in `storage`. A dense
+// operand keeps its order of strides; another (only where the rule reads no strides) gets default ones.
 class StandIn {
  public:
   StandIn(const std::vector<sym::Expr>& atoms, const std::vector<int64_t>& values) {
-    for (size_t i = 0; i < atoms.size(); ++i) value_.emplace(atoms[i], values[i]);
+    for (size_t i = 0; i < atoms.size(); ++i) {
+      value_.emplace(atoms[i], values[i]);
+      if (atoms[i].kind() == sym::ExprKind::Symbol) symbol_value_.emplace(atoms[i].str(), values[i]);
+    }
   }
   Operand operand(const Operand& o) {
     Operand out = o;
@@ -51,7 +139,14 @@ class StandIn {
       ir::TensorType t = *o.tensor;
       for (sym::Expr& s : t.sizes)
         if (!s.is_constant()) s = value_.at(s);
-      t.strides = ir::contiguous_strides(t.sizes);
+      std::optional<std::vector<size_t>> order = dense_order(*o.tensor);
+      if (order) {
+        t.strides = strides_in_order(t.sizes, *order);
+      } else if (ordered_layout(*o.tensor)) {
+        for (sym::Expr& e : t.strides) e = sym::evaluate(e, symbol_value_);
+      } else {
+        t.strides = ir::contiguous_strides(t.sizes);
+      }
       storage_.push_back(std::move(t));
       out.tensor = &storage_.back();
     }
@@ -61,6 +156,7 @@ class StandIn {
 
  private:
   std::map<sym::Expr, int64_t> value_;
+  std::map<std::string, int64_t> symbol_value_;  // the atoms that are bare symbols
   std::deque<ir::TensorType> storage_;
 };
 
@@ -93,16 +189,17 @@ bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std
 
 namespace {
 
-// Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back.
+// Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back. `any_layout`:
+// the rule reads no strides; `ordered`: it reads only their order (an ordered_layout operand is served).
 Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs,
-                      bool any_layout, const std::function<Result(const std::vector<Operand>&,
+                      bool any_layout, bool ordered, const std::function<Result(const std::vector<Operand>&,
                                                                   const std::vector<std::pair<std::string, Operand>>&)>& rule) {
   // The distinct symbolic sizes (atoms) and the constant sizes the stand-ins must avoid.
   std::vector<sym::Expr> atoms;
   std::set<int64_t> constants;
   bool default_layouts = true;
   auto scan = [&](const ir::TensorType& t) {
-    default_layouts = default_layouts && is_default_layout(t);
+    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && ordered_layout(t)));
     for (const sym::Expr& s : t.sizes) {
       if (s.is_constant()) {
         constants.insert(s.constant());
@@ -141,8 +238,10 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
   for (size_t i = 0; i < runs[0]->size(); ++i) {
     const ir::TensorType &a = (*runs[0])[i], &b = (*runs[1])[i];
     if (a.dtype != b.dtype || a.device != b.device || a.requires_grad != b.requires_grad ||
-        a.sizes.size() != b.sizes.size() || !is_default_layout(a) || !is_default_layout(b))
+        a.sizes.size() != b.sizes.size())
       return std::nullopt;
+    std::optional<std::vector<size_t>> order = constant_dense_order(a);
+    if (!order || order != constant_dense_order(b)) return std::nullopt;
     ir::TensorType t = a;
     for (size_t d = 0; d < a.sizes.size(); ++d) {
       int64_t x = a.sizes[d].constant(), y = b.sizes[d].constant();
@@ -151,7 +250,7 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
       if (at == first.end() || second[static_cast<size_t>(at - first.begin())] != y) return std::nullopt;
       t.sizes[d] = atoms[static_cast<size_t>(at - first.begin())];
     }
-    t.strides = ir::contiguous_strides(t.sizes);
+    t.strides = strides_in_order(t.sizes, *order);
     out.push_back(std::move(t));
   }
   return out;
@@ -169,7 +268,9 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
                    op == ir::Op::Embedding || op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
   if (!stand_ins) return std::nullopt;
-  return with_stand_ins(args, kwargs, reads_no_strides(op), [&](const auto& a, const auto& kw) {
+  // TensorIterator lays out a pointwise result from the order of its operands' strides alone.
+  bool ordered = family == ir::OpFamily::Pointwise;
+  return with_stand_ins(args, kwargs, reads_no_strides(op), ordered, [&](const auto& a, const auto& kw) {
     return infer_result_types(op, a, kw, grad_enabled, default_dtype);
   });
 }
@@ -179,7 +280,7 @@ Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vec
                                  ir::DType default_dtype) {
   // Attention allocates its result contiguous whatever its operands' layouts (checked on meta tensors).
   bool any_layout = qualified_name == "torch.nn.functional.scaled_dot_product_attention";
-  return with_stand_ins(args, kwargs, any_layout, [&](const auto& a, const auto& kw) {
+  return with_stand_ins(args, kwargs, any_layout, false, [&](const auto& a, const auto& kw) {
     return infer_torch_call_types(qualified_name, a, kw, grad_enabled, default_dtype);
   });
 }

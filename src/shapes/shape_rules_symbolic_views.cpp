@@ -9,13 +9,17 @@
 //
 // Covered: view and reshape (`-1` resolved when the element count divides exactly as monomials) of
 // a tensor with default strides, or of another layout where torch views without a copy, permute, transpose, unsqueeze, squeeze, expand, flatten of a
-// tensor with default strides, contiguous, cat, and split/chunk along a dim of constant size.
-// Declines: view/reshape/flatten of any other layout (whether torch copies depends on stride
-// comparisons), getitem, split and chunk along a symbolic dim.
+// tensor with default strides, contiguous, cat of inputs whose memory format is provably
+// contiguous, a reshape that copies for every value of the symbols, and split/chunk along a dim of
+// constant size. Declines: other view/reshape/flatten of other layouts (whether torch copies
+// depends on stride comparisons), getitem (the trace lowers basic subscripts: trace_subscript.cpp),
+// split and chunk along a symbolic dim.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "shapes/shape_rules_internal.h"
+#include "sym/relation.h"
 
 namespace ember::shapes::rules {
 
@@ -153,8 +157,10 @@ std::optional<size_t> wrap(int64_t dim, int64_t n) {
 // The strides of `x` viewed as `shape` without a copy (torch's computeStride over monomials): dims
 // are grouped into chunks that are contiguous among themselves, and each chunk's elements are
 // regrouped as the new sizes; nullopt when that needs a copy or when a comparison of sizes cannot
-// be decided as monomials (a quotient that is not exact).
-std::optional<Exprs> view_strides(const ir::TensorType& x, const Exprs& shape) {
+// be decided as monomials (a quotient that is not exact). `*copies` is set when nullopt means
+// torch copies for every value of the symbols: a chunk of constant sizes that the new sizes, also
+// constant there, do not regroup (repeat_kv's reshape of an expanded dim).
+std::optional<Exprs> view_strides(const ir::TensorType& x, const Exprs& shape, bool* copies = nullptr) {
   const Exprs& sizes = x.sizes;
   const Exprs& strides = x.strides;
   Exprs out(shape.size());
@@ -171,7 +177,10 @@ std::optional<Exprs> view_strides(const ir::TensorType& x, const Exprs& shape) {
       view_numel = view_numel * shape[view_d];
       --view_d;
     }
-    if (view_numel != tensor_numel) return std::nullopt;
+    if (view_numel != tensor_numel) {
+      if (copies) *copies = view_numel.is_constant() && tensor_numel.is_constant();
+      return std::nullopt;
+    }
     if (d > 0) {
       chunk_stride = strides[d - 1];
       tensor_numel = 1;
@@ -207,8 +216,15 @@ Result view_reshape(const Call& call) {
     return std::nullopt;
   }
   if (has_default_layout(*x)) return one(view_type(*x, *shape, ir::contiguous_strides(*shape)));
-  // Another layout: a view where torch makes one (a reshape that would copy declines).
-  std::optional<Exprs> strides = view_strides(*x, *shape);
+  // Another layout: a view where torch makes one; a reshape that copies for every value of the
+  // symbols makes a contiguous tensor (a copy: it requires grad only in grad mode).
+  bool copies = false;
+  std::optional<Exprs> strides = view_strides(*x, *shape, &copies);
+  if (!strides && copies && call.op == ir::Op::Reshape) {
+    ir::TensorType t = view_type(*x, *shape, ir::contiguous_strides(*shape));
+    t.requires_grad = call.grad_enabled && x->requires_grad;
+    return one(t);
+  }
   if (!strides) return std::nullopt;
   return one(view_type(*x, *shape, *strides));
 }
@@ -346,7 +362,23 @@ Result contiguous(const Call& call) {
   return one(t);
 }
 
-// cat of tensors with default strides and one dtype and device; the cat dim's sizes add up.
+// Whether torch's suggest_memory_format() of `t` is contiguous for every value of its symbols
+// (cat lays out its result in its inputs' memory format): default strides; a rank other than 4
+// and 5; or a rank-4 layout that fails torch's channels-last test at its dim 3 (the stride of
+// dim 3 below that of dim 1 times its size: heads transposed out of `[B, T, H, D]`).
+bool suggests_contiguous(const ir::TensorType& t) {
+  if (has_default_layout(t) || (rank(t) != 4 && rank(t) != 5)) return true;
+  if (rank(t) == 5 || t.strides[1] == Expr(0)) return false;
+  Expr c = is_constant(t.sizes[1], 1) ? t.strides[1] : t.strides[1] * t.sizes[1];
+  sym::Symbols symbols;  // each symbol >= 2
+  std::set<std::string> names;
+  for (const Expr& e : {t.strides[1], t.strides[3], t.sizes[1]}) sym::free_symbols(e, names);
+  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  return sym::statically_known(sym::Rel{t.strides[3], sym::RelOp::Lt, c}, symbols) == true;
+}
+
+// cat of tensors of one dtype and device whose memory format is contiguous; the cat dim's sizes
+// add up, and the result is contiguous.
 Result cat(const Call& call) {
   auto b = bind(call, {"tensors", "dim"});
   if (!b || !(*b)[0] || (*b)[0]->kind != Operand::Kind::Sequence || (*b)[0]->items.empty()) return std::nullopt;
@@ -354,7 +386,7 @@ Result cat(const Call& call) {
   std::vector<const ir::TensorType*> xs;
   for (const Operand& item : (*b)[0]->items) {
     const ir::TensorType* t = tensor_of(&item);
-    if (!t || !has_default_layout(*t) || rank(*t) == 0) return std::nullopt;
+    if (!t || !suggests_contiguous(*t) || rank(*t) == 0) return std::nullopt;
     xs.push_back(t);
   }
   const ir::TensorType& first = *xs[0];

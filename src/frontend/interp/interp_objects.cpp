@@ -28,6 +28,7 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
     case VarKind::Record:
       return record_subscript(obj, index);
     case VarKind::Tensor:
+      if (VarRef view = trace_.symbolic_subscript(obj, index)) return view;
       return trace_.call_torch(trace_.op_callable(ir::Op::Getitem), {obj, index}, {});
     case VarKind::Tuple:
     case VarKind::List: {
@@ -323,6 +324,10 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
     if (inplace && lhs->kind == VarKind::Tensor) return trace_.call_torch(operator_fn(kInplace[base]), {lhs, rhs}, {});
     if (lhs->kind == VarKind::Tensor && kBinaryCore[base] != ir::Op::TorchCall)
       return trace_.call_torch(trace_.op_callable(kBinaryCore[base]), {lhs, rhs}, {});
+    // `0.5 * x` with x of symbolic sizes: the core op with the operands swapped (+ and * commute,
+    // exactly, and promote alike), whose shape rule answers; a static x keeps operator.mul's node.
+    if (rhs->kind == VarKind::Tensor && (base == 0 || base == 5) && !inplace && trace_.symbolic(rhs->as<TensorVar>().type))
+      return trace_.call_torch(trace_.op_callable(kBinaryCore[base]), {rhs, lhs}, {});
     return trace_.call_torch(operator_fn(kBinary[base]), {lhs, rhs}, {});
   }
   // Sequences the trace models: concatenation and repetition keep the left operand's kind.
@@ -652,7 +657,10 @@ VarRef Interpreter::isinstance(const VarRef& obj, const VarRef& cls) {
   return trace_.constant(PyRef::borrow(r ? Py_True : Py_False));
 }
 
-VarRef Interpreter::build_slice(const VarRef& start, const VarRef& stop, const VarRef& step) {
+VarRef Interpreter::build_slice(const VarRef& start_in, const VarRef& stop_in, const VarRef& step_in) {
+  // A slice object holds ints, not expressions: a size bound specializes here (not the sizes
+  // below it on the stack, which BUILD_SLICE leaves alone).
+  VarRef start = trace_.specialize(start_in), stop = trace_.specialize(stop_in), step = trace_.specialize(step_in);
   PyObject* a = Trace::as_constant(*start);
   PyObject* b = Trace::as_constant(*stop);
   PyObject* c = Trace::as_constant(*step);

@@ -116,8 +116,10 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::LoadMethod:
     case Opcode::BuildTuple:
     case Opcode::BuildList:
+    case Opcode::ListAppend:
     case Opcode::ListExtend:
     case Opcode::ListToTuple:
+    case Opcode::BuildSlice:
     case Opcode::UnpackSequence:
     case Opcode::BinarySubscr:
     case Opcode::CompareOp:

@@ -4,13 +4,23 @@
 
 namespace ember::frontend {
 
-sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim) {
-  auto found = by_value_.find(value);
-  if (found != by_value_.end()) return resolve(sym::Expr::symbol(symbols_[found->second].name));
+sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim, bool dims_apart) {
+  // Duck sizing: the symbol made for this dim of another tensor with this size, else any symbol
+  // of this size; with `dims_apart`, never one made for another dim of the same tensor.
+  std::optional<size_t> duck;
+  for (size_t k = 0; k < symbols_.size(); ++k) {
+    if (symbols_[k].hint != value) continue;
+    bool same_tensor = bindings_[k].tensor->str() == tensor->str();
+    if (bindings_[k].dim == dim && !same_tensor) {
+      duck = k;
+      break;
+    }
+    if (!duck && !(dims_apart && same_tensor)) duck = k;
+  }
+  if (duck) return resolve(sym::Expr::symbol(symbols_[*duck].name));
   sym::SymbolInfo info;
   info.name = "s" + std::to_string(symbols_.size());
   info.hint = value;
-  by_value_[value] = static_cast<int>(symbols_.size());
   hints_[info.name] = value;
   symbols_.push_back(info);
   bindings_.push_back(Binding{tensor, dim});

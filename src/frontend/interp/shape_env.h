@@ -53,8 +53,10 @@ class ShapeEnv {
   };
 
   // The size expression of a dimension the policy made dynamic: a fresh symbol, or the one another
-  // dimension of the same size already has (duck sizing). `value` >= 2.
-  sym::Expr symbol_for(int64_t value, const SourceRef& tensor, int dim);
+  // dimension of the same size already has (duck sizing; that of the same dim of another tensor
+  // first). `value` >= 2. `dims_apart`: dims of one tensor never share a symbol (automatic dynamic:
+  // its dims were seen to change apart, so `B == T` on one call says nothing about the next).
+  sym::Expr symbol_for(int64_t value, const SourceRef& tensor, int dim, bool dims_apart = false);
 
   // `e` with the replacements made so far (symbols specialized to constants) applied.
   sym::Expr resolve(const sym::Expr& e) const;
@@ -79,7 +81,6 @@ class ShapeEnv {
  private:
   sym::Symbols symbols_;
   std::vector<Binding> bindings_;
-  std::map<int64_t, int> by_value_;  // duck sizing: size -> symbol index
   std::map<std::string, int64_t> hints_;  // symbol name -> hint, kept with symbols_ (for sym::evaluate)
   sym::Replacements replacements_;   // specialized symbols -> their hints
   std::vector<Guard> guards_;

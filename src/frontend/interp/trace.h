@@ -150,6 +150,11 @@ class Trace {
   // A graph node `callable(condition, message)` that returns nothing and raises when the tensor
   // `condition` is false at run time (torch._assert); `message` must be a literal.
   void record_check(PyObject* callable, const VarRef& condition, const VarRef& message);
+  // x[index] where x's sizes or the index's ints mention shape symbols, for a basic index (ints,
+  // slices with int bounds, None, Ellipsis): canonical select, slice and unsqueeze nodes, Python's
+  // clamping decided by size_relation (trace_subscript.cpp). nullptr for any other index, a
+  // static one, or an index torch would refuse (the caller records getitem).
+  VarRef symbolic_subscript(const VarRef& x, const VarRef& index);
   // Records a grad-mode change as a graph node and applies it to later meta computations.
   void set_grad_enabled(bool enabled);
 
@@ -251,6 +256,10 @@ class Trace {
 
  private:
   VarRef wrap_tensor(PyObject* obj, const SourceRef& source);
+  // A graph node `op` (a core op, or ir::Op::TorchCall named `name`) applying `callable` to the
+  // Vars, whose result types (device included) the caller knows: one result Var per type.
+  VarRef record_typed(ir::Op op, const std::string& name, PyObject* callable, const std::vector<VarRef>& args,
+                      const std::vector<std::pair<std::string, VarRef>>& kwargs, std::vector<ir::TensorType> types);
   // call_torch without autocast's casts.
   VarRef record_call(PyObject* callable, const std::vector<VarRef>& args,
                      const std::vector<std::pair<std::string, VarRef>>& kwargs);
@@ -322,11 +331,12 @@ class Trace {
                     const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // Whether a call's arguments mention shape symbols (symbolic tensor types, size SymInts).
   bool has_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) const;
-  // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn) makes from
-  // symbolic arguments, or a call that keeps its tensor's (the *_like factories, `.to`, dtype
-  // casts, clone, detach: a dense input's layout is preserved); nullopt where it cannot tell (the
-  // caller then specializes). Dtype and device come from the meta kernel, which must agree at the
-  // traced values.
+  // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn, and the
+  // `x.new_*` methods) makes from symbolic arguments, a call that keeps its tensor's (the *_like
+  // factories, `.to`, dtype casts, clone, detach, cumsum, cumprod: a dense input's layout is
+  // preserved), torch.diff, or a getitem by int tensors; nullopt where it cannot tell (the caller
+  // then specializes). Dtype and device come from the meta kernel, which must agree at the traced
+  // values (sizes and strides too).
   std::optional<ir::TensorType> symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // ShapeEnv::specialize on every symbol a call's arguments mention.

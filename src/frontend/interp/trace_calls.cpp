@@ -271,6 +271,31 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
   return shapes::infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
 }
 
+VarRef Trace::record_typed(ir::Op op, const std::string& name, PyObject* callable, const std::vector<VarRef>& args,
+                           const std::vector<std::pair<std::string, VarRef>>& kwargs, std::vector<ir::TensorType> types) {
+  std::vector<ir::Arg> ir_args;
+  for (auto& a : args) ir_args.push_back(lower_arg(a, nullptr));
+  std::vector<std::pair<std::string, ir::Arg>> ir_kwargs;
+  for (auto& [k, v] : kwargs) ir_kwargs.emplace_back(k, lower_arg(v, nullptr));
+  auto form = types.size() == 1 && op != ir::Op::Split && op != ir::Op::Chunk ? ir::Node::ResultForm::Single
+                                                                              : ir::Node::ResultForm::Tuple;
+  ir::NodeId node = graph.add_node(op, op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
+                                   std::move(ir_kwargs), types, form);
+  callables.push_back(PyRef::borrow(callable));
+  note_op_line();
+  const ir::Node& n = graph.node(node);
+  std::vector<VarRef> out;
+  for (size_t i = 0; i < types.size(); ++i) {
+    auto t = std::make_shared<TensorVar>();
+    t->value = n.results[i];
+    t->type = types[i];
+    t->py_type = table.tensor_type;
+    out.push_back(t);
+  }
+  if (form == ir::Node::ResultForm::Single) return out[0];
+  return make_tuple(std::move(out));
+}
+
 VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
                           const std::vector<std::pair<std::string, VarRef>>& kwargs) {
   const CallableKind& kind = table.classify(callable);
@@ -291,29 +316,9 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     ir::Op rule_op = core_rule ? kind.op : ir::Op::TorchCall;
     ruled = rule_types(rule_op, name, args, kwargs);
     if (auto& types = ruled; types && !options.verify_shape_rules) {
-      std::vector<ir::Arg> ir_args;
-      for (auto& a : args) ir_args.push_back(lower_arg(a, nullptr));
-      std::vector<std::pair<std::string, ir::Arg>> ir_kwargs;
-      for (auto& [k, v] : kwargs) ir_kwargs.emplace_back(k, lower_arg(v, nullptr));
       ir::Device device = infer_device(callable, args, kwargs);
       for (auto& t : *types) t.device = device;
-      auto form = types->size() == 1 && rule_op != ir::Op::Split && rule_op != ir::Op::Chunk ? ir::Node::ResultForm::Single
-                                                                                              : ir::Node::ResultForm::Tuple;
-      ir::NodeId node = graph.add_node(rule_op, rule_op == ir::Op::TorchCall ? name : std::string(), std::move(ir_args),
-                                       std::move(ir_kwargs), *types, form);
-      callables.push_back(PyRef::borrow(callable));
-      note_op_line();
-      const ir::Node& n = graph.node(node);
-      std::vector<VarRef> out;
-      for (size_t i = 0; i < types->size(); ++i) {
-        auto t = std::make_shared<TensorVar>();
-        t->value = n.results[i];
-        t->type = (*types)[i];
-        t->py_type = table.tensor_type;
-        out.push_back(t);
-      }
-      if (form == ir::Node::ResultForm::Single) return out[0];
-      return make_tuple(std::move(out));
+      return record_typed(rule_op, name, callable, args, kwargs, std::move(*types));
     }
   }
   // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
@@ -427,6 +432,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     ir::TensorType t = types[0];
     t.sizes = factory_shape->sizes;
     t.strides = factory_shape->strides;
+    // A size-1 dim's stride is never stepped over; torch gives a copy's size-1 dims stride 1
+    // where the input had another (`x[..., None].float()`).
+    for (size_t d = 0; d < t.sizes.size() && t.sizes.size() == types[0].strides.size(); ++d)
+      if (t.sizes[d] == sym::Expr(1) && types[0].strides[d] == sym::Expr(1)) t.strides[d] = 1;
     if (at_hints(t) == types[0]) {
       types[0] = std::move(t);
     } else {

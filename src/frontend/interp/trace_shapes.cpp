@@ -108,7 +108,7 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
   size_slots->assign(rank, -1);
   stride_slots->assign(rank, -1);
   for (size_t d = 0; d < rank; ++d)
-    if (dyn[d]) type->sizes[d] = shapes.symbol_for(meta.sizes[d], source, static_cast<int>(d));
+    if (dyn[d]) type->sizes[d] = shapes.symbol_for(meta.sizes[d], source, static_cast<int>(d), dynamic.mode == Dynamic::Auto);
   sym::Expr expected = 1;
   expected_value = 1;
   for (size_t d : order) {
@@ -245,12 +245,41 @@ std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& n
   ir::TensorType out;
   static const std::set<std::string> kLike = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
                                                "randn_like", "to", "type_as", "float", "double", "half", "bfloat16",
-                                               "long", "int", "bool", "clone", "detach"};
+                                               "long", "int", "bool", "clone", "detach", "cumsum", "cumprod"};
   if (kLike.count(fn)) {
     // torch's default memory format preserves a dense input's strides (inputs' layouts are dense).
     if (args.empty() || args[0]->kind != VarKind::Tensor || kwarg("memory_format")) return std::nullopt;
     out.sizes = args[0]->as<TensorVar>().type.sizes;
     out.strides = args[0]->as<TensorVar>().type.strides;
+    return out;
+  }
+  if (fn == "diff") {
+    // diff(input, n=1, dim=-1, prepend=None, append=None): along dim, n fewer than input, prepend
+    // and append joined; a new contiguous tensor.
+    static const char* const kParams[] = {"input", "n", "dim", "prepend", "append"};
+    const VarRef* bound[5] = {};
+    for (size_t i = 0; i < args.size() && i < 5; ++i) bound[i] = &args[i];
+    for (size_t i = 0; i < 5; ++i)
+      if (const VarRef* v = kwarg(kParams[i])) bound[i] = v;
+    if (args.size() > 5 || !bound[0] || (*bound[0])->kind != VarKind::Tensor) return std::nullopt;
+    const ir::TensorType& x = (*bound[0])->as<TensorVar>().type;
+    std::optional<sym::Expr> n = bound[1] ? size_expr(*bound[1]) : sym::Expr(1);
+    std::optional<sym::Expr> dim = bound[2] ? size_expr(*bound[2]) : sym::Expr(-1);
+    int64_t rank = static_cast<int64_t>(x.sizes.size());
+    if (!n || !dim || !n->is_constant() || !dim->is_constant() || rank == 0) return std::nullopt;
+    int64_t d = dim->constant() < 0 ? dim->constant() + rank : dim->constant();
+    if (d < 0 || d >= rank) return std::nullopt;
+    out.sizes = x.sizes;
+    for (const VarRef* joined : {bound[3], bound[4]}) {
+      if (!joined || ((*joined)->kind == VarKind::Object && (*joined)->as<ObjectVar>().obj.get() == Py_None)) continue;
+      if ((*joined)->kind != VarKind::Tensor || (*joined)->as<TensorVar>().type.sizes.size() != x.sizes.size())
+        return std::nullopt;
+      out.sizes[static_cast<size_t>(d)] = out.sizes[static_cast<size_t>(d)] + (*joined)->as<TensorVar>().type.sizes[static_cast<size_t>(d)];
+    }
+    sym::Expr len = out.sizes[static_cast<size_t>(d)] - *n;
+    if (!size_relation(sym::Rel{0, sym::RelOp::Le, len})) return std::nullopt;  // torch clamps: let the meta kernel say
+    out.sizes[static_cast<size_t>(d)] = len;
+    out.strides = ir::contiguous_strides(out.sizes);
     return out;
   }
   if (fn == "arange") {
@@ -274,24 +303,60 @@ std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& n
     out.strides = {1};
     return out;
   }
-  if (fn == "zeros" || fn == "ones" || fn == "empty" || fn == "full" || fn == "rand" || fn == "randn") {
+  // `x.new_ones(sizes)` and the like: the factory's sizes after the tensor.
+  bool method = fn.rfind("new_", 0) == 0;
+  std::string factory = method ? fn.substr(4) : fn;
+  if (factory == "zeros" || factory == "ones" || factory == "empty" || factory == "full" || factory == "rand" ||
+      factory == "randn") {
+    if (method && (args.empty() || args[0]->kind != VarKind::Tensor)) return std::nullopt;
+    std::vector<VarRef> positional(args.begin() + (method ? 1 : 0), args.end());
     // The sizes: varargs ints, or one sequence of them (`size=` too); full's fill value follows.
+    auto items_of = [&](const VarRef& v) -> std::optional<std::vector<VarRef>> {
+      if (v->kind == VarKind::Tuple || v->kind == VarKind::List) return v->as<SequenceVar>().items;
+      PyObject* c = as_constant(*v);
+      if (!c || (!PyTuple_Check(c) && !PyList_Check(c))) return std::nullopt;
+      std::vector<VarRef> out;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) out.push_back(constant(PyRef::borrow(PySequence_Fast_GET_ITEM(c, i))));
+      return out;
+    };
     std::vector<VarRef> dims;
     const VarRef* size = kwarg("size");
-    size_t n_positional = fn == "full" ? 1 : args.size();
-    if (!size && n_positional == 1 && !args.empty() && (args[0]->kind == VarKind::Tuple || args[0]->kind == VarKind::List))
-      size = &args[0];
+    size_t n_positional = factory == "full" ? 1 : positional.size();
+    if (!size && n_positional == 1 && !positional.empty() && items_of(positional[0])) size = &positional[0];
     if (size) {
-      if ((*size)->kind != VarKind::Tuple && (*size)->kind != VarKind::List) return std::nullopt;
-      dims = (*size)->as<SequenceVar>().items;
+      std::optional<std::vector<VarRef>> items = items_of(*size);
+      if (!items) return std::nullopt;
+      dims = std::move(*items);
     } else {
-      dims.assign(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(std::min(n_positional, args.size())));
+      dims.assign(positional.begin(), positional.begin() + static_cast<std::ptrdiff_t>(std::min(n_positional, positional.size())));
     }
     for (const VarRef& d : dims) {
       std::optional<sym::Expr> e = size_expr(d);
       if (!e) return std::nullopt;
       out.sizes.push_back(*e);
     }
+    out.strides = ir::contiguous_strides(out.sizes);
+    return out;
+  }
+  if (fn == "getitem" && args.size() == 2 && args[0]->kind == VarKind::Tensor) {
+    // Advanced indexing by int tensors only, from the first dim: the indices' broadcast shape, then
+    // the dims not indexed (contiguous; the meta kernel confirms the layout at the traced sizes).
+    std::vector<VarRef> indices = args[1]->kind == VarKind::Tuple && !args[1]->as<SequenceVar>().named_type
+                                      ? args[1]->as<SequenceVar>().items
+                                      : std::vector<VarRef>{args[1]};
+    const ir::TensorType& x = args[0]->as<TensorVar>().type;
+    if (indices.empty() || indices.size() > x.sizes.size()) return std::nullopt;
+    std::vector<sym::Expr> shape;
+    for (const VarRef& i : indices) {
+      if (i->kind != VarKind::Tensor) return std::nullopt;
+      const ir::TensorType& t = i->as<TensorVar>().type;
+      if (t.dtype != ir::DType::Int64 && t.dtype != ir::DType::Int32) return std::nullopt;
+      std::optional<std::vector<sym::Expr>> b = ir::broadcast_shapes(shape, t.sizes);
+      if (!b) return std::nullopt;
+      shape = std::move(*b);
+    }
+    out.sizes = shape;
+    out.sizes.insert(out.sizes.end(), x.sizes.begin() + static_cast<std::ptrdiff_t>(indices.size()), x.sizes.end());
     out.strides = ir::contiguous_strides(out.sizes);
     return out;
   }
