@@ -2,8 +2,8 @@
 // index_select, embedding, tril, triu, and dropout.
 //
 // These give contiguous results, with three exceptions torch makes: cat and stack follow their
-// inputs' memory format (channels-last inputs give a channels-last result), so 4-D and 5-D
-// results are contiguous only for inputs with default strides; tril and triu keep odd strides
+// inputs' suggested memory format (channels-last inputs give a channels-last result), so 4-D and
+// 5-D results are served only when no input's strides suggest channels-last; tril and triu keep odd strides
 // of size-1 dims (like_has_default_strides); and dropout multiplies, so its result takes
 // TensorIterator's layout, or is its input itself when it drops nothing.
 #include <algorithm>
@@ -23,6 +23,22 @@ bool can_index(int64_t dim_size, const Sizes& index_sizes) {
   return n && (dim_size > 0 || *n == 0);
 }
 
+// torch's suggest_memory_format() is channels-last: c10's is_channels_last_strides_2d/3d, which
+// walk the dims from channels to batch and need each stride at least the span of the previous.
+bool suggests_channels_last(const Dense& t) {
+  static const std::vector<size_t> kOrder4{1, 3, 2, 0}, kOrder5{1, 4, 3, 2, 0};
+  if (t.dim() != 4 && t.dim() != 5) return false;
+  if (t.strides[1] == 0) return false;
+  int64_t min = 0;
+  for (size_t d : t.dim() == 4 ? kOrder4 : kOrder5) {
+    if (t.strides[d] < min) return false;
+    if (d == 0 && min == t.strides[1]) return false;  // N111 and N11W: c10 calls these contiguous
+    min = t.strides[d];
+    if (t.sizes[d] > 1) min *= t.sizes[d];
+  }
+  return true;
+}
+
 }  // namespace
 
 Result infer_cat_stack(const Call& call) {
@@ -33,11 +49,12 @@ Result infer_cat_stack(const Call& call) {
   if (!dim) return std::nullopt;
   std::vector<Dense> tensors;
   Promotion promotion(call.default_dtype);
-  bool all_default = true;
+  bool channels_last = false, all_default = true;
   for (const Operand& item : (*b)[0]->items) {
     auto t = as_dense(&item);
     if (!t) return std::nullopt;
     promotion.add(*t);
+    channels_last = channels_last || suggests_channels_last(*t);
     all_default = all_default && has_default_strides(*t);
     tensors.push_back(std::move(*t));
   }
@@ -67,8 +84,10 @@ Result infer_cat_stack(const Call& call) {
       if (t.sizes != first.sizes) return std::nullopt;
     out.insert(out.begin() + *w, static_cast<int64_t>(tensors.size()));
   }
-  // Inputs in another memory format can make a 4-D or 5-D result channels-last.
-  if ((out.size() == 4 || out.size() == 5) && !all_default) return std::nullopt;
+  // Inputs whose strides suggest channels-last can make a 4-D or 5-D result channels-last (torch
+  // uses their common suggested format); any other layout gives a contiguous result. stack cats
+  // its inputs unsqueezed, whose suggestion this does not compute: it is served for default strides.
+  if ((out.size() == 4 || out.size() == 5) && (is_cat ? channels_last : !all_default)) return std::nullopt;
   auto device = result_device(call, false);
   if (!device) return std::nullopt;
   bool rg = false;

@@ -9,6 +9,11 @@ def _default(t):
     return t.strides == contiguous_strides(t.sizes)
 
 
+def _suggests_channels_last(t):
+    from torch._prims_common import suggest_memory_format
+    return suggest_memory_format(t.meta()) != torch.contiguous_format
+
+
 def test_cat_stack():
     r = rng("cat_stack")
     stats = Stats()
@@ -29,8 +34,11 @@ def test_cat_stack():
         if r.random() < 0.05:
             tensors.append(T((0,)))  # a legacy empty tensor: declined
         out_dim = n if op == "cat" else n + 1
+        # A 4-D or 5-D result takes its inputs' suggested memory format: served when none suggests
+        # channels-last (cat), or for default strides (stack, whose inputs torch unsqueezes first).
         covered = len({len(t.sizes) for t in tensors}) == 1 and not any(t.sizes == (0,) for t in tensors) and (
-            out_dim not in (4, 5) or all(_default(t) for t in tensors))
+            out_dim not in (4, 5) or (not any(_suggests_channels_last(t) for t in tensors) if op == "cat"
+                                      else all(_default(t) for t in tensors)))
         seq = tensors if r.random() < 0.5 else tuple(tensors)
         kwargs = {"dim": dim} if r.random() < 0.5 else {}
         args = [seq] if kwargs else [seq, dim]
