@@ -1,0 +1,31 @@
+// The collapse pass and the affine access helpers it shares with code generation (collapse.cpp;
+// docs/loop-ir.md, "Collapse"). A header of its own so that the helpers' users do not all depend
+// on each other through loop_ir.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loop_ir/loop_ir.h"
+
+namespace ember::loop_ir {
+
+// Affine access helpers (collapse.cpp), shared with code generation. The coefficient of `var` if
+// `e` is affine in it with a constant coefficient (0 if absent); nullopt when `var` appears under
+// floordiv, mod, max, min or multiplied by a symbol.
+std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string& var);
+// Σ index[k] * strides[k] over dimensions of size other than 1, simplified: the element offset of
+// an access from its buffer's element 0.
+sym::Expr flat_offset(const Buffer& buffer, const std::vector<sym::Expr>& index);
+
+// The collapse pass (collapse.cpp, docs/loop-ir.md): two adjacent variables of a loop's ranges
+// (or of the outer ranges of a kernel whose loops have none) become one when the inner extent is
+// a constant and, after the substitution u = j // E, v = j % E and simplify(), every access's
+// flat offset and every `index` value of their scope is still affine in the new variable (each
+// walks the pair as one contiguous run). Needs a verified program; keeps it verified, same
+// values, same order of points. Returns whether any kernel changed.
+bool collapse_loops(Program& program);
+
+}  // namespace ember::loop_ir
