@@ -19,6 +19,7 @@
 // a kernel). Outer variables of reduction kernels are left alone: they are not vectorized, and
 // the row-wise layouts of code generation (values kept per row) are per outer point.
 #include <optional>
+#include <set>
 #include <string>
 
 #include "loop_ir/collapse.h"
@@ -100,6 +101,65 @@ bool collapse_scope(const Program& program, Kernel& kernel, const Scope& scope) 
   return true;
 }
 
+// Ops worth computing once per outer point instead of once per lane: transcendental functions,
+// square roots and divisions (tens of instructions per vector each).
+bool expensive(ScalarOp op) {
+  static constexpr ScalarOp kExpensive[] = {ScalarOp::Exp,  ScalarOp::Log,     ScalarOp::Log1p,   ScalarOp::Expm1,
+                                            ScalarOp::Sqrt, ScalarOp::Rsqrt,   ScalarOp::Sin,     ScalarOp::Cos,
+                                            ScalarOp::Tanh, ScalarOp::Sigmoid, ScalarOp::Erf,     ScalarOp::Reciprocal,
+                                            ScalarOp::Div,  ScalarOp::Pow};
+  for (ScalarOp e : kExpensive)
+    if (e == op) return true;
+  return false;
+}
+
+std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }
+
+// The nodes of a pointwise kernel's single loop that do not change along the last outer variable
+// `v`, and whose users along v can take them as f32 scalars: loads and index values that do not
+// read v, and what is computed from them only (no stores, index checks or reductions).
+std::vector<bool> invariant_nodes(const Kernel& kernel, const std::string& v) {
+  const std::vector<Node>& nodes = kernel.nodes;
+  std::vector<bool> invariant(nodes.size(), false);
+  auto reads = [&](const Node& n, auto&& pred) {
+    std::set<std::string> names;
+    for (const Expr& e : n.index) sym::free_symbols(e, names);
+    for (const std::string& name : names)
+      if (pred(name)) return true;
+    return false;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const OpClass cls = op_info(n.op).cls;
+    if (cls == OpClass::Effect || cls == OpClass::Reduce || n.op == ScalarOp::CheckIndex) continue;
+    bool ok = !reads(n, [&](const std::string& name) {
+      if (name == v) return true;
+      for (size_t k = 0; k < i; ++k)
+        if (!invariant[k] && node_symbol(nodes[k].id) == name) return true;
+      return false;
+    });
+    for (NodeId o : n.operands) ok = ok && invariant.at(static_cast<size_t>(o));
+    invariant[i] = ok;
+  }
+  // Vector code broadcasts only f32 values from outside its loop: a non-f32 value a varying node
+  // reads stays in the loop (and so, next round, may what it reads).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (invariant[i]) continue;
+      auto demote = [&](size_t k) {
+        if (!invariant[k] || nodes[k].dtype == DType::Float32) return;
+        invariant[k] = false;
+        changed = true;
+      };
+      for (NodeId o : nodes[i].operands) demote(static_cast<size_t>(o));
+      for (size_t k = 0; k < i; ++k)
+        if (reads(nodes[i], [&](const std::string& name) { return name == node_symbol(nodes[k].id); })) demote(k);
+    }
+  }
+  return invariant;
+}
+
 }  // namespace
 
 std::optional<int64_t> linear_coefficient(const Expr& e, const std::string& var) {
@@ -157,6 +217,42 @@ Expr flat_offset(const Buffer& buffer, const std::vector<Expr>& index) {
   return simplify(offset, {});
 }
 
+bool hoist_invariants(Kernel& kernel) {
+  if (kernel.ranges.size() < 2 || kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) return false;
+  const size_t last = kernel.ranges.size() - 1;
+  const std::string v = var('i', last);
+  const std::vector<bool> invariant = invariant_nodes(kernel, v);
+  bool worth = false;
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) worth = worth || (invariant[i] && expensive(kernel.nodes[i].op));
+  if (!worth) return false;
+  // Invariant nodes first (loop 0), the rest after (loop 1, v renamed r0); ids are positions.
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < kernel.nodes.size(); ++i)
+      if (invariant[i] == (pass == 0)) order.push_back(i);
+  std::vector<NodeId> new_id(kernel.nodes.size());
+  sym::Replacements renumber;
+  for (size_t p = 0; p < order.size(); ++p) {
+    new_id[order[p]] = static_cast<NodeId>(p);
+    renumber.emplace_back(node_symbol(kernel.nodes[order[p]].id), Expr::symbol(node_symbol(static_cast<NodeId>(p))));
+  }
+  sym::Replacements in_loop = renumber;
+  in_loop.emplace_back(v, Expr::symbol("r0"));
+  std::vector<Node> nodes;
+  for (size_t p = 0; p < order.size(); ++p) {
+    Node n = kernel.nodes[order[p]];
+    n.id = static_cast<NodeId>(p);
+    n.loop = invariant[order[p]] ? 0 : 1;
+    for (NodeId& o : n.operands) o = new_id.at(static_cast<size_t>(o));
+    for (Expr& e : n.index) e = sym::substitute(e, n.loop == 0 ? renumber : in_loop);
+    nodes.push_back(std::move(n));
+  }
+  kernel.nodes = std::move(nodes);
+  kernel.loops = {Loop{}, Loop{{kernel.ranges[last]}}};
+  kernel.ranges.pop_back();
+  return true;
+}
+
 bool collapse_loops(Program& program) {
   bool changed = false;
   for (Kernel& kernel : program.kernels) {
@@ -167,6 +263,7 @@ bool collapse_loops(Program& program) {
       changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
     }
     if (!any_loop_ranges) changed |= collapse_scope(program, kernel, Scope{'i'});
+    if (!any_loop_ranges) changed |= hoist_invariants(kernel);
   }
   return changed;
 }

@@ -26,6 +26,14 @@ sym::Expr flat_offset(const Buffer& buffer, const std::vector<sym::Expr>& index)
 // flat offset and every `index` value of their scope is still affine in the new variable (each
 // walks the pair as one contiguous run). Needs a verified program; keeps it verified, same
 // values, same order of points. Returns whether any kernel changed.
+//
+// Then, in a pointwise kernel of rank >= 2 (one loop, no ranges), values that do not change along
+// the last outer variable v (loads and index values not reading it, and what is computed from them
+// alone) move into a first loop without ranges when one of them is expensive (exp, sigmoid, sqrt,
+// div, ...; hoist_invariants): v becomes the ranged loop [r0 < E] of the rest, so vector code
+// computes them once per outer point instead of once per lane (`x * sigmoid(gate[c])`). Values
+// the loop reads from there are f32 (vector code broadcasts only those).
 bool collapse_loops(Program& program);
+bool hoist_invariants(Kernel& kernel);
 
 }  // namespace ember::loop_ir
