@@ -110,3 +110,25 @@ def test_padding_mask_softmax_is_vector_code_and_matches_eager(monkeypatch, capl
     torch.testing.assert_close(got, _padding_mask_softmax(scores, mask))
     source = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
     assert "ev::load_float(" in source and "loads from i64" not in source
+
+
+@pytest.mark.parametrize("isa", ISA_ORDER)
+def test_exp_far_below_range_is_zero_on_every_isa(cache_dir, isa):
+    """exp of lanes below -104 (a padding mask's finfo.min) is +0 without the subnormal detour that
+    made them slow; lanes near the subnormal range keep their values."""
+    p = Program("exp_low")
+    x = p.buffer("f32[1, 37]{37, 1} input 0")
+    out = p.output("f32[1, 37]{37, 1}")
+    p.kernel("@k0 [i0 < 1]")
+    p.loop("[r0 < 37]")
+    p.store(out, "i0, r0", p.node(f"exp {p.node(f'load {x}[i0, r0] : f32')} : f32"))
+    p.end()
+    p.end()
+    prog = compile_loop(p.text(), cache_dir, isa=isa)
+    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
+        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    x = torch.tensor([[-3.4028234663852886e38, -1e10, -104.5, -104.0, -103.9, -100.0, -90.0, -87.0, 0.0,
+                       float("nan"), float("-inf")] * 3 + [-3e38] * 4])
+    got = prog.run([x])[0]
+    torch.testing.assert_close(got, torch.exp(x), rtol=4e-7, atol=0, equal_nan=True)
+    assert torch.equal(got[x < -104], torch.zeros_like(got[x < -104]))
