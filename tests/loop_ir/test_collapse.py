@@ -68,3 +68,14 @@ def test_symbolic_outer_size_collapses_over_constant_inner(monkeypatch, caplog):
         out, source = compiled_source(_pointwise, x, monkeypatch=monkeypatch, caplog=caplog)
         torch.testing.assert_close(out, _pointwise(x))
     assert re.search(r"\[i0 < 42\*s\d+\]", source), source[:3000]
+
+
+def _gate(x, g):
+    return x * torch.sigmoid(g)
+
+
+def test_invariant_sigmoid_is_hoisted_out_of_the_vector_loop(monkeypatch, caplog):
+    x, g = torch.randn(2, 5, 9, 11), torch.randn(2, 5, 1, 1)
+    out, source = compiled_source(_gate, x, g, monkeypatch=monkeypatch, caplog=caplog)
+    torch.testing.assert_close(out, _gate(x, g))
+    assert "loop 0 []: once per outer point" in source and "loop 1 [r0 < 99]: vector over r0" in source
