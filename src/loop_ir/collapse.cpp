@@ -117,10 +117,14 @@ std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }
 
 // The nodes of a pointwise kernel's single loop that do not change along the last outer variable
 // `v`, and whose users along v can take them as f32 scalars: loads and index values that do not
-// read v, and what is computed from them only (no stores, index checks or reductions).
-std::vector<bool> invariant_nodes(const Kernel& kernel, const std::string& v) {
+// read v, and what is computed from them only (no stores, index checks or reductions). Loads of
+// storage the kernel writes stay in the loop: reading them earlier could miss a store.
+std::vector<bool> invariant_nodes(const Program& program, const Kernel& kernel, const std::string& v) {
   const std::vector<Node>& nodes = kernel.nodes;
   std::vector<bool> invariant(nodes.size(), false);
+  std::set<BufferId> written;
+  for (const Node& n : nodes)
+    if (n.op == ScalarOp::Store) written.insert(program.storage_root(n.buffer));
   auto reads = [&](const Node& n, auto&& pred) {
     std::set<std::string> names;
     for (const Expr& e : n.index) sym::free_symbols(e, names);
@@ -132,6 +136,7 @@ std::vector<bool> invariant_nodes(const Kernel& kernel, const std::string& v) {
     const Node& n = nodes[i];
     const OpClass cls = op_info(n.op).cls;
     if (cls == OpClass::Effect || cls == OpClass::Reduce || n.op == ScalarOp::CheckIndex) continue;
+    if (n.op == ScalarOp::Load && written.count(program.storage_root(n.buffer))) continue;
     bool ok = !reads(n, [&](const std::string& name) {
       if (name == v) return true;
       for (size_t k = 0; k < i; ++k)
@@ -217,11 +222,11 @@ Expr flat_offset(const Buffer& buffer, const std::vector<Expr>& index) {
   return simplify(offset, {});
 }
 
-bool hoist_invariants(Kernel& kernel) {
+bool hoist_invariants(const Program& program, Kernel& kernel) {
   if (kernel.ranges.size() < 2 || kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) return false;
   const size_t last = kernel.ranges.size() - 1;
   const std::string v = var('i', last);
-  const std::vector<bool> invariant = invariant_nodes(kernel, v);
+  const std::vector<bool> invariant = invariant_nodes(program, kernel, v);
   bool worth = false;
   for (size_t i = 0; i < kernel.nodes.size(); ++i) worth = worth || (invariant[i] && expensive(kernel.nodes[i].op));
   if (!worth) return false;
@@ -263,7 +268,7 @@ bool collapse_loops(Program& program) {
       changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
     }
     if (!any_loop_ranges) changed |= collapse_scope(program, kernel, Scope{'i'});
-    if (!any_loop_ranges) changed |= hoist_invariants(kernel);
+    if (!any_loop_ranges) changed |= hoist_invariants(program, kernel);
   }
   return changed;
 }

@@ -32,8 +32,9 @@ sym::Expr flat_offset(const Buffer& buffer, const std::vector<sym::Expr>& index)
 // alone) move into a first loop without ranges when one of them is expensive (exp, sigmoid, sqrt,
 // div, ...; hoist_invariants): v becomes the ranged loop [r0 < E] of the rest, so vector code
 // computes them once per outer point instead of once per lane (`x * sigmoid(gate[c])`). Values
-// the loop reads from there are f32 (vector code broadcasts only those).
+// the loop reads from there are f32 (vector code broadcasts only those); loads of storage the
+// kernel writes stay in the loop.
 bool collapse_loops(Program& program);
-bool hoist_invariants(Kernel& kernel);
+bool hoist_invariants(const Program& program, Kernel& kernel);
 
 }  // namespace ember::loop_ir
