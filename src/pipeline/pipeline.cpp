@@ -5,6 +5,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "loop_ir/collapse.h"
 #include "lowering/lowering.h"
 #include "passes/passes.h"
 #include "shapes/check_types.h"
@@ -74,6 +75,12 @@ const std::vector<Step>& steps() {
        [](Compilation& c, const Target&) {
          c.plan = memory::plan_memory(c.program);
          return true;
+       }},
+      // After planning (the plan never sees the change) and for C++ only: one long vector loop
+      // instead of a short one per row (docs/loop-ir.md, "Collapse").
+      {"collapse", IRKind::Loop, "merge adjacent loop variables every access walks contiguously (C++ target)",
+       [](Compilation& c, const Target& target) {
+         return target.kind == Target::Kind::Cpu && loop_ir::collapse_loops(c.program);
        }},
 
       // Loop IR -> target code.

@@ -113,7 +113,7 @@ def test_unknown_step_lists_the_pipeline():
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
         ["canonicalize", "graph"], ["joint", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
         ["partition", "graph"], ["lower", "graph"],
-        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["emit", "loop"]]
+        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["collapse", "loop"], ["emit", "loop"]]
 
 
 def test_a_step_on_the_wrong_ir_is_an_error():

@@ -237,70 +237,8 @@ std::string print_index(const sym::Expr& e, const IndexSymbols& symbols) {
   throw CodegenError("unknown index expression kind");
 }
 
-bool mentions(const sym::Expr& e, const std::string& var) {
-  if (e.kind() == sym::ExprKind::Symbol) return e.symbol_name() == var;
-  for (const sym::Expr& o : e.operands())
-    if (mentions(o, var)) return true;
-  return false;
-}
-
 }  // namespace
 
 std::string c_index(const sym::Expr& e, const IndexSymbols& symbols) { return print_index(e, symbols); }
-
-std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string& var) {
-  switch (e.kind()) {
-    case sym::ExprKind::Constant: return 0;
-    case sym::ExprKind::Symbol: return e.symbol_name() == var ? 1 : 0;
-    case sym::ExprKind::Add: {
-      int64_t sum = 0;
-      for (const sym::Expr& term : e.operands()) {
-        std::optional<int64_t> c = linear_coefficient(term, var);
-        if (!c) return std::nullopt;
-        sum += *c;
-      }
-      return sum;
-    }
-    case sym::ExprKind::Mul: {
-      // Affine in var only as constants times one factor affine in var; a var-free symbol as a
-      // further factor makes the coefficient symbolic.
-      if (!mentions(e, var)) return 0;
-      int64_t scale = 1;
-      const sym::Expr* with_var = nullptr;
-      for (const sym::Expr& f : e.operands()) {
-        if (f.is_constant()) {
-          scale *= f.constant();
-        } else if (with_var != nullptr || !mentions(f, var)) {
-          return std::nullopt;
-        } else {
-          with_var = &f;
-        }
-      }
-      std::optional<int64_t> inner = linear_coefficient(*with_var, var);
-      if (!inner) return std::nullopt;
-      return scale * *inner;
-    }
-    case sym::ExprKind::FloorDiv:
-    case sym::ExprKind::Mod:
-    case sym::ExprKind::Max:
-    case sym::ExprKind::Min:
-      if (mentions(e, var)) return std::nullopt;
-      return 0;
-  }
-  return std::nullopt;
-}
-
-sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index) {
-  sym::Expr offset = 0;
-  for (size_t k = 0; k < index.size() && k < buffer.strides.size(); ++k) {
-    // A dimension of size 1 is always read at index 0, whatever its stride says.
-    if (buffer.sizes[k].is_constant() && buffer.sizes[k].constant() == 1) continue;
-    offset = offset + index[k] * buffer.strides[k];
-  }
-  // Per-dimension indices that split one flat index recombine here: 5*((10*i1 + r0) // 5) +
-  // (10*i1 + r0) % 5 is 10*i1 + r0, contiguous along r0. Loop variables are non-negative, which
-  // is all simplify assumes of a variable without a range.
-  return loop_ir::simplify(offset, {});
-}
 
 }  // namespace ember::codegen::detail

@@ -15,6 +15,7 @@
 
 #include "codegen/cpp/cpp_codegen.h"
 #include "codegen/cpp/spelling.h"
+#include "loop_ir/collapse.h"
 
 namespace ember::codegen::detail {
 
@@ -60,11 +61,12 @@ struct IndexSymbols {
 // `e` as a C++ int64 expression. Loop variables i<k>/r<k> and shape symbols print as themselves,
 // t<n> as the node's variable (widened to int64 when narrower); any other symbol is a CodegenError.
 std::string c_index(const sym::Expr& e, const IndexSymbols& symbols);
-// The coefficient of `var` if `e` is affine in it with a constant coefficient (0 if absent);
-// nullopt when `var` appears under floordiv, mod, max, min or multiplied by a symbol.
-std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string& var);
-// Σ index[k] * strides[k]: the element offset of an access from the buffer's element 0.
-sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index);
+// The coefficient of a variable in an affine index and an access's element offset: the loop
+// IR's (loop_ir/collapse.h), which the collapse pass decides by too.
+using loop_ir::linear_coefficient;
+inline sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index) {
+  return loop_ir::flat_offset(buffer, index);
+}
 
 // ---- nodes (emit_ops.cpp)
 enum class Mode : uint8_t { Scalar, Vector, VectorTail };

@@ -34,6 +34,29 @@ std::string pointer(const NodeEnv& env, const Node& n) {
   return env.buffer_name(n.buffer) + " + " + address(env, n);
 }
 
+// An unmasked load of an integer or bool buffer whose every user is a cast to f32: vector code
+// loads it converted (ev::load_float: VecF lanes of static_cast<float>, exact on every ISA) and its
+// casts are the identity. Integer values of unknown range have no lanes of their own (VecI holds
+// 32 bits), but a float of each element is all these users read.
+bool converting_load(const NodeEnv& env, const Node& n) {
+  if (n.op != ScalarOp::Load || !n.operands.empty()) return false;
+  const DType dt = env.program->buffers.at(n.buffer).dtype;
+  if (!is_integer(dt) && dt != DType::Bool) return false;
+  bool used = false;
+  const std::string as_index = name(n.id);  // an index expression reading the value (gather)
+  for (const Node& user : env.kernel->nodes) {
+    std::set<std::string> read;
+    for (const sym::Expr& e : user.index) sym::free_symbols(e, read);
+    if (read.count(as_index)) return false;
+    for (NodeId o : user.operands) {
+      if (o != n.id) continue;
+      if (user.op != ScalarOp::Cast || user.dtype != DType::Float32) return false;
+      used = true;
+    }
+  }
+  return used;
+}
+
 // The value of element `addr` of the load's buffer, as a scalar.
 std::string scalar_load(const NodeEnv& env, const Node& n) {
   const Buffer& b = buffer_of(env, n);
@@ -304,7 +327,7 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
   }
   auto access = [&](bool store) -> std::string {
     const Buffer& b = buffer_of(env, n);
-    if (!dtype_spelling(b.dtype).vector_load)
+    if (!dtype_spelling(b.dtype).vector_load && (store || !converting_load(env, n)))
       return self + (store ? " stores to " : " loads from ") + ir::dtype_name(b.dtype) + " buffer %" + env.buffer_name(b.id);
     std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
     if (!c || *c != 1) {
@@ -365,7 +388,11 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
   auto operand = [&](size_t k) { return vector_operand_name(n.operands.at(k), inside(n.operands.at(k))); };
   const bool tail = mode == Mode::VectorTail;
   const std::string count = tail ? ", n" : "";
-  const std::string type = n.dtype == DType::Bool ? "ev::MaskF" : is_integer(n.dtype) ? "ev::VecI" : "ev::VecF";
+  const bool converting = converting_load(env, n);
+  const std::string type = converting               ? "ev::VecF"
+                           : n.dtype == DType::Bool ? "ev::MaskF"
+                           : is_integer(n.dtype)    ? "ev::VecI"
+                                                    : "ev::VecF";
   const std::string def = indent + "const " + type + " " + name(n.id) + " = ";
   const OpSpelling& s = op_spelling(n.op);
   switch (loop_ir::op_info(n.op).cls) {
@@ -386,7 +413,10 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         const Buffer& b = buffer_of(env, n);
         std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
         if (c && *c == 0) {
-          out += def + "ev::VecF::broadcast(" + scalar_load(env, n) + ");\n";
+          const std::string x = scalar_load(env, n);
+          out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
+        } else if (converting) {
+          out += def + "ev::load_float(" + pointer(env, n) + count + ");\n";
         } else {
           out += def + expand(dtype_spelling(b.dtype).vector_load, {pointer(env, n), "", count}) + ";\n";
         }
@@ -405,6 +435,10 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     }
     case OpClass::Unary:
       if (n.op == loop_ir::ScalarOp::Cast) {
+        if (converting_load(env, env.node(n.operands[0]))) {  // the load converted already
+          out += def + operand(0) + ";\n";
+          return;
+        }
         out += def + vector_cast(env.node(n.operands[0]).dtype, n.dtype, operand(0)) + ";\n";
         return;
       }

@@ -7,7 +7,8 @@
 // Guarantees: namespace ember::vec with
 //   VecF (kSize float lanes: 16 AVX-512, 8 AVX2 and scalar), MaskF, VecI (int32 lanes, one per VecF
 //   lane: integer arithmetic, compares to MaskF, conversion to float), full and tail (n-lane)
-//   loads/stores of float, bfloat16, float16 and bool bytes; element-wise arithmetic, comparisons,
+//   loads/stores of float, bfloat16, float16 and bool bytes; converting loads of integers and bools
+//   (load_float, vec_convert.h); element-wise arithmetic, comparisons,
 //   where, NaN-propagating maximum/minimum; math within 2 ulp of libm (vec_math.h); horizontal
 //   reductions, Welford and double carries of long reductions (vec_reduce.h); float forms of every
 //   function with the same bits.
@@ -42,5 +43,6 @@
 #include "ember/vec_scalar.h"
 #endif
 
+#include "ember/vec_convert.h"
 #include "ember/vec_math.h"
 #include "ember/vec_reduce.h"
