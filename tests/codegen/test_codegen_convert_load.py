@@ -88,7 +88,7 @@ def test_an_integer_load_used_as_an_integer_stays_scalar(cache_dir):
     p.end()
     p.end()
     prog = compile_loop(p.text(), cache_dir)
-    assert "scalar (%t0 loads from i64 buffer %b0)" in prog.source
+    assert "scalar (%t0 loads from i64 buffer %p0)" in prog.source
     x = torch.tensor([[2**40 + 7] * 19, [-3] * 19])
     assert torch.equal(prog.run([x])[0], (x + 1).float())
 
