@@ -48,6 +48,28 @@ def test_copy_into_input_is_a_store():
     torch.testing.assert_close(x, expected)
 
 
+def in_place_chain(x, y):
+    x.mul_(2).add_(y)
+    x -= 1
+    return x.sum()
+
+
+def test_in_place_ops_on_an_input_store_into_it():
+    ember.reset()
+    x, y = torch.randn(64), torch.randn(64)
+    rx = x.clone()
+    expected = in_place_chain(rx, y)
+    version = x._version
+    f = ember.compile(in_place_chain)
+    with compiles() as infos:
+        got = f(x, y)
+    torch.testing.assert_close(x, rx)
+    torch.testing.assert_close(got, expected)
+    assert x._version > version
+    (info,) = infos
+    assert "extern" not in info["loop_ir"], info["loop_ir"]
+
+
 def test_input_store_with_aliasing_inputs_keeps_old_values():
     # x and y view one storage: k0 stores into x while y's old values are still to be read (y is x
     # itself here). The runtime sees the overlap and runs the kernels on a copy of x.
