@@ -272,10 +272,6 @@ std::vector<size_t> needed_between(const Program& program, const std::vector<Wor
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Roots a kernel loads at an index that varies over its loops (not a single element).
 std::vector<BufferId> read_along(const Program& program, const WorkStep& step) {
   std::vector<BufferId> out;
