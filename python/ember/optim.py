@@ -5,8 +5,9 @@ per-parameter state from a dict keyed by tensors, branches on `torch.compiler.is
 itself in a profiler scope and calls `_foreach_*` kernels. Ember does not trace that code: it traces
 its own update (`_UPDATE_SOURCE`, the arithmetic of torch's non-capturable single-tensor step, op for
 op) over the lists `step()` would build. One graph computes every group's new parameters and state
-tensors (fused kernels over the arena), then copies them into the optimizer's tensors; the step
-counters are advanced outside it with one `torch._foreach_add_`.
+tensors and writes them back with one `torch._foreach_copy_`, which the scheduler turns into the
+kernels' own stores into the optimizer's tensors (one pass over memory per tensor, as torch's fused
+step); the step counters are advanced outside it with one `torch._foreach_add_`.
 
 Guards and recompiles: the lists are read whole (their lengths and each tensor's metadata are
 guarded); the per-parameter scalars that depend on lr and the step count are a small tensor made on
@@ -78,9 +79,10 @@ def sgd_update(groups):
 
 
 def write_back(writes):
-    # After every new value is computed: the kernels above fuse freely and compute into the arena
-    # (reused across calls: no fresh pages per step); then one extern call copies them all (one in-place
-    # node, not one per tensor: the scheduler's hazard checks grow with in-place nodes).
+    # After every new value is computed, so that no in-place node sits between two kernels (it would stop
+    # their fusion); one node, not one per tensor (the scheduler's hazard checks grow with in-place
+    # nodes). The scheduler makes each pair a store of the kernel computing the value into the tensor
+    # (docs/scheduler.md, "Stores into inputs"): no temporary, no copy.
     torch._foreach_copy_([w[0] for w in writes], [w[1] for w in writes])
 '''
 _namespace = {"torch": torch}

@@ -164,7 +164,9 @@ loop_ir::Program Lowerer::run(std::vector<std::string>* refusals) {
 
   for (const ir::Node& node : graph_.nodes()) {
     std::string refusal;
-    if (node.op == ir::Op::TorchCall || node.mutates_first_arg()) {
+    if (node.mutates_first_arg()) {
+      refusal = lower_in_place(*this, node);
+    } else if (node.op == ir::Op::TorchCall) {
       refusal = "a torch call";
     } else if (!types_lowerable(graph_, node)) {
       refusal = "a complex or float8 dtype";

@@ -141,6 +141,9 @@ std::string lower_reduction(Lowerer& L, const ir::Node& node);
 std::string lower_view(Lowerer& L, const ir::Node& node);
 std::string lower_data(Lowerer& L, const ir::Node& node);
 void lower_extern(Lowerer& L, const ir::Node& node);
+// An in-place pointwise op on a graph input (in_place.cpp): its functional kernel and a copy_ into the
+// input, or why not ("a torch call ...", having emitted nothing).
+std::string lower_in_place(Lowerer& L, const ir::Node& node);
 
 // Views (views.cpp): the layout of a realized buffer, and whether a layout matches a type.
 Layout buffer_layout(const loop_ir::Buffer& buffer);

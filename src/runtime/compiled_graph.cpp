@@ -3,6 +3,7 @@
 // until the call returns; outputs leave as new references.
 #include "runtime/compiled_graph.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstring>
@@ -209,6 +210,22 @@ CompiledGraph::CompiledGraph(loop_ir::Program program, memory::MemoryPlan plan, 
     externs_.push_back(symbolic_args(program_.externs[k]) ? ExternStep{} : make_extern_step(k, {}));
   plan_releases();
   if (program_.symbols.empty()) static_sized_ = make_sized({}, std::move(plan));
+
+  for (const loop_ir::Step& step : program_.steps) {
+    if (step.kind != loop_ir::Step::Kind::Kernel) continue;
+    for (const loop_ir::Node& n : program_.kernels[static_cast<size_t>(step.index)].nodes) {
+      if (n.op != loop_ir::ScalarOp::Store) continue;
+      const Buffer& root = program_.buffers.at(static_cast<size_t>(program_.storage_root(n.buffer)));
+      if (root.kind != Buffer::Kind::Input) continue;
+      const size_t k = static_cast<size_t>(root.index);
+      if (std::find(written_inputs_.begin(), written_inputs_.end(), k) == written_inputs_.end()) written_inputs_.push_back(k);
+    }
+  }
+  if (!written_inputs_.empty()) {
+    PyRef torch_c = PyRef::steal(PyObject_GetAttrString(bridge.torch, "_C"));
+    if (torch_c) increment_version_ = PyRef::steal(PyObject_GetAttrString(torch_c.get(), "_increment_version"));
+    if (!increment_version_) throw_python_error();
+  }
 }
 
 void CompiledGraph::plan_releases() {
@@ -233,6 +250,62 @@ void CompiledGraph::plan_releases() {
 }
 
 CompiledGraph::~CompiledGraph() = default;
+
+bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
+                                          std::vector<std::pair<PyObject*, PyRef>>* copies) const {
+  struct Range {
+    uintptr_t start, end;
+    bool written;
+  };
+  std::vector<bool> written(program_.inputs.size(), false);
+  for (size_t k : written_inputs_) written[k] = true;
+  std::vector<Range> ranges;
+  for (size_t k = 0; k < program_.inputs.size(); ++k) {
+    const size_t u = static_cast<size_t>(program_.inputs[k]);
+    const int64_t bytes = span_of(call.sized->sizes[u], call.sized->strides[u], program_.buffers[u].dtype);
+    if (bytes == 0) continue;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(call.pointers[u]);
+    ranges.push_back(Range{start, start + static_cast<uintptr_t>(bytes), written[k]});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
+  // Any overlapping pair (a starts first) has b.start < a.end <= the furthest end seen before b.
+  uintptr_t end_any = 0, end_written = 0;
+  bool overlap = false;
+  for (const Range& r : ranges) {
+    overlap = overlap || r.start < end_written || (r.written && r.start < end_any);
+    end_any = std::max(end_any, r.end);
+    if (r.written) end_written = std::max(end_written, r.end);
+  }
+  if (!overlap) return true;
+  for (size_t k : written_inputs_) {
+    const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
+    PyRef copy = empty_like_buffer(call, b);
+    if (!copy) return false;
+    PyRef done = PyRef::steal(PyObject_CallMethod(copy.get(), "copy_", "O", inputs[k]));
+    if (!done) return false;
+    const size_t u = static_cast<size_t>(b.id);
+    if (call.pointers[u] != nullptr && !data_pointer(copy.get(), &call.pointers[u])) return false;
+    call.tensors[u] = copy;
+    copies->emplace_back(inputs[k], std::move(copy));
+  }
+  return true;
+}
+
+bool CompiledGraph::finish_input_writes(PyObject* const* inputs,
+                                        const std::vector<std::pair<PyObject*, PyRef>>& copies) const {
+  for (const auto& [tensor, copy] : copies) {  // copy_ bumps the version
+    PyRef done = PyRef::steal(PyObject_CallMethod(tensor, "copy_", "O", copy.get()));
+    if (!done) return false;
+  }
+  if (!copies.empty()) return true;
+  PyRef written = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(written_inputs_.size())));
+  if (!written) return false;
+  for (size_t j = 0; j < written_inputs_.size(); ++j) {
+    Py_INCREF(inputs[written_inputs_[j]]);
+    PyTuple_SET_ITEM(written.get(), static_cast<Py_ssize_t>(j), inputs[written_inputs_[j]]);
+  }
+  return static_cast<bool>(PyRef::steal(PyObject_CallOneArg(increment_version_.get(), written.get())));
+}
 
 CompiledGraph::ExternStep CompiledGraph::make_extern_step(size_t k, const std::map<std::string, int64_t>& at) const {
   const loop_ir::ExternCall& call = program_.externs[k];
@@ -588,6 +661,8 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   call.tensors.resize(program_.buffers.size());
   for (size_t k = 0; k < program_.inputs.size(); ++k)
     if (!bind_input(call, k, inputs[k])) return false;
+  std::vector<std::pair<PyObject*, PyRef>> input_copies;
+  if (!written_inputs_.empty() && !stand_in_for_overlaps(call, inputs, &input_copies)) return false;
   for (const Buffer& b : program_.buffers) {
     if (b.kind != Buffer::Kind::Output) continue;
     PyRef t = empty_like_buffer(call, b);
@@ -636,6 +711,7 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     }
     return false;
   }
+  if (!written_inputs_.empty() && !finish_input_writes(inputs, input_copies)) return false;
   outputs->clear();
   for (BufferId id : program_.outputs) {
     PyObject* t = tensor_of(call, id);

@@ -25,6 +25,14 @@
 // strides) is a `Sized`, built on the first call with a tuple of values and kept in a small LRU;
 // the arena kept between calls grows to the largest plan seen.
 //
+// Stores into inputs (docs/memory.md, "Stores into inputs"). A kernel may store straight into a graph
+// input (the scheduler's rewrite of a copy into an input), which assumes graph inputs do not share
+// memory. Each call that runs such a program checks it (the address ranges of all inputs, sorted:
+// O(n log n)); where a written input overlaps another input, that call gives the kernels a copy of
+// each written input and copies the copies back after the run, in kernel order (what the copy calls
+// the program had would have done). Written inputs get their version counters bumped, as torch's
+// in-place ops bump them.
+//
 // What runs the steps is a GraphCode: CppCode calls the generated library's entry; TritonCode
 // (runtime/triton_code.h) launches Triton kernels on torch's current CUDA stream, or runs them in
 // Triton's interpreter. CompiledGraph binds buffers, arena and extern calls the same way for both.
@@ -171,6 +179,10 @@ class CompiledGraph : public GraphRunner {
   static int call_extern(ember_ctx* ctx, int32_t index);
   bool run_extern(Call& call, int32_t index) const;
   bool bind_input(Call& call, size_t k, PyObject* tensor) const;
+  // Stores into inputs (above): before the run, stand-ins for written inputs that overlap another
+  // input (`copies`: (caller's tensor, stand-in)); after it, the copies back and the version bumps.
+  bool stand_in_for_overlaps(Call& call, PyObject* const* inputs, std::vector<std::pair<PyObject*, PyRef>>* copies) const;
+  bool finish_input_writes(PyObject* const* inputs, const std::vector<std::pair<PyObject*, PyRef>>& copies) const;
   bool same_dims(const Call& call, loop_ir::BufferId id, const pybridge::RawTensorMeta& m, bool* strides_equal) const;
   bool adopt_result(Call& call, loop_ir::BufferId id, PyObject* tensor) const;
   PyObject* tensor_of(Call& call, loop_ir::BufferId id) const;  // borrowed from call; null + error
@@ -198,6 +210,8 @@ class CompiledGraph : public GraphRunner {
   // over them) whose tensors the call drops once it has run, so that torch's allocator has their
   // memory back mid-call, as in eager; outputs are kept.
   std::vector<std::vector<loop_ir::BufferId>> release_after_extern_;
+  std::vector<size_t> written_inputs_;    // graph inputs a kernel stores into, in kernel order
+  PyRef increment_version_;               // torch._C._increment_version, when written_inputs_ is not empty
   std::vector<PyRef> callables_;          // per extern call
   EagerExecutor::LiteralToPython convert_;
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.

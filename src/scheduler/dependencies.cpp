@@ -8,7 +8,10 @@
 // tensor both as a local and as a stack value), and an extern call's result with its arguments (a
 // torch call that returns a view, such as movedim). So a write into an Input or Extern root that
 // already holds data (a kernel's store, an in-place extern call; not an extern call defining its
-// results) counts as a write to every Input and Extern root.
+// results) counts as a write to every Input and Extern root. Except a kernel's store into an Input
+// root (stores into inputs, input_store.cpp): the runtime runs such a program only on inputs that do not
+// overlap the written ones (runtime/compiled_graph.h), so that store counts as a write to every Extern
+// root only (an extern result may still be a view of the input).
 #include <algorithm>
 #include <stdexcept>
 
@@ -57,14 +60,19 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       break;
     }
   }
+  const auto kind_of = [&](BufferId b) { return program.buffers[b].kind; };
   const auto torch_owned = [&](BufferId b) {
-    const loop_ir::Buffer::Kind kind = program.buffers[b].kind;
-    return kind == loop_ir::Buffer::Kind::Input || kind == loop_ir::Buffer::Kind::Extern;
+    return kind_of(b) == loop_ir::Buffer::Kind::Input || kind_of(b) == loop_ir::Buffer::Kind::Extern;
   };
+  const bool kernel = step.kind == loop_ir::Step::Kind::Kernel;
   acc.writes.insert(acc.writes.end(), overwritten.begin(), overwritten.end());
-  if (std::any_of(overwritten.begin(), overwritten.end(), torch_owned))
+  for (BufferId w : overwritten) {
+    if (!torch_owned(w)) continue;
+    const bool inputs_too = !kernel || kind_of(w) == loop_ir::Buffer::Kind::Extern;
     for (const loop_ir::Buffer& b : program.buffers)
-      if (torch_owned(b.id)) acc.writes.push_back(b.id);
+      if (kind_of(b.id) == loop_ir::Buffer::Kind::Extern || (inputs_too && torch_owned(b.id))) acc.writes.push_back(b.id);
+    if (inputs_too) break;
+  }
   sort_unique(acc.reads);
   sort_unique(acc.writes);
   return acc;

@@ -105,6 +105,11 @@ std::optional<int64_t> buffer_bytes(const loop_ir::Buffer& buffer);  // storage 
 void inline_producers(Program& program, std::vector<WorkStep>& steps, const ScheduleOptions& options,
                       std::vector<FusionDecision>& decisions);
 
+// input_store.cpp ---------------------------------------------------------------------------
+
+// Turns copies of computed values into graph inputs into the computing kernels' stores (scheduler.h).
+void store_into_inputs(Program& program, std::vector<WorkStep>& steps, std::vector<FusionDecision>& decisions);
+
 // fuse.cpp ----------------------------------------------------------------------------------
 
 // Merges kernel `b` into kernel `a` (a runs first in program order; step order legality is the

@@ -5,7 +5,8 @@
 // named k0, k1, ... in step order, buffers nothing uses any more are gone and ids are dense.
 //
 // Order: inline cheap producers first (it removes whole kernels and exposes the loads fusion
-// compares), then fuse, then clean up -- a store into a Temp that no step reads any more (its
+// compares), then fuse, then turn copies into graph inputs into stores (on the final kernels), then
+// clean up -- a store into a Temp that no step reads any more (its
 // readers now receive the value directly) is dropped, with the nodes only it needed, and a kernel
 // left without stores goes. Everything iterates in step or id order, so the output is
 // deterministic.
@@ -32,6 +33,8 @@ std::string FusionDecision::str() const {
       return "sibling " + producer + " + " + consumer + ": " + reason;
     case Kind::Split:
       return "split " + producer + " into " + consumer + ": " + reason;
+    case Kind::Store:
+      return "store " + producer + " into input " + consumer + ": " + reason;
     case Kind::Refused:
       return "refused " + producer + " -> " + consumer + ": " + reason;
   }
@@ -103,19 +106,32 @@ void remap_arg(ir::Arg& arg, const std::vector<BufferId>& ids) {
 }
 
 // Writes the steps back into the program: kernels renamed in step order, unused Temps dropped,
-// buffer ids renumbered densely everywhere they occur.
+// extern calls no step runs any more dropped with their results, buffer and extern ids renumbered
+// densely everywhere they occur.
 void rebuild(Program& program, std::vector<WorkStep>& steps) {
   std::vector<bool> used(program.buffers.size(), false);
   for (const Buffer& b : program.buffers)
-    if (b.kind != Buffer::Kind::Temp) used[b.id] = true;
+    if (b.kind != Buffer::Kind::Temp && b.kind != Buffer::Kind::Extern) used[b.id] = true;
   for (BufferId b : program.outputs) used[b] = true;
-  for (const WorkStep& s : steps) {
+  std::vector<int> extern_ids(program.externs.size(), -1);  // old index -> new, by old order
+  for (const WorkStep& s : steps)
+    if (s.kind == loop_ir::Step::Kind::Extern) extern_ids[s.extern_index] = 0;
+  std::vector<loop_ir::ExternCall> externs;
+  for (size_t e = 0; e < extern_ids.size(); ++e) {
+    if (extern_ids[e] < 0) continue;
+    extern_ids[e] = static_cast<int>(externs.size());
+    externs.push_back(std::move(program.externs[e]));
+  }
+  program.externs = std::move(externs);
+  for (WorkStep& s : steps) {
     if (s.kind == loop_ir::Step::Kind::Kernel) {
       for (const Node& n : s.kernel.nodes)
         if (n.op == ScalarOp::Load || n.op == ScalarOp::Store) used[n.buffer] = true;
     } else {
+      s.extern_index = extern_ids[s.extern_index];
       const loop_ir::ExternCall& call = program.externs[s.extern_index];
       for (BufferId b : call.buffer_args()) used[b] = true;
+      for (BufferId b : call.results) used[b] = true;
     }
   }
   // A View keeps its base chain.
@@ -189,6 +205,7 @@ std::vector<FusionDecision> schedule(Program& program, const ScheduleOptions& op
   std::vector<FusionDecision> decisions;
   inline_producers(program, steps, options, decisions);
   fuse_kernels(program, steps, options, decisions);
+  store_into_inputs(program, steps, decisions);
   remove_dead_stores(program, steps);
   rebuild(program, steps);
 

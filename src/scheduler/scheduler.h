@@ -15,6 +15,10 @@
 //   3. sibling fusion: kernels with the same outer ranges that read the same buffer share one
 //      kernel (and one pass when their loops have the same ranges: mean and variance in one
 //      Welford loop).
+//   4. stores into inputs: a copy of a computed value into a graph input (copy_, _foreach_copy_)
+//      becomes the store of the kernel computing it, straight into the input, where that is safe
+//      (input_store.cpp); the program then assumes graph inputs do not share memory, which the
+//      runtime checks per call (runtime/compiled_graph.h, "Stores into inputs").
 // Fusion never creates a cycle (a path producer -> other step -> consumer), never moves a kernel
 // across an extern call that writes a buffer it reads or writes, and keeps a kernel under
 // `max_nodes` scalar nodes.
@@ -52,9 +56,10 @@ struct SplitOptions {
 };
 
 struct FusionDecision {
-  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Refused };
+  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Store, Refused };
   Kind kind = Kind::Refused;
   std::string producer;  // kernel names as lowering printed them (k3), or buffer names (b5) for inlining
+                         // (Store: the kernel; its refusal: the copy call)
   std::string consumer;
   std::string reason;    // why it was taken or refused, in words
   std::string str() const;  // "inline b5 into k7: 3 ops, 1 consumer"
