@@ -116,7 +116,8 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
         throw std::invalid_argument("Triton code: kernel " + kernel.name +
                                     " needs exactly one of a cubin per config or an interpreted function");
     interpreted_ = interpreted_ || static_cast<bool>(variant->runnable.interpreted);
-    if (!symbolic) {
+    // A kernel of a symbolic program may have constant sizes (it mentions no symbol): launched as static.
+    if (kernel.xnumel.is_constant()) {
       launch.xnumel = kernel.xnumel.constant();
       for (Candidate& c : variant->runnable.candidates) c.grid = launch_grid(launch.xnumel, c.config);
     }
