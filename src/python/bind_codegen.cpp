@@ -73,6 +73,12 @@ codegen::CppOptions codegen_options(bool openmp, int64_t parallel_threshold) {
   return o;
 }
 
+// A size: its int when constant, else its expression's text ("s0*s1").
+nb::object size_value(const sym::Expr& e) {
+  if (e.is_constant()) return nb::int_(e.constant());
+  return nb::str(e.str().c_str());
+}
+
 nb::dict kernel_dict(const codegen::TritonKernel& k) {
   static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction"};
   nb::dict d;
@@ -89,7 +95,8 @@ nb::dict kernel_dict(const codegen::TritonKernel& k) {
       static const char* kUses[] = {"", "load", "store", "load_store"};
       pd["use"] = kUses[static_cast<int>(p.use)];
     } else {
-      pd["value"] = p.value.constant();
+      pd["value"] = size_value(p.value);
+      pd["hint"] = p.hint;
     }
     params.append(pd);
   }
@@ -105,8 +112,8 @@ nb::dict kernel_dict(const codegen::TritonKernel& k) {
     configs.append(cd);
   }
   d["configs"] = configs;
-  d["xnumel"] = k.xnumel.constant();
-  d["rnumel"] = k.rnumel.constant();
+  d["xnumel"] = size_value(k.xnumel);
+  d["rnumel"] = size_value(k.rnumel);
   d["check_sites"] = k.check_sites;
   d["signature"] = k.signature();
   return d;

@@ -84,6 +84,12 @@ std::string why_no_cuda_graph(const loop_ir::Program& program) {
     if (b.device.type != "cuda") return "the graph runs on " + b.device.str() + ": CUDA graphs need CUDA";
   if (program.steps.size() <= 1)
     return "one step: a CUDA graph's bookkeeping costs more than the one launch it saves";
+  // A new size tuple may need a cubin of a new divisibility class, compiled and loaded at its first
+  // launch (triton_code.h): that must not happen inside a stream capture, and every new tuple would
+  // re-record anyway. Recording per tuple, warmed up first, is the next step.
+  if (!program.symbols.empty())
+    return "the graph has shape symbols (" + std::to_string(program.symbols.size()) +
+           "): CUDA graphs are recorded for one size; a symbolic graph runs its kernels directly";
   for (const loop_ir::ExternCall& call : program.externs)
     if (is_random(call))
       return "extern call " + call.callable + " draws random numbers, which a replay would repeat";

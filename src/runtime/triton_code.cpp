@@ -1,6 +1,7 @@
 // TritonCode: runs a program's Triton kernels and extern calls in order (triton_code.h).
 #include "runtime/triton_code.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -16,12 +17,28 @@ namespace {
 
 using loop_ir::Buffer;
 
-// The job of one config with every pointer promised 16-byte aligned (triton_code.h, "Alignment").
-TritonCompileJob aligned_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config) {
-  TritonCompileJob job = compile_job({&kernel, &config});
-  for (size_t p = 0; p < kernel.params.size(); ++p)
-    if (kernel.params[p].kind == codegen::TritonParam::Kind::Pointer) job.divisible_by_16.push_back(static_cast<int>(p));
-  return job;
+bool symbolic_size(const codegen::TritonParam& p) {
+  return p.kind == codegen::TritonParam::Kind::Size && !p.value.is_constant();
+}
+
+// The bits of a divisibility class above this are the tuning bucket; a kernel with more symbolic
+// sizes leaves the rest unspecialized (never promised).
+constexpr size_t kClassBits = 32;
+
+int ceil_log2(int64_t v) {
+  int bits = 0;
+  while (bits < 62 && (int64_t{1} << bits) < v) ++bits;
+  return bits;
+}
+
+// The bytes from element 0 of `b` to one past the last element its strides reach, over the symbols.
+sym::Expr span_bytes_expr(const Buffer& b) {
+  sym::Expr span = 1;
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    if (b.sizes[d].is_constant() && b.sizes[d].constant() == 0) return 0;
+    span = span + (b.sizes[d] - 1) * b.strides[d];
+  }
+  return span * ir::dtype_itemsize(b.dtype);
 }
 
 // Sets a Python RuntimeError from a thread that may not hold the GIL (cubins run without it).
@@ -52,6 +69,30 @@ bool report_tuning(const std::string& line, double seconds, bool log_perf) {
 
 }  // namespace
 
+TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
+                                 uint64_t divisible) {
+  TritonCompileJob job = compile_job({&kernel, &config});
+  size_t k = 0;
+  for (size_t p = 0; p < kernel.params.size(); ++p) {
+    const codegen::TritonParam& param = kernel.params[p];
+    bool promised = aligned && param.kind == codegen::TritonParam::Kind::Pointer;
+    if (symbolic_size(param)) promised = k < kClassBits && ((divisible >> k++) & 1) != 0;
+    if (promised) job.divisible_by_16.push_back(static_cast<int>(p));
+  }
+  return job;
+}
+
+uint64_t hint_class(const codegen::TritonKernel& kernel) {
+  uint64_t bits = 0;
+  size_t k = 0;
+  for (const codegen::TritonParam& p : kernel.params)
+    if (symbolic_size(p)) {
+      if (k < kClassBits && p.hint % 16 == 0) bits |= uint64_t{1} << k;
+      ++k;
+    }
+  return bits;
+}
+
 TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
                        std::vector<Runnable> runnables, TuneOptions tune)
     : source_(std::move(source)), steps_(program.steps), tune_(std::move(tune)) {
@@ -59,40 +100,57 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
     throw std::invalid_argument("Triton code: " + std::to_string(runnables.size()) + " runnables and " +
                                 std::to_string(source_.kernels.size()) + " kernels for a program of " +
                                 std::to_string(program.kernels.size()));
+  for (const sym::SymbolInfo& s : program.symbols) symbol_names_.push_back(s.name);
+  const bool symbolic = !program.symbols.empty();
   for (size_t k = 0; k < runnables.size(); ++k) {
     const codegen::TritonKernel& kernel = source_.kernels[k];
     Launch launch;
     launch.kernel = k;
-    launch.runnable = std::move(runnables[k]);
-    launch.choice = std::make_unique<Choice>();
-    const std::vector<Candidate>& candidates = launch.runnable.candidates;
+    auto variant = std::make_unique<Variant>();
+    variant->key = hint_class(kernel);
+    variant->runnable = std::move(runnables[k]);
+    const std::vector<Candidate>& candidates = variant->runnable.candidates;
     if (candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
     for (const Candidate& c : candidates)
-      if (!c.kernel != static_cast<bool>(launch.runnable.interpreted))
+      if (!c.kernel != static_cast<bool>(variant->runnable.interpreted))
         throw std::invalid_argument("Triton code: kernel " + kernel.name +
                                     " needs exactly one of a cubin per config or an interpreted function");
-    interpreted_ = interpreted_ || static_cast<bool>(launch.runnable.interpreted);
-    launch.xnumel = kernel.xnumel.constant();
-    for (Candidate& c : launch.runnable.candidates) c.grid = launch_grid(launch.xnumel, c.config);
-    if (candidates.size() == 1 || launch.runnable.interpreted) {
-      launch.choice->best = candidates.front();
-      launch.choice->tuned = true;
+    interpreted_ = interpreted_ || static_cast<bool>(variant->runnable.interpreted);
+    // A kernel of a symbolic program may have constant sizes (it mentions no symbol): launched as static.
+    if (kernel.xnumel.is_constant()) {
+      launch.xnumel = kernel.xnumel.constant();
+      for (Candidate& c : variant->runnable.candidates) c.grid = launch_grid(launch.xnumel, c.config);
+    }
+    if (candidates.size() == 1 || variant->runnable.interpreted) {
+      variant->choice.best = candidates.front();
+      variant->choice.tuned = true;
     }
     for (const codegen::TritonParam& p : kernel.params) {
       Arg arg;
       if (p.kind == codegen::TritonParam::Kind::Size) {
-        arg.value = p.value.constant();
+        if (p.value.is_constant()) {
+          arg.value = p.value.constant();
+        } else {
+          auto found = std::find(symbol_names_.begin(), symbol_names_.end(),
+                                 p.value.kind() == sym::ExprKind::Symbol ? p.value.symbol_name() : "");
+          arg.kind = found == symbol_names_.end() ? Arg::Kind::Expr : Arg::Kind::Symbol;
+          arg.value = found - symbol_names_.begin();
+          arg.expr = p.value;
+          launch.sized.push_back(launch.args.size());
+        }
+        if (p.name == "rnumel") launch.rnumel_arg = launch.args.size();
       } else {
         const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
         arg.buffer = b.id;
-        if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes(b);
+        if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes_expr(b);
         switch (b.kind) {
           case Buffer::Kind::Input:
           case Buffer::Kind::Output:
           case Buffer::Kind::Extern: arg.kind = Arg::Kind::BufferPointer; break;
           case Buffer::Kind::Temp:
-            arg.kind = Arg::Kind::ArenaPointer;
-            arg.value = plan.offsets.at(static_cast<size_t>(b.id));
+            // With symbols the plan is per call: CompiledGraph puts the temporary's address in ctx->buffers.
+            arg.kind = symbolic ? Arg::Kind::BufferPointer : Arg::Kind::ArenaPointer;
+            if (!symbolic) arg.value = plan.offsets.at(static_cast<size_t>(b.id));
             break;
           case Buffer::Kind::View:
             throw std::invalid_argument("Triton code: kernel " + kernel.name + " takes view %" + b.name() +
@@ -107,6 +165,8 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
                                     std::to_string(c.kernel->binary().param_types.size()) +
                                     " launched parameters, its source has " + std::to_string(launch.args.size()));
     for (const std::string& site : kernel.check_sites) check_sites_.push_back(site);
+    launch.variants.push_back(std::move(variant));
+    launch.mutex = std::make_unique<std::mutex>();
     launches_.push_back(std::move(launch));
   }
 }
@@ -118,17 +178,19 @@ int TritonCode::run(ember_ctx* ctx, Env& env) const {
       continue;
     }
     const Launch& launch = launches_[static_cast<size_t>(step.index)];
-    if (launch.xnumel == 0) continue;
-    if (!(launch.runnable.interpreted ? launch_interpreted(launch, env) : launch_cuda(launch, ctx, env))) return 1;
+    if (launch.sized.empty() && launch.xnumel == 0) continue;
+    if (!(interpreted_ ? launch_interpreted(launch, ctx, env) : launch_cuda(launch, ctx, env))) return 1;
   }
   return 0;
 }
 
-bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const {
-  // On the stack, not a member: calls of one graph may run at once on several threads (the GIL is
-  // released). Every candidate's cubin has as many launched parameters as `args` (checked at
-  // construction), and cuda::Kernel refuses a binary with more than kMaxParams.
-  cuda::ArgValue values[cuda::kMaxParams];
+int64_t TritonCode::arg_values(const Launch& launch, const ember_ctx* ctx, cuda::ArgValue* values) const {
+  const sym::SymbolLookup lookup = [&](const std::string& name) -> std::optional<int64_t> {
+    for (size_t k = 0; k < symbol_names_.size(); ++k)
+      if (symbol_names_[k] == name) return ctx->sym[k];
+    return std::nullopt;
+  };
+  int64_t xnumel = launch.xnumel;
   for (size_t a = 0; a < launch.args.size(); ++a) {
     const Arg& arg = launch.args[a];
     switch (arg.kind) {
@@ -137,30 +199,95 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
         break;
       case Arg::Kind::ArenaPointer: values[a].pointer = reinterpret_cast<uint64_t>(ctx->arena + arg.value); break;
       case Arg::Kind::Value: values[a].integer = arg.value; break;
+      case Arg::Kind::Symbol: values[a].integer = ctx->sym[arg.value]; break;
+      case Arg::Kind::Expr: values[a].integer = sym::evaluate(arg.expr, lookup); break;
     }
   }
+  // xnumel is the first Size parameter (emit_triton's order).
+  if (!launch.sized.empty()) {
+    const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+    for (size_t a = 0; a < kernel.params.size(); ++a)
+      if (kernel.params[a].name == "xnumel") return values[a].integer;
+  }
+  return xnumel;
+}
+
+TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const {
+  if (launch.sized.empty()) return launch.variants.front().get();
+  uint64_t key = 0;
+  for (size_t k = 0; k < launch.sized.size() && k < kClassBits; ++k)
+    if (values[launch.sized[k]].integer % 16 == 0) key |= uint64_t{1} << k;
+  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  if (kernel.configs.size() > 1) {
+    // Tuning's size bucket: the next powers of two of xnumel and rnumel.
+    const int64_t rnumel = launch.rnumel_arg == SIZE_MAX ? 1 : values[launch.rnumel_arg].integer;
+    key |= static_cast<uint64_t>(ceil_log2(xnumel) | ceil_log2(rnumel) << 8) << kClassBits;
+  }
+  std::lock_guard<std::mutex> lock(*launch.mutex);
+  for (const std::unique_ptr<Variant>& v : launch.variants)
+    if (v->key == key) return v.get();
+  // A new class (or bucket): the first variant's configs, compiled with this class's promises.
+  const Variant& first = *launch.variants.front();
+  auto made = std::make_unique<Variant>();
+  made->key = key;
+  made->runnable.build_options = first.runnable.build_options;
+  PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
+  std::string why;
+  for (const Candidate& c : first.runnable.candidates) {
+    Candidate built = candidate_for(launch, *made, c.config, xnumel, &why);
+    if (built.kernel) made->runnable.candidates.push_back(std::move(built));
+    else made->runnable.dropped.push_back(c.config.str() + ": " + why);
+  }
+  if (made->runnable.candidates.empty()) {
+    PyErr_Format(PyExc_RuntimeError, "ember: compiling Triton kernel %s for sizes of divisibility class %llx failed: %s",
+                 kernel.name.c_str(), static_cast<unsigned long long>(key), why.c_str());
+    PyGILState_Release(gil);
+    return nullptr;
+  }
+  PyGILState_Release(gil);
+  if (made->runnable.candidates.size() == 1) {
+    made->choice.best = made->runnable.candidates.front();
+    made->choice.tuned = true;
+  }
+  launch.variants.push_back(std::move(made));
+  return launch.variants.back().get();
+}
+
+bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const {
+  // On the stack, not a member: calls of one graph may run at once on several threads (the GIL is
+  // released). Every candidate's cubin has as many launched parameters as `args` (checked at
+  // construction), and cuda::Kernel refuses a binary with more than kMaxParams.
+  cuda::ArgValue values[cuda::kMaxParams];
+  const int64_t xnumel = arg_values(launch, ctx, values);
+  if (xnumel == 0) return true;
   bool aligned = true;
-  for (size_t a = 0; a < launch.args.size(); ++a)
-    aligned = aligned && (launch.args[a].kind == Arg::Kind::Value || values[a].pointer % 16 == 0);
+  for (size_t a = 0; a < launch.args.size(); ++a) {
+    const Arg::Kind kind = launch.args[a].kind;
+    const bool pointer = kind == Arg::Kind::BufferPointer || kind == Arg::Kind::ArenaPointer;
+    aligned = aligned && (!pointer || values[a].pointer % 16 == 0);
+  }
+  Variant* variant = variant_for(launch, values, xnumel);
+  if (variant == nullptr) return false;
   // Candidates are timed on aligned pointers only (they are compiled with the promise), and never
   // while the stream captures a CUDA graph; such a call runs the first config (or the choice, once
   // made), a misaligned one compiled without the promise.
-  Choice& choice = *launch.choice;
+  Choice& choice = variant->choice;
   if (aligned && !choice.tuned.load(std::memory_order_acquire) &&
-      !cuda::stream_capturing(static_cast<cuda::CUstream>(env.stream)) && !tune(launch, values, env))
+      !cuda::stream_capturing(static_cast<cuda::CUstream>(env.stream)) && !tune(launch, *variant, values, xnumel, env))
     return false;
-  const Candidate& use = choice.tuned.load(std::memory_order_acquire) ? choice.best : launch.runnable.candidates.front();
-  const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, use.config);
+  const Candidate& use = choice.tuned.load(std::memory_order_acquire) ? choice.best : variant->runnable.candidates.front();
+  const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, *variant, use.config);
   if (kernel == nullptr) return false;
+  const uint32_t grid = launch.sized.empty() ? use.grid : launch_grid(xnumel, use.config);
   std::string error;
-  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), use.grid, 1, 1, values, &error))
-    return true;
+  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), grid, 1, 1, values, &error)) return true;
   set_error("ember: launching Triton kernel failed: " + error);
   return false;
 }
 
-bool TritonCode::tune(const Launch& launch, const cuda::ArgValue* values, const Env& env) const {
-  Choice& choice = *launch.choice;
+bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgValue* values, int64_t xnumel,
+                      const Env& env) const {
+  Choice& choice = variant.choice;
   std::lock_guard<std::mutex> lock(choice.mutex);
   if (choice.tuned.load(std::memory_order_relaxed)) return true;
   const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
@@ -171,34 +298,43 @@ bool TritonCode::tune(const Launch& launch, const cuda::ArgValue* values, const 
     if (!device) throw std::runtime_error(error);
     std::vector<std::string> binary_keys;
     std::vector<codegen::TritonConfig> configs;
-    for (const Candidate& c : launch.runnable.candidates) {
+    for (const Candidate& c : variant.runnable.candidates) {
       binary_keys.push_back(c.kernel->binary().key);
       configs.push_back(c.config);
     }
+    // A symbolic kernel's choice is per size bucket too (the variant's key above the class bits).
+    if (!launch.sized.empty()) binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
     const std::string key = best_config_key(kernel, binary_keys, *device, tune_.coordinate_descent);
     Candidate best;
     if (std::optional<codegen::TritonConfig> cached = load_best_config(tune_.cache_dir, key)) {
-      best = candidate_for(launch, *cached, &error);
+      best = candidate_for(launch, variant, *cached, xnumel, &error);
       how = "cached choice " + cached->str();
     }
     if (!best.kernel) {
       std::vector<cuda::InPlaceRegion> in_place;
-      for (size_t a = 0; a < launch.args.size(); ++a)
-        if (launch.args[a].in_place_bytes > 0)
-          in_place.push_back({values[a].pointer, static_cast<size_t>(launch.args[a].in_place_bytes)});
+      const sym::SymbolLookup at_values = [&](const std::string& name) -> std::optional<int64_t> {
+        for (size_t a = 0; a < launch.args.size(); ++a)
+          if (launch.args[a].kind == Arg::Kind::Symbol && symbol_names_[static_cast<size_t>(launch.args[a].value)] == name)
+            return values[a].integer;
+        return std::nullopt;
+      };
+      for (size_t a = 0; a < launch.args.size(); ++a) {
+        const int64_t bytes = sym::evaluate(launch.args[a].in_place_bytes, at_values);
+        if (bytes > 0) in_place.push_back({values[a].pointer, static_cast<size_t>(bytes)});
+      }
       std::map<std::string, Candidate> timed;
       cuda::KernelFor kernel_for = [&](const codegen::TritonConfig& config, std::string* why) {
-        Candidate c = candidate_for(launch, config, why);
+        Candidate c = candidate_for(launch, variant, config, xnumel, why);
         return timed.emplace(config.str(), std::move(c)).first->second.kernel;
       };
       TuneResult result = cuda::tune_on_device(configs, kernel_for, env.device_index,
-                                               static_cast<cuda::CUstream>(env.stream), launch.xnumel, values,
+                                               static_cast<cuda::CUstream>(env.stream), xnumel, values,
                                                in_place, tune_.coordinate_descent);
       best = timed.at(result.best.str());
       store_best_config(tune_.cache_dir, key, result);
       how = "timed " + std::to_string(result.timed) + " configs, best " + result.best.str() + " (" +
             std::to_string(result.best_ms * 1e3) + " us" + (result.found_by_coordinate_descent ? ", by coordinate descent" : "") + ")";
-      for (const std::string& d : launch.runnable.dropped) how += "; dropped " + d;
+      for (const std::string& d : variant.runnable.dropped) how += "; dropped " + d;
       for (const std::string& d : result.dropped) how += "; dropped " + d;
     }
     choice.best = std::move(best);
@@ -215,16 +351,18 @@ bool TritonCode::tune(const Launch& launch, const cuda::ArgValue* values, const 
                        seconds, tune_.log_perf);
 }
 
-TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const codegen::TritonConfig& config,
+TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const Variant& variant,
+                                                const codegen::TritonConfig& config, int64_t xnumel,
                                                 std::string* why) const {
-  for (const Candidate& c : launch.runnable.candidates)
+  for (const Candidate& c : variant.runnable.candidates)
     if (c.config.str() == config.str()) return c;
-  Candidate made{config, nullptr, launch_grid(launch.xnumel, config)};
+  Candidate made{config, nullptr, launch_grid(xnumel, config)};
   PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
   try {
     std::vector<std::string> errors;
     std::vector<TritonBinary> built =
-        build_triton_each({aligned_job(source_.kernels[launch.kernel], config)}, launch.runnable.build_options, &errors);
+        build_triton_each({specialized_job(source_.kernels[launch.kernel], config, true, variant.key)},
+                          variant.runnable.build_options, &errors);
     if (errors[0].empty()) {
       made.kernel = std::make_shared<const cuda::Kernel>(std::move(built[0]));
     } else {
@@ -237,15 +375,17 @@ TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const code
   return made;
 }
 
-const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch, const codegen::TritonConfig& config) const {
-  Choice& choice = *launch.choice;
+const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch, Variant& variant,
+                                                 const codegen::TritonConfig& config) const {
+  Choice& choice = variant.choice;
   std::lock_guard<std::mutex> lock(choice.mutex);
   if (choice.unaligned && choice.unaligned_config == config.str()) return choice.unaligned.get();
   // Runs without the GIL (needs_gil() is false for cubins); Triton's compiler needs it.
   PyGILState_STATE gil = PyGILState_Ensure();
   const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
   try {
-    std::vector<TritonBinary> built = build_triton({compile_job({&kernel, &config})}, launch.runnable.build_options);
+    std::vector<TritonBinary> built =
+        build_triton({specialized_job(kernel, config, false, variant.key)}, variant.runnable.build_options);
     choice.unaligned = std::make_shared<const cuda::Kernel>(std::move(built.at(0)));
     choice.unaligned_config = config.str();
   } catch (const std::exception& e) {
@@ -257,13 +397,16 @@ const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch, const cod
   return choice.unaligned.get();
 }
 
-bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
+bool TritonCode::launch_interpreted(const Launch& launch, const ember_ctx* ctx, Env& env) const {
+  cuda::ArgValue values[cuda::kMaxParams];
+  const int64_t xnumel = arg_values(launch, ctx, values);  // pointers unused: the interpreter takes tensors
+  if (xnumel == 0) return true;
   PyRef args = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(launch.args.size())));
   for (size_t a = 0; a < launch.args.size(); ++a) {
     const Arg& arg = launch.args[a];
     PyObject* item = nullptr;
-    if (arg.kind == Arg::Kind::Value) {
-      item = PyLong_FromLongLong(arg.value);
+    if (arg.kind == Arg::Kind::Value || arg.kind == Arg::Kind::Symbol || arg.kind == Arg::Kind::Expr) {
+      item = PyLong_FromLongLong(values[a].integer);
     } else {
       item = env.tensor(arg.buffer);
       Py_XINCREF(item);
@@ -272,13 +415,13 @@ bool TritonCode::launch_interpreted(const Launch& launch, Env& env) const {
     PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(a), item);
   }
   PyRef kwargs = PyRef::steal(PyDict_New());
-  const codegen::TritonConfig& config = launch.runnable.candidates.front().config;
+  const codegen::TritonConfig& config = launch.variants.front()->runnable.candidates.front().config;
   for (const auto& [name, value] : config.blocks) {
     PyRef v = PyRef::steal(PyLong_FromLongLong(value));
     PyDict_SetItemString(kwargs.get(), name.c_str(), v.get());
   }
-  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(launch.runnable.candidates.front().grid)));
-  PyRef bound = PyRef::steal(PyObject_GetItem(launch.runnable.interpreted.get(), grid_tuple.get()));
+  PyRef grid_tuple = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(launch_grid(xnumel, config))));
+  PyRef bound = PyRef::steal(PyObject_GetItem(launch.variants.front()->runnable.interpreted.get(), grid_tuple.get()));
   if (!bound) return false;
   PyRef done = PyRef::steal(PyObject_Call(bound.get(), args.get(), kwargs.get()));
   return static_cast<bool>(done);
@@ -294,7 +437,7 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
     for (size_t k = 0; k < source.kernels.size(); ++k) {
       runnables[k].build_options = options;
       for (const codegen::TritonConfig& config : source.kernels[k].configs) {
-        jobs.push_back(aligned_job(source.kernels[k], config));
+        jobs.push_back(specialized_job(source.kernels[k], config, true, hint_class(source.kernels[k])));
         job_of.emplace_back(k, &config);
       }
     }

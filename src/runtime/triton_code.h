@@ -27,6 +27,19 @@
 // CUDA graph forbids: a launch during capture runs the first config untuned (a capturing runner
 // should call the graph once before capture, so that the capture records the choice).
 // The interpreter never tunes: it runs the first config.
+//
+// Shape symbols (docs/dynamic-shapes.md, "Triton"). A program with symbols reads their values from
+// ctx->sym on every launch: each Size parameter (xnumel, rnumel, s0, ...) is evaluated there, the
+// grid is ceil(xnumel / XBLOCK) at those values, and temporaries are addressed through
+// ctx->buffers (the memory plan is per tuple of values, CompiledGraph's). Divisibility
+// specialization, as Triton's JIT does it (3.6: an integer argument that is a multiple of 16 gets
+// "tt.divisibility" = 16): a symbolic kernel's cubins belong to a class, the set of its symbolic
+// Size parameters that are multiples of 16, promised to Triton at compile time; each launch
+// computes its class and runs only cubins of that class (built ahead for the hints' class, others
+// on first need, through the disk cache), so no cubin ever runs on sizes that break its promise.
+// Triton's other specialization, an argument equal to 1, never applies: symbols are >= 2. With
+// several configs, tuning is per class and size bucket (next power of two of xnumel and rnumel),
+// the bucket part of the choice's disk key.
 #pragma once
 
 #include <Python.h>
@@ -78,10 +91,13 @@ class TritonCode : public GraphCode {
  private:
   // Where one launched argument comes from.
   struct Arg {
-    enum class Kind : uint8_t { BufferPointer, ArenaPointer, Value } kind = Kind::Value;
+    enum class Kind : uint8_t { BufferPointer, ArenaPointer, Value, Symbol, Expr } kind = Kind::Value;
     loop_ir::BufferId buffer = -1;  // BufferPointer: ctx->buffers[buffer]; both pointers: the tensor's buffer
-    int64_t value = 0;              // ArenaPointer: byte offset in the arena; Value: the integer
-    int64_t in_place_bytes = 0;     // a pointer the kernel loads and stores: the bytes saved while tuning
+    int64_t value = 0;              // ArenaPointer: byte offset in the arena; Value: the integer;
+                                    // Symbol: the index into ctx->sym
+    sym::Expr expr;                 // Expr: evaluated at ctx->sym (xnumel = s0*s1)
+    // A pointer the kernel loads and stores: the bytes saved while tuning (over the symbols).
+    sym::Expr in_place_bytes = 0;
   };
   // A launch's choice, made once (under `mutex`) and then read without a lock once `tuned` is set.
   struct Choice {
@@ -91,28 +107,44 @@ class TritonCode : public GraphCode {
     std::string unaligned_config;                 // under mutex: the config `unaligned` was built for
     std::shared_ptr<const cuda::Kernel> unaligned;
   };
+  // The cubins of one divisibility class (and, when tuning, size bucket) and their choice.
+  struct Variant {
+    uint64_t key = 0;       // bit k: Size parameter sized[k] is a multiple of 16; bucket above bit 32
+    Runnable runnable;
+    Choice choice;
+  };
   struct Launch {
     size_t kernel = 0;  // in source_.kernels
     std::vector<Arg> args;
-    int64_t xnumel = 0;
-    Runnable runnable;
-    std::unique_ptr<Choice> choice;
+    int64_t xnumel = 0;                // a program without symbols
+    std::vector<size_t> sized;         // symbolic programs: args of Size parameters, their class bits
+    size_t rnumel_arg = SIZE_MAX;      // the rnumel argument, for the tuning bucket
+    // The first is built with the graph (the hints' class); others are added under `mutex`.
+    mutable std::vector<std::unique_ptr<Variant>> variants;
+    std::unique_ptr<std::mutex> mutex;
   };
+  // The launch's arguments for this call: pointers from ctx, sizes evaluated at ctx->sym; returns xnumel.
+  int64_t arg_values(const Launch& launch, const ember_ctx* ctx, cuda::ArgValue* values) const;
+  // The variant for these argument values (its class and bucket), built on first need; null with
+  // a Python error set.
+  Variant* variant_for(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const;
   bool launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const;
-  // Sets launch.choice (from the disk cache, else by timing); false with a Python error set.
-  bool tune(const Launch& launch, const cuda::ArgValue* values, const Env& env) const;
+  // Sets variant.choice (from the disk cache, else by timing); false with a Python error set.
+  bool tune(const Launch& launch, Variant& variant, const cuda::ArgValue* values, int64_t xnumel, const Env& env) const;
   // A candidate for `config`: one already compiled, else compiled now (taking the GIL); a null
   // kernel with `*why` set when it does not compile.
-  Candidate candidate_for(const Launch& launch, const codegen::TritonConfig& config, std::string* why) const;
+  Candidate candidate_for(const Launch& launch, const Variant& variant, const codegen::TritonConfig& config,
+                          int64_t xnumel, std::string* why) const;
   // The cubin of `config` without the alignment promise, for a launch whose pointers are not all
   // 16-byte aligned; null with a Python error set.
-  const cuda::Kernel* unaligned_kernel(const Launch& launch, const codegen::TritonConfig& config) const;
-  bool launch_interpreted(const Launch& launch, Env& env) const;
+  const cuda::Kernel* unaligned_kernel(const Launch& launch, Variant& variant, const codegen::TritonConfig& config) const;
+  bool launch_interpreted(const Launch& launch, const ember_ctx* ctx, Env& env) const;
 
   codegen::TritonSource source_;
   std::vector<loop_ir::Step> steps_;
   std::vector<Launch> launches_;
   std::vector<std::string> check_sites_;
+  std::vector<std::string> symbol_names_;  // Program::symbols' names: ctx->sym[k] is symbol k's value
   bool interpreted_ = false;
   TuneOptions tune_;
 };
@@ -124,5 +156,14 @@ class TritonCode : public GraphCode {
 // std::runtime_error with the Python error's message.
 std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& source, const ir::Device& device,
                                                   const TritonBuildOptions& options, bool* all_cached);
+
+// The compile job of `config` of `kernel` with its promises: every pointer 16-byte aligned when
+// `aligned`, and the symbolic Size parameters whose bit is set in `divisible` (bit k: the k-th
+// symbolic Size parameter in order) multiples of 16.
+TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
+                                 uint64_t divisible);
+
+// The divisibility class of `kernel` at its Size parameters' hints: the class built ahead.
+uint64_t hint_class(const codegen::TritonKernel& kernel);
 
 }  // namespace ember::runtime

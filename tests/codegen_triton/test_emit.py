@@ -141,3 +141,48 @@ def test_printed_form_lists_params_and_configs():
     text = codegen.emit_triton(ROWSUM.format(n=8), printed=True)
     assert text.startswith("# kernel 0: ember_per_sum_")
     assert "#   in_ptr0: *fp32 = %b0\n" in text and "#   config: XBLOCK=" in text
+
+
+SYMBOLIC_ROWSUM = """
+program @f {{
+  symbol s0 hint=8
+  symbol s1 hint=100{range}
+  buffer %b0 : f32[s0, s1]{{s1, 1}} input 0
+  buffer %b1 : f32[s0]{{1}} output 0
+  kernel @k0 [i0 < s0] {{
+    loop [r0 < s1] {{
+      %t0 = load %b0[i0, r0] : f32
+      %t1 = reduce_sum %t0 : f32
+    }}
+    loop {{
+      store %b1[i0] = %t1
+    }}
+  }}
+  return (%b1)
+}}
+"""
+
+
+def test_symbolic_sizes_are_parameters_valid_over_the_ranges():
+    # Unbounded s1: a looped reduction (any row length), int64 indexing, every extent masked.
+    k = codegen.emit_triton(SYMBOLIC_ROWSUM.format(range=""))["kernels"][0]
+    assert k["kind"] == "looped_reduction"
+    sizes = [(p["name"], p["type"], p["value"], p["hint"]) for p in k["params"] if "buffer" not in p]
+    assert sizes == [("xnumel", "i64", "s0", 8), ("rnumel", "i64", "s1", 100), ("s0", "i64", "s0", 8),
+                     ("s1", "i64", "s1", 100)]
+    assert k["xnumel"] == "s0" and "rmask = rindex < s1" in k["source"] and "range(0, s1, RBLOCK)" in k["source"]
+    # Bounded s1 <= 1000: persistent over RBLOCK 1024 (the largest row), int32 indexing.
+    k = codegen.emit_triton(SYMBOLIC_ROWSUM.format(range=" range=[2, 1000]").replace("symbol s0 hint=8",
+                                                                                     "symbol s0 hint=8 range=[2, 4096]"))["kernels"][0]
+    assert k["kind"] == "persistent_reduction"
+    assert k["configs"][0]["blocks"]["RBLOCK"] == 1024
+    assert all(p["type"] == "i32" for p in k["params"] if "buffer" not in p)
+    assert "xmask = xindex < xnumel" in k["source"] and "rmask = rindex < s1" in k["source"]
+
+
+def test_symbolic_divisor_drops_the_mask():
+    # s1 a multiple of 256 (guarded): the looped loop over s1 in RBLOCK=256 chunks needs no rmask.
+    text = SYMBOLIC_ROWSUM.format(range=" range=[256, 8192] divisor=256").replace("hint=100", "hint=256")
+    k = codegen.emit_triton(text)["kernels"][0]
+    assert k["kind"] == "looped_reduction" and k["configs"][0]["blocks"]["RBLOCK"] == 256
+    assert "rmask" not in k["source"], k["source"]

@@ -102,3 +102,37 @@ def test_max_autotune_interprets_the_first_config_without_timing(tmp_path, monke
         got = ember.compile(lambda t: torch.softmax(t, -1), mode="max-autotune", options=INTERPRET)(x)
     torch.testing.assert_close(got, torch.softmax(x, -1))
     assert not (tmp_path / "triton" / "best").exists()
+
+
+# Symbolic sizes (docs/dynamic-shapes.md, "Triton"): one graph, its kernels taking the shape symbols
+# as arguments, serves every size; odd sizes exercise the masks, long rows the looped reductions.
+@pytest.mark.parametrize("name, fn, shapes, tol", [
+    ("pointwise", lambda a, b: torch.relu(a * b + 1), [((33, 65), (65,)), ((7, 3), (3,)), ((16, 64), (64,))], {}),
+    ("softmax", lambda a: torch.softmax(a, -1), [((8, 100),), ((5, 3),), ((3, 2000),)], {"rtol": 1e-5, "atol": 1e-5}),
+    ("layer_norm", lambda a: F.layer_norm(a, (a.shape[-1],)), [((8, 100),), ((5, 33),)], {"rtol": 1e-5, "atol": 1e-4}),
+])
+def test_symbolic_sizes(name, fn, shapes, tol):
+    ember.reset()
+    compiled = ember.compile(fn, dynamic=True, options=INTERPRET)
+    for shape in shapes:
+        args = [torch.randn(*s) for s in shape]
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*args), fn(*args), **tol)
+    s = ember.stats()
+    assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
+    if name != "layer_norm":  # normalized_shape is a Python int the frontend specializes (a recompile per width)
+        assert s["frames_compiled"] == 1 and s["recompiles"] == 0, s
+
+
+def test_symbolic_batch_layer_norm():
+    # A symbolic batch with a constant row: the persistent Welford kernel, masked on the batch.
+    w, b = torch.randn(100), torch.randn(100)
+    fn = lambda t: F.layer_norm(t, (100,), w, b)  # noqa: E731
+    ember.reset()
+    compiled = ember.compile(fn, dynamic=True, options=INTERPRET)
+    for rows in (8, 3, 17):
+        x = torch.randn(rows, 100)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-4)
+    s = ember.stats()
+    assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s

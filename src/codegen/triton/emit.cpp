@@ -9,12 +9,14 @@
 // loop likewise (blocks are powers of two, so dividing the largest candidate is enough).
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "codegen/triton/emit_internal.h"
 #include "codegen/triton/spelling.h"
 #include "scheduler/scheduler.h"
 #include "support/sha256.h"
+#include "sym/range.h"
 
 namespace ember::codegen {
 
@@ -60,41 +62,48 @@ const char* kind_name(TritonKernel::Kind kind) {
   return "?";
 }
 
-int64_t constant(const sym::Expr& e, const std::string& what) {
-  if (!e.is_constant())
-    throw CodegenError(what + " is symbolic (" + e.str() + "): Triton code generation needs constant sizes for now");
-  return e.constant();
+bool is_program_symbol(const std::string& name, const sym::Symbols& symbols) {
+  return std::any_of(symbols.begin(), symbols.end(), [&](const sym::SymbolInfo& s) { return s.name == name; });
 }
 
-int64_t product(const std::vector<sym::Expr>& ranges, const std::string& what) {
-  int64_t p = 1;
-  for (const sym::Expr& r : ranges) p *= constant(r, what);
+// The largest value `e` takes over the symbols' ranges (kInf when unbounded above).
+int64_t largest(const sym::Expr& e, const sym::Symbols& symbols) { return sym::bound(e, symbols).hi; }
+
+// `e` at the symbols' hints: a heuristic input only (configs), never a decision about validity.
+int64_t at_hints(const sym::Expr& e, const sym::Symbols& symbols) {
+  std::map<std::string, int64_t> hints;
+  for (const sym::SymbolInfo& s : symbols) hints[s.name] = s.hint;
+  return sym::evaluate(e, hints);
+}
+
+sym::Expr product(const std::vector<sym::Expr>& ranges) {
+  sym::Expr p = 1;
+  for (const sym::Expr& r : ranges) p = p * r;
   return p;
 }
 
-// Elements from element 0 to one past the last the strides reach (0 if empty).
-int64_t span_of(const Buffer& b) {
-  int64_t span = 1;
+// Elements from element 0 to one past the last the strides reach (0 if a size is 0).
+sym::Expr span_of(const Buffer& b, const sym::Symbols& symbols) {
+  sym::Expr span = 1;
   for (size_t d = 0; d < b.sizes.size(); ++d) {
-    const int64_t size = constant(b.sizes[d], "size " + std::to_string(d) + " of %" + b.name());
-    const int64_t stride = constant(b.strides[d], "stride " + std::to_string(d) + " of %" + b.name());
-    if (size == 0) return 0;
-    if (stride < 0) throw CodegenError("%" + b.name() + " has a negative stride");
-    span += (size - 1) * stride;
+    if (b.sizes[d].is_constant() && b.sizes[d].constant() == 0) return 0;
+    if (sym::bound(b.strides[d], symbols).lo < 0) throw CodegenError("%" + b.name() + " has a negative stride");
+    span = span + (b.sizes[d] - 1) * b.strides[d];
   }
   return span;
 }
 
-void check_symbols(const sym::Expr& e, const Node& n) {
+void check_symbols(const sym::Expr& e, const Node& n, const sym::Symbols& symbols) {
   if (e.kind() == sym::ExprKind::Symbol) {
     const std::string& s = e.symbol_name();
+    if (is_program_symbol(s, symbols)) return;
     const bool numbered = s.size() > 1 && std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!numbered || (s[0] != 'i' && s[0] != 'r' && s[0] != 't'))
       throw CodegenError("node " + triton::node_desc(n) + ": index symbol '" + s +
-                         "' is symbolic: Triton code generation needs constant sizes for now");
+                         "' is neither a loop variable, a node nor a shape symbol of the program");
     return;
   }
-  for (const sym::Expr& o : e.operands()) check_symbols(o, n);
+  for (const sym::Expr& o : e.operands()) check_symbols(o, n, symbols);
 }
 
 class KernelEmitter {
@@ -128,14 +137,26 @@ class KernelEmitter {
   }
 
  private:
-  // Every buffer the kernel touches is supported, with constant layout; views keep their root's
-  // dtype. Records each root's parameter role in order of first use.
+  // Every buffer the kernel touches is supported, with non-negative strides; views keep their
+  // root's dtype. Records each root's parameter role in order of first use, and the shape symbols
+  // the kernel's sizes and addresses mention (each becomes a parameter).
   void check_and_collect() {
+    const sym::Symbols& symbols = program_.symbols;
+    shape_.symbols = &symbols;
+    auto mention = [&](const sym::Expr& e) { sym::free_symbols(e, mentioned_); };
+    for (const sym::Expr& r : kernel_.ranges) mention(r);
+    for (const loop_ir::Loop& loop : kernel_.loops)
+      for (const sym::Expr& r : loop.ranges) mention(r);
+    sym::Expr needed = 0;
     for (const Node& n : kernel_.nodes) {
-      for (const sym::Expr& e : n.index) check_symbols(e, n);
+      for (const sym::Expr& e : n.index) {
+        check_symbols(e, n, symbols);
+        mention(e);
+      }
+      if (n.op == ScalarOp::CheckIndex) mention(n.bound);
       if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
       const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
-      int64_t offset = 0;
+      sym::Expr offset = 0;
       BufferId id = b.id;
       for (size_t depth = 0;; ++depth) {
         const Buffer& cur = program_.buffers.at(static_cast<size_t>(id));
@@ -145,14 +166,17 @@ class KernelEmitter {
         if (cur.dtype != b.dtype)
           throw CodegenError("view %" + b.name() + " (" + ir::dtype_name(b.dtype) + ") of %" + cur.name() + " (" +
                              ir::dtype_name(cur.dtype) + ") changes dtype: Triton code generation refuses it");
-        offset += constant(cur.offset, "the offset of %" + cur.name());
-        span_of(cur);
+        if (sym::bound(cur.offset, symbols).lo < 0) throw CodegenError("%" + cur.name() + " may have a negative offset");
+        offset = offset + cur.offset;
+        span_of(cur, symbols);
         if (cur.kind != Buffer::Kind::View) break;
         if (depth > program_.buffers.size()) throw CodegenError("views form a cycle at %" + b.name());
         id = cur.base;
       }
       shape_.root_offset[b.id] = offset;
-      span_needed_ = std::max(span_needed_, offset + span_of(b));
+      mention(offset);
+      for (const sym::Expr& stride : b.strides) mention(stride);
+      needed = max(needed, offset + span_of(b, symbols));
       auto found = std::find_if(roots_.begin(), roots_.end(), [&](const auto& r) { return r.first == id; });
       if (found == roots_.end()) {
         roots_.push_back({id, 0});
@@ -160,38 +184,63 @@ class KernelEmitter {
       }
       found->second |= n.op == ScalarOp::Load ? 1 : 2;
     }
-    for (const auto& [root, use] : roots_)
-      span_needed_ = std::max(span_needed_, span_of(program_.buffers.at(static_cast<size_t>(root))));
+    for (const auto& [root, use] : roots_) needed = max(needed, span_of(program_.buffers.at(static_cast<size_t>(root)), symbols));
+    span_needed_ = largest(needed, symbols);
   }
 
+  // Kind, trip counts and index width, each valid for every value the symbols' ranges allow.
   void measure() {
-    shape_.xnumel = product(kernel_.ranges, "the ranges of kernel @" + kernel_.name);
+    const sym::Symbols& symbols = program_.symbols;
+    shape_.xnumel = product(kernel_.ranges);
     bool ranged = false;
     for (const loop_ir::Loop& loop : kernel_.loops) {
-      shape_.loop_numel.push_back(product(loop.ranges, "a loop range of kernel @" + kernel_.name));
+      shape_.loop_numel.push_back(product(loop.ranges));
       if (loop.ranges.empty()) continue;
+      shape_.rnumel = ranged ? max(shape_.rnumel, shape_.loop_numel.back()) : shape_.loop_numel.back();
       ranged = true;
-      shape_.rnumel = std::max(shape_.rnumel, shape_.loop_numel.back());
     }
+    if (shape_.rnumel.is_constant() && shape_.rnumel.constant() < 1) shape_.rnumel = 1;
+    const int64_t longest = largest(shape_.rnumel, symbols);
+    const std::string rnumel_text =
+        shape_.rnumel.is_constant() ? shape_.rnumel.str() : shape_.rnumel.str() + " <= " + bound_text(longest);
     if (!ranged) {
       shape_.kind = TritonKernel::Kind::Pointwise;
       reasons_ = "# pointwise: no loop with ranges\n";
-    } else if (shape_.rnumel <= options_.persistent_max_rnumel) {
+    } else if (longest <= options_.persistent_max_rnumel) {
       shape_.kind = TritonKernel::Kind::PersistentReduction;
-      shape_.persistent_rblock = next_pow2(shape_.rnumel);
+      shape_.persistent_rblock = next_pow2(longest);
       reasons_ = "# persistent reduction: every loop runs <= " + std::to_string(options_.persistent_max_rnumel) +
-                 " times (rnumel " + std::to_string(shape_.rnumel) + "): the row stays in registers\n";
+                 " times (rnumel " + rnumel_text + "): the row stays in registers\n";
     } else {
       shape_.kind = TritonKernel::Kind::LoopedReduction;
-      reasons_ = "# looped reduction: rnumel " + std::to_string(shape_.rnumel) + " > " +
-                 std::to_string(options_.persistent_max_rnumel) + "\n";
+      reasons_ = "# looped reduction: rnumel " + rnumel_text + " > " + std::to_string(options_.persistent_max_rnumel) + "\n";
     }
-    // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32.
-    const int64_t points = shape_.xnumel * std::max<int64_t>(shape_.rnumel, 1);
+    // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32, here
+    // for every value of the symbols; a symbol without an upper bound makes the kernel int64.
+    const int64_t points = largest(shape_.xnumel * (ranged ? shape_.rnumel : sym::Expr(1)), symbols);
     shape_.int64 = points > kInt32Max || span_needed_ > kInt32Max;
     reasons_ += std::string("# index: ") + (shape_.int64 ? "int64" : "int32") + " (xnumel*rnumel " +
-                std::to_string(points) + ", largest buffer span " + std::to_string(span_needed_) +
+                bound_text(points) + ", largest buffer span " + bound_text(span_needed_) +
                 (shape_.int64 ? ": past INT32_MAX)\n" : ")\n");
+    if (!mentioned_program_symbols().empty())
+      reasons_ += "# sizes: symbolic, every extent masked; configs from the hints (" + hint_text() + ")\n";
+  }
+
+  static std::string bound_text(int64_t v) { return v == sym::Interval::kInf ? "unbounded" : std::to_string(v); }
+
+  // The program's symbols the kernel mentions, in the program's order: its symbol parameters.
+  std::vector<const sym::SymbolInfo*> mentioned_program_symbols() const {
+    std::vector<const sym::SymbolInfo*> list;
+    for (const sym::SymbolInfo& s : program_.symbols)
+      if (mentioned_.count(s.name)) list.push_back(&s);
+    return list;
+  }
+
+  std::string hint_text() const {
+    std::string text;
+    for (const sym::SymbolInfo* s : mentioned_program_symbols())
+      text += (text.empty() ? "" : ", ") + s->name + "=" + std::to_string(s->hint);
+    return text;
   }
 
   static TritonConfig config(int64_t xblock, int64_t rblock, int64_t warps) {
@@ -204,7 +253,7 @@ class KernelEmitter {
 
   std::vector<TritonConfig> configs() {
     std::vector<TritonConfig> list;
-    const int64_t xcap = next_pow2(shape_.xnumel);
+    const int64_t xcap = next_pow2(at_hints(shape_.xnumel, program_.symbols));
     auto add = [&](int64_t xb, int64_t rb, int64_t warps) {
       xb = std::max<int64_t>(1, std::min(xb, xcap));
       for (const TritonConfig& c : list)
@@ -237,7 +286,7 @@ class KernelEmitter {
         break;
       }
       case TritonKernel::Kind::LoopedReduction: {
-        const int64_t rb = std::min<int64_t>(2048, next_pow2(shape_.rnumel));
+        const int64_t rb = std::min<int64_t>(2048, next_pow2(at_hints(shape_.rnumel, program_.symbols)));
         if (scheduler::outer_reduction(program_, kernel_)) {
           add(64, 8, 4);
           reasons_ += "# configs: the loop reads across rows (outer reduction): XBLOCK=64 RBLOCK=8 keep loads coalesced\n";
@@ -265,12 +314,15 @@ class KernelEmitter {
       xb = std::max(xb, c.blocks[0].second);
       if (c.blocks.size() > 1) rb = std::max(rb, c.blocks[1].second);
     }
-    shape_.xmask = shape_.xnumel % xb != 0;
+    // A symbolic extent needs its mask unless the symbols' divisors make it a multiple of the block.
+    auto divides = [&](const sym::Expr& n, int64_t block) { return sym::known_multiple(n, program_.symbols) % block == 0; };
+    shape_.xmask = !divides(shape_.xnumel, xb);
     for (size_t l = 0; l < kernel_.loops.size(); ++l) {
-      const int64_t n = shape_.loop_numel[l];
+      const sym::Expr& n = shape_.loop_numel[l];
       const bool ranged = !kernel_.loops[l].ranges.empty();
       const bool persistent = shape_.kind == TritonKernel::Kind::PersistentReduction;
-      shape_.rmask.push_back(ranged && (persistent ? n != shape_.persistent_rblock : n % rb != 0));
+      const bool fills = persistent ? n.is_constant() && n.constant() == shape_.persistent_rblock : divides(n, rb);
+      shape_.rmask.push_back(ranged && !fills);
     }
   }
 
@@ -290,16 +342,18 @@ class KernelEmitter {
       list.push_back(p);
     }
     const std::string size_type = shape_.int64 ? "i64" : "i32";
-    auto size = [&](const char* name, int64_t value) {
+    auto size = [&](const std::string& name, const sym::Expr& value) {
       TritonParam p;
       p.kind = TritonParam::Kind::Size;
       p.name = name;
       p.type = size_type;
       p.value = value;
+      p.hint = at_hints(value, program_.symbols);
       list.push_back(p);
     };
     size("xnumel", shape_.xnumel);
     if (shape_.kind != TritonKernel::Kind::Pointwise) size("rnumel", shape_.rnumel);
+    for (const sym::SymbolInfo* s : mentioned_program_symbols()) size(s->name, sym::Expr::symbol(s->name));
     return list;
   }
 
@@ -329,15 +383,14 @@ class KernelEmitter {
   const TritonOptions& options_;
   KernelShape shape_;
   std::vector<std::pair<BufferId, int>> roots_;  // root -> 1 loaded, 2 stored, 3 both
-  int64_t span_needed_ = 0;
+  std::set<std::string> mentioned_;               // symbols in the kernel's sizes and addresses
+  int64_t span_needed_ = 0;                       // the largest span over the symbols' ranges
   std::string reasons_;
 };
 
 }  // namespace
 
 TritonSource emit_triton(const Program& program, const memory::MemoryPlan& plan, const TritonOptions& options) {
-  // Sizes as kernel arguments (with divisibility specialization where guarded) are a later round.
-  if (!program.symbols.empty()) throw sym::SymbolicUnsupported("triton: symbolic sizes are not built yet");
   if (plan.offsets.size() != program.buffers.size())
     throw CodegenError("the memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
                        std::to_string(program.buffers.size()) + " buffers");

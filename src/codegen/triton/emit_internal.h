@@ -15,17 +15,20 @@ namespace ember::codegen::triton {
 // What emit.cpp decided for one kernel, and what the body printer needs to follow it.
 struct KernelShape {
   TritonKernel::Kind kind = TritonKernel::Kind::Pointwise;
-  bool int64 = false;                  // index math in int64 (a size or span passes INT32_MAX)
-  int64_t xnumel = 1;
-  std::vector<int64_t> loop_numel;     // per loop: its trip count (1 for a loop without ranges)
-  int64_t rnumel = 1;                  // the longest ranged loop's trip count
-  int64_t persistent_rblock = 0;       // PersistentReduction: next_pow2(rnumel)
-  bool xmask = false;                  // xnumel does not divide every candidate XBLOCK
-  std::vector<bool> rmask;             // per loop: its trip count does not divide every RBLOCK
+  bool int64 = false;                  // index math in int64 (a size or span may pass INT32_MAX)
+  // Sizes are expressions over the program's shape symbols (constants for static programs); a
+  // symbol is a kernel parameter of its own name (s0), so the body prints them as they are.
+  sym::Expr xnumel = 1;
+  std::vector<sym::Expr> loop_numel;   // per loop: its trip count (1 for a loop without ranges)
+  sym::Expr rnumel = 1;                // the longest ranged loop's trip count (max() when symbolic)
+  int64_t persistent_rblock = 0;       // PersistentReduction: next_pow2 of rnumel's largest value
+  bool xmask = false;                  // xnumel may not divide some candidate XBLOCK
+  std::vector<bool> rmask;             // per loop: its trip count may not divide some RBLOCK
   // Root buffer -> parameter name ("in_ptr0"), and the element offset of each accessed buffer
   // (a view's chain of offsets) from its root's element 0.
   std::map<loop_ir::BufferId, std::string> pointer;
-  std::map<loop_ir::BufferId, int64_t> root_offset;
+  std::map<loop_ir::BufferId, sym::Expr> root_offset;
+  const sym::Symbols* symbols = nullptr;  // the program's: their ranges decide signs and divisions
 };
 
 // The @triton.jit function's body lines (4-space indented, each ending in '\n'), from the index

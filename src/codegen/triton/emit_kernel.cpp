@@ -13,6 +13,7 @@
 // accumulator per reduction, updated lane by lane in `for roffset in range(0, N, RBLOCK)`, reduced
 // across lanes after the loop; Welford keeps per-lane (count, mean, m2) and combines lanes with
 // Chan's formula using tl.sum only (a custom-combine tl.reduce is ~1000x slower in the interpreter).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "codegen/cpp/spelling.h"  // detail::expand: the one pattern expander
 #include "codegen/triton/emit_internal.h"
 #include "codegen/triton/spelling.h"
+#include "sym/range.h"
 
 namespace ember::codegen::triton {
 
@@ -130,47 +132,62 @@ class BodyEmitter {
 
   std::string x_shape() const { return reduction() ? "[XBLOCK, 1]" : "[XBLOCK]"; }
 
+  // Constant sizes are rebound to literals, as Inductor does: masks compare against constants, and
+  // the interpreter's numpy >= 2.4 bug on runtime loop bounds is avoided. Symbolic ones stay the
+  // parameters (xnumel, rnumel, s0, ...) the launcher passes.
   void header() {
-    line("    ", "xnumel = " + std::to_string(shape_.xnumel));
+    if (shape_.xnumel.is_constant()) line("    ", "xnumel = " + shape_.xnumel.str());
     std::string pid = shape_.int64 ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
     line("    ", "xoffset = " + pid + " * XBLOCK");
     line("    ", std::string("xindex = xoffset + tl.arange(0, XBLOCK)") + (reduction() ? "[:, None]" : ""));
     if (shape_.xmask) line("    ", "xmask = xindex < xnumel");
     split("xindex", "i", kernel_.ranges, "    ");
     if (!reduction()) return;
-    line("    ", "rnumel = " + std::to_string(shape_.rnumel));
+    if (shape_.rnumel.is_constant()) line("    ", "rnumel = " + shape_.rnumel.str());
     line("    ", std::string("rbase = tl.arange(0, RBLOCK)[None, :]") + (shape_.int64 ? ".to(tl.int64)" : ""));
   }
 
   // v0, v1, ... recovered from a flat row-major index over `ranges` (size-1 ranges are 0).
   void split(const std::string& flat, const std::string& prefix, const std::vector<sym::Expr>& ranges,
              const std::string& indent) {
-    int64_t inner = 1;
+    sym::Expr inner = 1;
     for (size_t k = ranges.size(); k-- > 0;) {
-      const int64_t extent = ranges[k].constant();
+      const sym::Expr& extent = ranges[k];
       std::string v = flat;
-      if (extent == 1) {
+      if (extent.is_constant() && extent.constant() == 1) {
         v = "0";
       } else {
-        if (inner != 1) v += " // " + std::to_string(inner);
-        if (k != 0) v += " % " + std::to_string(extent);
+        if (!(inner.is_constant() && inner.constant() == 1)) v += " // " + atom(inner);
+        if (k != 0) v += " % " + atom(extent);
       }
       line(indent, prefix + std::to_string(k) + " = " + v);
-      inner *= extent;
+      inner = inner * extent;
     }
   }
 
   // rmask and the r-variables of loop `l` from `rindex`.
   void lanes(size_t l, const std::string& indent) {
-    if (shape_.rmask[l]) line(indent, "rmask = rindex < " + std::to_string(shape_.loop_numel[l]));
+    if (shape_.rmask[l]) line(indent, "rmask = rindex < " + atom(shape_.loop_numel[l]));
     split("rindex", "r", kernel_.loops[l].ranges, indent);
   }
 
   // ---- index expressions
 
+  bool shape_symbol(const std::string& name) const {
+    return std::any_of(shape_.symbols->begin(), shape_.symbols->end(), [&](const sym::SymbolInfo& s) { return s.name == name; });
+  }
+
+  // Whether `e` varies across a block's lanes (mentions a loop variable or a node), rather than
+  // being one scalar for the whole program (constants and shape symbols).
+  bool per_lane(const sym::Expr& e) const {
+    if (e.kind() == sym::ExprKind::Symbol) return !shape_symbol(e.symbol_name());
+    return std::any_of(e.operands().begin(), e.operands().end(), [&](const sym::Expr& o) { return per_lane(o); });
+  }
+
   Cls expr_cls(const sym::Expr& e) const {
     if (e.kind() == sym::ExprKind::Symbol) {
       const std::string& s = e.symbol_name();
+      if (shape_symbol(s)) return Cls::X;
       if (s[0] == 'r') return Cls::XR;
       if (s[0] == 't') return cls_of(std::stoi(s.substr(1)));
       return Cls::X;
@@ -186,6 +203,7 @@ class BodyEmitter {
       case sym::ExprKind::Constant: return e.constant() >= 0;
       case sym::ExprKind::Symbol: {
         const std::string& s = e.symbol_name();
+        if (shape_symbol(s)) return sym::bound(e, *shape_.symbols).lo >= 0;
         return s[0] != 't' || node_of(std::stoi(s.substr(1))).op == ScalarOp::CheckIndex;
       }
       case sym::ExprKind::Add:
@@ -197,10 +215,13 @@ class BodyEmitter {
         return true;
       case sym::ExprKind::FloorDiv:
       case sym::ExprKind::Mod:
-        return non_negative(e.operands()[0]) && e.operands()[1].is_constant() && e.operands()[1].constant() > 0;
+        return non_negative(e.operands()[0]) && positive(e.operands()[1]);
     }
     return false;
   }
+
+  // A divisor > 0 for every value: a constant, or an expression of shape symbols alone.
+  bool positive(const sym::Expr& e) const { return !per_lane(e) && sym::bound(e, *shape_.symbols).lo > 0; }
 
   std::string atom(const sym::Expr& e) const {
     std::string s = index(e);
@@ -216,7 +237,7 @@ class BodyEmitter {
       case sym::ExprKind::Constant: return std::to_string(e.constant());
       case sym::ExprKind::Symbol: {
         const std::string& s = e.symbol_name();
-        if (s[0] == 't' && shape_.int64 && node_of(std::stoi(s.substr(1))).dtype != ir::DType::Int64)
+        if (!shape_symbol(s) && s[0] == 't' && shape_.int64 && node_of(std::stoi(s.substr(1))).dtype != ir::DType::Int64)
           return s + ".to(tl.int64)";
         return s;
       }
@@ -246,7 +267,7 @@ class BodyEmitter {
         const sym::Expr& a = e.operands()[0];
         const sym::Expr& b = e.operands()[1];
         // Triton's // and % truncate; they agree with Python's when both sides are >= 0.
-        if (non_negative(a) && b.is_constant() && b.constant() > 0) return atom(a) + (div ? " // " : " % ") + atom(b);
+        if (non_negative(a) && positive(b)) return atom(a) + (div ? " // " : " % ") + atom(b);
         return std::string(div ? "eh.floordiv_int(" : "eh.mod_int(") + index(a) + ", " + index(b) + ")";
       }
       case sym::ExprKind::Max:
@@ -286,10 +307,10 @@ class BodyEmitter {
   // "in_ptr0 + (addr)" widened to class `c`; returns the class it has.
   std::string pointer(const Node& n, Cls want, Cls* got) const {
     const sym::Expr off = offset_of(n);
-    const bool has_symbols = !off.is_constant();
-    Cls c = has_symbols ? expr_cls(off) : Cls::X;
+    const bool lanes = per_lane(off);
+    Cls c = lanes ? expr_cls(off) : Cls::X;
     std::string addr = index(off);
-    if (!has_symbols) addr += " + tl.zeros(" + x_shape() + ", tl.int32)";
+    if (!lanes) addr += " + tl.zeros(" + x_shape() + ", tl.int32)";
     if (want == Cls::XR && c == Cls::X) {
       addr += " + tl.zeros([XBLOCK, RBLOCK], tl.int32)";
       c = Cls::XR;
@@ -360,6 +381,8 @@ class BodyEmitter {
           const sym::Expr& e = n.index.at(0);
           if (e.is_constant()) {
             line(indent, def + "tl.full(" + x_shape() + ", " + std::to_string(e.constant()) + ", tl.int64)");
+          } else if (!per_lane(e)) {
+            line(indent, def + "(" + index(e) + ") + tl.zeros(" + x_shape() + ", tl.int64)");
           } else {
             set_cls(n, expr_cls(e));
             line(indent, def + "(" + index(e) + ").to(tl.int64)");
@@ -448,8 +471,7 @@ class BodyEmitter {
 
   void check_index(const Node& n, const std::string& indent, size_t loop, Cls c) {
     set_cls(n, c);
-    if (!n.bound.is_constant()) refuse(n, "has a symbolic bound");
-    const std::string t = var(n.id), bound = std::to_string(n.bound.constant());
+    const std::string t = var(n.id), bound = atom(n.bound);
     sites_->push_back(kernel_.name + " %t" + std::to_string(n.id));
     line(indent, t + " = " + var(n.operands.at(0)));
     const std::string mask = mask_of(c, loop);
@@ -520,13 +542,19 @@ class BodyEmitter {
     const NodeId leader = welford_leader(n);
     const std::string w = "w" + std::to_string(leader);
     const std::string v = full_block(n.operands[0]);
-    const std::string count = std::to_string(shape_.loop_numel[loop]);
     if (leader == n.id) {
-      line(indent, w + "_mean = eh.div(tl.sum(" + masked(loop, v, "0.0") + ", 1)[:, None], " + count + ".0)");
+      line(indent, w + "_mean = eh.div(tl.sum(" + masked(loop, v, "0.0") + ", 1)[:, None], " + count(n, loop) + ")");
       line(indent, w + "_dev = " + masked(loop, v + " - " + w + "_mean", "0.0"));
     }
     if (n.op == ScalarOp::WelfordMean) return line(indent, def + w + "_mean");
     line(indent, def + "tl.sum(" + w + "_dev * " + w + "_dev, 1)[:, None]");
+  }
+
+  // A Welford reduction's element count as a float of its dtype: "100.0", or "(s1).to(tl.float32)".
+  std::string count(const Node& n, size_t loop) {
+    const sym::Expr& c = shape_.loop_numel[loop];
+    if (c.is_constant()) return std::to_string(c.constant()) + ".0";
+    return "(" + index(c) + ").to(" + dt(acc_dtype(n), n).value_tl + ")";
   }
 
   void looped_loop(size_t l, size_t begin, size_t end) {
@@ -544,7 +572,7 @@ class BodyEmitter {
       }
       line("    ", "acc" + std::to_string(n.id) + " = tl.full([XBLOCK, RBLOCK], " + identity(n) + ", " + tl_acc + ")");
     }
-    line("    ", "for roffset in range(0, " + std::to_string(shape_.loop_numel[l]) + ", RBLOCK):");
+    line("    ", "for roffset in range(0, " + index(shape_.loop_numel[l]) + ", RBLOCK):");
     line(in, "rindex = roffset + rbase");
     lanes(l, in);
     for (size_t i = begin; i < end; ++i) node(kernel_.nodes[i], in, l);
@@ -579,8 +607,7 @@ class BodyEmitter {
     const NodeId leader = welford_leader(n);
     const std::string w = "w" + std::to_string(leader);
     if (leader == n.id) {
-      line("    ", w + "_mu = eh.div(tl.sum(" + w + "_mean * " + w + "_n, 1)[:, None], " +
-                     std::to_string(shape_.loop_numel[loop]) + ".0)");
+      line("    ", w + "_mu = eh.div(tl.sum(" + w + "_mean * " + w + "_n, 1)[:, None], " + count(n, loop) + ")");
     }
     if (n.op == ScalarOp::WelfordMean) return line("    ", def + w + "_mu");
     line("    ", def + "tl.sum(" + w + "_m2 + " + w + "_n * (" + w + "_mean - " + w + "_mu) * (" + w + "_mean - " + w +

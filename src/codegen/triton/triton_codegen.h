@@ -2,8 +2,8 @@
 // module's text) per loop-IR kernel, plus everything the runtime needs to compile and launch it
 // without reading that text (docs/codegen-triton.md).
 //
-// Needs: a verified Program with constant sizes, strides and offsets (symbolic sizes arrive with
-// dynamic shapes), its MemoryPlan, all buffers on one CUDA device (or the CPU, for Triton's
+// Needs: a verified Program (sizes, strides and offsets constant or over its shape symbols, strides
+// and offsets never negative), its MemoryPlan, all buffers on one CUDA device (or the CPU, for Triton's
 // interpreter). Guarantees:
 //  - Deterministic text: the same kernel prints the same bytes whatever program it comes from and
 //    whatever its position there (names are derived from content, never from `k3`), so the cubin
@@ -12,6 +12,11 @@
 //    addressed through the buffer its chain of bases ends at, its offset folded into the index
 //    math), then its sizes. A Temp's pointer is the arena plus the planned offset, which the
 //    runtime computes, so a kernel never sees the arena itself.
+//  - Symbolic sizes (docs/dynamic-shapes.md): each shape symbol a kernel mentions is an integer
+//    parameter of its name (after xnumel and rnumel); every decision holds for every value in the
+//    symbols' ranges: symbolic extents are masked, a persistent reduction's RBLOCK covers the
+//    largest row the ranges allow (looped when unbounded), int32 indexing only when the ranges
+//    bound every index and span below INT32_MAX. Configs are chosen at the hints.
 //  - Values are computed as the loop IR says (loop_ir.h "Dtypes"): f16/bf16 loads upcast to f32,
 //    stores round to nearest even; max/min propagate NaN; floordiv/mod round toward -inf.
 //  - All math the `tl` namespace lacks goes through Ember's helper module (python/ember/_triton/
@@ -56,7 +61,8 @@ struct TritonParam {
   std::string name;            // as in the source: in_ptr0, out_ptr1, in_out_ptr0, xnumel
   std::string type;            // Triton signature type: "*fp32", "*bf16", "*i64", "*i1", "i32", "i64"
   loop_ir::BufferId buffer = -1;  // Pointer
-  sym::Expr value;             // Size
+  sym::Expr value;             // Size: over the program's shape symbols when sizes are symbolic
+  int64_t hint = 0;            // Size: `value` at the symbols' hints (the cubin built ahead of the first call)
 };
 
 // One launch configuration: values of the kernel's constexpr block sizes, and compile options.
@@ -89,7 +95,7 @@ struct TritonSource {
 };
 
 // Throws CodegenError naming the buffer or node when the program has something this backend does
-// not generate (a view that changes dtype, complex or float8 buffers, symbolic sizes for now).
+// not generate (a view that changes dtype, complex or float8 buffers, a possibly negative stride).
 TritonSource emit_triton(const loop_ir::Program& program, const memory::MemoryPlan& plan, const TritonOptions& options);
 
 // Text form for golden tests and EMBER_LOGS=output_code: every kernel's source, each preceded by a
