@@ -34,7 +34,11 @@ def _check_intact(cache_dir):
             stem, ext = os.path.splitext(path)
             # The cache's own files; a temporary (cache_files.h: renamed into place) would be left
             # behind by a writer that lost a race.
-            assert ext in (".cpp", ".so", ".sha256", ".lock", ".gch"), f"unexpected file {path}"
+            assert ext in (".cpp", ".so", ".sha256", ".lock", ".gch", ".unit"), f"unexpected file {path}"
+            if ext == ".unit":  # a kernel's index entry: the key of the published unit that defines it
+                with open(path) as f:
+                    unit = f.read().strip()
+                assert len(unit) == 64 and os.path.exists(os.path.join(cache_dir, "cpp", unit[:2], unit + ".so")), path
             if ext == ".so":
                 libraries += 1
                 with open(path, "rb") as f:
