@@ -30,7 +30,8 @@ $(VENV)/.ready:
 	$(PY) -m pip install -q --no-deps torchvision==0.28.0 timm==1.0.31 diffusers==0.42.1
 	touch $@
 
-# build/<tag>/ holds one CMake tree per interpreter; the extension is copied next to the package.
+# build/<tag>/ holds one CMake tree per interpreter; the extension is copied next to the package as a new
+# file (--remove-destination), not over the one that running processes have mapped.
 define build_for
 	@mkdir -p build/$(1)
 	@test -f build/$(1)/build.ninja || $(VENV)/bin/cmake -S . -B build/$(1) -G Ninja \
@@ -38,7 +39,6 @@ define build_for
 	    -DPython_EXECUTABLE=$(2) \
 	    -Dnanobind_DIR=$$($(PY) -m nanobind --cmake_dir) > /dev/null
 	$(VENV)/bin/ninja -C build/$(1) -j $(JOBS) > build/$(1)/last-build.log || (cat build/$(1)/last-build.log; exit 1)
-	# --remove-destination: a new file, not an overwrite of the one running processes have mapped.
 	cp --remove-destination build/$(1)/_C*.so python/ember/
 endef
 
