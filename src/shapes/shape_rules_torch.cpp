@@ -145,6 +145,16 @@ Result conv2d(const Call& call) { return infer_conv(call, 2); }
 Result nll_loss(const Call& call) { return infer_nll_loss(call, false); }
 Result cross_entropy(const Call& call) { return infer_nll_loss(call, true); }
 
+// `s + x`, `s - x`, `s * x`, `s / x` with a Python scalar on the left: the interpreter records
+// operator.sub(1.0, x) (x.__rsub__) as a torch node. Its type is that of `x op s`: promotion and these
+// ops' dtype rules are symmetric in their operands, and the result takes the tensor's layout.
+template <ir::Op kOp>
+Result scalar_left(const Call& call) {
+  if (call.args.size() != 2 || !call.kwargs.empty() || call.args[0].tensor || !call.args[1].tensor) return std::nullopt;
+  const std::vector<Operand> swapped{call.args[1], call.args[0]};
+  return infer_binary(Call{kOp, swapped, call.kwargs, call.grad_enabled, call.default_dtype});
+}
+
 struct TorchRule {
   std::string_view name;
   Result (*rule)(const Call&);
@@ -152,6 +162,10 @@ struct TorchRule {
 
 // Sorted by name, for the binary search of find_rule (checked at compile time below).
 constexpr TorchRule kTorchRules[] = {
+    {"operator.add", scalar_left<ir::Op::Add>},
+    {"operator.mul", scalar_left<ir::Op::Mul>},
+    {"operator.sub", scalar_left<ir::Op::Sub>},
+    {"operator.truediv", scalar_left<ir::Op::Div>},
     {"torch.Tensor.bfloat16", convert_to<ir::DType::BFloat16>},
     {"torch.Tensor.double", convert_to<ir::DType::Float64>},
     {"torch.Tensor.float", convert_to<ir::DType::Float32>},

@@ -63,7 +63,6 @@ def _module_cases():
 # Bench workloads whose capture still runs a torch meta kernel written in Python (which imports
 # torch._dynamo), with the call no shape rule answers yet:
 NOT_YET = {
-    "padding_mask_softmax": "`1.0 - mask`: operator.sub with a Python scalar on the left",
     "convnext_block": "not diagnosed yet (its layer_norm, linear, gelu and conv alone stay dynamo-free)",
     "mixer_token_mlp": "not diagnosed yet (its transposed linear and add alone stay dynamo-free)",
 }

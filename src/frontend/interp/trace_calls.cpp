@@ -308,7 +308,9 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   // is symbolic: only a shape rule answers then.
   bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
                    core_op_applies(kind.op, args, kwargs);
-  bool torch_rule = kind.kind == CallableKind::TorchOp && shapes::has_torch_call_rule(name);
+  // Generic captures, and operator-module functions the interpreter records as torch nodes (`1.0 - x`).
+  bool torch_rule = (kind.kind == CallableKind::TorchOp || kind.kind == CallableKind::Operator) &&
+                    shapes::has_torch_call_rule(name);
   if (core_rule || torch_rule) {
     // Ember's own shape rules first: no meta kernel when they know the answer (under
     // verify_shape_rules, the meta kernel runs too and must agree). Some meta kernels are
