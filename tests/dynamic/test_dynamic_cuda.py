@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from ember.models.nanogpt import GPT, GPTConfig, random_tokens
+
+import test_dynamic_models  # the CPU file's model and runner, on CUDA
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -21,18 +22,11 @@ def fresh():
 
 
 def small_gpt():
-    torch.manual_seed(0)
-    cfg = GPTConfig(block_size=128, vocab_size=64, n_layer=2, n_head=4, n_embd=64, dropout=0.0)
-    return GPT(cfg).cuda().eval(), cfg
+    return test_dynamic_models.small_gpt("cuda")
 
 
 def run(model, cfg, shapes, **compile_kwargs):
-    g = ember.compile(model, **compile_kwargs)
-    with torch.no_grad():
-        for b, t in shapes:
-            x = random_tokens(cfg, b, t, seed=b * 1000 + t).cuda()
-            torch.testing.assert_close(g(x), model(x), rtol=1e-4, atol=1e-4)
-    return ember.stats()
+    return test_dynamic_models.run(model, cfg, shapes, device="cuda", tolerance=1e-4, **compile_kwargs)
 
 
 def test_nanogpt_over_sequence_lengths_compiles_twice():

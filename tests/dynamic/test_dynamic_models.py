@@ -15,18 +15,20 @@ def fresh():
     ember.reset()
 
 
-def small_gpt():
+def small_gpt(device="cpu"):
     torch.manual_seed(0)
     cfg = GPTConfig(block_size=128, vocab_size=64, n_layer=2, n_head=4, n_embd=64, dropout=0.0)
-    return GPT(cfg).eval(), cfg
+    return GPT(cfg).to(device).eval(), cfg
 
 
-def run(model, cfg, shapes, **compile_kwargs):
+def run(model, cfg, shapes, device="cpu", tolerance=None, **compile_kwargs):
+    """Compiles `model`, calls it on tokens of each (batch, length), compares with eager; ember.stats()."""
     g = ember.compile(model, **compile_kwargs)
+    tol = {} if tolerance is None else {"rtol": tolerance, "atol": tolerance}
     with torch.no_grad():
         for b, t in shapes:
-            x = random_tokens(cfg, b, t, seed=b * 1000 + t)
-            torch.testing.assert_close(g(x), model(x))
+            x = random_tokens(cfg, b, t, seed=b * 1000 + t).to(device)
+            torch.testing.assert_close(g(x), model(x), **tol)
     return ember.stats()
 
 
