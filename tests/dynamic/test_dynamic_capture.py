@@ -148,3 +148,25 @@ def test_guard_text_names_the_reason():
     g(torch.randn(2, 12))
     out = ember.explain(branchy, backend="eager", dynamic=True)(torch.randn(2, 12))
     assert "shape guard: 10 < s1: 10 < s1 (" in out.guards[0] and "test_dynamic_capture.py" in out.guards[0], out.guards[0]
+
+
+@pytest.mark.parametrize("make, sample", [
+    (lambda: torch.nn.Linear(24, 10), lambda b: torch.randn(b, 24)),
+    (lambda: torch.nn.LayerNorm(24), lambda b: torch.randn(b, 5, 24)),
+    (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), lambda b: torch.randn(b, 3, 12, 12)),
+], ids=["linear", "layer_norm", "conv_relu"])
+def test_a_size_a_rule_needs_static_does_not_pin_the_batch(make, sample):
+    """Under dynamic=True every input dim starts symbolic; a rule that needs one of them equal to a
+    parameter's size (in_features, normalized_shape, in_channels, a conv's spatial sizes) pins just
+    those, with that reason, and the batch stays symbolic: one graph over batch sizes."""
+    torch.manual_seed(0)
+    m = make().to(DEVICE)
+    g = ember.compile(m, dynamic=True)
+    with torch.no_grad():
+        run_all(m, g, [(sample(b).to(DEVICE),) for b in (2, 7, 16)])
+        if one_graph_serves_all_sizes("ember"):
+            assert compiles() == 1, ember.stats()
+        out = ember.explain(m, dynamic=True)(sample(5).to(DEVICE))
+    lines = "\n".join(out.guards).splitlines()
+    pinned = [line for line in lines if "shape rule needs these sizes static" in line]
+    assert pinned and not any(line.startswith("shape guard: s0 ==") for line in pinned), lines
