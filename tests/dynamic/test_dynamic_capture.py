@@ -192,3 +192,17 @@ def size_in_a_tuple(x):
 def test_in_compares_sizes_by_value():
     g = ember.compile(size_in_a_tuple, backend="eager", dynamic=True)
     run_all(size_in_a_tuple, g, [(torch.randn(b, t),) for b, t in ((2, 8), (3, 5), (4, 4), (3, 6))])
+
+
+def cache_update(x):
+    # transformers' DynamicCache: the first update joins a legacy empty 1-D tensor with the keys.
+    keys = torch.tensor([], dtype=x.dtype, device=x.device)
+    return torch.cat([keys, x.transpose(1, 2)], dim=-2) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cat_with_a_legacy_empty_tensor_stays_symbolic(backend):
+    g = ember.compile(cache_update, backend=backend, dynamic=True)
+    run_all(cache_update, g, [(torch.randn(2, t, 4, 6),) for t in (8, 16, 17)])
+    if one_graph_serves_all_sizes(backend):
+        assert compiles() == 1, ember.stats()
