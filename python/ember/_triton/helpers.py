@@ -60,32 +60,26 @@ if not INTERPRET:
     # (the interpreter's form below) is a real cost in softmax's three.
     @triton.jit
     def reduce_max(x, axis: tl.constexpr):
-        if x.dtype.is_floating():
-            return tl.reduce(x, axis, maximum)
-        else:
-            return tl.max(x, axis)
+        return tl.reduce(x, axis, maximum)
 
     @triton.jit
     def reduce_min(x, axis: tl.constexpr):
-        if x.dtype.is_floating():
-            return tl.reduce(x, axis, minimum)
-        else:
-            return tl.min(x, axis)
+        return tl.reduce(x, axis, minimum)
 else:
     # tl.max plus a NaN flag: a custom-combine tl.reduce runs ~1000x slower in the interpreter.
     @triton.jit
-    def reduce_max(x, axis: tl.constexpr):
-        m = tl.max(x, axis)
+    def _nan_if_any(m, x, axis: tl.constexpr):
         if x.dtype.is_floating():
             m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
         return m
 
     @triton.jit
+    def reduce_max(x, axis: tl.constexpr):
+        return _nan_if_any(tl.max(x, axis), x, axis)
+
+    @triton.jit
     def reduce_min(x, axis: tl.constexpr):
-        m = tl.min(x, axis)
-        if x.dtype.is_floating():
-            m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
-        return m
+        return _nan_if_any(tl.min(x, axis), x, axis)
 
 
 @triton.jit
