@@ -51,3 +51,18 @@ def test_norm_is_one_kernel_matching_eager(name, monkeypatch, caplog):
     assert "in_out_ptr" not in text and "out_ptr1" not in text, text  # only the output is stored
     s = ember.stats()
     assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
+
+
+def test_max_min_keep_nan():
+    # On the GPU eh.reduce_max/min is one tl.reduce with a NaN-keeping combine (helpers.py); the
+    # interpreter runs another form, so only a GPU checks this one.
+    ember.reset()
+    x = torch.randn(64, 1000, device="cuda")
+    x[::3, ::7] = float("nan")
+
+    def fn(t):
+        return t.amax(-1), t.amin(-1), torch.softmax(t, -1), (t.nan_to_num() * 10).int().amin(-1)
+
+    got, expected = ember.compile(fn)(x), fn(x)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, equal_nan=True)
