@@ -442,8 +442,13 @@ class Verifier {
         operand_dtypes.push_back(k.nodes[o].dtype);
       }
     }
-    if (n.dtype == DType::Float16 || n.dtype == DType::BFloat16)
+    auto half = [](DType d) { return d == DType::Float16 || d == DType::BFloat16; };
+    const bool rounding = n.op == ScalarOp::Cast && operand_dtypes.size() == 1 && operand_dtypes[0] == DType::Float32;
+    if (half(n.dtype) && !rounding)
       report(who + " computes in " + ir::dtype_name(n.dtype) + "; kernel bodies compute float16 and bfloat16 in f32");
+    for (DType o : operand_dtypes)
+      if (half(o) && !(n.op == ScalarOp::Cast && n.dtype == DType::Float32))
+        report(who + " reads a " + ir::dtype_name(o) + " rounding; only a cast to f32 may");
     auto dt = [](DType d) { return std::string(ir::dtype_name(d)); };
 
     switch (info.cls) {

@@ -46,6 +46,7 @@ struct Target {
     t.kind = Kind::Triton;
     t.device = std::move(device);
     t.split.min_programs = 2 * kH200Sms;
+    t.schedule.round_in_registers = true;
     return t;
   }
   std::string str() const;  // "cpu", "triton"

@@ -19,8 +19,11 @@
 // computed once per outer point); otherwise the load stays and reads memory written earlier in
 // the same outer point. bf16/f16 arithmetic stored into a bf16/f16 buffer is forwarded unrounded
 // (values stay f32 inside a fused kernel, as in Inductor); a conversion into bf16 the program asked
-// for is read back rounded. Identical nodes of a loop are then merged, so two reductions of one input
-// share its load (and welford_mean/welford_m2 share one accumulator).
+// for is forwarded through a cast, a rounding in registers, where the target allows
+// (round_in_registers: a store and a reload of the same element cost the buffer's bytes twice),
+// else read back from memory. Identical nodes of a loop are
+// then merged, so two reductions of one input share its load (and welford_mean/welford_m2 share one
+// accumulator).
 //
 // Choice (fuse_kernels): candidate pairs share a buffer; they are tried best first -- vertical
 // before sibling, then more shared bytes, then closer in program order -- one merge per round,
@@ -62,7 +65,8 @@ struct Link {
   const Node* store;  // in the first kernel
   bool ranged;        // the store lies in a loop with ranges
   bool masked;        // the load is masked: it stays a load
-  bool converted;     // the store rounds a conversion the program asked for (f32 into bf16): the load stays
+  bool converted;     // the store rounds a conversion the program asked for (f32 into bf16) ...
+  bool float_conversion;  // ... between float dtypes: the load becomes casts of the stored value
 };
 
 }  // namespace
@@ -148,9 +152,10 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
     for (const Node& v : a.nodes)
       if (v.id == s.operands[0]) value_dtype = v.dtype;
     // bf16/f16 arithmetic is forwarded unrounded (forwards_unrounded says when); other
-    // converting stores are read back, rounded.
+    // converting stores are forwarded rounded (a cast).
     const bool converted = value_dtype != program.buffers[root].dtype && !forwards_unrounded(program, a, s);
-    links[n.id] = Link{&s, ranged, !n.operands.empty(), converted};
+    const bool float_conversion = ir::is_floating(value_dtype) && ir::is_floating(program.buffers[root].dtype);
+    links[n.id] = Link{&s, ranged, !n.operands.empty(), converted, float_conversion};
     read_as_written.insert(name);
   }
 
@@ -195,6 +200,7 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
   for (const Node& n : a.nodes) by_loop[n.loop].push_back(n);
   std::map<NodeId, NodeId> forwarded;
   int kept_loads = 0;
+  NodeId next_id = static_cast<NodeId>(a.nodes.size() + b.nodes.size());  // for new casts
   for (Node n : b.nodes) {
     remap_ids(n, forwarded);
     const int target = place[n.loop];
@@ -204,6 +210,12 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
       const bool visible = !l.ranged || target == l.store->loop;
       if (visible && !l.masked && !l.converted) {
         forwarded[n.id] = l.store->operands[0];
+        continue;
+      }
+      if (visible && !l.masked && l.float_conversion && options.round_in_registers) {
+        n.loop = target;
+        forwarded[n.id] = append_rounding(l.store->operands[0], program.buffers[n.buffer].dtype, n, next_id,
+                                          by_loop[target]);
         continue;
       }
       ++kept_loads;

@@ -8,6 +8,11 @@
 // into all of its consumers or into none (keeping it stored while also recomputing it would do
 // the work twice), and its kernel then disappears.
 //
+// A store that converts (an f32 value into a bf16 Temp the program asked for) inlines as a cast of
+// the value, the same rounding in registers, where the target allows (round_in_registers); bf16
+// arithmetic stored into bf16 inlines unrounded (forwards_unrounded), as values stay f32 inside
+// fused code.
+//
 // Candidates: a kernel with one loop without ranges and a single store at [i0, ..., i(n-1)] into
 // a Temp that nothing else needs as memory (not an output, not a View's base, not read by an
 // extern call, not written elsewhere). Producers are visited last to first, so a chain of
@@ -100,8 +105,10 @@ NodeId max_id(const Kernel& k) {
   return m;
 }
 
-// Replaces every load of `buffer` in `consumer` by a copy of the producer's computation.
-void inline_into(const Kernel& producer, const Node& store, const std::vector<size_t>& dim_of, Kernel& consumer) {
+// Replaces every load of `buffer` in `consumer` by a copy of the producer's computation, rounded
+// through the buffer's dtype `storage` when `rounds` (append_rounding).
+void inline_into(const Kernel& producer, const Node& store, const std::vector<size_t>& dim_of, bool rounds,
+                 ir::DType storage, Kernel& consumer) {
   NodeId next = max_id(consumer) + 1;
   std::map<NodeId, NodeId> replaced;  // consumer load -> the value that replaces it
   std::vector<Node> out;
@@ -162,6 +169,7 @@ void inline_into(const Kernel& producer, const Node& store, const std::vector<si
       out.push_back(c);
     }
     NodeId value = copy_of.at(store.operands[0]);
+    if (rounds) value = append_rounding(value, storage, node, next, out);
     if (masked) {
       Node otherwise;
       otherwise.op = ScalarOp::Constant;
@@ -239,8 +247,9 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     // A store into a bf16/f16 temporary rounds. Low-precision arithmetic (bf16 in, bf16 out) is
     // recomputed unrounded, as Inductor does: inside fused code values stay f32 and only what
     // reaches memory rounds (closer to a float64 reference than eager, which rounds after every
-    // op). A conversion the program asked for (f32 stored into bf16) keeps its rounding.
-    if (buffer.dtype != stored_dtype && !forwards_unrounded(program, producer, *store))
+    // op). A conversion the program asked for (f32 stored into bf16) keeps its rounding: a cast.
+    const bool rounds = buffer.dtype != stored_dtype && !forwards_unrounded(program, producer, *store);
+    if (rounds && !(options.round_in_registers && ir::is_floating(buffer.dtype) && ir::is_floating(stored_dtype)))
       why = name + " is " + ir::dtype_name(buffer.dtype) + " and the stored value " + ir::dtype_name(stored_dtype) +
             ": a conversion the program asked for, and recomputing it would skip the rounding";
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
@@ -258,14 +267,14 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       int extra = 0;
       for (const Node& n : consumer.nodes) {
         if (n.op != ScalarOp::Load || n.buffer != x) continue;
-        if (n.dtype != stored_dtype && why.empty())
+        if (n.dtype != stored_dtype && !rounds && why.empty())
           why = "dtype of the stored value differs from the load in " + steps[c].label;
         const bool masked = !n.operands.empty();
         if (masked && unsafe_under_mask(producer) && why.empty())
           why = steps[c].label + " loads it under a mask and the producer checks indices or divides integers";
         // The copy replaces the load; under a mask, masked producer loads gain an `and` and the
         // result a constant and a `where`.
-        extra += static_cast<int>(producer.nodes.size()) - 2 + (masked ? masked_loads + 2 : 0);
+        extra += static_cast<int>(producer.nodes.size()) - 2 + (rounds ? 2 : 0) + (masked ? masked_loads + 2 : 0);
       }
       const int total = static_cast<int>(consumer.nodes.size()) + extra;
       if (total > options.max_nodes && why.empty())
@@ -279,7 +288,7 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     }
     const Node store_copy = *store;
     const Kernel producer_copy = producer;
-    for (size_t c : consumers) inline_into(producer_copy, store_copy, *dim_of, steps[c].kernel);
+    for (size_t c : consumers) inline_into(producer_copy, store_copy, *dim_of, rounds, buffer.dtype, steps[c].kernel);
     decisions.push_back({FusionDecision::Kind::Inline, name, consumer_names,
                          std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(sites) +
                              (sites == 1 ? " consumer" : " consumers")});

@@ -75,6 +75,11 @@ bool is_reduce(const Node& node);
 // program asked for (`x.half().float()` must round). Inside a fused kernel such values stay f32,
 // as in Inductor; only stores to memory round. False for any other store.
 bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store);
+// What a load reads back from a store that converts `value` into a buffer of dtype `storage` (a
+// conversion forwards_unrounded refuses), computed in registers instead: a cast to `storage` (the
+// rounding), then one to `load`'s dtype when it differs (a load may convert too). Appends the casts
+// to `out`, in `load`'s loop, with ids from `next`; returns the id of the last.
+NodeId append_rounding(NodeId value, ir::DType storage, const Node& load, NodeId& next, std::vector<Node>& out);
 
 // Renumbers nodes densely in list order (ids, operands, t-symbols); `nodes` must already be in
 // execution order. Returns nothing: the kernel is edited in place.

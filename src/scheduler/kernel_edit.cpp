@@ -109,6 +109,21 @@ bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node
   return low_precision_loads > 0;
 }
 
+NodeId append_rounding(NodeId value, ir::DType storage, const Node& load, NodeId& next, std::vector<Node>& out) {
+  auto cast = [&](NodeId from, ir::DType dt) {
+    Node n;
+    n.id = next++;
+    n.op = ScalarOp::Cast;
+    n.dtype = dt;
+    n.loop = load.loop;
+    n.operands = {from};
+    out.push_back(n);
+    return n.id;
+  };
+  const NodeId rounded = cast(value, storage);
+  return load.dtype == storage ? rounded : cast(rounded, load.dtype);
+}
+
 int count_ops(const Kernel& kernel) {
   int n = 0;
   for (const Node& node : kernel.nodes) {

@@ -14,6 +14,19 @@ def with_nans(t):
     return t
 
 
+def llama_rms_norm(x, w):
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return w * h.to(x.dtype)
+
+
+def row_sums_601():
+    x = torch.full((8, 300), 2.0)
+    x[:, 0] = 3.0
+    x[:, 1] += 4.0 * torch.arange(8)
+    return x
+
+
 CASES = {
     # Pointwise: broadcast of a row and a column, a scalar constant, relu.
     "pointwise_broadcast": (lambda x, r, c: torch.relu(x * r + c - 0.5),
@@ -45,6 +58,18 @@ CASES = {
                         lambda: [randn(32, 64, dtype=torch.bfloat16), randn(64, dtype=torch.bfloat16, seed=1),
                                  randn(64, dtype=torch.bfloat16, seed=2)], {}),
     "rms_norm": (lambda x, w: F.rms_norm(x, (96,), w, eps=1e-6), lambda: [randn(20, 96), randn(96, seed=1)], {}),
+    # bf16 rms_norm, looped: one rounding at the end (torch's fused kernel).
+    "rms_norm_bf16_looped": (lambda x, w: F.rms_norm(x, (1500,), w, eps=1e-6),
+                             lambda: [randn(6, 1500, dtype=torch.bfloat16), randn(1500, dtype=torch.bfloat16, seed=1)],
+                             {}),
+    # LlamaRMSNorm: the .to(bf16) before the weight is a rounding in registers (inlined as casts).
+    "llama_rms_norm_bf16": (llama_rms_norm, lambda: [randn(6, 1500, dtype=torch.bfloat16),
+                                                     randn(1500, dtype=torch.bfloat16, seed=1)], {}),
+    # A row sum rounded to bf16 and read back by the epilogue: forwarded by vertical fusion as casts.
+    # Sums 601 + 4i round down by one in bf16 (spacing 4 there), the same under the GPU's rounding
+    # to nearest and the interpreter's truncation: a missing rounding would be off by x.
+    "row_sum_bf16_round_trip": (lambda x: x * x.sum(-1, keepdim=True).to(torch.bfloat16).float(),
+                                lambda: [row_sums_601()], {}),
     "gelu_tanh_where": (lambda x: torch.where(x > 0, F.gelu(x, approximate="tanh"), F.gelu(x) * 0.5),
                         lambda: [randn(50, 40) * 3], {}),
     "mean_keepdim_sub": (lambda x: x - x.mean(-1, keepdim=True), lambda: [randn(30, 70)], {}),

@@ -119,11 +119,11 @@ int parse_args(int argc, char** argv, Options& options) {
       if (!value_of(i, arg, flag.c_str(), value)) return usage_error(flag + " needs a value");
       if (flag == "--target") {
         if (value != "cpu" && value != "triton") return usage_error("--target is cpu or triton, not '" + value + "'");
-        // The target's settings, not just its kind (the Triton target splits reductions); what
-        // --max-nodes set is kept.
-        const ember::scheduler::ScheduleOptions schedule = options.target.schedule;
+        // The target's settings, not just its kind (the Triton target splits reductions and rounds
+        // in registers); what --max-nodes set is kept.
+        const int max_nodes = options.target.schedule.max_nodes;
         options.target = value == "cpu" ? pipeline::Target::cpu() : pipeline::Target::gpu();
-        options.target.schedule = schedule;
+        options.target.schedule.max_nodes = max_nodes;
         continue;
       }
       if (flag == "--max-nodes") {

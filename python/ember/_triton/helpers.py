@@ -54,20 +54,32 @@ def sqrt(x):
         return tl.sqrt(x)
 
 
-@triton.jit
-def reduce_max(x, axis: tl.constexpr):
-    m = tl.max(x, axis)
-    if x.dtype.is_floating():
-        m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
-    return m
+if not INTERPRET:
+    # One cross-lane reduction whose combine keeps NaN (max.NaN.f32 on sm_80+): a reduction of a
+    # row across warps costs a shared-memory round and a barrier, so a second one for a NaN flag
+    # (the interpreter's form below) is a real cost in softmax's three.
+    @triton.jit
+    def reduce_max(x, axis: tl.constexpr):
+        return tl.reduce(x, axis, maximum)
 
+    @triton.jit
+    def reduce_min(x, axis: tl.constexpr):
+        return tl.reduce(x, axis, minimum)
+else:
+    # tl.max plus a NaN flag: a custom-combine tl.reduce runs ~1000x slower in the interpreter.
+    @triton.jit
+    def _nan_if_any(m, x, axis: tl.constexpr):
+        if x.dtype.is_floating():
+            m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
+        return m
 
-@triton.jit
-def reduce_min(x, axis: tl.constexpr):
-    m = tl.min(x, axis)
-    if x.dtype.is_floating():
-        m = tl.where(tl.max((x != x).to(tl.int32), axis) > 0, float("nan"), m).to(x.dtype)
-    return m
+    @triton.jit
+    def reduce_max(x, axis: tl.constexpr):
+        return _nan_if_any(tl.max(x, axis), x, axis)
+
+    @triton.jit
+    def reduce_min(x, axis: tl.constexpr):
+        return _nan_if_any(tl.min(x, axis), x, axis)
 
 
 @triton.jit

@@ -198,6 +198,8 @@ def _resolve(path):
 def _cast(value, dt):
     if dt == "b8":
         return np.bool_(value != 0) if not isinstance(value, (bool, np.bool_)) else np.bool_(value)
+    if dt in ("f16", "bf16"):  # a rounding (loop-ir.md): the f32 value rounded to that dtype
+        return np.float32(torch.tensor(float(value), dtype=torch.float32).to(TORCH[dt]).item())
     target = NP[dt]
     if np.issubdtype(target, np.integer) and isinstance(value, (float, np.floating)):
         if not math.isfinite(value):

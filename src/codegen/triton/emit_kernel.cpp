@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "codegen/cpp/spelling.h"  // detail::expand: the one pattern expander
@@ -448,9 +449,33 @@ class BodyEmitter {
     const std::string mask = mask_of(c, loop, masked ? var(n.operands[0]) : "");
     std::string v = "tl.load(" + ptr;
     if (!mask.empty()) v += ", " + mask + ", other=" + (masked ? literal(n.constant, b.dtype) : "0");
+    if (const char* policy = eviction_policy(n, loop)) v += std::string(", eviction_policy='") + policy + "'";
     v += ")";
     if (std::string(s.tl) != s.value_tl) v += std::string(".to(") + s.value_tl + ")";
     line(indent, var(n.id) + " = " + v);
+  }
+
+  // L2 hints in reductions (Inductor's): what other programs read too (an address without outer
+  // variables: a weight row) stays, evict_last; in a looped reduction, a row that a later loop of the
+  // kernel reads again stays for it (evict_last) and a row read for the last time goes first
+  // (evict_first), so streaming it does not push out what is still to be read. A persistent row is
+  // read once, into registers: no hint.
+  const char* eviction_policy(const Node& n, size_t loop) const {
+    if (shape_.kind == TritonKernel::Kind::Pointwise || kernel_.loops[loop].ranges.empty()) return nullptr;
+    std::set<std::string> used;
+    sym::free_symbols(offset_of(n), used);
+    const bool shared = std::none_of(used.begin(), used.end(), [&](const std::string& s) {
+      return !shape_symbol(s) && s[0] != 'r';  // outer variables i<k> and node values t<k>
+    });
+    if (shared) return "evict_last";
+    if (shape_.kind != TritonKernel::Kind::LoopedReduction) return nullptr;
+    const loop_ir::BufferId root = program_.storage_root(n.buffer);
+    for (size_t i = position_.at(n.id) + 1; i < kernel_.nodes.size(); ++i) {
+      const Node& later = kernel_.nodes[i];
+      if (later.op == ScalarOp::Load && later.loop != n.loop && program_.storage_root(later.buffer) == root)
+        return "evict_last";
+    }
+    return "evict_first";
   }
 
   void store(const Node& n, const std::string& indent, size_t loop) {
@@ -586,11 +611,17 @@ class BodyEmitter {
     set_cls(n, Cls::X);
     if (is_welford(n.op)) {
       if (welford_leader(n) != n.id) return;
-      // Welford's update per lane; lanes past the row's end keep count 0.
+      // Welford's update per lane; lanes past the row's end keep count 0. Unmasked, every lane's
+      // count is the iteration's number: one reciprocal per iteration, not a division per element
+      // (an IEEE division is a dozen instructions, enough to make the pass compute-bound on an
+      // H200). The update's division is internal to the algorithm, not a torch op: it needs no
+      // IEEE rounding (Inductor's welford_reduce uses the 2-ulp `/` too).
       const std::string w = "w" + std::to_string(n.id), v = var(n.operands[0]);
       line(indent, w + "_d = " + v + " - " + w + "_mean");
       line(indent, w + "_n = " + masked(loop, w + "_n + 1", w + "_n"));
-      line(indent, w + "_mean = " + masked(loop, w + "_mean + eh.div(" + w + "_d, tl.maximum(" + w + "_n, 1))", w + "_mean"));
+      const std::string step = shape_.rmask[loop] ? w + "_d / tl.maximum(" + w + "_n, 1)"
+                                                  : w + "_d * (1.0 / (roffset // RBLOCK + 1))";
+      line(indent, w + "_mean = " + masked(loop, w + "_mean + " + step, w + "_mean"));
       line(indent, w + "_m2 = " + masked(loop, w + "_m2 + " + w + "_d * (" + v + " - " + w + "_mean)", w + "_m2"));
       return;
     }
