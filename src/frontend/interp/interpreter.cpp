@@ -106,7 +106,8 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
 bool Interpreter::carries_size_ints(bytecode::Opcode op) {
   // Size SymInts (docs/dynamic-shapes.md) also travel through calls (torch ops take them as
   // sym(...) arguments; Python functions are traced with them; other callables specialize them:
-  // Interpreter::call), tuples and lists, subscripts and comparisons (a relation guard).
+  // Interpreter::call), tuples and lists, subscripts, comparisons (a relation guard) and signs
+  // (`x[:, -T:]`).
   if (carries_sym_ints(op)) return true;
   switch (op) {
     case Opcode::Call:
@@ -120,6 +121,8 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::ListExtend:
     case Opcode::ListToTuple:
     case Opcode::BuildSlice:
+    case Opcode::UnaryNegative:
+    case Opcode::UnaryPositive:
     case Opcode::UnpackSequence:
     case Opcode::BinarySubscr:
     case Opcode::CompareOp:
@@ -216,7 +219,7 @@ VarRef Interpreter::run() {
     if (!carries_sym_ints(current_->op)) {
       bool sizes_travel = carries_size_ints(current_->op);
       for (VarRef& v : stack_)
-        if (!(sizes_travel && is_size_int(v))) v = trace_.specialize(v);
+        if (!(sizes_travel && (is_size_int(v) || v->kind == VarKind::Slice))) v = trace_.specialize(v);
     }
     try {
       step(*current_);
