@@ -110,7 +110,7 @@ def test_bool_zero_and_negative_stay_static():
     assert compiles() == 4, ember.stats()
     guards = "\n".join(ember.explain(fn, dynamic=True)(x, 5).guards)
     assert "type(L['n']) is int (its value in the shape guard)" in guards, guards
-    assert "1 <= L['n'] (s0; ints below 1 are compiled apart)" in guards, guards
+    assert "1 <= L['n'] (s1; ints below 1 are compiled apart)" in guards, guards
 
 
 def repeat_add(x, n):
@@ -122,7 +122,8 @@ def repeat_add(x, n):
 def test_range_bound_specializes_with_a_reason():
     r = ember.explain(repeat_add, dynamic=True)(torch.randn(4), 3)
     guards = "\n".join(r.guards)
-    assert "s0 == 3: an argument of range()" in guards, guards
+    assert "s1 == 3: an argument of range()" in guards, guards
+    ember.reset()
     compiled = ember.compile(repeat_add, dynamic=True)
     for n in (3, 4, 3):
         x = torch.randn(4)
@@ -182,8 +183,9 @@ class MaskedScores(torch.nn.Module):
         super().__init__()
         self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
 
-    def forward(self, att):
-        T = att.size(-1)
+    def forward(self, x):
+        B, T, C = x.size()
+        att = (x @ x.transpose(1, 2)).view(B, 1, T, T)
         return att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")).softmax(-1)
 
 
@@ -192,18 +194,21 @@ def test_gpt_mask_slice_compiles_once_over_lengths(dynamic):
     model = MaskedScores()
     compiled = ember.compile(model, dynamic=dynamic)
     for t in (8, 16, 17, 31, 40):
-        att = torch.randn(2, 2, t, t)
-        torch.testing.assert_close(compiled(att), model(att))
+        x = torch.randn(2, t, 4)
+        torch.testing.assert_close(compiled(x), model(x))
     assert compiles() == (1 if dynamic else 2), ember.stats()
-    r = ember.explain(model, dynamic=True)(torch.randn(2, 2, 9, 9))
+    r = ember.explain(model, dynamic=True)(torch.randn(2, 9, 4))
     pinned = [line for g in r.guards for line in g.splitlines() if "shape guard: s" in line and " == " in line]
     assert pinned == [], r.guards
 
 
+# (ops over a slice that is neither dense nor ordered by the sizes' symbols specialize: .contiguous() copies
+# it; docs/dynamic-shapes.md)
 SLICES = {
     "prefix": lambda x, s, e: x[:, :e] * 2,
-    "window": lambda x, s, e: x[..., s:e] + 1,
-    "suffix": lambda x, s, e: x[:, -s:].sum(-1),
+    "rows": lambda x, s, e: x[s:e] + 1,
+    "window": lambda x, s, e: x[..., s:e].contiguous() + 1,
+    "suffix": lambda x, s, e: x[:, -s:].contiguous().sum(-1),
     "both": lambda x, s, e: x[s:, s:e].contiguous() * 3,
 }
 
@@ -228,8 +233,8 @@ def test_slice_outside_a_tensor_subscript_specializes():
     assert compiles() == 2, ember.stats()
 
 
-def test_symbolic_scalar_is_a_kernel_argument():
+def test_symbolic_scalar_is_a_graph_argument():
     r = ember.explain(scale_shift, dynamic=True)(torch.randn(4, 3), 5)
     graph = "\n".join(r.graphs)
-    assert "symbol s2 hint=5 int" in graph or "hint=5 int" in graph, graph
-    assert "sym(s" in graph, graph
+    assert "symbol s2 hint=5 range=[1, inf] int" in graph, graph
+    assert "mul(%1, sym(s2))" in graph and "full((3,), sym(s2))" in graph, graph

@@ -35,7 +35,8 @@ void Interpreter::step_build_map(const Instruction& ins) {
   std::vector<VarRef> kv = pop_n(2 * ins.arg);
   auto d = std::make_shared<DictVar>();
   for (int i = 0; i < ins.arg; ++i) {
-    PyObject* k = Trace::as_constant(*kv[2 * i]);
+    VarRef key = trace_.specialize(kv[2 * i], "a dict key");
+    PyObject* k = Trace::as_constant(*key);
     if (!k) unsupported("a dict key that is not a constant");
     d->put(k, kv[2 * i + 1]);
   }

@@ -106,8 +106,8 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
 bool Interpreter::carries_size_ints(bytecode::Opcode op) {
   // Size SymInts (docs/dynamic-shapes.md) also travel through calls (torch ops take them as
   // sym(...) arguments; Python functions are traced with them; other callables specialize them:
-  // Interpreter::call), tuples and lists, subscripts, comparisons (a relation guard) and signs
-  // (`x[:, -T:]`).
+  // Interpreter::call), tuples, lists and dict values (`mod(*args, **kwargs)`: a compiled
+  // module's arguments), subscripts, comparisons (a relation guard) and signs (`x[:, -T:]`).
   if (carries_sym_ints(op)) return true;
   switch (op) {
     case Opcode::Call:
@@ -117,6 +117,10 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::LoadMethod:
     case Opcode::BuildTuple:
     case Opcode::BuildList:
+    case Opcode::BuildMap:
+    case Opcode::BuildConstKeyMap:
+    case Opcode::DictMerge:
+    case Opcode::DictUpdate:
     case Opcode::ListAppend:
     case Opcode::ListExtend:
     case Opcode::ListToTuple:

@@ -89,9 +89,13 @@ std::vector<bool> Trace::dynamic_dims(PyObject* obj, const SourceRef& source, co
 
 bool Trace::dynamic_int(PyObject* obj, const SourceRef& source) const {
   if (dynamic.mode == Dynamic::Never) return false;
+  // An argument: a local, or an item of one (`*args`, `**kwargs`: a compiled module's forward
+  // receives its arguments so).
+  const Source* root = source.get();
+  while (root->kind == Source::Kind::Item || root->kind == Source::Kind::DictItem) root = root->base.get();
+  bool argument = root->kind == Source::Kind::Local;
   Source::Kind kind = source->kind;
-  if (kind != Source::Kind::Local && kind != Source::Kind::Attr && kind != Source::Kind::Global &&
-      kind != Source::Kind::Closure)
+  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure)
     return false;
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
@@ -102,7 +106,7 @@ bool Trace::dynamic_int(PyObject* obj, const SourceRef& source) const {
   // torch.compile(dynamic=True) makes the frame's int arguments symbolic from the first call; ints
   // read from modules and globals it specializes (recompiling on each new value): here those follow
   // automatic dynamic under either setting, so a counter attribute compiles at most twice.
-  bool dynamic_now = dynamic.mode == Dynamic::Always && kind == Source::Kind::Local;
+  bool dynamic_now = dynamic.mode == Dynamic::Always && argument;
   if (!dynamic_now && dynamic.seen) {
     std::vector<int64_t>& seen = (*dynamic.seen)["int " + source->str()];
     if (seen.empty()) {
