@@ -238,3 +238,12 @@ def test_symbolic_scalar_is_a_graph_argument():
     graph = "\n".join(r.graphs)
     assert "symbol s2 hint=5 range=[1, inf] int" in graph, graph
     assert "mul(%1, sym(s2))" in graph and "full((3,), sym(s2))" in graph, graph
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the Triton backend)")
+def test_int_argument_on_cuda_is_a_kernel_argument():
+    compiled = ember.compile(scale_shift, dynamic=True)
+    for n in (2, 3, 16, 17, 1):  # 16: another divisibility class of the size arguments
+        x = torch.randn(64, 3, device="cuda")
+        torch.testing.assert_close(compiled(x, n), scale_shift(x, n))
+    assert compiles() == 1, ember.stats()
