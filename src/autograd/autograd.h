@@ -50,6 +50,11 @@ struct JointLayout {
   // (torch passes None for every such output), the primal gets None, as eager leaves its .grad
   // (set by partition()).
   std::vector<std::vector<int>> tangents_of_gradient;
+  // The grad mode the forward leaves when it changes the mode inside it (torch.no_grad() blocks;
+  // nullopt when it changes none). The joint drops the mode changes: what they decide is already
+  // in the values' requires_grad. The runner enables grad around the call, so that torch records
+  // the graph's outputs, and then sets this mode, as eager would leave it.
+  std::optional<bool> grad_mode_at_end;
 
   int tangents() const;
   std::string str() const;  // "primals 3, tangents 1, grads of %0 %2; islands: torch.foo"
@@ -65,7 +70,9 @@ bool is_training_graph(const ir::Graph& graph);
 
 // Builds the joint graph of a training graph (autograd/joint.cpp). Returns nullopt with the reason
 // when the graph cannot be differentiated ahead of time (it writes a value that requires grad in
-// place, it changes grad mode, ...): it then runs eagerly under torch autograd.
+// place, ...): it then runs eagerly under torch autograd. Grad-mode changes inside the graph are
+// differentiated through: values computed with grad disabled do not require grad, so they get no
+// backward (JointLayout::grad_mode_at_end).
 std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason);
 
 struct PartitionOptions {

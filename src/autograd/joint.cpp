@@ -9,8 +9,12 @@
 // are tangents and which outputs are gradients.
 //
 // Refused (nullopt, with the reason; the graph then runs eagerly under torch autograd): a node that
-// writes a tensor requiring grad in place, a change of grad mode inside the graph, and a random op
-// whose result needs a gradient but has no rule (an island would recompute it with other numbers).
+// writes a tensor requiring grad in place, and a random op whose result needs a gradient but has no
+// rule (an island would recompute it with other numbers). Grad-mode changes (the trace's
+// torch._C._set_grad_enabled nodes) are dropped from the joint: the trace already gave every value
+// computed with grad disabled requires_grad false, so no gradient flows through them, and nodes in
+// such a region are not decomposed here (a decomposition would recompute requires_grad from its
+// inputs, a weight's included); the later decompose step takes them.
 #include <iterator>
 #include <map>
 #include <stdexcept>
@@ -39,6 +43,7 @@ std::string JointLayout::str() const {
     s += "; islands:";
     for (const std::string& name : islands) s += " " + name;
   }
+  if (grad_mode_at_end) s += std::string("; grad mode at end: ") + (*grad_mode_at_end ? "enabled" : "disabled");
   return s;
 }
 
@@ -69,12 +74,38 @@ bool any_result_requires_grad(const ir::Graph& g, const ir::Node& node) {
   return false;
 }
 
-// Why the graph cannot be differentiated ahead of time, or "".
+// The grad mode a trace's mode-change node sets, or nullopt for any other node.
+std::optional<bool> grad_mode_set(const ir::Node& node) {
+  if (node.callable() != "torch._C._set_grad_enabled" || node.args.size() != 1) return std::nullopt;
+  const Arg& a = node.args[0];
+  if (a.kind != Arg::Kind::Literal || !std::holds_alternative<bool>(a.literal)) return std::nullopt;
+  return std::get<bool>(a.literal);
+}
+
+// Per node id: whether it runs with grad disabled. The trace emits a mode node only where the mode
+// changes, so the mode before the first one is its opposite.
+std::vector<bool> grad_disabled_nodes(const ir::Graph& g) {
+  std::vector<bool> disabled;
+  bool enabled = true;
+  for (const ir::Node& node : g.nodes())
+    if (std::optional<bool> mode = grad_mode_set(node)) {
+      enabled = !*mode;
+      break;
+    }
+  for (const ir::Node& node : g.nodes()) {
+    if (std::optional<bool> mode = grad_mode_set(node)) enabled = *mode;
+    if (disabled.size() <= static_cast<size_t>(node.id)) disabled.resize(static_cast<size_t>(node.id) + 1);
+    disabled[static_cast<size_t>(node.id)] = !enabled;
+  }
+  return disabled;
+}
+
+// Why the graph cannot be differentiated ahead of time, or "". (torch.set_grad_enabled captured as a
+// call, not as the trace's mode change, is a change the joint cannot see.)
 std::string why_not_differentiable(const ir::Graph& g) {
   for (const ir::Node& node : g.nodes()) {
     std::string name(node.callable());
-    if (name == "torch._C._set_grad_enabled" || name == "torch.set_grad_enabled")
-      return "the graph changes grad mode inside it (" + name + ")";
+    if (name == "torch.set_grad_enabled") return "the graph calls " + name + " as a function";
     if (passes::may_write(node)) {
       std::vector<ValueId> read = values_read(node);
       if (!read.empty() && g.value(read.front()).type.requires_grad)
@@ -248,11 +279,16 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   *reason = why_not_differentiable(forward);
   if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
-  passes::decompose(g, differentiates_whole);
+  std::vector<bool> disabled = grad_disabled_nodes(g);
+  passes::decompose(g, [&disabled](const ir::Node& node) {
+    return differentiates_whole(node) || disabled[static_cast<size_t>(node.id)];
+  });
   random_ops_for_training(g);
 
   Joint joint;
   JointLayout& layout = joint.layout;
+  for (const ir::Node& node : g.nodes())
+    if (std::optional<bool> mode = grad_mode_set(node)) layout.grad_mode_at_end = *mode;
   layout.primals = static_cast<int>(g.inputs().size());
   layout.forward_outputs = static_cast<int>(g.outputs().size());
   std::vector<ValueId> tangent_inputs;
@@ -268,7 +304,8 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   }
 
   Builder b{g, Rewriter(g), std::vector<Gradient>(g.values().size()), layout, ""};
-  for (const ir::Node& node : g.nodes()) b.rw.copy(node);
+  for (const ir::Node& node : g.nodes())
+    if (!grad_mode_set(node)) b.rw.copy(node);
   for (size_t i = 0; i < g.outputs().size(); ++i)
     if (layout.tangent_of_output[i] >= 0)
       b.accumulate(g.outputs()[i], b.rw.mapped(tangent_inputs[static_cast<size_t>(layout.tangent_of_output[i])]));

@@ -326,6 +326,8 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
   runner->inputs = x.captured.inputs().size();
   runner->output_is_input = std::move(output_is_input);
+  runner->grad_mode_at_end = p.layout.grad_mode_at_end;
+  runner->set_grad_enabled = x.table.set_grad_enabled_fn;
   return runner;
 }
 

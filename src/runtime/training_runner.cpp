@@ -45,8 +45,13 @@ bool TrainingRunner::run(PyObject* const* inputs, std::vector<PyRef>* outputs) c
   std::vector<PyObject*> args(this->inputs + 1);
   args[0] = graph_.get();
   for (size_t i = 0; i < this->inputs; ++i) args[i + 1] = inputs[i];
+  auto set_mode = [this](bool enabled) {
+    return static_cast<bool>(PyRef::steal(PyObject_CallOneArg(set_grad_enabled.get(), enabled ? Py_True : Py_False)));
+  };
+  if (grad_mode_at_end && !set_mode(true)) return false;
   PyRef result = PyRef::steal(PyObject_Vectorcall(apply_.get(), args.data(), args.size(), nullptr));
-  if (!result) return false;
+  if (!result) return false;  // the compiled frame restores the mode it started with
+  if (grad_mode_at_end && !set_mode(*grad_mode_at_end)) return false;
   size_t returned = 0;
   for (int input : output_is_input) returned += input < 0;
   if (!PyTuple_Check(result.get()) || static_cast<size_t>(PyTuple_GET_SIZE(result.get())) != returned) {

@@ -16,6 +16,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "pybridge/pyref.h"
@@ -37,6 +38,11 @@ class TrainingRunner : public GraphRunner {
   // outside the Function) or -1 (set by the driver).
   size_t inputs = 0;
   std::vector<int> output_is_input;
+  // When the graph changes grad mode inside it (autograd::JointLayout::grad_mode_at_end): the mode
+  // it leaves, and torch._C._set_grad_enabled to set it. Grad is enabled around the call (torch
+  // records the Function only then; a graph may start with grad disabled and enable it inside).
+  std::optional<bool> grad_mode_at_end;
+  PyRef set_grad_enabled;
 
  private:
   PyRef apply_;

@@ -383,18 +383,26 @@ Result cat(const Call& call) {
   auto b = bind(call, {"tensors", "dim"});
   if (!b || !(*b)[0] || (*b)[0]->kind != Operand::Kind::Sequence || (*b)[0]->items.empty()) return std::nullopt;
   int64_t dim = (*b)[1] ? as_int((*b)[1]).value_or(INT64_MIN) : 0;
-  std::vector<const ir::TensorType*> xs;
+  std::vector<const ir::TensorType*> xs, legacy_empty;
   for (const Operand& item : (*b)[0]->items) {
     const ir::TensorType* t = tensor_of(&item);
     if (!t || !suggests_contiguous(*t) || rank(*t) == 0) return std::nullopt;
-    xs.push_back(t);
+    // cat skips 1-D empty tensors whatever the others' rank (a legacy rule transformers'
+    // DynamicCache relies on: its first torch.cat joins torch.tensor([]) and the keys).
+    bool skipped = rank(*t) == 1 && t->sizes[0] == 0;
+    (skipped ? legacy_empty : xs).push_back(t);
   }
+  if (xs.empty()) return std::nullopt;
   const ir::TensorType& first = *xs[0];
+  bool requires_grad = false;
+  for (const ir::TensorType* t : legacy_empty) {
+    if (t->dtype != first.dtype || t->device != first.device) return std::nullopt;
+    requires_grad = requires_grad || t->requires_grad;
+  }
   auto d = wrap(dim, rank(first));
   if (dim == INT64_MIN || !d) return std::nullopt;
   Exprs sizes = first.sizes;
   sizes[*d] = 0;
-  bool requires_grad = false;
   for (const ir::TensorType* t : xs) {
     if (t->dtype != first.dtype || t->device != first.device || t->sizes.size() != first.sizes.size())
       return std::nullopt;

@@ -4,6 +4,7 @@ Each test compares against eager on every call and counts compiles: the policy i
 (static first; a dimension seen to change becomes a symbol; sizes 0 and 1 stay static).
 """
 import contextlib
+import functools
 
 import pytest
 import torch
@@ -148,3 +149,82 @@ def test_guard_text_names_the_reason():
     g(torch.randn(2, 12))
     out = ember.explain(branchy, backend="eager", dynamic=True)(torch.randn(2, 12))
     assert "shape guard: 10 < s1: 10 < s1 (" in out.guards[0] and "test_dynamic_capture.py" in out.guards[0], out.guards[0]
+
+
+@pytest.mark.parametrize("make, sample", [
+    (lambda: torch.nn.Linear(24, 10), lambda b: torch.randn(b, 24)),
+    (lambda: torch.nn.LayerNorm(24), lambda b: torch.randn(b, 5, 24)),
+    (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), lambda b: torch.randn(b, 3, 12, 12)),
+], ids=["linear", "layer_norm", "conv_relu"])
+def test_a_size_a_rule_needs_static_does_not_pin_the_batch(make, sample):
+    """Under dynamic=True every input dim starts symbolic; a rule that needs one of them equal to a
+    parameter's size (in_features, normalized_shape, in_channels, a conv's spatial sizes) pins just
+    those, with that reason, and the batch stays symbolic: one graph over batch sizes."""
+    torch.manual_seed(0)
+    m = make().to(DEVICE)
+    g = ember.compile(m, dynamic=True)
+    with torch.no_grad():
+        run_all(m, g, [(sample(b).to(DEVICE),) for b in (2, 7, 16)])
+        if one_graph_serves_all_sizes("ember"):
+            assert compiles() == 1, ember.stats()
+        out = ember.explain(m, dynamic=True)(sample(5).to(DEVICE))
+    lines = "\n".join(out.guards).splitlines()
+    pinned = [line for line in lines if "shape rule needs these sizes static" in line]
+    assert pinned and not any(line.startswith("shape guard: s0 ==") for line in pinned), lines
+
+
+def renames_kwarg(old_name, new_name):
+    """transformers' deprecate_kwarg: a decorator that tests its **kwargs with `in`, then passes them on."""
+    def wrapper(func):
+        @functools.wraps(func)
+        def wrapped(*args, **kwargs):
+            if old_name in kwargs and new_name in kwargs:
+                kwargs.pop(old_name)
+            elif old_name in kwargs:
+                kwargs[new_name] = kwargs.pop(old_name)
+            return func(*args, **{**kwargs})
+        return wrapped
+    return wrapper
+
+
+@renames_kwarg("length", "q_length")
+def causal_mask(batch_size, q_length, shape=None, **kwargs):
+    assert shape[-1] == q_length
+    return torch.ones(batch_size, 1, q_length, q_length, dtype=torch.bool).tril()
+
+
+def masked(x):
+    mask = causal_mask(batch_size=x.shape[0], length=x.shape[1], shape=x.shape, extra={"n": x.shape[1]})
+    return x * mask[:, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sizes_in_a_decorators_kwargs_stay_symbolic(backend):
+    g = ember.compile(masked, backend=backend, dynamic=True)
+    run_all(masked, g, [(torch.randn(2, t, t),) for t in (8, 16, 17)])
+    if one_graph_serves_all_sizes(backend):
+        assert compiles() == 1, ember.stats()
+
+
+def size_in_a_tuple(x):
+    # `in` compares sizes by value; a size as a dict key is its value (both guarded).
+    return x * (x.shape[1] in (8, x.shape[0])) + ("n" in {"n": x.shape[1]}) + len({x.shape[0]: 1, 3: 2})
+
+
+def test_in_compares_sizes_by_value():
+    g = ember.compile(size_in_a_tuple, backend="eager", dynamic=True)
+    run_all(size_in_a_tuple, g, [(torch.randn(b, t),) for b, t in ((2, 8), (3, 5), (4, 4), (3, 6))])
+
+
+def cache_update(x):
+    # transformers' DynamicCache: the first update joins a legacy empty 1-D tensor with the keys.
+    keys = torch.tensor([], dtype=x.dtype, device=x.device)
+    return torch.cat([keys, x.transpose(1, 2)], dim=-2) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cat_with_a_legacy_empty_tensor_stays_symbolic(backend):
+    g = ember.compile(cache_update, backend=backend, dynamic=True)
+    run_all(cache_update, g, [(torch.randn(2, t, 4, 6),) for t in (8, 16, 17)])
+    if one_graph_serves_all_sizes(backend):
+        assert compiles() == 1, ember.stats()

@@ -19,6 +19,7 @@ def _fresh():
 
 
 def dynamo_graph_count(fn, *args):
+    """(graphs, ops): the graphs Dynamo hands its backend and the calls in them."""
     import torch._dynamo
 
     graphs = []
@@ -32,7 +33,8 @@ def dynamo_graph_count(fn, *args):
         torch.compile(fn, backend=counting_backend)(*args)
     finally:
         torch._dynamo.reset()
-    return len(graphs)
+    ops = sum(1 for gm in graphs for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    return len(graphs), ops
 
 
 def halve_until_small(x):
@@ -58,7 +60,10 @@ def test_graph_count_at_most_dynamos(name):
     fn, x = CASES[name]()
     with torch.no_grad():
         expected = fn(x)
-        dynamo = dynamo_graph_count(fn, x)
+        dynamo, dynamo_ops = dynamo_graph_count(fn, x)
         out = ember.explain(fn)(x)
         torch.testing.assert_close(ember.compile(fn)(x), expected, rtol=1e-4, atol=1e-5)
-    assert out.graph_count <= dynamo, (out.graph_count, dynamo, [r.reason for r in out.break_reasons])
+    # Fewer graphs from leaving code eager is no win: some Dynamo versions (torch 2.11) skip the rest of a
+    # frame whose loop broke the graph, so their one graph holds fewer ops than Ember's two.
+    assert out.graph_count <= dynamo or out.op_count > dynamo_ops, \
+        (out.graph_count, dynamo, out.op_count, dynamo_ops, [r.reason for r in out.break_reasons])

@@ -35,8 +35,7 @@ void Interpreter::step_build_map(const Instruction& ins) {
   std::vector<VarRef> kv = pop_n(2 * ins.arg);
   auto d = std::make_shared<DictVar>();
   for (int i = 0; i < ins.arg; ++i) {
-    VarRef key = trace_.specialize(kv[2 * i], "a dict key");
-    PyObject* k = Trace::as_constant(*key);
+    PyObject* k = Trace::as_constant(*trace_.specialize(kv[2 * i]));  // a size as a key: its value
     if (!k) unsupported("a dict key that is not a constant");
     d->put(k, kv[2 * i + 1]);
   }
@@ -71,7 +70,7 @@ void Interpreter::step_list_add(const Instruction& ins) {
 
 void Interpreter::step_map_add(const Instruction& ins) {
   VarRef value = pop();
-  VarRef key = pop();
+  VarRef key = trace_.specialize(pop());  // a size as a key: its value
   VarRef d = peek(ins.arg);
   PyObject* k = Trace::as_constant(*key);
   if (d->kind != VarKind::Dict || !k) unsupported("dict comprehension with a non-constant key");

@@ -106,8 +106,11 @@ VarRef Interpreter::run_frame(Trace& trace, CodeInfoCache& codes, StopAt* stop) 
 bool Interpreter::carries_size_ints(bytecode::Opcode op) {
   // Size SymInts (docs/dynamic-shapes.md) also travel through calls (torch ops take them as
   // sym(...) arguments; Python functions are traced with them; other callables specialize them:
-  // Interpreter::call), tuples, lists and dict values (`mod(*args, **kwargs)`: a compiled
-  // module's arguments), subscripts, comparisons (a relation guard) and signs (`x[:, -T:]`).
+  // Interpreter::call), tuples, lists and dicts (the **kwargs of a call through a decorator:
+  // transformers' deprecate_kwarg; a compiled module's `mod(*args, **kwargs)`), subscripts, item
+  // stores into dicts and lists, comparisons (a relation guard), `in` (which reads a dict's keys,
+  // never its values) and signs (`x[:, -T:]`). The steps of `in` and of item stores specialize
+  // what they read otherwise.
   if (carries_sym_ints(op)) return true;
   switch (op) {
     case Opcode::Call:
@@ -117,19 +120,22 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::LoadMethod:
     case Opcode::BuildTuple:
     case Opcode::BuildList:
-    case Opcode::BuildMap:
-    case Opcode::BuildConstKeyMap:
-    case Opcode::DictMerge:
-    case Opcode::DictUpdate:
     case Opcode::ListAppend:
     case Opcode::ListExtend:
     case Opcode::ListToTuple:
+    case Opcode::BuildMap:
+    case Opcode::BuildConstKeyMap:
+    case Opcode::MapAdd:
+    case Opcode::DictUpdate:
+    case Opcode::DictMerge:
     case Opcode::BuildSlice:
     case Opcode::UnaryNegative:
     case Opcode::UnaryPositive:
     case Opcode::UnpackSequence:
     case Opcode::BinarySubscr:
     case Opcode::CompareOp:
+    case Opcode::ContainsOp:
+    case Opcode::StoreSubscr:
       return true;
     default:
       return false;
@@ -433,9 +439,16 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::StoreSubscr: {
+      // Sizes travel (carries_size_ints) only as the value stored into a dict or a list.
+      auto fix = [this](VarRef& v) {
+        v = trace_.specialize(v);
+        if (trace_.has_size_ints()) trace_.specialize_sizes(*v);
+      };
       VarRef index = pop();
       VarRef obj = pop();
       VarRef value = pop();
+      fix(index);
+      if (obj->kind != VarKind::Dict && obj->kind != VarKind::List) fix(value);
       store_subscript(obj, index, value);
       return;
     }
@@ -515,8 +528,10 @@ void Interpreter::step(const Instruction& ins) {
       return;
     }
     case Opcode::ContainsOp: {
+      // Sizes travel into `in` (carries_size_ints) only as a dict's values, which it never reads.
       VarRef container = pop();
-      VarRef item = pop();
+      VarRef item = trace_.specialize(pop());
+      if (container->kind != VarKind::Dict) trace_.specialize_sizes(*container);
       bool in = contains(container, item);
       push(trace_.constant(PyRef::borrow((in != (ins.arg == 1)) ? Py_True : Py_False)));
       return;

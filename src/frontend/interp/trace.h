@@ -303,9 +303,20 @@ class Trace {
   ir::Arg lower_arg(const VarRef& v, PyRef* meta_value);
   // Result types from Ember's shape rules (shape_rules.h), or nullopt to run the meta kernel:
   // core op `op`'s rule, or for ir::Op::TorchCall the rule of the callable named `name`.
+  // `pins` (symbol -> its hint) are substituted into the operands first.
   std::optional<std::vector<ir::TensorType>> rule_types(ir::Op op, const std::string& name,
                                                         const std::vector<VarRef>& args,
-                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs);
+                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                        const sym::Replacements& pins = {});
+  // When no rule answers with every symbol of a call symbolic: the rule's answer with the fewest
+  // of them pinned to their hints (first by count, then in order of appearance), and those
+  // symbols specialized with `why`; nullopt when even pinning all of them does not help. Why:
+  // one size a rule needs constant (`F.linear`'s in_features against its weight, layer_norm's
+  // normalized_shape, conv's channels) must not make the batch static too.
+  std::optional<std::vector<ir::TensorType>> rule_types_pinning_fewest(ir::Op op, const std::string& name,
+                                                                       const std::vector<VarRef>& args,
+                                                                       const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                                       const std::string& why);
   static bool core_op_applies(ir::Op op, const std::vector<VarRef>& args,
                               const std::vector<std::pair<std::string, VarRef>>& kwargs);
   std::optional<ir::Literal> literal_of(PyObject* obj) const;
