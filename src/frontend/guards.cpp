@@ -35,6 +35,7 @@ namespace {
 
 enum class CheckKind : uint8_t {
   TensorMatch,
+  IntSlot,
   IdMatch,
   TypeMatch,
   Equals,
@@ -68,6 +69,7 @@ struct Check {
   Py_ssize_t length = 0;         // Length
   ir::DType dtype = ir::DType::Float32;  // DefaultDType
   int tensor = -1;               // TensorMatch: index into Impl::tensors
+  int slot = -1;                 // IntSlot: the shape-guard slot the int's value goes to
   int autocast = -1;             // AutocastState: index into Impl::autocast_states
 };
 
@@ -271,6 +273,7 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
              x.meta.requires_grad == y.meta.requires_grad && x.size_slots == y.size_slots &&
              x.stride_slots == y.stride_slots;
     }
+    case CheckKind::IntSlot: return a.slot == b.slot;
     case CheckKind::IdMatch: return a.identity == b.identity;
     case CheckKind::TypeMatch: return a.object == b.object;
     case CheckKind::Equals:
@@ -326,6 +329,14 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v, int64_t* slots) const {
              raw.requires_grad == t.meta.requires_grad &&
              dims_match(raw.sizes, t.meta.sizes.data(), t.size_slots, ndim, slots) &&
              dims_match(raw.strides, t.meta.strides.data(), t.stride_slots, ndim, slots);
+    }
+    case CheckKind::IntSlot: {
+      if (!PyLong_CheckExact(v)) return false;  // exactly int: a bool (or an int subclass) is another graph
+      int overflow = 0;
+      long long value = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow) return false;
+      slots[c.slot] = value;
+      return true;
     }
     case CheckKind::IdMatch:
       return v == c.identity && (!c.weak || weak_target(c.object) == v);
@@ -426,6 +437,7 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
       return s + " tensor: " + t.meta.str() + ", dynamic sizes " + dynamic_dims_text(t.size_slots) + " and strides " +
              dynamic_dims_text(t.stride_slots) + " (shape guard)";
     }
+    case CheckKind::IntSlot: return "type(" + s + ") is int (its value in the shape guard)";
     case CheckKind::IdMatch: return "id(" + s + ") matches";
     case CheckKind::TypeMatch: return "type(" + s + ") is " + type_name(reinterpret_cast<PyTypeObject*>(c.object));
     case CheckKind::Equals: return s + " == " + repr_of(c.object);
@@ -658,6 +670,14 @@ void GuardSet::tensor_match(const SourceRef& source, const TensorMeta& meta, std
       return;
     }
   }
+}
+
+void GuardSet::int_slot(const SourceRef& source, int slot) {
+  if (slot < 0) throw std::invalid_argument("int_slot: a slot >= 0 expected for " + source->str());
+  impl_->slot_count = std::max(impl_->slot_count, slot + 1);
+  Check c{CheckKind::IntSlot};
+  c.slot = slot;
+  impl_->add(source, c);
 }
 
 void GuardSet::shape_relations(const std::vector<sym::Rel>& relations, const std::vector<std::string>& names,

@@ -95,6 +95,9 @@ class GuardSet {
   // is not compared: its size (stride) is stored into that slot of the shape guard's values.
   void tensor_match(const SourceRef& source, const TensorMeta& meta, std::vector<int> size_slots,
                     std::vector<int> stride_slots);
+  // Dynamic ints: the value at `source` is exactly an int (not a bool) that fits int64, and is
+  // stored into that slot of the shape guard's values.
+  void int_slot(const SourceRef& source, int slot);
   // The shape guard: once every other check passed, each of `relations` holds over the slot
   // values, slot k named names[k] in them (sym/rel_program.h). texts[i] describes relation i and
   // why the trace relied on it (describe, first_failure). Replaces an earlier shape guard.

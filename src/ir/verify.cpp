@@ -91,8 +91,8 @@ class Verifier {
       if (!declared_.count(name)) report(who + " mentions the undeclared symbol " + name);
   }
 
-  // Symbols are declared once, and each is bare as some dimension of a graph input: the runtime
-  // reads its value there (dyn_contract: binding).
+  // Symbols are declared once, and each size symbol is bare as some dimension of a graph input:
+  // the runtime reads its value there (an int symbol from the int passed after the inputs).
   void check_symbols() {
     for (const sym::SymbolInfo& s : g_.symbols)
       if (!declared_.insert(s.name).second) report("symbol " + s.name + " is declared twice");
@@ -102,7 +102,7 @@ class Verifier {
         for (const sym::Expr& e : g_.value(in.value).type.sizes)
           if (e.kind() == sym::ExprKind::Symbol) bound.insert(e.symbol_name());
     for (const sym::SymbolInfo& s : g_.symbols)
-      if (!bound.count(s.name))
+      if (!s.from_int && !bound.count(s.name))
         report("symbol " + s.name + " is not a dimension of any graph input (the runtime reads its value from one)");
   }
 

@@ -7,7 +7,13 @@
 namespace ember::runtime {
 
 SymbolBinding::SymbolBinding(const sym::Symbols& symbols, const std::vector<const std::vector<sym::Expr>*>& input_sizes) {
+  int next_int = static_cast<int>(input_sizes.size());
   for (const sym::SymbolInfo& s : symbols) {
+    names_.push_back(s.name);
+    if (s.from_int) {
+      reads_.push_back(Read{next_int++, -1});
+      continue;
+    }
     sym::Expr symbol = sym::Expr::symbol(s.name);
     Read found{-1, -1};
     for (size_t k = 0; k < input_sizes.size() && found.input < 0; ++k)
@@ -16,7 +22,6 @@ SymbolBinding::SymbolBinding(const sym::Symbols& symbols, const std::vector<cons
     if (found.input < 0)
       throw std::invalid_argument("shape symbol " + s.name + " is not the size of any dimension of a graph input");
     reads_.push_back(found);
-    names_.push_back(s.name);
   }
 }
 
@@ -24,6 +29,15 @@ bool SymbolBinding::read(PyObject* const* inputs, int64_t* values) const {
   for (size_t k = 0; k < reads_.size(); ++k) {
     pybridge::RawTensorMeta meta;
     const Read& r = reads_[k];
+    if (r.dim < 0) {
+      int overflow = 0;
+      values[k] = PyLong_CheckExact(inputs[r.input]) ? PyLong_AsLongLongAndOverflow(inputs[r.input], &overflow) : 0;
+      if (!PyLong_CheckExact(inputs[r.input]) || overflow) {
+        PyErr_Format(PyExc_RuntimeError, "ember: graph input %d is not the int64 that binds %s", r.input, names_[k].c_str());
+        return false;
+      }
+      continue;
+    }
     if (!pybridge::read_raw_tensor_meta(inputs[r.input], &meta, pybridge::TensorReadPath::Auto) || meta.ndim <= r.dim) {
       if (!PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "ember: graph input %d does not have the dimension %d that binds %s", r.input,

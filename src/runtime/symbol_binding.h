@@ -1,9 +1,12 @@
 // Where a compiled graph reads the values of its shape symbols on each call (docs/dynamic-shapes.md).
 //
-// Needs: every symbol of `symbols` appears bare (the expression is exactly the symbol) as a
-// dimension of some graph input; the frontend's guards make that so. Guarantees: read() gives
-// each symbol's value from the first such input dimension. Why here: both runners (the eager
-// executor and the compiled graph) bind symbols the same way.
+// Needs: every size symbol of `symbols` appears bare (the expression is exactly the symbol) as a
+// dimension of some graph input; the frontend's guards make that so. An int symbol
+// (SymbolInfo::from_int) is the Python int passed after the graph's inputs, one per int symbol in
+// the order of `symbols` (the frontend captures them so: Trace::apply_specializations).
+// Guarantees: read() gives each size symbol's value from the first such input dimension, and each
+// int symbol's from its int. Why here: both runners (the eager executor and the compiled graph)
+// bind symbols the same way.
 #pragma once
 
 #include <Python.h>
@@ -26,14 +29,14 @@ class SymbolBinding {
   bool empty() const { return reads_.empty(); }
   size_t size() const { return reads_.size(); }
   const std::vector<std::string>& names() const { return names_; }
-  // values[k] := symbol k's value, read from `inputs` (torch tensors). False with a Python error
-  // set when an input is not a tensor of the expected rank.
+  // values[k] := symbol k's value, read from `inputs` (torch tensors, then the ints). False with a
+  // Python error set when an input is not a tensor of the expected rank, or not an int.
   bool read(PyObject* const* inputs, int64_t* values) const;
 
  private:
   struct Read {
     int input = 0;
-    int dim = 0;
+    int dim = 0;  // -1: the input is a Python int
   };
   std::vector<Read> reads_;
   std::vector<std::string> names_;

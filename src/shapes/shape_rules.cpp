@@ -403,7 +403,8 @@ std::optional<ScalarKind> scalar_kind(const Operand* p) {
   const ir::Literal* l = literal(p);
   if (!l) return std::nullopt;
   if (std::holds_alternative<bool>(*l)) return ScalarKind::Bool;
-  if (std::holds_alternative<int64_t>(*l)) return ScalarKind::Int;
+  // A sym(...) literal is an int whose value the graph's symbols give on each call (`x * n`).
+  if (std::holds_alternative<int64_t>(*l) || std::holds_alternative<sym::Expr>(*l)) return ScalarKind::Int;
   if (std::holds_alternative<double>(*l)) return ScalarKind::Float;
   return std::nullopt;
 }
@@ -493,6 +494,11 @@ bool scalar_fits(const Operand* p, ir::DType dt) {
   }
   if (*kind == ScalarKind::Complex) {
     return c == Category::Complex && real_fits(p->complex.real(), dt) && real_fits(p->complex.imag(), dt);
+  }
+  if (std::holds_alternative<sym::Expr>(p->literal)) {
+    // Any int64 the symbols may take: int64 itself, or a floating dtype whose range holds them all.
+    return dt == ir::DType::Int64 ||
+           ((c == Category::Floating || c == Category::Complex) && ir::dtype_info(dt).max_finite >= 9.3e18);
   }
   int64_t v = std::get<int64_t>(p->literal);
   if (c == Category::Floating || c == Category::Complex) return real_fits(static_cast<double>(v), dt);

@@ -8,7 +8,10 @@
 // of the call) and reading each result size back: the same constant in both runs is that
 // constant; the stand-ins of one symbolic size in both runs is that size; anything else (a
 // product, a size that depends on the symbol otherwise) declines. Symbols stand for sizes >= 2
-// (0/1 specialization, notes/dynamic_shapes.md), which the stand-ins are.
+// (0/1 specialization, notes/dynamic_shapes.md), which the stand-ins are. A symbolic scalar
+// (`x * n`, n an int symbol: a sym(...) literal) stands in the same way: its symbols are atoms and
+// the literal their stand-ins' value, which these families read for its kind alone (a rule that
+// reads it as a dim declines: no stand-in is a valid dim).
 //
 // Operands and results may have any dense layout (strides that are the products of the sizes in
 // some dim order: what views like transpose and permute make): the stand-ins keep each operand's
@@ -135,6 +138,8 @@ class StandIn {
   }
   Operand operand(const Operand& o) {
     Operand out = o;
+    if (const sym::Expr* e = o.kind == Operand::Kind::Literal ? std::get_if<sym::Expr>(&o.literal) : nullptr)
+      out.literal = sym::evaluate(*e, symbol_value_);
     if (o.tensor) {
       ir::TensorType t = *o.tensor;
       for (sym::Expr& s : t.sizes)
@@ -171,9 +176,15 @@ bool is_symbolic(const Operand& o) {
   return std::any_of(o.items.begin(), o.items.end(), is_symbolic);
 }
 
-bool has_symbolic_literal(const Operand& o) {
-  if (o.kind == Operand::Kind::Literal && std::holds_alternative<sym::Expr>(o.literal)) return true;
-  return std::any_of(o.items.begin(), o.items.end(), has_symbolic_literal);
+// Adds the symbols of `o`'s symbolic literals to `atoms` (as bare symbols, once each).
+void literal_symbols(const Operand& o, std::vector<sym::Expr>& atoms) {
+  if (const sym::Expr* e = o.kind == Operand::Kind::Literal ? std::get_if<sym::Expr>(&o.literal) : nullptr) {
+    std::set<std::string> names;
+    sym::free_symbols(*e, names);
+    for (const std::string& name : names)
+      if (std::find(atoms.begin(), atoms.end(), sym::Expr::symbol(name)) == atoms.end()) atoms.push_back(sym::Expr::symbol(name));
+  }
+  for (const Operand& item : o.items) literal_symbols(item, atoms);
 }
 
 // The calls whose result types never read their operands' strides (they allocate contiguous
@@ -211,9 +222,8 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
   for (const Operand& a : args) visit_tensors(a, scan);
   for (const auto& kv : kwargs) visit_tensors(kv.second, scan);
   if (!default_layouts && !any_layout) return std::nullopt;
-  if (std::any_of(args.begin(), args.end(), has_symbolic_literal) ||
-      std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_symbolic_literal(kv.second); }))
-    return std::nullopt;
+  for (const Operand& a : args) literal_symbols(a, atoms);
+  for (const auto& kv : kwargs) literal_symbols(kv.second, atoms);
   std::vector<int64_t> values;
   for (int64_t v : kStandIns)
     if (!constants.count(v)) values.push_back(v);

@@ -50,8 +50,13 @@ class SymbolParser {
       if (s.divisor < 1) fail("divisor must be at least 1", at_divisor);
       skip_space();
     }
+    if (text_.substr(pos_) == "int" || text_.substr(pos_).rfind("int ", 0) == 0) {
+      pos_ += 3;
+      s.from_int = true;
+      skip_space();
+    }
     if (pos_ != text_.size())
-      fail("unexpected " + found() + " (after hint=, only range=[lo, hi] then divisor=d may follow)", pos_);
+      fail("unexpected " + found() + " (after hint=, only range=[lo, hi], divisor=d then int may follow)", pos_);
     if (s.hint < s.min || s.hint > s.max)
       fail("hint " + std::to_string(s.hint) + " is outside range=[" + std::to_string(s.min) + ", " + bound_str(s.max) + "]", hint_at);
     if (s.hint % s.divisor != 0)
@@ -106,6 +111,7 @@ std::string print_symbol(const SymbolInfo& s) {
   std::string out = "symbol " + s.name + " hint=" + std::to_string(s.hint);
   if (s.min != kDefaults.min || s.max != kDefaults.max) out += " range=[" + std::to_string(s.min) + ", " + bound_str(s.max) + "]";
   if (s.divisor != kDefaults.divisor) out += " divisor=" + std::to_string(s.divisor);
+  if (s.from_int) out += " int";
   return out;
 }
 

@@ -1,17 +1,22 @@
 // The shape symbols of one graph (dynamic shapes, docs/dynamic-shapes.md): sizes that vary between
 // the calls one compiled graph serves.
 //
-// The frontend makes a symbol for an input dimension it decides to leave dynamic and records what it
-// knows about it (guarded on every call, so the backend may rely on it). Every symbol of a graph
-// appears bare as at least one dimension of a graph input: that is where the runtime reads its value
-// (`binding_of` in the runtime). Sizes 0 and 1 are never symbols (they decide broadcasting), so
-// `min` is at least 2 unless a producer says otherwise.
+// The frontend makes a symbol for an input dimension it decides to leave dynamic, or for a Python
+// int it reads from the frame (an argument, a module attribute, a global) that it leaves dynamic,
+// and records what it knows about it (guarded on every call, so the backend may rely on it). A
+// size symbol appears bare as at least one dimension of a graph input: that is where the runtime
+// reads its value (runtime::SymbolBinding). An int symbol (`from_int`) is the value of a Python
+// int the graph receives after its tensor inputs, one per int symbol in the order of `symbols`.
+// Sizes 0 and 1 are never symbols (they decide broadcasting), so `min` is at least 2 unless a
+// producer says otherwise: an int symbol's is 1 (broadcasting rules never guess that a symbol is
+// not 1; an int symbol is never 0).
 //
 // Text form (both IRs print it, one line per symbol before the inputs / buffers):
 //     symbol s0 hint=16 range=[2, inf] divisor=1
+//     symbol s1 hint=5 int
 // `inf` spells INT64_MAX. The printer omits `range=` and `divisor=` when they are the defaults
-// ([2, inf] and 1); the parser accepts them in that order, each optional, and checks
-// min <= hint <= max, divisor >= 1 and hint % divisor == 0.
+// ([2, inf] and 1), and `int` for a size symbol; the parser accepts them in that order, each
+// optional, and checks min <= hint <= max, divisor >= 1 and hint % divisor == 0.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +36,10 @@ struct SymbolInfo {
   int64_t min = 2;  // inclusive bounds the guards hold
   int64_t max = std::numeric_limits<int64_t>::max();
   int64_t divisor = 1;  // the value is a multiple of this (guarded)
+  bool from_int = false;  // read from a Python int input, not from a tensor's dim
   bool operator==(const SymbolInfo& o) const {
-    return name == o.name && hint == o.hint && min == o.min && max == o.max && divisor == o.divisor;
+    return name == o.name && hint == o.hint && min == o.min && max == o.max && divisor == o.divisor &&
+           from_int == o.from_int;
   }
 };
 

@@ -18,6 +18,7 @@ using namespace object_model;
 VarRef Interpreter::get_attr(const VarRef& obj, const std::string& name) {
   switch (obj->kind) {
     case VarKind::SymInt:
+    case VarKind::Slice:
       return get_attr(trace_.specialize(obj), name);
     case VarKind::Tensor:
       return tensor_attr(obj, name);

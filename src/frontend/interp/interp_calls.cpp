@@ -34,6 +34,14 @@ bool has_tensor(const VarRef& v) {
   }
 }
 
+// `fn`'s __qualname__ (else its type's name), for messages.
+std::string callable_name(PyObject* fn) {
+  PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (name && PyUnicode_Check(name.get())) return PyUnicode_AsUTF8(name.get());
+  PyErr_Clear();
+  return Py_TYPE(fn)->tp_name;
+}
+
 }  // namespace
 
 void Interpreter::call_from_stack(int argc, PyObject* kwnames) {
@@ -172,9 +180,10 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   if (trace_.has_size_ints() && kind.kind != CallableKind::CoreOp && kind.kind != CallableKind::TorchOp &&
       kind.kind != CallableKind::Query && kind.kind != CallableKind::Factory && kind.kind != CallableKind::Inline) {
     // Sizes reach torch ops as sym(...) arguments and Python functions as SymInts; any other
-    // callable gets their values, guarded.
+    // callable gets their values, guarded (the guard names it: "an argument of range()").
+    std::string use = "an argument of " + callable_name(obj) + "()";
     auto fix = [&](VarRef& a) {
-      a = trace_.specialize(a);
+      a = trace_.specialize(a, use);
       trace_.specialize_sizes(*a);
     };
     for (VarRef& a : args) fix(a);

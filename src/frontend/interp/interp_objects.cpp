@@ -23,13 +23,18 @@ VarRef Interpreter::sized_tuple(std::vector<VarRef> items, bool torch_size) cons
   return t;
 }
 
-VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
+VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index_in) {
+  if (obj->kind == VarKind::Tensor) {
+    if (VarRef view = trace_.symbolic_subscript(obj, index_in)) return view;
+    return trace_.call_torch(trace_.op_callable(ir::Op::Getitem), {obj, trace_.specialize_slices(index_in)}, {});
+  }
+  // Containers and objects take the index's value: list indices are structure, not math.
+  VarRef index = trace_.specialize(trace_.specialize_slices(index_in), "an index of a " + describe(*obj));
   switch (obj->kind) {
     case VarKind::Record:
       return record_subscript(obj, index);
     case VarKind::Tensor:
-      if (VarRef view = trace_.symbolic_subscript(obj, index)) return view;
-      return trace_.call_torch(trace_.op_callable(ir::Op::Getitem), {obj, index}, {});
+      break;  // above
     case VarKind::Tuple:
     case VarKind::List: {
       auto& items = obj->as<SequenceVar>().items;
@@ -108,7 +113,8 @@ VarRef Interpreter::subscript(const VarRef& obj, const VarRef& index) {
   }
 }
 
-void Interpreter::store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value) {
+void Interpreter::store_subscript(const VarRef& obj, const VarRef& index_in, const VarRef& value) {
+  VarRef index = trace_.specialize_slices(index_in);
   if (obj->kind == VarKind::Tensor) {
     trace_.call_torch(operator_fn("setitem"), {obj, index, value}, {});
     return;
@@ -293,17 +299,21 @@ VarRef Interpreter::binary_op(int nb, const VarRef& lhs_in, const VarRef& rhs_in
   int base = nb % 13;
   if (is_size_int(lhs_in) || is_size_int(rhs_in)) {
     // + - * // % on sizes and int constants stay expressions over the shape symbols.
+    // A dynamic int's result keeps the plan that recomputes it from the frame (Trace::with_int_plan).
     std::optional<sym::Expr> a = size_expr(lhs_in), b = size_expr(rhs_in);
+    PyObject* op = operator_fn(inplace ? kInplace[base] : kBinary[base]);
     if (a && b) {
       switch (base) {
-        case 0: return trace_.size_int(*a + *b);
-        case 10: return trace_.size_int(*a - *b);
-        case 5: return trace_.size_int(*a * *b);
+        case 0: return trace_.with_int_plan(trace_.size_int(*a + *b), op, lhs_in, rhs_in);
+        case 10: return trace_.with_int_plan(trace_.size_int(*a - *b), op, lhs_in, rhs_in);
+        case 5: return trace_.with_int_plan(trace_.size_int(*a * *b), op, lhs_in, rhs_in);
         case 2:
-          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0})) return trace_.size_int(floordiv(*a, *b));
+          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0}))
+            return trace_.with_int_plan(trace_.size_int(floordiv(*a, *b)), op, lhs_in, rhs_in);
           break;
         case 6:
-          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0})) return trace_.size_int(mod(*a, *b));
+          if (trace_.size_relation(sym::Rel{*b, sym::RelOp::Ne, 0}))
+            return trace_.with_int_plan(trace_.size_int(mod(*a, *b)), op, lhs_in, rhs_in);
           break;
         default:
           break;
@@ -439,7 +449,15 @@ VarRef Interpreter::compare(int op, const VarRef& lhs, const VarRef& rhs) {
   return trace_.constant(std::move(r));
 }
 
-VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v) {
+VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v_in) {
+  // -T and +T of a size stay expressions (a dynamic int keeps its plan: 0 - T).
+  if (is_size_int(v_in) && (py_op == 0 || py_op == 1)) {
+    sym::Expr e = *v_in->as<SymIntVar>().size;
+    if (py_op == 1) return v_in;
+    VarRef zero = trace_.constant(PyRef::steal(PyLong_FromLong(0)));
+    return trace_.with_int_plan(trace_.size_int(sym::Expr(0) - e), operator_fn("sub"), zero, v_in);
+  }
+  VarRef v = trace_.specialize(v_in);
   if (v->kind == VarKind::Tensor) {
     PyRef fn = PyRef::steal(PyObject_GetAttrString(trace_.table.torch.get(), torch_name));
     if (!fn) throw PythonError();
@@ -458,6 +476,7 @@ VarRef Interpreter::unary(const char* torch_name, int py_op, const VarRef& v) {
 bool Interpreter::truthy(const VarRef& v) {
   switch (v->kind) {
     case VarKind::SymInt:
+    case VarKind::Slice:
       return truthy(trace_.specialize(v));
     case VarKind::Record:
       return !record_present(v->as<RecordVar>()).empty();
@@ -658,8 +677,15 @@ VarRef Interpreter::isinstance(const VarRef& obj, const VarRef& cls) {
 }
 
 VarRef Interpreter::build_slice(const VarRef& start_in, const VarRef& stop_in, const VarRef& step_in) {
-  // A slice object holds ints, not expressions: a size bound specializes here (not the sizes
-  // below it on the stack, which BUILD_SLICE leaves alone).
+  // A slice object holds ints, not expressions: a size bound makes a SliceVar, which a tensor
+  // subscript keeps symbolic and any other use specializes (Trace::specialize).
+  if (is_size_int(start_in) || is_size_int(stop_in) || is_size_int(step_in)) {
+    auto bound = [&](const VarRef& v) { return is_size_int(v) ? v : trace_.specialize(v); };
+    VarRef start = bound(start_in), stop = bound(stop_in), step = bound(step_in);
+    if (Trace::as_constant(*start) || is_size_int(start))
+      if (Trace::as_constant(*stop) || is_size_int(stop))
+        if (Trace::as_constant(*step) || is_size_int(step)) return std::make_shared<SliceVar>(start, stop, step);
+  }
   VarRef start = trace_.specialize(start_in), stop = trace_.specialize(stop_in), step = trace_.specialize(step_in);
   PyObject* a = Trace::as_constant(*start);
   PyObject* b = Trace::as_constant(*stop);

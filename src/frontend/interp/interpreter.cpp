@@ -107,9 +107,10 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
   // Size SymInts (docs/dynamic-shapes.md) also travel through calls (torch ops take them as
   // sym(...) arguments; Python functions are traced with them; other callables specialize them:
   // Interpreter::call), tuples, lists and dicts (the **kwargs of a call through a decorator:
-  // transformers' deprecate_kwarg), subscripts, item stores into dicts and lists, comparisons (a
-  // relation guard) and `in` (which reads a dict's keys, never its values). The steps of `in` and of
-  // item stores specialize what they read otherwise.
+  // transformers' deprecate_kwarg; a compiled module's `mod(*args, **kwargs)`), subscripts, item
+  // stores into dicts and lists, comparisons (a relation guard), `in` (which reads a dict's keys,
+  // never its values) and signs (`x[:, -T:]`). The steps of `in` and of item stores specialize
+  // what they read otherwise.
   if (carries_sym_ints(op)) return true;
   switch (op) {
     case Opcode::Call:
@@ -128,6 +129,8 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::DictUpdate:
     case Opcode::DictMerge:
     case Opcode::BuildSlice:
+    case Opcode::UnaryNegative:
+    case Opcode::UnaryPositive:
     case Opcode::UnpackSequence:
     case Opcode::BinarySubscr:
     case Opcode::CompareOp:
@@ -226,7 +229,7 @@ VarRef Interpreter::run() {
     if (!carries_sym_ints(current_->op)) {
       bool sizes_travel = carries_size_ints(current_->op);
       for (VarRef& v : stack_)
-        if (!(sizes_travel && is_size_int(v))) v = trace_.specialize(v);
+        if (!(sizes_travel && (is_size_int(v) || v->kind == VarKind::Slice))) v = trace_.specialize(v);
     }
     try {
       step(*current_);

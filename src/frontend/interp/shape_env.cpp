@@ -9,8 +9,8 @@ sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim, 
   // of this size; with `dims_apart`, never one made for another dim of the same tensor.
   std::optional<size_t> duck;
   for (size_t k = 0; k < symbols_.size(); ++k) {
-    if (symbols_[k].hint != value) continue;
-    bool same_tensor = bindings_[k].tensor->str() == tensor->str();
+    if (symbols_[k].hint != value || symbols_[k].from_int) continue;
+    bool same_tensor = bindings_[k].source->str() == tensor->str();
     if (bindings_[k].dim == dim && !same_tensor) {
       duck = k;
       break;
@@ -18,12 +18,20 @@ sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim, 
     if (!duck && !(dims_apart && same_tensor)) duck = k;
   }
   if (duck) return resolve(sym::Expr::symbol(symbols_[*duck].name));
+  return fresh(value, Binding{tensor, dim});
+}
+
+sym::Expr ShapeEnv::int_symbol(int64_t value, const SourceRef& source) { return fresh(value, Binding{source, -1}); }
+
+sym::Expr ShapeEnv::fresh(int64_t value, Binding binding) {
   sym::SymbolInfo info;
   info.name = "s" + std::to_string(symbols_.size());
   info.hint = value;
+  info.from_int = binding.dim < 0;
+  if (info.from_int) info.min = 1;  // Trace::dynamic_int: an int symbol is never 0 (sizes 0 would be empty)
   hints_[info.name] = value;
   symbols_.push_back(info);
-  bindings_.push_back(Binding{tensor, dim});
+  bindings_.push_back(std::move(binding));
   return sym::Expr::symbol(info.name);
 }
 

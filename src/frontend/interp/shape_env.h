@@ -5,7 +5,9 @@
 // size: `s0, s1, ...` in order of first appearance. Sizes 0 and 1 never do (they decide
 // broadcasting). Two dimensions of the same size share one symbol (duck sizing), so loops over
 // them fuse exactly; the guards then require them equal. Every symbol is read on later calls
-// from the first (tensor source, dim) it was made for.
+// from the first (tensor source, dim) it was made for. A Python int the policy leaves dynamic
+// gets a symbol of its own (`int_symbol`: never duck-sized, as torch.compile's ints), read on
+// later calls from the int's source.
 //
 // Python code that branches on a symbolic size asks `evaluate`: a relation the symbols' facts
 // decide costs nothing; any other is decided by the traced call's values (the hints) and recorded
@@ -36,6 +38,12 @@ namespace ember::frontend {
 // (`seen`: per tensor source, the sizes seen, -1 once one changed; updated by the trace), and
 // those marked with ember.mark_dynamic (or torch._dynamo.mark_dynamic: the same attribute).
 // mark_static wins over both.
+//
+// Python ints (DynamicPolicy applies to them too, Trace::dynamic_int): Never none; Always the
+// frame's arguments (as torch.compile(dynamic=True)) and, as under Auto, attributes and globals
+// once their value changed; Auto those whose value differs from what an earlier compile saw
+// (`seen` keyed "int " + source). Never bools, and never the value 0 or negative ints (an int
+// symbol is >= 1; torch.compile's may be any int, its backend guarding each use).
 struct DynamicPolicy {
   Dynamic mode = Dynamic::Auto;
   std::map<std::string, std::vector<int64_t>>* seen = nullptr;
@@ -43,8 +51,10 @@ struct DynamicPolicy {
 
 class ShapeEnv {
  public:
+  // Where a symbol's value is read: dim `dim` of the tensor at `source`, or (dim -1) the int at
+  // `source`.
   struct Binding {
-    SourceRef tensor;
+    SourceRef source;
     int dim = 0;
   };
   struct Guard {
@@ -57,6 +67,8 @@ class ShapeEnv {
   // first). `value` >= 2. `dims_apart`: dims of one tensor never share a symbol (automatic dynamic:
   // its dims were seen to change apart, so `B == T` on one call says nothing about the next).
   sym::Expr symbol_for(int64_t value, const SourceRef& tensor, int dim, bool dims_apart = false);
+  // A fresh symbol for the Python int at `source` (SymbolInfo::from_int, range [1, inf]), `value` >= 1.
+  sym::Expr int_symbol(int64_t value, const SourceRef& source);
 
   // `e` with the replacements made so far (symbols specialized to constants) applied.
   sym::Expr resolve(const sym::Expr& e) const;
@@ -79,6 +91,8 @@ class ShapeEnv {
   bool specialized(const std::string& symbol) const;
 
  private:
+  sym::Expr fresh(int64_t value, Binding binding);
+
   sym::Symbols symbols_;
   std::vector<Binding> bindings_;
   std::map<std::string, int64_t> hints_;  // symbol name -> hint, kept with symbols_ (for sym::evaluate)

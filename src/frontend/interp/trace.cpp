@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 
 #include "frontend/eval_frame.h"
 #include "frontend/pyutil.h"
@@ -131,6 +132,8 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   PyTypeObject* type = Py_TYPE(obj);
   if (is_tensor_type(reinterpret_cast<PyObject*>(type))) {
     v = wrap_tensor(obj, source);
+  } else if (PyLong_CheckExact(obj) && dynamic_int(obj, source)) {
+    v = int_symbol(obj, source);
   } else if (PyLong_CheckExact(obj) && (source->kind == Source::Kind::Attr || source->kind == Source::Kind::Global ||
                                          source->kind == Source::Kind::Closure)) {
     v = sym_int(obj, source);
@@ -277,6 +280,7 @@ bool Trace::plannable(const Var& v) const {
       }
       case VarKind::Tensor:
       case VarKind::SymInt:
+      case VarKind::Slice:
       case VarKind::GradModeExit:
         return true;
       case VarKind::Tuple:
@@ -417,22 +421,42 @@ VarRef Trace::sym_int(PyObject* value, const SourceRef& source) {
   return s;
 }
 
+namespace {
+
+// The plan of an int operand of SymInt arithmetic and its value: a SymInt's own plan, or an int
+// constant; null when `v` has none (a size SymInt of tensor sizes, anything else).
+PyObject* int_operand(const VarRef& v, ValuePlan* plan) {
+  if (v->kind == VarKind::SymInt) {
+    if (!v->as<SymIntVar>().expr) return nullptr;
+    *plan = *v->as<SymIntVar>().expr;
+    return v->as<SymIntVar>().value.get();
+  }
+  PyObject* c = Trace::as_constant(*v);
+  if (!c || !PyLong_CheckExact(c)) return nullptr;
+  plan->kind = ValuePlan::Kind::Const;
+  plan->constant = PyRef::borrow(c);
+  return c;
+}
+
+// `s`'s plan := op(a's plan, b's plan), and its leaves theirs.
+void set_int_plan(SymIntVar& s, PyObject* op, ValuePlan pa, ValuePlan pb, const VarRef& a, const VarRef& b) {
+  auto expr = std::make_shared<ValuePlan>();
+  expr->kind = ValuePlan::Kind::Call;
+  expr->constant = PyRef::borrow(op);
+  expr->items = {std::move(pa), std::move(pb)};
+  s.expr = std::move(expr);
+  for (const VarRef* v : {&a, &b})
+    if ((*v)->kind == VarKind::SymInt)
+      for (auto& leaf : (*v)->as<SymIntVar>().leaves) s.leaves.push_back(leaf);
+}
+
+}  // namespace
+
 VarRef Trace::sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b) {
   if (is_size_int(a) || is_size_int(b)) return nullptr;  // sizes are expressions, not plans (Interpreter::binary_op)
-  auto operand = [](const VarRef& v, ValuePlan* plan) -> PyObject* {
-    if (v->kind == VarKind::SymInt) {
-      *plan = *v->as<SymIntVar>().expr;
-      return v->as<SymIntVar>().value.get();
-    }
-    PyObject* c = as_constant(*v);
-    if (!c || !PyLong_CheckExact(c)) return nullptr;
-    plan->kind = ValuePlan::Kind::Const;
-    plan->constant = PyRef::borrow(c);
-    return c;
-  };
   ValuePlan pa, pb;
-  PyObject* x = operand(a, &pa);
-  PyObject* y = operand(b, &pb);
+  PyObject* x = int_operand(a, &pa);
+  PyObject* y = int_operand(b, &pb);
   if (!x || !y) return nullptr;
   PyRef r = PyRef::steal(PyObject_CallFunctionObjArgs(op, x, y, nullptr));
   if (!r || !PyLong_CheckExact(r.get())) {
@@ -441,22 +465,32 @@ VarRef Trace::sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b) {
   }
   auto s = std::make_shared<SymIntVar>();
   s->value = std::move(r);
-  auto expr = std::make_shared<ValuePlan>();
-  expr->kind = ValuePlan::Kind::Call;
-  expr->constant = PyRef::borrow(op);
-  expr->items = {std::move(pa), std::move(pb)};
-  s->expr = std::move(expr);
-  for (const VarRef* v : {&a, &b})
-    if ((*v)->kind == VarKind::SymInt)
-      for (auto& leaf : (*v)->as<SymIntVar>().leaves) s->leaves.push_back(leaf);
+  set_int_plan(*s, op, std::move(pa), std::move(pb), a, b);
   return s;
 }
 
-VarRef Trace::specialize(const VarRef& v) {
+VarRef Trace::with_int_plan(VarRef result, PyObject* op, const VarRef& a, const VarRef& b) {
+  if (!is_size_int(result)) return result;
+  ValuePlan pa, pb;
+  if (int_operand(a, &pa) && int_operand(b, &pb)) set_int_plan(result->as<SymIntVar>(), op, std::move(pa), std::move(pb), a, b);
+  return result;
+}
+
+VarRef Trace::specialize(const VarRef& v, const std::string& use) {
+  if (v->kind == VarKind::Slice) {
+    const auto& slice = v->as<SliceVar>();
+    std::string bound_use = use.empty() ? std::string("a slice bound outside a tensor subscript") : use;
+    VarRef bounds[3] = {specialize(slice.start, bound_use), specialize(slice.stop, bound_use), specialize(slice.step, bound_use)};
+    PyObject* start = as_constant(*bounds[0]);
+    PyObject* stop = as_constant(*bounds[1]);
+    PyObject* step = as_constant(*bounds[2]);
+    if (!start || !stop || !step) throw std::logic_error("a slice bound that is neither a constant nor a size");
+    return constant(PyRef::steal(PySlice_New(start, stop, step)));
+  }
   if (v->kind != VarKind::SymInt) return v;
   auto& s = v->as<SymIntVar>();
   if (s.is_size()) {
-    shapes.specialize(*s.size, "an int of symbolic sizes used where Ember keeps no symbols" + where());
+    shapes.specialize(*s.size, (use.empty() ? std::string("an int of symbolic sizes used where Ember keeps no symbols") : use) + where());
     return make_object(s.value);
   }
   for (auto& [source, value] : s.leaves) guards.equals(source, value.get());
@@ -467,8 +501,11 @@ ValuePlan Trace::plan_value(const VarRef& v) {
   ValuePlan p;
   switch (v->kind) {
     case VarKind::SymInt:
-      if (v->as<SymIntVar>().is_size()) return plan_value(specialize(v));  // a size leaving the graph
-      return *v->as<SymIntVar>().expr;
+      // A dynamic int is recomputed from the frame; another size leaving the graph specializes.
+      if (v->as<SymIntVar>().expr) return *v->as<SymIntVar>().expr;
+      return plan_value(specialize(v));
+    case VarKind::Slice:
+      return plan_value(specialize(v));
     case VarKind::Tensor: {
       ir::ValueId id = v->as<TensorVar>().value;
       auto it = output_index_.find(id);

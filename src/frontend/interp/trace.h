@@ -202,11 +202,18 @@ class Trace {
   // `op(a, b)` on SymInts and int constants as a SymInt, or nullptr when that is not arithmetic
   // a SymInt can carry (the caller then specializes).
   VarRef sym_int_arith(PyObject* op, const VarRef& a, const VarRef& b);
+  // `result`, the size SymInt `op(a, b)` made by size arithmetic, with the plan that recomputes it
+  // from the frame when both operands have one (dynamic ints and int constants: SymIntVar).
+  VarRef with_int_plan(VarRef result, PyObject* op, const VarRef& a, const VarRef& b);
   // Guards a SymInt's sources by value (a size SymInt: the symbols it mentions) and returns the
-  // constant it stands for; other Vars are returned as they are.
-  VarRef specialize(const VarRef& v);
+  // constant it stands for; a SliceVar becomes a constant slice; other Vars are returned as they
+  // are. `use` says what needed the value ("an argument of range()"), for the guard's reason.
+  VarRef specialize(const VarRef& v, const std::string& use = std::string());
   // specialize() on the size SymInts `v` holds, through tuples, lists and dicts, in place.
   void specialize_sizes(Var& v);
+  // `index` with its slices of symbolic bounds (SliceVar, alone or in a tuple) made constant
+  // slices: for subscripts that are not basic tensor subscripts (trace_subscript.cpp).
+  VarRef specialize_slices(const VarRef& index);
   // An int of value `e` over the shape symbols: a size SymInt, or a constant when `e` is one.
   VarRef size_int(const sym::Expr& e);
   // `x.shape` (a torch.Size when `torch_size`) or `x.stride()`: a constant when every entry is
@@ -319,16 +326,23 @@ class Trace {
   // Dynamic shapes: the dimensions of `meta` (read through `source`, of Python type `obj`'s) the
   // policy makes symbolic.
   std::vector<bool> dynamic_dims(PyObject* obj, const SourceRef& source, const TensorMeta& meta) const;
+  // Dynamic shapes: whether the exact int `obj` read through `source` becomes an int symbol
+  // (DynamicPolicy); records its value for automatic dynamic.
+  bool dynamic_int(PyObject* obj, const SourceRef& source) const;
+  // The size SymInt of a new int symbol for `obj` (dynamic_int said so): guarded exactly int, its
+  // value stored into a shape-guard slot, and replayed from `source` where it is stored.
+  VarRef int_symbol(PyObject* obj, const SourceRef& source);
   // Makes the `dyn` dimensions of an input's `type` symbols and its strides expressions of its
   // sizes, and gives each symbolic size and stride a shape-guard slot (size_slots/stride_slots:
   // per dim, -1 for a static one). Leaves all three unchanged when the layout is not dense in
   // some dimension order (the tensor stays static).
   void symbolize_input(const SourceRef& source, const TensorMeta& meta, const std::vector<bool>& dyn,
                        ir::TensorType* type, std::vector<int>* size_slots, std::vector<int>* stride_slots);
-  // A slot of the shape guard: the value a dynamic input size or stride must have.
+  // A slot of the shape guard: the value a dynamic input size or stride must have, or (dim -1)
+  // the value of a dynamic int.
   struct ShapeSlot {
     sym::Expr expr;
-    SourceRef tensor;
+    SourceRef source;
     int dim = 0;
     bool stride = false;
   };

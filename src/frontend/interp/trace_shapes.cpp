@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <stdexcept>
 
 #include "frontend/interp/trace.h"
 
@@ -86,6 +87,58 @@ std::vector<bool> Trace::dynamic_dims(PyObject* obj, const SourceRef& source, co
   return out;
 }
 
+bool Trace::dynamic_int(PyObject* obj, const SourceRef& source) const {
+  if (dynamic.mode == Dynamic::Never) return false;
+  // An argument: a local, or an item of one (`*args`, `**kwargs`: a compiled module's forward
+  // receives its arguments so).
+  const Source* root = source.get();
+  while (root->kind == Source::Kind::Item || root->kind == Source::Kind::DictItem) root = root->base.get();
+  bool argument = root->kind == Source::Kind::Local;
+  Source::Kind kind = source->kind;
+  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure)
+    return false;
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (overflow || (value == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  // torch.compile(dynamic=True) makes the frame's int arguments symbolic from the first call; ints
+  // read from modules and globals it specializes (recompiling on each new value): here those follow
+  // automatic dynamic under either setting, so a counter attribute compiles at most twice.
+  bool dynamic_now = dynamic.mode == Dynamic::Always && argument;
+  if (!dynamic_now && dynamic.seen) {
+    std::vector<int64_t>& seen = (*dynamic.seen)["int " + source->str()];
+    if (seen.empty()) {
+      seen.push_back(value);
+    } else if (seen[0] != value) {
+      seen[0] = -1;  // never a value itself: a recorded -1 can only mean "changed"
+    }
+    dynamic_now = seen[0] == -1;
+  }
+  // torch.compile does not specialize ints 0 and 1 (create_unspecified_symbol), and neither does
+  // Ember for 1: broadcasting rules already refuse to guess whether a symbol is 1. An int symbol
+  // is >= 1 all the same, so a size made from it is never empty and a division by it never by
+  // zero: 0 and negative ints are compiled apart.
+  return dynamic_now && value >= 1;
+}
+
+VarRef Trace::int_symbol(PyObject* obj, const SourceRef& source) {
+  sym::Expr e = shapes.int_symbol(PyLong_AsLongLong(obj), source);
+  shape_slots_.push_back(ShapeSlot{e, source, -1, false});
+  guards.int_slot(source, static_cast<int>(shape_slots_.size()) - 1);
+  auto s = std::make_shared<SymIntVar>();
+  s->value = PyRef::borrow(obj);
+  s->size = e;
+  auto plan = std::make_shared<ValuePlan>();
+  plan->kind = ValuePlan::Kind::FromSource;
+  plan->source = source;
+  s->expr = std::move(plan);
+  s->leaves.emplace_back(source, PyRef::borrow(obj));
+  has_size_ints_ = true;
+  return s;
+}
+
 void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, const std::vector<bool>& dyn,
                             ir::TensorType* type, std::vector<int>* size_slots, std::vector<int>* stride_slots) {
   if (std::find(dyn.begin(), dyn.end(), true) == dyn.end()) return;
@@ -131,7 +184,7 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
 void Trace::specialize_sizes(Var& v) {
   if (v.unread()) return;  // contents the trace has not read hold no values it made
   auto fix = [&](VarRef& item) {
-    if (item->kind == VarKind::SymInt && item->as<SymIntVar>().is_size()) {
+    if ((item->kind == VarKind::SymInt && item->as<SymIntVar>().is_size()) || item->kind == VarKind::Slice) {
       item = specialize(item);
     } else {
       specialize_sizes(*item);
@@ -393,23 +446,28 @@ void Trace::finish_shapes() {
     const ShapeEnv::Binding& b = shapes.bindings()[k];
     for (size_t j = 0; j < shape_slots_.size(); ++j) {
       const ShapeSlot& slot = shape_slots_[j];
-      if (!slot.stride && slot.dim == b.dim && slot.tensor->str() == b.tensor->str()) names[j] = symbols[k].name;
+      if (!slot.stride && slot.dim == b.dim && slot.source->str() == b.source->str()) names[j] = symbols[k].name;
     }
   }
   std::vector<sym::Rel> rels;
   std::vector<std::string> texts;
   for (size_t j = 0; j < shape_slots_.size(); ++j) {
     const ShapeSlot& slot = shape_slots_[j];
-    std::string read = slot.tensor->str() + (slot.stride ? ".stride()[" : ".size()[") + std::to_string(slot.dim) + "]";
+    std::string read = slot.source->str();
+    if (slot.dim >= 0) read += (slot.stride ? ".stride()[" : ".size()[") + std::to_string(slot.dim) + "]";
     if (names[j].empty()) {
       names[j] = "_v" + std::to_string(j);
       sym::Rel rel{sym::Expr::symbol(names[j]), sym::RelOp::Eq, shapes.resolve(slot.expr)};
       rels.push_back(rel);
       texts.push_back(read + " == " + rel.rhs.str());
     } else {
-      texts.push_back(std::string());  // filled below: the symbol's range
-      rels.push_back(sym::Rel{sym::Expr(2), sym::RelOp::Le, sym::Expr::symbol(names[j])});
-      texts.back() = "2 <= " + read + " (" + names[j] + "; sizes 0 and 1 are compiled apart)";
+      if (slot.dim >= 0) {
+        rels.push_back(sym::Rel{sym::Expr(2), sym::RelOp::Le, sym::Expr::symbol(names[j])});
+        texts.push_back("2 <= " + read + " (" + names[j] + "; sizes 0 and 1 are compiled apart)");
+      } else {
+        rels.push_back(sym::Rel{sym::Expr(1), sym::RelOp::Le, sym::Expr::symbol(names[j])});
+        texts.push_back("1 <= " + read + " (" + names[j] + "; ints below 1 are compiled apart)");
+      }
     }
   }
   for (const ShapeEnv::Guard& g : shapes.guards()) {
@@ -420,6 +478,23 @@ void Trace::finish_shapes() {
 }
 
 void Trace::apply_specializations() {
+  bool training = false;
+  for (const ir::Value& v : graph.values()) training = training || v.type.requires_grad;
+  int next_slot = static_cast<int>(graph.inputs().size());
+  for (size_t k = 0; k < shapes.all_symbols().size(); ++k) {
+    const sym::SymbolInfo& s = shapes.all_symbols()[k];
+    if (!s.from_int || shapes.specialized(s.name)) continue;
+    // The backward half binds its symbols from tensor dims (docs/autograd.md): an int symbol of a
+    // training graph is specialized, as before ints were symbols.
+    if (training) {
+      shapes.specialize(sym::Expr::symbol(s.name), "an int in a graph that needs gradients (int symbols are not built for training)");
+      continue;
+    }
+    // The runtime reads an int symbol from the captured value that follows the graph's tensor
+    // inputs (runtime::SymbolBinding): its source is captured in the order of graph.symbols.
+    if (guards.capture(shapes.bindings()[k].source) != next_slot++)
+      throw std::logic_error("int symbol " + s.name + " is not captured right after the graph's inputs");
+  }
   graph.symbols = shapes.live_symbols();
   if (shapes.replacements().empty()) return;
   auto fix_type = [&](ir::TensorType& t) {

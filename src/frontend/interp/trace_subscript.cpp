@@ -1,6 +1,7 @@
 // Trace: basic tensor subscripts over symbolic sizes (docs/dynamic-shapes.md, "Subscripts").
 //
-// `x[..., None]`, `x[:, -1:]`, `x[:, :1]`, `x[i]`, `x[:, :T]` (T a size int) become select, slice
+// `x[..., None]`, `x[:, -1:]`, `x[:, :1]`, `x[i]`, `x[:, :T]`, `x[..., s:e]` (T, s, e size ints or
+// dynamic ints: the slice is a SliceVar, BUILD_SLICE) become select, slice
 // and unsqueeze nodes in canonical form (0 <= start <= end <= size, 0 <= index < size), whose types
 // this file computes. Why not one getitem node with a shape rule: Python clamps each bound against
 // the dim's size, and whether a constant bound falls inside a symbolic size is a question about the
@@ -57,10 +58,31 @@ std::optional<IndexItem> constant_item(PyObject* o) {
   return item;
 }
 
+// A bound of a SliceVar: None, an int constant or a size SymInt.
+bool slice_bound(const VarRef& v, std::optional<sym::Expr>* out) {
+  if (is_size_int(v)) {
+    *out = *v->as<SymIntVar>().size;
+    return true;
+  }
+  PyObject* c = Trace::as_constant(*v);
+  return c && constant_bound(c, out);
+}
+
 std::optional<IndexItem> index_item(const VarRef& v) {
   if (is_size_int(v)) {
     IndexItem item;
     item.index = *v->as<SymIntVar>().size;
+    return item;
+  }
+  if (v->kind == VarKind::Slice) {
+    const auto& s = v->as<SliceVar>();
+    IndexItem item;
+    item.kind = IndexItem::Kind::Slice;
+    std::optional<sym::Expr> step;
+    if (!slice_bound(s.start, &item.start) || !slice_bound(s.stop, &item.stop) || !slice_bound(s.step, &step)) return std::nullopt;
+    if (step && !step->is_constant()) return std::nullopt;  // a symbolic step: specialized by the caller
+    item.step = step ? step->constant() : 1;
+    if (item.step <= 0) return std::nullopt;
     return item;
   }
   PyObject* c = Trace::as_constant(*v);
@@ -89,7 +111,8 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
   bool any_symbolic = symbolic(in);
   int64_t consumed = 0, ellipses = 0;
   for (const IndexItem& it : items) {
-    any_symbolic = any_symbolic || (it.kind == IndexItem::Kind::Int && symbolic(it.index));
+    any_symbolic = any_symbolic || (it.kind == IndexItem::Kind::Int && symbolic(it.index)) ||
+                   (it.start && symbolic(*it.start)) || (it.stop && symbolic(*it.stop));
     consumed += it.kind == IndexItem::Kind::Int || it.kind == IndexItem::Kind::Slice;
     ellipses += it.kind == IndexItem::Kind::Ellipsis;
   }
@@ -162,6 +185,19 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
   dim = 0;
   emit(ir::Op::Slice, {dim_var(), size_int(0), size_int(t.sizes[0]), constant(PyRef::steal(PyLong_FromLong(1)))}, t);
   return cur;
+}
+
+VarRef Trace::specialize_slices(const VarRef& index) {
+  if (index->kind == VarKind::Slice) return specialize(index, "a slice bound outside a basic tensor subscript");
+  if (index->kind != VarKind::Tuple) return index;
+  std::vector<VarRef> items = index->as<SequenceVar>().items;
+  bool any = false;
+  for (VarRef& item : items) {
+    if (item->kind != VarKind::Slice) continue;
+    item = specialize(item, "a slice bound outside a basic tensor subscript");
+    any = true;
+  }
+  return any ? make_tuple(std::move(items)) : index;
 }
 
 }  // namespace ember::frontend

@@ -72,6 +72,8 @@ std::string describe(const Var& v) {
       return "iterator";
     case VarKind::Super:
       return "super()";
+    case VarKind::Slice:
+      return "slice with symbolic bounds";
     case VarKind::Record:
       return std::string("model output ") + reinterpret_cast<PyTypeObject*>(static_cast<const RecordVar&>(v).cls.get())->tp_name;
     case VarKind::GradMode:

@@ -47,6 +47,7 @@ enum class VarKind : uint8_t {
   GradMode,     // torch.no_grad() / enable_grad() / set_grad_enabled(b) context
   GradModeExit, // the bound __exit__ of an entered GradMode context
   SymInt,       // an int read from an attribute, global or cell, not yet guarded by value
+  Slice,        // a slice whose bounds are size SymInts (`x[:, :T]`)
   Record,       // a transformers ModelOutput built by the trace (a dataclass that is also a dict)
 };
 
@@ -225,6 +226,11 @@ struct GradModeExitVar : Var {
 // its expression over the shape symbols, `expr` and `leaves` are unused. It may also travel in
 // tuples and lists and into torch calls (a `sym(...)` argument); a comparison guards a relation;
 // any other use specializes it (Trace::specialize: a guard `s == value` on its symbols).
+//
+// A dynamic int (a Python int of the frame the policy left dynamic: docs/dynamic-shapes.md, "Python
+// ints") is a size SymInt whose expression is over int symbols only: it also keeps `expr`, how to
+// compute it from the frame, so storing it (`self.calls += 1`) or returning it replays the
+// arithmetic instead of specializing it.
 struct SymIntVar : Var {
   SymIntVar() : Var(VarKind::SymInt) {}
   PyRef value;                                       // the value at trace time
@@ -232,6 +238,14 @@ struct SymIntVar : Var {
   std::vector<std::pair<SourceRef, PyRef>> leaves;   // the sources it reads, with their values
   std::optional<sym::Expr> size;
   bool is_size() const { return size.has_value(); }
+};
+
+// `slice(start, stop, step)` built by BUILD_SLICE with a size SymInt among its bounds: a tensor
+// subscript keeps the bounds as expressions (trace_subscript.cpp); any other use specializes it
+// into a constant slice (Trace::specialize). Each bound is None, an int constant or a size SymInt.
+struct SliceVar : Var {
+  SliceVar(VarRef a, VarRef b, VarRef c) : Var(VarKind::Slice), start(std::move(a)), stop(std::move(b)), step(std::move(c)) {}
+  VarRef start, stop, step;
 };
 
 // A ModelOutput made during the trace: its dataclass fields in order, each value a Var (None
