@@ -137,7 +137,10 @@ std::string vector_reduction_update(const NodeEnv& env, const Node& n, const std
   const std::string acc = "acc_" + name(n.id) + env.acc_suffix;
   if (is_welford(n.op)) {
     if (welford_leader(env, n) != n.id) return "";
-    return welford_name(env, n) + env.acc_suffix + ".add(" + x + (mode == Mode::VectorTail ? ", n" : "") + ");";
+    const std::string step = mode == Mode::VectorTail            ? ", n"
+                             : env.welford_reciprocal.empty() ? std::string()
+                                                              : ", " + env.welford_reciprocal;
+    return welford_name(env, n) + env.acc_suffix + ".add(" + x + step + ");";
   }
   const std::string combined = vector_combine(n, acc, x);
   // Lanes past the tail's count hold whatever the body computed from zero-filled loads: keep
