@@ -8,7 +8,7 @@
 // result: what eager calls, with eager's bits.
 //
 // Needs (else the add lowers as before): the matmul (`torch.matmul` or `torch.mm`) lowered to an
-// extern call with a 2- or 3-d left operand and a 2-d right one; the bias a 1-d graph input (a
+// extern call with a left operand of rank >= 2 and a 2-d right one; the bias a 1-d graph input (a
 // buffer that exists before the matmul runs) of the result's last size, not broadcast otherwise;
 // one float dtype (f32 or f64: f16/bf16 linear with a bias never decomposes); the matmul result
 // used only by this add and not returned; no in-place op after the matmul.
@@ -56,7 +56,7 @@ bool lower_linear_bias(Lowerer& L, const ir::Node& add) {
     const ir::TensorType& right = L.type(mm.args[1].value);
     const size_t left_rank = L.type(mm.args[0].value).sizes.size();
     if (!float_dtype(result.dtype) || p.dtype != result.dtype || b.dtype != result.dtype ||
-        (left_rank != 2 && left_rank != 3) || right.sizes.size() != 2 || b.sizes.size() != 1 ||
+        left_rank < 2 || right.sizes.size() != 2 || b.sizes.size() != 1 ||
         b.sizes[0] != p.sizes.back() || result.sizes != p.sizes || result.strides != p.strides)
       continue;
     if (use_count(g, product.value) != 1 || L.is_output(product.value) || L.mutation_after(mm.id)) continue;

@@ -89,6 +89,11 @@ struct NodeEnv {
   // every Welford accumulator a Mode::Vector node updates (each has taken the same number of full
   // vectors): the update multiplies by it instead of dividing (ev::WelfordF::add(x, inv_weight)).
   std::string welford_reciprocal;
+  // Outer reductions only (emit_outer.cpp): a load or store of a float buffer with a constant
+  // stride other than 0 or 1 along the vector variable moves its lanes one element at a time
+  // through a small array, and the code around it stays vector (ConvNeXt's LayerNorm reads NCHW
+  // contiguously along the points and writes its NHWC result with stride C).
+  bool strided_lanes = false;
   // Vector sums over long loops that move their float lanes into a double carry every block of
   // vectors (`carry_t5`, ev::SumCarry; emit_kernel.cpp decides which).
   std::set<NodeId> carried;
@@ -163,9 +168,10 @@ std::string scratch_offset(const std::vector<int64_t>& extents);
 // ---- outer reductions (emit_outer.cpp)
 // A kernel whose every node passes vector_refusal along its last outer variable may run as an
 // outer reduction (lanes are outer points, loops are scalar for-loops, reductions per lane) unless
-// this says why not ("" when it may): symbolic loop extents, or float sums, products or Welford
-// states that would take more elements per lane than the inner vector loops allow.
-std::string outer_reduction_refusal(const Kernel& kernel);
+// this says why not ("" when it may): no load of a loop with ranges contiguous along it, symbolic
+// loop extents, or float sums, products or Welford states that would take more elements per lane
+// than the inner vector loops allow. vector_refusal is asked with NodeEnv::strided_lanes set.
+std::string outer_reduction_refusal(const Program& program, const Kernel& kernel);
 // The outer reduction's code for one point of the other outer variables: a loop over whole vectors
 // of `var` (extent `extent`, its C++ spelling; `pragma` before it when not empty: an OpenMP split
 // of the chunks) and a masked tail.

@@ -555,9 +555,11 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   bool scalar_loop = false;
   for (size_t l = 0; l < k.loops.size(); ++l) scalar_loop = scalar_loop || (!k.loops[l].empty() && !loop_choice[l].vector);
   if (!pointwise && scalar_loop && rank > 0) {
+    k.env.strided_lanes = true;
     outer_choice = k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, true);
-    const std::string why = outer_choice.vector ? outer_reduction_refusal(kernel) : std::string();
+    const std::string why = outer_choice.vector ? outer_reduction_refusal(program, kernel) : std::string();
     if (!why.empty()) outer_choice = VectorChoice{};
+    k.env.strided_lanes = outer_choice.vector;
   }
   const bool outer_reduction = outer_choice.vector;
 

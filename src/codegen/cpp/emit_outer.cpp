@@ -13,6 +13,10 @@
 // accumulators over it (element r goes to accumulator r % 4 in the main part, the rest to the
 // first), merged in the fixed tree (0 + 1) + (2 + 3) as inner vector loops do.
 //
+// Loads and stores strided along the vector variable (an NHWC result of an NCHW LayerNorm) move
+// their lanes one element at a time (NodeEnv::strided_lanes); at least one load of a loop with
+// ranges must be contiguous along it.
+//
 // Accuracy: a lane sums its elements sequentially in float, so a sum, product or Welford loop runs
 // here only when each accumulator takes at most kOuterMaxPerLane elements (the bound the inner
 // vector loops keep per lane without a carry); longer ones stay scalar (double accumulators).
@@ -131,7 +135,16 @@ struct OuterEmitter {
 
 }  // namespace
 
-std::string outer_reduction_refusal(const Kernel& kernel) {
+std::string outer_reduction_refusal(const Program& program, const Kernel& kernel) {
+  // Some load of a loop with ranges walks the points contiguously: else the lanes would gather
+  // everything one element at a time, no better than scalar code.
+  const std::string last = "i" + std::to_string(kernel.ranges.size() - 1);
+  bool contiguous = false;
+  for (const Node& n : kernel.nodes)
+    contiguous = contiguous || (n.op == ScalarOp::Load && !kernel.loops[static_cast<size_t>(n.loop)].ranges.empty() &&
+                                linear_coefficient(element_offset(program.buffers.at(n.buffer), n.index), last) ==
+                                    std::optional<int64_t>(1));
+  if (!contiguous) return "no load of a loop with ranges is contiguous along " + last;
   for (size_t l = 0; l < kernel.loops.size(); ++l) {
     int64_t trip = 1;
     for (const sym::Expr& e : kernel.loops[l].ranges) {
