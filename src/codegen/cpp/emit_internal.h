@@ -166,11 +166,12 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
 std::string scratch_offset(const std::vector<int64_t>& extents);
 
 // ---- outer reductions (emit_outer.cpp)
-// A kernel whose every node passes vector_refusal along its last outer variable may run as an
-// outer reduction (lanes are outer points, loops are scalar for-loops, reductions per lane) unless
-// this says why not ("" when it may): no load of a loop with ranges contiguous along it, symbolic
-// loop extents, or float sums, products or Welford states that would take more elements per lane
-// than the inner vector loops allow. vector_refusal is asked with NodeEnv::strided_lanes set.
+// A kernel whose every node passes vector_refusal along its last outer variable (asked with
+// NodeEnv::strided_lanes set) may run as an outer reduction (lanes are outer points, loops are
+// scalar for-loops, reductions per lane) unless this says why not ("" when it may): no reduction,
+// no load of a loop with ranges contiguous along it, symbolic loop extents, or float sums,
+// products or Welford states that would take more elements per lane than the inner vector loops
+// allow.
 std::string outer_reduction_refusal(const Program& program, const Kernel& kernel);
 // The outer reduction's code for one point of the other outer variables: a loop over whole vectors
 // of `var` (extent `extent`, its C++ spelling; `pragma` before it when not empty: an OpenMP split

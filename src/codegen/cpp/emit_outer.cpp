@@ -145,6 +145,9 @@ std::string outer_reduction_refusal(const Program& program, const Kernel& kernel
                                 linear_coefficient(element_offset(program.buffers.at(n.buffer), n.index), last) ==
                                     std::optional<int64_t>(1));
   if (!contiguous) return "no load of a loop with ranges is contiguous along " + last;
+  bool reduces = false;
+  for (size_t l = 0; l < kernel.loops.size(); ++l) reduces = reduces || loop_reduces(kernel, l);
+  if (!reduces) return "no reduction (a transposing copy: its loops keep their reason)";
   for (size_t l = 0; l < kernel.loops.size(); ++l) {
     int64_t trip = 1;
     for (const sym::Expr& e : kernel.loops[l].ranges) {
