@@ -162,3 +162,16 @@ def test_outer_welford_on_every_isa(cache_dir, isa, c, hw):
     (got,) = prog.run([x])
     want = (x - x.mean(1, keepdim=True)) * torch.rsqrt(x.var(1, unbiased=False, keepdim=True) + 1e-5)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _var_two_ranges(x):
+    return x.var((0, 2), unbiased=False)
+
+
+def test_inner_welford_under_an_enclosing_range(monkeypatch, caplog):
+    """BatchNorm's statistics: loop [r0 < 3, r1 < 70], vector over r1 with four Welford accumulators
+    that carry on across r0 (their count is not the step's number: no reciprocal there)."""
+    x = torch.randn(3, 5, 70, generator=torch.Generator().manual_seed(5)) * 2 + 3
+    out, source = compiled_source(_var_two_ranges, x, monkeypatch=monkeypatch, caplog=caplog)
+    _close_to_eager(_var_two_ranges, (x,), out)
+    assert "vector over r1" in source and "wf_inv" not in source

@@ -208,8 +208,11 @@ struct KernelEmitter {
 
   // The main body (kSize lanes from `var`) and the masked tail of a vector region.
   // `emitted` (default: `inside`) picks the nodes to run; `inside` names operands computed here.
+  // `single_range`: the vector loop is its loop's only range, so its accumulators start empty
+  // here (Welford steps may then multiply by the reciprocal of the step count).
   void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
-                     bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr) {
+                     bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr,
+                     bool single_range = false) {
     if (!emitted) emitted = inside;
     const std::string& e = v.extent_text;
     const int outer_depth = depth;
@@ -231,11 +234,12 @@ struct KernelEmitter {
       if (!carried.empty()) line(depth, "int64_t " + v.var + "_blocks = 0;");
       line(depth, "for (; " + base + " + " + step + " <= " + e + "; " + base + " += " + step + ") {");
       // Every accumulator has taken one vector per step (the carry restarts them all at once):
-      // one reciprocal of the count serves each Welford update of the step.
+      // one reciprocal of the count serves each Welford update of the step. Only when this loop
+      // is the whole range list: under an enclosing r-loop the accumulators carry on across it.
       bool welford = false;
       for (const Node& n : kernel.nodes)
         welford = welford || (emitted(n.id) && (n.op == ScalarOp::WelfordMean || n.op == ScalarOp::WelfordM2));
-      if (welford) {
+      if (welford && single_range) {
         const std::string steps = base + " / (" + step + ")" +
                                   (carried.empty() ? std::string() : " % " + std::to_string(kCarryBlock));
         line(depth + 1, "const ev::VecF wf_inv = ev::VecF::broadcast(1.0f / static_cast<float>(" + steps + " + 1));");
@@ -344,7 +348,7 @@ struct KernelEmitter {
     }
     const int inner = depth + static_cast<int>(nest);
     if (v.vector) {
-      vector_bodies(v, inside, inner, false, false, unroll, emitted);
+      vector_bodies(v, inside, inner, false, false, unroll, emitted, ext.size() == 1);
     } else {
       scalar_nodes(l, inner);
     }
