@@ -70,6 +70,7 @@ NO_KERNELS = {
         # linear with a bias: one torch.nn.functional.linear call, as eager (src/lowering/linear.cpp)
         "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",
         "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",
+        "dict_input",
         "nn_pooling_stack", "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
         "reduce_cumulative", "shape_expand_repeat", "shape_flatten_unflatten", "shape_narrow_flip_roll",
         "shape_split_chunk_unbind", "shape_squeeze_unsqueeze", "shape_view_reshape", "slice_objects",
