@@ -16,8 +16,9 @@
 //
 // Scopes: the ranges of each loop with ranges (its nodes), and the outer ranges of a kernel none
 // of whose loops has ranges (all its nodes: the last outer variable is the vector variable of such
-// a kernel). Outer variables of reduction kernels are left alone: they are not vectorized, and
-// the row-wise layouts of code generation (values kept per row) are per outer point.
+// a kernel). Outer variables of reduction kernels are left alone (they are not vectorized, and
+// the row-wise layouts of code generation, values kept per row, are per outer point), except in
+// an outer-reduction candidate, whose last outer variable is the vector one.
 #include <optional>
 #include <set>
 #include <string>
@@ -165,6 +166,27 @@ std::vector<bool> invariant_nodes(const Program& program, const Kernel& kernel, 
   return invariant;
 }
 
+// A reduction kernel that code generation may vectorize along its last outer variable (an outer
+// reduction, docs/codegen-cpp.md): some load of a loop with ranges is strided along that loop's
+// last variable, so the loop cannot be a vector loop, and some access is contiguous along the last
+// outer variable. Its outer variables then collapse as a pointwise kernel's do: a [2, 28, 28]
+// LayerNorm over the channels of an NCHW tensor gets 784-lane rows instead of 28-lane ones.
+bool outer_reduction_candidate(const Program& program, const Kernel& kernel) {
+  if (kernel.ranges.empty()) return false;
+  const std::string last = var('i', kernel.ranges.size() - 1);
+  bool strided = false, contiguous = false;
+  for (const Node& n : kernel.nodes) {
+    if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
+    const Expr offset = flat_offset(program.buffers.at(n.buffer), n.index);
+    contiguous = contiguous || linear_coefficient(offset, last) == std::optional<int64_t>(1);
+    const std::vector<Expr>& ranges = kernel.loops.at(static_cast<size_t>(n.loop)).ranges;
+    if (ranges.empty()) continue;
+    const std::optional<int64_t> c = linear_coefficient(offset, var('r', ranges.size() - 1));
+    strided = strided || !c || (*c != 0 && *c != 1);
+  }
+  return strided && contiguous;
+}
+
 }  // namespace
 
 std::optional<int64_t> linear_coefficient(const Expr& e, const std::string& var) {
@@ -267,7 +289,8 @@ bool collapse_loops(Program& program) {
       any_loop_ranges = true;
       changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
     }
-    if (!any_loop_ranges) changed |= collapse_scope(program, kernel, Scope{'i'});
+    if (!any_loop_ranges || outer_reduction_candidate(program, kernel))
+      changed |= collapse_scope(program, kernel, Scope{'i'});
     if (!any_loop_ranges) changed |= hoist_invariants(program, kernel);
   }
   return changed;

@@ -168,6 +168,8 @@ loop_ir::Program Lowerer::run(std::vector<std::string>* refusals) {
       refusal = lower_in_place(*this, node);
     } else if (node.op == ir::Op::TorchCall) {
       refusal = "a torch call";
+    } else if (lower_linear_bias(*this, node)) {
+      continue;
     } else if (!types_lowerable(graph_, node)) {
       refusal = "a complex or float8 dtype";
     } else {

@@ -141,6 +141,10 @@ std::string lower_reduction(Lowerer& L, const ir::Node& node);
 std::string lower_view(Lowerer& L, const ir::Node& node);
 std::string lower_data(Lowerer& L, const ir::Node& node);
 void lower_extern(Lowerer& L, const ir::Node& node);
+// `add(matmul(x, B), bias)` (linear.cpp): rewrites the matmul's extern call into
+// torch.nn.functional.linear(x, B^T, bias) and binds the add's value to its result, returning true;
+// false (nothing emitted) when the add is not such a bias add.
+bool lower_linear_bias(Lowerer& L, const ir::Node& add);
 // An in-place pointwise op on a graph input (in_place.cpp): its functional kernel and a copy_ into the
 // input, or why not ("a torch call ...", having emitted nothing).
 std::string lower_in_place(Lowerer& L, const ir::Node& node);

@@ -67,6 +67,10 @@ NO_KERNELS = {
         "nn_conv2d_padding_same_groups", "nn_conv_transpose2d", "nn_embedding", "nn_embedding_bag",
         "nn_embedding_padding_idx", "nn_identity_flatten_unflatten", "nn_instancenorm", "nn_linear_bfloat16",
         "nn_linear_float16", "nn_linear_no_bias", "nn_multihead_attention",
+        # linear with a bias: one torch.nn.functional.linear call, as eager (src/lowering/linear.cpp)
+        "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",
+        "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",
+        "dict_input",
         "nn_pooling_stack", "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
         "reduce_cumulative", "shape_expand_repeat", "shape_flatten_unflatten", "shape_narrow_flip_roll",
         "shape_split_chunk_unbind", "shape_squeeze_unsqueeze", "shape_view_reshape", "slice_objects",

@@ -85,6 +85,15 @@ struct NodeEnv {
   // Appended to vector accumulator names: a reduction loop unrolled with several independent
   // accumulators (acc_t5, acc_t5_1, ...) emits its body once per accumulator.
   std::string acc_suffix;
+  // When not empty: a VecF in scope holding 1.0f / (the weight after this step) in every lane, for
+  // every Welford accumulator a Mode::Vector node updates (each has taken the same number of full
+  // vectors): the update multiplies by it instead of dividing (ev::WelfordF::add(x, inv_weight)).
+  std::string welford_reciprocal;
+  // Outer reductions only (emit_outer.cpp): a load or store of a float buffer with a constant
+  // stride other than 0 or 1 along the vector variable moves its lanes one element at a time
+  // through a small array, and the code around it stays vector (ConvNeXt's LayerNorm reads NCHW
+  // contiguously along the points and writes its NHWC result with stride C).
+  bool strided_lanes = false;
   // Vector sums over long loops that move their float lanes into a double carry every block of
   // vectors (`carry_t5`, ev::SumCarry; emit_kernel.cpp decides which).
   std::set<NodeId> carried;
@@ -155,6 +164,20 @@ LoopReuse plan_loop_reuse(const NodeEnv& env, const std::vector<std::vector<int6
                           const std::vector<bool>& vector_loop);
 // The row-major element offset of a loop point in its scratch array: "r0*8 + r1".
 std::string scratch_offset(const std::vector<int64_t>& extents);
+
+// ---- outer reductions (emit_outer.cpp)
+// A kernel whose every node passes vector_refusal along its last outer variable (asked with
+// NodeEnv::strided_lanes set) may run as an outer reduction (lanes are outer points, loops are
+// scalar for-loops, reductions per lane) unless this says why not ("" when it may): no reduction,
+// no load of a loop with ranges contiguous along it, symbolic loop extents, or float sums,
+// products or Welford states that would take more elements per lane than the inner vector loops
+// allow.
+std::string outer_reduction_refusal(const Program& program, const Kernel& kernel);
+// The outer reduction's code for one point of the other outer variables: a loop over whole vectors
+// of `var` (extent `extent`, its C++ spelling; `pragma` before it when not empty: an OpenMP split
+// of the chunks) and a masked tail.
+void emit_outer_reduction(NodeEnv& env, const std::string& var, const std::string& extent, const std::string& pragma,
+                          int depth, std::string& out);
 
 // ---- kernels (emit_kernel.cpp)
 struct KernelParam {

@@ -208,8 +208,11 @@ struct KernelEmitter {
 
   // The main body (kSize lanes from `var`) and the masked tail of a vector region.
   // `emitted` (default: `inside`) picks the nodes to run; `inside` names operands computed here.
+  // `single_range`: the vector loop is its loop's only range, so its accumulators start empty
+  // here (Welford steps may then multiply by the reciprocal of the step count).
   void vector_bodies(const VectorChoice& v, const std::function<bool(NodeId)>& inside, int depth, bool chunked,
-                     bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr) {
+                     bool parallel_chunks, int unroll, std::function<bool(NodeId)> emitted = nullptr,
+                     bool single_range = false) {
     if (!emitted) emitted = inside;
     const std::string& e = v.extent_text;
     const int outer_depth = depth;
@@ -230,6 +233,18 @@ struct KernelEmitter {
         if (emitted(n.id) && env.carried.count(n.id)) carried.push_back(&n);
       if (!carried.empty()) line(depth, "int64_t " + v.var + "_blocks = 0;");
       line(depth, "for (; " + base + " + " + step + " <= " + e + "; " + base + " += " + step + ") {");
+      // Every accumulator has taken one vector per step (the carry restarts them all at once):
+      // one reciprocal of the count serves each Welford update of the step. Only when this loop
+      // is the whole range list: under an enclosing r-loop the accumulators carry on across it.
+      bool welford = false;
+      for (const Node& n : kernel.nodes)
+        welford = welford || (emitted(n.id) && (n.op == ScalarOp::WelfordMean || n.op == ScalarOp::WelfordM2));
+      if (welford && single_range) {
+        const std::string steps = base + " / (" + step + ")" +
+                                  (carried.empty() ? std::string() : " % " + std::to_string(kCarryBlock));
+        line(depth + 1, "const ev::VecF wf_inv = ev::VecF::broadcast(1.0f / static_cast<float>(" + steps + " + 1));");
+        env.welford_reciprocal = "wf_inv";
+      }
       for (int u = 0; u < unroll; ++u) {
         line(depth + 1, "{");
         line(depth + 2, "const int64_t " + v.var + " = " + base +
@@ -240,6 +255,7 @@ struct KernelEmitter {
         env.acc_suffix.clear();
         line(depth + 1, "}");
       }
+      env.welford_reciprocal.clear();
       if (!carried.empty()) {
         line(depth + 1, "if (++" + v.var + "_blocks % " + std::to_string(kCarryBlock) + " == 0) {");
         for (const Node* n : carried)
@@ -332,7 +348,7 @@ struct KernelEmitter {
     }
     const int inner = depth + static_cast<int>(nest);
     if (v.vector) {
-      vector_bodies(v, inside, inner, false, false, unroll, emitted);
+      vector_bodies(v, inside, inner, false, false, unroll, emitted, ext.size() == 1);
     } else {
       scalar_nodes(l, inner);
     }
@@ -537,7 +553,21 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     }
   }
 
-  if (!pointwise) {
+  // An outer reduction (emit_outer.cpp) where some loop with ranges cannot be a vector loop (its
+  // loads walk a strided dimension) and every node can take the last outer variable's lanes.
+  VectorChoice outer_choice;
+  bool scalar_loop = false;
+  for (size_t l = 0; l < k.loops.size(); ++l) scalar_loop = scalar_loop || (!k.loops[l].empty() && !loop_choice[l].vector);
+  if (!pointwise && scalar_loop && rank > 0) {
+    k.env.strided_lanes = true;
+    outer_choice = k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, true);
+    const std::string why = outer_choice.vector ? outer_reduction_refusal(program, kernel) : std::string();
+    if (!why.empty()) outer_choice = VectorChoice{};
+    k.env.strided_lanes = outer_choice.vector;
+  }
+  const bool outer_reduction = outer_choice.vector;
+
+  if (!pointwise && !outer_reduction) {
     std::vector<bool> vector_loop;
     for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
     k.reuse = plan_loop_reuse(k.env, k.loops, vector_loop);
@@ -557,7 +587,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   const sym::Expr work_expr = work_of(kernel);
   const bool symbolic_work = !work_expr.is_constant();
   const int64_t work = hint_of(program, work_expr, "the work of kernel " + kernel.name);
-  const bool vector_points = pointwise && point_choice.vector;
+  // The last outer variable is a vector one (pointwise, or the lanes of an outer reduction).
+  const bool vector_points = (pointwise && point_choice.vector) || outer_reduction;
   const size_t parallel_dims = vector_points ? rank - 1 : rank;
   int64_t parallel_points = 1;
   for (size_t d = 0; d < parallel_dims; ++d) parallel_points *= k.outer[d];
@@ -574,7 +605,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
                     std::to_string(parallel_points) + " points";
   } else if (vector_points) {
     parallel_chunks = true;
-    parallel_note = "parallel over the vector chunks of " + point_choice.var;
+    parallel_note = "parallel over the vector chunks of i" + std::to_string(rank - 1);
   } else {
     parallel_note = "serial: one outer point (a parallel reduction is not implemented)";
   }
@@ -589,7 +620,9 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   // The comment block: decisions, then the kernel's loop IR.
   std::string& out = k.out;
   out += std::string("// kernel ") + kFunctionPlaceholder + ": outer " + ranges_text(kernel.ranges, 'i') + "; " + parallel_note + "\n";
-  if (pointwise) {
+  if (outer_reduction) {
+    out += "//   outer reduction: vector over " + outer_choice.var + " (each lane reduces its own outer point)\n";
+  } else if (pointwise) {
     out += "//   pointwise: " +
            (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") + "\n";
   } else {
@@ -662,7 +695,11 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   }
   k.line(depth, "{");
   ++depth;
-  if (vector_points) {
+  if (outer_reduction) {
+    emit_outer_reduction(k.env, outer_choice.var, outer_choice.extent_text,
+                         parallel_chunks ? "#pragma omp parallel for schedule(static)" + parallel_if : std::string(),
+                         depth, out);
+  } else if (vector_points) {
     k.vector_bodies(point_choice, [](NodeId) { return true; }, depth, true, parallel_chunks, 1);
   } else if (pointwise) {
     for (size_t l = 0; l < k.loops.size(); ++l) {

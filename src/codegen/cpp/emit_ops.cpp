@@ -34,6 +34,12 @@ std::string pointer(const NodeEnv& env, const Node& n) {
   return env.buffer_name(n.buffer) + " + " + address(env, n);
 }
 
+// Lane l's element of an access with constant stride `stride` along the vector variable:
+// "p3[784*i0 + i1 + 96*r0 + 96*l]" (the variable's value is the first lane's).
+std::string strided_element(const NodeEnv& env, const Node& n, int64_t stride) {
+  return env.buffer_name(n.buffer) + "[" + address(env, n) + " + " + std::to_string(stride) + "*l]";
+}
+
 // An unmasked load of an integer or bool buffer whose every user is a cast to f32: vector code
 // loads it converted (ev::load_float: VecF lanes of static_cast<float>, exact on every ISA) and its
 // casts are the identity. Integer values of unknown range have no lanes of their own (VecI holds
@@ -137,7 +143,10 @@ std::string vector_reduction_update(const NodeEnv& env, const Node& n, const std
   const std::string acc = "acc_" + name(n.id) + env.acc_suffix;
   if (is_welford(n.op)) {
     if (welford_leader(env, n) != n.id) return "";
-    return welford_name(env, n) + env.acc_suffix + ".add(" + x + (mode == Mode::VectorTail ? ", n" : "") + ");";
+    const std::string step = mode == Mode::VectorTail            ? ", n"
+                             : env.welford_reciprocal.empty() ? std::string()
+                                                              : ", " + env.welford_reciprocal;
+    return welford_name(env, n) + env.acc_suffix + ".add(" + x + step + ");";
   }
   const std::string combined = vector_combine(n, acc, x);
   // Lanes past the tail's count hold whatever the body computed from zero-filled loads: keep
@@ -332,6 +341,7 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
     if (!c || *c != 1) {
       if (!store && c && *c == 0) return "";  // invariant in var: one scalar load, broadcast
+      if (c && env.strided_lanes && dtype_spelling(b.dtype).vector_load) return "";  // lane by lane
       return self + (store ? " stores to %" : " loads from %") + env.buffer_name(b.id) + " with stride " +
              (c ? std::to_string(*c) : std::string("that is not constant")) + " along " + var;
     }
@@ -415,6 +425,12 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         if (c && *c == 0) {
           const std::string x = scalar_load(env, n);
           out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
+        } else if (c && *c != 1) {  // strided_lanes: element by element into an array, then one vector
+          const std::string lanes = name(n.id) + "_lanes";
+          out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
+          out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes + "[l] = " +
+                 expand(dtype_spelling(b.dtype).load, {strided_element(env, n, *c)}) + ";\n";
+          out += def + "ev::VecF::load(" + lanes + ");\n";
         } else if (converting) {
           out += def + "ev::load_float(" + pointer(env, n) + count + ");\n";
         } else {
@@ -424,10 +440,20 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         unsupported(n, "has no vector form (vector_refusal should have kept it scalar)");
       }
       return;
-    case OpClass::Effect:
-      out += indent + expand(dtype_spelling(buffer_of(env, n).dtype).vector_store, {pointer(env, n), operand(0), count}) +
-             ";\n";
+    case OpClass::Effect: {
+      const Buffer& b = buffer_of(env, n);
+      std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
+      if (c && *c != 1) {  // strided_lanes: the vector into an array, then element by element
+        const std::string lanes = name(n.id) + "_lanes";
+        out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize];\n";
+        out += indent + operand(0) + ".store(" + lanes + ");\n";
+        out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " +
+               strided_element(env, n, *c) + " = " + expand(dtype_spelling(b.dtype).store, {lanes + "[l]"}) + ";\n";
+        return;
+      }
+      out += indent + expand(dtype_spelling(b.dtype).vector_store, {pointer(env, n), operand(0), count}) + ";\n";
       return;
+    }
     case OpClass::Reduce: {
       std::string update = vector_reduction_update(env, n, operand(0), mode);
       if (!update.empty()) out += indent + update + "\n";

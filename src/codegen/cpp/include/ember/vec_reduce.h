@@ -96,6 +96,17 @@ struct WelfordF {
     mean = mean + delta / weight;
     m2 = m2 + delta * (x - mean);
   }
+  // The same step with the division by the new weight replaced by a multiply with `inv_weight`,
+  // which the caller guarantees is 1.0f / (weight + 1) in every lane (all lanes of the accumulator
+  // have taken the same number of elements): one reciprocal per step of a loop serves every
+  // accumulator and lane, where add() divides per vector on the mean's dependency chain. Inductor's
+  // CPU Welford does the same (reciprocal weights); mean differs from add()'s by at most an ulp.
+  void add(VecF x, VecF inv_weight) {
+    weight = weight + VecF(1.0f);
+    VecF delta = x - mean;
+    mean = mean + delta * inv_weight;
+    m2 = m2 + delta * (x - mean);
+  }
   // Only lanes [0, n) take their element (the tail of a row); the others are left as they were.
   void add(VecF x, int n) {
     MaskF live = MaskF::first(n);

@@ -1,0 +1,90 @@
+// A matmul and the bias added to it as one torch call: decompose turns `F.linear(x, w, b)` into
+// `matmul(x, permute(w)) + b` (so the add can fuse with what follows it), but eager runs linear as
+// one addmm with the bias inside the GEMM, while the decomposed form ran the matmul, then a
+// kernel reading and writing the whole result again only to add the bias (vit_attention's qkv
+// projection: 1.8 MB read and written per call). When lowering meets `add(mm, b)` whose matmul
+// result has no other use, it rewrites the matmul's extern call into `torch.nn.functional.linear(x,
+// B^T, b)` (B^T a View of the matmul's right operand: no copy) and binds the add's value to its
+// result: what eager calls, with eager's bits.
+//
+// Needs (else the add lowers as before): the matmul (`torch.matmul` or `torch.mm`) lowered to an
+// extern call with a left operand of rank >= 2 and a 2-d right one; the bias a 1-d graph input (a
+// buffer that exists before the matmul runs) of the result's last size, not broadcast otherwise;
+// one float dtype (f32 or f64: f16/bf16 linear with a bias never decomposes); the matmul result
+// used only by this add and not returned; no in-place op after the matmul.
+#include <algorithm>
+
+#include "lowering/lower_internal.h"
+
+namespace ember::lowering::detail {
+
+namespace {
+
+// How many times the graph's nodes and outputs use value v.
+int use_count(const ir::Graph& g, ir::ValueId v) {
+  int uses = 0;
+  std::function<void(const ir::Arg&)> count = [&](const ir::Arg& a) {
+    if (a.kind == ir::Arg::Kind::Value && a.value == v) ++uses;
+    for (const ir::Arg& item : a.items) count(item);
+  };
+  for (const ir::Node& n : g.nodes()) {
+    for (const ir::Arg& a : n.args) count(a);
+    for (const auto& kw : n.kwargs) count(kw.second);
+  }
+  for (ir::ValueId out : g.outputs()) uses += out == v ? 1 : 0;
+  return uses;
+}
+
+bool float_dtype(DType dt) { return dt == DType::Float32 || dt == DType::Float64; }
+
+}  // namespace
+
+bool lower_linear_bias(Lowerer& L, const ir::Node& add) {
+  const ir::Graph& g = L.graph();
+  if (add.op != ir::Op::Add || add.args.size() != 2 || !add.kwargs.empty() || add.results.size() != 1) return false;
+  for (int side = 0; side < 2; ++side) {
+    const ir::Arg& product = add.args[static_cast<size_t>(side)];
+    const ir::Arg& bias = add.args[static_cast<size_t>(1 - side)];
+    if (product.kind != ir::Arg::Kind::Value || bias.kind != ir::Arg::Kind::Value) continue;
+    const ir::NodeId producer = g.value(product.value).producer;
+    if (producer < 0) continue;
+    const ir::Node& mm = g.node(producer);
+    if ((mm.op != ir::Op::Matmul && mm.op != ir::Op::Mm) || mm.args.size() != 2 || !mm.kwargs.empty()) continue;
+    const ir::TensorType& result = L.type(add.results[0]);
+    const ir::TensorType& p = L.type(product.value);
+    const ir::TensorType& b = L.type(bias.value);
+    const ir::TensorType& right = L.type(mm.args[1].value);
+    const size_t left_rank = L.type(mm.args[0].value).sizes.size();
+    if (!float_dtype(result.dtype) || p.dtype != result.dtype || b.dtype != result.dtype ||
+        left_rank < 2 || right.sizes.size() != 2 || b.sizes.size() != 1 ||
+        b.sizes[0] != p.sizes.back() || result.sizes != p.sizes || result.strides != p.strides)
+      continue;
+    if (use_count(g, product.value) != 1 || L.is_output(product.value) || L.mutation_after(mm.id)) continue;
+    const Lazy& bias_lazy = L.lazy(bias.value);
+    const loop_ir::Buffer& bias_buffer = L.program().buffers.at(static_cast<size_t>(bias_lazy.buffer));
+    if (bias_buffer.kind != loop_ir::Buffer::Kind::Input || bias_lazy.remap) continue;
+    // The matmul's extern call: the one whose single result is the product's buffer.
+    const BufferId product_buffer = L.lazy(product.value).buffer;
+    std::vector<loop_ir::ExternCall>& externs = L.program().externs;
+    auto call = std::find_if(externs.begin(), externs.end(), [&](const loop_ir::ExternCall& e) {
+      return e.results.size() == 1 && e.results[0] == product_buffer;
+    });
+    if (call == externs.end() || call->args.size() != 2 || call->args[1].kind != ir::Arg::Kind::Value) continue;
+    const loop_ir::Buffer& right_buffer = L.program().buffers.at(static_cast<size_t>(call->args[1].value));
+    loop_ir::Buffer transposed;
+    transposed.kind = loop_ir::Buffer::Kind::View;
+    transposed.dtype = right_buffer.dtype;
+    transposed.sizes = {right_buffer.sizes[1], right_buffer.sizes[0]};
+    transposed.strides = {right_buffer.strides[1], right_buffer.strides[0]};
+    transposed.base = right_buffer.id;
+    transposed.device = right_buffer.device;
+    call->callable = "torch.nn.functional.linear";
+    call->args = {call->args[0], ir::Arg::of_value(L.program().add_buffer(std::move(transposed))),
+                  ir::Arg::of_value(bias_lazy.buffer)};
+    L.bind_realized(add.results[0], product_buffer);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ember::lowering::detail
