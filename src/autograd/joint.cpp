@@ -244,12 +244,12 @@ struct Builder {
 
 }  // namespace
 
-std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) {
+std::optional<Joint> build_joint(const ir::Graph& forward, const JointOptions& options, std::string* reason) {
   *reason = why_not_differentiable(forward);
   if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
   passes::decompose(g, differentiates_whole);
-  random_ops_for_training(g);
+  random_ops_for_training(g, options.exact_random);
 
   Joint joint;
   JointLayout& layout = joint.layout;

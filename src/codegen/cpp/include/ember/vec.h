@@ -46,3 +46,4 @@
 #include "ember/vec_convert.h"
 #include "ember/vec_math.h"
 #include "ember/vec_reduce.h"
+#include "ember/philox.h"
