@@ -3,11 +3,13 @@
 the saved seed instead of saving it; `fallback_random` keeps eager's exact masks
 (test_training.py::test_dropout_masks_are_eagers). Statistics, reproducibility, the mask the backward
 replays, gradcheck, what is saved, and a nanoGPT step with dropout."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import ember
+from ember import rng
 from ember.bench.train import saved_activation_bytes
 from ember.models.nanogpt import GPT, GPTConfig, random_tokens
 
@@ -45,6 +47,18 @@ def test_mask_statistics_scale_and_the_replayed_mask():
     torch.testing.assert_close(g, torch.where(kept, x / (1 - P), torch.zeros_like(x)))
     s = ember.stats()
     assert s["backward_graphs_compiled"] == 1 and s["autograd_islands"] == 0 and s["backend_errors"] == 0
+
+
+def test_the_mask_is_the_reference_draw_of_the_call_seed():
+    """End to end: the seed is torch.randint's draw from the default generator, the mask rng.py's numbers
+    (a tensor past the parallel threshold: the kernel splits across threads)."""
+    x = (torch.rand(300, 257) + 0.5).requires_grad_()
+    torch.manual_seed(11)
+    out = ember.compile(lambda x: F.dropout(x, p=P, training=True))(x)
+    torch.manual_seed(11)
+    seed = int(rng.philox_seed(x.device))
+    keep = torch.from_numpy(rng.philox_uniform(seed, np.arange(x.numel())) >= P).view(x.shape)
+    assert torch.equal((out != 0).cpu(), keep)
 
 
 def test_manual_seed_reproduces_and_calls_differ():
