@@ -12,6 +12,7 @@ import ember
 from ember import rng
 from ember.bench.train import saved_activation_bytes
 from ember.models.nanogpt import GPT, GPTConfig, random_tokens
+from ember.testing import DEVICE
 
 pytestmark = pytest.mark.usefixtures("fresh")
 
@@ -59,6 +60,20 @@ def test_the_mask_is_the_reference_draw_of_the_call_seed():
     seed = int(rng.philox_seed(x.device))
     keep = torch.from_numpy(rng.philox_uniform(seed, np.arange(x.numel())) >= P).view(x.shape)
     assert torch.equal((out != 0).cpu(), keep)
+
+
+def test_symbolic_sizes():
+    """With dynamic=True the mask's sizes are symbols: one graph serves both lengths, and its backward replays
+    the forward's mask."""
+    compiled = ember.compile(drop, dynamic=True)
+    for n in (33, 47):
+        x = torch.rand(4, n) + 0.5
+        w = torch.rand(4, n).add_(0.5).requires_grad_()
+        out, g = run(compiled, x, w)
+        kept = out != 0
+        torch.testing.assert_close(g, torch.where(kept, x / (1 - P), torch.zeros_like(x)))
+    s = ember.stats()
+    assert s["frames_compiled"] == 1 and s["recompiles"] == 0 and s["backward_graphs_compiled"] == 1, s
 
 
 def test_manual_seed_reproduces_and_calls_differ():
@@ -115,7 +130,7 @@ def test_nanogpt_step_with_dropout(monkeypatch, caplog):
     torch.manual_seed(0)
     model = GPT(cfg).train()
     compiled = ember.compile(model)
-    x, y = random_tokens(cfg, 2, 16, seed=1), random_tokens(cfg, 2, 16, seed=2)
+    x, y = random_tokens(cfg, 2, 16, seed=1, device=DEVICE), random_tokens(cfg, 2, 16, seed=2, device=DEVICE)
     with caplog.at_level("INFO", logger="ember.partition"):
         _, loss = compiled(x, y)
     loss.backward()
