@@ -33,6 +33,11 @@ may save to spare recomputation in the backward. 1 saves the fewest bytes that s
 the ban rules forbid; 0 saves only inputs and values that cannot be recomputed (activation checkpointing);
 values between make saving a recomputable value dearer (docs/autograd.md).
 
+`fallback_random` (a bool, default False; Inductor's option of that name): dropout in training graphs
+draws eager's exact numbers (aten's native_dropout, whose mask the backward reads from saved memory)
+instead of Philox streams of one seed per call that the backward recomputes (docs/autograd.md,
+"Random ops"). For tests that compare masks with eager's.
+
 `triton_interpret` (tests): graphs on the CPU run through the GPU backend -- its Triton kernels, in
 Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton code generator and runtime
 without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
@@ -48,7 +53,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes", "partition")
 _OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret",
-                "activation_memory_budget"}
+                "activation_memory_budget", "fallback_random"}
 
 
 def parse_logs(text):
@@ -101,6 +106,10 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0.0 <= budget <= 1.0:
         raise ValueError(f"ember.compile: activation_memory_budget must be a number in [0, 1], got {budget!r}")
     o.activation_memory_budget = float(budget)
+    fallback_random = options.get("fallback_random", False)
+    if not isinstance(fallback_random, bool):
+        raise ValueError(f"ember.compile: fallback_random must be a bool, got {fallback_random!r}")
+    o.fallback_random = fallback_random
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()

@@ -162,10 +162,12 @@ def _constructible(cls):
 
 
 def resolve_path(path):
-    """The object a qualified name such as `torch.nn.functional.gelu` names (its top module imported)."""
+    """The object a qualified name such as `torch.nn.functional.gelu` names (its modules imported)."""
     parts = path.split(".")
     obj = importlib.import_module(parts[0])
-    for part in parts[1:]:
+    for i, part in enumerate(parts[1:], start=2):
+        if not hasattr(obj, part) and isinstance(obj, types.ModuleType):
+            importlib.import_module(".".join(parts[:i]))  # a submodule not imported yet (ember.rng)
         obj = getattr(obj, part)
     return obj
 

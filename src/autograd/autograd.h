@@ -68,12 +68,18 @@ struct Joint {
 // Whether `graph` needs a joint graph: some output requires grad.
 bool is_training_graph(const ir::Graph& graph);
 
+struct JointOptions {
+  // Dropout draws eager's numbers (aten's native_dropout; the backward reads its saved mask) instead
+  // of Philox streams that the backward recomputes from a saved seed (CompileOptions::fallback_random).
+  bool exact_random = false;
+};
+
 // Builds the joint graph of a training graph (autograd/joint.cpp). Returns nullopt with the reason
 // when the graph cannot be differentiated ahead of time (it writes a value that requires grad in
 // place, ...): it then runs eagerly under torch autograd. Grad-mode changes inside the graph are
 // differentiated through: values computed with grad disabled do not require grad, so they get no
 // backward (JointLayout::grad_mode_at_end).
-std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason);
+std::optional<Joint> build_joint(const ir::Graph& forward, const JointOptions& options, std::string* reason);
 
 struct PartitionOptions {
   // 1: the cut that minimizes saved bytes given what is cheap to recompute; 0: save only inputs

@@ -275,7 +275,7 @@ struct Builder {
 
 }  // namespace
 
-std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) {
+std::optional<Joint> build_joint(const ir::Graph& forward, const JointOptions& options, std::string* reason) {
   *reason = why_not_differentiable(forward);
   if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
@@ -283,7 +283,7 @@ std::optional<Joint> build_joint(const ir::Graph& forward, std::string* reason) 
   passes::decompose(g, [&disabled](const ir::Node& node) {
     return differentiates_whole(node) || disabled[static_cast<size_t>(node.id)];
   });
-  random_ops_for_training(g);
+  random_ops_for_training(g, options.exact_random);
 
   Joint joint;
   JointLayout& layout = joint.layout;

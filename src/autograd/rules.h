@@ -104,8 +104,10 @@ const VjpRule* torch_call_rule(std::string_view callable);
 bool differentiates_whole(const ir::Node& node);
 
 // The forward rewritten where training needs another form than inference (training_forms.cpp):
-// random ops whose masks the backward must reuse draw them in a node that returns the mask.
-void random_ops_for_training(ir::Graph& g);
+// random ops whose masks the backward must reuse draw them from a counter-based generator
+// (philox_rand, recomputed by the backward) or, under `exact_random`, in a node that returns the
+// mask (eager's own numbers).
+void random_ops_for_training(ir::Graph& g, bool exact_random);
 
 // Rules by family; each file defines the functions rules.cpp's table names.
 namespace rules {

@@ -2,18 +2,27 @@
 // random numbers the forward drew.
 //
 // An island cannot differentiate a random op (its recomputation would draw other numbers), so a
-// random op that needs a gradient gets a form that returns its mask:
-//   - dropout in training becomes aten's native_dropout, which returns (output, mask) and draws the
-//     same numbers as F.dropout (torch's CPU and CUDA dropout run it); the backward multiplies by the mask;
-//   - scaled_dot_product_attention with dropout, on the CPU, becomes its math form — softmax of the
-//     scaled scores (masked), native_dropout, a matmul with v — which is what torch's CPU kernels run
-//     with dropout, drawing the same numbers. On CUDA torch's fused kernels draw their own (Philox
-//     inside the kernel); such a graph stays eager.
+// random op that needs a gradient gets a form whose numbers the backward can have again:
+//   - dropout in training becomes x * (u >= p) / (1 - p) over u = philox_rand(seed, offset, sizes):
+//     pointwise ops that fuse with x's producer and consumer, and that the backward recomputes from
+//     the seed (8 saved bytes) instead of saving a mask. The seed is drawn once per call by
+//     ember.rng.philox_seed (torch's default generator of the device, so torch.manual_seed makes
+//     runs reproducible); each dropout of the graph gets its own counter range, offset k << 32 for
+//     the k-th (a tensor of up to 2^32 elements each). The numbers differ from eager's, as
+//     torch.compile's do;
+//   - under `exact_random` (the option fallback_random) dropout becomes aten's native_dropout
+//     instead, which returns (output, mask) and draws the same numbers as F.dropout (torch's CPU
+//     and CUDA dropout run it); the backward multiplies by the saved mask;
+//   - scaled_dot_product_attention with dropout becomes its math form — softmax of the scaled scores
+//     (masked), dropout as above, a matmul with v. With native_dropout that is what torch's CPU
+//     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
+//     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // One deterministic op gets a training form too: scaled_dot_product_attention without dropout, on the
 // CPU, becomes aten's fused CPU kernel, which returns the logsumexp its backward reads (torch 2.13's
 // _scaled_dot_product_flash_attention_for_cpu; elsewhere attention stays an island).
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "autograd/rules.h"
 #include "passes/passes.h"
@@ -22,14 +31,49 @@ namespace ember::autograd {
 
 namespace {
 
+// How the graph's dropouts draw: Philox streams of one seed per device, or eager's native_dropout.
+class Dropouts {
+ public:
+  explicit Dropouts(bool exact) : exact_(exact) {}
 
-// (output, mask) of native_dropout on `x`.
-std::vector<ValueId> native_dropout(Rewriter& rw, ValueId x, Arg p) {
-  const ir::TensorType& t = rw.type(x);
-  ir::TensorType mask = passes::make_type(ir::DType::Bool, t.sizes, t.device, false);
-  return rw.emit_torch_tuple("torch.ops.aten.native_dropout", {V(x), std::move(p), Arg::of_literal(true)}, {},
-                             {t, mask});
-}
+  // Dropout of `x` with the literal probability `p`, in training.
+  ValueId apply(Rewriter& rw, ValueId x, const Arg& p) {
+    if (exact_) return native_dropout(rw, x, p);
+    const double prob = passes::number_literal(p).value();
+    const ir::TensorType& t = rw.type(x);
+    ValueId u = uniform(rw, t.device, t.sizes);
+    ValueId keep = pointwise(rw, Op::Ge, {V(u), scalar(prob, DType::Float32)}, DType::Bool);
+    ValueId kept = mul(rw, x, convert(rw, keep, t.dtype));
+    return binary_s(rw, Op::Mul, kept, prob >= 1.0 ? 0.0 : 1.0 / (1.0 - prob));
+  }
+
+  bool exact() const { return exact_; }
+
+ private:
+  // Output of native_dropout on `x` (its mask is the node's second result).
+  static ValueId native_dropout(Rewriter& rw, ValueId x, const Arg& p) {
+    const ir::TensorType& t = rw.type(x);
+    ir::TensorType mask = passes::make_type(ir::DType::Bool, t.sizes, t.device, false);
+    return rw.emit_torch_tuple("torch.ops.aten.native_dropout", {V(x), p, Arg::of_literal(true)}, {}, {t, mask})[0];
+  }
+
+  // float32 uniforms of `sizes` from the next counter range of the device's seed.
+  ValueId uniform(Rewriter& rw, const ir::Device& device, const Sizes& sizes) {
+    auto [it, fresh] = seeds_.emplace(device.str(), -1);
+    if (fresh)
+      it->second = rw.emit_torch("ember.rng.philox_seed", {Arg::of_literal(device.str())}, {},
+                                 passes::make_type(DType::Int64, {}, device, false));
+    std::vector<Arg> dims;
+    for (const sym::Expr& s : sizes) dims.push_back(Arg::of_size(s));
+    const int64_t offset = next_stream_++ << 32;
+    return rw.emit(Op::PhiloxRand, {V(it->second), Arg::of_literal(offset), Arg::list(std::move(dims))}, {},
+                   passes::make_type(DType::Float32, sizes, device, false));
+  }
+
+  bool exact_;
+  std::map<std::string, ValueId> seeds_;  // by device
+  int64_t next_stream_ = 0;
+};
 
 bool dropout_in_training(const ir::Graph& g, const ir::Node& node, std::optional<passes::Bound>* bound) {
   if (node.op != Op::Dropout || !g.value(node.results.at(0)).type.requires_grad) return false;
@@ -42,12 +86,13 @@ bool dropout_in_training(const ir::Graph& g, const ir::Node& node, std::optional
 
 // softmax(q @ k^T * scale, masked) -> dropout -> @ v, for a CPU attention call with dropout; false
 // (nothing emitted) for a form it does not model.
-bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
+bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, Dropouts& dropouts) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
       !passes::has_effect(node) || node.results.size() != 1)
     return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if (out.device.type != "cpu" || (out.dtype != DType::Float32 && out.dtype != DType::Float64)) return false;
+  if ((dropouts.exact() && out.device.type != "cpu") || (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+    return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
   const Arg* mask = argument(node, 3, "attn_mask");
   const Arg* p = argument(node, 4, "dropout_p");
@@ -93,7 +138,7 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
     }
   }
   ValueId probs = rw.emit(Op::Softmax, {V(scores), Arg::of_literal(int64_t{-1})}, {}, rw.type(scores));
-  if (*dropout > 0.0) probs = native_dropout(rw, probs, *p)[0];
+  if (*dropout > 0.0) probs = dropouts.apply(rw, probs, *p);
   ValueId result = product(rw, Op::Matmul, probs, vv);
   rw.bind(node.results[0], result);
   return true;
@@ -152,25 +197,28 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
 
 }  // namespace
 
-void random_ops_for_training(ir::Graph& g) {
+void random_ops_for_training(ir::Graph& g, bool exact_random) {
   Rewriter rw(g);
+  Dropouts dropouts(exact_random);
   bool changed = false;
   for (const ir::Node& node : g.nodes()) {
     std::optional<passes::Bound> b;
     if (dropout_in_training(g, node, &b)) {
-      rw.bind(node.results[0], native_dropout(rw, rw.map((*b)["input"]).value, (*b)["p"])[0]);
+      rw.bind(node.results[0], dropouts.apply(rw, rw.map((*b)["input"]).value, (*b)["p"]));
       changed = true;
       continue;
     }
     Rewriter::Mark mark = rw.mark();
+    Dropouts before = dropouts;  // a rollback also takes back a seed drawn for the attempt
     try {
-      if (attention_as_math(rw, g, node) || attention_as_flash_cpu(rw, g, node)) {
+      if (attention_as_math(rw, g, node, dropouts) || attention_as_flash_cpu(rw, g, node)) {
         changed = true;
         continue;
       }
     } catch (passes::Refuse&) {
     }
     rw.rollback(mark);
+    dropouts = before;
     rw.copy(node);
   }
   if (changed) g = rw.finish();

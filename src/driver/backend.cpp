@@ -241,6 +241,7 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
                                               const CompileOptions& options, runtime::CodeCache& code_cache,
                                               BackendReport* report) {
   pipeline::Compilation c(x.captured);
+  c.joint_options.exact_random = options.fallback_random;
   c.partition_options.memory_budget = options.activation_memory_budget;
   pipeline::Instruments instruments = instruments_for(options, report);
   instruments.stop_after = "partition";

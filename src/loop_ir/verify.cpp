@@ -83,6 +83,7 @@ Domain domain(ScalarOp op) {
     case ScalarOp::LogicalAnd:
     case ScalarOp::LogicalOr:
     case ScalarOp::Where:
+    case ScalarOp::PhiloxRand:
     case ScalarOp::ReduceSum:
     case ScalarOp::ReduceProd:
     case ScalarOp::ReduceMax:
@@ -506,6 +507,9 @@ class Verifier {
     DType operand = values[0];
     if (info.cls == OpClass::Compare) {
       if (n.dtype != DType::Bool) report(who + " (" + info.name + ") is " + dt(n.dtype) + "; comparisons and logical ops yield b8");
+    } else if (n.op == ScalarOp::PhiloxRand) {
+      if (n.dtype != DType::Float32 || operand != DType::Int64)
+        report(who + " (philox_rand) is " + dt(n.dtype) + " of " + dt(operand) + " operands; it is f32 of i64 seed and counter");
     } else if (n.op != ScalarOp::Cast && n.dtype != operand) {
       report(who + " (" + info.name + ") is " + dt(n.dtype) + " but its operands are " + dt(operand));
     }

@@ -2,7 +2,8 @@
 // chosen by where), gather and index_select (indirect loads whose index is checked against the
 // dim size, as torch raises on an out-of-range index), tril/triu (where on an index
 // comparison), contiguous (a copy into the result's layout, or the input itself when torch
-// would return it unchanged), full/zeros/ones (a constant), arange (an index expression).
+// would return it unchanged), full/zeros/ones (a constant), arange (an index expression),
+// philox_rand (philox of the loaded seed and the counter offset + row-major position).
 #include "lowering/lower_internal.h"
 
 namespace ember::lowering::detail {
@@ -223,6 +224,26 @@ std::string lower_arange(Lowerer& L, const ir::Node& node) {
   return "";
 }
 
+// The counter of element idx is offset + its row-major position: the numbering python/ember/rng.py
+// and Triton's tl.rand share, whatever kernel the value is fused into.
+std::string lower_philox_rand(Lowerer& L, const ir::Node& node) {
+  const ir::Arg* seed = find_arg(node, 0, "seed");
+  const ir::Arg* offset = find_arg(node, 1, "offset");
+  if (!seed || seed->kind != ir::Arg::Kind::Value || !offset) return "expects philox_rand(seed, offset, sizes)";
+  std::optional<int64_t> base = int_literal(*offset);
+  if (!base) return "an offset that is not an int literal";
+  ir::ValueId r = node.results[0];
+  const std::vector<Expr>& sizes = L.type(r).sizes;
+  KernelBuilder kb(L.program(), sizes);
+  Index idx = kb.outer_vars();
+  Expr counter = Expr(*base);
+  std::vector<Expr> strides = ir::contiguous_strides(sizes);
+  for (size_t d = 0; d < idx.size(); ++d) counter = counter + strides[d] * idx[d];
+  NodeId s = L.load_value(kb, seed->value, {});
+  finish_into_result(L, kb, r, idx, kb.philox_rand(s, kb.index_value(counter)));
+  return "";
+}
+
 }  // namespace
 
 std::string lower_data(Lowerer& L, const ir::Node& node) {
@@ -236,6 +257,7 @@ std::string lower_data(Lowerer& L, const ir::Node& node) {
     case ir::Op::Zeros: case ir::Op::ZerosLike: return lower_fill(L, node, ir::Literal{int64_t{0}});
     case ir::Op::Ones: case ir::Op::OnesLike: return lower_fill(L, node, ir::Literal{int64_t{1}});
     case ir::Op::Arange: return lower_arange(L, node);
+    case ir::Op::PhiloxRand: return lower_philox_rand(L, node);
     default: return "not a data primitive";  // stack, embedding, empty: extern calls
   }
 }

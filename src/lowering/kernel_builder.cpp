@@ -149,6 +149,14 @@ NodeId KernelBuilder::index_value(Expr e) {
   return add(std::move(n));
 }
 
+NodeId KernelBuilder::philox_rand(NodeId seed, NodeId counter) {
+  Node n;
+  n.op = ScalarOp::PhiloxRand;
+  n.dtype = DType::Float32;
+  n.operands = {cast(seed, DType::Int64), cast(counter, DType::Int64)};
+  return add(std::move(n));
+}
+
 NodeId KernelBuilder::cast(NodeId x, DType dt) {
   dt = compute_dtype(dt);
   if (dtype(x) == dt) return x;

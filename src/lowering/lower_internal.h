@@ -73,6 +73,8 @@ class KernelBuilder {
   loop_ir::NodeId where(loop_ir::NodeId cond, loop_ir::NodeId a, loop_ir::NodeId b, DType dt);
   loop_ir::NodeId reduce(ScalarOp op, loop_ir::NodeId x);
   loop_ir::NodeId check_index(loop_ir::NodeId x, Expr bound);
+  // philox_rand(seed, counter): i64 operands, an f32 value (loop_ir/ops.def).
+  loop_ir::NodeId philox_rand(loop_ir::NodeId seed, loop_ir::NodeId counter);
   // Casts `value` to what the buffer's dtype computes in, then stores it.
   void store(BufferId buffer, Index index, loop_ir::NodeId value);
   void finish();

@@ -26,11 +26,11 @@ std::string_view last_component(std::string_view callable) {
 }
 
 bool draws_random_numbers(std::string_view callable) {
-  static constexpr std::array<std::string_view, 20> kRandom = {
+  static constexpr std::array<std::string_view, 21> kRandom = {
       "dropout",   "native_dropout", "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
       "rand",      "randn",       "randint",      "randperm",    "rand_like",     "randn_like",
       "randint_like", "bernoulli", "multinomial", "normal",      "poisson",       "rrelu",
-      "gumbel_softmax"};
+      "gumbel_softmax", "philox_seed"};
   return std::find(kRandom.begin(), kRandom.end(), last_component(callable)) != kRandom.end();
 }
 

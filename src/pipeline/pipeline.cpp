@@ -30,7 +30,7 @@ const std::vector<Step>& steps() {
       {"joint", IRKind::Graph, "a training graph becomes its joint forward + backward graph (docs/autograd.md)",
        [](Compilation& c, const Target&) {
          if (!autograd::is_training_graph(c.graph)) return false;
-         std::optional<autograd::Joint> joint = autograd::build_joint(c.graph, &c.not_differentiable);
+         std::optional<autograd::Joint> joint = autograd::build_joint(c.graph, c.joint_options, &c.not_differentiable);
          if (!joint) return false;
          c.graph = std::move(joint->graph);
          c.joint = std::move(joint->layout);

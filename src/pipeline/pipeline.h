@@ -61,6 +61,7 @@ struct Compilation {
   // (its forward is `graph`; its backward graph is held here).
   std::optional<autograd::JointLayout> joint;
   std::string not_differentiable;
+  autograd::JointOptions joint_options;          // set by the caller (CompileOptions)
   autograd::PartitionOptions partition_options;  // set by the caller (CompileOptions)
   std::optional<autograd::Partition> partition;
   loop_ir::Program program;                         // from `lower` on (or the input)

@@ -54,6 +54,7 @@ void bind_options(nb::module_& m) {
       .def_rw("inject_fault_after", &CompileOptions::inject_fault_after)
       .def_rw("triton_interpret", &CompileOptions::triton_interpret)
       .def_rw("activation_memory_budget", &CompileOptions::activation_memory_budget)
+      .def_rw("fallback_random", &CompileOptions::fallback_random)
       .def_rw("cxx", &CompileOptions::cxx)
       .def_rw("cache_dir", &CompileOptions::cache_dir)
       .def_rw("include_dir", &CompileOptions::include_dir);

@@ -41,7 +41,7 @@ bool is_random(const loop_ir::ExternCall& call) {
   static const std::set<std::string_view> named = {"normal",       "normal_",    "bernoulli", "bernoulli_",
                                                    "multinomial",  "uniform_",   "exponential_", "poisson",
                                                    "geometric_",   "cauchy_",    "log_normal_",  "random_",
-                                                   "rrelu",        "rrelu_"};
+                                                   "rrelu",        "rrelu_",     "philox_seed"};
   if (name.find("dropout") != std::string_view::npos) return !dropout_in_eval(call);
   return name.rfind("rand", 0) == 0 || named.count(name) > 0;
 }

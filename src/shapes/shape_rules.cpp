@@ -215,6 +215,8 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
       return infer_tril_triu(call);
     case ir::Op::Dropout:
       return infer_dropout(call);
+    case ir::Op::PhiloxRand:
+      return infer_philox_rand(call);
     // Factories take dtype and device from arguments the caller resolves; generic torch calls
     // have no rule by definition.
     case ir::Op::Zeros:

@@ -179,4 +179,16 @@ Result infer_dropout(const Call& call) {
       make_type(x->dtype, x->sizes, *strides, computed_requires_grad(call, x->dtype, {&*x}), *device)};
 }
 
+// philox_rand(seed, offset, sizes): a contiguous float32 tensor on the 0-d int64 seed's device.
+// Symbolic sizes have no answer here (the op is built by random_ops_for_training, never traced).
+Result infer_philox_rand(const Call& call) {
+  auto b = bind(call, {"seed", "offset", "sizes"});
+  if (!b) return std::nullopt;
+  auto seed = as_dense((*b)[0]);
+  auto offset = as_int((*b)[1]);
+  auto sizes = as_int_list((*b)[2]);
+  if (!seed || seed->dim() != 0 || seed->dtype != ir::DType::Int64 || !offset || !sizes) return std::nullopt;
+  return std::vector<ir::TensorType>{make_type(ir::DType::Float32, *sizes, contiguous_strides(*sizes), false, *seed->device)};
+}
+
 }  // namespace ember::shapes::rules

@@ -189,6 +189,7 @@ Result infer_index_select(const Call& call);
 Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);
+Result infer_philox_rand(const Call& call);  // f32 of the given sizes, on the seed's device
 
 // shape_rules_symbolic.cpp: calls with symbolic sizes (pointwise and reduction families), by
 // running the rule on constant stand-ins (see the file comment).

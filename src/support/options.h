@@ -59,6 +59,9 @@ struct CompileOptions {
   // with the fewest saved bytes) down to 0 (save only inputs and what cannot be recomputed:
   // activation checkpointing). autograd::PartitionOptions::memory_budget.
   double activation_memory_budget = 1.0;
+  // Training graphs: dropout draws eager's exact numbers (aten's native_dropout, its mask saved for
+  // the backward) instead of Philox streams the backward recomputes. autograd::JointOptions::exact_random.
+  bool fallback_random = false;
   // The C++ backend: the compiler ($CXX, else g++), the on-disk cache ($EMBER_CACHE_DIR, else
   // ~/.cache/ember) and the folder holding the headers generated code includes (ember/vec.h).
   std::string cxx = "g++";

@@ -44,6 +44,7 @@ def test_a_kernel_writing_an_input_is_graphed_with_a_copy_back():
     ('"torch.nn.functional.dropout"(%b1, 0.5, True, False)', True),
     ('"torch.nn.functional.dropout"(%b1, 0.5, False, False)', False),  # eval mode: the identity
     ('"torch.nn.functional.dropout"(%b1, p=0.5, training=False)', False),
+    ('"ember.rng.philox_seed"("cuda:0")', True),  # dropout's seed: a replay would draw the same
     ('"torch.nn.functional.normalize"(%b1)', False),
 ])
 def test_random_extern_calls_are_refused(call, refused):

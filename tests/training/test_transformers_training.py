@@ -25,7 +25,8 @@ def test_one_training_step_matches_eager(name):
     torch.manual_seed(0)
     want = loss_of(model(*w.args, **w.kwargs))
     want.backward()
-    compiled = ember.compile(twin)
+    # Every gradient against eager's: dropout (GPT-2, BERT, T5 train with it) draws eager's masks.
+    compiled = ember.compile(twin, options={"fallback_random": True})
     torch.manual_seed(0)
     got = loss_of(compiled(*w.args, **w.kwargs))
     got.backward()

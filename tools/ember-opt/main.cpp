@@ -2,7 +2,7 @@
 // of Ember's golden tests (tests/golden), and the quickest way to watch one step work.
 //
 //   ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]...
-//             [--max-nodes N] [--target cpu|triton] [--list-passes] FILE|-
+//             [--max-nodes N] [--target cpu|triton] [--exact-random] [--list-passes] FILE|-
 //
 // The input is graph IR, or loop IR with --loop; it is always verified (steps may assume valid IR).
 // Every step is one of the pipeline's (src/pipeline/pipeline.h; --list-passes lists them in order):
@@ -13,7 +13,8 @@
 // --verify also verifies after every step, blaming the step that broke the IR. --print-after NAME
 // prints the IR after that step (as `// after NAME:` and the IR) before the final result.
 // --max-nodes sets the scheduler's fusion size cap of the target. --target picks what `emit`
-// generates: C++ (cpu, the default) or Triton kernels (triton). The result prints in the form of
+// generates: C++ (cpu, the default) or Triton kernels (triton). --exact-random: the joint step
+// gives dropout eager's numbers (native_dropout), as the option fallback_random does. The result prints in the form of
 // the last IR made: graph IR; loop IR (after the scheduler, its decisions first as `// fusion:`
 // lines; after the memory planner, its plan last as `// memory:` lines); C++ or Triton after `emit`.
 // Exit status: 0 success; 1 the input does not parse or verify, a step failed, or the file cannot
@@ -35,7 +36,7 @@ namespace pipeline = ember::pipeline;
 
 constexpr const char* kUsage =
     "usage: ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]... "
-    "[--max-nodes N] [--target cpu|triton] [--list-passes] FILE|-\n";
+    "[--max-nodes N] [--target cpu|triton] [--exact-random] [--list-passes] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -44,6 +45,7 @@ struct Options {
   std::string path;
   pipeline::Instruments instruments;
   pipeline::Target target = pipeline::Target::cpu();
+  bool exact_random = false;
 };
 
 int usage_error(const std::string& message) {
@@ -112,6 +114,8 @@ int parse_args(int argc, char** argv, Options& options) {
       options.loop_input = true;
     } else if (arg == "--verify") {
       options.instruments.verify = true;
+    } else if (arg == "--exact-random") {
+      options.exact_random = true;
     } else if (arg == "--list-passes") {
       options.list_passes = true;
     } else if (is("--pass") || is("--stop-after") || is("--print-after") || is("--max-nodes") || is("--target")) {
@@ -177,6 +181,7 @@ int main(int argc, char** argv) {
   const std::string shown = options.path == "-" ? "<stdin>" : options.path;
   std::optional<pipeline::Compilation> c = read_compilation(options, text, shown);
   if (!c) return 1;
+  c->joint_options.exact_random = options.exact_random;
 
   options.instruments.on_step = [](const pipeline::StepRecord& step) {
     if (!step.ir.empty()) std::cout << "// after " << step.name << ":\n" << step.ir;

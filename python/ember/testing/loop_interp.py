@@ -19,6 +19,8 @@ import re
 import numpy as np
 import torch
 
+from .. import rng
+
 __all__ = ["run", "parse", "LoopIRError"]
 
 NP = {"b8": np.bool_, "u8": np.uint8, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
@@ -232,6 +234,7 @@ def _binary(op, a, b):
         "eq": lambda: np.bool_(a == b), "ne": lambda: np.bool_(a != b), "lt": lambda: np.bool_(a < b),
         "le": lambda: np.bool_(a <= b), "gt": lambda: np.bool_(a > b), "ge": lambda: np.bool_(a >= b),
         "logical_and": lambda: np.bool_(bool(a) and bool(b)), "logical_or": lambda: np.bool_(bool(a) or bool(b)),
+        "philox_rand": lambda: rng.philox_uniform(int(a), np.array([int(b)]))[0],
     }[op]
     return f()
 

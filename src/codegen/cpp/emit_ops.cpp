@@ -63,6 +63,32 @@ bool converting_load(const NodeEnv& env, const Node& n) {
   return used;
 }
 
+// A seed or counter of philox_rand in vector code: an integer node only philox_rand operands read,
+// kept a scalar (the seed: a load invariant in `var`; the counter: an index affine in `var`, its
+// first lane's value) that ev::philox_uniform steps itself. Integer lanes hold 32 bits; counters
+// reach past 2^32 (offset k << 32), so they cannot be VecI lanes.
+bool philox_scalar(const NodeEnv& env, const Node& n, const std::string& var) {
+  if (n.op == ScalarOp::Load) {
+    if (!n.operands.empty() || !is_integer(n.dtype) || linear_coefficient(element_offset(buffer_of(env, n), n.index), var) != 0)
+      return false;
+  } else if (n.op != ScalarOp::Index || !linear_coefficient(n.index.at(0), var)) {
+    return false;
+  }
+  bool used = false;
+  const std::string as_index = name(n.id);
+  for (const Node& user : env.kernel->nodes) {
+    std::set<std::string> read;
+    for (const sym::Expr& e : user.index) sym::free_symbols(e, read);
+    if (read.count(as_index)) return false;
+    for (size_t k = 0; k < user.operands.size(); ++k) {
+      if (user.operands[k] != n.id) continue;
+      if (user.op != ScalarOp::PhiloxRand || k != (n.op == ScalarOp::Load ? 0u : 1u)) return false;
+      used = true;
+    }
+  }
+  return used;
+}
+
 // The value of element `addr` of the load's buffer, as a scalar.
 std::string scalar_load(const NodeEnv& env, const Node& n) {
   const Buffer& b = buffer_of(env, n);
@@ -348,6 +374,13 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     return "";
   };
   const OpSpelling& s = op_spelling(n.op);
+  if (philox_scalar(env, n, var)) return "";
+  if (n.op == ScalarOp::PhiloxRand) {
+    if (!inside(n.operands[0]) || !inside(n.operands[1]) || !philox_scalar(env, env.node(n.operands[0]), var) ||
+        !philox_scalar(env, env.node(n.operands[1]), var))
+      return self + " (philox_rand) draws from a seed or counter not fixed or affine along " + var;
+    return "";
+  }
   switch (loop_ir::op_info(n.op).cls) {
     case OpClass::Leaf:
       if (n.op == loop_ir::ScalarOp::Load) return n.operands.empty() ? access(false) : self + " is a masked load";
@@ -405,6 +438,16 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
                                                     : "ev::VecF";
   const std::string def = indent + "const " + type + " " + name(n.id) + " = ";
   const OpSpelling& s = op_spelling(n.op);
+  if (philox_scalar(env, n, var)) {  // the seed, or the counter of the first lane
+    const std::string value = n.op == ScalarOp::Load ? scalar_load(env, n) : c_index(n.index.at(0), env.symbols);
+    out += indent + "const int64_t " + name(n.id) + " = " + value + ";\n";
+    return;
+  }
+  if (n.op == ScalarOp::PhiloxRand) {
+    const int64_t step = *linear_coefficient(env.node(n.operands[1]).index.at(0), var);
+    out += def + "ev::philox_uniform(" + operand(0) + ", " + operand(1) + ", " + std::to_string(step) + ");\n";
+    return;
+  }
   switch (loop_ir::op_info(n.op).cls) {
     case OpClass::Leaf:
       if (n.op == loop_ir::ScalarOp::Constant) {

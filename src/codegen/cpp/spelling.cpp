@@ -117,6 +117,9 @@ constexpr OpSpelling kOps[] = {
     {ScalarOp::LogicalOr, {"($0 || $1)", "($0 || $1)", "($0 || $1)", "($0 || $1)"}, nullptr, "$0 | $1", L::Mask, false},
     {ScalarOp::Where, {"$0 ? $1 : $2", "$0 ? $1 : $2", "$0 ? $1 : $2", "$0 ? $1 : $2"}, nullptr,
      "ev::where($0, $1, $2)", L::FloatOrInt, false},
+    // Operands i64 (seed, counter), value f32 (ember/philox.h). Vector code: emit_ops.cpp.
+    {ScalarOp::PhiloxRand, {nullptr, nullptr, "ember::rt::philox_uniform($0, $1)", nullptr}, "philox_rand yields f32",
+     nullptr, L::Float, false},
     // Reductions: {combine, identity by kind, vector identity, update by kind, vector final}. $T is the
     // accumulator type: scalar float32 sums and products accumulate in double (a scalar loop is the one
     // that could not be vectorized, often a long strided one, and double keeps its error below torch's

@@ -180,6 +180,17 @@ class BodyEmitter {
 
   // Whether `e` varies across a block's lanes (mentions a loop variable or a node), rather than
   // being one scalar for the whole program (constants and shape symbols).
+  // An index value's constant term when it lies outside int32 (philox_rand's counters start at
+  // k << 32), split off to be added in int64 after the index math; else (e, 0).
+  static std::pair<sym::Expr, int64_t> split_wide_constant(const sym::Expr& e) {
+    const int64_t lim = std::numeric_limits<int32_t>::max();
+    if (e.kind() != sym::ExprKind::Add) return {e, 0};
+    for (const sym::Expr& term : e.operands())
+      if (term.is_constant() && (term.constant() > lim || term.constant() < -lim)) return {e - term, term.constant()};
+    return {e, 0};
+  }
+  static std::string plus(int64_t wide) { return wide == 0 ? "" : " + " + std::to_string(wide); }
+
   bool per_lane(const sym::Expr& e) const {
     if (e.kind() == sym::ExprKind::Symbol) return !shape_symbol(e.symbol_name());
     return std::any_of(e.operands().begin(), e.operands().end(), [&](const sym::Expr& o) { return per_lane(o); });
@@ -379,14 +390,14 @@ class BodyEmitter {
           return line(indent, def + v);
         }
         {
-          const sym::Expr& e = n.index.at(0);
+          const auto [e, wide] = split_wide_constant(n.index.at(0));
           if (e.is_constant()) {
-            line(indent, def + "tl.full(" + x_shape() + ", " + std::to_string(e.constant()) + ", tl.int64)");
+            line(indent, def + "tl.full(" + x_shape() + ", " + std::to_string(e.constant() + wide) + ", tl.int64)");
           } else if (!per_lane(e)) {
-            line(indent, def + "(" + index(e) + ") + tl.zeros(" + x_shape() + ", tl.int64)");
+            line(indent, def + "(" + index(e) + ") + tl.zeros(" + x_shape() + ", tl.int64)" + plus(wide));
           } else {
             set_cls(n, expr_cls(e));
-            line(indent, def + "(" + index(e) + ").to(tl.int64)");
+            line(indent, def + "(" + index(e) + ").to(tl.int64)" + plus(wide));
           }
         }
         return;

@@ -95,6 +95,8 @@ constexpr TOpSpelling kOps[] = {
     {ScalarOp::LogicalAnd, {"$0 & $1", "($0 != 0) & ($1 != 0)", "($0 != 0) & ($1 != 0)"}, nullptr, {}},
     {ScalarOp::LogicalOr, {"$0 | $1", "($0 != 0) | ($1 != 0)", "($0 != 0) | ($1 != 0)"}, nullptr, {}},
     {ScalarOp::Where, {"tl.where($0, $1, $2)", "tl.where($0, $1, $2)", "tl.where($0, $1, $2)"}, nullptr, {}},
+    // The same function as ember/philox.h and python/ember/rng.py (tests/codegen/test_philox.py).
+    {ScalarOp::PhiloxRand, {nullptr, nullptr, "tl.rand($0, ($1).to(tl.int64))"}, "philox_rand yields f32", {}},
     // Reductions: {combine, identity by kind, cross-lane reduction along axis 1}. Bool values
     // reduce as int32 (emit_kernel.cpp widens them). tl.max/tl.min drop NaN on the GPU and the
     // custom-combine tl.reduce is ~1000x slower in the interpreter: eh.reduce_max/min take tl.max

@@ -11,7 +11,7 @@
 //   (load_float, vec_convert.h); element-wise arithmetic, comparisons,
 //   where, NaN-propagating maximum/minimum; math within 2 ulp of libm (vec_math.h); horizontal
 //   reductions, Welford and double carries of long reductions (vec_reduce.h); float forms of every
-//   function with the same bits.
+//   function with the same bits; Philox uniforms, scalar and vector (philox.h).
 // Why a header of our own: generated code needs a small, fixed vocabulary whose numerics we control
 // and test (docs/vector-math.md), not a general SIMD library.
 #pragma once
@@ -46,3 +46,4 @@
 #include "ember/vec_convert.h"
 #include "ember/vec_math.h"
 #include "ember/vec_reduce.h"
+#include "ember/philox.h"
