@@ -129,6 +129,7 @@ bool Interpreter::carries_size_ints(bytecode::Opcode op) {
     case Opcode::DictUpdate:
     case Opcode::DictMerge:
     case Opcode::BuildSlice:
+    case Opcode::BinarySlice:  // 3.12+: `x.shape[:-1]`
     case Opcode::UnaryNegative:
     case Opcode::UnaryPositive:
     case Opcode::UnpackSequence:
@@ -148,6 +149,7 @@ bool Interpreter::carries_sym_ints(bytecode::Opcode op) {
   switch (op) {
     case Opcode::Nop:
     case Opcode::LoadFast:
+    case Opcode::LoadFastAndClear:  // 3.12+: around an inlined comprehension
     case Opcode::StoreFast:
     case Opcode::LoadConst:
     case Opcode::LoadAttr:
@@ -158,6 +160,8 @@ bool Interpreter::carries_sym_ints(bytecode::Opcode op) {
     case Opcode::StoreGlobal:
     case Opcode::ReturnValue:
     case Opcode::PopTop:
+    case Opcode::PopN:
+    case Opcode::ReturnConst:
     case Opcode::Copy:
     case Opcode::Swap:
     case Opcode::PushNull:
