@@ -25,3 +25,27 @@ import importlib.util  # noqa: E402
 
 if importlib.util.find_spec("torchvision") is not None:
     import ember.bench  # noqa: E402,F401 -- importing the package puts the stand-in in place
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def compiled_source(monkeypatch, caplog):
+    """compiled_source(fn, *args) -> (ember.compile(fn)(*args) under no_grad after ember.reset(), the code
+    EMBER_LOGS=output_code logged for it): for tests that check what the backend generated."""
+    import logging
+
+    import torch
+
+    import ember
+
+    def run(fn, *args):
+        monkeypatch.setenv("EMBER_LOGS", "output_code")
+        caplog.set_level(logging.INFO, logger="ember")
+        caplog.clear()
+        ember.reset()
+        with torch.no_grad():
+            out = ember.compile(fn)(*args)
+        return out, "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
+    return run

@@ -2,8 +2,6 @@
 dimension (LayerNorm over the channels of NCHW, mean over dim 1, column max) is vectorized along the
 contiguous outer dimension, each lane reducing its own output; values match eager on sizes with
 tails, size 1, sliced and permuted inputs, on every vector layer."""
-import logging
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,17 +12,6 @@ from ember._C import codecache
 from cpp_harness import Program, compile_loop, needs_cxx
 
 ISA_ORDER = ["scalar", "avx2", "avx512"]
-
-
-def compiled_source(fn, *args, monkeypatch, caplog):
-    """(result, generated C++ as logged) of ember.compile(fn)(*args)."""
-    monkeypatch.setenv("EMBER_LOGS", "output_code")
-    caplog.set_level(logging.INFO, logger="ember")
-    caplog.clear()
-    ember.reset()
-    with torch.no_grad():
-        out = ember.compile(fn)(*args)
-    return out, "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
 
 
 def _channel_layer_norm(x, w, b):
@@ -70,11 +57,11 @@ def _close_to_eager(fn, args, got):
 
 @pytest.mark.parametrize("fn", [_channel_layer_norm, _channel_layer_norm_nhwc])
 @pytest.mark.parametrize("shape", [(2, 12, 5, 7), (3, 5, 1, 1), (1, 1, 3, 17), (2, 40, 3, 11)])
-def test_channel_layer_norm_vectorizes_and_matches(fn, shape, monkeypatch, caplog):
+def test_channel_layer_norm_vectorizes_and_matches(fn, shape, compiled_source):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(*shape, generator=g) * 3 + 1
     w, b = torch.randn(shape[1], generator=g), torch.randn(shape[1], generator=g)
-    out, source = compiled_source(fn, x, w, b, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(fn, x, w, b)
     _close_to_eager(fn, (x, w, b), out)
     if shape[1] > 1 and shape[2] * shape[3] > 1:
         assert "outer reduction: vector over" in source, source[:4000]
@@ -91,30 +78,30 @@ def _close_each(fn, args, got):
 
 
 @pytest.mark.parametrize("shape", [(4, 9, 37), (1, 3, 1), (5, 200, 3)])
-def test_reductions_over_dim1_match(shape, monkeypatch, caplog):
+def test_reductions_over_dim1_match(shape, compiled_source):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)) + 2
-    out, source = compiled_source(_dim1_all, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_dim1_all, x)
     _close_each(_dim1_all, (x,), out)
     if shape[2] > 1:
         assert "outer reduction: vector over" in source, source[:4000]
 
 
 @pytest.mark.parametrize("view", ["slice", "permute", "offset"])
-def test_non_contiguous_inputs_match(view, monkeypatch, caplog):
+def test_non_contiguous_inputs_match(view, compiled_source):
     base = torch.randn(3, 11, 8, 21, generator=torch.Generator().manual_seed(2))
     x = {"slice": base[:, :, :, ::2], "permute": base.permute(0, 3, 1, 2), "offset": base[1:, 2:, 3:, 4:]}[view]
-    out, _ = compiled_source(_dim1_all, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, _ = compiled_source(_dim1_all, x)
     _close_each(_dim1_all, (x,), out)
 
 
-def test_long_sums_stay_accurate(monkeypatch, caplog):
+def test_long_sums_stay_accurate(compiled_source):
     """Past 128 elements per lane a float sum would lose to eager's cascade: those loops stay scalar
     (double accumulators), max reductions of any length stay vector."""
     x = torch.rand(3000, 37, generator=torch.Generator().manual_seed(3))
-    out, source = compiled_source(_sum_dim0, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_sum_dim0, x)
     _close_to_eager(_sum_dim0, (x,), out)
     assert "outer reduction" not in source
-    out, source = compiled_source(_amax_dim1, x.reshape(1, 3000, 37), monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_amax_dim1, x.reshape(1, 3000, 37))
     assert torch.equal(out, _amax_dim1(x.reshape(1, 3000, 37)))
     assert "outer reduction: vector over" in source
 
@@ -168,10 +155,10 @@ def _var_two_ranges(x):
     return x.var((0, 2), unbiased=False)
 
 
-def test_inner_welford_under_an_enclosing_range(monkeypatch, caplog):
+def test_inner_welford_under_an_enclosing_range(compiled_source):
     """BatchNorm's statistics: loop [r0 < 3, r1 < 70], vector over r1 with four Welford accumulators
     that carry on across r0 (their count is not the step's number: no reciprocal there)."""
     x = torch.randn(3, 5, 70, generator=torch.Generator().manual_seed(5)) * 2 + 3
-    out, source = compiled_source(_var_two_ranges, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_var_two_ranges, x)
     _close_to_eager(_var_two_ranges, (x,), out)
     assert "vector over r1" in source and "wf_inv" not in source

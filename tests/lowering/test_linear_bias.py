@@ -1,23 +1,9 @@
 """add(matmul(x, B), bias) lowered as one torch.nn.functional.linear call (src/lowering/linear.cpp,
 docs/lowering.md "Bias adds in the GEMM"): eager's bits for 2-, 3- and 4-d inputs, and the decomposed
 form kept where the product is used elsewhere."""
-import logging
-
 import pytest
 import torch
 import torch.nn.functional as F
-
-import ember
-
-
-def compiled_source(fn, *args, monkeypatch, caplog):
-    monkeypatch.setenv("EMBER_LOGS", "output_code")
-    caplog.set_level(logging.INFO, logger="ember")
-    caplog.clear()
-    ember.reset()
-    with torch.no_grad():
-        out = ember.compile(fn)(*args)
-    return out, "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
 
 
 def _linear_relu(x, w, b):
@@ -30,18 +16,18 @@ def _product_reused(x, w, b):
 
 
 @pytest.mark.parametrize("shape", [(5, 12), (2, 7, 12), (2, 3, 4, 12)])
-def test_linear_bias_is_one_call_with_eager_bits(shape, monkeypatch, caplog):
+def test_linear_bias_is_one_call_with_eager_bits(shape, compiled_source):
     g = torch.Generator().manual_seed(0)
     x, w, b = torch.randn(*shape, generator=g), torch.randn(9, 12, generator=g), torch.randn(9, generator=g)
-    out, source = compiled_source(_linear_relu, x, w, b, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_linear_relu, x, w, b)
     assert torch.equal(out, _linear_relu(x, w, b))
     assert "torch.nn.functional.linear" in source
 
 
-def test_a_product_used_twice_keeps_its_bias_kernel(monkeypatch, caplog):
+def test_a_product_used_twice_keeps_its_bias_kernel(compiled_source):
     g = torch.Generator().manual_seed(1)
     x, w, b = torch.randn(6, 12, generator=g), torch.randn(9, 12, generator=g), torch.randn(9, generator=g)
-    out, source = compiled_source(_product_reused, x, w, b, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_product_reused, x, w, b)
     for got, want in zip(out, _product_reused(x, w, b)):
         torch.testing.assert_close(got, want)
     assert "torch.nn.functional.linear" not in source
