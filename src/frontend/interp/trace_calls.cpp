@@ -5,7 +5,6 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <set>
 
 #include "frontend/interp/trace.h"
 #include "frontend/pyutil.h"
@@ -280,44 +279,6 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
   }
   if (op == ir::Op::TorchCall) return shapes::infer_torch_call_types(name, rule_args, rule_kwargs, grad_enabled, default_dtype_);
   return shapes::infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
-}
-
-std::optional<std::vector<ir::TensorType>> Trace::rule_types_pinning_fewest(
-    ir::Op op, const std::string& name, const std::vector<VarRef>& args,
-    const std::vector<std::pair<std::string, VarRef>>& kwargs, const std::string& why) {
-  std::vector<std::string> symbols;  // the call's live symbols, in order of appearance
-  auto note = [&](const sym::Expr& e) {
-    std::set<std::string> names;
-    sym::free_symbols(shapes.resolve(e), names);
-    for (const std::string& n : names)
-      if (std::find(symbols.begin(), symbols.end(), n) == symbols.end()) symbols.push_back(n);
-  };
-  std::function<void(const VarRef&)> visit = [&](const VarRef& v) {
-    if (v->kind == VarKind::Tensor)
-      for (const auto* xs : {&v->as<TensorVar>().type.sizes, &v->as<TensorVar>().type.strides})
-        for (const sym::Expr& e : *xs) note(e);
-    if (is_size_int(v)) note(*v->as<SymIntVar>().size);
-    if ((v->kind == VarKind::Tuple || v->kind == VarKind::List) && !v->unread())
-      for (const VarRef& item : v->as<SequenceVar>().items) visit(item);
-  };
-  for (const VarRef& a : args) visit(a);
-  for (const auto& kv : kwargs) visit(kv.second);
-  constexpr size_t kMostSymbols = 8;  // 255 subsets at most, each a rule run of microseconds
-  if (symbols.empty() || symbols.size() > kMostSymbols) return std::nullopt;
-  size_t n = symbols.size();
-  for (size_t count = 1; count <= n; ++count) {
-    for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-      if (static_cast<size_t>(__builtin_popcount(mask)) != count) continue;
-      sym::Replacements pins;
-      for (size_t i = 0; i < n; ++i)
-        if (mask & (1u << i)) pins.emplace_back(symbols[i], sym::Expr(shapes.hint(sym::Expr::symbol(symbols[i]))));
-      std::optional<std::vector<ir::TensorType>> types = rule_types(op, name, args, kwargs, pins);
-      if (!types) continue;
-      for (const auto& [symbol, value] : pins) shapes.specialize(sym::Expr::symbol(symbol), why);
-      return types;
-    }
-  }
-  return std::nullopt;
 }
 
 VarRef Trace::record_typed(ir::Op op, const std::string& name, PyObject* callable, const std::vector<VarRef>& args,

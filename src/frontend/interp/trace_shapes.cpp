@@ -276,15 +276,53 @@ bool Trace::has_symbols(const std::vector<VarRef>& args, const std::vector<std::
   return any;
 }
 
-void Trace::specialize_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
-                               const std::string& why) {
+namespace {
+
+// Calls `f` on every size and stride of a call's tensor arguments and on every size int among them.
+template <class F>
+void for_each_size_expr(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs, F&& f) {
   for_each_arg(args, kwargs, [&](const VarRef& v) {
     if (v->kind == VarKind::Tensor) {
       for (const auto* xs : {&v->as<TensorVar>().type.sizes, &v->as<TensorVar>().type.strides})
-        for (const sym::Expr& e : *xs) shapes.specialize(e, why);
+        for (const sym::Expr& e : *xs) f(e);
     }
-    if (is_size_int(v)) shapes.specialize(*v->as<SymIntVar>().size, why);
+    if (is_size_int(v)) f(*v->as<SymIntVar>().size);
   });
+}
+
+}  // namespace
+
+void Trace::specialize_symbols(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                               const std::string& why) {
+  for_each_size_expr(args, kwargs, [&](const sym::Expr& e) { shapes.specialize(e, why); });
+}
+
+std::optional<std::vector<ir::TensorType>> Trace::rule_types_pinning_fewest(
+    ir::Op op, const std::string& name, const std::vector<VarRef>& args,
+    const std::vector<std::pair<std::string, VarRef>>& kwargs, const std::string& why) {
+  std::vector<std::string> symbols;  // the call's live symbols, in order of appearance
+  for_each_size_expr(args, kwargs, [&](const sym::Expr& e) {
+    std::set<std::string> names;
+    sym::free_symbols(shapes.resolve(e), names);
+    for (const std::string& n : names)
+      if (std::find(symbols.begin(), symbols.end(), n) == symbols.end()) symbols.push_back(n);
+  });
+  constexpr size_t kMostSymbols = 8;  // 255 subsets at most, each a rule run of microseconds
+  if (symbols.empty() || symbols.size() > kMostSymbols) return std::nullopt;
+  size_t n = symbols.size();
+  for (size_t count = 1; count <= n; ++count) {
+    for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+      if (static_cast<size_t>(__builtin_popcount(mask)) != count) continue;
+      sym::Replacements pins;
+      for (size_t i = 0; i < n; ++i)
+        if (mask & (1u << i)) pins.emplace_back(symbols[i], sym::Expr(shapes.hint(sym::Expr::symbol(symbols[i]))));
+      std::optional<std::vector<ir::TensorType>> types = rule_types(op, name, args, kwargs, pins);
+      if (!types) continue;
+      for (const auto& [symbol, value] : pins) shapes.specialize(sym::Expr::symbol(symbol), why);
+      return types;
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
