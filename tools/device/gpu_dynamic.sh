@@ -7,11 +7,11 @@ set -uo pipefail
 source "$(dirname "$0")/gpu_common.sh"
 cd tests
 export EMBER_TEST_DEVICE=cuda
-step dynamic 150 python3 -m pytest -q -p no:cacheprovider dynamic "$@"
+step dynamic 200 python3 -m pytest -q -p no:cacheprovider dynamic "$@"
 grep -E "^(FAILED|ERROR)" "$out/dynamic.log" | head -20
 cd ..
-step bench_dynamic_cpu 110 env CUDA_VISIBLE_DEVICES= python3 -m ember.bench dynamic --no-inductor --out "$out/dynamic_cpu.json"
+step bench_dynamic_cpu 100 env CUDA_VISIBLE_DEVICES= python3 -m ember.bench dynamic --no-inductor --out "$out/dynamic_cpu.json"
 tail -16 "$out/bench_dynamic_cpu.log"
-step bench_dynamic_cuda 200 python3 -m ember.bench dynamic --device cuda --out "$out/dynamic_cuda.json"
+step bench_dynamic_cuda 180 python3 -m ember.bench dynamic --device cuda --out "$out/dynamic_cuda.json"
 tail -16 "$out/bench_dynamic_cuda.log"
 rm -rf "$out/ember-cache"
