@@ -240,7 +240,8 @@ def _ms(value_us):
 
 def _phase_table(rows, names, adamw):
     phases = train_step.PHASES if adamw else train_step.PHASES[:2]
-    header = ["workload"] + [f"{n} {p[:3]} ms" for n in names for p in phases]
+    short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+    header = ["workload"] + [f"{n} {short[p]} ms" for n in names for p in phases]
     lines = [[w] + [_ms(row["results"][n].get("phases", {}).get(p, {}).get("median_us")) for n in names for p in phases]
              for w, row in rows.items()]
     return report.markdown_table(header, lines)
