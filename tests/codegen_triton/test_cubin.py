@@ -1,4 +1,5 @@
-"""Every kernel of the Triton goldens (tests/golden/emit_triton_*.loop) compiles to an sm_90 cubin
+"""Every kernel of the Triton goldens (tests/golden/emit_triton_*.loop), and every candidate config of
+their matmul templates (max-autotune), compiles to an sm_90 cubin
 without a GPU (triton.compile with an explicit GPUTarget never touches the driver): the PTX entry
 has one parameter per non-constexpr argument plus Triton 3.6's two scratch pointers (the launch ABI
 the C++ launcher packs), and ptxas reports no spills. Kernels with check_index compile in debug
@@ -26,11 +27,17 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 
 def golden_kernels():
+    """(kernel, config) per kernel of every golden with its first config, and every candidate config
+    of max-autotune's matmul templates (each must fit the H200's shared memory without spills)."""
     cases = []
     for path in sorted(GOLDEN.glob("emit_triton_*.loop")):
         emitted = codegen.emit_triton(path.read_text(), schedule=True)
         for k, kernel in enumerate(emitted["kernels"]):
-            cases.append(pytest.param(kernel, id=f"{path.stem}-{k}"))
+            cases.append(pytest.param(kernel, kernel["configs"][0], id=f"{path.stem}-{k}"))
+        templates = codegen.emit_triton(path.read_text(), schedule=True, matmul_templates=True, max_configs=8)
+        for t in templates["matmul_templates"]:
+            for c, config in enumerate(t["kernel"]["configs"]):
+                cases.append(pytest.param(t["kernel"], config, id=f"{path.stem}-template-config{c}"))
     return cases
 
 
@@ -40,10 +47,9 @@ def entry_params(ptx, name):
     return re.findall(r"\.param\s+\.(\w+)", m.group(1))
 
 
-@pytest.mark.parametrize("kernel", golden_kernels())
-def test_compiles_for_sm90(kernel, tmp_path):
+@pytest.mark.parametrize("kernel, config", golden_kernels())
+def test_compiles_for_sm90(kernel, config, tmp_path):
     fn = interpret.load(kernel["source"], kernel["name"])
-    config = kernel["configs"][0]
     signature = dict(kernel["signature"])
     src = ASTSource(fn, signature, constexprs=dict(config["blocks"]))
     options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"],
