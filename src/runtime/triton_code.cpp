@@ -69,6 +69,17 @@ bool report_tuning(const std::string& line, double seconds, bool log_perf) {
   return ok;
 }
 
+// The cubin keys and configs of a runnable's compiled candidates (what a tuning choice is keyed
+// on, and what it chooses among). A template: Runnable is TritonCode's private type.
+template <class Runnable>
+void compiled_candidates(const Runnable& runnable, std::vector<std::string>* binary_keys,
+                         std::vector<codegen::TritonConfig>* configs) {
+  for (const auto& c : runnable.candidates) {
+    binary_keys->push_back(c.kernel->binary().key);
+    configs->push_back(c.config);
+  }
+}
+
 }  // namespace
 
 TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
@@ -345,10 +356,7 @@ bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgVal
     if (!device) throw std::runtime_error(error);
     std::vector<std::string> binary_keys;
     std::vector<codegen::TritonConfig> configs;
-    for (const Candidate& c : variant.runnable.candidates) {
-      binary_keys.push_back(c.kernel->binary().key);
-      configs.push_back(c.config);
-    }
+    compiled_candidates(variant.runnable, &binary_keys, &configs);
     // A symbolic kernel's choice is per size bucket too (the variant's key above the class bits).
     if (!launch.sized.empty()) binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
     const std::string key = best_config_key(kernel, binary_keys, *device, tune_.coordinate_descent);
@@ -419,10 +427,7 @@ bool TritonCode::matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool*
     if (!device) throw std::runtime_error(error);
     std::vector<std::string> binary_keys;
     std::vector<codegen::TritonConfig> configs;
-    for (const Candidate& c : variant.runnable.candidates) {
-      binary_keys.push_back(c.kernel->binary().key);
-      configs.push_back(c.config);
-    }
+    compiled_candidates(variant.runnable, &binary_keys, &configs);
     const std::string key = matmul_choice_key(*slot.launch.kernel, binary_keys, epilogue.kernel->source, *device,
                                               tune_.coordinate_descent);
     std::optional<MatmulChoice> cached = load_matmul_choice(tune_.cache_dir, key);

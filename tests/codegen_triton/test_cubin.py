@@ -27,17 +27,18 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 
 def golden_kernels():
-    """(kernel, config) per kernel of every golden with its first config, and every candidate config
-    of max-autotune's matmul templates (each must fit the H200's shared memory without spills)."""
+    """(kernel, config, no_spills) per kernel of every golden with its first config, and every
+    candidate config of max-autotune's matmul templates: each must fit the H200's shared memory; a
+    template's other candidates may spill (the tuner times them; a spilling one just loses)."""
     cases = []
     for path in sorted(GOLDEN.glob("emit_triton_*.loop")):
         emitted = codegen.emit_triton(path.read_text(), schedule=True)
         for k, kernel in enumerate(emitted["kernels"]):
-            cases.append(pytest.param(kernel, kernel["configs"][0], id=f"{path.stem}-{k}"))
+            cases.append(pytest.param(kernel, kernel["configs"][0], True, id=f"{path.stem}-{k}"))
         templates = codegen.emit_triton(path.read_text(), schedule=True, matmul_templates=True, max_configs=8)
         for t in templates["matmul_templates"]:
             for c, config in enumerate(t["kernel"]["configs"]):
-                cases.append(pytest.param(t["kernel"], config, id=f"{path.stem}-template-config{c}"))
+                cases.append(pytest.param(t["kernel"], config, c == 0, id=f"{path.stem}-template-config{c}"))
     return cases
 
 
@@ -47,8 +48,8 @@ def entry_params(ptx, name):
     return re.findall(r"\.param\s+\.(\w+)", m.group(1))
 
 
-@pytest.mark.parametrize("kernel, config", golden_kernels())
-def test_compiles_for_sm90(kernel, config, tmp_path):
+@pytest.mark.parametrize("kernel, config, no_spills", golden_kernels())
+def test_compiles_for_sm90(kernel, config, no_spills, tmp_path):
     fn = interpret.load(kernel["source"], kernel["name"])
     signature = dict(kernel["signature"])
     src = ASTSource(fn, signature, constexprs=dict(config["blocks"]))
@@ -71,4 +72,4 @@ def test_compiles_for_sm90(kernel, config, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert log.returncode == 0, log.stderr
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log.stderr)]
-    assert spills and max(spills) == 0, log.stderr
+    assert spills and (max(spills) == 0 or not no_spills), log.stderr

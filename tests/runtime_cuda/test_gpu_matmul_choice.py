@@ -6,9 +6,7 @@ import copy
 import glob
 import math
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -20,8 +18,9 @@ pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "codegen_triton"))
+sys.path.insert(0, HERE)
+from test_gpu_autotune import run as run_program  # noqa: E402
 
 
 def seed(x, w, b, r):
@@ -93,11 +92,7 @@ _PROGRAM = """
 
 
 def run(cache, logs=""):
-    env = dict(os.environ, EMBER_CACHE_DIR=str(cache), EMBER_LOGS=logs)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_PROGRAM.format(python_dir=PYTHON_DIR))],
-                            env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    return result.stdout, result.stderr
+    return run_program(cache, logs, _PROGRAM)
 
 
 def test_the_choice_is_timed_cached_and_reused(tmp_path):
