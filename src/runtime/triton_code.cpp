@@ -69,15 +69,26 @@ bool report_tuning(const std::string& line, double seconds, bool log_perf) {
   return ok;
 }
 
-// The cubin keys and configs of a runnable's compiled candidates (what a tuning choice is keyed
-// on, and what it chooses among). A template: Runnable is TritonCode's private type.
+// What a tuning choice is keyed on (the device, the compiled candidates' cubin keys) and chooses
+// among (their configs). Throws std::runtime_error when the device cannot be described. A
+// template: Runnable is TritonCode's private type.
+struct TuneInputs {
+  std::string device;
+  std::vector<std::string> binary_keys;
+  std::vector<codegen::TritonConfig> configs;
+};
 template <class Runnable>
-void compiled_candidates(const Runnable& runnable, std::vector<std::string>* binary_keys,
-                         std::vector<codegen::TritonConfig>* configs) {
+TuneInputs tune_inputs(const Runnable& runnable, int device_index) {
+  TuneInputs in;
+  std::string error;
+  std::optional<std::string> device = cuda::describe_device(device_index, &error);
+  if (!device) throw std::runtime_error(error);
+  in.device = *device;
   for (const auto& c : runnable.candidates) {
-    binary_keys->push_back(c.kernel->binary().key);
-    configs->push_back(c.config);
+    in.binary_keys.push_back(c.kernel->binary().key);
+    in.configs.push_back(c.config);
   }
+  return in;
 }
 
 }  // namespace
@@ -352,14 +363,10 @@ bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgVal
   const auto start = std::chrono::steady_clock::now();
   std::string error, how;
   try {
-    std::optional<std::string> device = cuda::describe_device(env.device_index, &error);
-    if (!device) throw std::runtime_error(error);
-    std::vector<std::string> binary_keys;
-    std::vector<codegen::TritonConfig> configs;
-    compiled_candidates(variant.runnable, &binary_keys, &configs);
+    TuneInputs in = tune_inputs(variant.runnable, env.device_index);
     // A symbolic kernel's choice is per size bucket too (the variant's key above the class bits).
-    if (!launch.sized.empty()) binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
-    const std::string key = best_config_key(kernel, binary_keys, *device, tune_.coordinate_descent);
+    if (!launch.sized.empty()) in.binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
+    const std::string key = best_config_key(kernel, in.binary_keys, in.device, tune_.coordinate_descent);
     Candidate best;
     if (std::optional<codegen::TritonConfig> cached = load_best_config(tune_.cache_dir, key)) {
       best = candidate_for(launch, variant, *cached, xnumel, &error);
@@ -373,7 +380,7 @@ bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgVal
         return timed.emplace(config.str(), std::move(c)).first->second.kernel;
       };
       TuneResult result = cuda::tune_on_device(
-          configs, kernel_for, env.device_index, static_cast<cuda::CUstream>(env.stream),
+          in.configs, kernel_for, env.device_index, static_cast<cuda::CUstream>(env.stream),
           [&](const codegen::TritonConfig& c) { return grid_of(launch, c, xnumel); }, values, in_place,
           tune_.coordinate_descent);
       best = timed.at(result.best.str());
@@ -423,12 +430,8 @@ bool TritonCode::matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool*
   MatmulChoice choice;
   Candidate chosen;
   try {
-    std::optional<std::string> device = cuda::describe_device(env.device_index, &error);
-    if (!device) throw std::runtime_error(error);
-    std::vector<std::string> binary_keys;
-    std::vector<codegen::TritonConfig> configs;
-    compiled_candidates(variant.runnable, &binary_keys, &configs);
-    const std::string key = matmul_choice_key(*slot.launch.kernel, binary_keys, epilogue.kernel->source, *device,
+    TuneInputs in = tune_inputs(variant.runnable, env.device_index);
+    const std::string key = matmul_choice_key(*slot.launch.kernel, in.binary_keys, epilogue.kernel->source, in.device,
                                               tune_.coordinate_descent);
     std::optional<MatmulChoice> cached = load_matmul_choice(tune_.cache_dir, key);
     if (cached) {
@@ -466,7 +469,7 @@ bool TritonCode::matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool*
       };
       ConfigTimer template_timer = cuda::device_timer(
           trials, kernel_for, [&](const codegen::TritonConfig& c) { return grid_of(slot.launch, c, xnumel); }, values);
-      choice = choose_matmul(extern_timer, configs, template_timer, tune_.coordinate_descent);
+      choice = choose_matmul(extern_timer, in.configs, template_timer, tune_.coordinate_descent);
       store_matmul_choice(tune_.cache_dir, key, choice);
     }
     if (choice.use_template) chosen = candidate_for(slot.launch, variant, choice.template_result.best, xnumel, &error);
