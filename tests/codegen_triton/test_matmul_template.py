@@ -8,12 +8,15 @@ import subprocess
 import sys
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-from ember._C import codegen, lowering, passes
+from ember._C import codegen
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from interp_cases import lower  # noqa: E402
 from matmul_cases import CASES  # noqa: E402
 
 
@@ -125,3 +128,25 @@ def test_a_result_something_else_reads_keeps_the_extern():
     emitted = codegen.emit_triton(golden("emit_triton_matmul_bmm_tails.loop"), matmul_templates=True)
     assert [t["extern"] for t in emitted["matmul_templates"]] == [0]
     assert emitted["matmul_refusals"] == ["extern 1 (torch.bmm): no kernel step follows it"]
+
+
+def test_the_gpu_benchmarks_matmuls_get_templates():
+    """The bench's seed_bf16 (x @ W + b, gelu, + r) and mlp (bf16 Linear, GELU, Linear), small: the
+    seed's matmul and fc1 + GELU get a template; fc2's result is the graph's output (no epilogue)."""
+    bf16 = torch.bfloat16
+
+    def seed(x, w, b, r):
+        return F.gelu(x @ w + b, approximate="tanh") + r
+
+    args = [torch.randn(64, 128).to(bf16), torch.randn(128, 128).to(bf16), torch.randn(128).to(bf16),
+            torch.randn(64, 128).to(bf16)]
+    emitted = codegen.emit_triton(lower(seed, args), schedule=True, matmul_templates=True)
+    assert [t["kernel"]["name"][:22] for t in emitted["matmul_templates"]] == ["ember_mm_add_mul_tanh_"]
+    assert emitted["matmul_refusals"] == []
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).to(bf16).eval()
+    with torch.no_grad():
+        emitted = codegen.emit_triton(lower(mlp, [torch.randn(2, 16, 64).to(bf16)]), schedule=True,
+                                      matmul_templates=True)
+    (t,) = emitted["matmul_templates"]
+    assert t["kernel"]["name"].startswith("ember_mm_mul_erf_add_") and (t["m"], t["n"], t["k"]) == (32, 256, 64)
+    assert emitted["matmul_refusals"] == ["extern 1 (torch.nn.functional.linear): no kernel step follows it"]
