@@ -35,7 +35,7 @@ def test_template_numerics_in_interpreter(report, case):
     r = report.get(case)
     assert r is not None, f"{case}: no report (the runner stopped early?)"
     assert r["ok"], f"{case}: {r['message']}"
-    assert r["configs"] >= 2, "every candidate config ran"
+    assert r["configs"] == 2, "the first config and the smallest tiles ran"
 
 
 GOLDEN = os.path.join(os.path.dirname(HERE), "golden")
