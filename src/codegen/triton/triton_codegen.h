@@ -22,6 +22,10 @@
 //  - All math the `tl` namespace lacks goes through Ember's helper module (python/ember/_triton/
 //    helpers.py: libdevice on the GPU, `tl` shims under TRITON_INTERPRET=1), imported by every
 //    kernel's text; its bytes are part of the cubin cache key.
+//  - Under options.matmul_templates (max-autotune on CUDA), each extern matmul whose result only
+//    the kernel step after it reads, elementwise, also gets a matmul template doing both steps
+//    (MatmulTemplate; matmul_template.cpp); every other extern matmul gets the reason it has none.
+//    The program's own kernels are the same with or without them.
 // Code generation only prints: the kernel kind (pointwise, persistent or looped reduction), the
 // index width and the candidate configs are decided from sizes here and written as a comment
 // above the kernel with their reasons.
