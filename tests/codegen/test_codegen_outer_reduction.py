@@ -162,3 +162,20 @@ def test_inner_welford_under_an_enclosing_range(compiled_source):
     out, source = compiled_source(_var_two_ranges, x)
     _close_to_eager(_var_two_ranges, (x,), out)
     assert "vector over r1" in source and "wf_inv" not in source
+
+
+def _two_channel_layer_norms(x, w, b):
+    """Swin's patch embedding norm then its first block's norm, both over the channels of the NHWC
+    view: one outer-reduction kernel with two unrolled Welford loops (each its own step variable)."""
+    y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b)
+    return F.layer_norm(y, (x.shape[1],), b, w)
+
+
+def test_two_unrolled_outer_loops_compile(compiled_source):
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 24, 4, 8, generator=g)
+    w, b = torch.randn(24, generator=g), torch.randn(24, generator=g)
+    out, source = compiled_source(_two_channel_layer_norms, x, w, b)
+    _close_to_eager(_two_channel_layer_norms, (x, w, b), out)
+    assert "outer reduction: vector over" in source and source.count("int64_t r0_u = 0;") >= 2, source[:4000]
+    assert ember.stats()["codegen_failures"] == 0

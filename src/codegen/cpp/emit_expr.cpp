@@ -36,6 +36,40 @@ std::string round_to_storage(DType dt, const std::string& x) {
 
 namespace {
 
+// `e` with `var // D` replaced by a fresh symbol (fixed within an aligned chunk) and `var % D` by
+// `var` (the same within a chunk up to a fixed term), for D a multiple of kMaxVectorLanes; nullopt
+// when `var` occurs anywhere else but bare.
+std::optional<sym::Expr> within_chunk(const sym::Expr& e, const std::string& var) {
+  using sym::ExprKind;
+  const std::vector<sym::Expr>& ops = e.operands();
+  if ((e.kind() == ExprKind::FloorDiv || e.kind() == ExprKind::Mod) && ops[0].kind() == ExprKind::Symbol &&
+      ops[0].symbol_name() == var) {
+    if (!ops[1].is_constant() || ops[1].constant() % kMaxVectorLanes != 0) return std::nullopt;
+    return e.kind() == ExprKind::Mod ? ops[0] : sym::Expr::symbol(var + "_chunk");
+  }
+  if (e.kind() == ExprKind::Constant || e.kind() == ExprKind::Symbol) return e;
+  std::vector<sym::Expr> parts;
+  for (const sym::Expr& o : ops) {
+    std::optional<sym::Expr> p = within_chunk(o, var);
+    if (!p) return std::nullopt;
+    parts.push_back(*p);
+  }
+  sym::Expr out = parts[0];
+  for (size_t k = 1; k < parts.size(); ++k) {
+    switch (e.kind()) {
+      case ExprKind::Add: out = out + parts[k]; break;
+      case ExprKind::Mul: out = out * parts[k]; break;
+      case ExprKind::FloorDiv: out = floordiv(out, parts[k]); break;
+      case ExprKind::Mod: out = mod(out, parts[k]); break;
+      case ExprKind::Max: out = max(out, parts[k]); break;
+      case ExprKind::Min: out = min(out, parts[k]); break;
+      case ExprKind::Constant:
+      case ExprKind::Symbol: break;
+    }
+  }
+  return out;
+}
+
 // Shortest text that reads back as the same value, with a decimal point so C++ sees a floating
 // literal.
 std::string float_text(double v, int digits) {
@@ -240,5 +274,10 @@ std::string print_index(const sym::Expr& e, const IndexSymbols& symbols) {
 }  // namespace
 
 std::string c_index(const sym::Expr& e, const IndexSymbols& symbols) { return print_index(e, symbols); }
+
+bool chunk_contiguous(const sym::Expr& offset, const std::string& var) {
+  const std::optional<sym::Expr> w = within_chunk(offset, var);
+  return w && linear_coefficient(*w, var) == std::optional<int64_t>(1);
+}
 
 }  // namespace ember::codegen::detail

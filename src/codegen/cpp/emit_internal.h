@@ -67,6 +67,14 @@ using loop_ir::linear_coefficient;
 inline sym::Expr element_offset(const Buffer& buffer, const std::vector<sym::Expr>& index) {
   return loop_ir::flat_offset(buffer, index);
 }
+// The widest vector (AVX-512's 16 lanes): a vector loop's chunks start at multiples of kSize, which
+// divides it on every layer.
+constexpr int64_t kMaxVectorLanes = 16;
+// `offset` is not affine in `var` but steps by 1 across the lanes of every aligned chunk: `var` occurs
+// only bare in affine terms or as `var // D` / `var % D` with D a multiple of kMaxVectorLanes, so
+// within a chunk `var // D` is fixed and `var % D` moves with `var`. A ViT's
+// `transpose(1, 2).reshape(B, N, H*d)` reads [B, H, N, d] at `H_stride*(i2 // d) + i2 % d`.
+bool chunk_contiguous(const sym::Expr& offset, const std::string& var);
 
 // ---- nodes (emit_ops.cpp)
 enum class Mode : uint8_t { Scalar, Vector, VectorTail };
@@ -178,6 +186,17 @@ std::string outer_reduction_refusal(const Program& program, const Kernel& kernel
 // of the chunks) and a masked tail.
 void emit_outer_reduction(NodeEnv& env, const std::string& var, const std::string& extent, const std::string& pragma,
                           int depth, std::string& out);
+
+// ---- tiled transposes (emit_tile.cpp)
+// A pointwise kernel whose every node passes vector_refusal along its last outer variable C when
+// asked with NodeEnv::strided_lanes set may run in kSize x kSize tiles of its last two variables
+// unless this says why not ("" when it may): its strided loads (constant stride along C) must be
+// f32, contiguous along the variable before C, and at most four buffers; its stores contiguous
+// along C; both extents constant; and some load transposed.
+std::string tile_refusal(const NodeEnv& env);
+// The tiled kernel's code for one point of the outer variables before the last two; `pragma` (when
+// not empty) splits the rows of tiles across threads.
+void emit_tiled_points(NodeEnv& env, const std::string& pragma, int depth, std::string& out);
 
 // ---- kernels (emit_kernel.cpp)
 struct KernelParam {

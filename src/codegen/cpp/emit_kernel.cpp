@@ -567,6 +567,18 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   }
   const bool outer_reduction = outer_choice.vector;
 
+  // Tiled transposes (emit_tile.cpp) where the pointwise vector is refused for strided loads that
+  // are contiguous along the variable before the last.
+  bool tiled = false;
+  if (pointwise && rank >= 2 && !point_choice.vector) {
+    k.env.strided_lanes = true;
+    VectorChoice tile_choice =
+        k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, false);
+    tiled = tile_choice.vector && tile_refusal(k.env).empty();
+    if (tiled) point_choice = tile_choice;
+    k.env.strided_lanes = tiled;
+  }
+
   if (!pointwise && !outer_reduction) {
     std::vector<bool> vector_loop;
     for (const VectorChoice& c : loop_choice) vector_loop.push_back(c.vector);
@@ -589,7 +601,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   const int64_t work = hint_of(program, work_expr, "the work of kernel " + kernel.name);
   // The last outer variable is a vector one (pointwise, or the lanes of an outer reduction).
   const bool vector_points = (pointwise && point_choice.vector) || outer_reduction;
-  const size_t parallel_dims = vector_points ? rank - 1 : rank;
+  const size_t parallel_dims = tiled ? rank - 2 : vector_points ? rank - 1 : rank;
   int64_t parallel_points = 1;
   for (size_t d = 0; d < parallel_dims; ++d) parallel_points *= k.outer[d];
   // A symbolic vector extent makes each outer point's work unbounded: a few points ([2, 1024*s0])
@@ -608,7 +620,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
                     std::to_string(parallel_points) + " points";
   } else if (vector_points) {
     parallel_chunks = true;
-    parallel_note = "parallel over the vector chunks of i" + std::to_string(rank - 1);
+    parallel_note = tiled ? "parallel over the rows of tiles" : "parallel over the vector chunks of i" + std::to_string(rank - 1);
   } else {
     parallel_note = "serial: one outer point (a parallel reduction is not implemented)";
   }
@@ -627,7 +639,8 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     out += "//   outer reduction: vector over " + outer_choice.var + " (each lane reduces its own outer point)\n";
   } else if (pointwise) {
     out += "//   pointwise: " +
-           (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") + "\n";
+           (point_choice.vector ? "vector over " + point_choice.var : "scalar (" + point_choice.reason + ")") +
+           (tiled ? ", in transposed tiles of i" + std::to_string(rank - 2) + " x " + point_choice.var : "") + "\n";
   } else {
     for (size_t l = 0; l < k.loops.size(); ++l) {
       std::string what = k.loops[l].empty() ? "once per outer point"
@@ -678,7 +691,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
 
   // Outer loops.
   int depth = 1;
-  const size_t nested = vector_points ? rank - 1 : rank;
+  const size_t nested = parallel_dims;
   if (k.pipelined) {
     // Per thread: the row whose loop 0 values were computed ahead, and those values.
     if (parallel_outer) k.line(depth, "#pragma omp parallel" + parallel_if);
@@ -702,6 +715,9 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
     emit_outer_reduction(k.env, outer_choice.var, outer_choice.extent_text,
                          parallel_chunks ? "#pragma omp parallel for schedule(static)" + parallel_if : std::string(),
                          depth, out);
+  } else if (tiled) {
+    emit_tiled_points(k.env, parallel_chunks ? "#pragma omp parallel for schedule(static)" + parallel_if : std::string(),
+                      depth, out);
   } else if (vector_points) {
     k.vector_bodies(point_choice, [](NodeId) { return true; }, depth, true, parallel_chunks, 1);
   } else if (pointwise) {

@@ -364,7 +364,9 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     const Buffer& b = buffer_of(env, n);
     if (!dtype_spelling(b.dtype).vector_load && (store || !converting_load(env, n)))
       return self + (store ? " stores to " : " loads from ") + ir::dtype_name(b.dtype) + " buffer %" + env.buffer_name(b.id);
-    std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
+    const sym::Expr offset = element_offset(b, n.index);
+    std::optional<int64_t> c = linear_coefficient(offset, var);
+    if (!c && chunk_contiguous(offset, var)) return "";  // contiguous across each chunk's lanes
     if (!c || *c != 1) {
       if (!store && c && *c == 0) return "";  // invariant in var: one scalar load, broadcast
       if (c && env.strided_lanes && dtype_spelling(b.dtype).vector_load) return "";  // lane by lane
@@ -462,7 +464,8 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         out += def + "ev::VecI::iota(static_cast<int32_t>(" + c_index(n.index.at(0), env.symbols) + "), " +
                std::to_string(step) + ");\n";
       } else if (n.op == loop_ir::ScalarOp::Load) {
-        // vector_refusal admitted it: the coefficient along var is 0 (broadcast) or 1 (contiguous).
+        // vector_refusal admitted it: the coefficient along var is 0 (broadcast) or 1 (contiguous),
+        // or the offset is contiguous within each aligned chunk (chunk_contiguous).
         const Buffer& b = buffer_of(env, n);
         std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
         if (c && *c == 0) {

@@ -82,12 +82,15 @@ struct OuterEmitter {
       line(depth + static_cast<int>(d), "for (int64_t " + r + " = 0; " + r + " < " +
                                             c_index(ranges[d], env.symbols) + "; ++" + r + ") {");
     }
-    const int inner = depth + static_cast<int>(nest);
+    int inner = depth + static_cast<int>(nest);
     if (unroll == 1) {
       nodes_of(l, mode, inner);
     } else {
       const std::string r = "r" + std::to_string(ranges.size() - 1), base = r + "_u";
       const std::string e = std::to_string(ranges.back().constant()), step = std::to_string(unroll);
+      // Scoped: a later unrolled loop of the same kernel (LayerNorm twice, Swin's patch embedding)
+      // declares its own step variable of the same name.
+      line(inner++, "{");
       line(inner, "int64_t " + base + " = 0;");
       line(inner, "for (; " + base + " + " + step + " <= " + e + "; " + base + " += " + step + ") {");
       // With one range every accumulator's count is the step's number: one reciprocal serves all
@@ -112,6 +115,7 @@ struct OuterEmitter {
       line(inner + 1, "const int64_t " + r + " = " + base + ";");
       nodes_of(l, mode, inner + 1);
       line(inner, "}");
+      line(--inner, "}");
     }
     for (size_t d = nest; d-- > 0;) line(depth + static_cast<int>(d), "}");
     for (int width = 1; width < unroll; width *= 2)

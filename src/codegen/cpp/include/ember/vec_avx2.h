@@ -99,6 +99,28 @@ inline MaskF isnan(VecF a) { return MaskF(_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q))
 
 inline VecF where(MaskF m, VecF a, VecF b) { return VecF(_mm256_blendv_ps(b.v, a.v, m.m)); }
 
+// Transposes a kSize x kSize tile in place: afterwards rows[a] lane j holds what rows[j] lane a held.
+// Tiled transposes (docs/codegen-cpp.md, "Tiled transposes") load columns contiguously and read
+// rows from here. Three rounds: 32-bit pairs, 64-bit pairs, 128-bit halves.
+inline void transpose(VecF* rows) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(rows[2 * k].v, rows[2 * k + 1].v);
+    t[2 * k + 1] = _mm256_unpackhi_ps(rows[2 * k].v, rows[2 * k + 1].v);
+  }
+  // u[4k + c], 128-bit half g: rows 4k..4k+3 of column 4g + c.
+  for (int k = 0; k < 2; ++k) {
+    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    rows[c].v = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    rows[4 + c].v = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
 // 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
 // values the code generator proved to fit in int32 (docs/codegen-cpp.md, "Integer lanes").
 // Arithmetic wraps modulo 2^32, as the instructions do.

@@ -89,6 +89,33 @@ inline MaskF isnan(VecF a) { return MaskF(_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNOR
 
 inline VecF where(MaskF m, VecF a, VecF b) { return VecF(_mm512_mask_blend_ps(m.m, b.v, a.v)); }
 
+// Transposes a kSize x kSize tile in place: afterwards rows[a] lane j holds what rows[j] lane a held.
+// Tiled transposes (docs/codegen-cpp.md, "Tiled transposes") load columns contiguously and read
+// rows from here. Four rounds of shuffles: 32-bit pairs, 64-bit pairs, then 128-bit lanes twice.
+inline void transpose(VecF* rows) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(rows[2 * k].v, rows[2 * k + 1].v);
+    t[2 * k + 1] = _mm512_unpackhi_ps(rows[2 * k].v, rows[2 * k + 1].v);
+  }
+  // u[4k + c], 128-bit lane g: rows 4k..4k+3 of column 4g + c.
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    rows[c].v = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    rows[4 + c].v = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    rows[8 + c].v = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    rows[12 + c].v = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
 // 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
 // values the code generator proved to fit in int32 (docs/codegen-cpp.md, "Integer lanes").
 // Arithmetic wraps modulo 2^32, as the instructions do.

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace ember::vec {
 
@@ -118,6 +119,13 @@ inline VecF where(MaskF m, VecF a, VecF b) {
   VecF out;
   for (int i = 0; i < VecF::kSize; ++i) out.v[i] = m.m[i] ? a.v[i] : b.v[i];
   return out;
+}
+
+// Transposes a kSize x kSize tile in place: afterwards rows[a] lane j holds what rows[j] lane a held
+// (the SIMD layers shuffle registers; tiled transposes in docs/codegen-cpp.md).
+inline void transpose(VecF* rows) {
+  for (int a = 0; a < VecF::kSize; ++a)
+    for (int j = a + 1; j < VecF::kSize; ++j) std::swap(rows[a].v[j], rows[j].v[a]);
 }
 
 // 32-bit integer lanes, one per VecF lane (so compares give a MaskF of the same lanes): integer index
