@@ -94,8 +94,12 @@ bool Trace::dynamic_int(PyObject* obj, const SourceRef& source) const {
   const Source* root = source.get();
   while (root->kind == Source::Kind::Item || root->kind == Source::Kind::DictItem) root = root->base.get();
   bool argument = root->kind == Source::Kind::Local;
+  // Otherwise what the guards read and capture (runtime::SymbolBinding gets the value from them):
+  // an attribute, a global, a closure variable, or an item of a list, tuple or dict reached from
+  // one (`self.sizes[0]`, `cfg["n"]`), as Dynamo's automatic dynamic covers such ints.
   Source::Kind kind = source->kind;
-  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure)
+  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure &&
+      kind != Source::Kind::Item && kind != Source::Kind::DictItem)
     return false;
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
