@@ -41,6 +41,7 @@ class CompiledFunction(torch.autograd.Function):
         outs = graph.forward(primals)
         user = tuple(outs[i] for i in graph.kept)
         ctx.graph = graph
+        ctx.ints = len(primals) - len(graph.grad_of_primal)
         ctx.set_materialize_grads(False)  # an output no gradient reaches arrives as None (see backward)
         ctx.save_for_backward(*outs[graph.forward_outputs:], *(primals[i] for i in graph.saved_primals))
         # Shapes of the differentiable outputs, for a zero gradient where none flows.
@@ -75,9 +76,11 @@ class CompiledFunction(torch.autograd.Function):
                 # An extern call's result laid out otherwise than its meta kernel said: copied to that layout.
                 saved[i] = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device).copy_(t)
         results = graph.backward([*saved, *tangents])
-        # A gradient that only unused outputs would carry stays None, as eager leaves it.
-        return (None, *(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
-                        for j in graph.grad_of_primal))
+        # A gradient that only unused outputs would carry stays None, as eager leaves it. The ints after
+        # the primals (the values of int symbols) get None.
+        grads = tuple(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
+                      for j in graph.grad_of_primal)
+        return (None, *grads, *(None,) * ctx.ints)
 
 
 def _tensors(value, out):

@@ -415,6 +415,10 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   for (int t = 0; t < tangents; ++t)
     bw_inputs.emplace_back(g.inputs()[static_cast<size_t>(primals + t)].value, g.inputs()[static_cast<size_t>(primals + t)].source);
   result.backward = extract(*graph, "backward", bw_inputs, grads, std::vector<bool>(graph->nodes().size(), false));
+  // The backward has no int inputs: it reads an int symbol, as every symbol, from a dimension of a
+  // saved value or tangent, or from the size carrier (an int symbol is >= 1, so a carrier's extent).
+  // It costs no saved bytes, as AOTAutograd's saved SymInts (notes/aot_autograd.md).
+  for (sym::SymbolInfo& s : result.backward.symbols) s.from_int = false;
   return result;
 }
 

@@ -326,7 +326,9 @@ std::unique_ptr<GraphRunner> compile_training(const Externs& x, const pipeline::
       saved_strides.release()));
   if (!graph) throw PythonError();
   auto runner = std::make_unique<runtime::TrainingRunner>(std::move(apply), std::move(graph));
+  // The graph's tensors, then its int symbols' values (runtime::SymbolBinding): the forward reads them.
   runner->inputs = x.captured.inputs().size();
+  for (const sym::SymbolInfo& s : x.captured.symbols) runner->inputs += s.from_int;
   runner->output_is_input = std::move(output_is_input);
   runner->grad_mode_at_end = p.layout.grad_mode_at_end;
   runner->set_grad_enabled = x.table.set_grad_enabled_fn;

@@ -16,6 +16,8 @@
 // Operands and results may have any dense layout (strides that are the products of the sizes in
 // some dim order: what views like transpose and permute make): the stand-ins keep each operand's
 // order (dense_order below), and a result's order, the same in both runs, gives its symbolic strides.
+// A pointwise operand may also have a layout that is not dense but ordered (ordered_layout,
+// strict_order: slices, strided slices `x[::k]`).
 //
 // Declines (nullopt): other families (views and matmuls compute sizes from sizes), an operand
 // whose layout is not dense (unless the rule reads no strides), a result whose layout is not
@@ -100,6 +102,37 @@ bool ordered_layout(const ir::TensorType& t) {
   return true;
 }
 
+// The dims of `t` innermost first when every two of its dims whose sizes are not 1 compare their
+// strides the same strict way for every value of the symbols (each >= 2; no stride 0): a layout that
+// is not dense, and whose sizes may be expressions (`x[::k]`: `(s0 + s1 - 1) // s1` rows of stride
+// `4*s1`), but whose dim order is fixed. Why it serves the pointwise rules: TensorIterator lays a
+// result out densely in the order of its operands' strides, compared pairwise, so a stand-in dense
+// in the same order leads the rule to the same result layout. Equal strides would make the sizes
+// decide; a non-overlapping layout has none over dims of size > 1, and size-1 dims are left innermost
+// (nothing steps over them).
+std::optional<std::vector<size_t>> strict_order(const ir::TensorType& t) {
+  if (t.strides.size() != t.sizes.size()) return std::nullopt;
+  std::set<std::string> names;
+  for (const auto* xs : {&t.sizes, &t.strides})
+    for (const sym::Expr& e : *xs) sym::free_symbols(e, names);
+  sym::Symbols symbols;
+  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  std::vector<size_t> order, rest;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] == sym::Expr(0) || (t.sizes[d] != sym::Expr(1) && t.strides[d] == sym::Expr(0))) return std::nullopt;
+    (t.sizes[d] == sym::Expr(1) ? order : rest).push_back(d);
+  }
+  auto less = [&](size_t a, size_t b) {
+    return sym::statically_known(sym::Rel{t.strides[a], sym::RelOp::Lt, t.strides[b]}, symbols) == std::optional<bool>(true);
+  };
+  for (size_t i = 0; i < rest.size(); ++i)
+    for (size_t j = i + 1; j < rest.size(); ++j)
+      if (!less(rest[i], rest[j]) && !less(rest[j], rest[i])) return std::nullopt;
+  std::sort(rest.begin(), rest.end(), less);
+  order.insert(order.end(), rest.begin(), rest.end());
+  return order;
+}
+
 // Strides of a dense layout in `order` over `sizes` (constant or symbolic).
 std::vector<sym::Expr> strides_in_order(const std::vector<sym::Expr>& sizes, const std::vector<size_t>& order) {
   std::vector<sym::Expr> strides(sizes.size(), sym::Expr(1));
@@ -149,6 +182,8 @@ class StandIn {
         t.strides = strides_in_order(t.sizes, *order);
       } else if (ordered_layout(*o.tensor)) {
         for (sym::Expr& e : t.strides) e = sym::evaluate(e, symbol_value_);
+      } else if ((order = strict_order(*o.tensor))) {
+        t.strides = strides_in_order(t.sizes, *order);
       } else {
         t.strides = ir::contiguous_strides(t.sizes);
       }
@@ -210,7 +245,7 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
   std::set<int64_t> constants;
   bool default_layouts = true;
   auto scan = [&](const ir::TensorType& t) {
-    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && ordered_layout(t)));
+    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && (ordered_layout(t) || strict_order(t))));
     for (const sym::Expr& s : t.sizes) {
       if (s.is_constant()) {
         constants.insert(s.constant());

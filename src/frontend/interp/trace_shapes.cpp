@@ -94,8 +94,12 @@ bool Trace::dynamic_int(PyObject* obj, const SourceRef& source) const {
   const Source* root = source.get();
   while (root->kind == Source::Kind::Item || root->kind == Source::Kind::DictItem) root = root->base.get();
   bool argument = root->kind == Source::Kind::Local;
+  // Otherwise what the guards read and capture (runtime::SymbolBinding gets the value from them):
+  // an attribute, a global, a closure variable, or an item of a list, tuple or dict reached from
+  // one (`self.sizes[0]`, `cfg["n"]`), as Dynamo's automatic dynamic covers such ints.
   Source::Kind kind = source->kind;
-  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure)
+  if (!argument && kind != Source::Kind::Attr && kind != Source::Kind::Global && kind != Source::Kind::Closure &&
+      kind != Source::Kind::Item && kind != Source::Kind::DictItem)
     return false;
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
@@ -516,18 +520,10 @@ void Trace::finish_shapes() {
 }
 
 void Trace::apply_specializations() {
-  bool training = false;
-  for (const ir::Value& v : graph.values()) training = training || v.type.requires_grad;
   int next_slot = static_cast<int>(graph.inputs().size());
   for (size_t k = 0; k < shapes.all_symbols().size(); ++k) {
     const sym::SymbolInfo& s = shapes.all_symbols()[k];
     if (!s.from_int || shapes.specialized(s.name)) continue;
-    // The backward half binds its symbols from tensor dims (docs/autograd.md): an int symbol of a
-    // training graph is specialized, as before ints were symbols.
-    if (training) {
-      shapes.specialize(sym::Expr::symbol(s.name), "an int in a graph that needs gradients (int symbols are not built for training)");
-      continue;
-    }
     // The runtime reads an int symbol from the captured value that follows the graph's tensor
     // inputs (runtime::SymbolBinding): its source is captured in the order of graph.symbols.
     if (guards.capture(shapes.bindings()[k].source) != next_slot++)

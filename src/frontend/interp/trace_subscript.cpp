@@ -1,7 +1,7 @@
 // Trace: basic tensor subscripts over symbolic sizes (docs/dynamic-shapes.md, "Subscripts").
 //
-// `x[..., None]`, `x[:, -1:]`, `x[:, :1]`, `x[i]`, `x[:, :T]`, `x[..., s:e]` (T, s, e size ints or
-// dynamic ints: the slice is a SliceVar, BUILD_SLICE) become select, slice
+// `x[..., None]`, `x[:, -1:]`, `x[:, :1]`, `x[i]`, `x[:, :T]`, `x[..., s:e]`, `x[::k]` (T, s, e, k size
+// ints or dynamic ints: the slice is a SliceVar, BUILD_SLICE) become select, slice
 // and unsqueeze nodes in canonical form (0 <= start <= end <= size, 0 <= index < size), whose types
 // this file computes. Why not one getitem node with a shape rule: Python clamps each bound against
 // the dim's size, and whether a constant bound falls inside a symbolic size is a question about the
@@ -20,7 +20,7 @@ struct IndexItem {
   Kind kind = Kind::Int;
   sym::Expr index = 0;                    // Int
   std::optional<sym::Expr> start, stop;   // Slice: nullopt for an omitted bound
-  int64_t step = 1;                       // Slice
+  sym::Expr step = 1;                     // Slice: a constant >= 1, or an expression (a size or int symbol)
 };
 
 // An int bound of a constant slice (None: nullopt); false for anything else.
@@ -50,8 +50,8 @@ std::optional<IndexItem> constant_item(PyObject* o) {
     item.kind = IndexItem::Kind::Slice;
     if (!constant_bound(s->start, &item.start) || !constant_bound(s->stop, &item.stop) || !constant_bound(s->step, &step))
       return std::nullopt;
-    item.step = step ? step->constant() : 1;
-    if (item.step <= 0) return std::nullopt;  // torch refuses: its error, from the getitem node
+    item.step = step ? *step : sym::Expr(1);
+    if (item.step.constant() <= 0) return std::nullopt;  // torch refuses: its error, from the getitem node
   } else {
     return std::nullopt;  // tensors, lists, bools: advanced indexing
   }
@@ -80,9 +80,8 @@ std::optional<IndexItem> index_item(const VarRef& v) {
     item.kind = IndexItem::Kind::Slice;
     std::optional<sym::Expr> step;
     if (!slice_bound(s.start, &item.start) || !slice_bound(s.stop, &item.stop) || !slice_bound(s.step, &step)) return std::nullopt;
-    if (step && !step->is_constant()) return std::nullopt;  // a symbolic step: specialized by the caller
-    item.step = step ? step->constant() : 1;
-    if (item.step <= 0) return std::nullopt;
+    item.step = step ? *step : sym::Expr(1);
+    if (item.step.is_constant() && item.step.constant() <= 0) return std::nullopt;
     return item;
   }
   PyObject* c = Trace::as_constant(*v);
@@ -112,7 +111,7 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
   int64_t consumed = 0, ellipses = 0;
   for (const IndexItem& it : items) {
     any_symbolic = any_symbolic || (it.kind == IndexItem::Kind::Int && symbolic(it.index)) ||
-                   (it.start && symbolic(*it.start)) || (it.stop && symbolic(*it.stop));
+                   (it.start && symbolic(*it.start)) || (it.stop && symbolic(*it.stop)) || symbolic(it.step);
     consumed += it.kind == IndexItem::Kind::Int || it.kind == IndexItem::Kind::Slice;
     ellipses += it.kind == IndexItem::Kind::Ellipsis;
   }
@@ -153,14 +152,17 @@ VarRef Trace::symbolic_subscript(const VarRef& x, const VarRef& index) {
         };
         sym::Expr start = bound(it.start, 0), stop = bound(it.stop, size);
         if (!le(start, stop)) stop = start;
-        if (start == sym::Expr(0) && stop == size && it.step == 1) {  // all of the dim
+        // A symbolic step is >= 1 by its symbol's range (ints below 1 are compiled apart), so the
+        // relation is free; a step that could be 0 or negative leaves the subscript to torch.
+        if (!le(1, it.step)) return nullptr;
+        const bool unit = it.step == sym::Expr(1);
+        if (start == sym::Expr(0) && stop == size && unit) {  // all of the dim
           ++dim;
           break;
         }
-        t.sizes[dim] = it.step == 1 ? stop - start : floordiv(stop - start + sym::Expr(it.step - 1), sym::Expr(it.step));
-        t.strides[dim] = t.strides[dim] * sym::Expr(it.step);
-        emit(ir::Op::Slice, {dim_var(), size_int(start), size_int(stop), constant(PyRef::steal(PyLong_FromLongLong(it.step)))},
-             std::move(t));
+        t.sizes[dim] = unit ? stop - start : floordiv(stop - start + it.step - sym::Expr(1), it.step);
+        t.strides[dim] = t.strides[dim] * it.step;
+        emit(ir::Op::Slice, {dim_var(), size_int(start), size_int(stop), size_int(it.step)}, std::move(t));
         ++dim;
         break;
       }
