@@ -130,6 +130,8 @@ void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
+void adaptive_avg_pool2d_vjp(VjpCtx& c);
+void pad_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.
