@@ -6,6 +6,8 @@
 // of its own and nothing but this call may alias it — writing a new value instead is what eager computes,
 // and the rules then see an ordinary functional op (relu, silu, hardswish, dropout, ...; `x += y`,
 // `x.mul_(y)` become add and mul).
+#include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 
@@ -42,9 +44,14 @@ std::optional<Op> out_of_place_op(const ir::Graph& g, const ir::Node& node) {
   return it->second;
 }
 
-// Whether the node's results are new storage, never an alias of what it reads.
+// Whether the node's results are new storage, never an alias of what it reads. Python's arithmetic
+// operators on tensors (`0 + x`, as sum() over a list of tensors starts) always make a new tensor.
 bool returns_fresh(const ir::Node& node) {
-  return !node.mutates_first_arg() && ir::returns_new_tensors(node.callable());
+  static constexpr std::array<std::string_view, 6> kOperators = {
+      "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.neg", "operator.matmul"};
+  if (node.mutates_first_arg()) return false;
+  return ir::returns_new_tensors(node.callable()) ||
+         std::find(kOperators.begin(), kOperators.end(), node.callable()) != kOperators.end();
 }
 
 void mark_read(const Arg& a, std::vector<int>& count) {

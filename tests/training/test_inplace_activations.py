@@ -96,3 +96,17 @@ def test_inplace_arithmetic_on_intermediates_differentiates_ahead_of_time():
 
     assert check(M(), torch.randn(3, 4)) == []
     assert ember.stats()["backward_graphs_compiled"] == 1
+
+
+def test_inplace_add_on_a_sum_of_branches():
+    class M(nn.Module):  # timm's fastvit: a sum() over branch outputs (0 + a + b), then += another branch
+        def __init__(self):
+            super().__init__()
+            self.branches = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            y = sum(b(x) for b in self.branches[:2])
+            y += self.branches[2](x)
+            return F.relu(y, inplace=True)
+
+    assert check(M(), torch.randn(3, 4)) == []
