@@ -132,6 +132,7 @@ void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
+void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
 }  // namespace rules
 
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.

@@ -301,6 +301,18 @@ void adaptive_avg_pool2d_vjp(VjpCtx& c) {
   c.give(*input, rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(g), V(x)}, {}, contiguous_type(rw, x)));
 }
 
+// aten's max_pool2d_with_indices (F.max_pool2d's training form): aten's backward over the saved
+// indices, with the forward's own pooling arguments.
+void max_pool2d_with_indices_vjp(VjpCtx& c) {
+  if (c.node.args.size() != 6) passes::refuse();
+  ValueId x = c.in(c.node.args[0]);
+  std::vector<Arg> args = {V(*c.grad(0)), V(x)};
+  for (size_t i = 1; i < 6; ++i) args.push_back(c.rw.map(c.node.args[i]));
+  args.push_back(V(c.out(1)));
+  c.give(c.node.args[0], c.rw.emit_torch("torch.ops.aten.max_pool2d_with_indices_backward", std::move(args), {},
+                                         contiguous_type(c.rw, x)));
+}
+
 // F.pad in "constant" mode: the gradient cropped back, by F.pad with the widths negated.
 void pad_vjp(VjpCtx& c) {
   const Arg* input = argument(c.node, 0, "input");
@@ -344,6 +356,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
       {"torch.nn.functional.pad", rules::pad_vjp},
+      {"torch.ops.aten.max_pool2d_with_indices", rules::max_pool2d_with_indices_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
       {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},

@@ -31,3 +31,9 @@ def test_constant_pad_with_negative_widths_and_a_value():
 
 def test_reflect_pad_stays_an_island():
     check(lambda x: F.pad(x.cos(), (1, 1), mode="reflect"), 2, 3, 4, islands=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"kernel_size": 3, "stride": 2, "padding": 1},
+                                    {"kernel_size": (2, 3), "dilation": 2, "ceil_mode": True}])
+def test_max_pool2d_saves_its_indices(kwargs):
+    check(lambda x: F.max_pool2d(x * 2, **kwargs).sin(), 2, 3, 9, 10)
