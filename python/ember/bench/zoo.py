@@ -98,6 +98,7 @@ def _explain_ember(w, **compile_kwargs):
     return seconds, {"graphs": info.graph_count, "breaks": info.graph_break_count, "ops": info.op_count,
                      "kernels": sum(info.kernel_counts),
                      "backend_fallbacks": sum(1 for f in info.backend_fallbacks if f),
+                     "backend_fallback_reasons": [f for f in info.backend_fallbacks if f],
                      "islands": [island for graph in info.autograd_islands for island in graph],
                      "break_reasons": [{"reason": r.reason, "where": f"{r.filename}:{r.lineno}"}
                                        for r in info.break_reasons]}

@@ -81,14 +81,21 @@ def summary(results):
 
 
 def _train_summary(ember):
-    """What a training step built: models with backward graphs, with autograd islands (by island name), and the
-    tensors judged wrong (by kind: loss, grad, buffer)."""
+    """What a training step built: models with backward graphs, with autograd islands and backend fallbacks (by
+    name and reason), and for the models judged wrong the tensors farthest from the float64 step."""
     ran = {m: r for m, r in ember.items() if r and not r["error"]}
     islands = collections.Counter(i for r in ran.values() for i in set((r.get("explain") or {}).get("islands", [])))
+    fallbacks = collections.Counter(_reason_key(f) for r in ran.values()
+                                    for f in set((r.get("explain") or {}).get("backend_fallback_reasons", [])))
     return {"with_backward": sorted(m for m, r in ran.items() if r["counters"].get("backward_graphs")),
+            "fallbacks_by_models": dict(fallbacks.most_common()),
             "with_islands": sorted(m for m, r in ran.items() if r["counters"].get("autograd_islands")),
             "islands_by_models": dict(islands.most_common()),
-            "wrong_tensors": {m: r["wrong_tensors"] for m, r in ran.items() if r.get("wrong_tensors")}}
+            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")}}
+
+
+def _relative(worst, key):
+    return "inf" if worst[key] is None else f"{worst[key] / worst['size']:.1e}"
 
 
 def _time_ratio(row):
@@ -210,8 +217,12 @@ def markdown(results):
         out += [f"- training: backward graphs on {len(t['with_backward'])} models, autograd islands on "
                 f"{len(t['with_islands'])}: " + (", ".join(f"{k} ({v})" for k, v in t["islands_by_models"].items())
                                                  or "none"),
-                f"- wrong tensors: " + ("; ".join(f"{m}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''}"
-                                                  for m, v in t["wrong_tensors"].items()) or "none")]
+                "- graphs run under torch's autograd (backend fallbacks), by models: "
+                + ("; ".join(f"{k} ({v})" for k, v in t["fallbacks_by_models"].items()) or "none"),
+                "- judged wrong, the tensors farthest from float64 (Ember's / eager's error, relative to the tensor's "
+                "size): " + ("; ".join(m + ": " + ", ".join(f"{w['name']} {_relative(w, 'ember_error')} / "
+                                                            f"{_relative(w, 'eager_error')}" for w in v)
+                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none")]
     out += ["", "## By library", "", _library_table(results), ""]
     out += [f"## Ember's break reasons, by models affected (top {TOP_REASONS})", ""]
     out.append(report.markdown_table(["models", "breaks", "reason", "first seen"],

@@ -3,14 +3,17 @@
 
 Needs: the zoo's catalogue (zoo_models) and zoo.py's judge and explain helpers.
 Guarantees: run_model returns a row shaped as zoo.run_model's (so zoo_report's summary and tables read it), whose
-compiler results also hold `train`: the backward graphs and autograd islands Ember built and the names of the
-tensors judged wrong. A step is: the model in train(), torch.manual_seed(STEP_SEED), a forward, the loss = the
-sum of the means of the float outputs, backward(). Every side (eager, Ember, Inductor, the float64 reference)
-steps its own deep copy of the same model, so weights, BatchNorm statistics and inputs are the same; the
-compilers run with `fallback_random` (Ember's option, Inductor's config), so dropout draws eager's masks
-(docs/autograd.md) and the float64 copy draws the same ones (CPU bernoulli does not depend on the dtype).
-Images for timm and torchvision come in a batch of two (train_workload). Judged tensors: the loss, every parameter's .grad (None as zeros) and every float buffer after the step
-(BatchNorm's running statistics), each by zoo.judge's rule on its own, so a wrong gradient names its parameter.
+Ember result's counters also hold the backward graphs and autograd islands it built, and a result judged
+against float64 the step's tensors farthest from it (`worst_tensors`). A step is: the model in train(),
+torch.manual_seed(STEP_SEED), a forward, the loss = the sum of the means of the float outputs, backward().
+Every side (eager, Ember, Inductor, the float64 reference) steps its own deep copy of the same model, so
+weights, BatchNorm statistics and inputs are the same; the compilers run with `fallback_random` (Ember's
+option, Inductor's config), so dropout draws eager's masks (docs/autograd.md) and the float64 copy draws the
+same ones (CPU bernoulli does not depend on the dtype).
+Images for timm and torchvision come in a batch of two (train_workload). Judged tensors: the loss, every
+parameter's .grad (None as zeros) and every float buffer after the step (BatchNorm's running statistics),
+together by zoo.judge's rule (as a model's tuple of outputs); the tensors farthest from the float64 step are
+named beside the verdict.
 Why its own file: the eval suite measures calls of one forward under no_grad; a step differs in what it runs,
 what it compares and what it counts, and zoo.py stays a readable size.
 """
@@ -86,21 +89,23 @@ def float64_judged(w):
 
 
 def judge_step(got, eager, reference):
-    """zoo.judge on each judged tensor -> {"matches_eager", "max_abs_error", "wrong", "wrong_tensors"}."""
-    result = {"matches_eager": True, "max_abs_error": 0.0 if reference else None, "wrong": False, "wrong_tensors": []}
-    for i, (name, t) in enumerate(got):
-        ref = [reference[i][1]] if reference else None
-        eager_error = compare.max_abs_error([eager[i][1]], ref) if ref else None
-        verdict = zoo.judge([t], [eager[i][1]], ref, eager_error)
-        result["matches_eager"] &= verdict["matches_eager"]
-        if reference:
-            error = verdict["max_abs_error"]
-            result["max_abs_error"] = None if error is None or result["max_abs_error"] is None \
-                else max(result["max_abs_error"], error)
-        if verdict["wrong"]:
-            result["wrong"] = True
-            result["wrong_tensors"].append(name)
-    return result
+    """zoo.judge on the step's judged tensors together, as on a model's tuple of outputs -> its verdict, plus
+    `worst_tensors`: the three tensors farthest from the float64 step relative to their size (name, Ember's and
+    eager's max error, the reference's max magnitude plus eager's largest error, so that a tensor zero in exact
+    arithmetic, a conv bias before BatchNorm, does not lead), to tell rounding (errors ~1e-4 of the size, as
+    fp32 sums reordered through BatchNorm give) from a wrong formula (errors of the size itself)."""
+    tensors = lambda pairs: [t for _, t in pairs]  # noqa: E731
+    ref = tensors(reference) if reference else None
+    eager_error = compare.max_abs_error(tensors(eager), ref) if ref else None
+    verdict = zoo.judge(tensors(got), tensors(eager), ref, eager_error)
+    if ref:
+        rows = []
+        for (name, t), e, r in zip(got, tensors(eager), ref):
+            size = r.abs().max().item() + eager_error
+            rows.append((compare.max_abs_error([t], [r]), compare.max_abs_error([e], [r]), size, name))
+        rows.sort(key=lambda x: -(x[0] if x[0] is not None else float("inf")) / x[2])
+        verdict["worst_tensors"] = [{"name": n, "ember_error": g, "eager_error": e, "size": z} for g, e, z, n in rows[:3]]
+    return verdict
 
 
 def _compile(compiler, model):
