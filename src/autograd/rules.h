@@ -133,10 +133,18 @@ void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
 void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
+void avg_pool2d_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.
 const Arg* argument(const ir::Node& node, size_t position, std::string_view name);
+
+// A pooling call's constant arguments after its input (positions 1, 2, ...), as aten's pooling ops
+// take them positionally: each given one, else its default (F's None spelled as the default given
+// here: a stride of None is []); nullopt when one is a tensor, or a required one (default nullopt)
+// is missing or None (rules_data.cpp).
+std::optional<std::vector<Arg>> pool_arguments(const ir::Node& node,
+                                               const std::vector<std::pair<const char*, std::optional<Arg>>>& params);
 
 // Shapes and builders the rule families share. Sizes are expressions (sym::Expr): a static size
 // is a constant, a dynamic one a symbolic expression (docs/dynamic-shapes.md), and the helpers treat

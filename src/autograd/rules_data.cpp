@@ -313,6 +313,19 @@ void max_pool2d_with_indices_vjp(VjpCtx& c) {
                                          contiguous_type(c.rw, x)));
 }
 
+// F.avg_pool2d: aten's avg_pool2d_backward with the forward's arguments (it reads the input's sizes).
+void avg_pool2d_vjp(VjpCtx& c) {
+  const Arg* input = argument(c.node, 0, "input");
+  std::optional<std::vector<Arg>> args = pool_arguments(
+      c.node, {{"kernel_size", std::nullopt}, {"stride", Arg::list({})}, {"padding", Arg::of_literal(int64_t{0})},
+               {"ceil_mode", Arg::of_literal(false)}, {"count_include_pad", Arg::of_literal(true)},
+               {"divisor_override", Arg::of_literal(ir::NoneLiteral{})}});
+  if (!input || input->kind != Arg::Kind::Value || !args) passes::refuse();
+  ValueId x = c.in(*input);
+  args->insert(args->begin(), {V(*c.grad()), V(x)});
+  c.give(*input, c.rw.emit_torch("torch.ops.aten.avg_pool2d_backward", std::move(*args), {}, contiguous_type(c.rw, x)));
+}
+
 // F.pad in "constant" mode: the gradient cropped back, by F.pad with the widths negated.
 void pad_vjp(VjpCtx& c) {
   const Arg* input = argument(c.node, 0, "input");
@@ -346,6 +359,23 @@ void attr_T_vjp(VjpCtx& c) {
 
 namespace ember::autograd {
 
+std::optional<std::vector<Arg>> pool_arguments(const ir::Node& node,
+                                               const std::vector<std::pair<const char*, std::optional<Arg>>>& params) {
+  std::vector<Arg> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Arg* a = argument(node, i + 1, params[i].first);
+    if (a && a->kind == Arg::Kind::Value) return std::nullopt;
+    if (a && !passes::is_none(*a)) {
+      out.push_back(*a);
+    } else if (params[i].second) {
+      out.push_back(*params[i].second);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
@@ -357,6 +387,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
       {"torch.nn.functional.pad", rules::pad_vjp},
       {"torch.ops.aten.max_pool2d_with_indices", rules::max_pool2d_with_indices_vjp},
+      {"torch.nn.functional.avg_pool2d", rules::avg_pool2d_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
       {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},

@@ -208,19 +208,13 @@ bool max_pool_with_indices(Rewriter& rw, const ir::Graph& g, const ir::Node& nod
   if (!out.requires_grad || !x || x->kind != Arg::Kind::Value) return false;
   if (const Arg* indices = argument(node, 6, "return_indices"); indices && passes::bool_literal(*indices) != false)
     return false;
-  // aten's parameters after the input, with F.max_pool2d's defaults (stride None: the kernel size, []).
-  const char* kNames[] = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
-  const Arg kDefaults[] = {Arg(), Arg::list({}), Arg::of_literal(int64_t{0}), Arg::of_literal(int64_t{1}),
-                           Arg::of_literal(false)};
-  std::vector<Arg> args = {V(rw.mapped(x->value))};
-  for (size_t i = 0; i < std::size(kNames); ++i) {
-    const Arg* a = argument(node, i + 1, kNames[i]);
-    if (a && (a->kind == Arg::Kind::Value || (i == 0 && passes::is_none(*a)))) return false;
-    if (!a && i == 0) return false;
-    args.push_back(a && !passes::is_none(*a) ? *a : kDefaults[i]);
-  }
+  std::optional<std::vector<Arg>> args = pool_arguments(
+      node, {{"kernel_size", std::nullopt}, {"stride", Arg::list({})}, {"padding", Arg::of_literal(int64_t{0})},
+             {"dilation", Arg::of_literal(int64_t{1})}, {"ceil_mode", Arg::of_literal(false)}});
+  if (!args) return false;
+  args->insert(args->begin(), V(rw.mapped(x->value)));
   ir::TensorType indices = passes::make_type(DType::Int64, out.sizes, out.device, false);
-  rw.bind(node.results[0], rw.emit_torch_tuple("torch.ops.aten.max_pool2d_with_indices", std::move(args), {},
+  rw.bind(node.results[0], rw.emit_torch_tuple("torch.ops.aten.max_pool2d_with_indices", std::move(*args), {},
                                                {out, indices})[0]);
   return true;
 }

@@ -1,6 +1,6 @@
-"""Derivative rules for F.adaptive_avg_pool2d and F.pad (autograd/rules_data.cpp), which CNN heads and
-window-padding transformers (timm's swin, hgnet) call: gradients match torch's in fp64, with no autograd
-island; other pad modes stay islands, still correct."""
+"""Derivative rules for F.adaptive_avg_pool2d, F.avg_pool2d, F.max_pool2d and F.pad (autograd/rules_data.cpp,
+training_forms.cpp), which CNN stems and heads and window-padding transformers (timm's swin, hgnet) call:
+gradients match torch's in fp64, with no autograd island; other pad modes stay islands, still correct."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -37,3 +37,9 @@ def test_reflect_pad_stays_an_island():
                                     {"kernel_size": (2, 3), "dilation": 2, "ceil_mode": True}])
 def test_max_pool2d_saves_its_indices(kwargs):
     check(lambda x: F.max_pool2d(x * 2, **kwargs).sin(), 2, 3, 9, 10)
+
+
+@pytest.mark.parametrize("kwargs", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                                                         "count_include_pad": False}])
+def test_avg_pool2d(kwargs):
+    check(lambda x: F.avg_pool2d(x * 2, **kwargs).sin(), 2, 3, 9, 10)
