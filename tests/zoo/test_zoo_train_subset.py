@@ -20,7 +20,6 @@ EXPECTED = {
     "timm_resnet10t": (1, 1, 0),
     "timm_mobilenetv3_small_050": (1, 1, 0),
     "hf_vit": (1, 1, 0),
-    "tv_shufflenet_v2_x0_5": (1, 1, 0),
     "hf_gpt2": (1, 1, 0),
     "hf_bert": (1, 1, 0),
 }
