@@ -45,6 +45,7 @@ TRITON_INTERPRET, so the option needs TRITON_INTERPRET=1 in the environment from
 (a ValueError says so otherwise).
 """
 import os
+import sys
 
 BACKENDS = ("ember", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -99,6 +100,10 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.verify_each_step = bool(options.get("verify", strict(options)))
     o.inject_fault_after = str(options.get("inject_fault_after", ""))
     o.triton_interpret = bool(options.get("triton_interpret", False))
+    # torch's setting when compile runs (fp32 matmul templates' precision); without torch loaded
+    # there are no tensors to multiply.
+    torch = sys.modules.get("torch")
+    o.allow_tf32 = bool(torch is not None and torch.backends.cuda.matmul.allow_tf32)
     if o.triton_interpret and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("ember.compile: triton_interpret needs TRITON_INTERPRET=1 in the environment before "
                          "triton is imported (Triton builds its interpreted language at import)")

@@ -165,9 +165,11 @@ void triu_vjp(VjpCtx& c) {
 namespace {
 
 // F.conv1d / F.conv2d (captured as torch.conv1d / torch.conv2d): the input's and the weight's
-// gradients by torch.nn.grad's convNd_input / convNd_weight (aten's convolution_backward, asked for
-// one gradient each, so an input that needs none costs nothing), the bias's the gradient summed
-// over every dim but the channels. String padding ("same", "valid") is refused: an island.
+// gradients by aten's convolution_backward — one call for both when both are needed
+// (ember.autograd.conv_grads: two calls redo oneDNN's shared reorders), else torch.nn.grad's
+// convNd_input or convNd_weight, asked for that one gradient (an input that needs none costs
+// nothing) — the bias's the gradient summed over every dim but the channels. String padding
+// ("same", "valid") is refused: an island.
 void conv_vjp(VjpCtx& c, const std::string& dims) {
   Rewriter& rw = c.rw;
   const Arg* input = argument(c.node, 0, "input");
@@ -188,12 +190,19 @@ void conv_vjp(VjpCtx& c, const std::string& dims) {
     return Arg::list(std::move(items));
   };
   ValueId x = c.in(*input), w = c.in(*weight), g = *c.grad();
-  if (c.needs(*input))
+  if (c.needs(*input) && c.needs(*weight)) {
+    std::vector<ValueId> grads = rw.emit_torch_tuple(
+        "ember.autograd.conv_grads", {Arg::of_literal(static_cast<int64_t>(dims[0] - '0')), V(g), V(x), V(w)},
+        options, {contiguous_type(rw, x), contiguous_type(rw, w)});
+    c.give(*input, grads[0]);
+    c.give(*weight, grads[1]);
+  } else if (c.needs(*input)) {
     c.give(*input, rw.emit_torch("torch.nn.grad.conv" + dims + "_input", {sizes(x), V(w), V(g)}, options,
                                  contiguous_type(rw, x)));
-  if (c.needs(*weight))
+  } else if (c.needs(*weight)) {
     c.give(*weight, rw.emit_torch("torch.nn.grad.conv" + dims + "_weight", {V(x), sizes(w), V(g)}, options,
                                   contiguous_type(rw, w)));
+  }
   if (const Arg* bias = argument(c.node, 2, "bias"); bias && c.needs(*bias)) {
     std::vector<int64_t> over = all_dims(rank_of(rw, g));
     over.erase(over.begin() + 1);

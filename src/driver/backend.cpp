@@ -59,6 +59,7 @@ std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& o
     *target = for_value;
   }
   if ((*target)->kind == pipeline::Target::Kind::Triton && !why_no_triton().empty()) return why_no_triton();
+  (*target)->triton.allow_tf32 = options.allow_tf32;
   return "";
 }
 

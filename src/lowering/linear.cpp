@@ -20,21 +20,6 @@ namespace ember::lowering::detail {
 
 namespace {
 
-// How many times the graph's nodes and outputs use value v.
-int use_count(const ir::Graph& g, ir::ValueId v) {
-  int uses = 0;
-  std::function<void(const ir::Arg&)> count = [&](const ir::Arg& a) {
-    if (a.kind == ir::Arg::Kind::Value && a.value == v) ++uses;
-    for (const ir::Arg& item : a.items) count(item);
-  };
-  for (const ir::Node& n : g.nodes()) {
-    for (const ir::Arg& a : n.args) count(a);
-    for (const auto& kw : n.kwargs) count(kw.second);
-  }
-  for (ir::ValueId out : g.outputs()) uses += out == v ? 1 : 0;
-  return uses;
-}
-
 bool float_dtype(DType dt) { return dt == DType::Float32 || dt == DType::Float64; }
 
 }  // namespace
@@ -59,7 +44,7 @@ bool lower_linear_bias(Lowerer& L, const ir::Node& add) {
         left_rank < 2 || right.sizes.size() != 2 || b.sizes.size() != 1 ||
         b.sizes[0] != p.sizes.back() || result.sizes != p.sizes || result.strides != p.strides)
       continue;
-    if (use_count(g, product.value) != 1 || L.is_output(product.value) || L.mutation_after(mm.id)) continue;
+    if (L.uses(product.value) != 1 || L.is_output(product.value) || L.mutation_after(mm.id)) continue;
     const Lazy& bias_lazy = L.lazy(bias.value);
     const loop_ir::Buffer& bias_buffer = L.program().buffers.at(static_cast<size_t>(bias_lazy.buffer));
     if (bias_buffer.kind != loop_ir::Buffer::Kind::Input || bias_lazy.remap) continue;

@@ -19,14 +19,24 @@ Lowerer::Lowerer(const ir::Graph& graph)
       lazy_(graph.values().size()),
       output_position_(graph.values().size(), -1),
       materialized_output_(graph.values().size()),
-      view_buffer_(graph.values().size()) {
+      view_buffer_(graph.values().size()),
+      uses_(graph.values().size(), 0) {
   program_.name = graph.name();
   program_.symbols = graph.symbols;
   const std::vector<ir::ValueId>& outs = graph.outputs();
-  for (size_t k = 0; k < outs.size(); ++k)
+  for (size_t k = 0; k < outs.size(); ++k) {
     if (output_position_.at(outs[k]) < 0) output_position_[outs[k]] = static_cast<int>(k);
-  for (const ir::Node& node : graph.nodes())
+    ++uses_[outs[k]];
+  }
+  std::function<void(const ir::Arg&)> count = [&](const ir::Arg& a) {
+    if (a.kind == ir::Arg::Kind::Value) ++uses_.at(a.value);
+    for (const ir::Arg& item : a.items) count(item);
+  };
+  for (const ir::Node& node : graph.nodes()) {
     if (node.mutates_first_arg()) last_mutation_ = node.id;
+    for (const ir::Arg& a : node.args) count(a);
+    for (const auto& kw : node.kwargs) count(kw.second);
+  }
 }
 
 const Lazy& Lowerer::lazy(ir::ValueId v) const {

@@ -125,6 +125,8 @@ class Lowerer {
   // True if some node after `node` writes a buffer in place.
   bool mutation_after(ir::NodeId node) const;
   bool is_output(ir::ValueId v) const { return output_position_.at(v) >= 0; }
+  // How many times the graph's node arguments and outputs name value v.
+  int uses(ir::ValueId v) const { return uses_.at(v); }
 
  private:
   const ir::Graph& graph_;
@@ -133,6 +135,7 @@ class Lowerer {
   std::vector<int> output_position_;  // first position of v in the graph's outputs, or -1
   std::vector<std::optional<BufferId>> materialized_output_;  // v's copy for the caller
   std::vector<std::optional<BufferId>> view_buffer_;          // v's View buffer, made once
+  std::vector<int> uses_;                                     // per value: uses()
   ir::NodeId last_mutation_ = -1;
 };
 

@@ -20,6 +20,8 @@ Target triton_target(const ir::Device& device, Mode mode) {
     case Mode::MaxAutotune:
       t.triton.max_configs = kMaxAutotuneConfigs;
       t.coordinate_descent = true;
+      // The template-or-extern choice is timed on a device: the interpreter keeps the extern.
+      t.triton.matmul_templates = device.type == "cuda";
       break;
   }
   return t;

@@ -58,7 +58,8 @@ struct Target {
 // `mode` sets the Triton settings: Default and ReduceOverhead keep the heuristic's one config per
 // kernel (nothing to tune: a first call costs no timing, a kernel one compile); MaxAutotune
 // compiles up to kMaxAutotuneConfigs candidates per kernel, times them at the first launch and
-// refines the fastest by coordinate descent (runtime/autotune.h). The C++ target is the same in
+// refines the fastest by coordinate descent (runtime/autotune.h); on CUDA it also emits a matmul
+// template per extern matmul + epilogue for the runtime to time against them (matmul choice). The C++ target is the same in
 // every mode.
 constexpr int kMaxAutotuneConfigs = 8;
 std::optional<Target> target_for(const ir::Device& device, bool triton_on_cpu, Mode mode, std::string* reason);

@@ -80,7 +80,7 @@ nb::object size_value(const sym::Expr& e) {
 }
 
 nb::dict kernel_dict(const codegen::TritonKernel& k) {
-  static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction"};
+  static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction", "matmul"};
   nb::dict d;
   d["name"] = k.name;
   d["kind"] = kKinds[static_cast<int>(k.kind)];
@@ -151,11 +151,14 @@ void bind_codegen(nb::module_& m) {
   m.def(
       "emit_triton",
       [](const std::string& text, bool schedule, int64_t persistent_max_rnumel, int max_configs, bool printed,
-         const PlanArg& plan, int64_t split_min_programs, int64_t split_min_rnumel) -> nb::object {
+         const PlanArg& plan, int64_t split_min_programs, int64_t split_min_rnumel, bool matmul_templates,
+         bool allow_tf32) -> nb::object {
         pipeline::Compilation c(parse_verified(text));
         pipeline::Target target = pipeline::Target::gpu();
         target.triton.persistent_max_rnumel = persistent_max_rnumel;
         target.triton.max_configs = max_configs;
+        target.triton.matmul_templates = matmul_templates;
+        target.triton.allow_tf32 = allow_tf32;
         if (split_min_programs >= 0) target.split.min_programs = split_min_programs;
         if (split_min_rnumel >= 0) target.split.min_split_rnumel = split_min_rnumel;
         if (schedule) {
@@ -169,6 +172,20 @@ void bind_codegen(nb::module_& m) {
         for (const codegen::TritonKernel& k : source.kernels) kernels.append(kernel_dict(k));
         nb::dict result;
         result["kernels"] = kernels;
+        nb::list templates;
+        for (const codegen::MatmulTemplate& t : source.matmul_templates) {
+          nb::dict d;
+          d["extern"] = t.extern_index;
+          d["epilogue"] = t.epilogue;
+          d["kernel"] = kernel_dict(t.kernel);
+          d["batch"] = t.batch;
+          d["m"] = t.m;
+          d["n"] = t.n;
+          d["k"] = t.k;
+          templates.append(d);
+        }
+        result["matmul_templates"] = templates;
+        result["matmul_refusals"] = source.matmul_refusals;
         result["program"] = loop_ir::print(c.program);
         result["arena_bytes"] = c.plan->arena_bytes;
         result["offsets"] = c.plan->offsets;
@@ -176,7 +193,7 @@ void bind_codegen(nb::module_& m) {
       },
       "loop_ir"_a, "schedule"_a = false, "persistent_max_rnumel"_a = codegen::TritonOptions{}.persistent_max_rnumel,
       "max_configs"_a = 1, "printed"_a = false, "plan"_a = nb::none(), "split_min_programs"_a = -1,
-      "split_min_rnumel"_a = -1);
+      "split_min_rnumel"_a = -1, "matmul_templates"_a = false, "allow_tf32"_a = false);
 
   nb::class_<CompiledProgram>(m, "CompiledProgram")
       .def("run",

@@ -123,6 +123,48 @@ void bind_autotune(nb::module_& m) {
       "configs"_a, "timer"_a, "coordinate_descent"_a = false,
       "The choice among configs (strings as TritonConfig.str() writes them); timer(config) returns "
       "milliseconds, or a string saying why the config cannot run.");
+  m.def(
+      "choose_matmul",
+      [](nb::callable extern_timer, const std::vector<std::string>& configs, nb::callable timer, bool coordinate_descent) {
+        auto timed = [](nb::object ms, std::string* why) -> std::optional<double> {
+          if (nb::isinstance<nb::str>(ms)) return *why = nb::cast<std::string>(ms), std::nullopt;
+          return nb::cast<double>(ms);
+        };
+        runtime::StepsTimer steps = [&](std::string* why) { return timed(extern_timer(), why); };
+        runtime::ConfigTimer time = [&](const codegen::TritonConfig& config, std::string* why) {
+          return timed(timer(config.str()), why);
+        };
+        runtime::MatmulChoice c = runtime::choose_matmul(steps, configs_of(configs), time, coordinate_descent);
+        nb::dict d = result_dict(c.template_result);
+        d["use_template"] = c.use_template;
+        d["extern_ms"] = c.extern_ms;
+        d["template_failed"] = c.template_failed;
+        d["describe"] = runtime::describe(c);
+        return d;
+      },
+      "extern_timer"_a, "configs"_a, "timer"_a, "coordinate_descent"_a = false,
+      "The matmul choice: extern_timer() times the extern call + epilogue, timer(config) a template "
+      "config; each returns milliseconds or a string saying why it cannot run.");
+  m.def(
+      "store_matmul_choice",
+      [](const std::string& cache_dir, const std::string& key, bool use_template, const std::string& config,
+         double extern_ms, double template_ms) {
+        runtime::MatmulChoice c;
+        c.use_template = use_template;
+        c.extern_ms = extern_ms;
+        c.template_result.best = config_of(config);
+        c.template_result.best_ms = template_ms;
+        runtime::store_matmul_choice(cache_dir, key, c);
+      },
+      "cache_dir"_a, "key"_a, "use_template"_a, "config"_a, "extern_ms"_a, "template_ms"_a);
+  m.def(
+      "load_matmul_choice",
+      [](const std::string& cache_dir, const std::string& key) -> std::optional<std::pair<bool, std::string>> {
+        std::optional<runtime::MatmulChoice> c = runtime::load_matmul_choice(cache_dir, key);
+        if (!c) return std::nullopt;
+        return std::make_pair(c->use_template, c->use_template ? c->template_result.best.str() : std::string());
+      },
+      "cache_dir"_a, "key"_a);
   m.def("best_config_path", &runtime::best_config_path, "cache_dir"_a, "key"_a);
   m.def(
       "store_best_config",
@@ -158,7 +200,10 @@ void bind_autotune(nb::module_& m) {
         std::vector<runtime::cuda::InPlaceRegion> regions;
         for (const auto& [pointer, bytes] : in_place) regions.push_back({pointer, bytes});
         return result_dict(runtime::cuda::tune_on_device(configs_of(configs), kernel_for, device,
-                                                         reinterpret_cast<runtime::cuda::CUstream>(stream), xnumel,
+                                                         reinterpret_cast<runtime::cuda::CUstream>(stream),
+                                                         [xnumel](const codegen::TritonConfig& c) {
+                                                           return std::make_pair(runtime::launch_grid(xnumel, c), 1u);
+                                                         },
                                                          args.data(), regions, coordinate_descent));
       },
       "configs"_a, "kernels"_a, "device"_a, "stream"_a, "xnumel"_a, "args"_a, "in_place"_a, "coordinate_descent"_a = false,

@@ -159,29 +159,100 @@ void ensure_best_dirs(const std::string& cache_dir) {
 
 }  // namespace
 
+namespace {
+
+// The value of `"name": "..."` in an entry (values never hold a quote or a backslash).
+std::optional<std::string> string_field(const std::string& text, const std::string& name) {
+  const std::string field = "\"" + name + "\": \"";
+  const size_t start = text.find(field);
+  if (start == std::string::npos) return std::nullopt;
+  const size_t end = text.find('"', start + field.size());
+  if (end == std::string::npos) return std::nullopt;
+  return text.substr(start + field.size(), end - start - field.size());
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", ms);
+  return buf;
+}
+
+// The entry's JSON: the config and its tuning, then `extra` fields ("choice", ...).
+std::string entry_json(const TuneResult& result, const std::string& extra) {
+  return "{\n \"config\": \"" + result.best.str() + "\",\n \"time_ms\": " + ms_text(result.best_ms) +
+         ",\n \"found_by_coordinate_descent\": " + (result.found_by_coordinate_descent ? "true" : "false") +
+         ",\n \"configs_timed\": " + std::to_string(result.timed) + ",\n" + extra + " \"format\": \"" +
+         kBestFormat + "\"\n}\n";
+}
+
+}  // namespace
+
 // The entry is JSON for people and tools, read back here by its one "config" field: its value is
 // written by TritonConfig::str(), which never contains a quote or a backslash.
 std::optional<TritonConfig> load_best_config(const std::string& cache_dir, const std::string& key) {
   ensure_best_dirs(cache_dir);
   std::optional<std::string> text = read_file_if_exists(best_config_path(cache_dir, key));
-  if (!text) return std::nullopt;
-  const std::string field = "\"config\": \"";
-  const size_t start = text->find(field);
-  if (start == std::string::npos) return std::nullopt;
-  const size_t end = text->find('"', start + field.size());
-  if (end == std::string::npos) return std::nullopt;
-  return parse_config(text->substr(start + field.size(), end - start - field.size()));
+  std::optional<std::string> config = text ? string_field(*text, "config") : std::nullopt;
+  return config ? parse_config(*config) : std::nullopt;
 }
 
 void store_best_config(const std::string& cache_dir, const std::string& key, const TuneResult& result) {
   ensure_best_dirs(cache_dir);
-  char ms[32];
-  std::snprintf(ms, sizeof ms, "%.9g", result.best_ms);
-  std::string json = "{\n \"config\": \"" + result.best.str() + "\",\n \"time_ms\": " + ms +
-                     ",\n \"found_by_coordinate_descent\": " + (result.found_by_coordinate_descent ? "true" : "false") +
-                     ",\n \"configs_timed\": " + std::to_string(result.timed) + ",\n \"format\": \"" +
-                     kBestFormat + "\"\n}\n";
-  write_file_atomic(best_config_path(cache_dir, key), json);
+  write_file_atomic(best_config_path(cache_dir, key), entry_json(result, ""));
+}
+
+MatmulChoice choose_matmul(const StepsTimer& extern_timer, const std::vector<TritonConfig>& template_configs,
+                           const ConfigTimer& template_timer, bool coordinate_descent) {
+  MatmulChoice choice;
+  std::string why;
+  std::optional<double> extern_ms = extern_timer(&why);
+  if (!extern_ms) throw std::runtime_error("the extern call + epilogue does not run: " + why);
+  choice.extern_ms = *extern_ms;
+  try {
+    choice.template_result = tune_configs(template_configs, template_timer, coordinate_descent);
+  } catch (const std::runtime_error& e) {
+    choice.template_failed = e.what();
+    return choice;
+  }
+  choice.use_template = choice.template_result.best_ms < choice.extern_ms * (1 - kTemplateImprovement);
+  return choice;
+}
+
+std::string matmul_choice_key(const codegen::TritonKernel& template_kernel, const std::vector<std::string>& binary_keys,
+                              const std::string& extern_steps, const std::string& device, bool coordinate_descent) {
+  std::vector<std::string> keys = binary_keys;
+  keys.push_back("matmul choice against " + extern_steps);
+  return best_config_key(template_kernel, keys, device, coordinate_descent);
+}
+
+std::optional<MatmulChoice> load_matmul_choice(const std::string& cache_dir, const std::string& key) {
+  ensure_best_dirs(cache_dir);
+  std::optional<std::string> text = read_file_if_exists(best_config_path(cache_dir, key));
+  std::optional<std::string> which = text ? string_field(*text, "choice") : std::nullopt;
+  if (!which || (*which != "extern" && *which != "template")) return std::nullopt;
+  MatmulChoice choice;
+  choice.use_template = *which == "template";
+  if (!choice.use_template) return choice;
+  std::optional<std::string> config = string_field(*text, "config");
+  std::optional<TritonConfig> parsed = config ? parse_config(*config) : std::nullopt;
+  if (!parsed) return std::nullopt;
+  choice.template_result.best = *parsed;
+  return choice;
+}
+
+void store_matmul_choice(const std::string& cache_dir, const std::string& key, const MatmulChoice& choice) {
+  ensure_best_dirs(cache_dir);
+  const std::string extra = " \"choice\": \"" + std::string(choice.use_template ? "template" : "extern") +
+                            "\",\n \"extern_ms\": " + ms_text(choice.extern_ms) + ",\n";
+  write_file_atomic(best_config_path(cache_dir, key), entry_json(choice.template_result, extra));
+}
+
+std::string describe(const MatmulChoice& choice) {
+  std::string s = "extern call + epilogue " + (choice.extern_ms > 0 ? ms_text(choice.extern_ms) + " ms" : "(cached)");
+  if (!choice.template_failed.empty()) return s + ", template does not run (" + choice.template_failed + "): extern";
+  s += ", template " + choice.template_result.best.str();
+  if (choice.template_result.best_ms > 0) s += " " + ms_text(choice.template_result.best_ms) + " ms";
+  return s + ": " + (choice.use_template ? "template" : "extern");
 }
 
 }  // namespace ember::runtime

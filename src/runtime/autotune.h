@@ -20,6 +20,11 @@
 //    the target), the device's name and capability and whether descent ran; as the cubin cache
 //    (triton_build.h): 0700 directories owned by this user, files published by atomic rename, an
 //    entry that does not parse ignored (tuned again and rewritten).
+//  - The matmul choice (max-autotune, docs/cuda-runtime.md "Matmul choice") is the same concept one
+//    level up: candidate (a), the extern call + its epilogue kernel, timed once; candidate (b), the
+//    matmul template, tuned over its configs as any kernel; the faster kept, (a) on a tie within
+//    kTemplateImprovement (today's path, no template to load). Cached in the same directory and
+//    format, its entry naming the choice too ("choice": "extern" | "template").
 #pragma once
 
 #include <cstdint>
@@ -71,5 +76,31 @@ std::optional<codegen::TritonConfig> load_best_config(const std::string& cache_d
 void store_best_config(const std::string& cache_dir, const std::string& key, const TuneResult& result);
 // The entry's path (tests, logs).
 std::string best_config_path(const std::string& cache_dir, const std::string& key);
+
+// Median milliseconds of the extern call + epilogue kernel, or nullopt with `*why` set.
+using StepsTimer = std::function<std::optional<double>(std::string* why)>;
+
+// The template must be this much faster to replace the extern call (as descent's threshold).
+constexpr double kTemplateImprovement = 0.001;
+
+struct MatmulChoice {
+  bool use_template = false;
+  double extern_ms = 0;           // candidate (a); 0 when read from the cache
+  TuneResult template_result;     // candidate (b): its best config and time (config only when cached)
+  std::string template_failed;    // why (b) did not run (no config ran): (a) kept
+};
+
+// Times (a) with `extern_timer` and (b) with tune_configs; throws std::runtime_error when (a)
+// cannot run (the graph cannot run either).
+MatmulChoice choose_matmul(const StepsTimer& extern_timer, const std::vector<codegen::TritonConfig>& template_configs,
+                           const ConfigTimer& template_timer, bool coordinate_descent);
+// The choice's key: best_config_key of the template with what (a) is (the extern's callable and
+// the epilogue kernel's source) added.
+std::string matmul_choice_key(const codegen::TritonKernel& template_kernel, const std::vector<std::string>& binary_keys,
+                              const std::string& extern_steps, const std::string& device, bool coordinate_descent);
+std::optional<MatmulChoice> load_matmul_choice(const std::string& cache_dir, const std::string& key);
+void store_matmul_choice(const std::string& cache_dir, const std::string& key, const MatmulChoice& choice);
+// "extern call + epilogue 0.412 ms, template BLOCK_M=... 0.301 ms: template" (EMBER_LOGS=perf).
+std::string describe(const MatmulChoice& choice);
 
 }  // namespace ember::runtime

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "codegen/cpp/include/ember/runtime.h"
 #include "pybridge/errors.h"
@@ -67,6 +69,28 @@ bool report_tuning(const std::string& line, double seconds, bool log_perf) {
   return ok;
 }
 
+// What a tuning choice is keyed on (the device, the compiled candidates' cubin keys) and chooses
+// among (their configs). Throws std::runtime_error when the device cannot be described. A
+// template: Runnable is TritonCode's private type.
+struct TuneInputs {
+  std::string device;
+  std::vector<std::string> binary_keys;
+  std::vector<codegen::TritonConfig> configs;
+};
+template <class Runnable>
+TuneInputs tune_inputs(const Runnable& runnable, int device_index) {
+  TuneInputs in;
+  std::string error;
+  std::optional<std::string> device = cuda::describe_device(device_index, &error);
+  if (!device) throw std::runtime_error(error);
+  in.device = *device;
+  for (const auto& c : runnable.candidates) {
+    in.binary_keys.push_back(c.kernel->binary().key);
+    in.configs.push_back(c.config);
+  }
+  return in;
+}
+
 }  // namespace
 
 TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
@@ -96,84 +120,127 @@ uint64_t hint_class(const codegen::TritonKernel& kernel) {
 TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
                        std::vector<Runnable> runnables, TuneOptions tune)
     : source_(std::move(source)), steps_(program.steps), tune_(std::move(tune)) {
-  if (runnables.size() != source_.kernels.size() || source_.kernels.size() != program.kernels.size())
+  const size_t kernels = source_.kernels.size();
+  if (runnables.size() != kernels + source_.matmul_templates.size() || kernels != program.kernels.size())
     throw std::invalid_argument("Triton code: " + std::to_string(runnables.size()) + " runnables and " +
-                                std::to_string(source_.kernels.size()) + " kernels for a program of " +
+                                std::to_string(kernels) + " kernels for a program of " +
                                 std::to_string(program.kernels.size()));
   for (const sym::SymbolInfo& s : program.symbols) symbol_names_.push_back(s.name);
-  const bool symbolic = !program.symbols.empty();
-  for (size_t k = 0; k < runnables.size(); ++k) {
-    const codegen::TritonKernel& kernel = source_.kernels[k];
-    Launch launch;
-    launch.kernel = k;
-    auto variant = std::make_unique<Variant>();
-    variant->key = hint_class(kernel);
-    variant->runnable = std::move(runnables[k]);
-    const std::vector<Candidate>& candidates = variant->runnable.candidates;
-    if (candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
-    for (const Candidate& c : candidates)
-      if (!c.kernel != static_cast<bool>(variant->runnable.interpreted))
-        throw std::invalid_argument("Triton code: kernel " + kernel.name +
-                                    " needs exactly one of a cubin per config or an interpreted function");
-    interpreted_ = interpreted_ || static_cast<bool>(variant->runnable.interpreted);
-    // A kernel of a symbolic program may have constant sizes (it mentions no symbol): launched as static.
-    if (kernel.xnumel.is_constant()) {
-      launch.xnumel = kernel.xnumel.constant();
-      for (Candidate& c : variant->runnable.candidates) c.grid = launch_grid(launch.xnumel, c.config);
+  for (size_t k = 0; k < kernels; ++k)
+    launches_.push_back(make_launch(program, plan, source_.kernels[k], nullptr, std::move(runnables[k])));
+  matmul_at_step_.assign(steps_.size(), -1);
+  for (size_t t = 0; t < source_.matmul_templates.size(); ++t) {
+    const codegen::MatmulTemplate& matmul = source_.matmul_templates[t];
+    Runnable& runnable = runnables[kernels + t];
+    if (runnable.candidates.empty() || runnable.interpreted) continue;  // the extern path only
+    for (size_t s = 0; s + 1 < steps_.size(); ++s) {
+      if (steps_[s].kind != loop_ir::Step::Kind::Extern || steps_[s].index != matmul.extern_index) continue;
+      if (steps_[s + 1].kind != loop_ir::Step::Kind::Kernel || steps_[s + 1].index != matmul.epilogue)
+        throw std::invalid_argument("Triton code: matmul template " + matmul.kernel.name +
+                                    " does not replace an extern step and the kernel step after it");
+      auto slot = std::make_unique<MatmulSlot>();
+      slot->matmul = &matmul;
+      slot->launch = make_launch(program, plan, matmul.kernel, &matmul, std::move(runnable));
+      matmul_at_step_[s] = static_cast<int>(matmuls_.size());
+      matmuls_.push_back(std::move(slot));
+      break;
     }
-    if (candidates.size() == 1 || variant->runnable.interpreted) {
-      variant->choice.best = candidates.front();
-      variant->choice.tuned = true;
-    }
-    for (const codegen::TritonParam& p : kernel.params) {
-      Arg arg;
-      if (p.kind == codegen::TritonParam::Kind::Size) {
-        if (p.value.is_constant()) {
-          arg.value = p.value.constant();
-        } else {
-          auto found = std::find(symbol_names_.begin(), symbol_names_.end(),
-                                 p.value.kind() == sym::ExprKind::Symbol ? p.value.symbol_name() : "");
-          arg.kind = found == symbol_names_.end() ? Arg::Kind::Expr : Arg::Kind::Symbol;
-          arg.value = found - symbol_names_.begin();
-          arg.expr = p.value;
-          launch.sized.push_back(launch.args.size());
-        }
-        if (p.name == "rnumel") launch.rnumel_arg = launch.args.size();
-      } else {
-        const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
-        arg.buffer = b.id;
-        if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes_expr(b);
-        switch (b.kind) {
-          case Buffer::Kind::Input:
-          case Buffer::Kind::Output:
-          case Buffer::Kind::Extern: arg.kind = Arg::Kind::BufferPointer; break;
-          case Buffer::Kind::Temp:
-            // With symbols the plan is per call: CompiledGraph puts the temporary's address in ctx->buffers.
-            arg.kind = symbolic ? Arg::Kind::BufferPointer : Arg::Kind::ArenaPointer;
-            if (!symbolic) arg.value = plan.offsets.at(static_cast<size_t>(b.id));
-            break;
-          case Buffer::Kind::View:
-            throw std::invalid_argument("Triton code: kernel " + kernel.name + " takes view %" + b.name() +
-                                        " as a pointer; views are addressed through their root buffer");
-        }
-      }
-      launch.args.push_back(arg);
-    }
-    for (const Candidate& c : candidates)
-      if (c.kernel && c.kernel->binary().param_types.size() != launch.args.size())
-        throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
-                                    std::to_string(c.kernel->binary().param_types.size()) +
-                                    " launched parameters, its source has " + std::to_string(launch.args.size()));
-    for (const std::string& site : kernel.check_sites) check_sites_.push_back(site);
-    launch.variants.push_back(std::move(variant));
-    launch.mutex = std::make_unique<std::mutex>();
-    launches_.push_back(std::move(launch));
   }
 }
 
+TritonCode::Launch TritonCode::make_launch(const loop_ir::Program& program, const memory::MemoryPlan& plan,
+                                           const codegen::TritonKernel& kernel, const codegen::MatmulTemplate* matmul,
+                                           Runnable runnable) {
+  const bool symbolic = !program.symbols.empty();
+  Launch launch;
+  launch.kernel = &kernel;
+  launch.matmul = matmul;
+  auto variant = std::make_unique<Variant>();
+  variant->key = hint_class(kernel);
+  variant->runnable = std::move(runnable);
+  std::vector<Candidate>& candidates = variant->runnable.candidates;
+  if (candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
+  for (const Candidate& c : candidates)
+    if (!c.kernel != static_cast<bool>(variant->runnable.interpreted))
+      throw std::invalid_argument("Triton code: kernel " + kernel.name +
+                                  " needs exactly one of a cubin per config or an interpreted function");
+  interpreted_ = interpreted_ || static_cast<bool>(variant->runnable.interpreted);
+  // A kernel of a symbolic program may have constant sizes (it mentions no symbol): launched as static.
+  if (kernel.xnumel.is_constant()) {
+    launch.xnumel = kernel.xnumel.constant();
+    for (Candidate& c : candidates) std::tie(c.grid, c.grid_y) = grid_of(launch, c.config, launch.xnumel);
+  }
+  if (candidates.size() == 1 || variant->runnable.interpreted) {
+    variant->choice.best = candidates.front();
+    variant->choice.tuned = true;
+  }
+  for (const codegen::TritonParam& p : kernel.params) {
+    Arg arg;
+    if (p.kind == codegen::TritonParam::Kind::Size) {
+      if (p.value.is_constant()) {
+        arg.value = p.value.constant();
+      } else {
+        auto found = std::find(symbol_names_.begin(), symbol_names_.end(),
+                               p.value.kind() == sym::ExprKind::Symbol ? p.value.symbol_name() : "");
+        arg.kind = found == symbol_names_.end() ? Arg::Kind::Expr : Arg::Kind::Symbol;
+        arg.value = found - symbol_names_.begin();
+        arg.expr = p.value;
+        launch.sized.push_back(launch.args.size());
+      }
+      if (p.name == "rnumel") launch.rnumel_arg = launch.args.size();
+    } else {
+      const Buffer& b = program.buffers.at(static_cast<size_t>(p.buffer));
+      arg.buffer = b.id;
+      if (p.use == codegen::TritonParam::Use::LoadStore) arg.in_place_bytes = span_bytes_expr(b);
+      switch (b.kind) {
+        case Buffer::Kind::Input:
+        case Buffer::Kind::Output:
+        case Buffer::Kind::Extern: arg.kind = Arg::Kind::BufferPointer; break;
+        case Buffer::Kind::Temp:
+          // With symbols the plan is per call: CompiledGraph puts the temporary's address in ctx->buffers.
+          arg.kind = symbolic ? Arg::Kind::BufferPointer : Arg::Kind::ArenaPointer;
+          if (!symbolic) arg.value = plan.offsets.at(static_cast<size_t>(b.id));
+          break;
+        case Buffer::Kind::View:
+          throw std::invalid_argument("Triton code: kernel " + kernel.name + " takes view %" + b.name() +
+                                      " as a pointer; views are addressed through their root buffer");
+      }
+    }
+    launch.args.push_back(arg);
+  }
+  for (const Candidate& c : candidates)
+    if (c.kernel && c.kernel->binary().param_types.size() != launch.args.size())
+      throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
+                                  std::to_string(c.kernel->binary().param_types.size()) +
+                                  " launched parameters, its source has " + std::to_string(launch.args.size()));
+  if (matmul == nullptr)  // a template's sites are its epilogue kernel's, listed with it
+    for (const std::string& site : kernel.check_sites) check_sites_.push_back(site);
+  launch.variants.push_back(std::move(variant));
+  launch.mutex = std::make_unique<std::mutex>();
+  return launch;
+}
+
+std::pair<uint32_t, uint32_t> TritonCode::grid_of(const Launch& launch, const codegen::TritonConfig& config,
+                                                  int64_t xnumel) const {
+  if (launch.matmul == nullptr) return {launch_grid(xnumel, config), 1};
+  const auto [x, y] = launch.matmul->grid(config);
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>(y)};
+}
+
 int TritonCode::run(ember_ctx* ctx, Env& env) const {
-  for (const loop_ir::Step& step : steps_) {
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const loop_ir::Step& step = steps_[s];
     if (step.kind == loop_ir::Step::Kind::Extern) {
+      if (matmul_at_step_[s] >= 0) {
+        MatmulSlot& slot = *matmuls_[static_cast<size_t>(matmul_at_step_[s])];
+        bool use_template = false;
+        if (!matmul_choice(slot, ctx, env, &use_template)) return 1;
+        if (use_template) {
+          if (!launch_cuda(slot.launch, ctx, env)) return 1;
+          ++s;  // the template did the epilogue kernel's work too
+          continue;
+        }
+      }
       if (ctx->call_extern(ctx, step.index) != 0) return 1;
       continue;
     }
@@ -205,7 +272,7 @@ int64_t TritonCode::arg_values(const Launch& launch, const ember_ctx* ctx, cuda:
   }
   // xnumel is the first Size parameter (emit_triton's order).
   if (!launch.sized.empty()) {
-    const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+    const codegen::TritonKernel& kernel = *launch.kernel;
     for (size_t a = 0; a < kernel.params.size(); ++a)
       if (kernel.params[a].name == "xnumel") return values[a].integer;
   }
@@ -217,7 +284,7 @@ TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const cuda::A
   uint64_t key = 0;
   for (size_t k = 0; k < launch.sized.size() && k < kClassBits; ++k)
     if (values[launch.sized[k]].integer % 16 == 0) key |= uint64_t{1} << k;
-  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  const codegen::TritonKernel& kernel = *launch.kernel;
   if (kernel.configs.size() > 1) {
     // Tuning's size bucket: the next powers of two of xnumel and rnumel.
     const int64_t rnumel = launch.rnumel_arg == SIZE_MAX ? 1 : values[launch.rnumel_arg].integer;
@@ -278,9 +345,11 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
   const Candidate& use = choice.tuned.load(std::memory_order_acquire) ? choice.best : variant->runnable.candidates.front();
   const cuda::Kernel* kernel = aligned ? use.kernel.get() : unaligned_kernel(launch, *variant, use.config);
   if (kernel == nullptr) return false;
-  const uint32_t grid = launch.sized.empty() ? use.grid : launch_grid(xnumel, use.config);
+  const std::pair<uint32_t, uint32_t> grid =
+      launch.sized.empty() ? std::make_pair(use.grid, use.grid_y) : grid_of(launch, use.config, xnumel);
   std::string error;
-  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), grid, 1, 1, values, &error)) return true;
+  if (kernel->launch(env.device_index, static_cast<cuda::CUstream>(env.stream), grid.first, grid.second, 1, values, &error))
+    return true;
   set_error("ember: launching Triton kernel failed: " + error);
   return false;
 }
@@ -290,46 +359,30 @@ bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgVal
   Choice& choice = variant.choice;
   std::lock_guard<std::mutex> lock(choice.mutex);
   if (choice.tuned.load(std::memory_order_relaxed)) return true;
-  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  const codegen::TritonKernel& kernel = *launch.kernel;
   const auto start = std::chrono::steady_clock::now();
   std::string error, how;
   try {
-    std::optional<std::string> device = cuda::describe_device(env.device_index, &error);
-    if (!device) throw std::runtime_error(error);
-    std::vector<std::string> binary_keys;
-    std::vector<codegen::TritonConfig> configs;
-    for (const Candidate& c : variant.runnable.candidates) {
-      binary_keys.push_back(c.kernel->binary().key);
-      configs.push_back(c.config);
-    }
+    TuneInputs in = tune_inputs(variant.runnable, env.device_index);
     // A symbolic kernel's choice is per size bucket too (the variant's key above the class bits).
-    if (!launch.sized.empty()) binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
-    const std::string key = best_config_key(kernel, binary_keys, *device, tune_.coordinate_descent);
+    if (!launch.sized.empty()) in.binary_keys.push_back("bucket " + std::to_string(variant.key >> kClassBits));
+    const std::string key = best_config_key(kernel, in.binary_keys, in.device, tune_.coordinate_descent);
     Candidate best;
     if (std::optional<codegen::TritonConfig> cached = load_best_config(tune_.cache_dir, key)) {
       best = candidate_for(launch, variant, *cached, xnumel, &error);
       how = "cached choice " + cached->str();
     }
     if (!best.kernel) {
-      std::vector<cuda::InPlaceRegion> in_place;
-      const sym::SymbolLookup at_values = [&](const std::string& name) -> std::optional<int64_t> {
-        for (size_t a = 0; a < launch.args.size(); ++a)
-          if (launch.args[a].kind == Arg::Kind::Symbol && symbol_names_[static_cast<size_t>(launch.args[a].value)] == name)
-            return values[a].integer;
-        return std::nullopt;
-      };
-      for (size_t a = 0; a < launch.args.size(); ++a) {
-        const int64_t bytes = sym::evaluate(launch.args[a].in_place_bytes, at_values);
-        if (bytes > 0) in_place.push_back({values[a].pointer, static_cast<size_t>(bytes)});
-      }
+      const std::vector<cuda::InPlaceRegion> in_place = in_place_regions(launch, values);
       std::map<std::string, Candidate> timed;
       cuda::KernelFor kernel_for = [&](const codegen::TritonConfig& config, std::string* why) {
         Candidate c = candidate_for(launch, variant, config, xnumel, why);
         return timed.emplace(config.str(), std::move(c)).first->second.kernel;
       };
-      TuneResult result = cuda::tune_on_device(configs, kernel_for, env.device_index,
-                                               static_cast<cuda::CUstream>(env.stream), xnumel, values,
-                                               in_place, tune_.coordinate_descent);
+      TuneResult result = cuda::tune_on_device(
+          in.configs, kernel_for, env.device_index, static_cast<cuda::CUstream>(env.stream),
+          [&](const codegen::TritonConfig& c) { return grid_of(launch, c, xnumel); }, values, in_place,
+          tune_.coordinate_descent);
       best = timed.at(result.best.str());
       store_best_config(tune_.cache_dir, key, result);
       how = "timed " + std::to_string(result.timed) + " configs, best " + result.best.str() + " (" +
@@ -351,17 +404,122 @@ bool TritonCode::tune(const Launch& launch, Variant& variant, const cuda::ArgVal
                        seconds, tune_.log_perf);
 }
 
+bool TritonCode::matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool* use_template) const {
+  *use_template = slot.state.load(std::memory_order_acquire) == kTemplate;
+  if (slot.state.load(std::memory_order_acquire) != kUndecided) return true;
+  const auto stream = static_cast<cuda::CUstream>(env.stream);
+  cuda::ArgValue values[cuda::kMaxParams];
+  const int64_t xnumel = arg_values(slot.launch, ctx, values);
+  for (size_t a = 0; a < slot.launch.args.size(); ++a) {
+    const Arg::Kind kind = slot.launch.args[a].kind;
+    if ((kind == Arg::Kind::BufferPointer || kind == Arg::Kind::ArenaPointer) && values[a].pointer % 16 != 0)
+      return true;  // templates are timed on aligned pointers: decided on a later call
+  }
+  if (cuda::stream_capturing(stream)) return true;
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  if (slot.state.load(std::memory_order_relaxed) != kUndecided) {
+    *use_template = slot.state.load(std::memory_order_relaxed) == kTemplate;
+    return true;
+  }
+  const codegen::MatmulTemplate& matmul = *slot.matmul;
+  Variant& variant = *slot.launch.variants.front();
+  const Launch& epilogue = launches_.at(static_cast<size_t>(matmul.epilogue));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string what = "matmul choice for extern " + std::to_string(matmul.extern_index) + " + " + epilogue.kernel->name;
+  std::string error, how;
+  MatmulChoice choice;
+  Candidate chosen;
+  try {
+    TuneInputs in = tune_inputs(variant.runnable, env.device_index);
+    const std::string key = matmul_choice_key(*slot.launch.kernel, in.binary_keys, epilogue.kernel->source, in.device,
+                                              tune_.coordinate_descent);
+    std::optional<MatmulChoice> cached = load_matmul_choice(tune_.cache_dir, key);
+    if (cached) {
+      choice = *cached;
+      how = "cached: ";
+    } else {
+      // (a): the extern call, then the epilogue kernel (tuned at its first launch, here), with the
+      // epilogue's in-place buffers restored after each timing.
+      cuda::ArgValue epilogue_values[cuda::kMaxParams];
+      arg_values(epilogue, ctx, epilogue_values);
+      cuda::Trials steps(env.device_index, stream);
+      if (!steps.save(in_place_regions(epilogue, epilogue_values), &error))
+        throw std::runtime_error("saving in-place buffers: " + error);
+      StepsTimer extern_timer = [&](std::string* why) -> std::optional<double> {
+        std::optional<double> ms = steps.time(
+            [&](std::string* failed) {
+              if (ctx->call_extern(ctx, matmul.extern_index) == 0 && launch_cuda(epilogue, ctx, env)) return true;
+              PyGILState_STATE gil = PyGILState_Ensure();
+              *failed = pybridge::take_error_message();
+              PyGILState_Release(gil);
+              return false;
+            },
+            why);
+        if (!steps.restore(&error)) throw std::runtime_error("restoring in-place buffers: " + error);
+        return ms;
+      };
+      // (b): the template's configs, as any kernel's.
+      cuda::Trials trials(env.device_index, stream);
+      if (!trials.save(in_place_regions(slot.launch, values), &error))
+        throw std::runtime_error("saving in-place buffers: " + error);
+      std::map<std::string, Candidate> timed;
+      cuda::KernelFor kernel_for = [&](const codegen::TritonConfig& config, std::string* why) {
+        Candidate c = candidate_for(slot.launch, variant, config, xnumel, why);
+        return timed.emplace(config.str(), std::move(c)).first->second.kernel;
+      };
+      ConfigTimer template_timer = cuda::device_timer(
+          trials, kernel_for, [&](const codegen::TritonConfig& c) { return grid_of(slot.launch, c, xnumel); }, values);
+      choice = choose_matmul(extern_timer, in.configs, template_timer, tune_.coordinate_descent);
+      store_matmul_choice(tune_.cache_dir, key, choice);
+    }
+    if (choice.use_template) chosen = candidate_for(slot.launch, variant, choice.template_result.best, xnumel, &error);
+    if (choice.use_template && !chosen.kernel) throw std::runtime_error("the chosen template config: " + error);
+  } catch (const std::exception& e) {
+    set_error("ember: " + what + " failed: " + e.what());
+    return false;
+  }
+  if (choice.use_template) {
+    std::lock_guard<std::mutex> chosen_lock(variant.choice.mutex);
+    variant.choice.best = chosen;
+    variant.choice.tuned.store(true, std::memory_order_release);
+  }
+  slot.state.store(choice.use_template ? kTemplate : kExtern, std::memory_order_release);
+  *use_template = choice.use_template;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", seconds);
+  return report_tuning("ember: " + what + " took " + took + ": " + how + describe(choice) + "; cached under " +
+                           tune_.cache_dir + "/triton/best",
+                       seconds, tune_.log_perf);
+}
+
+std::vector<cuda::InPlaceRegion> TritonCode::in_place_regions(const Launch& launch, const cuda::ArgValue* values) const {
+  const sym::SymbolLookup at_values = [&](const std::string& name) -> std::optional<int64_t> {
+    for (size_t a = 0; a < launch.args.size(); ++a)
+      if (launch.args[a].kind == Arg::Kind::Symbol && symbol_names_[static_cast<size_t>(launch.args[a].value)] == name)
+        return values[a].integer;
+    return std::nullopt;
+  };
+  std::vector<cuda::InPlaceRegion> regions;
+  for (size_t a = 0; a < launch.args.size(); ++a) {
+    const int64_t bytes = sym::evaluate(launch.args[a].in_place_bytes, at_values);
+    if (bytes > 0) regions.push_back({values[a].pointer, static_cast<size_t>(bytes)});
+  }
+  return regions;
+}
+
 TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const Variant& variant,
                                                 const codegen::TritonConfig& config, int64_t xnumel,
                                                 std::string* why) const {
   for (const Candidate& c : variant.runnable.candidates)
     if (c.config.str() == config.str()) return c;
-  Candidate made{config, nullptr, launch_grid(xnumel, config)};
+  Candidate made{config, nullptr};
+  std::tie(made.grid, made.grid_y) = grid_of(launch, config, xnumel);
   PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
   try {
     std::vector<std::string> errors;
     std::vector<TritonBinary> built =
-        build_triton_each({specialized_job(source_.kernels[launch.kernel], config, true, variant.key)},
+        build_triton_each({specialized_job(*launch.kernel, config, true, variant.key)},
                           variant.runnable.build_options, &errors);
     if (errors[0].empty()) {
       made.kernel = std::make_shared<const cuda::Kernel>(std::move(built[0]));
@@ -382,7 +540,7 @@ const cuda::Kernel* TritonCode::unaligned_kernel(const Launch& launch, Variant& 
   if (choice.unaligned && choice.unaligned_config == config.str()) return choice.unaligned.get();
   // Runs without the GIL (needs_gil() is false for cubins); Triton's compiler needs it.
   PyGILState_STATE gil = PyGILState_Ensure();
-  const codegen::TritonKernel& kernel = source_.kernels[launch.kernel];
+  const codegen::TritonKernel& kernel = *launch.kernel;
   try {
     std::vector<TritonBinary> built =
         build_triton({specialized_job(kernel, config, false, variant.key)}, variant.runnable.build_options);
@@ -429,21 +587,26 @@ bool TritonCode::launch_interpreted(const Launch& launch, const ember_ctx* ctx, 
 
 std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& source, const ir::Device& device,
                                                   const TritonBuildOptions& options, bool* all_cached) {
-  std::vector<TritonCode::Runnable> runnables(source.kernels.size());
+  // Kernels, then matmul templates (compiled in the same batch; one that does not compile keeps
+  // the extern path).
+  std::vector<const codegen::TritonKernel*> kernels;
+  for (const codegen::TritonKernel& k : source.kernels) kernels.push_back(&k);
+  for (const codegen::MatmulTemplate& t : source.matmul_templates) kernels.push_back(&t.kernel);
+  std::vector<TritonCode::Runnable> runnables(kernels.size());
   *all_cached = true;
   if (device.type == "cuda") {
     std::vector<TritonCompileJob> jobs;
     std::vector<std::pair<size_t, const codegen::TritonConfig*>> job_of;  // (kernel, config) per job
-    for (size_t k = 0; k < source.kernels.size(); ++k) {
+    for (size_t k = 0; k < kernels.size(); ++k) {
       runnables[k].build_options = options;
-      for (const codegen::TritonConfig& config : source.kernels[k].configs) {
-        jobs.push_back(specialized_job(source.kernels[k], config, true, hint_class(source.kernels[k])));
+      for (const codegen::TritonConfig& config : kernels[k]->configs) {
+        jobs.push_back(specialized_job(*kernels[k], config, true, hint_class(*kernels[k])));
         job_of.emplace_back(k, &config);
       }
     }
     std::vector<std::string> errors;
     std::vector<TritonBinary> binaries = build_triton_each(jobs, options, &errors);
-    std::vector<std::string> first_error(source.kernels.size());
+    std::vector<std::string> first_error(kernels.size());
     for (size_t j = 0; j < binaries.size(); ++j) {
       auto [k, config] = job_of[j];
       std::string why = errors[j].empty() ? "" : "does not compile: " + triton_error_summary(errors[j]);
@@ -459,7 +622,7 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
       runnables[k].dropped.push_back(config->str() + ": " + why);
       if (first_error[k].empty()) first_error[k] = errors[j].empty() ? why : errors[j];
     }
-    for (size_t k = 0; k < source.kernels.size(); ++k)
+    for (size_t k = 0; k < source.kernels.size(); ++k)  // not the templates: the extern path stays
       if (runnables[k].candidates.empty())
         throw TritonBuildError("Triton could not compile kernel " + source.kernels[k].name + " in any of its " +
                                    std::to_string(source.kernels[k].configs.size()) + " configs",

@@ -40,6 +40,15 @@
 // Triton's other specialization, an argument equal to 1, never applies: symbols are >= 2. With
 // several configs, tuning is per class and size bucket (next power of two of xnumel and rnumel),
 // the bucket part of the choice's disk key.
+//
+// Matmul choices (max-autotune on CUDA; docs/cuda-runtime.md, "Matmul choice"). For each matmul
+// template in the source (an extern matmul and the kernel step after it, done by one kernel), the
+// first call on aligned pointers outside a capture decides once: from the disk cache, else by
+// timing the extern call + epilogue kernel against the template's configs (choose_matmul), the
+// in-place buffers of both saved and restored. A template that chose itself runs in place of the
+// two steps on every later call (the extern's result is then never made: nothing else reads it);
+// calls before the decision run the extern path. A template none of whose configs compiled
+// keeps the extern path.
 #pragma once
 
 #include <Python.h>
@@ -57,6 +66,7 @@
 #include "runtime/autotune.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cuda/kernel.h"
+#include "runtime/cuda/trials.h"
 #include "runtime/triton_build.h"
 
 namespace ember::runtime {
@@ -68,6 +78,7 @@ class TritonCode : public GraphCode {
     codegen::TritonConfig config;
     std::shared_ptr<const cuda::Kernel> kernel;
     uint32_t grid = 0;  // programs on axis 0 for the kernel's xnumel: set once by TritonCode
+    uint32_t grid_y = 1;  // a matmul template's batch
   };
   // What runs one kernel.
   struct Runnable {
@@ -79,7 +90,8 @@ class TritonCode : public GraphCode {
     PyRef interpreted;
   };
 
-  // runnables[k] runs source.kernels[k]. Throws std::invalid_argument on a mismatch.
+  // runnables[k] runs source.kernels[k], then runnables[kernels + t] source.matmul_templates[t]
+  // (empty candidates: the template did not compile). Throws std::invalid_argument on a mismatch.
   TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
              std::vector<Runnable> runnables, TuneOptions tune);
 
@@ -114,7 +126,8 @@ class TritonCode : public GraphCode {
     Choice choice;
   };
   struct Launch {
-    size_t kernel = 0;  // in source_.kernels
+    const codegen::TritonKernel* kernel = nullptr;         // in source_
+    const codegen::MatmulTemplate* matmul = nullptr;       // a template's launch: its grid
     std::vector<Arg> args;
     int64_t xnumel = 0;                // a program without symbols
     std::vector<size_t> sized;         // symbolic programs: args of Size parameters, their class bits
@@ -123,6 +136,23 @@ class TritonCode : public GraphCode {
     mutable std::vector<std::unique_ptr<Variant>> variants;
     std::unique_ptr<std::mutex> mutex;
   };
+  // One matmul template and its choice against the two steps it replaces.
+  struct MatmulSlot {
+    const codegen::MatmulTemplate* matmul = nullptr;
+    Launch launch;
+    std::mutex mutex;
+    std::atomic<int> state{0};  // kUndecided, kExtern or kTemplate; set once, under `mutex`
+  };
+  static constexpr int kUndecided = 0, kExtern = 1, kTemplate = 2;
+
+  Launch make_launch(const loop_ir::Program& program, const memory::MemoryPlan& plan, const codegen::TritonKernel& kernel,
+                     const codegen::MatmulTemplate* matmul, Runnable runnable);
+  // Programs along axes 0 and 1 for `config` at this xnumel.
+  std::pair<uint32_t, uint32_t> grid_of(const Launch& launch, const codegen::TritonConfig& config, int64_t xnumel) const;
+  // The buffers a launch loads and stores, at this call's values: saved and restored around timing.
+  std::vector<cuda::InPlaceRegion> in_place_regions(const Launch& launch, const cuda::ArgValue* values) const;
+  // Whether this call runs the template (deciding first when it can); false with a Python error set.
+  bool matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool* use_template) const;
   // The launch's arguments for this call: pointers from ctx, sizes evaluated at ctx->sym; returns xnumel.
   int64_t arg_values(const Launch& launch, const ember_ctx* ctx, cuda::ArgValue* values) const;
   // The variant for these argument values (its class and bucket), built on first need; null with
@@ -143,6 +173,8 @@ class TritonCode : public GraphCode {
   codegen::TritonSource source_;
   std::vector<loop_ir::Step> steps_;
   std::vector<Launch> launches_;
+  std::vector<std::unique_ptr<MatmulSlot>> matmuls_;
+  std::vector<int> matmul_at_step_;  // per step: the slot deciding that extern step, or -1
   std::vector<std::string> check_sites_;
   std::vector<std::string> symbol_names_;  // Program::symbols' names: ctx->sym[k] is symbol k's value
   bool interpreted_ = false;

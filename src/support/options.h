@@ -55,6 +55,9 @@ struct CompileOptions {
   // Graphs on the CPU run through the Triton backend, their kernels in Triton's interpreter, instead
   // of the C++ backend: slow, a way to test the GPU backend's code without a GPU (tests).
   bool triton_interpret = false;
+  // torch.backends.cuda.matmul.allow_tf32 when ember.compile ran: the precision of fp32 matmul
+  // templates (max-autotune), part of their text and so of every cache key built from it.
+  bool allow_tf32 = false;
   // Training graphs: what saving a recomputable activation costs the partitioner, from 1 (the cut
   // with the fewest saved bytes) down to 0 (save only inputs and what cannot be recomputed:
   // activation checkpointing). autograd::PartitionOptions::memory_budget.

@@ -53,6 +53,33 @@ def test_pointwise_with_a_constant_inner_dim_keeps_its_vector_loop(cache_dir):
         torch.testing.assert_close(got, torch.exp(torch.relu(x * w)))
 
 
+WIDE_ROWS = """program @wide_rows {
+  symbol s0 hint=16
+  buffer %b0 : f32[2, s0, 1024]{1024*s0, 1024, 1} input 0
+  buffer %b1 : f32[2, s0, 1024]{1024*s0, 1024, 1} output 0
+  kernel @k0 [i0 < 2, i1 < 1024*s0] {
+    loop {
+      %t0 = load %b0[i0, i1 // 1024, i1 % 1024] : f32
+      %t1 = sigmoid %t0 : f32
+      store %b1[i0, i1 // 1024, i1 % 1024] = %t1
+    }
+  }
+  return (%b1)
+}
+"""
+
+
+def test_few_rows_of_a_symbolic_length_split_their_vector_chunks(cache_dir):
+    # Two rows of 1024*s0 (an MLP's GELU over [B, T, 4d] with B = 2): parallel over the two rows would
+    # keep all but two threads idle however long T grows.
+    prog = compile_loop(WIDE_ROWS, cache_dir)
+    assert "parallel over the vector chunks of i1, when 2048*s0 >= 32768" in prog.source
+    for n in (2, 17, 40):
+        x = torch.randn(2, n, 1024)
+        got, = prog.run([x])
+        torch.testing.assert_close(got, torch.sigmoid(x))
+
+
 SOFTMAX = """program @softmax {
   symbol s0 hint=16
   buffer %b0 : f32[3, s0]{s0, 1} input 0

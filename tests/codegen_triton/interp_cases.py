@@ -3,6 +3,20 @@ emit_triton options). Each stays under 64K elements (the interpreter takes ~0.7 
 import torch
 import torch.nn.functional as F
 
+import ember
+from ember._C import lowering, passes
+
+
+def lower(fn, args):
+    """The loop IR of fn's one graph, straight from lowering."""
+    explained = ember.explain(fn)(*args)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    graph = explained.graphs[0]
+    for name in ("canonicalize", "decompose", "dce", "cse"):
+        graph = passes.run_pass(graph, name)
+    text, _ = lowering.lower(graph)
+    return text
+
 
 def randn(*shape, dtype=torch.float32, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)

@@ -17,13 +17,12 @@ assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import torch  # noqa: E402
 
-import ember  # noqa: E402
-from ember._C import codegen, lowering, passes  # noqa: E402
+from ember._C import codegen  # noqa: E402
 from ember._triton import interpret  # noqa: E402
 from ember.testing import loop_interp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interp_cases import CASES, LOOP_CASES  # noqa: E402
+from interp_cases import CASES, LOOP_CASES, lower  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
 
@@ -32,24 +31,14 @@ DTYPES = {"b8": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.in
           "f64": torch.float64}
 
 
-def lower(fn, args):
-    """The loop IR of fn's one graph, straight from lowering."""
-    explained = ember.explain(fn)(*args)
-    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
-    graph = explained.graphs[0]
-    for name in ("canonicalize", "decompose", "dce", "cse"):
-        graph = passes.run_pass(graph, name)
-    text, _ = lowering.lower(graph)
-    return text
-
-
 def ints(exprs):
     return [int(e) for e in exprs]
 
 
-def run_program(emitted, args):
+def buffers(emitted, args):
+    """(the parsed program, a function giving each buffer's CPU tensor: the graph's inputs, the
+    arena's slices for temporaries, new tensors for outputs)."""
     prog = loop_interp.parse(emitted["program"])
-    assert not any(kind == "extern" for kind, _ in prog.steps), "programs with extern calls are not run here"
     arena = torch.zeros(max(emitted["arena_bytes"], 1), dtype=torch.uint8)
     roots = {}
 
@@ -72,6 +61,12 @@ def run_program(emitted, args):
                 roots[bid] = torch.empty_strided(sizes, strides, dtype=dtype)
         return roots[bid]
 
+    return prog, tensor
+
+
+def run_program(emitted, args):
+    prog, tensor = buffers(emitted, args)
+    assert not any(kind == "extern" for kind, _ in prog.steps), "programs with extern calls are not run here"
     # Without extern calls the kernels run in the order the program lists them.
     for kernel in emitted["kernels"]:
         fn = interpret.load(kernel["source"], kernel["name"])

@@ -1,23 +1,12 @@
 """The collapse pass end to end (docs/loop-ir.md, "Collapse"): kernels whose accesses walk
 adjacent loops contiguously run one long loop; permuted and sliced inputs keep their loops; values
 match eager on odd sizes, static and symbolic."""
-import logging
 import re
 
 import pytest
 import torch
 
 import ember
-
-
-def compiled_source(fn, *args, monkeypatch, caplog, **kw):
-    """(result, generated C++ and scheduled loop IR as logged) of ember.compile(fn)(*args)."""
-    monkeypatch.setenv("EMBER_LOGS", "output_code")
-    caplog.set_level(logging.INFO, logger="ember")
-    caplog.clear()
-    ember.reset()
-    out = ember.compile(fn, **kw)(*args)
-    return out, "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
 
 
 def _pointwise(x):
@@ -32,40 +21,40 @@ def _squeeze_excite(x):
     return x * torch.sigmoid(x.mean((2, 3), keepdim=True))
 
 
-def test_contiguous_pointwise_is_one_loop(monkeypatch, caplog):
+def test_contiguous_pointwise_is_one_loop(compiled_source):
     x = torch.randn(3, 5, 7, 9)
-    out, source = compiled_source(_pointwise, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_pointwise, x)
     torch.testing.assert_close(out, _pointwise(x))
     assert "[i0 < 945]" in source
 
 
-def test_plane_reduction_and_broadcast_collapse(monkeypatch, caplog):
+def test_plane_reduction_and_broadcast_collapse(compiled_source):
     x = torch.randn(2, 3, 9, 11)
-    out, source = compiled_source(_plane_mean, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_plane_mean, x)
     torch.testing.assert_close(out, _plane_mean(x))
     assert "[r0 < 99]" in source
-    out, source = compiled_source(_squeeze_excite, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_squeeze_excite, x)
     torch.testing.assert_close(out, _squeeze_excite(x))
     assert "[r0 < 99]" in source
 
 
 @pytest.mark.parametrize("view", ["permute", "transpose_plane", "slice"])
-def test_non_contiguous_inputs_keep_their_loops(view, monkeypatch, caplog):
+def test_non_contiguous_inputs_keep_their_loops(view, compiled_source):
     base = torch.randn(2, 3, 7, 9)
     x = {"permute": base.permute(0, 2, 3, 1), "transpose_plane": base.transpose(2, 3),
          "slice": base[:, :, :, :5]}[view]
-    out, source = compiled_source(_pointwise, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_pointwise, x)
     torch.testing.assert_close(out, _pointwise(x))
     assert f"[i0 < {x.numel()}]" not in source
-    out, _ = compiled_source(_plane_mean, x, monkeypatch=monkeypatch, caplog=caplog)
+    out, _ = compiled_source(_plane_mean, x)
     torch.testing.assert_close(out, _plane_mean(x))
 
 
-def test_symbolic_outer_size_collapses_over_constant_inner(monkeypatch, caplog):
+def test_symbolic_outer_size_collapses_over_constant_inner(compiled_source):
     for n in (3, 5):
         x = torch.randn(n, 6, 7)
         ember.mark_dynamic(x, 0)
-        out, source = compiled_source(_pointwise, x, monkeypatch=monkeypatch, caplog=caplog)
+        out, source = compiled_source(_pointwise, x)
         torch.testing.assert_close(out, _pointwise(x))
     assert re.search(r"\[i0 < 42\*s\d+\]", source), source[:3000]
 
@@ -74,8 +63,8 @@ def _gate(x, g):
     return x * torch.sigmoid(g)
 
 
-def test_invariant_sigmoid_is_hoisted_out_of_the_vector_loop(monkeypatch, caplog):
+def test_invariant_sigmoid_is_hoisted_out_of_the_vector_loop(compiled_source):
     x, g = torch.randn(2, 5, 9, 11), torch.randn(2, 5, 1, 1)
-    out, source = compiled_source(_gate, x, g, monkeypatch=monkeypatch, caplog=caplog)
+    out, source = compiled_source(_gate, x, g)
     torch.testing.assert_close(out, _gate(x, g))
     assert "loop 0 []: once per outer point" in source and "loop 1 [r0 < 99]: vector over r0" in source

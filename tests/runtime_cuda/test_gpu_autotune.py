@@ -35,9 +35,10 @@ _PROGRAM = """
 """
 
 
-def run(cache, logs=""):
+def run(cache, logs="", program=_PROGRAM):
+    """(stdout, stderr) of `program` in a fresh process with this cache and EMBER_LOGS."""
     env = dict(os.environ, EMBER_CACHE_DIR=str(cache), EMBER_LOGS=logs)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_PROGRAM.format(python_dir=PYTHON_DIR))],
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(program.format(python_dir=PYTHON_DIR))],
                             env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     return result.stdout, result.stderr

@@ -2,7 +2,7 @@
 // of Ember's golden tests (tests/golden), and the quickest way to watch one step work.
 //
 //   ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]...
-//             [--max-nodes N] [--target cpu|triton] [--exact-random] [--list-passes] FILE|-
+//             [--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--list-passes] FILE|-
 //
 // The input is graph IR, or loop IR with --loop; it is always verified (steps may assume valid IR).
 // Every step is one of the pipeline's (src/pipeline/pipeline.h; --list-passes lists them in order):
@@ -13,7 +13,8 @@
 // --verify also verifies after every step, blaming the step that broke the IR. --print-after NAME
 // prints the IR after that step (as `// after NAME:` and the IR) before the final result.
 // --max-nodes sets the scheduler's fusion size cap of the target. --target picks what `emit`
-// generates: C++ (cpu, the default) or Triton kernels (triton). --exact-random: the joint step
+// generates: C++ (cpu, the default) or Triton kernels (triton; triton-max-autotune: the Triton
+// target of mode="max-autotune", whose candidate configs and matmul templates then print). --exact-random: the joint step
 // gives dropout eager's numbers (native_dropout), as the option fallback_random does. The result prints in the form of
 // the last IR made: graph IR; loop IR (after the scheduler, its decisions first as `// fusion:`
 // lines; after the memory planner, its plan last as `// memory:` lines); C++ or Triton after `emit`.
@@ -36,7 +37,7 @@ namespace pipeline = ember::pipeline;
 
 constexpr const char* kUsage =
     "usage: ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]... "
-    "[--max-nodes N] [--target cpu|triton] [--exact-random] [--list-passes] FILE|-\n";
+    "[--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--list-passes] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -122,11 +123,15 @@ int parse_args(int argc, char** argv, Options& options) {
       std::string flag = arg.substr(0, arg.find('='));
       if (!value_of(i, arg, flag.c_str(), value)) return usage_error(flag + " needs a value");
       if (flag == "--target") {
-        if (value != "cpu" && value != "triton") return usage_error("--target is cpu or triton, not '" + value + "'");
+        if (value != "cpu" && value != "triton" && value != "triton-max-autotune")
+          return usage_error("--target is cpu, triton or triton-max-autotune, not '" + value + "'");
         // The target's settings, not just its kind (the Triton target splits reductions and rounds
         // in registers); what --max-nodes set is kept.
         const int max_nodes = options.target.schedule.max_nodes;
-        options.target = value == "cpu" ? pipeline::Target::cpu() : pipeline::Target::gpu();
+        std::string why;
+        options.target = value == "cpu"      ? pipeline::Target::cpu()
+                         : value == "triton" ? pipeline::Target::gpu()
+                                             : *pipeline::target_for(ember::ir::Device{"cuda", 0}, false, ember::Mode::MaxAutotune, &why);
         options.target.schedule.max_nodes = max_nodes;
         continue;
       }

@@ -82,6 +82,19 @@ else:
         return _nan_if_any(tl.min(x, axis), x, axis)
 
 
+if not INTERPRET:
+    # A matmul template's tl.dot operand, as loaded (bf16/f16 go to the tensor cores as they are).
+    @triton.jit
+    def dot_operand(x):
+        return x
+else:
+    # The interpreter's tl.dot multiplies bf16 operands' raw bits (Triton 3.6): upcast first. A
+    # bf16 or f16 product is exact in float32, as on the GPU's tensor cores.
+    @triton.jit
+    def dot_operand(x):
+        return x.to(tl.float32)
+
+
 @triton.jit
 def _mul(a, b):
     return a * b

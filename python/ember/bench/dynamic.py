@@ -10,8 +10,11 @@ Columns, per workload and compiler:
   compile    seconds spent compiling over the schedule: the schedule's wall time minus what the same calls
              take once compiled
   t=N        median per-call time at length N once the schedule ran (the dynamic graph's speed)
-  static     per-call time at length N of a graph compiled for that length only (dynamic=False): the
+  static     per-call time at length N of a graph compiled for that length only (dynamic=False), timed
+             interleaved with the dynamic graph's calls at that length so that both see the same machine: the
              dynamic graph's speed is compared against it (issue 14: within 10%)
+With `--device cuda` the models and inputs live on the GPU and every timed call ends with a synchronize (the
+time a caller sees).
 Outputs are checked against eager on every call of the schedule; a mismatch or a failure is recorded in the
 row and the suite exits 1 at the end.
 """
@@ -29,12 +32,18 @@ def add_arguments(parser):
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated (default: {', '.join(WORKLOADS)})")
     options.add_sampling_arguments(parser, SAMPLING)
     options.add_no_inductor_argument(parser)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--quick", action="store_true", help="small models and few lengths: checks that the suite runs")
     parser.add_argument("--out", default="bench-results/dynamic.json", help="JSON path; .md is written next to it")
 
 
-def _build(name, quick):
-    """(model, make_input(t), description)."""
+def _build(name, quick, device):
+    """(model, make_input(t), description); the model and its inputs on `device`."""
+    model, make, desc = _build_cpu(name, quick)
+    return model.to(device), lambda t: tuple(a.to(device) for a in make(t)), desc
+
+
+def _build_cpu(name, quick):
     import torch
     torch.manual_seed(0)
     if name == "nanogpt":
@@ -60,15 +69,17 @@ def _logits(out):
     return out if not hasattr(out, "logits") else out.logits
 
 
-def _compile(compiler, model, dynamic):
+def _compile(compiler, model, dynamic, reset=True):
     if compiler == "ember":
         import ember
-        ember.reset()
+        if reset:
+            ember.reset()
         return ember.compile(model, dynamic=dynamic)
     import torch
     import torch._dynamo
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
+    if reset:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
     return torch.compile(model, dynamic=dynamic)
 
 
@@ -80,15 +91,22 @@ def _graphs(compiler):
     return torch._dynamo.utils.counters["stats"].get("unique_graphs", 0)
 
 
-def _per_call(fn, args, sampling):
-    t = timing.measure({"x": lambda: fn(*args)}, warmup=sampling["warmup"], repeats=sampling["repeat"],
-                       min_sample_s=sampling["min_sample_ms"] / 1e3)["x"]
-    return t.median
-
-
-def _run(name, compiler, sampling, quick):
+def _per_call(fns, args, sampling, device):
+    """Median seconds per call of each of `fns` (name -> callable), interleaved."""
     import torch
-    model, make, desc = _build(name, quick)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def call(fn):
+        fn(*args)
+        sync()
+    times = timing.measure({k: (lambda fn=fn: call(fn)) for k, fn in fns.items()}, warmup=sampling["warmup"],
+                           repeats=sampling["repeat"], min_sample_s=sampling["min_sample_ms"] / 1e3)
+    return {k: t.median for k, t in times.items()}
+
+
+def _run(name, compiler, sampling, quick, device):
+    import torch
+    model, make, desc = _build(name, quick, device)
     lengths = LENGTHS[:6] if quick else LENGTHS
     probes = tuple(p for p in PROBES if p in lengths) or lengths[-2:]
     row = {"workload": name, "description": desc, "compiler": compiler}
@@ -100,14 +118,16 @@ def _run(name, compiler, sampling, quick):
             torch.testing.assert_close(_logits(fn(*args)), _logits(model(*args)))
         schedule = time.perf_counter() - start
         row["graphs"] = _graphs(compiler)
-        steady = sum(_per_call(fn, make(t), {"warmup": 0, "repeat": 1, "min_sample_ms": 0.0}) for t in lengths)
+        once = {"warmup": 0, "repeat": 1, "min_sample_ms": 0.0}
+        steady = sum(_per_call({"x": fn}, make(t), once, device)["x"] for t in lengths)
         row["compile_s"] = max(schedule - steady, 0.0)
-        row["dynamic"] = {t: _per_call(fn, make(t), sampling) for t in probes}
-        row["static"] = {}
+        row["dynamic"], row["static"] = {}, {}
         for t in probes:
-            static = _compile(compiler, model, False)
+            # Compiled beside the dynamic graph (no reset): both stay cached, so their calls interleave.
+            static = _compile(compiler, model, False, reset=False)
             static(*make(t))
-            row["static"][t] = _per_call(static, make(t), sampling)
+            times = _per_call({"dynamic": fn, "static": static}, make(t), sampling, device)
+            row["dynamic"][t], row["static"][t] = times["dynamic"], times["static"]
     return row
 
 
@@ -141,9 +161,9 @@ def run(args):
         for compiler in compilers:
             print(f"{name} / {compiler} ...", flush=True)
             try:
-                rows.append(_run(name, compiler, sampling, args.quick))
+                rows.append(_run(name, compiler, sampling, args.quick, args.device))
             except Exception as exc:  # noqa: BLE001 -- recorded in the row; the suite carries on
                 ok = False
                 rows.append({"workload": name, "compiler": compiler, "error": report.error_text(exc)})
-    results = {"environment": report.environment(), "lengths": list(LENGTHS), "rows": rows, "ok": ok}
+    results = {"environment": report.environment(), "device": args.device, "lengths": list(LENGTHS), "rows": rows, "ok": ok}
     return report.finish(args.out, results, _markdown(rows))

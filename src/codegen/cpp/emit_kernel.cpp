@@ -592,6 +592,9 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   const size_t parallel_dims = vector_points ? rank - 1 : rank;
   int64_t parallel_points = 1;
   for (size_t d = 0; d < parallel_dims; ++d) parallel_points *= k.outer[d];
+  // A symbolic vector extent makes each outer point's work unbounded: a few points ([2, 1024*s0])
+  // would then keep most threads idle at large sizes, so the vector chunks are split instead.
+  const bool unbounded_points = vector_points && !kernel.ranges.back().is_constant();
   bool parallel_outer = false, parallel_chunks = false;
   std::string parallel_note;
   if (!options.openmp) {
@@ -599,7 +602,7 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   } else if (!symbolic_work && work < options.parallel_threshold) {
     parallel_note = "serial: work " + std::to_string(work) + " < " + std::to_string(options.parallel_threshold);
   } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2) ||
-             (parallel_points >= 2 && work / parallel_points < options.parallel_threshold)) {
+             (parallel_points >= 2 && !unbounded_points && work / parallel_points < options.parallel_threshold)) {
     parallel_outer = true;
     parallel_note = "parallel over " + std::to_string(parallel_dims) + " outer loop(s), " +
                     std::to_string(parallel_points) + " points";

@@ -44,12 +44,7 @@ std::vector<std::pair<std::string, std::string>> TritonKernel::signature() const
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-
-int64_t next_pow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
+using triton::next_pow2;
 
 int64_t clamp_pow2(int64_t v, int64_t lo, int64_t hi) { return next_pow2(std::min(std::max(v, lo), hi)); }
 
@@ -58,6 +53,7 @@ const char* kind_name(TritonKernel::Kind kind) {
     case TritonKernel::Kind::Pointwise: return "pointwise";
     case TritonKernel::Kind::PersistentReduction: return "persistent reduction";
     case TritonKernel::Kind::LoopedReduction: return "looped reduction";
+    case TritonKernel::Kind::Matmul: return "matmul template";
   }
   return "?";
 }
@@ -110,6 +106,20 @@ class KernelEmitter {
  public:
   KernelEmitter(const Program& p, const Kernel& k, const TritonOptions& o) : program_(p), kernel_(k), options_(o) {}
 
+  triton::TileEpilogue tile(BufferId accumulator, bool xmask) {
+    shape_.tile = true;
+    shape_.accumulator = accumulator;
+    check_and_collect();
+    measure();
+    shape_.xmask = xmask;
+    triton::TileEpilogue out;
+    out.params = params();
+    if (shape_.int64) out.refused = "the epilogue needs int64 indexing";
+    if (!mentioned_program_symbols().empty()) out.refused = "the epilogue has symbolic sizes";
+    out.body = triton::emit_body(program_, kernel_, shape_, &out.check_sites);
+    return out;
+  }
+
   TritonKernel emit() {
     TritonKernel out;
     check_and_collect();
@@ -155,6 +165,7 @@ class KernelEmitter {
       }
       if (n.op == ScalarOp::CheckIndex) mention(n.bound);
       if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
+      if (n.buffer == shape_.accumulator) continue;  // the template's registers
       const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
       sym::Expr offset = 0;
       BufferId id = b.id;
@@ -292,6 +303,7 @@ class KernelEmitter {
         reasons_ += "# configs: RBLOCK = next_pow2(rnumel), XBLOCK*RBLOCK <= 4096, num_warps from 256 elements per warp\n";
         break;
       }
+      case TritonKernel::Kind::Matmul: break;  // not a loop-IR kernel's kind (matmul_template.cpp)
       case TritonKernel::Kind::LoopedReduction: {
         const int64_t row = next_pow2(at_hints(shape_.rnumel, program_.symbols));
         const int64_t rb = std::min<int64_t>(2048, row);
@@ -366,6 +378,7 @@ class KernelEmitter {
       p.hint = at_hints(value, program_.symbols);
       list.push_back(p);
     };
+    if (shape_.tile) return list;  // the template's sizes are its own
     size("xnumel", shape_.xnumel);
     if (shape_.kind != TritonKernel::Kind::Pointwise) size("rnumel", shape_.rnumel);
     for (const sym::SymbolInfo* s : mentioned_program_symbols()) size(s->name, sym::Expr::symbol(s->name));
@@ -374,23 +387,10 @@ class KernelEmitter {
 
   // ember_<poi|per|red>_<up to three op names>_<8 hex of the text's hash>.
   std::string name(const std::string& text) const {
-    std::string ops;
-    std::set<std::string> seen;
-    for (const Node& n : kernel_.nodes) {
-      if (loop_ir::op_info(n.op).cls == loop_ir::OpClass::Leaf || loop_ir::op_info(n.op).cls == loop_ir::OpClass::Effect ||
-          n.op == ScalarOp::Cast || n.op == ScalarOp::CheckIndex)
-        continue;
-      std::string op = loop_ir::op_info(n.op).name;
-      if (op.rfind("reduce_", 0) == 0) op = op.substr(7);
-      if (op.rfind("welford_", 0) == 0) op = "welford";
-      if (seen.size() == 3 || !seen.insert(op).second) continue;
-      ops += op + "_";
-    }
-    if (ops.empty()) ops = "copy_";
     const char* prefix = shape_.kind == TritonKernel::Kind::Pointwise           ? "poi"
                          : shape_.kind == TritonKernel::Kind::PersistentReduction ? "per"
                                                                                   : "red";
-    return std::string("ember_") + prefix + "_" + ops + sha256_hex(text).substr(0, 8);
+    return std::string("ember_") + prefix + "_" + triton::op_names(kernel_) + sha256_hex(text).substr(0, 8);
   }
 
   const Program& program_;
@@ -405,29 +405,70 @@ class KernelEmitter {
 
 }  // namespace
 
+namespace triton {
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+std::string op_names(const Kernel& kernel) {
+  std::string ops;
+  std::set<std::string> seen;
+  for (const Node& n : kernel.nodes) {
+    if (loop_ir::op_info(n.op).cls == loop_ir::OpClass::Leaf || loop_ir::op_info(n.op).cls == loop_ir::OpClass::Effect ||
+        n.op == ScalarOp::Cast || n.op == ScalarOp::CheckIndex)
+      continue;
+    std::string op = loop_ir::op_info(n.op).name;
+    if (op.rfind("reduce_", 0) == 0) op = op.substr(7);
+    if (op.rfind("welford_", 0) == 0) op = "welford";
+    if (seen.size() == 3 || !seen.insert(op).second) continue;
+    ops += op + "_";
+  }
+  return ops.empty() ? "copy_" : ops;
+}
+
+TileEpilogue tile_epilogue(const Program& program, const Kernel& kernel, BufferId accumulator, bool xmask) {
+  static const TritonOptions kOptions;  // a tile epilogue has no configs of its own
+  return KernelEmitter(program, kernel, kOptions).tile(accumulator, xmask);
+}
+
+}  // namespace triton
+
 TritonSource emit_triton(const Program& program, const memory::MemoryPlan& plan, const TritonOptions& options) {
   if (plan.offsets.size() != program.buffers.size())
     throw CodegenError("the memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
                        std::to_string(program.buffers.size()) + " buffers");
   TritonSource source;
   for (const Kernel& k : program.kernels) source.kernels.push_back(KernelEmitter(program, k, options).emit());
+  if (options.matmul_templates) triton::add_matmul_templates(program, options, &source);
   return source;
 }
 
+namespace {
+
+void print_kernel(const std::string& title, const TritonKernel& kernel, std::string* out) {
+  *out += "# " + title + ": " + kernel.name + " (" + kind_name(kernel.kind) + ")\n";
+  for (const TritonParam& p : kernel.params) {
+    *out += "#   " + p.name + ": " + p.type + " = ";
+    *out += p.kind == TritonParam::Kind::Pointer ? "%b" + std::to_string(p.buffer) : p.value.str();
+    *out += "\n";
+  }
+  for (const TritonConfig& c : kernel.configs) *out += "#   config: " + c.str() + "\n";
+  for (const std::string& site : kernel.check_sites) *out += "#   check: " + site + "\n";
+  *out += kernel.source + "\n";
+}
+
+}  // namespace
+
 std::string print(const TritonSource& source) {
   std::string out;
-  for (size_t k = 0; k < source.kernels.size(); ++k) {
-    const TritonKernel& kernel = source.kernels[k];
-    out += "# kernel " + std::to_string(k) + ": " + kernel.name + " (" + kind_name(kernel.kind) + ")\n";
-    for (const TritonParam& p : kernel.params) {
-      out += "#   " + p.name + ": " + p.type + " = ";
-      out += p.kind == TritonParam::Kind::Pointer ? "%b" + std::to_string(p.buffer) : p.value.str();
-      out += "\n";
-    }
-    for (const TritonConfig& c : kernel.configs) out += "#   config: " + c.str() + "\n";
-    for (const std::string& site : kernel.check_sites) out += "#   check: " + site + "\n";
-    out += kernel.source + "\n";
-  }
+  for (size_t k = 0; k < source.kernels.size(); ++k) print_kernel("kernel " + std::to_string(k), source.kernels[k], &out);
+  for (const MatmulTemplate& t : source.matmul_templates)
+    print_kernel("matmul template for extern " + std::to_string(t.extern_index) + " + kernel " + std::to_string(t.epilogue),
+                 t.kernel, &out);
+  for (const std::string& why : source.matmul_refusals) out += "# no matmul template: " + why + "\n";
   return out;
 }
 

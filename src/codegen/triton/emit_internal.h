@@ -29,7 +29,36 @@ struct KernelShape {
   std::map<loop_ir::BufferId, std::string> pointer;
   std::map<loop_ir::BufferId, sym::Expr> root_offset;
   const sym::Symbols* symbols = nullptr;  // the program's: their ranges decide signs and divisions
+  // A matmul template's epilogue (matmul_template.cpp): values are [BLOCK_M, BLOCK_N] tiles; the
+  // template prints the set-up (i<k> as full tiles, xmask as the tile's mask) instead of the
+  // header, and a load of `accumulator` (the matmul's result) reads the tile `acc`.
+  bool tile = false;
+  loop_ir::BufferId accumulator = -1;
 };
+
+// A pointwise kernel printed as a matmul template's epilogue: its parameters (the root buffers it
+// touches besides the accumulator, named in_ptr<k>/out_ptr<k>/in_out_ptr<k> as in a kernel of its
+// own; no sizes), its body over the tile, its check sites, and why the template cannot take it
+// (int64 indexing, shape symbols; empty: it can). Needs: the kernel verified against the tile
+// (matmul_template.cpp).
+struct TileEpilogue {
+  std::vector<TritonParam> params;
+  std::string body;
+  std::vector<std::string> check_sites;
+  std::string refused;
+};
+TileEpilogue tile_epilogue(const loop_ir::Program& program, const loop_ir::Kernel& kernel,
+                           loop_ir::BufferId accumulator, bool xmask);
+
+// Up to three op names of a kernel's nodes ("max_sub_exp_", "copy_" when none): its name's middle.
+std::string op_names(const loop_ir::Kernel& kernel);
+
+// matmul_template.cpp: a template for each extern matmul whose result only the kernel step right
+// after it reads, elementwise (TritonSource::matmul_templates), else the reason (matmul_refusals).
+void add_matmul_templates(const loop_ir::Program& program, const TritonOptions& options, TritonSource* source);
+
+// The smallest power of two >= n.
+int64_t next_pow2(int64_t n);
 
 // The @triton.jit function's body lines (4-space indented, each ending in '\n'), from the index
 // set-up to the last store. Appends one check site per check_index to `check_sites`

@@ -131,12 +131,16 @@ class BodyEmitter {
   void line(const std::string& indent, const std::string& text) { out_ += indent + text + "\n"; }
   const TDTypeSpelling& dt(ir::DType d, const Node& n) { return spelled(d, "node " + node_desc(n)); }
 
-  std::string x_shape() const { return reduction() ? "[XBLOCK, 1]" : "[XBLOCK]"; }
+  std::string x_shape() const {
+    if (shape_.tile) return "[BLOCK_M, BLOCK_N]";
+    return reduction() ? "[XBLOCK, 1]" : "[XBLOCK]";
+  }
 
   // Constant sizes are rebound to literals, as Inductor does: masks compare against constants, and
   // the interpreter's numpy >= 2.4 bug on runtime loop bounds is avoided. Symbolic ones stay the
   // parameters (xnumel, rnumel, s0, ...) the launcher passes.
   void header() {
+    if (shape_.tile) return;  // the template defines i<k> and xmask over its tile
     if (shape_.xnumel.is_constant()) line("    ", "xnumel = " + shape_.xnumel.str());
     std::string pid = shape_.int64 ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
     line("    ", "xoffset = " + pid + " * XBLOCK");
@@ -450,6 +454,7 @@ class BodyEmitter {
   }
 
   void load(const Node& n, const std::string& indent, size_t loop) {
+    if (n.buffer == shape_.accumulator) return line(indent, var(n.id) + " = acc");
     const Buffer& b = program_.buffers.at(static_cast<size_t>(n.buffer));
     const TDTypeSpelling& s = spelled(b.dtype, "buffer %" + b.name());
     const bool masked = !n.operands.empty();

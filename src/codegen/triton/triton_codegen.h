@@ -22,6 +22,10 @@
 //  - All math the `tl` namespace lacks goes through Ember's helper module (python/ember/_triton/
 //    helpers.py: libdevice on the GPU, `tl` shims under TRITON_INTERPRET=1), imported by every
 //    kernel's text; its bytes are part of the cubin cache key.
+//  - Under options.matmul_templates (max-autotune on CUDA), each extern matmul whose result only
+//    the kernel step after it reads, elementwise, also gets a matmul template doing both steps
+//    (MatmulTemplate; matmul_template.cpp); every other extern matmul gets the reason it has none.
+//    The program's own kernels are the same with or without them.
 // Code generation only prints: the kernel kind (pointwise, persistent or looped reduction), the
 // index width and the candidate configs are decided from sizes here and written as a comment
 // above the kernel with their reasons.
@@ -45,6 +49,12 @@ struct TritonOptions {
   // Candidate configs per kernel: 1 = the heuristic's choice only (default mode); more for
   // autotuning (max-autotune widens the list).
   int max_configs = 1;
+  // max-autotune: a matmul template (matmul_template.h) for each extern matmul followed by its
+  // pointwise epilogue, for the runtime to time against the extern call + epilogue kernel.
+  bool matmul_templates = false;
+  // torch.backends.cuda.matmul.allow_tf32 at compile time: fp32 templates' tl.dot precision. Part
+  // of the template's text, so of every cache key built from it.
+  bool allow_tf32 = false;
 };
 
 // One non-constexpr parameter of a kernel's @triton.jit function, in order.
@@ -74,7 +84,8 @@ struct TritonConfig {
 };
 
 struct TritonKernel {
-  enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction };
+  // Matmul: a matmul template (matmul_template.h), launched over MatmulTemplate::grid.
+  enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction, Matmul };
   Kind kind = Kind::Pointwise;
   std::string name;            // the @triton.jit function's name, derived from content
   std::string source;          // a whole Python module: imports, then the @triton.jit function
@@ -90,8 +101,23 @@ struct TritonKernel {
   std::vector<std::pair<std::string, std::string>> signature() const;
 };
 
+// Candidate (b) of a matmul choice (docs/cuda-runtime.md, "Matmul choice"): one kernel doing the
+// work of program.externs[extern_index] and of program.kernels[epilogue], the kernel step right
+// after it; the runtime runs either those two steps (candidate (a)) or this kernel.
+struct MatmulTemplate {
+  int extern_index = -1;
+  int epilogue = -1;           // index into program.kernels
+  TritonKernel kernel;         // Kind::Matmul; blocks BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  // Programs of a launch: (ceil(m / BLOCK_M) * ceil(n / BLOCK_N), batch), axes 0 and 1.
+  std::pair<int64_t, int64_t> grid(const TritonConfig& config) const;
+};
+
 struct TritonSource {
   std::vector<TritonKernel> kernels;  // kernels[k] runs program.kernels[k]
+  std::vector<MatmulTemplate> matmul_templates;  // options.matmul_templates only
+  // Extern matmuls that got no template, each with the reason (EMBER_LOGS=perf, goldens).
+  std::vector<std::string> matmul_refusals;
 };
 
 // Throws CodegenError naming the buffer or node when the program has something this backend does

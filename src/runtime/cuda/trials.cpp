@@ -56,14 +56,20 @@ bool Trials::restore(std::string* error) {
   return true;
 }
 
-std::optional<double> Trials::time(const Kernel& kernel, uint32_t grid_x, const ArgValue* args, std::string* why) {
+std::optional<double> Trials::time(const Kernel& kernel, std::pair<uint32_t, uint32_t> grid, const ArgValue* args,
+                                   std::string* why) {
+  return time([&](std::string* failed) { return kernel.launch(device_, stream_, grid.first, grid.second, 1, args, failed); },
+              why);
+}
+
+std::optional<double> Trials::time(const Work& work, std::string* why) {
   if (!ready(why)) return std::nullopt;
   for (int i = 0; i < kWarmup; ++i)
-    if (!kernel.launch(device_, stream_, grid_x, 1, 1, args, why)) return std::nullopt;
+    if (!work(why)) return std::nullopt;
   for (int i = 0; i < kRepeats; ++i) {
     if (CUresult s = driver_->cuEventRecord(events_[i], stream_))
       return *why = "cuEventRecord: " + driver_->describe(s), std::nullopt;
-    if (!kernel.launch(device_, stream_, grid_x, 1, 1, args, why)) return std::nullopt;
+    if (!work(why)) return std::nullopt;
     if (CUresult s = driver_->cuEventRecord(events_[kRepeats + i], stream_))
       return *why = "cuEventRecord: " + driver_->describe(s), std::nullopt;
   }
@@ -89,20 +95,24 @@ Trials::~Trials() {
   for (CUevent event : events_) driver_->cuEventDestroy(event);
 }
 
+ConfigTimer device_timer(Trials& trials, const KernelFor& kernel_for, const GridFor& grid, const ArgValue* args) {
+  return [&trials, kernel_for, grid, args](const codegen::TritonConfig& config, std::string* why) -> std::optional<double> {
+    std::shared_ptr<const Kernel> kernel = kernel_for(config, why);
+    if (!kernel) return std::nullopt;
+    std::optional<double> ms = trials.time(*kernel, grid(config), args, why);
+    std::string error;
+    if (!trials.restore(&error)) throw std::runtime_error("restoring in-place buffers: " + error);
+    return ms;
+  };
+}
+
 TuneResult tune_on_device(const std::vector<codegen::TritonConfig>& configs, const KernelFor& kernel_for, int device,
-                          CUstream stream, int64_t xnumel, const ArgValue* args,
+                          CUstream stream, const GridFor& grid, const ArgValue* args,
                           const std::vector<InPlaceRegion>& in_place, bool coordinate_descent) {
   Trials trials(device, stream);
   std::string error;
   if (!trials.save(in_place, &error)) throw std::runtime_error("saving in-place buffers: " + error);
-  ConfigTimer timer = [&](const codegen::TritonConfig& config, std::string* why) -> std::optional<double> {
-    std::shared_ptr<const Kernel> kernel = kernel_for(config, why);
-    if (!kernel) return std::nullopt;
-    std::optional<double> ms = trials.time(*kernel, launch_grid(xnumel, config), args, why);
-    if (!trials.restore(&error)) throw std::runtime_error("restoring in-place buffers: " + error);
-    return ms;
-  };
-  return tune_configs(configs, timer, coordinate_descent);
+  return tune_configs(configs, device_timer(trials, kernel_for, grid, args), coordinate_descent);
 }
 
 bool stream_capturing(CUstream stream) {

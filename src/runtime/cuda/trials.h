@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/autotune.h"
@@ -44,7 +45,12 @@ class Trials {
   bool save(const std::vector<InPlaceRegion>& regions, std::string* error);
   // Copies the saved bytes back, on the stream.
   bool restore(std::string* error);
-  std::optional<double> time(const Kernel& kernel, uint32_t grid_x, const ArgValue* args, std::string* why);
+  // Queues `work` (launches on the stream; false with `*why` set when one fails) kWarmup times,
+  // then kRepeats times each between two events; the median elapsed milliseconds.
+  using Work = std::function<bool(std::string* why)>;
+  std::optional<double> time(const Work& work, std::string* why);
+  std::optional<double> time(const Kernel& kernel, std::pair<uint32_t, uint32_t> grid, const ArgValue* args,
+                             std::string* why);
 
  private:
   bool ready(std::string* error);  // the driver, a current context and the events
@@ -57,12 +63,18 @@ class Trials {
 
 // A config's kernel, compiled if need be; null with `*why` set when it cannot be had.
 using KernelFor = std::function<std::shared_ptr<const Kernel>(const codegen::TritonConfig& config, std::string* why)>;
+// A config's programs along axes 0 and 1.
+using GridFor = std::function<std::pair<uint32_t, uint32_t>(const codegen::TritonConfig& config)>;
+
+// A ConfigTimer over `trials`: each config's kernel (kernel_for) timed with `args` over its grid,
+// then the saved in-place regions restored (throws std::runtime_error when a copy fails).
+ConfigTimer device_timer(Trials& trials, const KernelFor& kernel_for, const GridFor& grid, const ArgValue* args);
 
 // Chooses among `configs` (runtime/autotune.h, tune_configs), each timed on `stream` with `args`,
 // the `in_place` regions saved first and restored after every config, so the caller's next launch
 // sees the inputs it was given. Throws std::runtime_error when no config runs or a copy fails.
 TuneResult tune_on_device(const std::vector<codegen::TritonConfig>& configs, const KernelFor& kernel_for, int device,
-                          CUstream stream, int64_t xnumel, const ArgValue* args,
+                          CUstream stream, const GridFor& grid, const ArgValue* args,
                           const std::vector<InPlaceRegion>& in_place, bool coordinate_descent);
 
 // Whether `stream` is capturing a CUDA graph (or the driver cannot say): timing, which waits for
