@@ -276,9 +276,10 @@ struct Builder {
 }  // namespace
 
 std::optional<Joint> build_joint(const ir::Graph& forward, const JointOptions& options, std::string* reason) {
-  *reason = why_not_differentiable(forward);
-  if (!reason->empty()) return std::nullopt;
   ir::Graph g = forward;
+  writes_out_of_place(g);
+  *reason = why_not_differentiable(g);
+  if (!reason->empty()) return std::nullopt;
   std::vector<bool> disabled = grad_disabled_nodes(g);
   passes::decompose(g, [&disabled](const ir::Node& node) {
     return differentiates_whole(node) || disabled[static_cast<size_t>(node.id)];

@@ -109,6 +109,12 @@ bool differentiates_whole(const ir::Node& node);
 // mask (eager's own numbers).
 void random_ops_for_training(ir::Graph& g, bool exact_random);
 
+// A training graph's in-place calls (F.relu(x, inplace=True), x += y, x.mul_(y)) made out of place where
+// nothing else can see the written value: it is an intermediate in storage of its own (not an input,
+// not a view) that no other node may alias; reads after the write then read the call's result
+// (functional_writes.cpp). The rest stay in place, and such a graph runs eagerly (joint.cpp).
+void writes_out_of_place(ir::Graph& g);
+
 // Rules by family; each file defines the functions rules.cpp's table names.
 namespace rules {
 #define EMBER_VJP_RULE(op, function) void function(VjpCtx& c);
@@ -124,10 +130,21 @@ void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
+void adaptive_avg_pool2d_vjp(VjpCtx& c);
+void pad_vjp(VjpCtx& c);
+void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
+void avg_pool2d_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.
 const Arg* argument(const ir::Node& node, size_t position, std::string_view name);
+
+// A pooling call's constant arguments after its input (positions 1, 2, ...), as aten's pooling ops
+// take them positionally: each given one, else its default (F's None spelled as the default given
+// here: a stride of None is []); nullopt when one is a tensor, or a required one (default nullopt)
+// is missing or None (rules_data.cpp).
+std::optional<std::vector<Arg>> pool_arguments(const ir::Node& node,
+                                               const std::vector<std::pair<const char*, std::optional<Arg>>>& params);
 
 // Shapes and builders the rule families share. Sizes are expressions (sym::Expr): a static size
 // is a constant, a dynamic one a symbolic expression (docs/dynamic-shapes.md), and the helpers treat

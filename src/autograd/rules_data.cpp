@@ -292,6 +292,69 @@ void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dr
   c.give(c.pos(0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
 }
 
+// F.adaptive_avg_pool2d: to one value per channel (every CNN's head) the gradient spread evenly,
+// pointwise and saving nothing; to other sizes aten's _adaptive_avg_pool2d_backward, which reads the
+// input (saved, as eager saves it).
+void adaptive_avg_pool2d_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input), g = *c.grad();
+  std::vector<int64_t> sizes = passes::const_sizes(rw.type(x)), out = passes::const_sizes(rw.type(g));
+  if (sizes.size() < 2 || out.size() != sizes.size()) passes::refuse();
+  if (out[out.size() - 1] == 1 && out[out.size() - 2] == 1) {
+    double area = static_cast<double>(sizes[sizes.size() - 1] * sizes[sizes.size() - 2]);
+    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / area), sizes));
+    return;
+  }
+  c.give(*input, rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(g), V(x)}, {}, contiguous_type(rw, x)));
+}
+
+// aten's max_pool2d_with_indices (F.max_pool2d's training form): aten's backward over the saved
+// indices, with the forward's own pooling arguments.
+void max_pool2d_with_indices_vjp(VjpCtx& c) {
+  if (c.node.args.size() != 6) passes::refuse();
+  ValueId x = c.in(c.node.args[0]);
+  std::vector<Arg> args = {V(*c.grad(0)), V(x)};
+  for (size_t i = 1; i < 6; ++i) args.push_back(c.rw.map(c.node.args[i]));
+  args.push_back(V(c.out(1)));
+  c.give(c.node.args[0], c.rw.emit_torch("torch.ops.aten.max_pool2d_with_indices_backward", std::move(args), {},
+                                         contiguous_type(c.rw, x)));
+}
+
+// F.avg_pool2d: aten's avg_pool2d_backward with the forward's arguments (it reads the input's sizes).
+void avg_pool2d_vjp(VjpCtx& c) {
+  const Arg* input = argument(c.node, 0, "input");
+  std::optional<std::vector<Arg>> args = pool_arguments(
+      c.node, {{"kernel_size", std::nullopt}, {"stride", Arg::list({})}, {"padding", Arg::of_literal(int64_t{0})},
+               {"ceil_mode", Arg::of_literal(false)}, {"count_include_pad", Arg::of_literal(true)},
+               {"divisor_override", Arg::of_literal(ir::NoneLiteral{})}});
+  if (!input || input->kind != Arg::Kind::Value || !args) passes::refuse();
+  ValueId x = c.in(*input);
+  args->insert(args->begin(), {V(*c.grad()), V(x)});
+  c.give(*input, c.rw.emit_torch("torch.ops.aten.avg_pool2d_backward", std::move(*args), {}, contiguous_type(c.rw, x)));
+}
+
+// F.pad in "constant" mode: the gradient cropped back, by F.pad with the widths negated.
+void pad_vjp(VjpCtx& c) {
+  const Arg* input = argument(c.node, 0, "input");
+  const Arg* pad = argument(c.node, 1, "pad");
+  if (!input || !pad || (pad->kind != Arg::Kind::List && pad->kind != Arg::Kind::Tuple)) passes::refuse();
+  if (const Arg* mode = argument(c.node, 2, "mode")) {
+    const std::string* m = mode->kind == Arg::Kind::Literal ? std::get_if<std::string>(&mode->literal) : nullptr;
+    if (!m || *m != "constant") passes::refuse();
+  }
+  std::vector<Arg> crop;
+  for (const Arg& width : pad->items) {
+    std::optional<int64_t> w = passes::int_literal(width);
+    if (!w) passes::refuse();
+    crop.push_back(Arg::of_literal(-*w));
+  }
+  ValueId x = c.in(*input);
+  c.give(*input, c.rw.emit_torch("torch.nn.functional.pad", {V(*c.grad()), Arg::list(std::move(crop))}, {},
+                                 contiguous_type(c.rw, x)));
+}
+
 // x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
 void attr_mT_vjp(VjpCtx& c) { c.give(c.pos(0), transpose_last(c.rw, *c.grad())); }
 
@@ -305,6 +368,23 @@ void attr_T_vjp(VjpCtx& c) {
 
 namespace ember::autograd {
 
+std::optional<std::vector<Arg>> pool_arguments(const ir::Node& node,
+                                               const std::vector<std::pair<const char*, std::optional<Arg>>>& params) {
+  std::vector<Arg> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Arg* a = argument(node, i + 1, params[i].first);
+    if (a && a->kind == Arg::Kind::Value) return std::nullopt;
+    if (a && !passes::is_none(*a)) {
+      out.push_back(*a);
+    } else if (params[i].second) {
+      out.push_back(*params[i].second);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 const VjpRule* torch_call_rule(std::string_view callable) {
   static const std::map<std::string, VjpRule, std::less<>> kRules = {
       {"torch.nn.functional.softmax", rules::softmax_vjp},
@@ -313,6 +393,10 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"operator.attrgetter('mT')", rules::attr_mT_vjp},
       {"operator.attrgetter('T')", rules::attr_T_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
+      {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
+      {"torch.nn.functional.pad", rules::pad_vjp},
+      {"torch.ops.aten.max_pool2d_with_indices", rules::max_pool2d_with_indices_vjp},
+      {"torch.nn.functional.avg_pool2d", rules::avg_pool2d_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
       {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},

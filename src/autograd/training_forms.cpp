@@ -17,9 +17,10 @@
 //     (masked), dropout as above, a matmul with v. With native_dropout that is what torch's CPU
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
-// One deterministic op gets a training form too: scaled_dot_product_attention without dropout, on the
+// Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
 // CPU, becomes aten's fused CPU kernel, which returns the logsumexp its backward reads (torch 2.13's
-// _scaled_dot_product_flash_attention_for_cpu; elsewhere attention stays an island).
+// _scaled_dot_product_flash_attention_for_cpu; elsewhere attention stays an island), and F.max_pool2d
+// becomes aten's max_pool2d_with_indices, which returns the indices its backward reads.
 #include <cmath>
 #include <limits>
 #include <map>
@@ -195,6 +196,29 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
   return true;
 }
 
+// aten's max_pool2d_with_indices for F.max_pool2d in a training graph: it returns the indices of the
+// maxima, which its backward (max_pool2d_with_indices_vjp) reads as eager's does, instead of an island
+// that pools again under torch autograd. False for a form it does not model (indices asked for, an
+// argument that is a tensor).
+bool max_pool_with_indices(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
+  if (node.op != Op::TorchCall || node.target != "torch.nn.functional.max_pool2d" || node.results.size() != 1)
+    return false;
+  const ir::TensorType& out = g.value(node.results[0]).type;
+  const Arg* x = argument(node, 0, "input");
+  if (!out.requires_grad || !x || x->kind != Arg::Kind::Value) return false;
+  if (const Arg* indices = argument(node, 6, "return_indices"); indices && passes::bool_literal(*indices) != false)
+    return false;
+  std::optional<std::vector<Arg>> args = pool_arguments(
+      node, {{"kernel_size", std::nullopt}, {"stride", Arg::list({})}, {"padding", Arg::of_literal(int64_t{0})},
+             {"dilation", Arg::of_literal(int64_t{1})}, {"ceil_mode", Arg::of_literal(false)}});
+  if (!args) return false;
+  args->insert(args->begin(), V(rw.mapped(x->value)));
+  ir::TensorType indices = passes::make_type(DType::Int64, out.sizes, out.device, false);
+  rw.bind(node.results[0], rw.emit_torch_tuple("torch.ops.aten.max_pool2d_with_indices", std::move(*args), {},
+                                               {out, indices})[0]);
+  return true;
+}
+
 }  // namespace
 
 void random_ops_for_training(ir::Graph& g, bool exact_random) {
@@ -211,7 +235,8 @@ void random_ops_for_training(ir::Graph& g, bool exact_random) {
     Rewriter::Mark mark = rw.mark();
     Dropouts before = dropouts;  // a rollback also takes back a seed drawn for the attempt
     try {
-      if (attention_as_math(rw, g, node, dropouts) || attention_as_flash_cpu(rw, g, node)) {
+      if (attention_as_math(rw, g, node, dropouts) || attention_as_flash_cpu(rw, g, node) ||
+          max_pool_with_indices(rw, g, node)) {
         changed = true;
         continue;
       }

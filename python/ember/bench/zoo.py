@@ -12,13 +12,14 @@ Models (zoo_models.py): small random-init configs, eval(), torch.no_grad(), one 
              fresh processes with new caches for N models sampled evenly over the selection
 A model that fails to build, or a compiler that fails on it, is recorded with its exception text and the suite
 carries on; it exits 1 when any compiler failed or gave a wrong output. `--no-inductor` leaves torch.compile's
-time and compile columns out (its graph counts still come from Dynamo's explain, capture only).
+time and compile columns out (its graph counts still come from Dynamo's explain, capture only). `--train` takes
+one training step per model instead (zoo_train.py); `--no-time` leaves timing out.
 """
 import copy
 import re
 import sys
 
-from . import compare, fresh, models, options, report, timing, zoo_models, zoo_report
+from . import compare, fresh, models, options, report, timing, zoo_models, zoo_report, zoo_train
 from .compilers import COMPILERS
 from .models_workloads import tensors_of
 
@@ -35,6 +36,9 @@ def add_arguments(parser):
     parser.add_argument("--cold", type=int, default=8,
                         help="fresh-process cold compiles on this many models, sampled evenly (default 8; 0 with --quick)")
     parser.add_argument("--quick", action="store_true", help="few samples, no fresh-process compiles")
+    parser.add_argument("--train", action="store_true",
+                        help="one training step per model in train() instead of a no_grad call (zoo_train.py)")
+    parser.add_argument("--no-time", action="store_true", help="no timing: correctness and counts only")
     parser.add_argument("--list", action="store_true", help="print the selected models and exit")
     parser.add_argument("--out", default="bench-results/zoo.json", help="JSON path; .md and .png are written next to it")
 
@@ -50,10 +54,10 @@ def select(names_text, pattern, limit):
 
 def _config(args, compilers):
     names = select(args.models, args.filter, args.limit)
-    cold = 0 if args.quick else max(args.cold, 0)
+    cold = 0 if args.quick or args.train else max(args.cold, 0)  # the fresh-process probe compiles a forward
     step = max(len(names) // cold, 1) if cold else 0
     return {"models": names, "compilers": [c.name for c in compilers], **options.sampling_config(args, SAMPLING),
-            "dynamo": not args.no_dynamo, "quick": args.quick,
+            "dynamo": not args.no_dynamo, "quick": args.quick, "train": args.train, "time": not args.no_time,
             "cold_models": names[::step][:cold] if cold else []}
 
 
@@ -87,13 +91,15 @@ def judge(out, eager_out, reference, eager_error):
     return result
 
 
-def _explain_ember(w):
+def _explain_ember(w, **compile_kwargs):
     import ember
     ember.reset()
-    seconds, info = timing.time_first_call(lambda: ember.explain(w.model)(*w.args, **w.kwargs))
+    seconds, info = timing.time_first_call(lambda: ember.explain(w.model, **compile_kwargs)(*w.args, **w.kwargs))
     return seconds, {"graphs": info.graph_count, "breaks": info.graph_break_count, "ops": info.op_count,
                      "kernels": sum(info.kernel_counts),
                      "backend_fallbacks": sum(1 for f in info.backend_fallbacks if f),
+                     "backend_fallback_reasons": [f for f in info.backend_fallbacks if f],
+                     "islands": [island for graph in info.autograd_islands for island in graph],
                      "break_reasons": [{"reason": r.reason, "where": f"{r.filename}:{r.lineno}"}
                                        for r in info.break_reasons]}
 
@@ -138,13 +144,8 @@ def _compile_and_check(compiler, w, eager_out, reference, eager_error):
 def run_model(name, compilers, config):
     """Everything the suite measures on one model -> its row (see the module docstring)."""
     import torch
-    entry = zoo_models.MODELS[name]
-    row = {"library": entry.library, "family": entry.family, "description": entry.description, "error": None,
-           "results": {"eager": {"label": "eager PyTorch", "error": None}}}
-    try:
-        w = zoo_models.build(name)
-    except Exception as exc:  # noqa: BLE001 -- the model's library failed to build it: recorded
-        row["error"] = f"build: {report.error_text(exc)}"
+    row, w = new_row(name)
+    if w is None:
         return row
     with torch.no_grad():
         try:
@@ -166,18 +167,39 @@ def run_model(name, compilers, config):
                                                                          eager_error)
             if compiled is not None:
                 callables[compiler.name] = compiled
+        time_and_finish(name, row, callables, compilers, config, eager["eager"].min)
+    return row
+
+
+def new_row(name):
+    """(row, workload) of the zoo model `name`; workload None when its library failed to build it (the row
+    says why)."""
+    entry = zoo_models.MODELS[name]
+    row = {"library": entry.library, "family": entry.family, "description": entry.description, "error": None,
+           "results": {"eager": {"label": "eager PyTorch", "error": None}}}
+    try:
+        return row, zoo_models.build(name)
+    except Exception as exc:  # noqa: BLE001 -- the model's library failed to build it: recorded
+        row["error"] = f"build: {report.error_text(exc)}"
+        return row, None
+
+
+def time_and_finish(name, row, callables, compilers, config, eager_s):
+    """Time `callables` (eager's and each compiler's that ran, unless --no-time), then fill in each compiler's
+    compile_s (its first call - the fastest eager call, of eager_s and the timed ones) and its cold compiles."""
+    timings = {}
+    if config.get("time", True):
         try:
             timings = timing.measure(callables, warmup=config["warmup"], repeats=config["repeat"],
                                      min_sample_s=config["min_sample_ms"] / 1e3)
         except Exception as exc:  # noqa: BLE001
             for cname in callables:
                 row["results"][cname]["error"] = f"while timing: {report.error_text(exc)}"
-            timings = {}
-        for compiler in compilers:
-            compiler.reset()
+    for compiler in compilers:
+        compiler.reset()
     for cname, t in timings.items():
         row["results"][cname].update(time=t.to_json(), speedup=timings["eager"].median / t.median)
-    fastest_eager = min([eager["eager"].min] + ([timings["eager"].min] if timings else []))
+    fastest_eager = min([eager_s] + ([timings["eager"].min] if timings else []))
     for compiler in compilers:
         r = row["results"][compiler.name]
         if "first_call_s" in r:
@@ -187,7 +209,6 @@ def run_model(name, compilers, config):
             if row["results"][compiler.name]["error"] is None:
                 print(f"[zoo] {name}: {compiler.name} cold compile (fresh process) ...", flush=True)
                 row["results"][compiler.name]["cold"] = models.cold_compile("ember.bench.zoo", name, compiler.name)
-    return row
 
 
 def probe(config):
@@ -217,7 +238,7 @@ def run(args):
     with fresh.scratch_caches("ember-bench-zoo-"):
         for i, name in enumerate(config["models"]):
             print(f"[zoo] {i + 1}/{len(config['models'])} {name}", flush=True)
-            results["models"][name] = run_model(name, compilers, config)
+            results["models"][name] = (zoo_train.run_model if args.train else run_model)(name, compilers, config)
             report.write_results(args.out, results, zoo_report.progress_line(results))  # a crash keeps the rest
     results["summary"] = zoo_report.summary(results)
     results["ok"] = not any(zoo_report.failures(row) for row in results["models"].values())

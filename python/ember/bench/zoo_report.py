@@ -67,6 +67,8 @@ def summary(results):
     out["eager_frames"] = {m: r["counters"]["eager_frames"] for m, r in ember.items()
                            if r and not r["error"] and r["counters"].get("eager_frames")}
     out["break_reasons"] = _reason_table(ember)
+    if results["config"].get("train"):
+        out["train"] = _train_summary(ember)
     out["speedup_geomean"] = {c: _geomean(built, lambda row, c=c: row["results"].get(c, {}).get("speedup"))
                               for c in compilers}
     if "inductor" in compilers:
@@ -76,6 +78,24 @@ def summary(results):
         out["compile_s_sum"] = {c: sum(r[c]["compile_s"] for r in both) for c in ("ember", "inductor")}
         out["compile_s_sum"]["models"] = len(both)
     return out
+
+
+def _train_summary(ember):
+    """What a training step built: models with backward graphs, with autograd islands and backend fallbacks (by
+    name and reason), and for the models judged wrong the tensors farthest from the float64 step."""
+    ran = {m: r for m, r in ember.items() if r and not r["error"]}
+    islands = collections.Counter(i for r in ran.values() for i in set((r.get("explain") or {}).get("islands", [])))
+    fallbacks = collections.Counter(_reason_key(f) for r in ran.values()
+                                    for f in set((r.get("explain") or {}).get("backend_fallback_reasons", [])))
+    return {"with_backward": sorted(m for m, r in ran.items() if r["counters"].get("backward_graphs")),
+            "fallbacks_by_models": dict(fallbacks.most_common()),
+            "with_islands": sorted(m for m, r in ran.items() if r["counters"].get("autograd_islands")),
+            "islands_by_models": dict(islands.most_common()),
+            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")}}
+
+
+def _relative(worst, key):
+    return "inf" if worst[key] is None else f"{worst[key] / worst['size']:.1e}"
 
 
 def _time_ratio(row):
@@ -123,7 +143,10 @@ def _status(row, compilers):
 
 def _model_table(results):
     compilers = results["config"]["compilers"]
-    header = ["model", "library", "Ember graphs / breaks", "Dynamo graphs / breaks", "eager frames", "eager µs"]
+    train = results["config"].get("train")
+    header = ["model", "library", "Ember graphs / breaks", "Dynamo graphs / breaks", "eager frames"]
+    header += ["backward graphs", "islands"] if train else []
+    header += ["eager µs"]
     for c in compilers:
         header += [f"{c} µs", f"{c} ×", f"{c} compile"]
     header += ["error vs fp64: eager / Ember", "status"]
@@ -132,8 +155,10 @@ def _model_table(results):
         res = row["results"]
         ember = res.get("ember", {})
         cells = [m, row["library"], _cell_counts(_counts(row, "ember")), _cell_counts(_counts(row, "dynamo")),
-                 report.fmt(ember.get("counters", {}).get("eager_frames"), "d"),
-                 report.fmt(res["eager"].get("time", {}).get("median_us"), ".0f")]
+                 report.fmt(ember.get("counters", {}).get("eager_frames"), "d")]
+        if train:
+            cells += [report.fmt(ember.get("counters", {}).get(k), "d") for k in ("backward_graphs", "autograd_islands")]
+        cells += [report.fmt(res["eager"].get("time", {}).get("median_us"), ".0f")]
         for c in compilers:
             r = res.get(c, {})
             cells += [report.fmt(r.get("time", {}).get("median_us"), ".0f"), report.fmt(r.get("speedup"), ".2f", "×"),
@@ -163,8 +188,10 @@ def markdown(results):
     cfg, s = results["config"], results["summary"]
     libraries = ", ".join(f"{k} {v}" for k, v in results["environment"].get("libraries", {}).items())
     out = ["# Ember benchmark: zoo", "", report.environment_line(results["environment"]) + f"; {libraries}", "",
-           f"{s['models']} models ({', '.join(f'{k} {v}' for k, v in s['libraries'].items())}), eval(), "
-           f"torch.no_grad(). Per-call time: median of {cfg['repeat']} samples interleaved across eager and "
+           f"{s['models']} models ({', '.join(f'{k} {v}' for k, v in s['libraries'].items())}), "
+           + ("train(), one step (forward, loss = sum of the float outputs' means, backward; judged: the loss, every "
+              ".grad and float buffer). Per-step" if cfg.get("train") else "eval(), torch.no_grad(). Per-call")
+           + f" time: median of {cfg['repeat']} samples interleaved across eager and "
            f"{', '.join(cfg['compilers'])} after {cfg['warmup']} warm-up calls; × = speed-up over eager. Compile: "
            "first compiled call - fastest eager call, in this process (caches new at the start of the run, shared by "
            "its models). Graphs / breaks: "
@@ -185,6 +212,17 @@ def markdown(results):
                    f"({s['ember_over_inductor_time_geomean']['models']} models); compile seconds summed over "
                    f"{s['compile_s_sum']['models']} models: Ember {s['compile_s_sum']['ember']:.0f} s, "
                    f"Inductor {s['compile_s_sum']['inductor']:.0f} s")
+    if "train" in s:
+        t = s["train"]
+        out += [f"- training: backward graphs on {len(t['with_backward'])} models, autograd islands on "
+                f"{len(t['with_islands'])}: " + (", ".join(f"{k} ({v})" for k, v in t["islands_by_models"].items())
+                                                 or "none"),
+                "- graphs run under torch's autograd (backend fallbacks), by models: "
+                + ("; ".join(f"{k} ({v})" for k, v in t["fallbacks_by_models"].items()) or "none"),
+                "- judged wrong, the tensors farthest from float64 (Ember's / eager's error, relative to the tensor's "
+                "size): " + ("; ".join(m + ": " + ", ".join(f"{w['name']} {_relative(w, 'ember_error')} / "
+                                                            f"{_relative(w, 'eager_error')}" for w in v)
+                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none")]
     out += ["", "## By library", "", _library_table(results), ""]
     out += [f"## Ember's break reasons, by models affected (top {TOP_REASONS})", ""]
     out.append(report.markdown_table(["models", "breaks", "reason", "first seen"],

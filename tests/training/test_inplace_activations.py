@@ -1,0 +1,111 @@
+"""In-place calls on intermediates in training graphs (autograd/functional_writes.cpp): `nn.ReLU(inplace=True)`
+after a convolution and BatchNorm, as most CNNs write it, is differentiated ahead of time (a backward graph,
+no eager fallback) with eager's gradients and running statistics; a write that something else can see (a graph
+input, a view) still makes the graph run eagerly, with eager's results."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+
+pytestmark = pytest.mark.usefixtures("fresh")
+
+
+def step(fn, model, x):
+    model.zero_grad(set_to_none=True)
+    loss = fn(x).mean()
+    loss.backward()
+    return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+def check(model, x):
+    """Eager and Ember steps on copies -> ember.explain's backend fallbacks; asserts loss, grads and buffers."""
+    eager, compiled = copy.deepcopy(model), copy.deepcopy(model)
+    want = step(eager, eager, x)
+    info = ember.explain(copy.deepcopy(model))(x)
+    ember.reset()
+    got = step(ember.compile(compiled), compiled, x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(dict(compiled.named_buffers()), dict(eager.named_buffers()))
+    return [f for f in info.backend_fallbacks if f]
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.act, self.act2 = nn.ReLU(inplace=True), nn.Hardswish(inplace=True)
+
+    def forward(self, x):
+        y = self.act(self.bn(self.conv(x)))
+        return self.act2(y + 1)
+
+
+def test_inplace_activations_after_conv_bn_differentiate_ahead_of_time():
+    x = torch.randn(2, 3, 8, 8)
+    assert check(ConvBnRelu().train(), x) == []
+    assert ember.stats()["backward_graphs_compiled"] == 1
+
+
+class AfterLinear(nn.Module):
+    """A linear layer, then `then` on its output: the write under test."""
+
+    def __init__(self, then):
+        super().__init__()
+        self.lin, self.then = nn.Linear(4, 4), then
+
+    def forward(self, x):
+        return self.then(self.lin(x))
+
+
+def test_write_read_through_the_old_name_sees_the_new_value():
+    def then(y):
+        F.silu(y, inplace=True)  # result dropped: later reads of y see the write
+        return y * 2
+
+    assert check(AfterLinear(then), torch.randn(3, 4)) == []
+
+
+def test_write_that_a_view_can_see_still_runs_eagerly():
+    def then(y):
+        v = y[:, :2]
+        F.relu(y, inplace=True)
+        return v * 3 + y.sum()
+
+    fallbacks = check(AfterLinear(then), torch.randn(3, 4))
+    assert fallbacks and "in place" in fallbacks[0]
+
+
+def test_inplace_arithmetic_on_intermediates_differentiates_ahead_of_time():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.gate = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            y += self.gate(x)
+            y.mul_(torch.sigmoid(x))
+            y.sub_(0.5, alpha=2)
+            y /= 3
+            return y
+
+    assert check(M(), torch.randn(3, 4)) == []
+    assert ember.stats()["backward_graphs_compiled"] == 1
+
+
+def test_inplace_add_on_a_sum_of_branches():
+    class M(nn.Module):  # timm's fastvit: a sum() over branch outputs (0 + a + b), then += another branch
+        def __init__(self):
+            super().__init__()
+            self.branches = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            y = sum(b(x) for b in self.branches[:2])
+            y += self.branches[2](x)
+            return F.relu(y, inplace=True)
+
+    assert check(M(), torch.randn(3, 4)) == []
