@@ -82,7 +82,8 @@ def summary(results):
 
 def _train_summary(ember):
     """What a training step built: models with backward graphs, with autograd islands and backend fallbacks (by
-    name and reason), and for the models judged wrong the tensors farthest from the float64 step."""
+    name and reason), for the models judged wrong the tensors farthest from the float64 step, and the models whose
+    float32 error passed the rule but whose float64 step was exact (zoo_train._float64_recheck)."""
     ran = {m: r for m, r in ember.items() if r and not r["error"]}
     islands = collections.Counter(i for r in ran.values() for i in set((r.get("explain") or {}).get("islands", [])))
     fallbacks = collections.Counter(_reason_key(f) for r in ran.values()
@@ -91,7 +92,8 @@ def _train_summary(ember):
             "fallbacks_by_models": dict(fallbacks.most_common()),
             "with_islands": sorted(m for m, r in ran.items() if r["counters"].get("autograd_islands")),
             "islands_by_models": dict(islands.most_common()),
-            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")}}
+            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")},
+            "ill_conditioned": {m: r["float64_error"] for m, r in ran.items() if r.get("ill_conditioned")}}
 
 
 def _relative(worst, key):
@@ -222,7 +224,9 @@ def markdown(results):
                 "- judged wrong, the tensors farthest from float64 (Ember's / eager's error, relative to the tensor's "
                 "size): " + ("; ".join(m + ": " + ", ".join(f"{w['name']} {_relative(w, 'ember_error')} / "
                                                             f"{_relative(w, 'eager_error')}" for w in v)
-                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none")]
+                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none"),
+                "- past the float32 rule but exact in float64 (ill-conditioned, not wrong; its float64 error): "
+                + (", ".join(f"{m} ({e:.1e})" for m, e in t["ill_conditioned"].items()) or "none")]
     out += ["", "## By library", "", _library_table(results), ""]
     out += [f"## Ember's break reasons, by models affected (top {TOP_REASONS})", ""]
     out.append(report.markdown_table(["models", "breaks", "reason", "first seen"],
