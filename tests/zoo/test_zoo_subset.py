@@ -16,7 +16,7 @@ for _library in ("timm", "torchvision", "diffusers", "transformers"):
     pytest.importorskip(_library)
 
 import ember  # noqa: E402
-from ember.bench import compare, zoo, zoo_models  # noqa: E402
+from ember.bench import compare, zoo_models, zoo_row  # noqa: E402
 from ember.bench.models_workloads import tensors_of  # noqa: E402
 
 # zoo name -> torch.compile's graph count on the suite's call (torch._dynamo.explain)
@@ -54,12 +54,12 @@ def test_zoo_model(name):
     w = zoo_models.build(name)
     with torch.no_grad():
         eager = tensors_of(w.model(*w.args, **w.kwargs))
-        reference = zoo.float64_outputs(w)
+        reference = zoo_row.float64_outputs(w)
         eager_error = compare.max_abs_error(eager, reference) if reference is not None else None
         info = ember.explain(w.model)(*w.args, **w.kwargs)
         ember.reset()
         out = ember.compile(w.model)(*w.args, **w.kwargs)
-    verdict = zoo.judge(out, eager, reference, eager_error)
+    verdict = zoo_row.judge(out, eager, reference, eager_error)
     assert not verdict["wrong"], (verdict, eager_error)
     assert info.graph_count >= 1
     excess = info.graph_count > DYNAMO_GRAPHS[name]

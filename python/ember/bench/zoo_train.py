@@ -1,7 +1,7 @@
 """The zoo in training mode (`python -m ember.bench zoo --train`): one training step per model, eager vs Ember
 (and Inductor unless --no-inductor).
 
-Needs: the zoo's catalogue (zoo_models) and zoo.py's judge and explain helpers.
+Needs: the zoo's catalogue (zoo_models) and zoo_row's judge and explain helpers.
 Guarantees: run_model returns a row shaped as zoo.run_model's (so zoo_report's summary and tables read it), whose
 Ember result's counters also hold the backward graphs and autograd islands it built, and a result judged
 against float64 the step's tensors farthest from it (`worst_tensors`). A step is: the model in train(),
@@ -12,7 +12,7 @@ option, Inductor's config), so dropout draws eager's masks (docs/autograd.md) an
 same ones (CPU bernoulli does not depend on the dtype).
 Images for timm and torchvision come in a batch of two (train_workload). Judged tensors: the loss, every
 parameter's .grad (None as zeros) and every float buffer after the step (BatchNorm's running statistics),
-together by zoo.judge's rule (as a model's tuple of outputs); the tensors farthest from the float64 step are
+together by zoo_row.judge's rule (as a model's tuple of outputs); the tensors farthest from the float64 step are
 named beside the verdict.
 Why its own file: the eval suite measures calls of one forward under no_grad; a step differs in what it runs,
 what it compares and what it counts, and zoo.py stays a readable size.
@@ -20,7 +20,7 @@ what it compares and what it counts, and zoo.py stays a readable size.
 import copy
 import dataclasses
 
-from . import compare, report, timing, zoo, zoo_models
+from . import compare, report, timing, zoo_models, zoo_row
 from .models_workloads import tensors_of
 
 STEP_SEED = 1234
@@ -39,8 +39,8 @@ def loss_of(out):
 def step(fn, w, dtype=None):
     """One forward and backward of `fn` (a model or its compiled form) on w's inputs -> the loss, detached."""
     import torch
-    args = [zoo._cast(a, dtype) if dtype else a for a in w.args]
-    kwargs = {k: zoo._cast(v, dtype) if dtype else v for k, v in w.kwargs.items()}
+    args = [zoo_row.cast(a, dtype) if dtype else a for a in w.args]
+    kwargs = {k: zoo_row.cast(v, dtype) if dtype else v for k, v in w.kwargs.items()}
     torch.manual_seed(STEP_SEED)
     loss = loss_of(fn(*args, **kwargs))
     loss.backward()
@@ -89,7 +89,7 @@ def float64_judged(w):
 
 
 def judge_step(got, eager, reference):
-    """zoo.judge on the step's judged tensors together, as on a model's tuple of outputs -> its verdict, plus
+    """zoo_row.judge on the step's judged tensors together, as on a model's tuple of outputs -> its verdict, plus
     `worst_tensors`: the three tensors farthest from the float64 step relative to their size (name, Ember's and
     eager's max error, the reference's max magnitude plus eager's largest error, so that a tensor zero in exact
     arithmetic, a conv bias before BatchNorm, does not lead), to tell rounding (errors ~1e-4 of the size, as
@@ -97,7 +97,7 @@ def judge_step(got, eager, reference):
     tensors = lambda pairs: [t for _, t in pairs]  # noqa: E731
     ref = tensors(reference) if reference else None
     eager_error = compare.max_abs_error(tensors(eager), ref) if ref else None
-    verdict = zoo.judge(tensors(got), tensors(eager), ref, eager_error)
+    verdict = zoo_row.judge(tensors(got), tensors(eager), ref, eager_error)
     if ref:
         rows = []
         for (name, t), e, r in zip(got, tensors(eager), ref):
@@ -164,7 +164,7 @@ def _compile_and_check(compiler, w, eager, reference):
     result = {"label": compiler.label, "error": None}
     try:
         if compiler.family == "ember":
-            _, result["explain"] = zoo._explain_ember(dataclasses.replace(w, model=trained_copy(w)), options=OPTIONS)
+            _, result["explain"] = zoo_row.explain_ember(dataclasses.replace(w, model=trained_copy(w)), options=OPTIONS)
         compiler.reset()
         model = trained_copy(w)
         compiled = _compile(compiler, model)
@@ -187,7 +187,7 @@ def _compile_and_check(compiler, w, eager, reference):
 
 def run_model(name, compilers, config):
     """zoo.run_model's row for one training step of the model `name` (see the module docstring)."""
-    row, w = zoo.new_row(name)
+    row, w = zoo_row.new_row(name)
     if w is None:
         return row
     w = train_workload(w, row["library"])
@@ -203,7 +203,7 @@ def run_model(name, compilers, config):
         compare.max_abs_error([t for _, t in eager], [t for _, t in reference]) if reference else None)
     if config["dynamo"]:
         print(f"[zoo] {name}: torch._dynamo.explain (train) ...", flush=True)
-        row["dynamo"] = zoo._explain_dynamo(dataclasses.replace(w, model=trained_copy(w)))
+        row["dynamo"] = zoo_row.explain_dynamo(dataclasses.replace(w, model=trained_copy(w)))
 
     def eager_step():
         clear_grads(model)
@@ -214,5 +214,5 @@ def run_model(name, compilers, config):
         row["results"][compiler.name], again = _compile_and_check(compiler, w, eager, reference)
         if again is not None:
             steps[compiler.name] = again
-    zoo.time_and_finish(name, row, steps, compilers, config, first_s)
+    zoo_row.time_and_finish(name, row, steps, compilers, config, first_s)
     return row
