@@ -135,12 +135,14 @@ def test_strict_from_the_environment(monkeypatch):
 
 def test_fallbacks_by_design_are_not_internal_errors(monkeypatch):
     # Under strict: a training graph that cannot be differentiated ahead of time (an in-place write
-    # of a value that requires grad), one with only extern calls, generated C++ that does not compile
-    # -- each runs on the eager executor without raising, and none is a backend error.
+    # of a value that requires grad, seen through a view), one with only extern calls, generated C++
+    # that does not compile -- each runs on the eager executor without raising, and none is a backend
+    # error.
     def writes_grad_value(x):
         y = x * 2
+        v = y[1:]
         y.add_(1)
-        return y.exp()
+        return y.exp() + v.sum()
 
     ember.compile(writes_grad_value)(torch.randn(4, 16, requires_grad=True))
     ember.compile(lambda a, b: a @ b)(torch.randn(3, 4), torch.randn(4, 5))
