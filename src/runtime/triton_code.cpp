@@ -50,23 +50,27 @@ void set_error(const std::string& message) {
   PyGILState_Release(gil);
 }
 
+// A RuntimeWarning from a thread that may not hold the GIL. Returns false if it became an error
+// (then set as the Python error).
+bool warn(const std::string& line) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  const bool ok = PyErr_WarnEx(PyExc_RuntimeWarning, line.c_str(), 1) == 0;
+  PyGILState_Release(gil);
+  return ok;
+}
+
 // One line per tuned kernel on EMBER_LOGS=perf; without it, a warning when tuning took over a
 // second, so that a slow first call is explained. Returns false if the warning became an error.
 bool report_tuning(const std::string& line, double seconds, bool log_perf) {
   constexpr double kSlowTuningSeconds = 1.0;
   if (!log_perf && seconds <= kSlowTuningSeconds) return true;
+  if (!log_perf) return warn(line);
   PyGILState_STATE gil = PyGILState_Ensure();
-  bool ok = true;
-  if (log_perf) {
-    PyRef logging = PyRef::steal(PyImport_ImportModule("logging"));
-    PyRef logger = logging ? PyRef::steal(PyObject_CallMethod(logging.get(), "getLogger", "s", "ember.perf")) : PyRef();
-    PyRef done = logger ? PyRef::steal(PyObject_CallMethod(logger.get(), "info", "s", line.c_str())) : PyRef();
-    ok = static_cast<bool>(done);
-  } else {
-    ok = PyErr_WarnEx(PyExc_RuntimeWarning, line.c_str(), 1) == 0;
-  }
+  PyRef logging = PyRef::steal(PyImport_ImportModule("logging"));
+  PyRef logger = logging ? PyRef::steal(PyObject_CallMethod(logging.get(), "getLogger", "s", "ember.perf")) : PyRef();
+  PyRef done = logger ? PyRef::steal(PyObject_CallMethod(logger.get(), "info", "s", line.c_str())) : PyRef();
   PyGILState_Release(gil);
-  return ok;
+  return static_cast<bool>(done);
 }
 
 // What a tuning choice is keyed on (the device, the compiled candidates' cubin keys) and chooses
@@ -132,7 +136,19 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
   for (size_t t = 0; t < source_.matmul_templates.size(); ++t) {
     const codegen::MatmulTemplate& matmul = source_.matmul_templates[t];
     Runnable& runnable = runnables[kernels + t];
-    if (runnable.candidates.empty() || runnable.interpreted) continue;  // the extern path only
+    if (runnable.interpreted) continue;  // the extern path only: templates are timed on a device
+    if (runnable.candidates.empty()) {  // no fallback is silent: say why the extern path stays
+      const std::string why = runnable.dropped.empty() ? "no configs" : runnable.dropped.front();
+      if (!warn("ember: matmul template " + matmul.kernel.name + " compiled in none of its " +
+                std::to_string(matmul.kernel.configs.size()) + " configs (" + why +
+                "); the extern call and its epilogue kernel run instead")) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        const std::string error = pybridge::take_error_message();
+        PyGILState_Release(gil);
+        throw std::runtime_error(error);
+      }
+      continue;
+    }
     for (size_t s = 0; s + 1 < steps_.size(); ++s) {
       if (steps_[s].kind != loop_ir::Step::Kind::Extern || steps_[s].index != matmul.extern_index) continue;
       if (steps_[s + 1].kind != loop_ir::Step::Kind::Kernel || steps_[s + 1].index != matmul.epilogue)
