@@ -104,12 +104,8 @@ def run_model(name, compilers, config):
             print(f"[zoo] {name}: torch._dynamo.explain ...", flush=True)
             row["dynamo"] = zoo_row.explain_dynamo(w)
         callables = {"eager": lambda: w.model(*w.args, **w.kwargs)}
-        for compiler in compilers:
-            print(f"[zoo] {name}: {compiler.name} ...", flush=True)
-            row["results"][compiler.name], compiled = _compile_and_check(compiler, w, eager_out, reference,
-                                                                         eager_error)
-            if compiled is not None:
-                callables[compiler.name] = compiled
+        zoo_row.compile_each(name, row, callables, compilers,
+                             lambda compiler: _compile_and_check(compiler, w, eager_out, reference, eager_error))
         zoo_row.time_and_finish(name, row, callables, compilers, config, eager["eager"].min)
     return row
 

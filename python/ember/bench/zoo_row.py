@@ -76,6 +76,16 @@ def new_row(name):
         return row, None
 
 
+def compile_each(name, row, callables, compilers, check, what=""):
+    """Run `check(compiler)` -> (result, compiled callable or None) for each compiler: the result becomes its row
+    entry and a compiled callable joins `callables` (to be timed)."""
+    for compiler in compilers:
+        print(f"[zoo] {name}: {compiler.name}{what} ...", flush=True)
+        row["results"][compiler.name], compiled = check(compiler)
+        if compiled is not None:
+            callables[compiler.name] = compiled
+
+
 def time_and_finish(name, row, callables, compilers, config, eager_s):
     """Time `callables` (eager's and each compiler's that ran, unless --no-time), then fill in each compiler's
     compile_s (its first call - the fastest eager call, of eager_s and the timed ones) and its cold compiles."""

@@ -209,10 +209,7 @@ def run_model(name, compilers, config):
         clear_grads(model)
         step(model, w)
     steps = {"eager": eager_step}
-    for compiler in compilers:
-        print(f"[zoo] {name}: {compiler.name} (train) ...", flush=True)
-        row["results"][compiler.name], again = _compile_and_check(compiler, w, eager, reference)
-        if again is not None:
-            steps[compiler.name] = again
+    zoo_row.compile_each(name, row, steps, compilers,
+                         lambda compiler: _compile_and_check(compiler, w, eager, reference), " (train)")
     zoo_row.time_and_finish(name, row, steps, compilers, config, first_s)
     return row
