@@ -64,6 +64,14 @@ Result silu_like(const Call& call) { return as_core(call, ir::Op::Silu); }
 Result functional_sigmoid(const Call& call) { return as_core(call, ir::Op::Sigmoid); }
 Result functional_tanh(const Call& call) { return as_core(call, ir::Op::Tanh); }
 
+// torch.square(input) is pow(input, 2): bool squares to int64 (an int scalar exponent promotes it).
+Result square(const Call& call) {
+  auto b = bind(call, {"input"});
+  if (!b || !(*b)[0]) return std::nullopt;
+  std::vector<Operand> args{*(*b)[0], Operand::of_literal(int64_t{2})};
+  return infer_result_types(ir::Op::Pow, args, {}, call.grad_enabled, call.default_dtype);
+}
+
 // F.softmax / F.log_softmax(input, dim=None, _stacklevel=3, dtype=None). Without a dim torch
 // picks one by a legacy rule (with a warning): declined.
 Result functional_softmax_of(const Call& call, ir::Op op) {
@@ -172,6 +180,7 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.Tensor.half", convert_to<ir::DType::Float16>},
     {"torch.Tensor.int", convert_to<ir::DType::Int32>},
     {"torch.Tensor.long", convert_to<ir::DType::Int64>},
+    {"torch.Tensor.square", square},
     {"torch.Tensor.std", std_rule},
     {"torch.Tensor.to", tensor_to},
     {"torch.Tensor.type_as", tensor_type_as},
@@ -191,6 +200,7 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.nn.functional.softmax", functional_softmax},
     {"torch.nn.functional.tanh", functional_tanh},
     {"torch.rms_norm", infer_rms_norm},
+    {"torch.square", square},
     {"torch.std", std_rule},
     {"torch.std_mean", std_mean_rule},
 };

@@ -70,6 +70,18 @@ def test_dynamic_true_compiles_once(backend):
         assert compiles() == 1, ember.stats()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_calls_with_rules_stay_symbolic(backend):
+    """Torch calls that are not core ops (Tensor.square, F.silu, .float()) answer with symbolic sizes
+    too: no guard pins a size for them."""
+    def f(x):
+        return torch.nn.functional.silu(x.square()).float().sum(-1)
+    g = ember.compile(f, backend=backend, dynamic=True)
+    run_all(f, g, [(torch.randn(b, t, dtype=torch.float64),) for b, t in ((2, 8), (3, 9), (5, 64))])
+    if one_graph_serves_all_sizes(backend):
+        assert compiles() == 1, ember.stats()
+
+
 def test_dynamic_false_recompiles_per_size():
     g = ember.compile(attention_like, backend="eager", dynamic=False)
     w = torch.randn(16)

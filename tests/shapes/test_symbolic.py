@@ -81,3 +81,12 @@ def test_declined_forms():
     # Matmuls answer by stand-ins (their result sizes are operand sizes): test_symbolic_views.py.
     assert shapes.infer_result_types("mm", (x, torch.empty(3, 2, device="meta")), {}, True, "float32",
                                      [(0, 0)])[0][1] == ("s0", 2)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.int8, torch.bool])
+def test_torch_calls_answer_symbolic_sizes(dt):
+    # Torch calls that are not core ops (torch.square is pow(x, 2): a bool squares to int64) have
+    # rules over symbolic sizes too, so dynamic graphs do not specialize on them.
+    for name, fn in (("torch.square", torch.square), ("torch.Tensor.square", torch.Tensor.square)):
+        for n in (2, 5):
+            assert compare(name, fn, [T((n, 3), dtype=dt)], {}, n), (name, dt)
