@@ -11,6 +11,17 @@ namespace ember::frontend {
 
 using namespace object_model;
 
+bool Interpreter::keeps_sizes(const CallableKind& kind) {
+  const std::string& name = kind.detail;
+  if (kind.kind == CallableKind::Builtin)
+    return name == "len" || name == "isinstance" || name == "type" || name == "getattr" || name == "hasattr";
+  if (kind.kind != CallableKind::Operator) return false;
+  auto named = [&](const char* const* names, size_t n) {
+    return std::any_of(names, names + n, [&](const char* op) { return name == op; });
+  };
+  return named(kBinary, 13) || named(kInplace, 13) || named(kCompare, 6) || name == "getitem";
+}
+
 VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs) {
   const CallableKind& kind = trace_.table.classify(fn);
   const std::string& name = kind.detail;
@@ -105,20 +116,9 @@ VarRef Interpreter::call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs
   }
   if (name == "type") {
     need(1, 1);
-    const VarRef& v = args[0];
-    if (v->kind == VarKind::Tensor) return trace_.constant(v->as<TensorVar>().py_type);
-    if (v->kind == VarKind::Tuple && !v->as<SequenceVar>().named_type)
-      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyTuple_Type)));
-    if (v->kind == VarKind::Tuple || v->kind == VarKind::List) {
-      auto& s = v->as<SequenceVar>();
-      if (s.named_type) return trace_.constant(s.named_type);
-      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyList_Type)));
-    }
-    if (v->kind == VarKind::Dict) return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)));
-    if (v->kind == VarKind::Record) return trace_.constant(v->as<RecordVar>().cls);
-    if (v->kind == VarKind::Object)
-      return trace_.constant(PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(v->as<ObjectVar>().obj.get()))));
-    unsupported("type() of " + describe(*v));
+    PyObject* type = python_type(args[0]);
+    if (!type) unsupported("type() of " + describe(*args[0]));
+    return trace_.constant(PyRef::borrow(type));
   }
   if (name == "enumerate") {
     need(1, 2);

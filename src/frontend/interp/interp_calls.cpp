@@ -178,13 +178,14 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
 
   const CallableKind& kind = table.classify(obj);
   if (trace_.has_size_ints() && kind.kind != CallableKind::CoreOp && kind.kind != CallableKind::TorchOp &&
-      kind.kind != CallableKind::Query && kind.kind != CallableKind::Factory && kind.kind != CallableKind::Inline) {
+      kind.kind != CallableKind::Query && kind.kind != CallableKind::Factory && kind.kind != CallableKind::Inline &&
+      !keeps_sizes(kind)) {
     // Sizes reach torch ops as sym(...) arguments and Python functions as SymInts; any other
     // callable gets their values, guarded (the guard names it: "an argument of range()").
     std::string use = "an argument of " + callable_name(obj) + "()";
     auto fix = [&](VarRef& a) {
       a = trace_.specialize(a, use);
-      trace_.specialize_sizes(*a);
+      trace_.specialize_sizes(*a, use);
     };
     for (VarRef& a : args) fix(a);
     for (auto& kv : kwargs) fix(kv.second);
@@ -198,6 +199,9 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
     case CallableKind::TorchOp:
     case CallableKind::Query:
       if (!tensors && !kind.makes_tensors()) {
+        // operator.getitem is the tensor subscript's core op; on containers (x.shape) it is `[]`.
+        if (args.size() == 2 && kwargs.empty() && table.name_of(obj) == "operator.getitem")
+          return subscript(args[0], args[1]);
         if (VarRef folded = constant_call(obj, args, kwargs)) return folded;
         unsupported("call to " + table.name_of(obj) + " without tensor arguments");
       }

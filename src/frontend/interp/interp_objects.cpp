@@ -638,36 +638,36 @@ VarRef Interpreter::length(const VarRef& v) {
   return trace_.constant(PyRef::steal(PyLong_FromSize_t(n)));
 }
 
+PyObject* Interpreter::python_type(const VarRef& v) const {
+  switch (v->kind) {
+    case VarKind::Tensor:
+      return v->as<TensorVar>().py_type.get();
+    case VarKind::Object:
+      return reinterpret_cast<PyObject*>(Py_TYPE(v->as<ObjectVar>().obj.get()));
+    case VarKind::SymInt:  // a size or a dynamic int: its value's type (int)
+      return reinterpret_cast<PyObject*>(Py_TYPE(v->as<SymIntVar>().value.get()));
+    case VarKind::Tuple:
+    case VarKind::List: {
+      auto& s = v->as<SequenceVar>();
+      return s.named_type ? s.named_type.get()
+                          : reinterpret_cast<PyObject*>(v->kind == VarKind::Tuple ? &PyTuple_Type : &PyList_Type);
+    }
+    case VarKind::Dict:
+      return reinterpret_cast<PyObject*>(&PyDict_Type);
+    case VarKind::Function:
+      return reinterpret_cast<PyObject*>(&PyFunction_Type);
+    case VarKind::Record:
+      return v->as<RecordVar>().cls.get();
+    default:
+      return nullptr;
+  }
+}
+
 VarRef Interpreter::isinstance(const VarRef& obj, const VarRef& cls) {
   PyRef c = Trace::materialize(*cls);
   if (!c) unsupported("isinstance() with a class that is not known at trace time");
-  PyObject* type = nullptr;
-  switch (obj->kind) {
-    case VarKind::Tensor:
-      type = obj->as<TensorVar>().py_type.get();
-      break;
-    case VarKind::Object:
-      type = reinterpret_cast<PyObject*>(Py_TYPE(obj->as<ObjectVar>().obj.get()));
-      break;
-    case VarKind::Tuple:
-    case VarKind::List: {
-      auto& s = obj->as<SequenceVar>();
-      type = s.named_type ? s.named_type.get()
-                          : reinterpret_cast<PyObject*>(obj->kind == VarKind::Tuple ? &PyTuple_Type : &PyList_Type);
-      break;
-    }
-    case VarKind::Dict:
-      type = reinterpret_cast<PyObject*>(&PyDict_Type);
-      break;
-    case VarKind::Function:
-      type = reinterpret_cast<PyObject*>(&PyFunction_Type);
-      break;
-    case VarKind::Record:
-      type = obj->as<RecordVar>().cls.get();
-      break;
-    default:
-      unsupported("isinstance() of " + describe(*obj));
-  }
+  PyObject* type = python_type(obj);
+  if (!type) unsupported("isinstance() of " + describe(*obj));
   int r = PyObject_IsSubclass(type, c.get());
   if (r < 0) {
     PyErr_Clear();

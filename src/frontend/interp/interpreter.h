@@ -114,6 +114,10 @@ class Interpreter {
   void step_call_function_ex(const bytecode::Instruction& ins);
   VarRef call_object(const VarRef& fn, PyObject* obj, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef call_builtin(PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
+  // Whether call_builtin takes the builtin `kind` with size SymInts as they are (len, isinstance,
+  // type, getattr/hasattr, and the operator functions the bytecode's own operators use), so a
+  // call need not guard sizes' values first.
+  static bool keeps_sizes(const CallableKind& kind);
   std::vector<VarRef> sorted_items(std::vector<VarRef> items, const VarRef& key, const VarRef& reverse);
   VarRef call_container_method(const VarRef& self, const std::string& name, std::vector<VarRef>& args,
                                Kwargs& kwargs);
@@ -244,6 +248,9 @@ class Interpreter {
   bool identical(const VarRef& a, const VarRef& b);
   VarRef length(const VarRef& v);
   VarRef isinstance(const VarRef& obj, const VarRef& cls);
+  // The Python type of what `v` stands for (a torch.Size tuple's, a record's class, a SymInt's int);
+  // nullptr for kinds whose type the trace does not model.
+  PyObject* python_type(const VarRef& v) const;
   VarRef build_slice(const VarRef& start, const VarRef& stop, const VarRef& step);
   VarRef format_value(const VarRef& v, const VarRef& spec);
   void step_convert_value(const bytecode::Instruction& ins);  // str(), repr(), ascii() in an f-string

@@ -210,7 +210,7 @@ class Trace {
   // are. `use` says what needed the value ("an argument of range()"), for the guard's reason.
   VarRef specialize(const VarRef& v, const std::string& use = std::string());
   // specialize() on the size SymInts `v` holds, through tuples, lists and dicts, in place.
-  void specialize_sizes(Var& v);
+  void specialize_sizes(Var& v, const std::string& use = std::string());
   // `index` with its slices of symbolic bounds (SliceVar, alone or in a tuple) made constant
   // slices: for subscripts that are not basic tensor subscripts (trace_subscript.cpp).
   VarRef specialize_slices(const VarRef& index);

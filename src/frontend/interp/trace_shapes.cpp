@@ -185,13 +185,13 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
   }
 }
 
-void Trace::specialize_sizes(Var& v) {
+void Trace::specialize_sizes(Var& v, const std::string& use) {
   if (v.unread()) return;  // contents the trace has not read hold no values it made
   auto fix = [&](VarRef& item) {
     if ((item->kind == VarKind::SymInt && item->as<SymIntVar>().is_size()) || item->kind == VarKind::Slice) {
-      item = specialize(item);
+      item = specialize(item, use);
     } else {
-      specialize_sizes(*item);
+      specialize_sizes(*item, use);
     }
   };
   if (v.kind == VarKind::Tuple || v.kind == VarKind::List) {
