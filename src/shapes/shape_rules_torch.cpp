@@ -72,6 +72,16 @@ Result square(const Call& call) {
   return infer_result_types(ir::Op::Pow, args, {}, call.grad_enabled, call.default_dtype);
 }
 
+// torch.max / torch.min (input, other): the elementwise forms (maximum / minimum). Their reduction
+// forms (no other, or a dim) return values and indices: left to the meta kernel.
+template <ir::Op kOp>
+Result elementwise_extreme(const Call& call) {
+  auto b = bind(call, {"input", "other"});
+  if (!b || !(*b)[0] || !(*b)[1] || !(*b)[0]->tensor || !(*b)[1]->tensor) return std::nullopt;
+  std::vector<Operand> args{*(*b)[0], *(*b)[1]};
+  return infer_result_types(kOp, args, {}, call.grad_enabled, call.default_dtype);
+}
+
 // F.softmax / F.log_softmax(input, dim=None, _stacklevel=3, dtype=None). Without a dim torch
 // picks one by a legacy rule (with a warning): declined.
 Result functional_softmax_of(const Call& call, ir::Op op) {
@@ -180,12 +190,16 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.Tensor.half", convert_to<ir::DType::Float16>},
     {"torch.Tensor.int", convert_to<ir::DType::Int32>},
     {"torch.Tensor.long", convert_to<ir::DType::Int64>},
+    {"torch.Tensor.max", elementwise_extreme<ir::Op::Maximum>},
+    {"torch.Tensor.min", elementwise_extreme<ir::Op::Minimum>},
     {"torch.Tensor.square", square},
     {"torch.Tensor.std", std_rule},
     {"torch.Tensor.to", tensor_to},
     {"torch.Tensor.type_as", tensor_type_as},
     {"torch.conv1d", conv1d},
     {"torch.conv2d", conv2d},
+    {"torch.max", elementwise_extreme<ir::Op::Maximum>},
+    {"torch.min", elementwise_extreme<ir::Op::Minimum>},
     {"torch.nn.functional.batch_norm", infer_batch_norm},
     {"torch.nn.functional.cross_entropy", cross_entropy},
     {"torch.nn.functional.group_norm", infer_group_norm},

@@ -90,3 +90,8 @@ def test_torch_calls_answer_symbolic_sizes(dt):
     for name, fn in (("torch.square", torch.square), ("torch.Tensor.square", torch.Tensor.square)):
         for n in (2, 5):
             assert compare(name, fn, [T((n, 3), dtype=dt)], {}, n), (name, dt)
+    # torch.max / torch.min of two tensors are maximum / minimum (their reduction forms are not ruled here).
+    for name, fn in (("torch.max", torch.max), ("torch.Tensor.min", torch.Tensor.min)):
+        for n in (2, 5):
+            assert compare(name, fn, [T((n, 3), dtype=dt), T((n, 3), dtype=torch.float32)], {}, n), (name, dt)
+            assert not compare(name, fn, [T((n, 3), dtype=dt), 1], {}, n)
