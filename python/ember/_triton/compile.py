@@ -34,6 +34,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _HELPERS = os.path.join(_HERE, "helpers.py")
@@ -204,6 +205,43 @@ def default_workers():
     return max(1, min(16, os.cpu_count() or 1))
 
 
+def _new_stats():
+    return {"batches": 0, "jobs": 0, "wall_seconds": 0.0, "workers_started": 0, "worker_boot_seconds": 0.0,
+            "job_seconds": {}}
+
+
+_stats = _new_stats()
+
+
+def stats():
+    """What compile_kernels did since the last reset_stats(): batches, jobs compiled, the batches' wall
+    seconds, workers started and the seconds they spent importing triton (summed over workers), and
+    per Triton stage (frontend, ttir, ttgir, llir, ptx, cubin = ptxas) and in total the seconds jobs
+    spent, summed over jobs (they overlap: the pool runs them in parallel)."""
+    with _pool_lock:
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in _stats.items()}
+
+
+def reset_stats():
+    global _stats
+    with _pool_lock:
+        _stats = _new_stats()
+
+
+def _account(results, seconds):
+    with _pool_lock:
+        _stats["batches"] += 1
+        _stats["jobs"] += len(results)
+        _stats["wall_seconds"] += seconds
+        for result in results:
+            boot = result.pop("boot_seconds", None)
+            if boot is not None:
+                _stats["workers_started"] += 1
+                _stats["worker_boot_seconds"] += boot
+            for stage, s in result.pop("seconds", {}).items():
+                _stats["job_seconds"][stage] = _stats["job_seconds"].get(stage, 0.0) + s
+
+
 def compile_kernels(jobs, workers=0):
     """One result per job, in order (see the module docstring). `workers` 0: min(16, cpus)."""
     global _pool
@@ -212,7 +250,10 @@ def compile_kernels(jobs, workers=0):
     with _pool_lock:
         if _pool is None:
             _pool = _Pool()
-    return _pool.run(list(jobs), workers or default_workers())
+    start = time.perf_counter()
+    results = _pool.run(list(jobs), workers or default_workers())
+    _account(results, time.perf_counter() - start)
+    return results
 
 
 # ---- the worker ----
@@ -257,15 +298,29 @@ def _compile_one(job):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    start = time.perf_counter()
     fn = _load_kernel(job["source"], job["name"])
     signature = dict(job["signature"])
     constexprs = dict(job["constexprs"])
     attrs = {(i,): [["tt.divisibility", 16]] for i in job["divisible"]}
     options = dict(job["options"], **_FIXED_OPTIONS)
-    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(*job["target"]),
-                              options=options)
+    stage_us = {}
+
+    def listen(times, **_):  # Triton's own per-stage clock (knobs.CompileTimes, microseconds)
+        stage_us["frontend"] = times.ir_initialization
+        stage_us.update(times.lowering_stages)
+
+    triton.knobs.compilation.listener = listen
+    try:
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(*job["target"]),
+                                  options=options)
+    finally:
+        triton.knobs.compilation.listener = None
     m = compiled.metadata
+    seconds = {stage: us / 1e6 for stage, us in stage_us.items()}
+    seconds["total"] = time.perf_counter() - start
     return {
+        "seconds": seconds,
         "cubin": compiled.kernel,
         "ptx": compiled.asm.get("ptx", ""),
         "entry": m.name,
@@ -281,9 +336,11 @@ def _compile_one(job):
 
 
 def _serve(requests, replies):
+    start = time.perf_counter()
     _install_helpers()
     import triton  # noqa: F401  (once, before the first job, so each job pays only its compile)
 
+    boot = time.perf_counter() - start  # reported with the first result (stats())
     while True:
         job = _receive(requests)
         if job is None:
@@ -292,4 +349,6 @@ def _serve(requests, replies):
             result = _compile_one(job)
         except Exception as e:  # a Triton error is the job's result, not the worker's end
             result = {"error": f"{type(e).__name__}: {e}"}
+        if boot is not None:
+            result["boot_seconds"], boot = boot, None
         _send(replies, result)
