@@ -322,8 +322,9 @@ uint64_t TritonCode::variant_key(const Launch& launch, const cuda::ArgValue* val
   return key;
 }
 
-TritonCode::Variant* TritonCode::find_variant(const Launch& launch, uint64_t key) const {
+TritonCode::Variant* TritonCode::find_variant(const Launch& launch, uint64_t key, const Variant** first) const {
   std::lock_guard<std::mutex> lock(*launch.mutex);
+  if (first != nullptr) *first = launch.variants.front().get();
   for (const std::unique_ptr<Variant>& v : launch.variants)
     if (v->key == key) return v.get();
   return nullptr;
@@ -333,9 +334,9 @@ std::vector<std::string> TritonCode::build_variants(const std::vector<MissingVar
   // Every missing variant's configs (the first variant's) with its class's promises, in one batch.
   std::vector<TritonCompileJob> jobs;
   for (const MissingVariant& m : missing)
-    for (const Candidate& c : m.launch->variants.front()->runnable.candidates)
+    for (const Candidate& c : m.first->runnable.candidates)
       jobs.push_back(specialized_job(*m.launch->kernel, c.config, true, m.key));
-  const TritonBuildOptions& options = missing.front().launch->variants.front()->runnable.build_options;
+  const TritonBuildOptions& options = missing.front().first->runnable.build_options;
   std::vector<std::string> errors(jobs.size());
   std::vector<TritonBinary> binaries(jobs.size());
   PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
@@ -352,7 +353,7 @@ std::vector<std::string> TritonCode::build_variants(const std::vector<MissingVar
     auto made = std::make_unique<Variant>();
     made->key = missing[m].key;
     made->runnable.build_options = options;
-    for (const Candidate& c : launch.variants.front()->runnable.candidates) {
+    for (const Candidate& c : missing[m].first->runnable.candidates) {
       std::string reason;
       std::shared_ptr<const cuda::Kernel> kernel = kernel_of(std::move(binaries[j]), errors[j], &reason);
       ++j;
@@ -377,18 +378,21 @@ TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const ember_c
                                              int64_t xnumel) const {
   if (launch.sized.empty()) return launch.variants.front().get();
   const uint64_t key = variant_key(launch, values, xnumel);
-  if (Variant* v = find_variant(launch, key)) return v;
+  const Variant* first = nullptr;
+  if (Variant* v = find_variant(launch, key, &first)) return v;
   // A new class (or bucket). The graph's other symbolic kernels share its symbols, so they usually
   // meet a new class at the same call: the variants this call needs for all of them are built in one
   // parallel batch, not one compile after another as each launch reaches its own.
-  std::vector<MissingVariant> missing{{&launch, key}};
+  std::vector<MissingVariant> missing{{&launch, key, first}};
   if (launch.matmul == nullptr) {
     for (const Launch& other : launches_) {
       if (&other == &launch || other.sized.empty()) continue;
       cuda::ArgValue other_values[cuda::kMaxParams];
       const int64_t other_xnumel = arg_values(other, ctx, other_values);
       const uint64_t other_key = variant_key(other, other_values, other_xnumel);
-      if (other_xnumel != 0 && find_variant(other, other_key) == nullptr) missing.push_back({&other, other_key});
+      const Variant* other_first = nullptr;
+      if (other_xnumel != 0 && find_variant(other, other_key, &other_first) == nullptr)
+        missing.push_back({&other, other_key, other_first});
     }
   }
   const std::vector<std::string> why = build_variants(missing);
