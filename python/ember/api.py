@@ -224,6 +224,20 @@ def _warn_unbuilt(mode, stacklevel=3):
         warnings.warn(_UNBUILT[mode], stacklevel=stacklevel)
 
 
+def _prestart_triton_workers(backend, options):
+    """With CUDA in use (or triton_build_only), Triton's compile workers start now and boot while the
+    first graph is traced (python/ember/_triton/compile.py, prestart) instead of when its kernels
+    are ready to compile."""
+    torch = sys.modules.get("torch")
+    cuda = torch is not None and torch.cuda.is_initialized()
+    if backend != "ember" or not (cuda or (options or {}).get("triton_build_only")):
+        return
+    import importlib.util
+    if importlib.util.find_spec("triton") is not None:
+        from ._triton import compile as triton_compile
+        triton_compile.prestart()
+
+
 def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgraph=False, options=None):
     """Compile a function or an nn.Module (like torch.compile); usable as a decorator."""
     if model is None:
@@ -232,6 +246,7 @@ def compile(model=None, *, backend="ember", mode="default", dynamic=None, fullgr
     if not callable(model):
         raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(model).__name__}")
     compiler = _new_compiler(backend, mode, dynamic, fullgraph, options)
+    _prestart_triton_workers(backend, options)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
         global _optimized_module_class

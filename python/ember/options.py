@@ -43,6 +43,11 @@ Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton co
 without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
 TRITON_INTERPRET, so the option needs TRITON_INTERPRET=1 in the environment from the process's start
 (a ValueError says so otherwise).
+
+`triton_build_only` (developer path): graphs on the CPU are compiled by the GPU backend for CUDA --
+their Triton kernels built to sm_90 cubins through the cubin cache, as on the H200 -- and then run on
+the eager executor (a fallback whose reason says so). It measures and tests the GPU backend's compile
+time on a machine without a GPU (`python -m ember.bench dynamic --device cuda-build`).
 """
 import os
 import sys
@@ -54,7 +59,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes", "partition")
 _OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret",
-                "activation_memory_budget", "fallback_random"}
+                "triton_build_only", "activation_memory_budget", "fallback_random"}
 
 
 def parse_logs(text):
@@ -100,6 +105,7 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     o.verify_each_step = bool(options.get("verify", strict(options)))
     o.inject_fault_after = str(options.get("inject_fault_after", ""))
     o.triton_interpret = bool(options.get("triton_interpret", False))
+    o.triton_build_only = bool(options.get("triton_build_only", False))
     # torch's setting when compile runs (fp32 matmul templates' precision); without torch loaded
     # there are no tensors to multiply.
     torch = sys.modules.get("torch")

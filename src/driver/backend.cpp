@@ -48,9 +48,9 @@ const std::string& why_no_triton() {
 std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& options,
                                  std::optional<pipeline::Target>* target) {
   std::string reason;
-  *target = pipeline::target_for(ir::Device{}, options.triton_interpret, options.mode, &reason);  // a graph without tensors
+  *target = pipeline::target_for(ir::Device{}, options.triton_interpret || options.triton_build_only, options.mode, &reason);  // a graph without tensors
   for (const auto& v : graph.values()) {
-    std::optional<pipeline::Target> for_value = pipeline::target_for(v.type.device, options.triton_interpret, options.mode,
+    std::optional<pipeline::Target> for_value = pipeline::target_for(v.type.device, options.triton_interpret || options.triton_build_only, options.mode,
                                                                                &reason);
     if (!for_value) return reason;
     if (&v != &graph.values().front() && for_value->device != (*target)->device)
@@ -208,11 +208,19 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
       runtime::TritonBuildOptions tb;
       tb.cache_dir = options.cache_dir;
       std::vector<runtime::TritonCode::Runnable> runnables;
+      // Build only: the cubins a CUDA device would run, for a graph whose tensors are on the CPU.
+      const ir::Device build_for = options.triton_build_only ? ir::Device{"cuda", 0} : target.device;
       try {
-        runnables = runtime::build_runnables(*c.triton, target.device, tb, &report->cache_hit);
+        runnables = runtime::build_runnables(*c.triton, build_for, tb, &report->cache_hit);
       } catch (const runtime::TritonBuildError& e) {
         report->codegen_failed = true;
         report->fallback_reason = std::string("a generated Triton kernel did not compile: ") + e.what() + "\n" + e.detail;
+        return nullptr;
+      }
+      if (options.triton_build_only) {
+        report->stage_seconds.emplace_back(report->cache_hit ? "compile (cached)" : "compile",
+                                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        report->fallback_reason = "triton_build_only: the kernels' cubins were built; the graph runs eagerly";
         return nullptr;
       }
       runtime::TuneOptions tune;

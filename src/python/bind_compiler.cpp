@@ -53,6 +53,7 @@ void bind_options(nb::module_& m) {
       .def_rw("verify_each_step", &CompileOptions::verify_each_step)
       .def_rw("inject_fault_after", &CompileOptions::inject_fault_after)
       .def_rw("triton_interpret", &CompileOptions::triton_interpret)
+      .def_rw("triton_build_only", &CompileOptions::triton_build_only)
       .def_rw("allow_tf32", &CompileOptions::allow_tf32)
       .def_rw("activation_memory_budget", &CompileOptions::activation_memory_budget)
       .def_rw("fallback_random", &CompileOptions::fallback_random)

@@ -95,6 +95,21 @@ TuneInputs tune_inputs(const Runnable& runnable, int device_index) {
   return in;
 }
 
+// The launchable kernel of one build result, or null with `*why` set: Triton's error (`error`), or
+// a binary the launcher cannot run (scratch memory, clusters).
+std::shared_ptr<const cuda::Kernel> kernel_of(TritonBinary binary, const std::string& error, std::string* why) {
+  if (!error.empty()) {
+    *why = "does not compile: " + triton_error_summary(error);
+    return nullptr;
+  }
+  try {
+    return std::make_shared<const cuda::Kernel>(std::move(binary));
+  } catch (const std::invalid_argument& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
@@ -295,45 +310,96 @@ int64_t TritonCode::arg_values(const Launch& launch, const ember_ctx* ctx, cuda:
   return xnumel;
 }
 
-TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const {
-  if (launch.sized.empty()) return launch.variants.front().get();
+uint64_t TritonCode::variant_key(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const {
   uint64_t key = 0;
   for (size_t k = 0; k < launch.sized.size() && k < kClassBits; ++k)
     if (values[launch.sized[k]].integer % 16 == 0) key |= uint64_t{1} << k;
-  const codegen::TritonKernel& kernel = *launch.kernel;
-  if (kernel.configs.size() > 1) {
+  if (launch.kernel->configs.size() > 1) {
     // Tuning's size bucket: the next powers of two of xnumel and rnumel.
     const int64_t rnumel = launch.rnumel_arg == SIZE_MAX ? 1 : values[launch.rnumel_arg].integer;
     key |= static_cast<uint64_t>(ceil_log2(xnumel) | ceil_log2(rnumel) << 8) << kClassBits;
   }
+  return key;
+}
+
+TritonCode::Variant* TritonCode::find_variant(const Launch& launch, uint64_t key, const Variant** first) const {
   std::lock_guard<std::mutex> lock(*launch.mutex);
+  if (first != nullptr) *first = launch.variants.front().get();
   for (const std::unique_ptr<Variant>& v : launch.variants)
     if (v->key == key) return v.get();
-  // A new class (or bucket): the first variant's configs, compiled with this class's promises.
-  const Variant& first = *launch.variants.front();
-  auto made = std::make_unique<Variant>();
-  made->key = key;
-  made->runnable.build_options = first.runnable.build_options;
+  return nullptr;
+}
+
+std::vector<std::string> TritonCode::build_variants(const std::vector<MissingVariant>& missing) const {
+  // Every missing variant's configs (the first variant's) with its class's promises, in one batch.
+  std::vector<TritonCompileJob> jobs;
+  for (const MissingVariant& m : missing)
+    for (const Candidate& c : m.first->runnable.candidates)
+      jobs.push_back(specialized_job(*m.launch->kernel, c.config, true, m.key));
+  const TritonBuildOptions& options = missing.front().first->runnable.build_options;
+  std::vector<std::string> errors(jobs.size());
+  std::vector<TritonBinary> binaries(jobs.size());
   PyGILState_STATE gil = PyGILState_Ensure();  // Triton's compiler is Python
-  std::string why;
-  for (const Candidate& c : first.runnable.candidates) {
-    Candidate built = candidate_for(launch, *made, c.config, xnumel, &why);
-    if (built.kernel) made->runnable.candidates.push_back(std::move(built));
-    else made->runnable.dropped.push_back(c.config.str() + ": " + why);
-  }
-  if (made->runnable.candidates.empty()) {
-    PyErr_Format(PyExc_RuntimeError, "ember: compiling Triton kernel %s for sizes of divisibility class %llx failed: %s",
-                 kernel.name.c_str(), static_cast<unsigned long long>(key), why.c_str());
-    PyGILState_Release(gil);
-    return nullptr;
+  try {
+    binaries = build_triton_each(jobs, options, &errors);
+  } catch (const std::exception& e) {
+    errors.assign(jobs.size(), e.what());
   }
   PyGILState_Release(gil);
-  if (made->runnable.candidates.size() == 1) {
-    made->choice.best = made->runnable.candidates.front();
-    made->choice.tuned = true;
+  std::vector<std::string> why(missing.size());
+  size_t j = 0;
+  for (size_t m = 0; m < missing.size(); ++m) {
+    const Launch& launch = *missing[m].launch;
+    auto made = std::make_unique<Variant>();
+    made->key = missing[m].key;
+    made->runnable.build_options = options;
+    for (const Candidate& c : missing[m].first->runnable.candidates) {
+      std::string reason;
+      std::shared_ptr<const cuda::Kernel> kernel = kernel_of(std::move(binaries[j]), errors[j], &reason);
+      ++j;
+      if (kernel) made->runnable.candidates.push_back({c.config, std::move(kernel)});
+      else made->runnable.dropped.push_back(c.config.str() + ": " + (why[m] = reason));
+    }
+    if (made->runnable.candidates.empty()) continue;
+    why[m].clear();
+    if (made->runnable.candidates.size() == 1) {
+      made->choice.best = made->runnable.candidates.front();
+      made->choice.tuned = true;
+    }
+    std::lock_guard<std::mutex> lock(*launch.mutex);
+    bool present = false;  // another thread may have built it meanwhile
+    for (const std::unique_ptr<Variant>& v : launch.variants) present = present || v->key == made->key;
+    if (!present) launch.variants.push_back(std::move(made));
   }
-  launch.variants.push_back(std::move(made));
-  return launch.variants.back().get();
+  return why;
+}
+
+TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const ember_ctx* ctx, const cuda::ArgValue* values,
+                                             int64_t xnumel) const {
+  if (launch.sized.empty()) return launch.variants.front().get();
+  const uint64_t key = variant_key(launch, values, xnumel);
+  const Variant* first = nullptr;
+  if (Variant* v = find_variant(launch, key, &first)) return v;
+  // A new class (or bucket). The graph's other symbolic kernels share its symbols, so they usually
+  // meet a new class at the same call: the variants this call needs for all of them are built in one
+  // parallel batch, not one compile after another as each launch reaches its own.
+  std::vector<MissingVariant> missing{{&launch, key, first}};
+  if (launch.matmul == nullptr) {
+    for (const Launch& other : launches_) {
+      if (&other == &launch || other.sized.empty()) continue;
+      cuda::ArgValue other_values[cuda::kMaxParams];
+      const int64_t other_xnumel = arg_values(other, ctx, other_values);
+      const uint64_t other_key = variant_key(other, other_values, other_xnumel);
+      const Variant* other_first = nullptr;
+      if (other_xnumel != 0 && find_variant(other, other_key, &other_first) == nullptr)
+        missing.push_back({&other, other_key, other_first});
+    }
+  }
+  const std::vector<std::string> why = build_variants(missing);
+  if (Variant* v = find_variant(launch, key)) return v;
+  set_error("ember: compiling Triton kernel " + launch.kernel->name + " for sizes of divisibility class " +
+            std::to_string(key) + " failed: " + why.front());
+  return nullptr;
 }
 
 bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const {
@@ -349,7 +415,7 @@ bool TritonCode::launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) con
     const bool pointer = kind == Arg::Kind::BufferPointer || kind == Arg::Kind::ArenaPointer;
     aligned = aligned && (!pointer || values[a].pointer % 16 == 0);
   }
-  Variant* variant = variant_for(launch, values, xnumel);
+  Variant* variant = variant_for(launch, ctx, values, xnumel);
   if (variant == nullptr) return false;
   // Candidates are timed on aligned pointers only (they are compiled with the promise), and never
   // while the stream captures a CUDA graph; such a call runs the first config (or the choice, once
@@ -537,11 +603,7 @@ TritonCode::Candidate TritonCode::candidate_for(const Launch& launch, const Vari
     std::vector<TritonBinary> built =
         build_triton_each({specialized_job(*launch.kernel, config, true, variant.key)},
                           variant.runnable.build_options, &errors);
-    if (errors[0].empty()) {
-      made.kernel = std::make_shared<const cuda::Kernel>(std::move(built[0]));
-    } else {
-      *why = "does not compile: " + triton_error_summary(errors[0]);
-    }
+    made.kernel = kernel_of(std::move(built[0]), errors[0], why);
   } catch (const std::exception& e) {
     *why = e.what();
   }
@@ -625,15 +687,12 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
     std::vector<std::string> first_error(kernels.size());
     for (size_t j = 0; j < binaries.size(); ++j) {
       auto [k, config] = job_of[j];
-      std::string why = errors[j].empty() ? "" : "does not compile: " + triton_error_summary(errors[j]);
-      if (why.empty()) {
-        *all_cached = *all_cached && binaries[j].cache_hit;
-        try {
-          runnables[k].candidates.push_back({*config, std::make_shared<const cuda::Kernel>(std::move(binaries[j]))});
-          continue;
-        } catch (const std::invalid_argument& e) {
-          why = e.what();  // a binary the launcher cannot run (scratch memory, clusters)
-        }
+      std::string why;
+      const bool hit = binaries[j].cache_hit;
+      if (std::shared_ptr<const cuda::Kernel> kernel = kernel_of(std::move(binaries[j]), errors[j], &why)) {
+        *all_cached = *all_cached && hit;
+        runnables[k].candidates.push_back({*config, std::move(kernel)});
+        continue;
       }
       runnables[k].dropped.push_back(config->str() + ": " + why);
       if (first_error[k].empty()) first_error[k] = errors[j].empty() ? why : errors[j];

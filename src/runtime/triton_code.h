@@ -155,9 +155,22 @@ class TritonCode : public GraphCode {
   bool matmul_choice(MatmulSlot& slot, ember_ctx* ctx, Env& env, bool* use_template) const;
   // The launch's arguments for this call: pointers from ctx, sizes evaluated at ctx->sym; returns xnumel.
   int64_t arg_values(const Launch& launch, const ember_ctx* ctx, cuda::ArgValue* values) const;
-  // The variant for these argument values (its class and bucket), built on first need; null with
-  // a Python error set.
-  Variant* variant_for(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const;
+  // The key of the variant a launch with these argument values runs: its class and bucket.
+  uint64_t variant_key(const Launch& launch, const cuda::ArgValue* values, int64_t xnumel) const;
+  // The launch's variant for `key`, null when not built yet; `*first` (if given) its first variant,
+  // read under the same lock (another thread may be adding a variant).
+  Variant* find_variant(const Launch& launch, uint64_t key, const Variant** first = nullptr) const;
+  // The variant for these argument values, built on first need together with the variants this
+  // call (ctx) needs for the graph's other kernels; null with a Python error set.
+  Variant* variant_for(const Launch& launch, const ember_ctx* ctx, const cuda::ArgValue* values, int64_t xnumel) const;
+  struct MissingVariant {
+    const Launch* launch = nullptr;
+    uint64_t key = 0;
+    const Variant* first = nullptr;  // the launch's first variant: its configs and build options
+  };
+  // Builds the variants in one parallel batch and adds those with a config that compiled; per
+  // variant, "" or why none did. Takes the GIL.
+  std::vector<std::string> build_variants(const std::vector<MissingVariant>& missing) const;
   bool launch_cuda(const Launch& launch, ember_ctx* ctx, Env& env) const;
   // Sets variant.choice (from the disk cache, else by timing); false with a Python error set.
   bool tune(const Launch& launch, Variant& variant, const cuda::ArgValue* values, int64_t xnumel, const Env& env) const;

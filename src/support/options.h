@@ -55,6 +55,10 @@ struct CompileOptions {
   // Graphs on the CPU run through the Triton backend, their kernels in Triton's interpreter, instead
   // of the C++ backend: slow, a way to test the GPU backend's code without a GPU (tests).
   bool triton_interpret = false;
+  // Graphs on the CPU are compiled by the Triton backend for CUDA (sm_90 cubins through the cubin
+  // cache, as on the H200), then run on the eager executor: nothing is launched. A developer path
+  // that measures and tests the GPU backend's compile time without a GPU (docs/cuda-runtime.md).
+  bool triton_build_only = false;
   // torch.backends.cuda.matmul.allow_tf32 when ember.compile ran: the precision of fp32 matmul
   // templates (max-autotune), part of their text and so of every cache key built from it.
   bool allow_tf32 = false;

@@ -15,8 +15,11 @@ re-import the parent's ``__main__`` (a user's training script, unless it guards 
 and unpickling a function from ``ember._triton.compile`` would import the ``ember`` package, that
 is torch and ``ember._C``, in every worker. A worker here is ``python -c`` that loads this very
 file by path (stdlib imports only at the top), imports triton once, and serves jobs over its
-stdin/stdout. Workers start lazily, as many as the batch needs up to the limit, and are reused
-for the life of the process; they exit when their stdin closes (the parent exited).
+stdin/stdout. Workers start when a batch needs them (as many as it has jobs, up to the limit), or
+earlier through ``prestart()`` (ember.compile calls it once CUDA is in use, so that they boot while
+the first graph is traced), and are reused for the life of the process; each compiles a small kernel
+as it starts (``_warm_up``: Triton's one-time costs), and they exit when their stdin closes (the
+parent exited).
 
 In a worker, ``ember._triton.helpers`` is importable without importing ``ember``: helpers.py is
 loaded by path into ``sys.modules`` under that name, below two empty package modules. A kernel's
@@ -34,6 +37,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _HELPERS = os.path.join(_HERE, "helpers.py")
@@ -141,17 +145,25 @@ class _Pool:
         self.workers = []
         self.lock = threading.Lock()  # one batch at a time: a worker serves one job at a time
 
+    def start(self, count):
+        """At least `count` live workers (started, not waited for)."""
+        with self.lock:
+            self._ensure(count)
+
+    def _ensure(self, count):
+        self.workers = [w for w in self.workers if w.alive()]
+        while len(self.workers) < count:
+            self.workers.append(_Worker())
+
     def run(self, jobs, limit):
         with self.lock:
-            self.workers = [w for w in self.workers if w.alive()]
-            while len(self.workers) < min(limit, len(jobs)):
-                self.workers.append(_Worker())
+            self._ensure(min(limit, len(jobs)))
             results = [None] * len(jobs)
             pending = list(reversed(range(len(jobs))))
             busy = {}  # worker -> job index
             selector = selectors.DefaultSelector()
             try:
-                for worker in self.workers[:len(jobs)]:
+                for worker in self.workers[:min(limit, len(jobs))]:
                     self._start(worker, pending, busy, jobs, selector)
                 while busy:
                     for key, _ in selector.select():
@@ -195,24 +207,82 @@ _pool_lock = threading.Lock()
 
 
 @atexit.register
-def _close_pool():
-    if _pool is not None:
-        _pool.close()
+def shutdown():
+    """Stops the workers (each exits when its stdin closes); the next batch or prestart() starts new
+    ones, which read the environment (TRITON_CACHE_DIR, TRITON_PTXAS_PATH) afresh."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()
 
 
 def default_workers():
-    return max(1, min(16, os.cpu_count() or 1))
+    """min(16, the cores this process may run on)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(16, cores or 1))
+
+
+def _new_stats():
+    return {"batches": 0, "jobs": 0, "wall_seconds": 0.0, "workers_started": 0, "worker_boot_seconds": 0.0,
+            "job_seconds": {}}
+
+
+_stats = _new_stats()
+
+
+def stats():
+    """What compile_kernels did since the last reset_stats(): batches, jobs compiled, the batches' wall
+    seconds, workers started and the seconds they spent importing triton (summed over workers), and
+    per Triton stage (frontend, ttir, ttgir, llir, ptx, cubin = ptxas) and in total the seconds jobs
+    spent, summed over jobs (they overlap: the pool runs them in parallel)."""
+    with _pool_lock:
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in _stats.items()}
+
+
+def reset_stats():
+    global _stats
+    with _pool_lock:
+        _stats = _new_stats()
+
+
+def _account(results, seconds):
+    with _pool_lock:
+        _stats["batches"] += 1
+        _stats["jobs"] += len(results)
+        _stats["wall_seconds"] += seconds
+        for result in results:
+            boot = result.pop("boot_seconds", None)
+            if boot is not None:
+                _stats["workers_started"] += 1
+                _stats["worker_boot_seconds"] += boot
+            for stage, s in result.pop("seconds", {}).items():
+                _stats["job_seconds"][stage] = _stats["job_seconds"].get(stage, 0.0) + s
+
+
+def _get_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool()
+        return _pool
+
+
+def prestart(workers=0):
+    """Starts the pool's workers now, without waiting for them: each imports triton and warms up
+    (about 1-3 s) while the caller goes on tracing, so the first batch finds them ready. `workers` 0:
+    default_workers(). Workers already running count."""
+    _get_pool().start(workers or default_workers())
 
 
 def compile_kernels(jobs, workers=0):
     """One result per job, in order (see the module docstring). `workers` 0: min(16, cpus)."""
-    global _pool
     if not jobs:
         return []
-    with _pool_lock:
-        if _pool is None:
-            _pool = _Pool()
-    return _pool.run(list(jobs), workers or default_workers())
+    start = time.perf_counter()
+    results = _get_pool().run(list(jobs), workers or default_workers())
+    _account(results, time.perf_counter() - start)
+    return results
 
 
 # ---- the worker ----
@@ -257,15 +327,29 @@ def _compile_one(job):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    start = time.perf_counter()
     fn = _load_kernel(job["source"], job["name"])
     signature = dict(job["signature"])
     constexprs = dict(job["constexprs"])
     attrs = {(i,): [["tt.divisibility", 16]] for i in job["divisible"]}
     options = dict(job["options"], **_FIXED_OPTIONS)
-    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(*job["target"]),
-                              options=options)
+    stage_us = {}
+
+    def listen(times, **_):  # Triton's own per-stage clock (knobs.CompileTimes, microseconds)
+        stage_us["frontend"] = times.ir_initialization
+        stage_us.update(times.lowering_stages)
+
+    triton.knobs.compilation.listener = listen
+    try:
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(*job["target"]),
+                                  options=options)
+    finally:
+        triton.knobs.compilation.listener = None
     m = compiled.metadata
+    seconds = {stage: us / 1e6 for stage, us in stage_us.items()}
+    seconds["total"] = time.perf_counter() - start
     return {
+        "seconds": seconds,
         "cubin": compiled.kernel,
         "ptx": compiled.asm.get("ptx", ""),
         "entry": m.name,
@@ -280,10 +364,48 @@ def _compile_one(job):
     }
 
 
+# A kernel compiled once by every worker as it starts (see _warm_up).
+_WARM_UP_SOURCE = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def ember_warm_up(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)
+"""
+
+
+def _warm_up():
+    """Pays a process's one-time compile costs before the first job arrives: the first triton.compile
+    hashes libtriton.so for Triton's own cache key (about 0.8 s on the dev box), imports the code
+    generator and starts LLVM and ptxas; a job would pay about 1.3 s more than its own compile. Compiled
+    past Triton's cache (always_compile), or a cached warm-up would skip most of it."""
+    import triton
+
+    always = triton.knobs.compilation.always_compile
+    triton.knobs.compilation.always_compile = True
+    try:
+        _compile_one({"source": _WARM_UP_SOURCE, "name": "ember_warm_up",
+                      "signature": [("in_ptr0", "*fp32"), ("out_ptr0", "*fp32"), ("xnumel", "i32"),
+                                    ("XBLOCK", "constexpr")],
+                      "constexprs": [("XBLOCK", 128)], "divisible": [0, 1],
+                      "options": {"num_warps": 4, "num_stages": 1, "debug": False}, "target": ("cuda", 90, 32)})
+    except Exception:  # noqa: BLE001 -- a warm-up that fails costs nothing; a job reports its own errors
+        pass
+    finally:
+        triton.knobs.compilation.always_compile = always
+
+
 def _serve(requests, replies):
+    start = time.perf_counter()
     _install_helpers()
     import triton  # noqa: F401  (once, before the first job, so each job pays only its compile)
 
+    _warm_up()
+    boot = time.perf_counter() - start  # reported with the first result (stats())
     while True:
         job = _receive(requests)
         if job is None:
@@ -292,4 +414,6 @@ def _serve(requests, replies):
             result = _compile_one(job)
         except Exception as e:  # a Triton error is the job's result, not the worker's end
             result = {"error": f"{type(e).__name__}: {e}"}
+        if boot is not None:
+            result["boot_seconds"], boot = boot, None
         _send(replies, result)

@@ -3,7 +3,8 @@
 
 Workloads (inference, no_grad, random init, batch 2): Ember's nanoGPT (python/ember/models/nanogpt.py,
 4 layers, d=256, 8 heads, vocabulary 256) and transformers' GPT-2 (2 layers, d=128, 4 heads). Each compiler
-meets a fixed schedule of 20 sequence lengths (LENGTHS), each once, from a fresh state.
+meets a fixed schedule of 20 sequence lengths (LENGTHS), each once, from a fresh state: empty compiler
+caches (bench/fresh.py, scratch_caches), the model called eagerly once before the schedule.
 
 Columns, per workload and compiler:
   graphs     graphs compiled over the schedule (the first is static; a recompile makes the length symbolic)
@@ -14,13 +15,17 @@ Columns, per workload and compiler:
              interleaved with the dynamic graph's calls at that length so that both see the same machine: the
              dynamic graph's speed is compared against it (issue 14: within 10%)
 With `--device cuda` the models and inputs live on the GPU and every timed call ends with a synchronize (the
-time a caller sees).
+time a caller sees). Ember's row also holds, and prints, where its compile time went
+(bench/compile_breakdown.py: tracing, the backend's steps, Triton's compile jobs by stage, workers).
+`--device cuda-build` needs no GPU: Ember only, its graphs compiled by the GPU backend to sm_90 cubins
+(option triton_build_only) and run eagerly on the CPU; it measures the CUDA path's compile time, not speed.
 Outputs are checked against eager on every call of the schedule; a mismatch or a failure is recorded in the
 row and the suite exits 1 at the end.
 """
+import contextlib
 import time
 
-from . import options, report, timing
+from . import compile_breakdown, fresh, options, report, timing
 
 SAMPLING = {"repeat": 7, "warmup": 2, "min_sample_ms": 1.0}
 WORKLOADS = ("nanogpt", "gpt2")
@@ -32,7 +37,7 @@ def add_arguments(parser):
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated (default: {', '.join(WORKLOADS)})")
     options.add_sampling_arguments(parser, SAMPLING)
     options.add_no_inductor_argument(parser)
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "cuda-build"))
     parser.add_argument("--quick", action="store_true", help="small models and few lengths: checks that the suite runs")
     parser.add_argument("--out", default="bench-results/dynamic.json", help="JSON path; .md is written next to it")
 
@@ -40,6 +45,8 @@ def add_arguments(parser):
 def _build(name, quick, device):
     """(model, make_input(t), description); the model and its inputs on `device`."""
     model, make, desc = _build_cpu(name, quick)
+    if device == "cuda-build":
+        return model, make, desc
     return model.to(device), lambda t: tuple(a.to(device) for a in make(t)), desc
 
 
@@ -69,12 +76,12 @@ def _logits(out):
     return out if not hasattr(out, "logits") else out.logits
 
 
-def _compile(compiler, model, dynamic, reset=True):
+def _compile(compiler, model, dynamic, reset=True, device="cpu"):
     if compiler == "ember":
         import ember
         if reset:
             ember.reset()
-        return ember.compile(model, dynamic=dynamic)
+        return ember.compile(model, dynamic=dynamic, options={"triton_build_only": device == "cuda-build"})
     import torch
     import torch._dynamo
     if reset:
@@ -108,15 +115,23 @@ def _run(name, compiler, sampling, quick, device):
     import torch
     model, make, desc = _build(name, quick, device)
     lengths = LENGTHS[:6] if quick else LENGTHS
-    probes = tuple(p for p in PROBES if p in lengths) or lengths[-2:]
+    # Build only: the calls run eagerly, so there is no speed to compare.
+    probes = () if device == "cuda-build" else tuple(p for p in PROBES if p in lengths) or lengths[-2:]
     row = {"workload": name, "description": desc, "compiler": compiler}
     with torch.no_grad():
-        fn = _compile(compiler, model, None)
-        start = time.perf_counter()
-        for t in lengths:
-            args = make(t)
-            torch.testing.assert_close(_logits(fn(*args)), _logits(model(*args)))
-        schedule = time.perf_counter() - start
+        # Eager's one-time costs (CUDA's lazy module loading, cuBLAS's handle) are nobody's compile time.
+        model(*make(lengths[0]))
+        fn = _compile(compiler, model, None, device=device)
+        collecting = compile_breakdown.collect() if compiler == "ember" else contextlib.nullcontext({})
+        with collecting as breakdown:
+            start = time.perf_counter()
+            for t in lengths:
+                args = make(t)
+                torch.testing.assert_close(_logits(fn(*args)), _logits(model(*args)))
+            schedule = time.perf_counter() - start
+        if breakdown:
+            row["breakdown"] = breakdown
+            print(f"  {name} / ember compile: {compile_breakdown.line(breakdown)}", flush=True)
         row["graphs"] = _graphs(compiler)
         once = {"warmup": 0, "repeat": 1, "min_sample_ms": 0.0}
         steady = sum(_per_call({"x": fn}, make(t), once, device)["x"] for t in lengths)
@@ -129,6 +144,12 @@ def _run(name, compiler, sampling, quick, device):
             times = _per_call({"dynamic": fn, "static": static}, make(t), sampling, device)
             row["dynamic"][t], row["static"][t] = times["dynamic"], times["static"]
     return row
+
+
+def _stop_compile_workers():
+    import sys
+    if "ember._triton.compile" in sys.modules:
+        sys.modules["ember._triton.compile"].shutdown()
 
 
 def _markdown(rows):
@@ -155,13 +176,17 @@ def _markdown(rows):
 def run(args):
     sampling = options.sampling_config(args, SAMPLING)
     names = report.parse_names(args.workloads, WORKLOADS, "workload")
-    compilers = ["ember"] + ([] if args.no_inductor else ["inductor"])
+    compilers = ["ember"] + ([] if args.no_inductor or args.device == "cuda-build" else ["inductor"])
     rows, ok = [], True
     for name in names:
         for compiler in compilers:
             print(f"{name} / {compiler} ...", flush=True)
             try:
-                rows.append(_run(name, compiler, sampling, args.quick, args.device))
+                with fresh.scratch_caches("ember-bench-dynamic-"):  # cold caches: compile time from scratch
+                    try:
+                        rows.append(_run(name, compiler, sampling, args.quick, args.device))
+                    finally:  # Ember's compile workers: the next row starts its own, in its caches
+                        _stop_compile_workers()
             except Exception as exc:  # noqa: BLE001 -- recorded in the row; the suite carries on
                 ok = False
                 rows.append({"workload": name, "compiler": compiler, "error": report.error_text(exc)})
