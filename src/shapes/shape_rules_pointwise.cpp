@@ -192,7 +192,15 @@ Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const 
   // floor_divide and remainder are compositions in torch's Python meta kernels, whose
   // intermediate results reorder the dims: only the simple layouts for them.
   bool composite = call.op == ir::Op::FloorDivide || call.op == ir::Op::Remainder;
-  auto strides = pointwise_strides(out, tensors, composite ? std::nullopt : std::optional<ir::DType>(dt));
+  // A 0-d operand of the result's dtype steps through nothing (TensorIterator broadcasts it with
+  // stride 0 in every dim, which the ordering skips), so the others lay the result out: `q / scale`
+  // of a permuted q keeps q's order. Not one of another dtype (torch's Python meta kernels convert
+  // it first: logical_and(0-d float, permuted) is contiguous) nor under the compositions.
+  std::vector<const Dense*> laid;
+  for (const Dense* t : tensors)
+    if (composite || t->dim() != 0 || t->dtype != dt) laid.push_back(t);
+  if (laid.empty()) laid = tensors;
+  auto strides = pointwise_strides(out, laid, composite ? std::nullopt : std::optional<ir::DType>(dt));
   if (layout == Layout::Contiguous) {
     // Default strides; the meta kernel's strides of size-1 dims can differ when the inputs'
     // are not default themselves, so those cases are left to it.

@@ -18,7 +18,7 @@ DECLINED = [
     ("add", torch.add, [xt, T((2,), dtype=torch.float64)], {}),  # mixed layouts and a conversion
     ("add", torch.add, [T((3, 1, 2), (1, 6, 3)), T((2,))], {}),  # a size-1 result dim
     ("floor_divide", torch.floor_divide, [xt, T((3, 2))], {}),  # a composition in torch's meta kernel
-    ("mul", torch.mul, [xt, T((), dtype=torch.float32)], {}),
+    ("mul", torch.mul, [xt, T((), dtype=torch.float64)], {}),  # a 0-d operand of another dtype than the result's
     ("neg", torch.neg, [x_odd1], {}),
     ("exp", torch.exp, [T((3, 2), (0, 1), dtype=torch.int64)], {}),  # stride 0 and a conversion
     # Scalars outside the computation dtype's range, and dtypes torch refuses on CPU.
