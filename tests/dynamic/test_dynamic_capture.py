@@ -83,6 +83,26 @@ def test_torch_calls_with_rules_stay_symbolic(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_assignment_to_a_scalar_stays_symbolic(backend):
+    """`r = 0; r += t` (T5's relative-position buckets): an int's += falls back to the tensor's
+    reflected op, recorded as operator.iadd, which has a rule."""
+    def f(x):
+        r = 0
+        r += (x > 0).to(torch.long) * 4
+        k = 1.0
+        k -= x
+        m = 2
+        m *= x
+        d = 3.0
+        d /= x
+        return r + k + m + d
+    g = ember.compile(f, backend=backend, dynamic=True)
+    run_all(f, g, [(torch.randn(2, n),) for n in (3, 5, 9)])
+    if one_graph_serves_all_sizes(backend):
+        assert compiles() == 1, ember.stats()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_size_aware_builtins_keep_sizes_symbolic(backend):
     """len(), isinstance(), type(), getattr() and the operator module's functions take sizes as they
     are (transformers' mask code asks `len(mask.shape) == 4`): no guard pins a size for them."""
