@@ -24,7 +24,6 @@
 // always are. Why not ask the scheduler itself: autograd sits below
 // lowering in the layering; the op families are what its inline rule keys on (docs/scheduler.md).
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -188,13 +187,9 @@ Arg remap(const Arg& a, const std::vector<ValueId>& map) {
 }
 
 // The subgraph of `joint` that computes `outputs` from `inputs` (value, source): the nodes needed,
-// plus `forced` nodes, in joint order, except that a `deferred` node (pure: a forward value the backward
-// recomputes) comes right before the first node that reads it. Recomputations all at the start of the
-// backward, where the joint has them, would keep every recomputed activation alive across the whole
-// backward (a conv net's ReLU outputs, layer after layer); each now lives from just before its first
-// reader, as the activation eager autograd saved would be used there (docs/memory.md, "Training").
+// plus `forced` nodes, in joint order.
 ir::Graph extract(const ir::Graph& joint, const std::string& name, const std::vector<std::pair<ValueId, std::string>>& inputs,
-                  const std::vector<ValueId>& outputs, const std::vector<bool>& forced, const std::vector<bool>& deferred) {
+                  const std::vector<ValueId>& outputs, const std::vector<bool>& forced) {
   std::vector<bool> is_input(joint.values().size(), false), needed(joint.nodes().size(), false);
   for (const auto& in : inputs) is_input[static_cast<size_t>(in.first)] = true;
   std::vector<ValueId> work(outputs);
@@ -217,13 +212,8 @@ ir::Graph extract(const ir::Graph& joint, const std::string& name, const std::ve
   g.symbols = joint.symbols;
   std::vector<ValueId> map(joint.values().size(), -1);
   for (const auto& [v, source] : inputs) map[static_cast<size_t>(v)] = g.add_input(joint.value(v).type, source);
-  std::vector<bool> emitted(joint.nodes().size(), false);
-  std::function<void(const ir::Node&)> emit = [&](const ir::Node& node) {
-    emitted[static_cast<size_t>(node.id)] = true;
-    for_each_read(node, [&](ValueId r) {
-      const ir::NodeId p = joint.value(r).producer;
-      if (!is_input[static_cast<size_t>(r)] && p >= 0 && !emitted[static_cast<size_t>(p)]) emit(joint.node(p));
-    });
+  for (const ir::Node& node : joint.nodes()) {
+    if (!needed[static_cast<size_t>(node.id)]) continue;
     std::vector<Arg> args;
     for (const Arg& a : node.args) args.push_back(remap(a, map));
     std::vector<std::pair<std::string, Arg>> kwargs;
@@ -232,12 +222,7 @@ ir::Graph extract(const ir::Graph& joint, const std::string& name, const std::ve
     for (ValueId r : node.results) types.push_back(joint.value(r).type);
     ir::NodeId id = g.add_node(node.op, node.target, std::move(args), std::move(kwargs), std::move(types), node.result_form);
     for (size_t i = 0; i < node.results.size(); ++i) map[static_cast<size_t>(node.results[i])] = g.node(id).results[i];
-  };
-  for (bool late : {false, true})  // deferred nodes no other node reads (an output) come last
-    for (const ir::Node& node : joint.nodes())
-      if (needed[static_cast<size_t>(node.id)] && !emitted[static_cast<size_t>(node.id)] &&
-          (late || !deferred[static_cast<size_t>(node.id)]))
-        emit(node);
+  }
   std::vector<ValueId> outs;
   for (ValueId v : outputs) outs.push_back(map.at(static_cast<size_t>(v)));
   g.set_outputs(std::move(outs));
@@ -415,7 +400,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   fw_outputs.insert(fw_outputs.end(), saved.begin(), saved.end());
   std::vector<bool> effects(graph->nodes().size(), false);
   for (const ir::Node& node : g.nodes()) effects[static_cast<size_t>(node.id)] = passes::has_effect(node);
-  result.forward = extract(*graph, "forward", fw_inputs, fw_outputs, effects, std::vector<bool>(graph->nodes().size(), false));
+  result.forward = extract(*graph, "forward", fw_inputs, fw_outputs, effects);
   result.saved = static_cast<int>(saved.size());
 
   // The backward: saved values, saved primals, tangents -> gradients.
@@ -429,12 +414,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   }
   for (int t = 0; t < tangents; ++t)
     bw_inputs.emplace_back(g.inputs()[static_cast<size_t>(primals + t)].value, g.inputs()[static_cast<size_t>(primals + t)].source);
-  std::vector<bool> recomputed(graph->nodes().size(), false);
-  for (const ir::Node& node : graph->nodes())
-    recomputed[static_cast<size_t>(node.id)] = !node.results.empty() && !passes::has_effect(node) &&
-                                               static_cast<size_t>(node.results.front()) < backward.size() &&
-                                               !backward[static_cast<size_t>(node.results.front())];
-  result.backward = extract(*graph, "backward", bw_inputs, grads, std::vector<bool>(graph->nodes().size(), false), recomputed);
+  result.backward = extract(*graph, "backward", bw_inputs, grads, std::vector<bool>(graph->nodes().size(), false));
   // The backward has no int inputs: it reads an int symbol, as every symbol, from a dimension of a
   // saved value or tangent, or from the size carrier (an int symbol is >= 1, so a carrier's extent).
   // It costs no saved bytes, as AOTAutograd's saved SymInts (notes/aot_autograd.md).
