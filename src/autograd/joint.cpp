@@ -277,7 +277,6 @@ struct Builder {
 
 std::optional<Joint> build_joint(const ir::Graph& forward, const JointOptions& options, std::string* reason) {
   ir::Graph g = forward;
-  writes_out_of_place(g);
   *reason = why_not_differentiable(g);
   if (!reason->empty()) return std::nullopt;
   std::vector<bool> disabled = grad_disabled_nodes(g);

@@ -109,12 +109,6 @@ bool differentiates_whole(const ir::Node& node);
 // mask (eager's own numbers).
 void random_ops_for_training(ir::Graph& g, bool exact_random);
 
-// A training graph's in-place calls (F.relu(x, inplace=True), x += y, x.mul_(y)) made out of place where
-// nothing else can see the written value: it is an intermediate in storage of its own (not an input,
-// not a view) that no other node may alias; reads after the write then read the call's result
-// (functional_writes.cpp). The rest stay in place, and such a graph runs eagerly (joint.cpp).
-void writes_out_of_place(ir::Graph& g);
-
 // Rules by family; each file defines the functions rules.cpp's table names.
 namespace rules {
 #define EMBER_VJP_RULE(op, function) void function(VjpCtx& c);

@@ -21,6 +21,13 @@ bool has_effect(const ir::Node& node);
 bool dce(ir::Graph& graph);
 // Binds the arguments of known calls to their parameters: one form per op (canonicalize.cpp).
 bool canonicalize(ir::Graph& graph);
+// In-place calls on intermediates that nothing else can see made out of place (`F.relu(x, inplace=True)`
+// without `inplace`, `x += y` as add, `x.relu_()` as relu), reads after each write bound to its result
+// (functional_writes.cpp): such a write is then an ordinary op that lowering fuses and autograd
+// differentiates. Writes to graph inputs, through views, or to storage another node may alias (a view
+// taken before or after) stay in place: lowering makes them stores or torch calls, and a training graph
+// holding one runs eagerly (autograd/joint.cpp).
+bool writes_out_of_place(ir::Graph& graph);
 // Rewrites composite ops into Ember's primitives, the contract with lowering (decompose.cpp,
 // docs/decompositions.md). Nodes for which `keep` answers true are copied as they are (autograd
 // decomposes only the nodes its derivative table does not cover).

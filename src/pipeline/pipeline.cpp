@@ -27,6 +27,9 @@ const std::vector<Step>& steps() {
       // Graph IR.
       {"canonicalize", IRKind::Graph, "bind arguments to parameters: defaults, non-negative dims, sizes as lists",
        [](Compilation& c, const Target&) { return passes::canonicalize(c.graph); }},
+      {"functional_writes", IRKind::Graph,
+       "in-place calls on intermediates nothing else can see made out of place (docs/decompositions.md)",
+       [](Compilation& c, const Target&) { return passes::writes_out_of_place(c.graph); }},
       {"joint", IRKind::Graph, "a training graph becomes its joint forward + backward graph (docs/autograd.md)",
        [](Compilation& c, const Target&) {
          if (!autograd::is_training_graph(c.graph)) return false;

@@ -23,6 +23,8 @@ bool can_index(int64_t dim_size, const Sizes& index_sizes) {
   return n && (dim_size > 0 || *n == 0);
 }
 
+}  // namespace
+
 // torch's suggest_memory_format() is channels-last: c10's is_channels_last_strides_2d/3d, which
 // walk the dims from channels to batch and need each stride at least the span of the previous.
 bool suggests_channels_last(const Dense& t) {
@@ -38,8 +40,6 @@ bool suggests_channels_last(const Dense& t) {
   }
   return true;
 }
-
-}  // namespace
 
 Result infer_cat_stack(const Call& call) {
   bool is_cat = call.op == ir::Op::Cat;

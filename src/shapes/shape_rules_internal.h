@@ -122,6 +122,8 @@ bool is_contiguous(const Dense& t);                  // torch's is_contiguous():
 // Whether torch's "contiguous result like x" (empty_like and friends) has default strides:
 // when x has them, or has no dim of size 0 or 1 (whose strides torch may carry over from x).
 bool like_has_default_strides(const Dense& x);
+// torch's suggest_memory_format() is channels-last (4-d or 5-d; shape_rules_data.cpp).
+bool suggests_channels_last(const Dense& t);
 std::optional<int64_t> numel(const Sizes& sizes);    // nullopt on overflow
 std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim);  // a 0-d tensor has dims {0, -1}
 std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b);

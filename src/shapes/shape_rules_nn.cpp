@@ -6,7 +6,10 @@
 // (a channels-last input gives a channels-last convolution or batch norm on CPU, and the meta
 // kernels of attention and convolution disagree with the CPU kernels on such layouts): the
 // rules answer for inputs with torch's default strides only, except attention, whose meta
-// kernel gives default strides for any layout of query, key and value.
+// kernel gives default strides for any layout of query, key and value, and a 2-d convolution on
+// the CPU of a dense channels-last input, whose result is channels-last as the CPU kernels (mkldnn
+// and thnn alike) make it: meta's contiguous answer made the runtime copy every such result into the
+// recorded layout (ConvNeXt's LayerNorm2d permutes, so eager runs it channels-last: 17 copies a call).
 //
 // Dtypes: floating inputs; weights and biases of the input's dtype (batch_norm also takes
 // float32 parameters for float16/bfloat16 inputs). Empty tensors, float8, complex and the
@@ -31,6 +34,9 @@ std::optional<std::optional<Dense>> vector_param(const Operand* p, int64_t n) {
 }
 
 const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
+
+// torch's channels-last strides of a 4-d size (N, C, H, W): C varies fastest, then W, H, N.
+Sizes channels_last_strides(const Sizes& s) { return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}; }
 
 // An int or a sequence of `n` ints (a sequence of one is also expanded by torch, but only the
 // two common forms are modeled), each at least `min`.
@@ -59,7 +65,10 @@ Result infer_conv(const Call& call, int spatial_dims) {
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
   if (w->dim() != spatial_dims + 2 || (x->dim() != spatial_dims + 2 && x->dim() != spatial_dims + 1)) return std::nullopt;
-  if (!has_default_strides(*x) || !has_default_strides(*w) || has_zero(x->sizes) || has_zero(w->sizes))
+  const bool channels_last = spatial_dims == 2 && x->dim() == 4 && x->device && x->device->type == "cpu" &&
+                             suggests_channels_last(*x) && x->strides == channels_last_strides(x->sizes);
+  if ((!has_default_strides(*x) && !channels_last) || !has_default_strides(*w) || has_zero(x->sizes) ||
+      has_zero(w->sizes))
     return std::nullopt;
   bool batched = x->dim() == spatial_dims + 2;
   size_t n = static_cast<size_t>(spatial_dims);
@@ -100,7 +109,12 @@ Result infer_conv(const Call& call, int spatial_dims) {
     if (padded < extent) return std::nullopt;
     out.push_back((padded - extent) / (*stride)[i] + 1);
   }
-  return computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)});
+  Result r = computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)});
+  if (r && channels_last) {
+    ir::TensorType& t = r->front();
+    t = make_type(t.dtype, out, channels_last_strides(out), t.requires_grad, t.device);
+  }
+  return r;
 }
 
 Result infer_batch_norm(const Call& call) {

@@ -1,4 +1,4 @@
-"""In-place calls on intermediates in training graphs (autograd/functional_writes.cpp): `nn.ReLU(inplace=True)`
+"""In-place calls on intermediates in training graphs (passes/functional_writes.cpp): `nn.ReLU(inplace=True)`
 after a convolution and BatchNorm, as most CNNs write it, is differentiated ahead of time (a backward graph,
 no eager fallback) with eager's gradients and running statistics; a write that something else can see (a graph
 input, a view) still makes the graph run eagerly, with eager's results."""

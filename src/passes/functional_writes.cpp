@@ -1,0 +1,175 @@
+// functional_writes: in-place calls on intermediates nothing else can see, made out of place, in every
+// graph the backend compiles (inference and training; passes.h states the contract).
+//
+// Why: `nn.ReLU(inplace=True)` and `out += identity` after a convolution and BatchNorm (most CNNs)
+// write a value the graph made. Kept in place, each is a torch call: in an inference graph an extern
+// call that also cuts the epilogue kernel in two (conv -> BN -> ReLU -> add -> ReLU was three kernels
+// and three calls after the conv, not one kernel); in a training graph the joint does not
+// differentiate in-place writes, so the whole graph ran eagerly. When nothing else can see the written
+// storage, writing a new value instead is what eager computes, and the rest of the pipeline sees
+// ordinary functional ops (relu, silu, hardswish, dropout; `x += y`, `x.mul_(y)`, `x.relu_()`).
+//
+// Alias rule, per storage: a value a node makes in storage of its own (returns_fresh) is a root; the
+// results of the writes recognized below on a root or on an earlier such result are its other names.
+// Its writes are rewritten only when every node that may return an alias of one of its names is one
+// of those writes on that name: no view, no unknown call, no write this pass does not rewrite (another
+// dtype, another in-place op), anywhere in the graph, before or after the write. A graph input is
+// never a root (writes to inputs stay writes). Then every read of a name, and every graph output
+// that is a name, is bound to the latest write's result before it, which is what eager reads.
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "passes/passes.h"
+
+namespace ember::passes {
+
+namespace {
+
+using ir::Arg;
+using ir::Op;
+using ir::ValueId;
+
+// The call's `inplace=True` keyword (canonicalize keeps `inplace` a keyword), or kwargs.end().
+auto inplace_flag(ir::Node& node) {
+  return std::find_if(node.kwargs.begin(), node.kwargs.end(), [](const auto& kw) {
+    const bool* flag = kw.second.kind == Arg::Kind::Literal ? std::get_if<bool>(&kw.second.literal) : nullptr;
+    return kw.first == "inplace" && flag && *flag;
+  });
+}
+
+// The core op an in-place method, function or operator computes out of place (`x += y`, `x.mul_(y)`,
+// `torch.relu_(x)`), or nullopt. Only ops whose result keeps the written dtype when every tensor they
+// read has it (no comparisons, no logical ops): canonicalize then binds the core op's arguments.
+std::optional<Op> out_of_place_op(const ir::Node& node) {
+  static const std::map<std::string_view, Op> kOps = {
+      {"iadd", Op::Add},     {"isub", Op::Sub},         {"imul", Op::Mul},   {"itruediv", Op::Div},
+      {"__iadd__", Op::Add}, {"__isub__", Op::Sub},     {"__imul__", Op::Mul}, {"__itruediv__", Op::Div},
+      {"add_", Op::Add},     {"sub_", Op::Sub},         {"mul_", Op::Mul},   {"div_", Op::Div},
+      {"pow_", Op::Pow},     {"clamp_", Op::Clamp},     {"relu_", Op::Relu}, {"sigmoid_", Op::Sigmoid},
+      {"tanh_", Op::Tanh},   {"neg_", Op::Neg},         {"abs_", Op::Abs},   {"exp_", Op::Exp},
+      {"log_", Op::Log},     {"sqrt_", Op::Sqrt},       {"rsqrt_", Op::Rsqrt}, {"reciprocal_", Op::Reciprocal},
+      {"erf_", Op::Erf},     {"sin_", Op::Sin},         {"cos_", Op::Cos},   {"floor_", Op::Floor},
+      {"ceil_", Op::Ceil},   {"trunc_", Op::Trunc},     {"round_", Op::Round}, {"sign_", Op::Sign}};
+  if (node.op != Op::TorchCall) return std::nullopt;
+  const std::string_view callable = node.target;
+  const size_t dot = callable.rfind('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view module = callable.substr(0, dot), name = callable.substr(dot + 1);
+  auto it = kOps.find(name);
+  if (it == kOps.end()) return std::nullopt;
+  // Operators live in `operator`, dunders and methods on torch.Tensor, functions (`torch.relu_`) in torch.
+  const bool op_form = name.front() == 'i';
+  const bool dunder = name.front() == '_';
+  if (op_form ? module != "operator" : dunder ? module != "torch.Tensor" : module != "torch.Tensor" && module != "torch")
+    return std::nullopt;
+  return it->second;
+}
+
+// Whether the node's results are new storage, never an alias of what it reads. Python's arithmetic
+// operators on tensors (`0 + x`, as sum() over a list of tensors starts) always make a new tensor.
+bool returns_fresh(const ir::Node& node) {
+  static constexpr std::array<std::string_view, 6> kOperators = {
+      "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.neg", "operator.matmul"};
+  if (node.mutates_first_arg()) return false;
+  return ir::returns_new_tensors(node.callable()) ||
+         std::find(kOperators.begin(), kOperators.end(), node.callable()) != kOperators.end();
+}
+
+// Every tensor the node reads besides the written one has its dtype; the rest are literals.
+bool reads_only_written_dtype(const ir::Graph& g, const ir::Node& node) {
+  const ir::DType written = g.value(node.args.front().value).type.dtype;
+  auto same = [&](const Arg& a) {
+    return a.kind == Arg::Kind::Literal || (a.kind == Arg::Kind::Value && g.value(a.value).type.dtype == written);
+  };
+  return std::all_of(node.args.begin(), node.args.end(), same) &&
+         std::all_of(node.kwargs.begin(), node.kwargs.end(), [&](const auto& kw) { return same(kw.second); });
+}
+
+// How this pass can make the node out of place, if it is a write it rewrites (on its first argument).
+enum class Write { None, Flag, CoreOp };
+
+Write write_kind(const ir::Graph& g, ir::Node& node) {
+  if (node.args.empty() || node.args.front().kind != Arg::Kind::Value || node.results.size() != 1)
+    return Write::None;
+  if (inplace_flag(node) != node.kwargs.end()) return Write::Flag;
+  return out_of_place_op(node) && reads_only_written_dtype(g, node) ? Write::CoreOp : Write::None;
+}
+
+void each_value(const Arg& a, const std::function<void(ValueId)>& f) {
+  if (a.kind == Arg::Kind::Value) f(a.value);
+  for (const Arg& item : a.items) each_value(item, f);
+}
+
+void remap(Arg& a, const std::function<ValueId(ValueId)>& now) {
+  if (a.kind == Arg::Kind::Value) a.value = now(a.value);
+  for (Arg& item : a.items) remap(item, now);
+}
+
+}  // namespace
+
+bool writes_out_of_place(ir::Graph& g) {
+  const size_t n = g.values().size();
+  constexpr ValueId kNone = -1;
+  // First pass: each value's root (kNone: not storage of the graph's own), and which roots some node
+  // other than a rewritable write on one of their names may alias.
+  std::vector<ValueId> root(n, kNone);
+  std::vector<bool> aliased(n, false);
+  std::vector<Write> kinds;
+  for (ir::Node& node : g.mutable_nodes()) {
+    const Write kind = write_kind(g, node);
+    kinds.push_back(kind);
+    if (kind == Write::None && returns_fresh(node)) {
+      for (ValueId r : node.results) root[static_cast<size_t>(r)] = r;
+      continue;
+    }
+    // A write's result names its first argument's storage; its other arguments it only reads.
+    if (kind != Write::None) {
+      root[static_cast<size_t>(node.results.front())] = root[static_cast<size_t>(node.args.front().value)];
+      continue;
+    }
+    auto mark = [&](ValueId v) {
+      if (root[static_cast<size_t>(v)] != kNone) aliased[static_cast<size_t>(root[static_cast<size_t>(v)])] = true;
+    };
+    for (const Arg& a : node.args) each_value(a, mark);
+    for (const auto& kw : node.kwargs) each_value(kw.second, mark);
+  }
+  auto rewritable = [&](ValueId v) {
+    const ValueId r = root[static_cast<size_t>(v)];
+    return r != kNone && !aliased[static_cast<size_t>(r)];
+  };
+
+  // Second pass: rewrite, and bind each read of a name to its storage's latest value.
+  bool changed = false, core_ops = false;
+  std::vector<ValueId> current(n);  // per root: the latest write's result; else the value itself
+  for (size_t v = 0; v < n; ++v) current[v] = static_cast<ValueId>(v);
+  const std::function<ValueId(ValueId)> now = [&](ValueId v) {
+    return rewritable(v) ? current[static_cast<size_t>(root[static_cast<size_t>(v)])] : v;
+  };
+  size_t i = 0;
+  for (ir::Node& node : g.mutable_nodes()) {
+    const Write kind = kinds[i++];
+    for (Arg& a : node.args) remap(a, now);
+    for (auto& kw : node.kwargs) remap(kw.second, now);
+    const ValueId result = node.results.empty() ? kNone : node.results.front();
+    if (kind == Write::None || !rewritable(result)) continue;
+    if (kind == Write::Flag) {
+      node.kwargs.erase(inplace_flag(node));  // canonical form: `inplace` only when not its default
+    } else {
+      node.op = *out_of_place_op(node);
+      node.target.clear();
+      core_ops = true;
+    }
+    current[static_cast<size_t>(root[static_cast<size_t>(result)])] = result;
+    changed = true;
+  }
+  std::vector<ValueId> outputs = g.outputs();
+  for (ValueId& out : outputs) out = now(out);
+  g.set_outputs(std::move(outputs));
+  if (core_ops) canonicalize(g);  // binds the core ops' arguments to their parameters
+  return changed;
+}
+
+}  // namespace ember::passes
