@@ -166,7 +166,10 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
     return nullptr;
   }
   instruments.stop_after = "";
+  const size_t scheduled = c.decisions.size();
   pipeline::compile(c, target, instruments);
+  // The `group` step's decisions (after planning; scheduler.h, group_kernels).
+  for (size_t d = scheduled; d < c.decisions.size(); ++d) report->schedule += c.decisions[d].str() + "\n";
   report->planned_peak_bytes = c.plan->peak_bytes;
   report->loop_ir = loop_ir::print(c.program);
 

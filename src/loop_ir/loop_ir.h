@@ -170,12 +170,19 @@ struct Step {
   int index = 0;                          // into Program::kernels or Program::externs
 };
 
+// Consecutive kernel steps that run as one grouped kernel (loop_ir/group.h has the rules).
+struct Group {
+  std::string name;                       // "g0", "g1", ...
+  std::vector<int> kernels;               // into Program::kernels, in step order
+};
+
 struct Program {
   std::string name;
   std::vector<Buffer> buffers;            // ids dense, in order
   std::vector<Kernel> kernels;
   std::vector<ExternCall> externs;
   std::vector<Step> steps;                // execution order
+  std::vector<Group> groups;              // none unless the C++ target's grouping ran
   std::vector<BufferId> inputs;           // graph input k -> its Input buffer
   std::vector<BufferId> outputs;          // graph output k -> the buffer returned (may repeat)
   sym::Symbols symbols;                   // the shape symbols sizes mention (the graph's)

@@ -42,13 +42,15 @@ class ProgramParser : public ir::TextParser {
       } else if (w == "kernel") {
         p.steps.push_back(Step{Step::Kind::Kernel, static_cast<int>(p.kernels.size())});
         p.kernels.push_back(kernel());
+      } else if (w == "group") {
+        group(p);
       } else if (w == "extern") {
         p.steps.push_back(Step{Step::Kind::Extern, static_cast<int>(p.externs.size())});
         p.externs.push_back(extern_call());
       } else if (w == "return") {
         break;
       } else {
-        fail("expected 'buffer', 'kernel', 'extern' or 'return', found " + found());
+        fail("expected 'buffer', 'kernel', 'group', 'extern' or 'return', found " + found());
       }
     }
     expect_word("return", "");
@@ -207,6 +209,22 @@ class ProgramParser : public ir::TextParser {
     } while (consume(','));
     expect(']', "after the ranges");
     return out;
+  }
+
+  // group @g0 { kernel ... kernel ... }: its kernels are steps, in order (loop_ir/group.h).
+  void group(Program& p) {
+    expect_word("group", "");
+    Group g;
+    expect('@', "before the group's name");
+    g.name = name("a group name");
+    expect('{', "to open the group");
+    while (peek_word("kernel")) {
+      g.kernels.push_back(static_cast<int>(p.kernels.size()));
+      p.steps.push_back(Step{Step::Kind::Kernel, static_cast<int>(p.kernels.size())});
+      p.kernels.push_back(kernel());
+    }
+    expect('}', "to close the group (it holds kernels)");
+    p.groups.push_back(std::move(g));
   }
 
   Kernel kernel() {

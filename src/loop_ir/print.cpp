@@ -4,9 +4,12 @@
 // Steps print in execution order, each kernel or extern call where it runs; a kernel or extern
 // call that no step names is not printed (verify() reports it). Names are ids (`%b3`, `%t7`,
 // `@k0`) and nothing is iterated in pointer order, so the text depends only on the program.
-// Literals and extern arguments use the graph IR's spelling (ir/text_form.h). A malformed node
+// Members of a group print inside it (loop_ir/group.h); a member printed out of its group's order
+// is what verify() reports. Literals and extern arguments use the graph IR's spelling (ir/text_form.h). A malformed node
 // (say, a missing operand) still prints, as well as the text form can say it, so that a verifier
 // message can be read next to it.
+#include <map>
+
 #include "ir/text_form.h"
 #include "loop_ir/loop_ir.h"
 
@@ -144,12 +147,24 @@ std::string print(const Program& program) {
   std::string out = "program @" + name + " {\n";
   for (const sym::SymbolInfo& s : program.symbols) out += "  " + sym::print_symbol(s) + "\n";
   for (const Buffer& b : program.buffers) out += "  " + print_buffer(b) + "\n";
+  // Group members print inside `group @g { ... }`, opened at the first and closed after the last.
+  std::map<int, std::pair<const Group*, size_t>> member_of;  // kernel -> its group, its position there
+  for (const Group& g : program.groups)
+    for (size_t m = 0; m < g.kernels.size(); ++m) member_of.emplace(g.kernels[m], std::make_pair(&g, m));
   for (const Step& step : program.steps) {
     switch (step.kind) {
       case Step::Kind::Kernel:
-        if (step.index >= 0 && static_cast<size_t>(step.index) < program.kernels.size())
-          out += print_kernel(program.kernels[step.index], "  ");
-        else
+        if (step.index >= 0 && static_cast<size_t>(step.index) < program.kernels.size()) {
+          auto group = member_of.find(step.index);
+          if (group == member_of.end()) {
+            out += print_kernel(program.kernels[step.index], "  ");
+            break;
+          }
+          const auto [g, position] = group->second;
+          if (position == 0) out += "  group @" + g->name + " {\n";
+          out += print_kernel(program.kernels[step.index], "    ");
+          if (position + 1 == g->kernels.size()) out += "  }\n";
+        } else
           out += "  // step: kernel " + std::to_string(step.index) + " does not exist\n";
         break;
       case Step::Kind::Extern:

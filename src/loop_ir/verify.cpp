@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "loop_ir/group.h"
 #include "loop_ir/loop_ir.h"
 
 namespace ember::loop_ir {
@@ -137,6 +138,7 @@ class Verifier {
     }
     check_data_flow();
     check_outputs();
+    check_groups();
     return std::move(messages_);
   }
 
@@ -285,6 +287,38 @@ class Verifier {
       if (extern_uses[k] != 1)
         report("extern call " + std::to_string(k) + " (\"" + p_.externs[k].callable + "\") runs in " +
                std::to_string(extern_uses[k]) + " steps; every extern call runs exactly once");
+  }
+
+  // ---- Groups (loop_ir/group.h): named once, members are consecutive steps, in no other group, and
+  // obey the group rule.
+  void check_groups() {
+    const bool sound = messages_.empty();  // the rule reads buffers and views: only when they are valid
+    std::set<std::string> names;
+    std::set<int> grouped;
+    std::vector<int> step_of(p_.kernels.size(), -1);
+    for (size_t s = 0; s < p_.steps.size(); ++s)
+      if (p_.steps[s].kind == Step::Kind::Kernel && valid_kernel(p_.steps[s].index))
+        step_of[p_.steps[s].index] = static_cast<int>(s);
+    for (const Group& g : p_.groups) {
+      const std::string who = "group @" + g.name;
+      if (g.name.empty() || !names.insert(g.name).second) report(who + ": no name, or a name two groups have");
+      bool valid = true;
+      for (size_t m = 0; m < g.kernels.size(); ++m) {
+        const int k = g.kernels[m];
+        if (!valid_kernel(k) || step_of[k] < 0) {
+          report(who + ": member " + std::to_string(k) + " is not a kernel any step runs");
+          valid = false;
+          continue;
+        }
+        if (!grouped.insert(k).second) report(who + ": @" + p_.kernels[k].name + " is in two groups");
+        if (m > 0 && valid_kernel(g.kernels[m - 1]) && step_of[g.kernels[m - 1]] >= 0 &&
+            step_of[k] != step_of[g.kernels[m - 1]] + 1)
+          report(who + ": @" + p_.kernels[k].name + " does not run right after the member before it");
+      }
+      if (!valid || !sound) continue;
+      const std::string refusal = group_refusal(p_, g.kernels);
+      if (!refusal.empty()) report(who + ": " + refusal);
+    }
   }
 
   // ---- Extern calls.

@@ -85,6 +85,33 @@ const std::vector<Step>& steps() {
        [](Compilation& c, const Target& target) {
          return target.kind == Target::Kind::Cpu && loop_ir::collapse_loops(c.program);
        }},
+      // After collapse (the common body reads flat offsets) and for C++ only: the Triton backend
+      // does not emit groups (docs/scheduler.md, "Grouped kernels").
+      {"group", IRKind::Loop, "run consecutive pointwise kernels of one body as one grouped kernel (C++ target)",
+       [](Compilation& c, const Target& target) {
+         // Symbolic programs are planned per call: no offsets to check members' temporaries by.
+         if (target.kind != Target::Kind::Cpu || !c.program.symbols.empty()) return false;
+         if (!c.plan) throw std::invalid_argument("group needs the memory plan: run `plan` first");
+         const memory::MemoryPlan& plan = *c.plan;
+         auto share_memory = [&](loop_ir::BufferId a, loop_ir::BufferId b) {
+           const auto bytes = [&](loop_ir::BufferId id) {
+             const loop_ir::Buffer& buf = c.program.buffers.at(id);
+             int64_t span = 1;
+             for (size_t d = 0; d < buf.sizes.size(); ++d) {
+               if (!buf.sizes[d].is_constant() || !buf.strides[d].is_constant()) return int64_t{-1};
+               if (buf.sizes[d].constant() == 0) return int64_t{0};
+               span += (buf.sizes[d].constant() - 1) * buf.strides[d].constant();
+             }
+             return span * ir::dtype_itemsize(buf.dtype);
+           };
+           const int64_t ea = bytes(a), eb = bytes(b);
+           if (ea < 0 || eb < 0) return true;
+           const int64_t pa = plan.offsets.at(a), pb = plan.offsets.at(b);
+           return pa < pb + eb && pb < pa + ea;
+         };
+         for (auto& d : scheduler::group_kernels(c.program, target.cpp.parallel_threshold, share_memory)) c.decisions.push_back(std::move(d));
+         return !c.program.groups.empty();
+       }},
 
       // Loop IR -> target code.
       {"emit", IRKind::Loop, "generate the target's code from the scheduled, planned program",

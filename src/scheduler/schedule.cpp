@@ -35,6 +35,8 @@ std::string FusionDecision::str() const {
       return "split " + producer + " into " + consumer + ": " + reason;
     case Kind::Store:
       return "store " + producer + " into input " + consumer + ": " + reason;
+    case Kind::Group:
+      return "group " + producer + " as " + consumer + ": " + reason;
     case Kind::Refused:
       return "refused " + producer + " -> " + consumer + ": " + reason;
   }

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,7 @@ struct SplitOptions {
 };
 
 struct FusionDecision {
-  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Store, Refused };
+  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Store, Group, Refused };
   Kind kind = Kind::Refused;
   std::string producer;  // kernel names as lowering printed them (k3), or buffer names (b5) for inlining
                          // (Store: the kernel; its refusal: the copy call)
@@ -79,6 +80,21 @@ std::vector<FusionDecision> schedule(loop_ir::Program& program, const ScheduleOp
 // Needs a scheduled program with constant sizes. Guarantees: a verifying program computing the same
 // values up to the reassociation of sums (as any change of block size does).
 std::vector<FusionDecision> split_reductions(loop_ir::Program& program, const SplitOptions& options);
+
+// Grouped kernels (group.cpp; loop_ir/group.h): kernels between two extern calls with one
+// pointwise body over different, independent buffers become a Group of the program (76 optimizer
+// updates, one per parameter: one kernel over a table of 76 pointer sets), their steps moved next to
+// the first member's where nothing in between depends on them or shares planned memory, when the
+// members' elements add up to at least `min_elements` (the target's parallel threshold: below it
+// the group would run on one thread, as its members do, and saves nothing worth a change). Needs a
+// scheduled, collapsed program with constant sizes; `share_memory(a, b)` says whether two Temp
+// buffers overlap in the memory plan (members run interleaved, so a member may not write memory the
+// plan reuses for another member's buffer). For targets that emit groups (the C++ one); the Triton
+// backend does not (docs/scheduler.md). Guarantees: a verifying program computing the same values,
+// the same steps in an order the dependences allow (kernel names keep the old order); one decision
+// per group formed (Group: "k3..k78", the member count and elements).
+std::vector<FusionDecision> group_kernels(loop_ir::Program& program, int64_t min_elements,
+                                          const std::function<bool(loop_ir::BufferId, loop_ir::BufferId)>& share_memory);
 
 // True when a kernel's first ranged loop reads across rows (x.sum(0)): its first load moves by 1
 // along the innermost outer variable and not along the innermost loop variable. Such a reduction is

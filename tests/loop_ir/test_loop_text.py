@@ -89,7 +89,7 @@ PARSE_ERRORS = [
     (HEAD + "  extern (%b1) = \"torch.relu\"(%b0, x=1, x=2)\n", "3:41: keyword argument 'x' given twice"),
     (HEAD + "  extern (%b1) = \"torch.relu\"(%0)\n", "3:31: expected a buffer (%bN), found '%'"),
     (HEAD + "  return (%b0)\n}\nextra", "5:1: unexpected 'extra' after the end of the program"),
-    (HEAD + "  frobnicate\n", "3:3: expected 'buffer', 'kernel', 'extern' or 'return'"),
+    (HEAD + "  frobnicate\n", "3:3: expected 'buffer', 'kernel', 'group', 'extern' or 'return'"),
     (HEAD + "  buffer %b99999999 : f32[4]{1} temp\n", "3:10: expected a buffer id from %b0 to %b16777215"),
     (HEAD + "  kernel @k0 [i0 < 4 // 0] {\n", "3:22: floordiv by zero"),
 ]
@@ -113,7 +113,8 @@ def test_unknown_step_lists_the_pipeline():
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
         ["canonicalize", "graph"], ["functional_writes", "graph"], ["joint", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
         ["partition", "graph"], ["lower", "graph"],
-        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["collapse", "loop"], ["emit", "loop"]]
+        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["collapse", "loop"], ["group", "loop"],
+        ["emit", "loop"]]
 
 
 def test_a_step_on_the_wrong_ir_is_an_error():

@@ -15,9 +15,11 @@
 // writes arena + offset there).
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "codegen/cpp/emit_internal.h"
+#include "loop_ir/group.h"
 #include "support/sha256.h"
 
 namespace ember::codegen {
@@ -78,12 +80,31 @@ class ProgramEmitter {
     std::vector<std::vector<std::string>> sites(program_.kernels.size());
     std::map<std::string, size_t> by_name;
     std::vector<size_t> first_use;  // per function: the program kernel it was first emitted for
+    // Grouped kernels (loop_ir/group.h): one function per group, registered at its first member.
+    std::map<size_t, const loop_ir::Group*> group_at;  // first member -> its group
+    std::set<size_t> grouped;
+    for (const loop_ir::Group& g : program_.groups) {
+      group_at[static_cast<size_t>(g.kernels.front())] = &g;
+      for (int k : g.kernels) grouped.insert(static_cast<size_t>(k));
+    }
     for (const loop_ir::Step& step : program_.steps) {
       if (step.kind != loop_ir::Step::Kind::Kernel) continue;
       const size_t index = static_cast<size_t>(step.index);
       const Kernel& k = program_.kernels.at(index);
-      std::vector<KernelParam> params = kernel_params(k);
-      kernels[index] = emit_kernel(program_, k, options_, restrict_ok(params), &sites[index]);
+      if (grouped.count(index) && !group_at.count(index)) continue;
+      if (group_at.count(index)) {
+        const loop_ir::Group& g = *group_at.at(index);
+        bool restrict_all = true;
+        for (int member : g.kernels) restrict_all = restrict_all && restrict_ok(kernel_params(program_.kernels.at(member)));
+        GroupCode code = emit_group(program_, g, options_, restrict_all);
+        kernels[index].text = code.text;
+        kernels[index].pointer_type = code.pointer_type;
+        group_width_[index] = code.width;
+      }
+      if (!group_at.count(index)) {
+        std::vector<KernelParam> params = kernel_params(k);
+        kernels[index] = emit_kernel(program_, k, options_, restrict_ok(params), &sites[index]);
+      }
       CppKernel fn = canonical_kernel(kernels[index]);
       auto [at, fresh] = by_name.emplace(fn.name, src.kernels.size());
       if (fresh) {
@@ -117,6 +138,14 @@ class ProgramEmitter {
       }
       const Kernel& k = program_.kernels.at(index);
       const detail::KernelCode& code = kernels[index];
+      if (group_at.count(index)) {
+        entry += group_call(*group_at.at(index), src.kernels[uses[index]].name, group_width_.at(index));
+        continue;
+      }
+      if (grouped.count(index)) {
+        entry += "kernel " + k.name + ": in the group above\n";
+        continue;
+      }
       entry += "kernel " + k.name + "\n";
       std::string call = "  " + src.kernels[uses[index]].name + "(";
       for (size_t p = 0; p < code.params.size(); ++p)
@@ -155,6 +184,30 @@ class ProgramEmitter {
     for (size_t at = 0; (at = fn.text.find(placeholder, at)) != std::string::npos; at += fn.name.size())
       fn.text.replace(at, placeholder.size(), fn.name);
     return fn;
+  }
+
+  // The call of a group's function: its table of pointers (each member's, at its base element)
+  // and element counts, on the entry's stack.
+  std::string group_call(const loop_ir::Group& g, const std::string& function, size_t width) const {
+    const std::string name = g.name;
+    std::string ptrs, sizes;
+    const std::optional<std::vector<bool>> streams = loop_ir::group_streams(program_, g.kernels);
+    for (int k : g.kernels) {
+      const loop_ir::GroupMember m =
+          *loop_ir::group_member(program_, program_.kernels.at(static_cast<size_t>(k)), nullptr, streams ? &*streams : nullptr);
+      if (m.buffers.size() != width) throw CodegenError("group @" + name + ": members of another width");
+      for (size_t p = 0; p < width; ++p) {
+        const std::string at = m.bases[p] == 0 ? "" : " + " + std::to_string(m.bases[p]);
+        ptrs += "      static_cast<void*>(" + typed_pointer(m.buffers[p]) + at + "),\n";
+      }
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(m.extent);
+    }
+    std::string out = "group @" + name + " (" + std::to_string(g.kernels.size()) + " kernels: @" +
+                      program_.kernels.at(g.kernels.front()).name + " first)\n";
+    out += "  {\n    void* const " + name + "_ptrs[] = {\n" + ptrs + "    };\n";
+    out += "    static const int64_t " + name + "_sizes[] = {" + sizes + "};\n";
+    out += "    " + function + "(" + name + "_ptrs, " + name + "_sizes, " + std::to_string(g.kernels.size()) + ");\n  }\n";
+    return out;
   }
 
   void check_buffers() const {
@@ -302,6 +355,7 @@ class ProgramEmitter {
   const memory::MemoryPlan& plan_;
   const CppOptions& options_;
   const bool symbolic_;  // has shape symbols: temporaries are placed per call
+  std::map<size_t, size_t> group_width_;  // a group's first member -> pointers per member in its table
   IndexSymbols symbols_;
 };
 

@@ -217,4 +217,13 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
 // The buffers a kernel loads and stores (stores marked written), in order of first access.
 std::vector<KernelParam> kernel_params(const Kernel& kernel);
 
+// ---- grouped kernels (emit_group.cpp; loop_ir/group.h)
+struct GroupCode {
+  std::string text;          // the body function and the driver named kFunctionPlaceholder
+  size_t width = 0;          // pointers per member in the table (the body's parameters, in order)
+  std::string pointer_type;  // the driver's: void (*)(void* const* ptrs, const int64_t* sizes, int64_t count)
+};
+// `restrict_ok`: every member's pointers may be __restrict.
+GroupCode emit_group(const Program& program, const loop_ir::Group& group, const CppOptions& options, bool restrict_ok);
+
 }  // namespace ember::codegen::detail
