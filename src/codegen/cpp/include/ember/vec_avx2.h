@@ -3,8 +3,8 @@
 // kernels run on.
 //
 // Needs: -mavx2 -mfma -mf16c (the driver's flags for EMBER_ISA_AVX2). Included only by vec.h.
-// Guarantees: masked loads and stores touch no memory past the first n lanes (vmaskmovps suppresses
-// faults on masked lanes; 16-bit and byte tails go through a small stack buffer); every operation
+// Guarantees: masked loads and stores touch no memory past the first n lanes, nor a load under a
+// MaskF any lane outside the mask (vmaskmovps suppresses faults on masked lanes; 16-bit and byte tails go through a small stack buffer); every operation
 // gives the same bits as the scalar function of the same name in vec_half.h / vec_math.h.
 #pragma once
 
@@ -68,6 +68,8 @@ struct VecF {
   static VecF load(const float* p, int n) {
     return VecF(_mm256_maskload_ps(p, _mm256_castps_si256(MaskF::first(n).m)));
   }
+  // The lanes of m, 0 elsewhere; the other lanes' addresses are never read.
+  static VecF load(const float* p, MaskF m) { return VecF(_mm256_maskload_ps(p, _mm256_castps_si256(m.m))); }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   void store(float* p, int n) const {
     _mm256_maskstore_ps(p, _mm256_castps_si256(MaskF::first(n).m), v);
