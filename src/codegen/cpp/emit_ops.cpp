@@ -375,6 +375,19 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     }
     return "";
   };
+  // A masked f32 load contiguous along var (a cat's input) is a load under the mask's lanes
+  // (VecF::load(p, MaskF): the other lanes are never read, so their addresses may lie outside the
+  // buffer); one invariant along var (a cat's part of width 1) is read once if any lane needs it.
+  // Strided and converting masked loads stay scalar.
+  auto masked_load_refusal = [&]() -> std::string {
+    const Buffer& b = buffer_of(env, n);
+    if (b.dtype != DType::Float32 || !f32) return self + " is a masked load from a " + ir::dtype_name(b.dtype) + " buffer";
+    const sym::Expr offset = element_offset(b, n.index);
+    const std::optional<int64_t> c = linear_coefficient(offset, var);
+    if (c ? *c == 0 || *c == 1 : chunk_contiguous(offset, var)) return "";
+    return self + " is a masked load with stride " + (c ? std::to_string(*c) : std::string("that is not constant")) +
+           " along " + var;
+  };
   const OpSpelling& s = op_spelling(n.op);
   if (philox_scalar(env, n, var)) return "";
   if (n.op == ScalarOp::PhiloxRand) {
@@ -385,10 +398,13 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
   }
   switch (loop_ir::op_info(n.op).cls) {
     case OpClass::Leaf:
-      if (n.op == loop_ir::ScalarOp::Load) return n.operands.empty() ? access(false) : self + " is a masked load";
+      if (n.op == loop_ir::ScalarOp::Load) return n.operands.empty() ? access(false) : masked_load_refusal();
       if (n.op == loop_ir::ScalarOp::Constant)
         return f32 || int_lanes || n.dtype == DType::Bool ? "" : self + " is a " + ir::dtype_name(n.dtype) + " constant";
-      if (!linear_coefficient(n.index.at(0), var)) return self + " computes an integer index not affine in " + var;
+      // Chunk-contiguous (`var % D + c`, D a multiple of the lanes: a rotary embedding's halves) steps
+      // by one across the lanes of every chunk, as loads of such offsets do.
+      if (!linear_coefficient(n.index.at(0), var) && !chunk_contiguous(n.index.at(0), var))
+        return self + " computes an integer index not affine in " + var;
       return computes_in;
     case OpClass::Effect: {
       std::string why = access(true);
@@ -459,16 +475,25 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
           out += def + type + "::broadcast(" + literal(n.constant, n.dtype) + ");\n";
         }
       } else if (n.op == loop_ir::ScalarOp::Index) {
-        // The first lane's value, then `coefficient` more per lane (vector_refusal: affine in var).
-        const int64_t step = *linear_coefficient(n.index.at(0), var);
+        // The first lane's value, then `coefficient` more per lane (vector_refusal: affine in var,
+        // or chunk-contiguous: one more per lane).
+        const int64_t step = linear_coefficient(n.index.at(0), var).value_or(1);
         out += def + "ev::VecI::iota(static_cast<int32_t>(" + c_index(n.index.at(0), env.symbols) + "), " +
                std::to_string(step) + ");\n";
       } else if (n.op == loop_ir::ScalarOp::Load) {
         // vector_refusal admitted it: the coefficient along var is 0 (broadcast) or 1 (contiguous),
-        // or the offset is contiguous within each aligned chunk (chunk_contiguous).
+        // or the offset is contiguous within each aligned chunk (chunk_contiguous); a masked load
+        // only contiguous, read under its mask (and the tail's lanes), the fill value elsewhere.
         const Buffer& b = buffer_of(env, n);
         std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
-        if (c && *c == 0) {
+        if (!n.operands.empty()) {
+          const std::string lanes = tail ? "(" + operand(0) + " & ev::MaskF::first(n))" : operand(0);
+          const std::string value = c && *c == 0 ? "(ev::any(" + lanes + ") ? ev::VecF::broadcast(" + scalar_load(env, n) +
+                                                       ") : ev::VecF())"
+                                                 : "ev::VecF::load(" + pointer(env, n) + ", " + lanes + ")";
+          out += def + "ev::where(" + operand(0) + ", " + value + ", ev::VecF::broadcast(" +
+                 literal(n.constant, n.dtype) + "));\n";
+        } else if (c && *c == 0) {
           const std::string x = scalar_load(env, n);
           out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
         } else if (c && *c != 1) {  // strided_lanes: element by element into an array, then one vector

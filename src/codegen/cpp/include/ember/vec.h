@@ -7,7 +7,7 @@
 // Guarantees: namespace ember::vec with
 //   VecF (kSize float lanes: 16 AVX-512, 8 AVX2 and scalar), MaskF, VecI (int32 lanes, one per VecF
 //   lane: integer arithmetic, compares to MaskF, conversion to float), full and tail (n-lane)
-//   loads/stores of float, bfloat16, float16 and bool bytes; converting loads of integers and bools
+//   loads/stores of float, bfloat16, float16 and bool bytes; float loads of the lanes of a MaskF; converting loads of integers and bools
 //   (load_float, vec_convert.h); element-wise arithmetic, comparisons,
 //   where, NaN-propagating maximum/minimum; math within 2 ulp of libm (vec_math.h); horizontal
 //   reductions, Welford and double carries of long reductions (vec_reduce.h); float forms of every

@@ -3,8 +3,8 @@
 // kernels run on.
 //
 // Needs: -mavx2 -mfma -mf16c (the driver's flags for EMBER_ISA_AVX2). Included only by vec.h.
-// Guarantees: masked loads and stores touch no memory past the first n lanes (vmaskmovps suppresses
-// faults on masked lanes; 16-bit and byte tails go through a small stack buffer); every operation
+// Guarantees: masked loads and stores touch no memory past the first n lanes, nor a load under a
+// MaskF any lane outside the mask (vmaskmovps suppresses faults on masked lanes; 16-bit and byte tails go through a small stack buffer); every operation
 // gives the same bits as the scalar function of the same name in vec_half.h / vec_math.h.
 #pragma once
 
@@ -67,6 +67,14 @@ struct VecF {
   static VecF load(const float* p) { return VecF(_mm256_loadu_ps(p)); }
   static VecF load(const float* p, int n) {
     return VecF(_mm256_maskload_ps(p, _mm256_castps_si256(MaskF::first(n).m)));
+  }
+  // The lanes of m, 0 elsewhere; the other lanes' addresses are never read. Whole and empty masks
+  // (all but a cat's boundary chunk) take no masked instruction: one whose masked-off lanes fall in
+  // an unmapped page takes a microcode assist (a cat's part read before its buffer: 15x slower).
+  static VecF load(const float* p, MaskF m) {
+    if (all(m)) return load(p);
+    if (!any(m)) return VecF();
+    return VecF(_mm256_maskload_ps(p, _mm256_castps_si256(m.m)));
   }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   void store(float* p, int n) const {

@@ -5,7 +5,7 @@
 // Needs: -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c (the driver's flags for
 // EMBER_ISA_AVX512). Included only by vec.h.
 // Guarantees: tail loads and stores are masked instructions, which suppress faults on masked lanes,
-// so nothing past the first n elements is touched; every operation gives the same bits as the
+// so nothing past the first n elements (or outside a load's MaskF) is touched; every operation gives the same bits as the
 // scalar function of the same name in vec_half.h / vec_math.h.
 #pragma once
 
@@ -57,6 +57,14 @@ struct VecF {
 
   static VecF load(const float* p) { return VecF(_mm512_loadu_ps(p)); }
   static VecF load(const float* p, int n) { return VecF(_mm512_maskz_loadu_ps(MaskF::first(n).m, p)); }
+  // The lanes of m, 0 elsewhere; the other lanes' addresses are never read. Whole and empty masks
+  // (all but a cat's boundary chunk) take no masked instruction: one whose masked-off lanes fall in
+  // an unmapped page takes a microcode assist (a cat's part read before its buffer: 15x slower).
+  static VecF load(const float* p, MaskF m) {
+    if (all(m)) return load(p);
+    if (!any(m)) return VecF();
+    return VecF(_mm512_maskz_loadu_ps(m.m, p));
+  }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   void store(float* p, int n) const { _mm512_mask_storeu_ps(p, MaskF::first(n).m, v); }
   static VecF broadcast(float x) { return VecF(x); }

@@ -69,6 +69,13 @@ struct VecF {
     for (int i = 0; i < kSize && i < n; ++i) out.v[i] = p[i];
     return out;
   }
+  // The lanes of m, 0 elsewhere; the other lanes' addresses are never read.
+  static VecF load(const float* p, MaskF m) {
+    VecF out;
+    for (int i = 0; i < kSize; ++i)
+      if (m.m[i]) out.v[i] = p[i];
+    return out;
+  }
   void store(float* p) const { store(p, kSize); }
   void store(float* p, int n) const {
     for (int i = 0; i < kSize && i < n; ++i) p[i] = v[i];
