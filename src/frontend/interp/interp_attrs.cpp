@@ -454,6 +454,7 @@ VarRef Interpreter::dict_view_method(const VarRef& view, const std::string& name
 
 void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {
   if (obj->kind == VarKind::Object && obj->as<ObjectVar>().made_attrs) return store_instance_attr(obj, name, value);
+  if (obj->kind == VarKind::Record) return record_store(obj, name, value);
   if (obj->kind != VarKind::Object || !obj->source)
     unsupported("assignment to attribute '" + name + "' of " + describe(*obj));
   PyObject* o = obj->as<ObjectVar>().obj.get();

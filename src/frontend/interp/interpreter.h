@@ -221,6 +221,9 @@ class Interpreter {
   VarRef record_attr(const VarRef& rec, const std::string& name);
   VarRef record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef record_subscript(const VarRef& rec, const VarRef& index);
+  // `rec[key] = value` / `rec.key = value`: a present field replaced by a value other than None
+  // (its key keeps its place); anything that would add, reorder or blank a key is Unsupported.
+  void record_store(const VarRef& rec, const std::string& key, const VarRef& value);
   // What a compiled frame returns for a record: a tuple the runtime rebuilds the ModelOutput from.
   VarRef record_for_return(const VarRef& rec);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);
