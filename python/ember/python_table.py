@@ -9,6 +9,7 @@ is an instance of.
 import abc
 import builtins
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -111,6 +112,8 @@ def classify_python(fn, qualname=qualname_python):
             return ("builtin", _builtins[fn])
     except TypeError:  # unhashable callable
         pass
+    if fn is dataclasses.fields:
+        return ("dataclass_fields", "")
     if fn is inspect.signature:
         return ("signature", "")
     if fn is contextlib.nullcontext:

@@ -71,3 +71,36 @@ def test_writes_that_change_the_keys_are_breaks_and_correct(fn):
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b)
+
+
+# Plain dataclasses the trace constructs: dataclasses.fields of the class or an instance, and a
+# __post_init__ that writes through object.__setattr__.
+
+@dataclasses.dataclass
+class Scaled:
+    x: torch.Tensor
+    scale: float = 2.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "y", self.x * self.scale)
+
+
+def uses_fields(x):
+    s = Scaled(x)
+    names = [f.name for f in dataclasses.fields(s)] + [f.name for f in dataclasses.fields(Scaled)]
+    return s.y + len(names), names
+
+
+def test_dataclass_fields_and_object_setattr_in_post_init():
+    x = torch.randn(3)
+    e = ember.explain(uses_fields)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    got, ref = ember.compile(uses_fields, fullgraph=True)(x), uses_fields(x)
+    torch.testing.assert_close(got[0], ref[0])
+    assert got[1] == ref[1] == ["x", "scale", "x", "scale"]
+
+
+def test_dataclass_fields_of_a_record():
+    x = torch.randn(3)
+    fn = lambda x: x * len(dataclasses.fields(Out(logits=x)))  # noqa: E731
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))

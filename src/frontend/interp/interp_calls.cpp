@@ -150,6 +150,16 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   if (obj == object_init && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::Object &&
       args[0]->as<ObjectVar>().made_attrs)
     return trace_.none();  // `super().__init__()` reaching object in a constructed instance's __init__
+  static PyObject* object_setattr = _PyType_Lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
+  if (obj == object_setattr && args.size() == 3 && kwargs.empty() && args[0]->kind == VarKind::Object &&
+      args[0]->as<ObjectVar>().made_attrs) {
+    // `object.__setattr__(self, name, v)` (a dataclass's __post_init__) on a constructed instance,
+    // whose class keeps object's own __setattr__: the same store as `self.name = v`.
+    PyObject* n = Trace::as_constant(*args[1]);
+    if (!n || !PyUnicode_Check(n)) unsupported("object.__setattr__ with a non-constant name");
+    store_instance_attr(args[0], str_of(n), args[2]);
+    return trace_.none();
+  }
   if (obj == object_getattribute() && args.size() == 2 && kwargs.empty() && args[0]->kind == VarKind::Object) {
     PyObject* n = Trace::as_constant(*args[1]);
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
@@ -270,6 +280,8 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       return autograd_function_apply(args, kwargs);
     case CallableKind::LruCache:
       return call_lru_cache(fn, obj, args, kwargs);
+    case CallableKind::DataclassFields:
+      return dataclass_fields(obj, args, kwargs);
     case CallableKind::StatelessModule:
       return construct_stateless_module(obj, args, kwargs);
     case CallableKind::Unsupported:

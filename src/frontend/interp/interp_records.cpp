@@ -206,6 +206,24 @@ void Interpreter::record_store(const VarRef& rec, const std::string& name, const
   slot = value->kind == VarKind::SymInt ? trace_.specialize(value) : value;
 }
 
+VarRef Interpreter::dataclass_fields(PyObject* fields_fn, std::vector<VarRef>& args, Kwargs& kwargs) {
+  if (args.size() != 1 || !kwargs.empty()) unsupported("dataclasses.fields() with unexpected arguments");
+  const Var& x = *args[0];
+  PyObject* cls = nullptr;
+  if (x.kind == VarKind::Record) cls = x.as<RecordVar>().cls.get();
+  if (x.kind == VarKind::Object && !x.as<ObjectVar>().opaque) {
+    PyObject* o = x.as<ObjectVar>().obj.get();
+    // A class read from the frame is guarded by identity; any other object by its type (or it is a
+    // trace constant, or a constructed instance whose placeholder has the class).
+    cls = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
+  }
+  if (!cls) unsupported("dataclasses.fields() of " + describe(x));
+  // The fields are the class's: a dataclass's __dataclass_fields__ is fixed once the class is made.
+  PyRef fields = PyRef::steal(PyObject_CallOneArg(fields_fn, cls));
+  if (!fields) raise_taken(take_exception(), "dataclasses.fields()");
+  return trace_.constant(std::move(fields));
+}
+
 VarRef Interpreter::record_for_return(const VarRef& rec) {
   auto& r = rec->as<RecordVar>();
   // Imported per call (a sys.modules lookup once loaded) rather than cached in a static: a failed

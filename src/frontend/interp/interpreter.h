@@ -224,6 +224,9 @@ class Interpreter {
   // `rec[key] = value` / `rec.key = value`: a present field replaced by a value other than None
   // (its key keeps its place); anything that would add, reorder or blank a key is Unsupported.
   void record_store(const VarRef& rec, const std::string& key, const VarRef& value);
+  // dataclasses.fields(x) (`fields_fn`) of a class or an instance the trace knows the class of (a
+  // record, a constructed instance, an object read from the frame: its type is guarded): a constant.
+  VarRef dataclass_fields(PyObject* fields_fn, std::vector<VarRef>& args, Kwargs& kwargs);
   // What a compiled frame returns for a record: a tuple the runtime rebuilds the ModelOutput from.
   VarRef record_for_return(const VarRef& rec);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);

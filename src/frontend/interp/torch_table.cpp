@@ -135,6 +135,7 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"assert", CallableKind::Assert},     {"check", CallableKind::Check},
       {"autograd_function_apply", CallableKind::AutogradFunctionApply},
       {"lru_cache", CallableKind::LruCache},
+      {"dataclass_fields", CallableKind::DataclassFields},
       {"stateless_module", CallableKind::StatelessModule},
   };
   bool found = false;
