@@ -76,10 +76,10 @@ def calls_with_a_tensor(x):
 def test_one_graph_no_break_and_eager_results(fn):
     warn_once.cache_clear()
     x = torch.randn(8)
-    e = ember.explain(fn)(x)
+    e = ember.explain(fn, backend="eager")(x)
     assert (e.graph_count, e.graph_break_count) == (1, 0), e
     assert any("lru_cache" in n for n in e.notes), e.notes
-    compiled = ember.compile(fn, fullgraph=True)
+    compiled = ember.compile(fn, fullgraph=True, backend="eager")
     for _ in range(3):
         x = torch.randn(8)
         torch.testing.assert_close(compiled(x), fn(x))
@@ -88,7 +88,7 @@ def test_one_graph_no_break_and_eager_results(fn):
 def test_a_miss_runs_the_body_once_as_eager_does():
     warn_once.cache_clear()
     BODY_RUNS.clear()
-    compiled = ember.compile(warns_then_computes, fullgraph=True)
+    compiled = ember.compile(warns_then_computes, fullgraph=True, backend="eager")
     for _ in range(3):
         compiled(torch.randn(4))
     assert BODY_RUNS == ["slow path"]  # eager: the first call's miss, then hits
@@ -97,9 +97,9 @@ def test_a_miss_runs_the_body_once_as_eager_does():
 
 def test_the_note_says_what_was_done():
     warn_once.cache_clear()
-    e = ember.explain(warns_then_computes)(torch.randn(4))
+    e = ember.explain(warns_then_computes, backend="eager")(torch.randn(4))
     assert any("lru_cache folded" in n and "a miss" in n for n in e.notes), e.notes
-    e = ember.explain(calls_a_bounded_cache)(torch.randn(4))
+    e = ember.explain(calls_a_bounded_cache, backend="eager")(torch.randn(4))
     assert any("lru_cache bypassed" in n and "bounded" in n for n in e.notes), e.notes
 
 
@@ -107,7 +107,7 @@ def test_notes_are_logged(monkeypatch, caplog):
     monkeypatch.setenv("EMBER_LOGS", "graph_breaks")
     warn_once.cache_clear()
     with caplog.at_level(logging.INFO, logger="ember"):
-        ember.compile(warns_then_computes)(torch.randn(4))
+        ember.compile(warns_then_computes, backend="eager")(torch.randn(4))
     assert any("lru_cache folded" in r.getMessage() for r in caplog.records), caplog.text
 
 
@@ -121,7 +121,7 @@ def test_another_object_as_argument_is_a_new_key():
 
     warn_once.cache_clear()
     BODY_RUNS.clear()
-    compiled = ember.compile(fn, fullgraph=True)
+    compiled = ember.compile(fn, fullgraph=True, backend="eager")
     compiled(LOG, torch.randn(2))
     compiled(LOG, torch.randn(2))
     compiled(other, torch.randn(2))
@@ -136,9 +136,9 @@ def loss_built_in_forward(logits, labels):
 def test_a_stateless_torch_layer_built_inside_the_frame():
     logits = torch.randn(2, 5, 7, requires_grad=True)
     labels = torch.randint(0, 7, (2, 5))
-    e = ember.explain(loss_built_in_forward)(logits, labels)
+    e = ember.explain(loss_built_in_forward, backend="eager")(logits, labels)
     assert (e.graph_count, e.graph_break_count) == (1, 0), e
-    compiled = ember.compile(loss_built_in_forward, fullgraph=True)
+    compiled = ember.compile(loss_built_in_forward, fullgraph=True, backend="eager")
     ref_logits = logits.detach().clone().requires_grad_()
     out, ref = compiled(logits, labels), loss_built_in_forward(ref_logits, labels)
     torch.testing.assert_close(out, ref)
@@ -151,5 +151,5 @@ def test_a_torch_layer_with_parameters_is_still_a_break():
     def fn(x):
         return nn.Linear(4, 4)(x)
 
-    e = ember.explain(fn)(torch.randn(2, 4))
+    e = ember.explain(fn, backend="eager")(torch.randn(2, 4))
     assert any("holds parameters" in r.reason for r in e.break_reasons), e.break_reasons

@@ -37,9 +37,9 @@ def replaces_by_key_and_attribute(x):
 
 
 def check_whole(fn, x):
-    e = ember.explain(fn)(x)
+    e = ember.explain(fn, backend="eager")(x)
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
-    got, ref = ember.compile(fn, fullgraph=True)(x), fn(x)
+    got, ref = ember.compile(fn, fullgraph=True, backend="eager")(x), fn(x)
     assert type(got) is Out and list(got.keys()) == list(ref.keys()) == ["logits", "hidden"]
     for a, b in zip(got.to_tuple(), ref.to_tuple()):
         torch.testing.assert_close(a, b)
@@ -65,9 +65,9 @@ def blanks_a_key(x):
 @pytest.mark.parametrize("fn", [adds_a_key, blanks_a_key], ids=lambda f: f.__name__)
 def test_writes_that_change_the_keys_are_breaks_and_correct(fn):
     x = torch.randn(3)
-    e = ember.explain(fn)(x)
+    e = ember.explain(fn, backend="eager")(x)
     assert any("setting field" in r.reason for r in e.break_reasons), e.break_reasons
-    got, ref = ember.compile(fn)(x), fn(x)
+    got, ref = ember.compile(fn, backend="eager")(x), fn(x)
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b)
@@ -93,9 +93,9 @@ def uses_fields(x):
 
 def test_dataclass_fields_and_object_setattr_in_post_init():
     x = torch.randn(3)
-    e = ember.explain(uses_fields)(x)
+    e = ember.explain(uses_fields, backend="eager")(x)
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
-    got, ref = ember.compile(uses_fields, fullgraph=True)(x), uses_fields(x)
+    got, ref = ember.compile(uses_fields, fullgraph=True, backend="eager")(x), uses_fields(x)
     torch.testing.assert_close(got[0], ref[0])
     assert got[1] == ref[1] == ["x", "scale", "x", "scale"]
 
@@ -103,4 +103,4 @@ def test_dataclass_fields_and_object_setattr_in_post_init():
 def test_dataclass_fields_of_a_record():
     x = torch.randn(3)
     fn = lambda x: x * len(dataclasses.fields(Out(logits=x)))  # noqa: E731
-    torch.testing.assert_close(ember.compile(fn, fullgraph=True)(x), fn(x))
+    torch.testing.assert_close(ember.compile(fn, fullgraph=True, backend="eager")(x), fn(x))
