@@ -106,6 +106,11 @@ def _listener(event, info, strict=False, mode="default"):
             _warn_once(("codegen", *site), f"ember: the C++ generated for {info['code']} ({info['filename']}:"
                        f"{info['lineno']}) did not compile; that graph runs on the eager executor. "
                        f"{info['backend_fallback']}")
+        if "graph_breaks" in channels:
+            for note in info["notes"]:
+                if ("note", note) not in _logged_once:
+                    _logged_once.add(("note", note))
+                    _log.getChild("graph_breaks").info("in %s: %s", info["code"], note)
     elif event == "graph_break":
         key = ("break", info["filename"], info["lineno"])
         if "graph_breaks" in channels and key not in _logged_once:
@@ -303,10 +308,14 @@ class ExplainOutput:
     # for the traced sizes instead ("" if it did not).
     symbol_counts: list = dataclasses.field(default_factory=list)
     shape_fallbacks: list = dataclasses.field(default_factory=list)
+    # What the trace did differently from running the code line by line where the result is the same
+    # (a functools.lru_cache folded or bypassed), over every frame compiled, in order.
+    notes: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
                  f"Op count: {self.op_count}"]
+        lines += [f"Note: {n}" for n in self.notes]
         for r in self.break_reasons:
             lines.append(f"Break: {r.reason} ({r.filename}:{r.lineno})" + (f"\n    {r.source}" if r.source else ""))
         for i, g in enumerate(self.graphs):
@@ -366,6 +375,7 @@ def explain(fn, **compile_kwargs):
             autograd_islands=[list(info["autograd_islands"]) for info in graphs],
             symbol_counts=[info["symbols"] for info in graphs],
             shape_fallbacks=[info["shape_fallback"] for info in graphs],
+            notes=[note for info in compiles for note in info["notes"]],
         )
 
     return run

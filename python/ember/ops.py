@@ -224,6 +224,10 @@ def _classify(fn):
         if _is_torch_module_name(module) or isinstance(getattr(fn, "__self__", None), torch._C.TensorBase):
             return ("torch", "")
     if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+        if _is_torch_module_name(module):
+            # torch.nn's own layers: built at trace time where they hold no state (a loss, an
+            # activation: interp_instances.cpp construct_stateless_module).
+            return ("stateless_module", "")
         return ("unsupported", f"constructing a {fn.__qualname__} module inside compiled code")
     if isinstance(fn, type) and _is_torch_module_name(module):
         # torch's own classes (autocast, profilers, ...) carry state the tracer does not model.

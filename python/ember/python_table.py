@@ -9,6 +9,8 @@ is an instance of.
 import abc
 import builtins
 import contextlib
+import dataclasses
+import functools
 import importlib
 import inspect
 import os
@@ -93,6 +95,14 @@ def classify_python(fn, qualname=qualname_python):
         # assume_constant_result; transformers' install probes, under their lru_cache, which
         # copies the mark): run once at trace time, as torch.compile does.
         return ("pure", "")
+    if isinstance(fn, functools._lru_cache_wrapper):
+        # Folded where its cache answers for good, else traced through __wrapped__
+        # (interp_lru_cache.cpp), when the wrapped function is code the interpreter inlines.
+        wrapped = inspect.getattr_static(fn, "__wrapped__", None)
+        kind = classify_python(wrapped, qualname) if wrapped is not None else ("unsupported", "")
+        if kind[0] == "inline" and isinstance(wrapped, types.FunctionType):
+            return ("lru_cache", "")
+        return ("unsupported", f"call to {qualname(fn)}, an lru_cache over {kind[1] or 'an unknown callable'}")
     if isinstance(fn, types.ModuleType):
         if is_stdlib_module_name(fn.__name__):
             return ("pure", "")
@@ -102,6 +112,8 @@ def classify_python(fn, qualname=qualname_python):
             return ("builtin", _builtins[fn])
     except TypeError:  # unhashable callable
         pass
+    if fn is dataclasses.fields:
+        return ("dataclass_fields", "")
     if fn is inspect.signature:
         return ("signature", "")
     if fn is contextlib.nullcontext:

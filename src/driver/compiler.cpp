@@ -391,6 +391,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
                                   {"step_ir", step_list(backend.step_ir)},
                                   {"partition", str(backend.partition)},
                                   {"autograd_islands", str_list(backend.autograd_islands)},
+                                  {"notes", str_list(trace->notes)},
                                   {"symbols", PyLong_FromSize_t(trace->graph.symbols.size())},
                                   {"shape_fallback", str(backend.shape_fallback)}}))) {
     *error = true;

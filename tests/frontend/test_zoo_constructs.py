@@ -171,8 +171,12 @@ def test_marked_constant_is_folded():
     _whole(uses_marked_constant, torch.randn(3))
 
 
-def test_unmarked_lru_cache_stays_a_break():
-    _refused(lambda x: x * _unmarked(), torch.randn(3), match="_unmarked")
+def test_unmarked_lru_cache_is_traced_with_a_note():
+    """Unmarked, a bounded cache (lru_cache's default maxsize=128) is traced through __wrapped__, and explain
+    says so (test_lru_cache.py has the other cases)."""
+    _whole(lambda x: x * _unmarked(), torch.randn(3))
+    e = ember.explain(lambda x: x * _unmarked())(torch.randn(3))
+    assert any("lru_cache bypassed" in n and "_unmarked" in n for n in e.notes), e.notes
 
 
 # ---------------------------------------------------------------------------------------------

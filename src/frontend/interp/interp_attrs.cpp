@@ -200,6 +200,8 @@ VarRef Interpreter::module_attr(const VarRef& module, const std::string& name) {
     PyObject* d = PyDict_GetItemString(dict.get(), container);
     if (!d || !PyDict_Check(d)) continue;
     if (PyObject* v = PyDict_GetItemWithError(d, key.get())) {
+      // A None member (an unset optional weight) of a module the trace built: nothing to read.
+      if (!src && v == Py_None) return trace_.none();
       if (!src) unsupported("module member '" + name + "' of a module that is not reachable from the frame");
       return trace_.wrap(v, Source::module_member(src, name));
     }
@@ -297,7 +299,10 @@ VarRef Interpreter::generic_attr(const VarRef& obj, PyObject* o, const std::stri
 }
 
 VarRef Interpreter::class_attr_value(PyObject* owner, PyObject* attr, const VarRef& self, const SourceRef& source) {
-  if (PyFunction_Check(attr)) return std::make_shared<BoundMethodVar>(self, trace_.constant(PyRef::borrow(attr)));
+  // A method under functools.lru_cache binds as a function does (the wrapper's __get__ makes a
+  // bound method of it); the call goes to call_lru_cache.
+  if (PyFunction_Check(attr) || type_named(attr, "functools", "functools._lru_cache_wrapper"))
+    return std::make_shared<BoundMethodVar>(self, trace_.constant(PyRef::borrow(attr)));
   if (PyObject_TypeCheck(attr, &PyStaticMethod_Type)) {
     PyRef f = PyRef::steal(PyObject_GetAttrString(attr, "__func__"));
     if (!f) throw PythonError();
@@ -449,6 +454,7 @@ VarRef Interpreter::dict_view_method(const VarRef& view, const std::string& name
 
 void Interpreter::store_attr(const VarRef& obj, const std::string& name, const VarRef& value) {
   if (obj->kind == VarKind::Object && obj->as<ObjectVar>().made_attrs) return store_instance_attr(obj, name, value);
+  if (obj->kind == VarKind::Record) return record_store(obj, name, value);
   if (obj->kind != VarKind::Object || !obj->source)
     unsupported("assignment to attribute '" + name + "' of " + describe(*obj));
   PyObject* o = obj->as<ObjectVar>().obj.get();

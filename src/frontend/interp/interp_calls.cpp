@@ -150,6 +150,16 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   if (obj == object_init && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::Object &&
       args[0]->as<ObjectVar>().made_attrs)
     return trace_.none();  // `super().__init__()` reaching object in a constructed instance's __init__
+  static PyObject* object_setattr = _PyType_Lookup(&PyBaseObject_Type, PyUnicode_InternFromString("__setattr__"));
+  if (obj == object_setattr && args.size() == 3 && kwargs.empty() && args[0]->kind == VarKind::Object &&
+      args[0]->as<ObjectVar>().made_attrs) {
+    // `object.__setattr__(self, name, v)` (a dataclass's __post_init__) on a constructed instance,
+    // whose class keeps object's own __setattr__: the same store as `self.name = v`.
+    PyObject* n = Trace::as_constant(*args[1]);
+    if (!n || !PyUnicode_Check(n)) unsupported("object.__setattr__ with a non-constant name");
+    store_instance_attr(args[0], str_of(n), args[2]);
+    return trace_.none();
+  }
   if (obj == object_getattribute() && args.size() == 2 && kwargs.empty() && args[0]->kind == VarKind::Object) {
     PyObject* n = Trace::as_constant(*args[1]);
     if (!n || !PyUnicode_Check(n)) unsupported("object.__getattribute__ with a non-constant name");
@@ -179,7 +189,7 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   const CallableKind& kind = table.classify(obj);
   if (trace_.has_size_ints() && kind.kind != CallableKind::CoreOp && kind.kind != CallableKind::TorchOp &&
       kind.kind != CallableKind::Query && kind.kind != CallableKind::Factory && kind.kind != CallableKind::Inline &&
-      !keeps_sizes(kind)) {
+      kind.kind != CallableKind::LruCache && !keeps_sizes(kind)) {
     // Sizes reach torch ops as sym(...) arguments and Python functions as SymInts; any other
     // callable gets their values, guarded (the guard names it: "an argument of range()").
     std::string use = "an argument of " + callable_name(obj) + "()";
@@ -271,6 +281,12 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
       return call_check(kind, obj, args, kwargs);
     case CallableKind::AutogradFunctionApply:
       return autograd_function_apply(args, kwargs);
+    case CallableKind::LruCache:
+      return call_lru_cache(fn, obj, args, kwargs);
+    case CallableKind::DataclassFields:
+      return dataclass_fields(obj, args, kwargs);
+    case CallableKind::StatelessModule:
+      return construct_stateless_module(obj, args, kwargs);
     case CallableKind::Unsupported:
       unsupported(kind.detail);
   }
@@ -397,6 +413,10 @@ VarRef Interpreter::constant_call(PyObject* fn, const std::vector<VarRef>& args,
     if (!pinned(*a)) return nullptr;
   for (const auto& kv : kwargs)
     if (!pinned(*kv.second)) return nullptr;
+  return call_on_values(fn, args, kwargs);
+}
+
+VarRef Interpreter::call_on_values(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs) {
   PyRef t = PyRef::steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     PyRef c = Trace::materialize(*args[i]);
@@ -509,14 +529,16 @@ VarRef Interpreter::call_module(const VarRef& module, std::vector<VarRef> args, 
     }
     if (PyDict_Check(d.get()) && PyDict_GET_SIZE(d.get()) > 0) unsupported("call of a module with hooks");
   }
-  if (!module->source) unsupported("call of a module that is not reachable from the frame");
-  trace_.guards.no_hooks(module->source);
+  const bool built = std::any_of(trace_.built_modules.begin(), trace_.built_modules.end(),
+                                 [&](const PyRef& b) { return b.get() == m; });
+  if (!module->source && !built) unsupported("call of a module that is not reachable from the frame");
+  if (module->source) trace_.guards.no_hooks(module->source);
   // Python's lookup: an instance attribute named forward wins over the class's method.
   PyObject* dict = PyObject_GenericGetDict(m, nullptr);
   PyRef keep = PyRef::steal(dict);
   if (dict) {
     if (PyObject* f = PyDict_GetItemString(dict, "forward")) {
-      VarRef fv = trace_.wrap(f, Source::attr(module->source, "forward"));
+      VarRef fv = module->source ? trace_.wrap(f, Source::attr(module->source, "forward")) : trace_.constant(PyRef::borrow(f));
       return call(fv, std::move(args), std::move(kwargs));
     }
   } else {

@@ -108,4 +108,27 @@ bool Interpreter::enter_python_context(const VarRef& ctx) {
   return true;
 }
 
+// Eager builds a fresh layer per call (`loss_fct = CrossEntropyLoss()` in a forward). One built at
+// trace time and reused serves every call alike where the layer holds no state a call could change
+// or that would differ between two constructions: no parameters (their random init), no buffers, no
+// children. Its configuration (reduction, ignore_index) is in its __dict__, fixed by the constant
+// arguments. (A program that keeps the layer and compares identities would see one object.)
+VarRef Interpreter::construct_stateless_module(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs) {
+  const std::string what = std::string("constructing a ") + reinterpret_cast<PyTypeObject*>(cls)->tp_name + " module";
+  VarRef m = constant_call(cls, args, kwargs);
+  if (!m) unsupported(what + " from arguments that are not constants");
+  PyObject* obj = Trace::as_constant(*m);
+  for (const char* state : {"_parameters", "_buffers", "_modules"}) {
+    // A None entry (CrossEntropyLoss's `weight` buffer without weights) holds nothing.
+    PyRef d = PyRef::steal(PyObject_GetAttrString(obj, state));
+    if (!d || !PyDict_Check(d.get())) throw PythonError();
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d.get(), &pos, &k, &v))
+      if (v != Py_None) unsupported(what + " that holds " + std::string(state + 1) + " inside compiled code");
+  }
+  trace_.built_modules.push_back(PyRef::borrow(obj));
+  return m;
+}
+
 }  // namespace ember::frontend

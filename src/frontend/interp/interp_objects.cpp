@@ -157,6 +157,11 @@ void Interpreter::store_subscript(const VarRef& obj, const VarRef& index_in, con
     }
     return;
   }
+  if (obj->kind == VarKind::Record) {
+    PyObject* k = Trace::as_constant(*index);
+    if (!k || !PyUnicode_Check(k)) unsupported("item assignment on " + describe(*obj) + " with a key that is not a constant string");
+    return record_store(obj, str_of(k), value);
+  }
   unsupported("item assignment on " + describe(*obj));
 }
 

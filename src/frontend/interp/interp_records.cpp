@@ -191,6 +191,39 @@ VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
   return subscript(make_tuple(record_present(r)), index);
 }
 
+void Interpreter::record_store(const VarRef& rec, const std::string& name, const VarRef& value) {
+  auto& r = rec->as<RecordVar>();
+  std::string key = name;
+  if (output_base(r.cls.get()) == OutputBase::TransformersModelOutput && (key == "past_key_values" || key == "cache_params"))
+    key = "cache";
+  auto it = std::find(r.fields.begin(), r.fields.end(), key);
+  if (it == r.fields.end()) unsupported("setting '" + name + "', not a field of " + describe(*rec));
+  VarRef& slot = r.values[it - r.fields.begin()];
+  // Eager's OrderedDict appends a new key at the end (out of field order, which to_tuple() and the
+  // rebuilt record follow); None as a value leaves the old key (attribute) or keeps a None key (item).
+  if (is_none(slot)) unsupported("setting field '" + key + "' of " + describe(*rec) + ", which is None (its key would come last)");
+  if (is_none(value)) unsupported("setting field '" + key + "' of " + describe(*rec) + " to None");
+  slot = value->kind == VarKind::SymInt ? trace_.specialize(value) : value;
+}
+
+VarRef Interpreter::dataclass_fields(PyObject* fields_fn, std::vector<VarRef>& args, Kwargs& kwargs) {
+  if (args.size() != 1 || !kwargs.empty()) unsupported("dataclasses.fields() with unexpected arguments");
+  const Var& x = *args[0];
+  PyObject* cls = nullptr;
+  if (x.kind == VarKind::Record) cls = x.as<RecordVar>().cls.get();
+  if (x.kind == VarKind::Object && !x.as<ObjectVar>().opaque) {
+    PyObject* o = x.as<ObjectVar>().obj.get();
+    // A class read from the frame is guarded by identity; any other object by its type (or it is a
+    // trace constant, or a constructed instance whose placeholder has the class).
+    cls = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
+  }
+  if (!cls) unsupported("dataclasses.fields() of " + describe(x));
+  // The fields are the class's: a dataclass's __dataclass_fields__ is fixed once the class is made.
+  PyRef fields = PyRef::steal(PyObject_CallOneArg(fields_fn, cls));
+  if (!fields) raise_taken(take_exception(), "dataclasses.fields()");
+  return trace_.constant(std::move(fields));
+}
+
 VarRef Interpreter::record_for_return(const VarRef& rec) {
   auto& r = rec->as<RecordVar>();
   // Imported per call (a sys.modules lookup once loaded) rather than cached in a static: a failed

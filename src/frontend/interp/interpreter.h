@@ -133,8 +133,16 @@ class Interpreter {
   // torch.autograd.Function.apply(cls, *args) where it records no backward (grad mode off, or no
   // tensor argument requires grad): cls.forward inlined with grad mode off.
   VarRef autograd_function_apply(std::vector<VarRef>& args, Kwargs& kwargs);
+  // wrapper(*args, **kwargs) of a functools.lru_cache over Python code (interp_lru_cache.cpp): an
+  // unbounded cache called with arguments the guards can pin is called at trace time and its value
+  // folded; any other call inlines __wrapped__, bypassing the cache (as torch.compile does). Each
+  // is a trace note.
+  VarRef call_lru_cache(const VarRef& fn, PyObject* wrapper, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef module_method(const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef constant_call(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
+  // fn(*args, **kwargs) run now on the arguments' real values, its value a trace constant; nullptr
+  // where an argument has no real value (a tensor, a SymInt). The caller has pinned the arguments.
+  VarRef call_on_values(PyObject* fn, const std::vector<VarRef>& args, const Kwargs& kwargs);
   VarRef signature_of(PyObject* signature, std::vector<VarRef>& args, Kwargs& kwargs);
   // torch._assert / torch._check* (interp_checks.cpp): None when the condition holds.
   VarRef call_check(const CallableKind& kind, PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs);
@@ -144,6 +152,9 @@ class Interpreter {
   VarRef autocast_query(const std::string& name, const std::vector<VarRef>& args, const Kwargs& kwargs);
   // Instances the trace constructs (interp_instances.cpp; ObjectVar::made_attrs).
   VarRef construct(PyObject* cls, std::vector<VarRef> args, Kwargs kwargs);
+  // `cls(...)` of a torch.nn layer class from constant arguments: built now, a trace constant, where
+  // it has no parameters, buffers or child modules (CrossEntropyLoss(), GELU()); else Unsupported.
+  VarRef construct_stateless_module(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs);
   // An instance of `cls` with no attributes yet, its __init__ not run (ObjectVar::made_attrs).
   std::shared_ptr<ObjectVar> new_instance(PyObject* cls);
   VarRef instance_attr(const VarRef& obj, const std::string& name);
@@ -214,6 +225,12 @@ class Interpreter {
   VarRef record_attr(const VarRef& rec, const std::string& name);
   VarRef record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);
   VarRef record_subscript(const VarRef& rec, const VarRef& index);
+  // `rec[key] = value` / `rec.key = value`: a present field replaced by a value other than None
+  // (its key keeps its place); anything that would add, reorder or blank a key is Unsupported.
+  void record_store(const VarRef& rec, const std::string& key, const VarRef& value);
+  // dataclasses.fields(x) (`fields_fn`) of a class or an instance the trace knows the class of (a
+  // record, a constructed instance, an object read from the frame: its type is guarded): a constant.
+  VarRef dataclass_fields(PyObject* fields_fn, std::vector<VarRef>& args, Kwargs& kwargs);
   // What a compiled frame returns for a record: a tuple the runtime rebuilds the ModelOutput from.
   VarRef record_for_return(const VarRef& rec);
   void store_subscript(const VarRef& obj, const VarRef& index, const VarRef& value);

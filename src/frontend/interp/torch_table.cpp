@@ -134,6 +134,9 @@ const CallableKind& TorchTable::classify(PyObject* fn) const {
       {"autocast", CallableKind::Autocast}, {"autocast_query", CallableKind::AutocastQuery},
       {"assert", CallableKind::Assert},     {"check", CallableKind::Check},
       {"autograd_function_apply", CallableKind::AutogradFunctionApply},
+      {"lru_cache", CallableKind::LruCache},
+      {"dataclass_fields", CallableKind::DataclassFields},
+      {"stateless_module", CallableKind::StatelessModule},
   };
   bool found = false;
   for (auto& [n, kk] : kNames) {

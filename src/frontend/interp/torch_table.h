@@ -37,6 +37,9 @@ struct CallableKind {
     Assert,         // torch._assert: checked at trace time, or a runtime check of a tensor (interp_checks.cpp)
     Check,          // torch._check and its kin: `constant` is the exception class a false condition raises
     AutogradFunctionApply,  // torch.autograd.Function.apply: the forward inlined where no gradient is recorded
+    StatelessModule,  // a torch.nn layer class: built at trace time where it holds no parameters, buffers or children (interp_instances.cpp)
+    DataclassFields,  // dataclasses.fields(x): folded from x's class (interp_records.cpp)
+    LruCache,       // a functools.lru_cache wrapper of Python code: its cached value folded, or its __wrapped__ inlined (interp_lru_cache.cpp)
     Unsupported,    // `detail` says why
   };
   Kind kind = Unsupported;

@@ -115,6 +115,17 @@ class Trace {
   struct OpLines {
     int first = -1, last = -1;
   } op_lines;
+  // What the trace did differently from running the code line by line, where the result is the
+  // same by argument but not by construction (a functools.lru_cache bypassed or folded): the
+  // compile event carries them to EMBER_LOGS=graph_breaks and ember.explain's `notes`.
+  std::vector<std::string> notes;
+  // torch.nn layers the trace built (construct_stateless_module): callable without a source, since
+  // nothing outside the trace can reach or change them.
+  std::vector<PyRef> built_modules;
+  void note(const std::string& what) {
+    std::string at = file ? " (at " + *file + ":" + std::to_string(line) + ")" : "";
+    notes.push_back(what + at);
+  }
   void note_op_line() {
     if (root_line < 0) return;
     if (op_lines.first < 0 || root_line < op_lines.first) op_lines.first = root_line;
