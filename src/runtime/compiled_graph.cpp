@@ -525,7 +525,20 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
     // temporary is copied out too: the planner may reuse the temporary's space after this call.
     PyRef copy = empty_like_buffer(call, b);
     if (!copy) return false;
-    PyRef done = PyRef::steal(PyObject_CallMethod(copy.get(), "copy_", "O", tensor));
+    // A planned stride of 0 (an expand) makes one memory location of many elements, which copy_
+    // refuses to write: copy the one slice each such dim repeats.
+    PyRef from = held, into = copy;
+    const std::vector<int64_t>& sizes = call.sized->sizes[static_cast<size_t>(id)];
+    const std::vector<int64_t>& strides = call.sized->strides[static_cast<size_t>(id)];
+    for (size_t d = 0; d < strides.size(); ++d) {
+      if (strides[d] != 0 || sizes[d] < 2) continue;
+      const Py_ssize_t dim = static_cast<Py_ssize_t>(d);
+      from = PyRef::steal(PyObject_CallMethod(from.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
+      if (!from) return false;
+      into = PyRef::steal(PyObject_CallMethod(into.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
+      if (!into) return false;
+    }
+    PyRef done = PyRef::steal(PyObject_CallMethod(into.get(), "copy_", "O", from.get()));
     if (!done) return false;
     held = copy;
   }
