@@ -69,18 +69,13 @@ class CompiledFunction(torch.autograd.Function):
                 shape, dtype, device = ctx.tangent_meta[len(tangents)]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             tangents.append(g.contiguous())
-        args = list(ctx.saved_tensors)
-        # The backward executable frees each saved tensor after its last use (it empties `args`, which
-        # then holds the only references): ctx's are dropped first, unless retain_graph keeps them.
-        ctx.maybe_clear_saved_tensors()
+        saved = list(ctx.saved_tensors)
         for i, want in enumerate(graph.saved_strides):
-            if want is not None and any(n > 1 and s != w for n, s, w in zip(args[i].shape, args[i].stride(), want)):
+            t = saved[i]
+            if want is not None and any(n > 1 and s != w for n, s, w in zip(t.shape, t.stride(), want)):
                 # An extern call's result laid out otherwise than its meta kernel said: copied to that layout.
-                args[i] = torch.empty_strided(args[i].shape, want, dtype=args[i].dtype,
-                                              device=args[i].device).copy_(args[i])
-        args += tangents
-        del tangents
-        results = graph.backward(args)
+                saved[i] = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device).copy_(t)
+        results = graph.backward([*saved, *tangents])
         # A gradient that only unused outputs would carry stays None, as eager leaves it. The ints after
         # the primals (the values of int symbols) get None.
         grads = tuple(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None

@@ -8,9 +8,8 @@
 // Live range of a Temp: from the first step that touches it to the last, inclusive (a step that
 // writes one Temp and reads another needs both at once; a Temp the caller receives, which a
 // verified program does not have, lives to the end). Accesses through a View count for its root.
-// A Temp passed to an extern call that does not write it lives to that call, like any other use: the
-// runtime copies a result whose data lies in the arena (a view of a temporary) out of it
-// (runtime/compiled_graph.h). One passed to an extern that writes its first argument lives to the end.
+// A Temp passed to an extern call lives to the end (torch may hand it back inside a result) unless
+// the callable always returns new tensors (ir::returns_new_tensors).
 // Sizes are storage spans (the element offset plus the largest element's offset plus one, times
 // the item size), so strided temporaries get all the room their strides reach.
 //
@@ -133,13 +132,14 @@ MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbo
     if (live[r].first < 0) live[r].first = 0;
     live[r].last = std::max(n_steps - 1, 0);
   }
-  // A temporary handed to an extern call may come back inside its result (a view op returns a view
-  // of it). The runtime copies such a result out of the arena, so that the temporary's life ends
-  // at the call; an in-place op's argument, which the op writes, keeps its memory to the end.
+  // A temporary handed to an extern call may come back inside its result (an in-place op returns
+  // its argument, a view op a view of it), and that result may be read at any later step or
+  // returned: such temporaries keep their memory to the end of the call, unless the callable
+  // always returns new tensors (matmuls, attention, convolutions: ir::returns_new_tensors).
   for (const loop_ir::Step& step : program.steps) {
     if (step.kind != loop_ir::Step::Kind::Extern) continue;
     const loop_ir::ExternCall& call = program.externs.at(step.index);
-    if (!call.mutates_first_arg) continue;
+    if (!call.mutates_first_arg && ir::returns_new_tensors(call.callable)) continue;
     for (BufferId a : call.buffer_args()) live[program.storage_root(a)].last = std::max(n_steps - 1, 0);
   }
 

@@ -77,11 +77,9 @@ PyRef int_tuple(const std::vector<int64_t>& values) {
   return t;
 }
 
-MemoryStats g_memory;
-// The graph whose kept arena is larger than kSmallArenaBytes (at most one: compiled_graph.h).
-const CompiledGraph* g_large_arena_holder = nullptr;
-// The graph whose call last took an arena.
-const CompiledGraph* g_last_caller = nullptr;
+// Arenas up to this size are kept between calls (their tensors with them); larger ones are
+// allocated per call, where creating a few tensors is small against the kernels' time anyway.
+constexpr int64_t kReusedArenaMaxBytes = int64_t{64} << 20;
 
 // The arena's length rounded up to 64 bytes, so that every dtype can view all of it.
 int64_t arena_span(const memory::MemoryPlan& plan) { return (plan.arena_bytes + 63) / 64 * 64; }
@@ -131,14 +129,6 @@ bool symbolic_args(const loop_ir::ExternCall& call) {
 
 }  // namespace
 
-const MemoryStats& memory_stats() { return g_memory; }
-
-void reset_memory_stats() {
-  const int64_t kept = g_memory.arena_bytes_kept;
-  g_memory = MemoryStats{};
-  g_memory.arena_bytes_kept = kept;
-}
-
 int64_t span_bytes(const Buffer& b) { return span_of(evaluate_all(b.sizes, {}), evaluate_all(b.strides, {}), b.dtype); }
 
 CppCode::CppCode(codegen::CppSource source, SplitBuild build) : source_(std::move(source)), build_(std::move(build)) {
@@ -158,7 +148,7 @@ struct CompiledGraph::Call final : GraphCode::Env {
   std::vector<int64_t> storage_offsets;  // per Input/Output/Extern buffer viewed: its storage offset, or -1
   Arena own;                    // the arena, when this call cannot use the reused one
   Arena* arena = nullptr;       // &own or &graph->reused_arena_; null when the plan has no arena
-  bool owns_inputs = false;     // run_owned: call.tensors holds the only references the runtime keeps
+  bool outputs_alias_arena = false;
   PyThreadState* saved = nullptr;  // null while the code runs with the GIL held
 
   ~Call() {
@@ -253,24 +243,13 @@ void CompiledGraph::plan_releases() {
   for (const Buffer& b : program_.buffers) {
     const BufferId root = program_.storage_root(b.id);
     const int at = last[static_cast<size_t>(root)];
-    const Buffer::Kind kind = program_.buffers[static_cast<size_t>(root)].kind;
-    if ((kind != Buffer::Kind::Extern && kind != Buffer::Kind::Input) || at < 0 || at == INT_MAX) continue;
+    if (program_.buffers[static_cast<size_t>(root)].kind != Buffer::Kind::Extern || at < 0 || at == INT_MAX) continue;
     if (next_extern[static_cast<size_t>(at)] >= 0)
       release_after_extern_[static_cast<size_t>(next_extern[static_cast<size_t>(at)])].push_back(b.id);
   }
 }
 
-CompiledGraph::~CompiledGraph() {
-  g_memory.arena_bytes_kept -= reused_arena_.bytes ? reused_arena_.span : 0;
-  if (g_large_arena_holder == this) g_large_arena_holder = nullptr;
-  if (g_last_caller == this) g_last_caller = nullptr;
-}
-
-void CompiledGraph::drop_reused_arena() const {
-  if (reused_arena_busy_ || !reused_arena_.bytes) return;
-  g_memory.arena_bytes_kept -= reused_arena_.span;
-  reused_arena_ = Arena{};
-}
+CompiledGraph::~CompiledGraph() = default;
 
 bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
                                           std::vector<std::pair<PyObject*, PyRef>>* copies) const {
@@ -515,14 +494,8 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
     return false;
   }
   PyRef held = PyRef::borrow(tensor);
-  void* data = nullptr;
-  const bool in_arena = call.arena != nullptr && !is_empty(meta) && data_pointer(tensor, &data) &&
-                        data >= call.arena->start && data < call.arena->start + call.arena->span;
-  if (PyErr_Occurred()) return false;
-  if (in_arena) ++g_memory.arena_results_copied;
-  if (!strides_equal || in_arena) {
-    // Kernels have the planned strides compiled in: give them a tensor laid out that way. A view of a
-    // temporary is copied out too: the planner may reuse the temporary's space after this call.
+  if (!strides_equal) {
+    // Kernels have the planned strides compiled in: give them a tensor laid out that way.
     PyRef copy = empty_like_buffer(call, b);
     if (!copy) return false;
     // A planned stride of 0 (an expand) makes one memory location of many elements, which copy_
@@ -618,16 +591,9 @@ bool CompiledGraph::new_arena(Arena* arena, const Sized& sized) const {
 }
 
 bool CompiledGraph::take_arena(Call& call) const {
-  // Another graph runs: a large arena kept by the graph before it would only add to this call's peak.
-  if (g_last_caller != this && g_large_arena_holder != nullptr && g_large_arena_holder != this) {
-    g_large_arena_holder->drop_reused_arena();
-    g_large_arena_holder = nullptr;
-  }
-  g_last_caller = this;
   const Sized& sized = *call.sized;
   if (sized.plan.arena_bytes == 0) return true;
-  g_memory.arena_bytes_max = std::max(g_memory.arena_bytes_max, arena_span(sized.plan));
-  if (reused_arena_busy_) {
+  if (reused_arena_busy_ || sized.plan.arena_bytes > kReusedArenaMaxBytes) {
     call.arena = &call.own;
     return new_arena(&call.own, sized);
   }
@@ -635,12 +601,7 @@ bool CompiledGraph::take_arena(Call& call) const {
   call.arena = &reused_arena_;
   // The kept arena serves any plan it is large enough for (it grows to the largest plan seen);
   // its tensors are those of one plan.
-  if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) {
-    g_memory.arena_bytes_kept -= reused_arena_.bytes ? reused_arena_.span : 0;
-    if (!new_arena(&reused_arena_, sized)) return false;
-    g_memory.arena_bytes_kept += reused_arena_.span;
-    return true;
-  }
+  if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) return new_arena(&reused_arena_, sized);
   if (reused_arena_.sized_serial != sized.serial) {
     reused_arena_.tensors.assign(program_.buffers.size(), PyRef());
     reused_arena_.sized_serial = sized.serial;
@@ -648,11 +609,11 @@ bool CompiledGraph::take_arena(Call& call) const {
   return true;
 }
 
-void CompiledGraph::give_back_arena(Call&) const {
+void CompiledGraph::give_back_arena(Call& call) const {
+  // An output that aliases the arena (an extern returned a view of a temporary) now belongs to the
+  // caller: the next call gets a new arena instead of overwriting it.
+  if (call.outputs_alias_arena) reused_arena_ = Arena{};
   reused_arena_busy_ = false;
-  if (!reused_arena_.bytes || reused_arena_.span <= kSmallArenaBytes || g_large_arena_holder == this) return;
-  if (g_large_arena_holder != nullptr) g_large_arena_holder->drop_reused_arena();
-  g_large_arena_holder = this;
 }
 
 int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
@@ -680,16 +641,7 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
       call.arena->tensors[static_cast<size_t>(step.inputs[k])] = PyRef();  // an in-place view op (unsqueeze_) changed it
   for (size_t k = 0; k < step.results.size(); ++k)
     if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
-  for (BufferId id : release_after_extern_[static_cast<size_t>(index)]) {
-    const Placement& p = call.sized->placement[static_cast<size_t>(id)];
-    if (program_.buffers[static_cast<size_t>(program_.storage_root(id))].kind == Buffer::Kind::Input) {
-      if (!call.owns_inputs) continue;
-      if (p.root == id && call.tensors[static_cast<size_t>(id)])
-        g_memory.input_bytes_released += span_of(call.sized->sizes[static_cast<size_t>(id)],
-                                                 call.sized->strides[static_cast<size_t>(id)], program_.buffers[static_cast<size_t>(id)].dtype);
-    }
-    call.tensors[static_cast<size_t>(id)] = PyRef();
-  }
+  for (BufferId id : release_after_extern_[static_cast<size_t>(index)]) call.tensors[static_cast<size_t>(id)] = PyRef();
   return true;
 }
 
@@ -714,16 +666,6 @@ bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* te
 }
 
 bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
-  return run_call(inputs, nullptr, outputs);
-}
-
-bool CompiledGraph::run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const {
-  std::vector<PyObject*> borrowed;
-  for (const PyRef& t : inputs) borrowed.push_back(t.get());
-  return run_call(borrowed.data(), &inputs, outputs);
-}
-
-bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned, std::vector<PyRef>* outputs) const {
   Call call;
   call.graph = this;
   call.sized = sized_for(inputs);
@@ -732,11 +674,6 @@ bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned,
   call.tensors.resize(program_.buffers.size());
   for (size_t k = 0; k < program_.inputs.size(); ++k)
     if (!bind_input(call, k, inputs[k])) return false;
-  // Written inputs are read again after the run (finish_input_writes): those calls keep them all.
-  if (owned != nullptr && written_inputs_.empty()) {
-    owned->clear();  // call.tensors holds the inputs now; `inputs` is not read past this point
-    call.owns_inputs = true;
-  }
   std::vector<std::pair<PyObject*, PyRef>> input_copies;
   if (!written_inputs_.empty() && !stand_in_for_overlaps(call, inputs, &input_copies)) return false;
   for (const Buffer& b : program_.buffers) {
@@ -793,6 +730,11 @@ bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned,
     PyObject* t = tensor_of(call, id);
     if (t == nullptr) return false;
     outputs->push_back(PyRef::borrow(t));
+    void* data = nullptr;
+    if (call.arena == &reused_arena_ && data_pointer(t, &data) && data >= call.arena->start &&
+        data < call.arena->start + call.arena->span)
+      call.outputs_alias_arena = true;
+    PyErr_Clear();  // a tensor without data (empty) aliases nothing
   }
   return true;
 }
