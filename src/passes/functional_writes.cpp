@@ -11,11 +11,13 @@
 //
 // Alias rule, per storage: a value a node makes in storage of its own (returns_fresh) is a root; the
 // results of the writes recognized below on a root or on an earlier such result are its other names.
-// Its writes are rewritten only when every node that may return an alias of one of its names is one
-// of those writes on that name: no view, no unknown call, no write this pass does not rewrite (another
-// dtype, another in-place op), anywhere in the graph, before or after the write. A graph input is
-// never a root (writes to inputs stay writes). Then every read of a name, and every graph output
-// that is a name, is bound to the latest write's result before it, which is what eager reads.
+// Its writes are rewritten only when no node that may return an alias of one of its names (a view, an
+// unknown call, a write this pass does not rewrite: another dtype, another in-place op) comes before
+// one of those writes: an alias taken before a write must see it, one taken after the last write
+// aliases the last write's result, which is what eager's alias sees (`nn.Hardswish(inplace=True)`
+// then `flatten`). A graph input is never a root (writes to inputs stay writes). Then every read of a
+// name, and every graph output that is a name, is bound to the latest write's result before it,
+// which is what eager reads.
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -114,9 +116,9 @@ bool writes_out_of_place(ir::Graph& g) {
   const size_t n = g.values().size();
   constexpr ValueId kNone = -1;
   // First pass: each value's root (kNone: not storage of the graph's own), and which roots some node
-  // other than a rewritable write on one of their names may alias.
+  // other than a rewritable write on one of their names may alias before such a write.
   std::vector<ValueId> root(n, kNone);
-  std::vector<bool> aliased(n, false);
+  std::vector<bool> alias_taken(n, false), aliased(n, false);
   std::vector<Write> kinds;
   for (ir::Node& node : g.mutable_nodes()) {
     const Write kind = write_kind(g, node);
@@ -127,11 +129,13 @@ bool writes_out_of_place(ir::Graph& g) {
     }
     // A write's result names its first argument's storage; its other arguments it only reads.
     if (kind != Write::None) {
-      root[static_cast<size_t>(node.results.front())] = root[static_cast<size_t>(node.args.front().value)];
+      const ValueId r = root[static_cast<size_t>(node.args.front().value)];
+      root[static_cast<size_t>(node.results.front())] = r;
+      if (r != kNone && alias_taken[static_cast<size_t>(r)]) aliased[static_cast<size_t>(r)] = true;
       continue;
     }
     auto mark = [&](ValueId v) {
-      if (root[static_cast<size_t>(v)] != kNone) aliased[static_cast<size_t>(root[static_cast<size_t>(v)])] = true;
+      if (root[static_cast<size_t>(v)] != kNone) alias_taken[static_cast<size_t>(root[static_cast<size_t>(v)])] = true;
     };
     for (const Arg& a : node.args) each_value(a, mark);
     for (const auto& kw : node.kwargs) each_value(kw.second, mark);

@@ -1,7 +1,9 @@
 """In-place writes on intermediates in inference graphs (src/passes/functional_writes.cpp, docs/lowering.md
 "In-place ops"): a write nothing else can see becomes a functional op that fuses (no torch call left); a write
-another name can see (a view, taken before or after) or a write to an input stays a write. Each case is
+another name can see (a view taken before it) or a write to an input stays a write; a view taken after the last write
+aliases the written value. Each case is
 compared with eager, with its kernel count and the torch calls lowering kept (EMBER_LOGS=schedule)."""
+import inspect
 import logging
 import re
 
@@ -100,6 +102,32 @@ def test_view_taken_before_the_write_and_read_after_sees_it(compiled):
     assert "torch.Tensor.relu_" in externs
 
 
+def test_view_taken_after_the_last_write_aliases_the_written_value(compiled):
+    def f(x):
+        y = x * 2
+        F.hardswish(y, inplace=True)  # nn.Hardswish(inplace=True) then flatten: timm's MobileNetV3 head
+        return y.flatten(), y.view(2, 16) * 3
+
+    _, _, externs = compiled(f, x_())
+    assert externs == []
+
+
+def test_view_after_the_last_write_keeps_a_training_graph_differentiable():
+    def f(x):
+        y = x * 2
+        F.hardswish(y, inplace=True)
+        return y.flatten(1)
+
+    ember.reset()
+    x, x_eager = x_().requires_grad_(), x_().requires_grad_()
+    ember.compile(f)(x).sum().backward()
+    f(x_eager).sum().backward()
+    torch.testing.assert_close(x.grad, x_eager.grad)
+    s = ember.stats()
+    ember.reset()
+    assert (s["graphs"], s["backward_graphs_compiled"], s["autograd_islands"]) == (1, 1, 0)
+
+
 def test_write_with_another_dtype_stays_a_write(compiled):
     def f(x, n):
         y = x * 2
@@ -144,3 +172,46 @@ def test_residual_block_epilogue_is_one_kernel_after_each_conv(compiled):
     _, kernels, externs = compiled(block, torch.randn(2, 4, 8, 8))
     assert externs == ["torch.conv2d", "torch.conv2d"]
     assert kernels == 2
+
+
+def _inplace_functionals():
+    """torch.nn.functional's functions with an `inplace` parameter, as this torch has them."""
+    out = []
+    for name in sorted(dir(F)):
+        fn = getattr(F, name)
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            continue
+        if "inplace" in params and not name.startswith("_"):
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _inplace_functionals())
+def test_inplace_flag_passed_by_position_in_a_training_graph(name):
+    """`F.celu(x, 1.0, True)`: the flag by position (as torch's own modules pass it) is a write like
+    `inplace=True`; the step's result and gradients are eager's, whether Ember differentiates or breaks."""
+    fn = getattr(F, name)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    chosen = {"threshold": 0.1, "value": -1.0, "p": 0.0, "inplace": True}
+    args = [chosen.get(p.name, p.default) for p in params]
+    shape = {"dropout1d": (2, 3, 4), "dropout3d": (2, 3, 2, 2, 2)}.get(name, (2, 3, 4, 4))
+
+    def f(x, w):
+        y = x * w
+        fn(y, *args)
+        return y.flatten(1) * 2
+
+    def run(call):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+        w = torch.full((), 1.5, requires_grad=True)
+        out = call(x, w)
+        out.sum().backward()
+        return out.detach(), w.grad
+
+    ember.reset()
+    want = run(f)
+    got = run(ember.compile(f))
+    ember.reset()
+    torch.testing.assert_close(got, want)
