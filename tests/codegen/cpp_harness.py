@@ -12,6 +12,14 @@ INCLUDE = os.path.join(REPO, "src", "codegen", "cpp", "include")
 CXX = shutil.which(os.environ.get("CXX", "g++"))
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler on PATH")
 CODE_CACHE = codecache.CodeCache()  # the compile context of the codegen tests (one `--version` run)
+ISA_ORDER = ["scalar", "avx2", "avx512"]  # each runs where the next one does
+
+
+def skip_unless_this_cpu_runs(isa):
+    """Skips the rest of a test whose program was compiled for `isa` when this CPU cannot run it (the
+    compile itself is tested on every machine)."""
+    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
+        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
 
 
 def compile_loop(text, cache_dir, callables=(), **kw):

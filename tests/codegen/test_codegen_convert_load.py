@@ -6,20 +6,14 @@ that motivated it runs vector code."""
 import pytest
 import torch
 
-from ember._C import codecache
 
-from cpp_harness import Program, compile_loop, needs_cxx
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 pytestmark = needs_cxx
 
 ISA_ORDER = ["scalar", "avx2", "avx512"]
 DTYPES = {"i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8,
           "b8": torch.bool}
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
 
 
 def convert_program(dt, rows, n):
@@ -64,8 +58,7 @@ def test_converting_loads_give_static_cast_bits_on_every_isa(cache_dir, isa, dt)
     rows, n = 3, 37  # 37: full vectors then a masked tail on every layer
     prog = compile_loop(convert_program(dt, rows, n), cache_dir, isa=isa)
     assert "vector over r0" in prog.source and "ev::load_float(" in prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     x, y = values(dt, rows, n), torch.randn(rows, n)
     got, got_b = prog.run([x, y])
     assert torch.equal(got, x.float() + y)
@@ -119,8 +112,7 @@ def test_exp_far_below_range_is_zero_on_every_isa(cache_dir, isa):
     p.end()
     p.end()
     prog = compile_loop(p.text(), cache_dir, isa=isa)
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     x = torch.tensor([[-3.4028234663852886e38, -1e10, -104.5, -104.0, -103.9, -100.0, -90.0, -87.0, 0.0,
                        float("nan"), float("-inf")] * 3 + [-3e38] * 4])
     got = prog.run([x])[0]

@@ -5,19 +5,10 @@ import pytest
 import torch
 
 import ember
-from ember._C import codecache
 
-from cpp_harness import Program, compile_loop, needs_cxx
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 pytestmark = needs_cxx
-
-ISA_ORDER = ["scalar", "avx2", "avx512"]
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
 
 def index_program(rows, n, big):
     """Every integer op with int32 lanes, compares, where on integers and masks, casts; `big` the
@@ -68,8 +59,7 @@ def test_int32_lanes_give_the_int64_results_on_every_isa(cache_dir, isa):
     rows, n, big = 5, 19, 50_000_017  # 19: a masked tail; big * (18 + 15) still fits in int32
     prog = compile_loop(index_program(rows, n, big), cache_dir, isa=isa)
     assert "vector over r0" in prog.source and "ev::VecI::iota" in prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     x = torch.randn(rows, n)
     x[:, ::3] = 0.0
     got, got_big = prog.run([x])

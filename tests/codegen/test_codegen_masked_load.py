@@ -7,12 +7,8 @@ indexes its halves at `i % d +- d/2`, which steps by one within each aligned chu
 import pytest
 import torch
 
-from ember._C import codecache
 
-from cpp_harness import Program, compile_loop, needs_cxx
-
-ISA_ORDER = ["scalar", "avx2", "avx512"]
-
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 def _cat3(a, b, c):
     return torch.cat([a, b, c], dim=-1)
@@ -81,19 +77,13 @@ def cat_program(rows, first, second):
     return p.text()
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 @needs_cxx
 @pytest.mark.parametrize("isa", ISA_ORDER)
 @pytest.mark.parametrize("rows,first,second", [(3, 5, 14), (4, 1, 3)])
 def test_masked_loads_on_every_isa(cache_dir, isa, rows, first, second):
     prog = compile_loop(cat_program(rows, first, second), cache_dir, isa=isa)
     assert "ev::where(" in prog.source and "is a masked load" not in prog.source, prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     g = torch.Generator().manual_seed(3)
     x, y = torch.randn(rows, first, generator=g), torch.randn(rows, second, generator=g)
     (got,) = prog.run([x, y])

@@ -7,12 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from ember._C import codecache
 
-from cpp_harness import Program, compile_loop, needs_cxx
-
-ISA_ORDER = ["scalar", "avx2", "avx512"]
-
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 def _channel_layer_norm(x, w, b):
     """ConvNeXt's LayerNorm over the channels of an NCHW tensor (a permuted view)."""
@@ -131,11 +127,6 @@ def channel_norm_program(n, c, hw):
     return p.text()
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 @needs_cxx
 @pytest.mark.parametrize("isa", ISA_ORDER)
 @pytest.mark.parametrize("c,hw", [(96, 37), (1, 3), (40, 1)])
@@ -143,8 +134,7 @@ def test_outer_welford_on_every_isa(cache_dir, isa, c, hw):
     prog = compile_loop(channel_norm_program(2, c, hw), cache_dir, isa=isa)
     if hw > 1:
         assert "outer reduction: vector over i1" in prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     x = torch.randn(2, c, hw, generator=torch.Generator().manual_seed(4)) * 2 + 5
     (got,) = prog.run([x])
     want = (x - x.mean(1, keepdim=True)) * torch.rsqrt(x.var(1, unbiased=False, keepdim=True) + 1e-5)

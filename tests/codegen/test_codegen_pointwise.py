@@ -12,11 +12,6 @@ SPECIALS = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-30, -1e-40,
             -0.5, -2.5, 1.0, -1.0]
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 def values(n, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.cat([torch.tensor(SPECIALS), torch.randn(n, generator=g) * 3, torch.rand(n, generator=g) * 40 - 20])

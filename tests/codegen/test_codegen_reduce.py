@@ -14,11 +14,6 @@ SIZES = [1, 7, 8, 9, 17, 1000]
 ROWS = 3
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 def reductions_program(strided):
     """One kernel per row length. strided: rows are read down the columns of an [n, ROWS] tensor,
     so the loop is not contiguous: an outer reduction (vector over the rows) up to 512 elements,

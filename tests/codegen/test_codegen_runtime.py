@@ -9,15 +9,10 @@ import subprocess
 import pytest
 import torch
 
-from cpp_harness import INCLUDE, REPO, Program, compile_loop, needs_cxx
+from cpp_harness import INCLUDE, ISA_ORDER, REPO, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 from ember._C import codecache, codegen
 
 pytestmark = needs_cxx
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
 
 
 def gelu_tanh(p, x):
@@ -215,9 +210,6 @@ def test_ember_opt_emits_cpp(tmp_path):
     assert done.returncode == 0 and "const int64_t s0 = ctx->sym[0];" in done.stdout
 
 
-ISA_ORDER = ["scalar", "avx2", "avx512"]
-
-
 @pytest.mark.parametrize("isa", ISA_ORDER)
 def test_every_isa_compiles_and_the_supported_ones_agree(cache_dir, isa):
     """The same program for each vector layer: compiled (and loaded) for all three, run where the
@@ -239,8 +231,7 @@ def test_every_isa_compiles_and_the_supported_ones_agree(cache_dir, isa):
     p.end()
     p.end()
     prog = compile_loop(p.text(), cache_dir, isa=isa)
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     data = torch.randn(rows, n)
     got, = prog.run([data])
     mu = data.mean(1, keepdim=True)

@@ -14,11 +14,6 @@ pytestmark = needs_cxx
 SIZES = [2, 3, 7, 16, 17, 64, 65, 1000]
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache-symbolic")
-
-
 POINTWISE = """program @pointwise {
   symbol s0 hint=8
   buffer %b0 : f32[s0, 64]{64, 1} input 0

@@ -5,12 +5,8 @@ equal eager's bit for bit (the same additions), with row and column tails, on ev
 import pytest
 import torch
 
-from ember._C import codecache
 
-from cpp_harness import Program, compile_loop, needs_cxx
-
-ISA_ORDER = ["scalar", "avx2", "avx512"]
-
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 def _add_transposed(x, y):
     return x + y.transpose(-1, -2)
@@ -72,19 +68,13 @@ def transpose_program(rows, cols):
     return p.text()
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 @needs_cxx
 @pytest.mark.parametrize("isa", ISA_ORDER)
 @pytest.mark.parametrize("rows,cols", [(35, 50), (16, 16), (3, 9)])
 def test_tiles_on_every_isa(cache_dir, isa, rows, cols):
     prog = compile_loop(transpose_program(rows, cols), cache_dir, isa=isa)
     assert "ev::transpose(" in prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     g = torch.Generator().manual_seed(3)
     x, y = torch.randn(cols, rows, generator=g), torch.randn(rows, cols, generator=g)
     (got,) = prog.run([x, y])

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from cpp_harness import CXX, INCLUDE, REPO, Program, needs_cxx

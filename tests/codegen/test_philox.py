@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from ember import rng
-from ember._C import codecache
 from ember.testing import loop_interp
 
-from cpp_harness import Program, compile_loop, needs_cxx
+from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -41,18 +40,12 @@ def reference(seed):
     return torch.from_numpy(rng.philox_uniform(seed, OFFSET + np.arange(ROWS * N)).reshape(ROWS, N))
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cpp-cache")
-
-
 @needs_cxx
 @pytest.mark.parametrize("isa", ISA_ORDER)
 def test_vector_code_draws_the_reference_numbers(cache_dir, isa):
     prog = compile_loop(philox_program(), cache_dir, isa=isa)
     assert "vector over r0" in prog.source and "ev::philox_uniform(" in prog.source
-    if ISA_ORDER.index(isa) > ISA_ORDER.index(codecache.detect_isa()):
-        pytest.skip(f"compiled for {isa}; this CPU cannot run it")
+    skip_unless_this_cpu_runs(isa)
     for seed in SEEDS:
         (got,) = prog.run([torch.tensor(seed, dtype=torch.int64)])
         assert torch.equal(got, reference(seed)), seed

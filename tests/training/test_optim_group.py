@@ -28,7 +28,7 @@ def run(opt_cls, kwargs, dtypes, compiled, steps):
     for k in range(steps):
         gen = torch.Generator().manual_seed(100 + k)
         for p in params:
-            p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.device, p.dtype)
+            p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64, device="cpu").to(p.device, p.dtype)
         step()
     out = {str(i): p.detach() for i, p in enumerate(params)}
     for i, p in enumerate(params):
