@@ -85,6 +85,30 @@ bool dropout_in_training(const ir::Graph& g, const ir::Node& node, std::optional
          passes::number_literal(b["p"]).has_value();
 }
 
+// Grouped-query attention's k and v (`enable_gqa=True`): each of their heads repeated to q's head
+// count, n times in a row ([B, Hkv, S, D] -> [B, Hkv * n, S, D], aten's repeat_interleave on dim -3,
+// what the flag means), so the kernels below see one k and v head per q head and the backward sums
+// each group's gradients through the expand. False (nothing changed) unless `gqa` is a literal and
+// the head counts are constants that divide (eager raises otherwise; the island keeps its error).
+bool grouped_kv(Rewriter& rw, const Arg* gqa, ValueId q, ValueId* k, ValueId* v) {
+  if (!gqa || passes::bool_literal(*gqa) == false) return true;
+  if (passes::bool_literal(*gqa) != true || rank_of(rw, q) != 4 || rank_of(rw, *k) != 4 || rank_of(rw, *v) != 4)
+    return false;
+  const sym::Expr heads = sizes_of(rw, q)[1], kv_heads = sizes_of(rw, *k)[1];
+  if (!heads.is_constant() || !kv_heads.is_constant() || sizes_of(rw, *v)[1] != kv_heads || kv_heads.constant() == 0 ||
+      heads.constant() % kv_heads.constant() != 0)
+    return false;
+  const int64_t n = heads.constant() / kv_heads.constant();
+  if (n == 1) return true;
+  for (ValueId* x : {k, v}) {
+    const Sizes s = sizes_of(rw, *x);
+    ValueId one = reshape_symbolic(rw, *x, {s[0], s[1], sym::Expr(int64_t{1}), s[2], s[3]});
+    ValueId wide = expand_symbolic(rw, one, {s[0], s[1], sym::Expr(n), s[2], s[3]});
+    *x = reshape_symbolic(rw, wide, {s[0], heads, s[2], s[3]});
+  }
+  return true;
+}
+
 // softmax(q @ k^T * scale, masked) -> dropout -> @ v, for a CPU attention call with dropout; false
 // (nothing emitted) for a form it does not model.
 bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, Dropouts& dropouts) {
@@ -102,7 +126,6 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   const Arg* gqa = argument(node, 7, "enable_gqa");
   if (!q || !k || !v || !p || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
     return false;
-  if (gqa && passes::bool_literal(*gqa) != false) return false;
   bool is_causal = causal ? passes::bool_literal(*causal).value_or(true) : false;
   if (causal && !passes::bool_literal(*causal)) return false;
   if (is_causal && mask && !passes::is_none(*mask)) return false;  // torch refuses both
@@ -111,6 +134,7 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
   for (ValueId t : {qv, kv, vv})
     if (rw.type(t).dtype != out.dtype || rank_of(rw, t) < 2) return false;
+  if (!grouped_kv(rw, gqa, qv, &kv, &vv)) return false;
   Sizes qs = sizes_of(rw, qv), ks = sizes_of(rw, kv);
   sym::Expr l = qs[qs.size() - 2], s = ks[ks.size() - 2];
   if (!qs.back().is_constant()) return false;  // the default scale is a literal of the head size
@@ -147,9 +171,11 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
 
 // aten's fused CPU attention for a CPU attention call without dropout: it returns the logsumexp
 // beside the output, which its backward (sdpa_flash_cpu_vjp) reads, so the backward saves q, k, v,
-// the output and the logsumexp instead of recomputing attention as an island. False (nothing
-// emitted) where the kernel does not apply: another device or dtype, differing head sizes or head
-// counts (grouped-query attention), a boolean mask or one that requires grad.
+// the output and the logsumexp instead of recomputing attention as an island. Grouped-query
+// attention gets its k and v heads repeated (grouped_kv); a boolean mask becomes the additive one
+// aten makes of it (0 where true, -inf where false) before its fused kernels. False (nothing
+// emitted) where the kernel does not apply: another device or dtype, differing head sizes, head
+// counts that differ without enable_gqa, a mask that requires grad.
 bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
       passes::has_effect(node) || node.results.size() != 1)
@@ -162,6 +188,7 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
   const Arg* p = argument(node, 4, "dropout_p");
   const Arg* causal = argument(node, 5, "is_causal");
   const Arg* scale = argument(node, 6, "scale");
+  const Arg* gqa = argument(node, 7, "enable_gqa");
   if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
     return false;
   if (p && passes::number_literal(*p) != 0.0) return false;
@@ -172,6 +199,7 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     is_causal = *c;
   }
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
+  if (!grouped_kv(rw, gqa, qv, &kv, &vv)) return false;
   Sizes qs = sizes_of(rw, qv);
   for (ValueId t : {qv, kv, vv}) {
     Sizes ts = sizes_of(rw, t);
@@ -179,9 +207,14 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
   }
   passes::Kwargs kwargs;
   if (mask && !passes::is_none(*mask)) {
+    if (is_causal) return false;  // torch refuses both
     if (mask->kind != Arg::Kind::Value) return false;
     ValueId m = rw.mapped(mask->value);
-    if (rw.type(m).dtype != out.dtype || rw.type(m).requires_grad) return false;
+    if (rw.type(m).requires_grad) return false;
+    if (rw.type(m).dtype == DType::Bool)
+      m = pointwise(rw, Op::Where, {V(m), scalar(0.0, out.dtype), scalar(-std::numeric_limits<double>::infinity(), out.dtype)},
+                    out.dtype);
+    if (rw.type(m).dtype != out.dtype) return false;
     kwargs.emplace_back("attn_mask", V(m));
   }
   if (scale && !passes::is_none(*scale)) {

@@ -1,7 +1,8 @@
 """scaled_dot_product_attention without dropout, on the CPU, differentiated through aten's fused kernels
 (_scaled_dot_product_flash_attention_for_cpu and its _backward, docs/autograd.md): no island, fp64
-gradcheck of the compiled function, and gradients against eager's; where the kernel does not apply (a
-boolean mask, grouped-query attention) attention stays an island and is still right."""
+gradcheck of the compiled function, and gradients against eager's, with boolean masks (made additive as aten
+does) and grouped-query attention (k and v heads repeated: LLaMA's `enable_gqa=True`); where the kernel does
+not apply (a mask that requires grad) attention stays an island and is still right."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,11 +14,19 @@ CASES = {
     "causal": {"is_causal": True},
     "float mask": {"mask": "float"},
     "scale": {"scale": 0.3},
+    "bool mask": {"mask": "bool"},
+    "gqa": {"gqa": True, "kv_heads": 1},
+    "gqa causal": {"gqa": True, "kv_heads": 1, "is_causal": True},
+    "gqa bool mask": {"gqa": True, "kv_heads": 1, "mask": "bool"},
 }
 
 
 def attention(case, dtype):
-    m = {"float": torch.randn(5, 6, dtype=dtype), "bool": torch.rand(5, 6) > 0.3}.get(case.get("mask"))
+    g = torch.Generator().manual_seed(1)
+    m = {"float": torch.randn(5, 6, dtype=dtype, generator=g), "bool": torch.rand(5, 6, generator=g) > 0.3,
+         "grad": torch.randn(5, 6, dtype=dtype, generator=g, requires_grad=True)}.get(case.get("mask"))
+    if case.get("mask") == "bool":
+        m[:, 0] = True  # no row fully masked: eager's result would be NaN there
 
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case.get("is_causal", False),
@@ -38,7 +47,7 @@ def test_fused_attention_gradcheck_without_island(name):
     ember.reset()
     case = dict(CASES[name])
     f = attention(case, torch.float64)
-    q, k, v = inputs(torch.float64)
+    q, k, v = inputs(torch.float64, case.get("kv_heads", 3))
     if case.get("is_causal"):  # torch's causal mask is top-left aligned: square, as a decoder's
         k, v = (t.detach()[:, :, :5].requires_grad_() for t in (k, v))
     compiled = ember.compile(f)
@@ -53,12 +62,10 @@ def test_fused_attention_gradcheck_without_island(name):
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] >= 1, s
 
 
-@pytest.mark.parametrize("name", ["bool mask", "gqa"])
-def test_attention_the_kernel_does_not_take_stays_an_island(name):
+def test_attention_the_kernel_does_not_take_stays_an_island():
     ember.reset()
-    case = {"mask": "bool"} if name == "bool mask" else {"gqa": True}
-    f = attention(case, torch.float32)
-    q, k, v = inputs(torch.float32, kv_heads=1 if name == "gqa" else 3)
+    f = attention({"mask": "grad"}, torch.float32)
+    q, k, v = inputs(torch.float32)
     out = ember.compile(f)(q, k, v)
     g = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), g)
@@ -66,3 +73,26 @@ def test_attention_the_kernel_does_not_take_stays_an_island(name):
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert ember.stats()["autograd_islands"] == 1
+
+
+def test_grouped_query_attention_with_dropout_draws_eagers_masks_under_fallback_random():
+    """Attention with dropout takes its math form (training_forms.cpp); with enable_gqa its k and v heads are
+    repeated first, and under fallback_random the masks are eager's: the step is eager's."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True, enable_gqa=True)
+
+    def step(fn):
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(2, h, 6, 8, requires_grad=True) for h in (4, 2, 2))
+        torch.manual_seed(5)
+        out = fn(q, k, v)
+        out.backward(torch.ones_like(out))
+        return out.detach(), q.grad, k.grad, v.grad
+
+    ember.reset()
+    want = step(f)
+    got = step(ember.compile(f, options={"fallback_random": True}))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    s = ember.stats()
+    assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
