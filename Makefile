@@ -70,13 +70,14 @@ test-bytecode: build-all
 
 # The layering check (tools/check_layering.py) runs first: a folder that includes one above it in
 # the pipeline order, or a Python import cycle, fails the run before any test does.
+# pytest lists its 30 slowest tests: CI runs this target and must stay under 30 minutes.
 # The GPU backend's kernels also run on the CPU through Triton's interpreter, in a second process
 # (TRITON_INTERPRET=1 must be set before triton is imported, and no other test may see it): the parity
 # corpus's "ember-triton" variant and the Triton runtime's own tests. (Fuzz programs through it are not run
 # here yet: the interpreter's own float32 -> bfloat16 conversion is off by an ulp -- docs/fuzzing.md.)
 test: build-all
 	$(PY) tools/check_layering.py
-	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider . $(PYTEST_ARGS)
+	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider --durations=30 . $(PYTEST_ARGS)
 	cd tests && TRITON_INTERPRET=1 ../$(PY) -m pytest -q -p no:cacheprovider parity/test_parity.py \
 	    codegen_triton/test_interpret_compile.py -k "ember-triton or interpret_compile" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-bytecode
