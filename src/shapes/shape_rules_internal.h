@@ -156,9 +156,11 @@ Result infer_masked_fill(const Call& call);
 Result infer_clamp(const Call& call);
 // The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
 // cases the rules model (see the file comment), else nullopt. `result_dtype`: the result's
-// dtype where the caller knows it (the general ordering case needs operands of that dtype).
+// dtype where the caller knows it (the general ordering case needs operands of that dtype, but
+// for `unconverted`: where's condition, which torch reads as it is).
 std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
-                                       std::optional<ir::DType> result_dtype = std::nullopt);
+                                       std::optional<ir::DType> result_dtype = std::nullopt,
+                                       const Dense* unconverted = nullptr);
 
 // shape_rules_reduce.cpp: reductions, normalizations, matmuls
 Result infer_sum_mean(const Call& call);
@@ -206,6 +208,8 @@ Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vec
                                  ir::DType default_dtype);
 // shape_rules_symbolic_views.cpp: view ops, contiguous and cat over symbolic sizes, directly.
 Result infer_symbolic_view(const Call& call);
+// Tensor.repeat, over sizes constant or symbolic (a torch-call rule that reads sizes as expressions).
+Result infer_repeat(const Call& call);
 
 // shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
 Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d

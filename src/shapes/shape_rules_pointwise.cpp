@@ -56,15 +56,17 @@ namespace {
 // that order. Size-1 output dims (whose strides the two kernels choose differently) and 0-d
 // operands (which floor_divide's meta kernel treats apart) are left out, and so are operands of
 // another dtype than the result's: the Python kernels first convert them, and the converted
-// copy has a layout of its own.
+// copy has a layout of its own. Except `unconverted`: where's condition, which torch never converts
+// (checked against CPU and meta results over permuted and expanded conditions and operands, 0-d
+// and scalar operands included: the masks transformers builds, expanded bools).
 std::optional<Sizes> ordered_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
-                                     std::optional<ir::DType> result_dtype) {
+                                     std::optional<ir::DType> result_dtype, const Dense* unconverted) {
   size_t n = out.size();
   if (!result_dtype || n == 0 || std::any_of(out.begin(), out.end(), [](int64_t s) { return s < 2; }))
     return std::nullopt;
   std::vector<Sizes> strides;
   for (const Dense* t : tensors) {
-    if (t->dim() == 0 || t->dtype != *result_dtype) return std::nullopt;
+    if (t->dim() == 0 || (t->dtype != *result_dtype && t != unconverted)) return std::nullopt;
     Sizes s(n, 0);
     size_t offset = n - t->sizes.size();
     for (size_t i = 0; i < t->sizes.size(); ++i) s[offset + i] = t->sizes[i] == 1 ? 0 : t->strides[i];
@@ -111,12 +113,12 @@ std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<c
 }  // namespace
 
 std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
-                                       std::optional<ir::DType> result_dtype) {
+                                       std::optional<ir::DType> result_dtype, const Dense* unconverted) {
   bool all_default = true;
   for (const Dense* t : tensors) all_default = all_default && has_default_strides(*t);
   if (all_default) return contiguous_strides(out);
   if (auto shared = shared_layout_strides(out, tensors)) return shared;
-  return ordered_strides(out, tensors, result_dtype);
+  return ordered_strides(out, tensors, result_dtype, unconverted);
 }
 
 namespace {
@@ -176,7 +178,7 @@ std::optional<ir::DType> promoted(const Call& call, std::initializer_list<const 
 // laid out as TensorIterator does, or contiguous where the op copies into a contiguous result.
 enum class Layout : uint8_t { Iterator, Contiguous };
 Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const PointwiseOperand*>& operands,
-                        Layout layout = Layout::Iterator) {
+                        Layout layout = Layout::Iterator, const Dense* unconverted = nullptr) {
   Sizes out;
   std::vector<const Dense*> tensors;
   bool requires_grad = false;
@@ -200,7 +202,7 @@ Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const 
   for (const Dense* t : tensors)
     if (composite || t->dim() != 0 || t->dtype != dt) laid.push_back(t);
   if (laid.empty()) laid = tensors;
-  auto strides = pointwise_strides(out, laid, composite ? std::nullopt : std::optional<ir::DType>(dt));
+  auto strides = pointwise_strides(out, laid, composite ? std::nullopt : std::optional<ir::DType>(dt), unconverted);
   if (layout == Layout::Contiguous) {
     // Default strides; the meta kernel's strides of size-1 dims can differ when the inputs'
     // are not default themselves, so those cases are left to it.
@@ -440,7 +442,7 @@ Result infer_where(const Call& call) {
   if (!cond || !x || !y || !cond->tensor || cond->tensor->dtype != ir::DType::Bool) return std::nullopt;
   auto common = promoted(call, {&*x, &*y});
   if (!common || !scalar_fits(x->raw, *common) || !scalar_fits(y->raw, *common)) return std::nullopt;
-  return pointwise_result(call, *common, {&*cond, &*x, &*y});
+  return pointwise_result(call, *common, {&*cond, &*x, &*y}, Layout::Iterator, &*cond->tensor);
 }
 
 Result infer_masked_fill(const Call& call) {

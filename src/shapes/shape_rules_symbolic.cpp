@@ -223,8 +223,12 @@ void literal_symbols(const Operand& o, std::vector<sym::Expr>& atoms) {
 }
 
 // The calls whose result types never read their operands' strides (they allocate contiguous
-// results): their operands may have any layout.
-bool reads_no_strides(ir::Op op) { return ir::op_info(op).family == ir::OpFamily::Matmul; }
+// results): their operands may have any layout. Embedding is index_select of the weight's rows,
+// viewed: its indices may be expanded (BERT's token_type_ids buffer, `expand(B, T)`).
+bool reads_no_strides(ir::Op op) {
+  return ir::op_info(op).family == ir::OpFamily::Matmul || op == ir::Op::Embedding || op == ir::Op::IndexSelect ||
+         op == ir::Op::Gather;  // its index's layout: gather_sizes_hold
+}
 
 }  // namespace
 
@@ -301,6 +305,31 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
   return out;
 }
 
+// gather needs index.size(d) <= input.size(d) for every d but `dim`; the stand-ins answer that for their
+// values only, so here it must hold for every value of the symbols (each >= 2): the same size, two
+// constants, or a constant <= 2 against a symbol. Otherwise the rule would claim sizes torch refuses.
+// Its result is contiguous whatever the input's layout (an expanded buffer: RoBERTa's token_type_ids),
+// but only for an index with default strides, which the index must have here (its stand-in is
+// contiguous: the call runs with any_layout).
+bool gather_sizes_hold(const Call& call) {
+  auto b = bind(call, {"input", "dim", "index", "*sparse_grad"});
+  if (!b || !(*b)[0] || !(*b)[2] || !(*b)[0]->tensor || !(*b)[2]->tensor) return false;
+  const ir::TensorType &x = *(*b)[0]->tensor, &index = *(*b)[2]->tensor;
+  std::optional<std::vector<size_t>> order = dense_order(index);
+  if (!order) return false;
+  for (size_t i = 0; i < order->size(); ++i)
+    if ((*order)[i] != order->size() - 1 - i) return false;
+  auto dim = as_int((*b)[1]);
+  auto w = dim ? wrap_dim(*dim, static_cast<int64_t>(x.sizes.size())) : std::nullopt;
+  if (!w || index.sizes.size() != x.sizes.size()) return false;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    const sym::Expr &i = index.sizes[d], &n = x.sizes[d];
+    if (d == static_cast<size_t>(*w) || i == n || (i.is_constant() && n.is_constant())) continue;
+    if (!(i.is_constant() && i.constant() <= 2)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
@@ -311,8 +340,10 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
     return infer_symbolic_view(Call{op, args, kwargs, grad_enabled, default_dtype});
   bool stand_ins = family == ir::OpFamily::Pointwise || family == ir::OpFamily::Reduction ||
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
-                   op == ir::Op::Embedding || op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
+                   op == ir::Op::Embedding || op == ir::Op::Gather || op == ir::Op::IndexSelect ||
+                   op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
   if (!stand_ins) return std::nullopt;
+  if (op == ir::Op::Gather && !gather_sizes_hold(Call{op, args, kwargs, grad_enabled, default_dtype})) return std::nullopt;
   // TensorIterator lays out a pointwise result from the order of its operands' strides alone.
   bool ordered = family == ir::OpFamily::Pointwise;
   return with_stand_ins(args, kwargs, reads_no_strides(op), ordered, [&](const auto& a, const auto& kw) {

@@ -462,6 +462,22 @@ Result split_chunk(const Call& call) {
 
 }  // namespace
 
+// Tensor.repeat(*repeats) / repeat(repeats): a contiguous copy whose sizes are x's (padded with leading
+// 1s to the number of repeats) times the repeats, each a constant >= 0 or a symbolic size (BLOOM's
+// `alibi.repeat(batch_size, 1, 1)`). Written over expressions, constant or not: a size is a product.
+Result infer_repeat(const Call& call) {
+  const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
+  auto repeats = size_list(call, "repeats");
+  if (!x || !repeats || repeats->size() < x->sizes.size()) return std::nullopt;
+  if (!std::all_of(repeats->begin(), repeats->end(), is_size)) return std::nullopt;
+  size_t lead = repeats->size() - x->sizes.size();
+  Exprs sizes(repeats->size());
+  for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = (i < lead ? Expr(1) : x->sizes[i - lead]) * (*repeats)[i];
+  ir::TensorType t = view_type(*x, sizes, ir::contiguous_strides(sizes));
+  t.requires_grad = call.grad_enabled && x->requires_grad;
+  return one(t);
+}
+
 Result infer_symbolic_view(const Call& call) {
   static constexpr std::pair<ir::Op, Result (*)(const Call&)> kRules[] = {
       {ir::Op::View, view_reshape}, {ir::Op::Reshape, view_reshape}, {ir::Op::Permute, permute},

@@ -173,14 +173,38 @@ Result scalar_left(const Call& call) {
   return infer_binary(Call{kOp, swapped, call.kwargs, call.grad_enabled, call.default_dtype});
 }
 
+// `x += y`, `x -= y`, `x *= y`, `x /= y` on a tensor x (operator.iadd, ...): torch's in-place op, whose
+// result is x itself. x's type when y broadcasts to x's sizes and the out-of-place result's dtype is x's
+// (torch refuses a result x cannot hold, `int_x /= 2`; declined also where it would cast, `half_x += float_x`
+// of one category). requires_grad may turn on (y requires it). Declined when x requires grad with grad
+// enabled: a leaf's in-place op is an error the meta kernel reports.
+template <ir::Op kOp>
+Result in_place(const Call& call) {
+  if (call.args.size() != 2 || !call.kwargs.empty() || !call.args[0].tensor) return std::nullopt;
+  const ir::TensorType& x = *call.args[0].tensor;
+  if (x.requires_grad && call.grad_enabled) return std::nullopt;
+  Result r = infer_binary(Call{kOp, call.args, call.kwargs, call.grad_enabled, call.default_dtype});
+  if (!r || r->size() != 1 || (*r)[0].sizes != x.sizes || (*r)[0].dtype != x.dtype) return std::nullopt;
+  ir::TensorType out = x;
+  out.requires_grad = (*r)[0].requires_grad;
+  return std::vector<ir::TensorType>{std::move(out)};
+}
+
 struct TorchRule {
   std::string_view name;
   Result (*rule)(const Call&);
+  // The rule reads sizes as expressions (constant or symbolic): it answers symbolic calls itself,
+  // without the stand-ins of shape_rules_symbolic.cpp (whose read-back declines products of sizes).
+  bool symbolic = false;
 };
 
 // Sorted by name, for the binary search of find_rule (checked at compile time below).
 constexpr TorchRule kTorchRules[] = {
     {"operator.add", scalar_left<ir::Op::Add>},
+    {"operator.iadd", in_place<ir::Op::Add>},
+    {"operator.imul", in_place<ir::Op::Mul>},
+    {"operator.isub", in_place<ir::Op::Sub>},
+    {"operator.itruediv", in_place<ir::Op::Div>},
     {"operator.mul", scalar_left<ir::Op::Mul>},
     {"operator.sub", scalar_left<ir::Op::Sub>},
     {"operator.truediv", scalar_left<ir::Op::Div>},
@@ -192,6 +216,7 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.Tensor.long", convert_to<ir::DType::Int64>},
     {"torch.Tensor.max", elementwise_extreme<ir::Op::Maximum>},
     {"torch.Tensor.min", elementwise_extreme<ir::Op::Minimum>},
+    {"torch.Tensor.repeat", infer_repeat, true},
     {"torch.Tensor.square", square},
     {"torch.Tensor.std", std_rule},
     {"torch.Tensor.to", tensor_to},
@@ -251,7 +276,7 @@ std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
   const TorchRule* rule = find_rule(qualified_name);
   if (!rule) return std::nullopt;
-  if (has_symbolic_tensor(args, kwargs))
+  if (has_symbolic_tensor(args, kwargs) && !rule->symbolic)
     return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype);
   Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype};
   return rule->rule(call);

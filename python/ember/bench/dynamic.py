@@ -21,11 +21,13 @@ time a caller sees). Ember's row also holds, and prints, where its compile time 
 (option triton_build_only) and run eagerly on the CPU; it measures the CUDA path's compile time, not speed.
 Outputs are checked against eager on every call of the schedule; a mismatch or a failure is recorded in the
 row and the suite exits 1 at the end.
+`--probe` runs the other half of the suite instead: which transformers models stay symbolic under
+`dynamic=True` (bench/dynamic_probe.py).
 """
 import contextlib
 import time
 
-from . import compile_breakdown, fresh, options, report, timing
+from . import compile_breakdown, dynamic_probe, fresh, options, report, timing
 
 SAMPLING = {"repeat": 7, "warmup": 2, "min_sample_ms": 1.0}
 WORKLOADS = ("nanogpt", "gpt2")
@@ -40,6 +42,13 @@ def add_arguments(parser):
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "cuda-build"))
     parser.add_argument("--quick", action="store_true", help="small models and few lengths: checks that the suite runs")
     parser.add_argument("--out", default="bench-results/dynamic.json", help="JSON path; .md is written next to it")
+    parser.add_argument("--probe", action="store_true",
+                        help="probe transformers models under dynamic=True: graphs over 3 sizes and every pinned size "
+                             "(writes dynamic_probe.json)")
+    parser.add_argument("--models", default="", help=f"--probe: comma-separated (default: "
+                                                     f"{', '.join(dynamic_probe.PROBE_MODELS)})")
+    parser.add_argument("--backend", default="ember", choices=("ember", "eager"),
+                        help="--probe: the full pipeline, or capture only (faster; the same capture pins)")
 
 
 def _build(name, quick, device):
@@ -174,6 +183,8 @@ def _markdown(rows):
 
 
 def run(args):
+    if args.probe:
+        return dynamic_probe.run(args)
     sampling = options.sampling_config(args, SAMPLING)
     names = report.parse_names(args.workloads, WORKLOADS, "workload")
     compilers = ["ember"] + ([] if args.no_inductor or args.device == "cuda-build" else ["inductor"])

@@ -238,10 +238,12 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
   };
   std::function<std::optional<shapes::Operand>(const VarRef&)> operand = [&](const VarRef& v) -> std::optional<shapes::Operand> {
     if (v->kind == VarKind::Tensor) {
-      if (pins.empty()) return shapes::Operand::of_tensor(&v->as<TensorVar>().type);
+      // Types keep a specialized symbol until the trace ends (apply_specializations): the rules see its
+      // value, as the size ints do (an operand typed before `s2 == 7` against one typed after).
+      if (pins.empty() && this->shapes.replacements().empty()) return shapes::Operand::of_tensor(&v->as<TensorVar>().type);
       ir::TensorType& t = pinned.emplace_back(v->as<TensorVar>().type);
       for (auto* xs : {&t.sizes, &t.strides})
-        for (sym::Expr& e : *xs) e = pin(e);
+        for (sym::Expr& e : *xs) e = pin(this->shapes.resolve(e));
       return shapes::Operand::of_tensor(&t);
     }
     if (is_size_int(v)) {
@@ -294,8 +296,19 @@ VarRef Trace::record_typed(ir::Op op, const std::string& name, PyObject* callabl
   callables.push_back(PyRef::borrow(callable));
   note_op_line();
   const ir::Node& n = graph.node(node);
+  bool inplace = n.mutates_first_arg() || PySet_Contains(table.inplace_callables.get(), callable) == 1;
   std::vector<VarRef> out;
   for (size_t i = 0; i < types.size(); ++i) {
+    if (i == 0 && inplace && !args.empty() && args[0]->kind == VarKind::Tensor) {
+      // An in-place op returns its first argument (as in record_call): that Var moves to the new value;
+      // its meta tensor is remade from the new type when needed (requires_grad may have turned on).
+      auto& t = args[0]->as<TensorVar>();
+      t.value = n.results[0];
+      t.type = types[0];
+      t.meta = PyRef();
+      out.push_back(args[0]);
+      continue;
+    }
     auto t = std::make_shared<TensorVar>();
     t->value = n.results[i];
     t->type = types[i];
@@ -314,6 +327,9 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   if (symbolic_args && kind.kind == CallableKind::Query && !args.empty() && args[0]->kind == VarKind::Tensor)
     if (VarRef answer = size_query(kind.detail, args, kwargs)) return answer;
   std::optional<std::vector<ir::TensorType>> ruled;
+  // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
+  std::optional<ir::TensorType> factory_shape;
+  bool factory_tried = false;
   // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
   // is symbolic: only a shape rule answers then.
   bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
@@ -327,7 +343,13 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     // Python that imports torch._dynamo: seconds in a fresh process.
     ir::Op rule_op = core_rule ? kind.op : ir::Op::TorchCall;
     ruled = rule_types(rule_op, name, args, kwargs);
-    if (!ruled && symbolic_args)
+    // conv's output sizes are floor divisions of its input's, which the rules' stand-ins cannot read back:
+    // its formula (symbolic_factory_shape) keeps them symbolic where pinning would make them static.
+    if (!ruled && symbolic_args && (name == "torch.conv1d" || name == "torch.conv2d")) {
+      factory_tried = true;
+      factory_shape = symbolic_factory_shape(name, args, kwargs);
+    }
+    if (!ruled && symbolic_args && !factory_shape)
       ruled = rule_types_pinning_fewest(rule_op, name, args, kwargs,
                                         name + "'s shape rule needs these sizes static" + where());
     if (auto& types = ruled; types && !options.verify_shape_rules) {
@@ -336,9 +358,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       return record_typed(rule_op, name, callable, args, kwargs, std::move(*types));
     }
   }
-  // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
-  std::optional<ir::TensorType> factory_shape;
-  if (symbolic_args && !ruled) factory_shape = symbolic_factory_shape(name, args, kwargs);
+  if (symbolic_args && !ruled && !factory_tried) factory_shape = symbolic_factory_shape(name, args, kwargs);
   if (symbolic_args && !ruled && !factory_shape && kind.kind != CallableKind::Query) {
     // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
     // values alone. So the symbols this call sees become static (guarded) first.
@@ -443,16 +463,23 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     t.device = device;
     types.push_back(std::move(t));
   }
-  if (factory_shape && types.size() == 1) {
-    ir::TensorType t = types[0];
-    t.sizes = factory_shape->sizes;
-    t.strides = factory_shape->strides;
-    // A size-1 dim's stride is never stepped over; torch gives a copy's size-1 dims stride 1
-    // where the input had another (`x[..., None].float()`).
-    for (size_t d = 0; d < t.sizes.size() && t.sizes.size() == types[0].strides.size(); ++d)
-      if (t.sizes[d] == sym::Expr(1) && types[0].strides[d] == sym::Expr(1)) t.strides[d] = 1;
-    if (at_hints(t) == types[0]) {
-      types[0] = std::move(t);
+  if (factory_shape) {
+    // Every result takes the symbolic sizes (torch.max(x, dim)'s values and indices share them).
+    std::vector<ir::TensorType> symbolic;
+    bool agree = !types.empty();
+    for (const ir::TensorType& hinted : types) {
+      ir::TensorType t = hinted;
+      t.sizes = factory_shape->sizes;
+      t.strides = factory_shape->strides;
+      // A size-1 dim's stride is never stepped over; torch gives a copy's size-1 dims stride 1
+      // where the input had another (`x[..., None].float()`).
+      for (size_t d = 0; d < t.sizes.size() && t.sizes.size() == hinted.strides.size(); ++d)
+        if (t.sizes[d] == sym::Expr(1) && hinted.strides[d] == sym::Expr(1)) t.strides[d] = 1;
+      agree = agree && at_hints(t) == hinted;
+      symbolic.push_back(std::move(t));
+    }
+    if (agree) {
+      types = std::move(symbolic);
     } else {
       specialize_symbols(args, kwargs, name + "'s symbolic sizes differ from its meta kernel's" + where());
     }

@@ -433,6 +433,116 @@ std::optional<ir::TensorType> Trace::symbolic_factory_shape(const std::string& n
     out.strides = ir::contiguous_strides(out.sizes);
     return out;
   }
+  if ((fn == "max" || fn == "min") && !args.empty() && args[0]->kind == VarKind::Tensor) {
+    // The reduction forms: max(x) (a 0-d result) and max(x, dim, keepdim=False) (values and indices, both
+    // of x's sizes without dim, or with it 1). The elementwise form (a tensor `other`) has a rule.
+    const VarRef* dim = args.size() > 1 ? &args[1] : kwarg("dim");
+    const VarRef* keepdim = args.size() > 2 ? &args[2] : kwarg("keepdim");
+    if (args.size() > 3 || (dim && (*dim)->kind == VarKind::Tensor)) return std::nullopt;
+    const ir::TensorType& x = args[0]->as<TensorVar>().type;
+    if (!dim) {
+      if (keepdim) return std::nullopt;
+      return out;  // 0-d
+    }
+    std::optional<sym::Expr> d = size_expr(*dim);
+    int64_t rank = static_cast<int64_t>(x.sizes.size());
+    if (!d || !d->is_constant() || rank == 0) return std::nullopt;
+    int64_t w = d->constant() < 0 ? d->constant() + rank : d->constant();
+    if (w < 0 || w >= rank) return std::nullopt;
+    bool keep = false;
+    if (keepdim) {
+      PyObject* k = as_constant(**keepdim);
+      if (k != Py_True && k != Py_False) return std::nullopt;
+      keep = k == Py_True;
+    }
+    for (int64_t i = 0; i < rank; ++i) {
+      if (i != w) {
+        out.sizes.push_back(x.sizes[static_cast<size_t>(i)]);
+      } else if (keep) {
+        out.sizes.push_back(sym::Expr(1));
+      }
+    }
+    out.strides = ir::contiguous_strides(out.sizes);
+    return out;
+  }
+  if ((fn == "conv1d" || fn == "conv2d") && name.rfind("torch.", 0) == 0) {
+    // conv(input, weight, bias, stride, padding, dilation, groups) over a symbolic batch and symbolic
+    // spatial sizes (ViT's patches, wav2vec2's and Whisper's front ends): each spatial output is
+    // (in + 2*padding - extent) // stride + 1 once `extent <= in + 2*padding` holds (a relation:
+    // guarded unless the symbols' facts decide it), the channels must be the weight's (a symbolic
+    // channel count is specialized, with this call as the reason). The layout comes from the meta
+    // kernel at the traced sizes (checked against these sizes by the caller).
+    size_t n = fn == "conv1d" ? 1 : 2;
+    static const char* const kParams[] = {"input", "weight", "bias", "stride", "padding", "dilation", "groups"};
+    const VarRef* bound[7] = {};
+    for (size_t i = 0; i < args.size() && i < 7; ++i) bound[i] = &args[i];
+    for (size_t i = 0; i < 7; ++i)
+      if (const VarRef* v = kwarg(kParams[i])) bound[i] = v;
+    if (args.size() > 7 || !bound[0] || !bound[1] || (*bound[0])->kind != VarKind::Tensor ||
+        (*bound[1])->kind != VarKind::Tensor)
+      return std::nullopt;
+    const ir::TensorType& x = (*bound[0])->as<TensorVar>().type;
+    const ir::TensorType& w = (*bound[1])->as<TensorVar>().type;
+    if (w.sizes.size() != n + 2 || (x.sizes.size() != n + 2 && x.sizes.size() != n + 1)) return std::nullopt;
+    for (const sym::Expr& e : w.sizes)
+      if (!e.is_constant()) return std::nullopt;
+    // An int, or a sequence of n ints, or the default.
+    auto ints = [&](const VarRef* v, int64_t fallback) -> std::optional<std::vector<int64_t>> {
+      if (!v) return std::vector<int64_t>(n, fallback);
+      if (std::optional<sym::Expr> e = size_expr(*v)) {
+        if (!e->is_constant()) return std::nullopt;
+        return std::vector<int64_t>(n, e->constant());
+      }
+      std::vector<VarRef> items;
+      if ((*v)->kind == VarKind::Tuple || (*v)->kind == VarKind::List) {
+        items = (*v)->as<SequenceVar>().items;
+      } else if (PyObject* c = as_constant(**v); c && (PyTuple_Check(c) || PyList_Check(c))) {
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(c); ++i) items.push_back(constant(PyRef::borrow(PySequence_Fast_GET_ITEM(c, i))));
+      }
+      if (items.size() != n) return std::nullopt;
+      std::vector<int64_t> out;
+      for (const VarRef& item : items) {
+        std::optional<sym::Expr> e = size_expr(item);
+        if (!e || !e->is_constant()) return std::nullopt;
+        out.push_back(e->constant());
+      }
+      return out;
+    };
+    PyObject* padding_text = bound[4] ? as_constant(**bound[4]) : nullptr;
+    bool same = false;
+    std::optional<std::vector<int64_t>> padding;
+    if (padding_text && PyUnicode_Check(padding_text)) {
+      std::string mode = PyUnicode_AsUTF8(padding_text);
+      if (mode != "same" && mode != "valid") return std::nullopt;
+      same = mode == "same";
+      padding = std::vector<int64_t>(n, 0);
+    } else {
+      padding = ints(bound[4], 0);
+    }
+    std::optional<std::vector<int64_t>> stride = ints(bound[3], 1), dilation = ints(bound[5], 1);
+    std::optional<sym::Expr> groups = bound[6] ? size_expr(*bound[6]) : sym::Expr(1);
+    if (!padding || !stride || !dilation || !groups || !groups->is_constant() || groups->constant() < 1) return std::nullopt;
+    size_t first_spatial = x.sizes.size() - n;
+    sym::Expr channels = shapes.resolve(x.sizes[first_spatial - 1]);
+    if (!channels.is_constant())
+      channels = sym::Expr(shapes.specialize(channels, name + " needs its input's channels static" + where()));
+    if (channels.constant() != w.sizes[1].constant() * groups->constant()) return std::nullopt;
+    if (x.sizes.size() == n + 2) out.sizes.push_back(shapes.resolve(x.sizes[0]));
+    out.sizes.push_back(w.sizes[0]);
+    for (size_t i = 0; i < n; ++i) {
+      sym::Expr in = shapes.resolve(x.sizes[first_spatial + i]);  // a length the code checked is a constant
+      if (same) {
+        if ((*stride)[i] != 1) return std::nullopt;
+        out.sizes.push_back(in);
+        continue;
+      }
+      sym::Expr extent((*dilation)[i] * (w.sizes[2 + i].constant() - 1) + 1), padded = in + 2 * (*padding)[i];
+      if (!size_relation(sym::Rel{extent, sym::RelOp::Le, padded})) return std::nullopt;  // torch refuses
+      out.sizes.push_back(floordiv(padded - extent, sym::Expr((*stride)[i])) + 1);
+    }
+    out.strides = ir::contiguous_strides(out.sizes);
+    return out;
+  }
   if (fn == "getitem" && args.size() == 2 && args[0]->kind == VarKind::Tensor) {
     // Advanced indexing by int tensors only, from the first dim: the indices' broadcast shape, then
     // the dims not indexed (contiguous; the meta kernel confirms the layout at the traced sizes).

@@ -1,0 +1,115 @@
+"""Ops that used to pin a size under dynamic=True (issue 14: `python -m ember.bench dynamic --probe`
+found them in transformers' BERT, RoBERTa, T5, BLOOM, Whisper and wav2vec2; torch.max/min with a dim): one graph over several lengths, results equal
+eager's, no `s == k` relation in the guards."""
+import pytest
+import torch
+
+import ember
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    ember.reset()
+    yield
+    ember.reset()
+
+
+class Embeddings(torch.nn.Module):
+    """BERT's embeddings: position ids and token type ids are buffers sliced by the length and gathered."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = torch.nn.Embedding(50, 8)
+        self.types = torch.nn.Embedding(2, 8)
+        self.register_buffer("position_ids", torch.arange(64).expand(1, -1), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(1, 64, dtype=torch.long), persistent=False)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        position_ids = self.position_ids[:, :t]
+        buffered = torch.gather(self.token_type_ids.expand(position_ids.shape[0], -1), dim=1, index=position_ids)
+        token_type_ids = buffered.expand(b, t)
+        return self.words(ids) + self.types(token_type_ids) + position_ids[..., None]
+
+
+def relative_buckets(x):
+    """T5's bucket arithmetic: `buckets += torch.where(...)` on a tensor."""
+    t = x.shape[1]
+    rel = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+    buckets = (rel > 0).to(torch.long) * 4
+    buckets += torch.where(rel.abs() < 2, rel.abs(), torch.full_like(rel, 3))
+    return x[0][:, None] * buckets
+
+
+def alibi(x):
+    """BLOOM's alibi: a per-head slope times the positions, repeated over the batch."""
+    b, t = x.shape
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    out = slopes[:, None, None] * torch.arange(t)
+    return out.repeat(b, 1, 1) + x.sum()
+
+
+def scaled_in_place(x, y):
+    z = x * 2
+    z += y
+    z *= 3
+    z -= 1
+    z /= 2
+    return z
+
+
+def conv_front_end():
+    """wav2vec2's feature encoder in small: strided convs over the samples (lengths floor divisions of them)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv1d(1, 4, 10, stride=5), torch.nn.GELU(), torch.nn.Conv1d(4, 4, 3, stride=2),
+                               torch.nn.GELU())
+
+
+def extremes(x):
+    """torch.max / torch.min's reduction forms: values and indices (a named tuple), and the whole-tensor form."""
+    values, indices = torch.max(x, dim=-1)
+    low = x.min(dim=1, keepdim=True)
+    return values * 2 + indices, low.values + low.indices, torch.max(x) + x.min()
+
+
+CASES = {
+    "max_min_reductions": (extremes, lambda t: (torch.randn(3, t),)),
+    "conv1d_lengths": (conv_front_end(), lambda t: (torch.randn(2, 1, 20 * t),)),
+    "conv2d_sizes": (torch.nn.Conv2d(3, 5, 4, stride=2, padding=1), lambda t: (torch.randn(2, 3, t, t + 3),)),
+    "gather_embedding": (Embeddings(), lambda t: (torch.randint(0, 50, (2, t)),)),
+    "iadd_where": (relative_buckets, lambda t: (torch.randn(2, t),)),
+    "repeat": (alibi, lambda t: (torch.randn(3, t),)),
+    "in_place_operators": (scaled_in_place, lambda t: (torch.randn(2, t), torch.randn(t))),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "ember"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_graph_over_lengths(name, backend):
+    fn, make = CASES[name]
+    c = ember.compile(fn, dynamic=True, backend=backend)
+    with torch.no_grad():
+        for t in (9, 13, 17):
+            args = make(t)
+            torch.testing.assert_close(c(*args), fn(*args))
+    assert ember.stats()["frames_compiled"] == 1, ember.stats()
+    ember.reset()
+    with torch.no_grad():
+        r = ember.explain(fn, dynamic=True, backend=backend)(*make(11))
+    # (A conv's input channels must be its weight's: that one is pinned, and never varies.)
+    pinned = [line for g in r.guards for line in g.splitlines()
+              if "shape guard: s" in line and " == " in line and "needs its input's channels static" not in line]
+    assert pinned == [], pinned
+    assert all(not f for f in r.shape_fallbacks), r.shape_fallbacks
+
+
+def test_in_place_on_a_tensor_that_requires_grad_is_still_right():
+    """`x += y` where x requires grad (not a leaf) with grad enabled: the rule declines, the meta kernel answers."""
+    def f(a, b):
+        z = a * 2
+        z += b
+        return z.sum()
+    a = torch.randn(3, 5, requires_grad=True)
+    b = torch.randn(3, 5)
+    c = ember.compile(f, dynamic=True)
+    torch.testing.assert_close(c(a, b), f(a, b))
