@@ -69,13 +69,18 @@ class CompiledFunction(torch.autograd.Function):
                 shape, dtype, device = ctx.tangent_meta[len(tangents)]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             tangents.append(g.contiguous())
-        saved = list(ctx.saved_tensors)
+        args = list(ctx.saved_tensors)
+        # The backward executable frees each saved tensor after its last use (it empties `args`, which
+        # then holds the only references): ctx's are dropped first, unless retain_graph keeps them.
+        ctx.maybe_clear_saved_tensors()
         for i, want in enumerate(graph.saved_strides):
-            t = saved[i]
-            if want is not None and any(n > 1 and s != w for n, s, w in zip(t.shape, t.stride(), want)):
+            if want is not None and any(n > 1 and s != w for n, s, w in zip(args[i].shape, args[i].stride(), want)):
                 # An extern call's result laid out otherwise than its meta kernel said: copied to that layout.
-                saved[i] = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device).copy_(t)
-        results = graph.backward([*saved, *tangents])
+                args[i] = torch.empty_strided(args[i].shape, want, dtype=args[i].dtype,
+                                              device=args[i].device).copy_(args[i])
+        args += tangents
+        del tangents
+        results = graph.backward(args)
         # A gradient that only unused outputs would carry stays None, as eager leaves it. The ints after
         # the primals (the values of int symbols) get None.
         grads = tuple(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None

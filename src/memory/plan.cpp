@@ -8,8 +8,11 @@
 // Live range of a Temp: from the first step that touches it to the last, inclusive (a step that
 // writes one Temp and reads another needs both at once; a Temp the caller receives, which a
 // verified program does not have, lives to the end). Accesses through a View count for its root.
-// A Temp passed to an extern call lives to the end (torch may hand it back inside a result) unless
-// the callable always returns new tensors (ir::returns_new_tensors).
+// A Temp passed to an extern call that always returns new tensors (ir::returns_new_tensors) lives to
+// that call, like any other use; one passed to any other extern call may be aliased by its result (an
+// in-place op returns its argument, a view op a view of it), so it lives to the last use of that result,
+// and of results of such calls on that result (to the end when one is returned). The runtime never
+// copies a result out of the arena: writes to the temporary stay visible through its aliases.
 // Sizes are storage spans (the element offset plus the largest element's offset plus one, times
 // the item size), so strided temporaries get all the room their strides reach.
 //
@@ -132,16 +135,29 @@ MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbo
     if (live[r].first < 0) live[r].first = 0;
     live[r].last = std::max(n_steps - 1, 0);
   }
-  // A temporary handed to an extern call may come back inside its result (an in-place op returns
-  // its argument, a view op a view of it), and that result may be read at any later step or
-  // returned: such temporaries keep their memory to the end of the call, unless the callable
-  // always returns new tensors (matmuls, attention, convolutions: ir::returns_new_tensors).
+  // A temporary handed to an extern call that may return an alias of its arguments (an in-place op
+  // returns its first argument; a view op, `contiguous` or a callable Ember cannot see into may return
+  // a view) can be read or written through the result after the call: it lives as long as the result
+  // does (to the end when the result is returned). A result of such a call on such a result aliases
+  // the same temporaries. Callables that always return new tensors (ir::returns_new_tensors) end
+  // their arguments' lives at the call.
+  std::vector<std::vector<BufferId>> aliased(program.buffers.size());  // per Extern result: Temps it may view
   for (const loop_ir::Step& step : program.steps) {
     if (step.kind != loop_ir::Step::Kind::Extern) continue;
     const loop_ir::ExternCall& call = program.externs.at(step.index);
     if (!call.mutates_first_arg && ir::returns_new_tensors(call.callable)) continue;
-    for (BufferId a : call.buffer_args()) live[program.storage_root(a)].last = std::max(n_steps - 1, 0);
+    std::vector<BufferId> roots;
+    for (BufferId a : call.buffer_args()) {
+      const BufferId r = program.storage_root(a);
+      if (program.buffers[r].kind == Buffer::Kind::Temp) roots.push_back(r);
+      if (program.buffers[r].kind == Buffer::Kind::Extern) roots.insert(roots.end(), aliased[r].begin(), aliased[r].end());
+    }
+    std::sort(roots.begin(), roots.end());
+    roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+    for (BufferId r : call.results) aliased[r] = roots;
   }
+  for (BufferId r = 0; r < static_cast<BufferId>(program.buffers.size()); ++r)
+    for (BufferId t : aliased[r]) live[t].last = std::max(live[t].last, live[r].last);
 
   std::vector<int64_t> bytes(program.buffers.size(), 0);
   std::vector<BufferId> temps;

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include "driver/compiler.h"
+#include "runtime/compiled_graph.h"
 #include "support/stats.h"
 
 namespace nb = nanobind;
@@ -107,9 +108,17 @@ void bind_compiler(nb::module_& m) {
     d["graphs"] = s.graphs;
     d["ops_captured"] = s.ops_captured;
     d["trace_seconds"] = s.trace_seconds;
+    const runtime::MemoryStats& mem = runtime::memory_stats();
+    d["arena_bytes_kept"] = mem.arena_bytes_kept;
+    d["arena_bytes_max"] = mem.arena_bytes_max;
+    d["arenas_kept_by_outputs"] = mem.arenas_kept_by_outputs;
+    d["input_bytes_released"] = mem.input_bytes_released;
     return d;
   });
-  m.def("reset_stats", [] { stats() = Stats{}; });
+  m.def("reset_stats", [] {
+    stats() = Stats{};
+    runtime::reset_memory_stats();
+  });
   m.def("clear_all_caches", [] { frontend::clear_all_caches(); });
   // ember.disable(): runs fn with the calling thread's compiled region paused.
   m.def("call_disabled", [](nb::object fn, nb::tuple args, nb::dict kwargs) {

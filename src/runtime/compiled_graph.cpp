@@ -77,9 +77,11 @@ PyRef int_tuple(const std::vector<int64_t>& values) {
   return t;
 }
 
-// Arenas up to this size are kept between calls (their tensors with them); larger ones are
-// allocated per call, where creating a few tensors is small against the kernels' time anyway.
-constexpr int64_t kReusedArenaMaxBytes = int64_t{64} << 20;
+MemoryStats g_memory;
+// The graph whose kept arena is larger than kSmallArenaBytes (at most one: compiled_graph.h).
+const CompiledGraph* g_large_arena_holder = nullptr;
+// The graph whose call last took an arena.
+const CompiledGraph* g_last_caller = nullptr;
 
 // The arena's length rounded up to 64 bytes, so that every dtype can view all of it.
 int64_t arena_span(const memory::MemoryPlan& plan) { return (plan.arena_bytes + 63) / 64 * 64; }
@@ -129,6 +131,14 @@ bool symbolic_args(const loop_ir::ExternCall& call) {
 
 }  // namespace
 
+const MemoryStats& memory_stats() { return g_memory; }
+
+void reset_memory_stats() {
+  const int64_t kept = g_memory.arena_bytes_kept;
+  g_memory = MemoryStats{};
+  g_memory.arena_bytes_kept = kept;
+}
+
 int64_t span_bytes(const Buffer& b) { return span_of(evaluate_all(b.sizes, {}), evaluate_all(b.strides, {}), b.dtype); }
 
 CppCode::CppCode(codegen::CppSource source, SplitBuild build) : source_(std::move(source)), build_(std::move(build)) {
@@ -148,7 +158,8 @@ struct CompiledGraph::Call final : GraphCode::Env {
   std::vector<int64_t> storage_offsets;  // per Input/Output/Extern buffer viewed: its storage offset, or -1
   Arena own;                    // the arena, when this call cannot use the reused one
   Arena* arena = nullptr;       // &own or &graph->reused_arena_; null when the plan has no arena
-  bool outputs_alias_arena = false;
+  bool owns_inputs = false;     // run_owned: call.tensors holds the only references the runtime keeps
+  bool outputs_alias_arena = false;  // an output is (a view of) a temporary: the arena is the caller's now
   PyThreadState* saved = nullptr;  // null while the code runs with the GIL held
 
   ~Call() {
@@ -243,13 +254,24 @@ void CompiledGraph::plan_releases() {
   for (const Buffer& b : program_.buffers) {
     const BufferId root = program_.storage_root(b.id);
     const int at = last[static_cast<size_t>(root)];
-    if (program_.buffers[static_cast<size_t>(root)].kind != Buffer::Kind::Extern || at < 0 || at == INT_MAX) continue;
+    const Buffer::Kind kind = program_.buffers[static_cast<size_t>(root)].kind;
+    if ((kind != Buffer::Kind::Extern && kind != Buffer::Kind::Input) || at < 0 || at == INT_MAX) continue;
     if (next_extern[static_cast<size_t>(at)] >= 0)
       release_after_extern_[static_cast<size_t>(next_extern[static_cast<size_t>(at)])].push_back(b.id);
   }
 }
 
-CompiledGraph::~CompiledGraph() = default;
+CompiledGraph::~CompiledGraph() {
+  g_memory.arena_bytes_kept -= reused_arena_.bytes ? reused_arena_.span : 0;
+  if (g_large_arena_holder == this) g_large_arena_holder = nullptr;
+  if (g_last_caller == this) g_last_caller = nullptr;
+}
+
+void CompiledGraph::drop_reused_arena() const {
+  if (reused_arena_busy_ || !reused_arena_.bytes) return;
+  g_memory.arena_bytes_kept -= reused_arena_.span;
+  reused_arena_ = Arena{};
+}
 
 bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
                                           std::vector<std::pair<PyObject*, PyRef>>* copies) const {
@@ -279,10 +301,8 @@ bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
   if (!overlap) return true;
   for (size_t k : written_inputs_) {
     const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
-    PyRef copy = empty_like_buffer(call, b);
+    PyRef copy = copy_to_planned(call, b, inputs[k]);
     if (!copy) return false;
-    PyRef done = PyRef::steal(PyObject_CallMethod(copy.get(), "copy_", "O", inputs[k]));
-    if (!done) return false;
     const size_t u = static_cast<size_t>(b.id);
     if (call.pointers[u] != nullptr && !data_pointer(copy.get(), &call.pointers[u])) return false;
     call.tensors[u] = copy;
@@ -446,6 +466,27 @@ PyRef CompiledGraph::empty_like_buffer(const Call& call, const Buffer& b) const 
                                     alloc_kwargs_[static_cast<int>(b.dtype)].get()));
 }
 
+PyRef CompiledGraph::copy_to_planned(const Call& call, const Buffer& b, PyObject* tensor) const {
+  PyRef copy = empty_like_buffer(call, b);
+  if (!copy) return copy;
+  // A planned stride of 0 (an expand) makes one memory location of many elements, which copy_ refuses to
+  // write: copy the one slice each such dim repeats.
+  PyRef from = PyRef::borrow(tensor), into = copy;
+  const std::vector<int64_t>& sizes = call.sized->sizes[static_cast<size_t>(b.id)];
+  const std::vector<int64_t>& strides = call.sized->strides[static_cast<size_t>(b.id)];
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] != 0 || sizes[d] < 2) continue;
+    const Py_ssize_t dim = static_cast<Py_ssize_t>(d);
+    from = PyRef::steal(PyObject_CallMethod(from.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
+    if (!from) return from;
+    into = PyRef::steal(PyObject_CallMethod(into.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
+    if (!into) return into;
+  }
+  PyRef done = PyRef::steal(PyObject_CallMethod(into.get(), "copy_", "O", from.get()));
+  if (!done) return done;
+  return copy;
+}
+
 bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
   const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
   pybridge::RawTensorMeta meta;
@@ -493,28 +534,11 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
                  meta.ndim >= 0 && meta.sizes ? describe(meta).c_str() : "something else");
     return false;
   }
-  PyRef held = PyRef::borrow(tensor);
-  if (!strides_equal) {
-    // Kernels have the planned strides compiled in: give them a tensor laid out that way.
-    PyRef copy = empty_like_buffer(call, b);
-    if (!copy) return false;
-    // A planned stride of 0 (an expand) makes one memory location of many elements, which copy_
-    // refuses to write: copy the one slice each such dim repeats.
-    PyRef from = held, into = copy;
-    const std::vector<int64_t>& sizes = call.sized->sizes[static_cast<size_t>(id)];
-    const std::vector<int64_t>& strides = call.sized->strides[static_cast<size_t>(id)];
-    for (size_t d = 0; d < strides.size(); ++d) {
-      if (strides[d] != 0 || sizes[d] < 2) continue;
-      const Py_ssize_t dim = static_cast<Py_ssize_t>(d);
-      from = PyRef::steal(PyObject_CallMethod(from.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
-      if (!from) return false;
-      into = PyRef::steal(PyObject_CallMethod(into.get(), "narrow", "nnn", dim, Py_ssize_t{0}, Py_ssize_t{1}));
-      if (!into) return false;
-    }
-    PyRef done = PyRef::steal(PyObject_CallMethod(into.get(), "copy_", "O", from.get()));
-    if (!done) return false;
-    held = copy;
-  }
+  // Kernels have the planned strides compiled in: a result laid out otherwise is copied into a tensor laid
+  // out that way. A result whose data lies in the arena (a view of a temporary, an in-place op's argument)
+  // is kept as it is: it aliases the temporary, which the planner keeps alive as long as it (plan.cpp).
+  PyRef held = strides_equal ? PyRef::borrow(tensor) : copy_to_planned(call, b, tensor);
+  if (!held) return false;
   call.tensors[static_cast<size_t>(id)] = held;
   if (is_empty(meta)) return true;
   return data_pointer(held.get(), &call.pointers[static_cast<size_t>(id)]);
@@ -591,9 +615,16 @@ bool CompiledGraph::new_arena(Arena* arena, const Sized& sized) const {
 }
 
 bool CompiledGraph::take_arena(Call& call) const {
+  // Another graph runs: a large arena kept by the graph before it would only add to this call's peak.
+  if (g_last_caller != this && g_large_arena_holder != nullptr && g_large_arena_holder != this) {
+    g_large_arena_holder->drop_reused_arena();
+    g_large_arena_holder = nullptr;
+  }
+  g_last_caller = this;
   const Sized& sized = *call.sized;
   if (sized.plan.arena_bytes == 0) return true;
-  if (reused_arena_busy_ || sized.plan.arena_bytes > kReusedArenaMaxBytes) {
+  g_memory.arena_bytes_max = std::max(g_memory.arena_bytes_max, arena_span(sized.plan));
+  if (reused_arena_busy_) {
     call.arena = &call.own;
     return new_arena(&call.own, sized);
   }
@@ -601,7 +632,12 @@ bool CompiledGraph::take_arena(Call& call) const {
   call.arena = &reused_arena_;
   // The kept arena serves any plan it is large enough for (it grows to the largest plan seen);
   // its tensors are those of one plan.
-  if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) return new_arena(&reused_arena_, sized);
+  if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) {
+    g_memory.arena_bytes_kept -= reused_arena_.bytes ? reused_arena_.span : 0;
+    if (!new_arena(&reused_arena_, sized)) return false;
+    g_memory.arena_bytes_kept += reused_arena_.span;
+    return true;
+  }
   if (reused_arena_.sized_serial != sized.serial) {
     reused_arena_.tensors.assign(program_.buffers.size(), PyRef());
     reused_arena_.sized_serial = sized.serial;
@@ -610,10 +646,17 @@ bool CompiledGraph::take_arena(Call& call) const {
 }
 
 void CompiledGraph::give_back_arena(Call& call) const {
-  // An output that aliases the arena (an extern returned a view of a temporary) now belongs to the
-  // caller: the next call gets a new arena instead of overwriting it.
-  if (call.outputs_alias_arena) reused_arena_ = Arena{};
   reused_arena_busy_ = false;
+  // An output that aliases the kept arena (an extern returned a view of a temporary, or its argument,
+  // written in place) belongs to the caller: the next call gets a new arena instead of overwriting it.
+  if (call.outputs_alias_arena) {
+    drop_reused_arena();
+    if (g_large_arena_holder == this) g_large_arena_holder = nullptr;
+    return;
+  }
+  if (!reused_arena_.bytes || reused_arena_.span <= kSmallArenaBytes || g_large_arena_holder == this) return;
+  if (g_large_arena_holder != nullptr) g_large_arena_holder->drop_reused_arena();
+  g_large_arena_holder = this;
 }
 
 int CompiledGraph::call_extern(ember_ctx* ctx, int32_t index) {
@@ -641,7 +684,16 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
       call.arena->tensors[static_cast<size_t>(step.inputs[k])] = PyRef();  // an in-place view op (unsqueeze_) changed it
   for (size_t k = 0; k < step.results.size(); ++k)
     if (!adopt_result(call, step.results[k], results.at(k).get())) return false;
-  for (BufferId id : release_after_extern_[static_cast<size_t>(index)]) call.tensors[static_cast<size_t>(id)] = PyRef();
+  for (BufferId id : release_after_extern_[static_cast<size_t>(index)]) {
+    const Placement& p = call.sized->placement[static_cast<size_t>(id)];
+    if (program_.buffers[static_cast<size_t>(program_.storage_root(id))].kind == Buffer::Kind::Input) {
+      if (!call.owns_inputs) continue;
+      if (p.root == id && call.tensors[static_cast<size_t>(id)])
+        g_memory.input_bytes_released += span_of(call.sized->sizes[static_cast<size_t>(id)],
+                                                 call.sized->strides[static_cast<size_t>(id)], program_.buffers[static_cast<size_t>(id)].dtype);
+    }
+    call.tensors[static_cast<size_t>(id)] = PyRef();
+  }
   return true;
 }
 
@@ -666,6 +718,16 @@ bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* te
 }
 
 bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
+  return run_call(inputs, nullptr, outputs);
+}
+
+bool CompiledGraph::run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const {
+  std::vector<PyObject*> borrowed;
+  for (const PyRef& t : inputs) borrowed.push_back(t.get());
+  return run_call(borrowed.data(), &inputs, outputs);
+}
+
+bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned, std::vector<PyRef>* outputs) const {
   Call call;
   call.graph = this;
   call.sized = sized_for(inputs);
@@ -674,6 +736,11 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   call.tensors.resize(program_.buffers.size());
   for (size_t k = 0; k < program_.inputs.size(); ++k)
     if (!bind_input(call, k, inputs[k])) return false;
+  // Written inputs are read again after the run (finish_input_writes): those calls keep them all.
+  if (owned != nullptr && written_inputs_.empty()) {
+    owned->clear();  // call.tensors holds the inputs now; `inputs` is not read past this point
+    call.owns_inputs = true;
+  }
   std::vector<std::pair<PyObject*, PyRef>> input_copies;
   if (!written_inputs_.empty() && !stand_in_for_overlaps(call, inputs, &input_copies)) return false;
   for (const Buffer& b : program_.buffers) {
@@ -731,11 +798,12 @@ bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
     if (t == nullptr) return false;
     outputs->push_back(PyRef::borrow(t));
     void* data = nullptr;
-    if (call.arena == &reused_arena_ && data_pointer(t, &data) && data >= call.arena->start &&
+    if (call.arena != nullptr && data_pointer(t, &data) && data >= call.arena->start &&
         data < call.arena->start + call.arena->span)
       call.outputs_alias_arena = true;
     PyErr_Clear();  // a tensor without data (empty) aliases nothing
   }
+  if (call.outputs_alias_arena) ++g_memory.arenas_kept_by_outputs;
   return true;
 }
 

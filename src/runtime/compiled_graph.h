@@ -10,12 +10,22 @@
 // dtype on the program's device (torch.empty_strided), temporaries live in one arena allocation (a
 // torch uint8 tensor, from torch's caching allocator on CUDA, so an extern call can be handed a view
 // of a temporary), and the code runs every step. The arena and the tensors over it (temporaries
-// and views of them) are kept for the next call when they are small and no output aliases them; a
-// call that finds them in use (another thread, re-entry) allocates its own. Extern calls run
-// through torch by a one-node EagerExecutor each, so their arguments and literals are built exactly
-// as the eager backend builds them; a result whose strides differ from the planned ones is copied
-// into a tensor that has them (kernels fold strides into their code). A failed check_index raises
-// IndexError naming the kernel.
+// and views of them) are kept for the next call when that cannot raise the program's peak much: up to
+// kSmallArenaBytes per graph always, a larger one only until another compiled graph runs (one such
+// arena in the process: in training the forward's is gone before the backward runs); a call that
+// finds them in use (another thread, re-entry) allocates its own, and one whose outputs alias the
+// arena (an extern returned a view of a temporary, or the temporary it wrote in place) hands it to
+// the caller: the next call allocates a new one. Extern calls run through torch by a one-node
+// EagerExecutor each, so their arguments and literals are built exactly as the eager backend builds
+// them; a result whose strides differ from the planned ones is copied into a tensor laid out as
+// planned (kernels fold strides into their code: copy_to_planned). A result whose data lies in the
+// arena is kept as it is, an alias of the temporary, which the memory planner keeps alive as long
+// as the result (docs/memory.md, "Live ranges"). A failed check_index raises IndexError naming the kernel.
+//
+// Memory over a call (docs/memory.md, "Peak"): the arena for the whole call; outputs from the start;
+// an extern result from its call to its last use; an input until the call returns, or, when the
+// caller hands its references over (run_owned: the backward's saved tensors), until its last use.
+// The process-wide figures are in memory_stats().
 //
 // Shape symbols (dynamic shapes, docs/codegen-cpp.md "Runtime"). Each symbol's value is read from
 // the input dimension it appears bare in (found once); every input's sizes and strides are then
@@ -123,6 +133,10 @@ class CompiledGraph : public GraphRunner {
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
+  bool run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const override;
+
+  // Arenas up to this size are kept between calls whatever else runs.
+  static constexpr int64_t kSmallArenaBytes = int64_t{1} << 20;
 
   // How many tuples of symbol values the runtime keeps planned (each a memory plan and the
   // sizes evaluated; a new tuple past them evicts the least recently used).
@@ -176,6 +190,8 @@ class CompiledGraph : public GraphRunner {
   // The Sized of this call's symbol values (read from the inputs and checked against the
   // symbols' ranges); null with a Python error set.
   std::shared_ptr<const Sized> sized_for(PyObject* const* inputs) const;
+  // run() and run_owned(): `owned` (null for run) holds the references to `inputs` the call may drop.
+  bool run_call(PyObject* const* inputs, std::vector<PyRef>* owned, std::vector<PyRef>* outputs) const;
   static int call_extern(ember_ctx* ctx, int32_t index);
   bool run_extern(Call& call, int32_t index) const;
   bool bind_input(Call& call, size_t k, PyObject* tensor) const;
@@ -194,6 +210,8 @@ class CompiledGraph : public GraphRunner {
   bool take_arena(Call& call) const;
   void give_back_arena(Call& call) const;
   PyRef empty_like_buffer(const Call& call, const loop_ir::Buffer& b) const;
+  // A new tensor with b's planned layout holding `tensor`'s values (null with a Python error set).
+  PyRef copy_to_planned(const Call& call, const loop_ir::Buffer& b, PyObject* tensor) const;
 
   loop_ir::Program program_;
   SymbolBinding binding_;                 // where each shape symbol's value is read
@@ -206,15 +224,16 @@ class CompiledGraph : public GraphRunner {
   bool on_cuda_ = false;                  // device_.type == "cuda", decided once: run() reads it per call
   pybridge::DeviceKey device_key_;
   std::vector<ExternStep> externs_;
-  // Per extern call: the torch-held buffers (extern results no step after it reads, and the views
-  // over them) whose tensors the call drops once it has run, so that torch's allocator has their
-  // memory back mid-call, as in eager; outputs are kept.
+  // Per extern call: the torch-held buffers (extern results and inputs no step after it reads, and the
+  // views over them) whose tensors the call drops once it has run, so that torch's allocator has their
+  // memory back mid-call, as in eager; outputs are kept, and inputs only dropped by run_owned.
   std::vector<std::vector<loop_ir::BufferId>> release_after_extern_;
   std::vector<size_t> written_inputs_;    // graph inputs a kernel stores into, in kernel order
   PyRef increment_version_;               // torch._C._increment_version, when written_inputs_ is not empty
   std::vector<PyRef> callables_;          // per extern call
   EagerExecutor::LiteralToPython convert_;
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
+  void drop_reused_arena() const;  // unless busy; keeps memory_stats() true
   mutable Arena reused_arena_;
   mutable bool reused_arena_busy_ = false;
   PyRef empty_strided_;                   // torch.empty_strided
@@ -222,6 +241,16 @@ class CompiledGraph : public GraphRunner {
   PyRef alloc_kwargs_[16];                // per dtype: {dtype=..., device="cpu"}
   PyRef uint8_kwargs_;                    // {dtype=torch.uint8}
 };
+
+// What compiled graphs hold, process-wide (ember.stats()'s `arena_*` entries; updated under the GIL).
+struct MemoryStats {
+  int64_t arena_bytes_kept = 0;     // arenas kept between calls by live graphs, now
+  int64_t arena_bytes_max = 0;      // the largest arena one call used, since reset_memory_stats()
+  int64_t arenas_kept_by_outputs = 0; // calls whose outputs alias their arena (it lives as long as they do)
+  int64_t input_bytes_released = 0; // inputs run_owned dropped before the call's end (their spans)
+};
+const MemoryStats& memory_stats();
+void reset_memory_stats();  // all but arena_bytes_kept, which describes the graphs alive
 
 struct CompiledGraphBuild {
   std::unique_ptr<CompiledGraph> graph;

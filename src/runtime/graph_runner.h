@@ -17,6 +17,16 @@ class GraphRunner {
   // new references (one per graph output) and returns true; on failure returns false with the
   // Python error set and every intermediate released.
   virtual bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const = 0;
+  // The same with the caller's references handed over: a runner may drop an input as soon as no
+  // step reads it any more (the backward's saved tensors, freed as it goes, as eager's autograd frees
+  // each node's). By default held to the end of the call.
+  virtual bool run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const;
 };
+
+inline bool GraphRunner::run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const {
+  std::vector<PyObject*> borrowed;
+  for (const PyRef& t : inputs) borrowed.push_back(t.get());
+  return run(borrowed.data(), outputs);
+}
 
 }  // namespace ember::runtime

@@ -13,21 +13,29 @@ void free_runner(PyObject* capsule) {
   delete static_cast<std::shared_ptr<const GraphRunner>*>(PyCapsule_GetPointer(capsule, kCapsuleName));
 }
 
-// f(inputs): runs the executable held by the capsule `self` on a list or tuple of tensors.
+// f(inputs): runs the executable held by the capsule `self` on a tuple of tensors, or on a list, which
+// it empties (python_callable).
 PyObject* run_runner(PyObject* self, PyObject* arg) {
   auto* runner = static_cast<std::shared_ptr<const GraphRunner>*>(PyCapsule_GetPointer(self, kCapsuleName));
   if (!runner) return nullptr;
-  PyRef seq = PyRef::steal(PySequence_Fast(arg, "an executable takes a list of tensors"));
-  if (!seq) return nullptr;
   std::vector<PyRef> outputs;
-  if (!(*runner)->run(PySequence_Fast_ITEMS(seq.get()), &outputs)) return nullptr;
+  if (PyList_Check(arg)) {
+    std::vector<PyRef> inputs;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arg); ++i) inputs.push_back(PyRef::borrow(PyList_GET_ITEM(arg, i)));
+    if (PyList_SetSlice(arg, 0, PyList_GET_SIZE(arg), nullptr) != 0) return nullptr;
+    if (!(*runner)->run_owned(std::move(inputs), &outputs)) return nullptr;
+  } else {
+    PyRef seq = PyRef::steal(PySequence_Fast(arg, "an executable takes a list or tuple of tensors"));
+    if (!seq) return nullptr;
+    if (!(*runner)->run(PySequence_Fast_ITEMS(seq.get()), &outputs)) return nullptr;
+  }
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(outputs.size()));
   if (!list) return nullptr;
   for (size_t i = 0; i < outputs.size(); ++i) PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), outputs[i].release());
   return list;
 }
 
-PyMethodDef kRunDef = {"run", run_runner, METH_O, "Runs a compiled executable on a list of tensors."};
+PyMethodDef kRunDef = {"run", run_runner, METH_O, "Runs a compiled executable on a tuple of tensors, or on a list, which it empties."};
 
 }  // namespace
 

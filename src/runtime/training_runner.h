@@ -24,7 +24,10 @@
 
 namespace ember::runtime {
 
-// A Python callable `f(list of tensors) -> list of tensors` that runs `runner`.
+// A Python callable `f(tensors) -> list of tensors` that runs `runner`. Given a list, f empties it and
+// hands its references to the runner (GraphRunner::run_owned), so that a compiled graph frees each input
+// after its last use when the caller holds no other reference (the backward's saved tensors; Inductor's
+// generated code does `args.clear()` for the same reason); given a tuple, the inputs are borrowed.
 PyRef python_callable(std::shared_ptr<const GraphRunner> runner);
 
 class TrainingRunner : public GraphRunner {

@@ -6,8 +6,9 @@
 // where it never crosses outer points: the second kernel reads what the first wrote only at
 // exactly the index the first wrote at that same point (index expressions compared per dimension
 // after simplification; a read through a View, or at any other index, refuses the merge). The
-// step order stays valid: steps between the pair that the second kernel needs move before the
-// pair, and a step that needs the first kernel and is needed by the second (a cycle) refuses.
+// step order stays valid: the pair runs right after the last step between them that the second
+// kernel needs, steps before that point that need the first kernel move after the pair, and a step
+// that needs the first kernel and is needed by the second (a cycle) refuses.
 //
 // Shape of a merge (merge_kernels). The outer ranges must be equal, or one kernel is a pointwise
 // kernel whose ranges extend the other's: it is first split into the shorter outer ranges and one
@@ -369,11 +370,24 @@ void fuse_kernels(Program& program, std::vector<WorkStep>& steps, const Schedule
       const std::string what = c.vertical ? "reads " + c.shared + " from " + steps[c.a].label : "both read " + c.shared;
       report({c.vertical ? FusionDecision::Kind::Vertical : FusionDecision::Kind::Sibling, steps[c.a].label,
               steps[c.b].label, (c.vertical ? m.detail : what + "; " + m.detail)});
+      // The fused kernel goes right after the last step between that b needs (at a's place if none); of
+      // the steps before that point, those that need a (directly or through another such step; none is
+      // one b needs, or the cycle check refused) move after it; every other step keeps its place. Moving
+      // every step b does not need after the pair instead pushed them, merge after merge, to the end of
+      // the program: a backward's weight-gradient matmuls, each keeping its layer's incoming gradient
+      // alive in the arena until then (docs/scheduler.md, "Step order and legality").
+      const size_t last_needed = before.empty() ? c.a : before.back();
+      std::vector<bool> needs_a(steps.size(), false);
+      needs_a[c.a] = true;
+      for (size_t s = c.a + 1; s <= last_needed; ++s)
+        for (size_t d = c.a; d < s && !needs_a[s]; ++d)
+          if (needs_a[d] && depends_on(acc[d], acc[s])) needs_a[s] = true;
       std::vector<WorkStep> order(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(c.a));
-      for (size_t s : before) order.push_back(steps[s]);
+      for (size_t s = c.a + 1; s <= last_needed; ++s)
+        if (!needs_a[s]) order.push_back(steps[s]);
       order.push_back(std::move(fused));
       for (size_t s = c.a + 1; s < c.b; ++s)
-        if (std::find(before.begin(), before.end(), s) == before.end()) order.push_back(steps[s]);
+        if (s > last_needed || needs_a[s]) order.push_back(steps[s]);
       for (size_t s = c.b + 1; s < steps.size(); ++s) order.push_back(steps[s]);
       steps = std::move(order);
       merged_one = true;
