@@ -283,6 +283,19 @@ void linear_vjp(VjpCtx& c) {  // y = x @ w^T + b
   if (!c.none("bias")) c.give("bias", g);
 }
 
+// addmm(input, mat1, mat2, beta, alpha) where decompose keeps it whole (float16/bfloat16 with a bias, one
+// rounding in torch; GPT-2's Conv1D): as aten's backward, beta * g to input (summed to its
+// broadcast shape by give), alpha * g @ mat2^T to mat1 and alpha * mat1^T @ g to mat2, in the call's dtype.
+void addmm_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  ValueId g = *c.grad();
+  const double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
+  auto scaled = [&rw](ValueId v, double s) { return s == 1.0 ? v : binary_s(rw, Op::Mul, v, s); };
+  if (c.needs("input")) c.give("input", scaled(g, beta));
+  if (c.needs("mat1")) c.give("mat1", scaled(product(rw, Op::Mm, g, transpose_last(rw, c.in("mat2"))), alpha));
+  if (c.needs("mat2")) c.give("mat2", scaled(product(rw, Op::Mm, transpose_last(rw, c.in("mat1")), g), alpha));
+}
+
 void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dropout_backward
   double p = passes::number_literal(c.pos(1)).value_or(NAN);
   if (std::isnan(p)) passes::refuse();

@@ -197,6 +197,8 @@ MATMUL = [
          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
          lambda dt: (R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt))),
     Case("addmm", ("Addmm",), torch.addmm, lambda dt: (R(4, dtype=dt), R(3, 2, dtype=dt), R(2, 4, dtype=dt))),
+    Case("addmm_scaled", ("Addmm",), lambda b, m1, m2: torch.addmm(b, m1, m2, beta=0.5, alpha=-2.0),
+         lambda dt: (R(3, 1, dtype=dt), R(3, 2, dtype=dt), T(4, 2, dtype=dt).t())),
 ]
 
 VIEWS = [
@@ -249,6 +251,7 @@ VIEWS = [
 
 ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS
 
-# The fused rules, also in float32 and bfloat16 (the DESIGN.md accuracy rule against float64).
+# The fused rules, also in float32 and bfloat16 (the DESIGN.md accuracy rule against float64); addmm's rule
+# serves the call decompose keeps whole in bfloat16 (one rounding with its bias, as torch's).
 FUSED = ["gelu", "gelu_tanh", "silu", "softmax", "log_softmax", "f_softmax", "f_log_softmax", "layer_norm",
-         "var_mean"]
+         "var_mean", "addmm", "addmm_scaled"]
