@@ -329,20 +329,24 @@ void nll(Ctx& c, ValueId lp, ValueId target, double smoothing) {
   c.finish(convert(rw, binary(rw, Op::Div, total, V(reduce(rw, Op::Sum, w, all, false))), r));
 }
 
+// cross_entropy is log_softmax then nll_loss, as eager runs it: in float16/bfloat16 the log-probabilities
+// are computed in float32 and rounded to the input's dtype (log_softmax's result), and nll_loss reads
+// those (its sums accumulate in float32, as every reduction's do here).
+bool float_of_16_bits_or_more(DType dt) { return is_floating(dt) && ir::dtype_itemsize(dt) >= 2; }
+
 void cross_entropy(Ctx& c) {
   double smoothing = c.number_arg("label_smoothing");
   if (smoothing < 0.0 || smoothing > 1.0) refuse();  // torch's own error then comes from the eager call
   ValueId x = c.tensor("input");
   DType dt = c.rw.type(x).dtype;
-  if (dt != DType::Float32 && dt != DType::Float64) refuse();
-  if (rank_of(c.rw, x) < 2) refuse();
-  nll(c, softmax_of(c.rw, x, 1, true), c.tensor("target"), smoothing);
+  if (!float_of_16_bits_or_more(dt) || rank_of(c.rw, x) < 2) refuse();
+  ValueId lp = convert(c.rw, softmax_of(c.rw, convert(c.rw, x, opmath(dt)), 1, true), dt);
+  nll(c, lp, c.tensor("target"), smoothing);
 }
 
 void nll_loss(Ctx& c) {
   ValueId x = c.tensor("input");
-  DType dt = c.rw.type(x).dtype;
-  if (dt != DType::Float32 && dt != DType::Float64) refuse();
+  if (!float_of_16_bits_or_more(c.rw.type(x).dtype)) refuse();
   nll(c, x, c.tensor("target"), 0.0);
 }
 

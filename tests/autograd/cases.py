@@ -197,6 +197,11 @@ MATMUL = [
          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
          lambda dt: (R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt))),
     Case("addmm", ("Addmm",), torch.addmm, lambda dt: (R(4, dtype=dt), R(3, 2, dtype=dt), R(2, 4, dtype=dt))),
+    # cross_entropy decomposes (log_softmax in float32, rounded to the input's dtype, then nll_loss as
+    # where/gather/sums): no rule of its own, so it covers no entry; in bfloat16 too (FUSED below).
+    Case("cross_entropy", (), lambda x, t: F.cross_entropy(x, t), lambda dt: (R(6, 5, dtype=dt), Index(5, 6))),
+    Case("cross_entropy_smoothed", (), lambda x, t: F.cross_entropy(x, t, ignore_index=2, label_smoothing=0.1),
+         lambda dt: (R(3, 5, 4, dtype=dt), Index(5, 3, 4))),
     Case("addmm_scaled", ("Addmm",), lambda b, m1, m2: torch.addmm(b, m1, m2, beta=0.5, alpha=-2.0),
          lambda dt: (R(3, 1, dtype=dt), R(3, 2, dtype=dt), T(4, 2, dtype=dt).t())),
 ]
@@ -254,4 +259,4 @@ ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS
 # The fused rules, also in float32 and bfloat16 (the DESIGN.md accuracy rule against float64); addmm's rule
 # serves the call decompose keeps whole in bfloat16 (one rounding with its bias, as torch's).
 FUSED = ["gelu", "gelu_tanh", "silu", "softmax", "log_softmax", "f_softmax", "f_log_softmax", "layer_norm",
-         "var_mean", "addmm", "addmm_scaled"]
+         "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed"]
