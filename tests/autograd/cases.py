@@ -208,6 +208,10 @@ VIEWS = [
     Case("unsqueeze", ("Unsqueeze",), lambda x: x.unsqueeze(1) * 2, lambda dt: (R(2, 3, dtype=dt),)),
     Case("squeeze", ("Squeeze",), lambda x: x.squeeze(1) * 2, lambda dt: (R(2, 1, 3, dtype=dt),)),
     Case("flatten", ("Flatten",), lambda x: torch.flatten(x, 1) * 2, lambda dt: (R(2, 3, 2, dtype=dt),)),
+    # x.reshape_as(y), view_as, expand_as decompose to reshape/expand to y's sizes (LeViT, NF-ResNet, RoFormer: islands before).
+    Case("reshape_as", (), lambda x, y: x.reshape_as(y) * y, lambda dt: (T(3, 4, dtype=dt), R(2, 6, dtype=dt))),
+    Case("view_as", (), lambda x, y: x.view_as(y) * y, lambda dt: (R(3, 4, dtype=dt), R(2, 6, dtype=dt))),
+    Case("expand_as", (), lambda x, y: x.expand_as(y) * y, lambda dt: (R(4, 1, dtype=dt), R(2, 4, 3, dtype=dt))),
     Case("getitem", ("Getitem",), lambda x: x[1:, ::2] * 2, lambda dt: (R(3, 5, dtype=dt),)),
     Case("getitem_int", ("Getitem",), lambda x: x[:, 1] * 2, lambda dt: (T(3, 4, dtype=dt),)),
     Case("slice", ("Slice",), lambda x: torch.narrow(x, 1, 1, 2) * 2, lambda dt: (R(3, 4, dtype=dt),)),
