@@ -149,7 +149,7 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
 // beside the output, which its backward (sdpa_flash_cpu_vjp) reads, so the backward saves q, k, v,
 // the output and the logsumexp instead of recomputing attention as an island. False (nothing
 // emitted) where the kernel does not apply: another device or dtype, differing head sizes or head
-// counts (grouped-query attention), a boolean mask or one that requires grad.
+// counts (grouped-query attention), or a mask that requires grad.
 bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
       passes::has_effect(node) || node.results.size() != 1)
@@ -181,6 +181,12 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
   if (mask && !passes::is_none(*mask)) {
     if (mask->kind != Arg::Kind::Value) return false;
     ValueId m = rw.mapped(mask->value);
+    // A boolean mask (True: attend) becomes the additive mask 0 / -inf, as torch's own CPU attention
+    // converts it before calling this kernel (transformers' decoders and encoder-decoders pass one).
+    if (rw.type(m).dtype == DType::Bool)
+      m = passes::build::pointwise(
+          rw, Op::Where, {V(m), Arg::of_literal(0.0), Arg::of_literal(-std::numeric_limits<double>::infinity())},
+          out.dtype);
     if (rw.type(m).dtype != out.dtype || rw.type(m).requires_grad) return false;
     kwargs.emplace_back("attn_mask", V(m));
   }
