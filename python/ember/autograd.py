@@ -39,14 +39,14 @@ class CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graph, *primals):
         outs = graph.forward(primals)
-        user = tuple(outs[i] for i in graph.kept)
+        user = _unviewed(tuple(outs[i] for i in graph.kept), primals)
         ctx.graph = graph
         ctx.ints = len(primals) - len(graph.grad_of_primal)
         ctx.set_materialize_grads(False)  # an output no gradient reaches arrives as None (see backward)
         ctx.save_for_backward(*outs[graph.forward_outputs:], *(primals[i] for i in graph.saved_primals))
         # Shapes of the differentiable outputs, for a zero gradient where none flows.
         ctx.tangent_meta = [(o.shape, o.dtype, o.device) for o, t in zip(outs, graph.tangent_of_output) if t >= 0]
-        fixed = [outs[i] for i in graph.kept if graph.tangent_of_output[i] < 0 and outs[i].is_floating_point()]
+        fixed = [o for i, o in zip(graph.kept, user) if graph.tangent_of_output[i] < 0 and o.is_floating_point()]
         if fixed:
             ctx.mark_non_differentiable(*fixed)
         return user
@@ -86,6 +86,27 @@ class CompiledFunction(torch.autograd.Function):
         grads = tuple(results[j] if j >= 0 and any(flows[t] for t in graph.tangents_of_gradient[j]) else None
                       for j in graph.grad_of_primal)
         return (None, *grads, *(None,) * ctx.ints)
+
+
+def _unviewed(user, primals):
+    """The Function's outputs with each view that shares its storage with no other output and no primal (a
+    view of an intermediate: a 3-d linear's result reshaped from its matmul) replaced by a detached alias of
+    it: the same storage and version counter, but not a view to autograd. Why: torch refuses an in-place
+    write to a view that a custom Function returns ("... is the output of a function that returns multiple
+    views"), and eager code after a graph break writes into such outputs (transformers' wav2vec2:
+    `hidden_states[mask] = embed`). Nothing else can see that storage but the values saved for the backward,
+    whose shared version counter makes a write to them an error at backward, as in eager. A view that
+    aliases another output or a primal stays a view: a write through it must reach what autograd sees
+    through the other name, and torch refuses it loudly."""
+    def storage(t):
+        return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
+    shared = {}
+    for t in (*user, *primals):
+        key = storage(t)
+        if key:
+            shared[key] = shared.get(key, 0) + 1
+    return tuple(o.detach() if isinstance(o, torch.Tensor) and o._is_view() and shared.get(storage(o)) == 1 else o
+                 for o in user)
 
 
 def _tensors(value, out):

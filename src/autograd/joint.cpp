@@ -264,7 +264,9 @@ struct Builder {
         case VjpEntry::Kind::Rule:
           if (try_rule(node, grads_out, entry.rule)) return true;
           break;
-        case VjpEntry::Kind::Decomposed: break;  // decompose kept it whole: an island
+        case VjpEntry::Kind::Decomposed:  // decompose kept it whole: an island, but for advanced indexing
+          if (node.op == Op::Getitem && try_rule(node, grads_out, rules::getitem_index_vjp)) return true;
+          break;
       }
     } else if (const VjpRule* rule = torch_call_rule(node.target)) {
       if (try_rule(node, grads_out, *rule)) return true;

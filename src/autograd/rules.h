@@ -128,6 +128,8 @@ void adaptive_avg_pool2d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
 void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
 void avg_pool2d_vjp(VjpCtx& c);
+// x[index] with integer tensor indices (advanced indexing), which decompose keeps whole (joint.cpp).
+void getitem_index_vjp(VjpCtx& c);
 }  // namespace rules
 
 // Argument `position` or keyword `name` of a call, as the call gave it; nullptr when absent.

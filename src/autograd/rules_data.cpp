@@ -85,6 +85,34 @@ void slice_vjp(VjpCtx& c) {
   c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
 }
 
+// x[i], x[:, i], x[i, j] with integer tensors i, j and full slices: eager's IndexBackward, aten's
+// index_put into zeros with accumulate (repeated indices add up), None standing for each `:`. Other
+// items (ints, strided slices, None, Ellipsis, bool masks) are refused: an island. Relative-position
+// tables read this way (timm Swin, LeViT, CoAtNet, MaxViT; transformers Swin) were islands.
+void getitem_index_vjp(VjpCtx& c) {
+  const Arg& x = c.pos(0);
+  if (!c.needs(x)) return;
+  const Arg& index = c.pos(1);
+  std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
+  std::vector<Arg> indices;
+  bool tensor = false;
+  for (const Arg& item : items) {
+    if (item.kind == Arg::Kind::Value) {
+      const ir::DType dt = c.rw.type(c.in(item)).dtype;
+      if (dt != ir::DType::Int64 && dt != ir::DType::Int32) passes::refuse();
+      indices.push_back(V(c.in(item)));
+      tensor = true;
+      continue;
+    }
+    const ir::Slice* all = item.kind == Arg::Kind::Literal ? std::get_if<ir::Slice>(&item.literal) : nullptr;
+    if (!all || all->start || all->stop || all->step) passes::refuse();
+    indices.push_back(Arg::of_literal(ir::NoneLiteral{}));
+  }
+  if (!tensor || indices.size() > static_cast<size_t>(rank_of(c.rw, c.in(x)))) passes::refuse();
+  c.give(x, scatter_into_zeros(c.rw, "torch.ops.aten.index_put", c.in(x),
+                               {Arg::list(std::move(indices)), V(*c.grad()), Arg::of_literal(true)}));
+}
+
 void select_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;

@@ -148,19 +148,31 @@ std::vector<bool> invariant_nodes(const Program& program, const Kernel& kernel, 
     invariant[i] = ok;
   }
   // Vector code broadcasts only f32 values from outside its loop: a non-f32 value a varying node
-  // reads stays in the loop (and so, next round, may what it reads).
+  // reads stays in the loop (and so, next round, may what it reads). A node kept in the loop is
+  // varying for every node that reads it: an invariant node reading one stays in the loop too (a
+  // guarded load `load %b[0] if %mask`, whose b8 mask a varying load also reads: moving the load out
+  // read the mask before it was computed; BEiT's backward).
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (invariant[i]) continue;
-      auto demote = [&](size_t k) {
-        if (!invariant[k] || nodes[k].dtype == DType::Float32) return;
-        invariant[k] = false;
-        changed = true;
+      auto reads_node = [&](size_t k) {
+        for (NodeId o : nodes[i].operands)
+          if (static_cast<size_t>(o) == k) return true;
+        return reads(nodes[i], [&](const std::string& name) { return name == node_symbol(nodes[k].id); });
       };
-      for (NodeId o : nodes[i].operands) demote(static_cast<size_t>(o));
+      if (invariant[i]) {
+        for (size_t k = 0; k < i && invariant[i]; ++k)
+          if (!invariant[k] && reads_node(k)) {
+            invariant[i] = false;
+            changed = true;
+          }
+        continue;
+      }
       for (size_t k = 0; k < i; ++k)
-        if (reads(nodes[i], [&](const std::string& name) { return name == node_symbol(nodes[k].id); })) demote(k);
+        if (invariant[k] && nodes[k].dtype != DType::Float32 && reads_node(k)) {
+          invariant[k] = false;
+          changed = true;
+        }
     }
   }
   return invariant;

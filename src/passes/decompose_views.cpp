@@ -1,5 +1,5 @@
-// decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze become reshape to the
-// recorded sizes; transpose and t become permute; expand gets explicit sizes of its rank;
+// decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze (and reshape_as/view_as)
+// become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
 // getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
 // select (clamped, non-negative); stack becomes reshapes and cat; dtype conversions become
 // convert; factories become full/arange; linear and addmm become matmul/mm with a pointwise
@@ -417,6 +417,13 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.transpose"] = transpose_rule;
   rules["torch.t"] = rules["torch.Tensor.t"] = t_rule;
   rules["torch.Tensor.expand"] = expand_rule;
+  // x.reshape_as(y), x.view_as(y), x.expand_as(y): y gives only its sizes, which the result records.
+  rules["torch.Tensor.reshape_as"] = rules["torch.Tensor.view_as"] = [](Ctx& c) {
+    reshape_to_result(c, c.tensor("self"));
+  };
+  rules["torch.Tensor.expand_as"] = [](Ctx& c) {
+    c.finish(expand_symbolic(c.rw, c.tensor("self"), c.result_type().sizes));
+  };
   rules["operator.getitem"] = getitem;
   rules["torch.ops.aten.slice"] = slice_rule;
   rules["torch.select"] = select_rule;

@@ -15,7 +15,9 @@
 // unknown call, a write this pass does not rewrite: another dtype, another in-place op) comes before
 // one of those writes: an alias taken before a write must see it, one taken after the last write
 // aliases the last write's result, which is what eager's alias sees (`nn.Hardswish(inplace=True)`
-// then `flatten`). A graph input is never a root (writes to inputs stay writes). Then every read of a
+// then `flatten`). A view of a root's storage written in place becomes a root of its own when, from
+// its first write on, nothing reads the storage but the view's names (the root is then dead; see the
+// comment in writes_out_of_place). A graph input is never a root (writes to inputs stay writes). Then every read of a
 // name, and every graph output that is a name, is bound to the latest write's result before it,
 // which is what eager reads.
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <optional>
 
 #include "passes/passes.h"
+#include "shapes/shape_rules.h"
 
 namespace ember::passes {
 
@@ -80,6 +83,33 @@ bool returns_fresh(const ir::Node& node) {
          std::find(kOperators.begin(), kOperators.end(), node.callable()) != kOperators.end();
 }
 
+// A view op of one tensor and literals, with one result (reshape, slice, select, flatten, getitem with
+// ints and slices, permute, ...: the View family; not split/chunk, which return several).
+bool is_plain_view(const ir::Node& node) {
+  if (node.op == Op::TorchCall || ir::op_info(node.op).family != ir::OpFamily::View || node.results.size() != 1 ||
+      node.args.empty() || node.args.front().kind != Arg::Kind::Value)
+    return false;
+  std::function<bool(const Arg&)> literal = [&](const Arg& a) {
+    return a.kind != Arg::Kind::Value && std::all_of(a.items.begin(), a.items.end(), literal);
+  };
+  return std::all_of(node.args.begin() + 1, node.args.end(), literal) &&
+         std::all_of(node.kwargs.begin(), node.kwargs.end(), [&](const auto& kw) { return literal(kw.second); });
+}
+
+// Whether the type's strides do not increase from one dim to the next (dims of size 1 aside): an
+// out-of-place op on it is laid out row-major, as the ops after it saw it (a slice or a flatten of a
+// contiguous tensor, not a transpose).
+bool row_major_order(const ir::TensorType& t) {
+  std::optional<int64_t> last;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) return false;
+    if (t.sizes[d].constant() == 1) continue;
+    if (last && t.strides[d].constant() > *last) return false;
+    last = t.strides[d].constant();
+  }
+  return true;
+}
+
 // Every tensor the node reads besides the written one has its dtype; the rest are literals.
 bool reads_only_written_dtype(const ir::Graph& g, const ir::Node& node) {
   const ir::DType written = g.value(node.args.front().value).type.dtype;
@@ -120,18 +150,38 @@ bool writes_out_of_place(ir::Graph& g) {
   std::vector<ValueId> root(n, kNone);
   std::vector<bool> alias_taken(n, false), aliased(n, false);
   std::vector<Write> kinds;
+  // For views of a root's storage (below): each value's storage root whatever names it (kNone: none or
+  // several), where each value is made and last read, and per view the positions of its first and last
+  // writes.
+  std::vector<ValueId> storage(n, kNone), view_of(n, kNone);
+  std::vector<int64_t> made(n, -1), last_read(n, -1), first_write(n, -1), last_write(n, -1);
+  std::vector<bool> tangled(n, false);
+  int64_t pos = 0;
   for (ir::Node& node : g.mutable_nodes()) {
     const Write kind = write_kind(g, node);
     kinds.push_back(kind);
+    for (ValueId r : node.results) made[static_cast<size_t>(r)] = pos;
+    auto read = [&](ValueId v) { last_read[static_cast<size_t>(v)] = pos; };
+    for (const Arg& a : node.args) each_value(a, read);
+    for (const auto& kw : node.kwargs) each_value(kw.second, read);
+    ++pos;
     if (kind == Write::None && returns_fresh(node)) {
-      for (ValueId r : node.results) root[static_cast<size_t>(r)] = r;
+      for (ValueId r : node.results) root[static_cast<size_t>(r)] = storage[static_cast<size_t>(r)] = r;
       continue;
     }
     // A write's result names its first argument's storage; its other arguments it only reads.
     if (kind != Write::None) {
-      const ValueId r = root[static_cast<size_t>(node.args.front().value)];
-      root[static_cast<size_t>(node.results.front())] = r;
+      const ValueId written = node.args.front().value, result = node.results.front();
+      const ValueId r = root[static_cast<size_t>(written)];
+      root[static_cast<size_t>(result)] = r;
+      storage[static_cast<size_t>(result)] = storage[static_cast<size_t>(written)];
       if (r != kNone && alias_taken[static_cast<size_t>(r)]) aliased[static_cast<size_t>(r)] = true;
+      const ValueId view = view_of[static_cast<size_t>(written)];
+      if (r == kNone && view != kNone) {
+        view_of[static_cast<size_t>(result)] = view;
+        if (first_write[static_cast<size_t>(view)] < 0) first_write[static_cast<size_t>(view)] = pos - 1;
+        last_write[static_cast<size_t>(view)] = pos - 1;
+      }
       continue;
     }
     auto mark = [&](ValueId v) {
@@ -139,6 +189,40 @@ bool writes_out_of_place(ir::Graph& g) {
     };
     for (const Arg& a : node.args) each_value(a, mark);
     for (const auto& kw : node.kwargs) each_value(kw.second, mark);
+    // Any other node's results may alias the storage of what it reads.
+    ValueId source = kNone;
+    auto join = [&](ValueId v) {
+      const ValueId s = storage[static_cast<size_t>(v)];
+      if (s == kNone) return;
+      if (source != kNone && source != s) tangled[static_cast<size_t>(s)] = tangled[static_cast<size_t>(source)] = true;
+      source = s;
+    };
+    for (const Arg& a : node.args) each_value(a, join);
+    for (const auto& kw : node.kwargs) each_value(kw.second, join);
+    for (ValueId r : node.results) storage[static_cast<size_t>(r)] = source;
+    if (source != kNone && is_plain_view(node)) view_of[static_cast<size_t>(node.results.front())] = node.results.front();
+  }
+  for (ValueId out : g.outputs()) last_read[static_cast<size_t>(out)] = pos;
+  // A view of a root's storage (`x = cat(...)[:, :k]; x += y`, `flatten(pool(x))` then
+  // `Dropout(inplace=True)`) written in place is rewritten as a root of its own when, from its first
+  // write on, nothing reads the storage but the view's own names: no other alias made before the
+  // first write is read at or after it, and none is made between its writes (a view of the final
+  // value, made after the last write, reads what eager's would). The root itself is then dead, so
+  // writing a new value instead of into it is what eager computes.
+  std::vector<bool> promoted(n, false);
+  for (size_t v = 0; v < n; ++v) {
+    if (view_of[v] != static_cast<ValueId>(v) || first_write[v] < 0) continue;
+    const ValueId r = storage[v];
+    bool alone = r != kNone && !tangled[static_cast<size_t>(r)] && row_major_order(g.value(static_cast<ValueId>(v)).type);
+    for (size_t a = 0; a < n && alone; ++a) {
+      if (storage[a] != r || view_of[a] == static_cast<ValueId>(v)) continue;
+      alone = !(made[a] < first_write[v] && last_read[a] >= first_write[v]) &&
+              !(made[a] > first_write[v] && made[a] < last_write[v]);
+    }
+    if (!alone) continue;
+    promoted[v] = true;
+    for (size_t a = 0; a < n; ++a)
+      if (view_of[a] == static_cast<ValueId>(v)) root[a] = static_cast<ValueId>(v);
   }
   auto rewritable = [&](ValueId v) {
     const ValueId r = root[static_cast<size_t>(v)];
@@ -173,6 +257,19 @@ bool writes_out_of_place(ir::Graph& g) {
   for (ValueId& out : outputs) out = now(out);
   g.set_outputs(std::move(outputs));
   if (core_ops) canonicalize(g);  // binds the core ops' arguments to their parameters
+  // A write on a view made out of place returns a new tensor: its layout is the op's own (row-major,
+  // as the view's order is), not the view's strides.
+  for (const ir::Node& node : g.nodes()) {
+    if (node.results.size() != 1) continue;
+    const ValueId result = node.results.front(), r = root[static_cast<size_t>(result)];
+    if (r == kNone || !promoted[static_cast<size_t>(r)] || result == r) continue;
+    ir::TensorType& type = g.mutable_values()[static_cast<size_t>(result)].type;
+    std::optional<std::vector<ir::TensorType>> ruled;
+    if (node.op != Op::TorchCall)
+      ruled = shapes::infer_result_types(node.op, shapes::operands_of(node.args, g), shapes::operands_of(node.kwargs, g),
+                                         true, ir::DType::Float32);
+    type.strides = ruled && ruled->size() == 1 ? ruled->front().strides : ir::contiguous_strides(type.sizes);
+  }
   return changed;
 }
 

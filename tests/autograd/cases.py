@@ -215,8 +215,20 @@ VIEWS = [
     Case("unsqueeze", ("Unsqueeze",), lambda x: x.unsqueeze(1) * 2, lambda dt: (R(2, 3, dtype=dt),)),
     Case("squeeze", ("Squeeze",), lambda x: x.squeeze(1) * 2, lambda dt: (R(2, 1, 3, dtype=dt),)),
     Case("flatten", ("Flatten",), lambda x: torch.flatten(x, 1) * 2, lambda dt: (R(2, 3, 2, dtype=dt),)),
+    # x.reshape_as(y), view_as, expand_as decompose to reshape/expand to y's sizes (LeViT, NF-ResNet, RoFormer: islands before).
+    Case("reshape_as", (), lambda x, y: x.reshape_as(y) * y, lambda dt: (T(3, 4, dtype=dt), R(2, 6, dtype=dt))),
+    Case("view_as", (), lambda x, y: x.view_as(y) * y, lambda dt: (R(3, 4, dtype=dt), R(2, 6, dtype=dt))),
+    Case("expand_as", (), lambda x, y: x.expand_as(y) * y, lambda dt: (R(4, 1, dtype=dt), R(2, 4, 3, dtype=dt))),
     Case("getitem", ("Getitem",), lambda x: x[1:, ::2] * 2, lambda dt: (R(3, 5, dtype=dt),)),
     Case("getitem_int", ("Getitem",), lambda x: x[:, 1] * 2, lambda dt: (T(3, 4, dtype=dt),)),
+    # Advanced indexing (a relative-position table read by an index tensor): aten's index_put with accumulate;
+    # repeated indices add up.
+    Case("getitem_tensor", ("Getitem",), lambda x, i: x[i] * 2,
+         lambda dt: (R(4, 3, dtype=dt), torch.tensor([[0, 3, 3], [1, 0, 3]]))),
+    Case("getitem_slice_tensor", ("Getitem",), lambda x, i: x[:, i] * 2,
+         lambda dt: (T(3, 5, dtype=dt), torch.tensor([4, 4, 0, 2]))),
+    Case("getitem_two_tensors", ("Getitem",), lambda x, i, j: x[i, j] * 2,
+         lambda dt: (R(3, 4, 2, dtype=dt), torch.tensor([0, 2, 2]), torch.tensor([3, 1, 3]))),
     Case("slice", ("Slice",), lambda x: torch.narrow(x, 1, 1, 2) * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("select", ("Select",), lambda x: torch.select(x, 0, 1) * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("contiguous", ("Contiguous",), lambda x: x.t().contiguous() * 2, lambda dt: (R(3, 4, dtype=dt),)),

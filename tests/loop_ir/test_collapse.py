@@ -68,3 +68,19 @@ def test_invariant_sigmoid_is_hoisted_out_of_the_vector_loop(compiled_source):
     out, source = compiled_source(_gate, x, g)
     torch.testing.assert_close(out, _gate(x, g))
     assert "loop 0 []: once per outer point" in source and "loop 1 [r0 < 99]: vector over r0" in source
+
+
+def _padded_scaled_rows(x, c, w, s):
+    # Rows after the first read w and s under a row mask (i0 - 1 >= 0, a b8 value): the load of s and
+    # its rsqrt do not change along the vector variable, but the mask is not f32 and the load of w (which
+    # does change) reads it too, so the mask stays in the vector loop and with it the guarded load of s.
+    return x + torch.cat([c, (w * torch.rsqrt(s + 1e-12)).expand(16, 64)])
+
+
+def test_invariant_reading_a_value_kept_in_the_loop_stays_there(compiled_source):
+    # BEiT's backward (cat's gradient beside a LayerNorm's): the hoisted load read the mask before it was
+    # computed, and the program did not verify (the graph ran on the eager executor).
+    x, c, w, s = torch.randn(17, 64), torch.randn(1, 64), torch.randn(64), torch.rand(1, 1) + 0.5
+    out, _ = compiled_source(_padded_scaled_rows, x, c, w, s)
+    torch.testing.assert_close(out, _padded_scaled_rows(x, c, w, s))
+    assert ember.stats()["backend_errors"] == 0

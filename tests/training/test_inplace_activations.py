@@ -109,3 +109,39 @@ def test_inplace_add_on_a_sum_of_branches():
             return F.relu(y, inplace=True)
 
     assert check(M(), torch.randn(3, 4)) == []
+
+
+def test_writes_into_a_view_of_a_dead_intermediate_differentiate_ahead_of_time():
+    class M(nn.Module):  # timm's GhostNet: cat(...)[:, :k] += shortcut; torchvision's EfficientNet:
+        def __init__(self):  # Dropout(inplace=True) on flatten(pool(x))
+            super().__init__()
+            self.lin, self.lin2, self.drop = nn.Linear(4, 3), nn.Linear(4, 3), nn.Dropout(0.0, inplace=True)
+
+        def forward(self, x):
+            y = torch.cat([self.lin(x), self.lin2(x)], 1)[:, :4]
+            y += x
+            y.mul_(2)
+            z = self.drop(y.flatten())
+            return z.view(3, 4) * 3
+
+    assert check(M(), torch.randn(3, 4)) == []
+    assert ember.stats()["backward_graphs_compiled"] == 1
+
+
+def test_write_into_a_view_whose_storage_is_read_later_still_runs_eagerly():
+    def then(y):
+        v = y[:, :2]
+        v += 1  # eager's y sees it
+        return y * 3
+
+    fallbacks = check(AfterLinear(then), torch.randn(3, 4))
+    assert fallbacks and "in place" in fallbacks[0]
+
+
+def test_write_into_the_values_of_topk():
+    def then(y):  # transformers' Mixtral router: topk's values normalized in place
+        w, _ = torch.topk(y.softmax(-1), 2, dim=-1)
+        w /= w.sum(-1, keepdim=True)
+        return w
+
+    assert check(AfterLinear(then), torch.randn(3, 4)) == []

@@ -5,7 +5,7 @@ Needs: the zoo's catalogue (zoo_models) and zoo_row's judge and explain helpers.
 Guarantees: run_model returns a row shaped as zoo.run_model's (so zoo_report's summary and tables read it), whose
 Ember result's counters also hold the backward graphs and autograd islands it built, and a result judged
 against float64 the step's tensors farthest from it (`worst_tensors`). A step is: the model in train(),
-torch.manual_seed(STEP_SEED), a forward, the loss = the sum of the means of the float outputs, backward().
+torch.manual_seed(STEP_SEED) and numpy's seed, a forward, the loss = the sum of the means of the float outputs, backward().
 Every side (eager, Ember, Inductor, the float64 reference) steps its own deep copy of the same model, so
 weights, BatchNorm statistics and inputs are the same; the compilers run with `fallback_random` (Ember's
 option, Inductor's config), so dropout draws eager's masks (docs/autograd.md) and the float64 copy draws the
@@ -38,10 +38,12 @@ def loss_of(out):
 
 def step(fn, w, dtype=None):
     """One forward and backward of `fn` (a model or its compiled form) on w's inputs -> the loss, detached."""
+    import numpy
     import torch
     args = [zoo_row.cast(a, dtype) if dtype else a for a in w.args]
     kwargs = {k: zoo_row.cast(v, dtype) if dtype else v for k, v in w.kwargs.items()}
     torch.manual_seed(STEP_SEED)
+    numpy.random.seed(STEP_SEED)  # wav2vec2-family models draw SpecAugment's masks with numpy in train()
     loss = loss_of(fn(*args, **kwargs))
     loss.backward()
     return loss.detach()
