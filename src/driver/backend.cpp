@@ -389,6 +389,9 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
   } catch (const sym::SymbolicUnsupported&) {
     throw;  // the compiler specializes the symbols and builds again
   } catch (const std::exception& e) {
+    // A Ctrl-C (or SystemExit) that landed in a Python call a stage made is the user's: it stays set
+    // and aborts the call, never cleared into a fallback.
+    if (pybridge::interrupt_pending()) throw PythonError();
     // A stage threw: a bug, or a form it does not model without saying so. The graph stays
     // correct on the eager executor; the error is reported apart from fallbacks by design, so
     // that it is counted, warned about, and raised under strict (backend.h).
