@@ -174,14 +174,14 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
 // the output and the logsumexp instead of recomputing attention as an island. Grouped-query
 // attention gets its k and v heads repeated (grouped_kv); a boolean mask becomes the additive one
 // aten makes of it (0 where true, -inf where false) before its fused kernels. False (nothing
-// emitted) where the kernel does not apply: another device or dtype, differing head sizes, head
-// counts that differ without enable_gqa, a mask that requires grad.
+// emitted) where the kernel does not apply: another device, a float8 dtype, differing head sizes,
+// head counts that differ without enable_gqa, a mask that requires grad.
 bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
       passes::has_effect(node) || node.results.size() != 1)
     return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if (!out.requires_grad || out.device.type != "cpu" || (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+  if (!out.requires_grad || out.device.type != "cpu" || !ir::is_floating(out.dtype) || ir::dtype_itemsize(out.dtype) < 2)
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
   const Arg* mask = argument(node, 3, "attn_mask");
@@ -211,9 +211,12 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     if (mask->kind != Arg::Kind::Value) return false;
     ValueId m = rw.mapped(mask->value);
     if (rw.type(m).requires_grad) return false;
-    if (rw.type(m).dtype == DType::Bool)
-      m = pointwise(rw, Op::Where, {V(m), scalar(0.0, out.dtype), scalar(-std::numeric_limits<double>::infinity(), out.dtype)},
-                    out.dtype);
+    if (rw.type(m).dtype == DType::Bool)  // where of two Python floats is float32 (exact here), then converted
+      m = convert(rw,
+                  pointwise(rw, Op::Where,
+                            {V(m), Arg::of_literal(0.0), Arg::of_literal(-std::numeric_limits<double>::infinity())},
+                            DType::Float32),
+                  out.dtype);
     if (rw.type(m).dtype != out.dtype) return false;
     kwargs.emplace_back("attn_mask", V(m));
   }
@@ -221,7 +224,8 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     if (!passes::number_literal(*scale)) return false;
     kwargs.emplace_back("scale", *scale);
   }
-  ir::TensorType lse = passes::make_type(out.dtype, {qs[0], qs[1], qs[2]}, out.device, false);
+  // The logsumexp is float32 for float16/bfloat16 inputs (the kernel's accumulation type).
+  ir::TensorType lse = passes::make_type(opmath(out.dtype), {qs[0], qs[1], qs[2]}, out.device, false);
   std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
                                                {V(qv), V(kv), V(vv), Arg::of_literal(0.0), Arg::of_literal(is_causal)},
                                                std::move(kwargs), {out, lse});
