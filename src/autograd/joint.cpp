@@ -102,15 +102,22 @@ std::vector<bool> grad_disabled_nodes(const ir::Graph& g) {
 
 // Why the graph cannot be differentiated ahead of time, or "". (torch.set_grad_enabled captured as a
 // call, not as the trace's mode change, is a change the joint cannot see.)
+// A write left in place (functional_writes made the others out of place) with grad enabled is
+// refused when it writes a tensor that requires grad, or writes with one (`m.diagonal().copy_(x)`:
+// eager's autograd records the write into m's history; the joint would drop x's gradient and m's).
 std::string why_not_differentiable(const ir::Graph& g) {
+  const std::vector<bool> disabled = grad_disabled_nodes(g);
   for (const ir::Node& node : g.nodes()) {
     std::string name(node.callable());
     if (name == "torch.set_grad_enabled") return "the graph calls " + name + " as a function";
-    if (passes::may_write(node)) {
-      std::vector<ValueId> read = values_read(node);
-      if (!read.empty() && g.value(read.front()).type.requires_grad)
-        return "the graph writes a tensor that requires grad in place (" + name + ")";
-    }
+    if (!passes::may_write(node)) continue;
+    std::vector<ValueId> read = values_read(node);
+    if (!read.empty() && g.value(read.front()).type.requires_grad)
+      return "the graph writes a tensor that requires grad in place (" + name + ")";
+    if (disabled[static_cast<size_t>(node.id)]) continue;  // under no_grad eager records nothing either
+    for (ValueId v : read)
+      if (g.value(v).type.requires_grad)
+        return "the graph writes in place with a value that requires grad (" + name + ")";
   }
   return "";
 }

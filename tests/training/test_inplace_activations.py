@@ -79,6 +79,26 @@ def test_write_that_a_view_can_see_still_runs_eagerly():
     assert fallbacks and "in place" in fallbacks[0]
 
 
+def test_write_of_a_value_that_requires_grad_into_a_view_runs_eagerly():
+    """`m.diagonal().copy_(x)` into a fresh tensor: eager's autograd records the write, so x's gradient and
+    the gradient through m flow; the joint would drop them, so the graph runs eagerly, with eager's gradients."""
+    def f(x, w):
+        m = torch.zeros(4, 4)
+        m.diagonal().copy_(x)
+        return (m @ w).sum() * 2
+
+    def grads(fn):
+        torch.manual_seed(0)
+        x, w = torch.randn(4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+        fn(x, w).backward()
+        return x.grad, w.grad
+
+    want = grads(f)
+    got = grads(ember.compile(f))
+    torch.testing.assert_close(got, want)
+    assert ember.stats()["backward_graphs_compiled"] == 0
+
+
 def test_inplace_arithmetic_on_intermediates_differentiates_ahead_of_time():
     class M(nn.Module):
         def __init__(self):
