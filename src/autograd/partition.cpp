@@ -191,9 +191,9 @@ std::vector<bool> written_storage(const ir::Graph& g) {
   for (const ir::Node& node : g.nodes()) {
     const ValueId x = first_value(node);
     if (x < 0) continue;
-    // Views share their first argument's storage.
-    if (node.op != ir::Op::TorchCall &&
-        (ir::op_info(node.op).family == ir::OpFamily::View || node.op == ir::Op::Contiguous))
+    // A node that may return a view (a View-family op, contiguous, a torch call not known to return
+    // new tensors: `m.diagonal()`) shares its first argument's storage.
+    if (!ir::returns_new_tensors(node.callable()))
       for (ValueId r : node.results) base[static_cast<size_t>(r)] = base[static_cast<size_t>(x)];
     if (node.mutates_first_arg()) root_written[static_cast<size_t>(base[static_cast<size_t>(x)])] = true;
   }

@@ -99,6 +99,26 @@ def test_write_of_a_value_that_requires_grad_into_a_view_runs_eagerly():
     assert ember.stats()["backward_graphs_compiled"] == 0
 
 
+def test_a_factory_written_through_a_torch_view_is_saved_not_recomputed():
+    """`m.diagonal().fill_(3)` into zeros: the backward needs m as written; recomputing the cheap factory would
+    give zeros (the partitioner treats results of calls not known to return new tensors as views)."""
+    def f(x, w):
+        m = torch.zeros(4, 4)
+        m.diagonal().fill_(3.0)
+        return ((m + x) @ w).sum() * 2
+
+    def grads(fn):
+        torch.manual_seed(0)
+        x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+        fn(x, w).backward()
+        return x.grad, w.grad
+
+    want = grads(f)
+    got = grads(ember.compile(f))
+    torch.testing.assert_close(got, want)
+    assert ember.stats()["backward_graphs_compiled"] == 1
+
+
 def test_inplace_arithmetic_on_intermediates_differentiates_ahead_of_time():
     class M(nn.Module):
         def __init__(self):
