@@ -161,3 +161,83 @@ def conv_grads(dims, grad_output, input, weight, stride=1, padding=0, dilation=1
     grad_input, grad_weight, _ = torch.ops.aten.convolution_backward(
         grad_output, input, weight, None, n(stride), n(padding), n(dilation), False, n(0), groups, [True, True, False])
     return grad_input, grad_weight
+
+
+# Attention's training form on CUDA (src/autograd/training_forms.cpp): the output and the logsumexp of the
+# scaled scores ([B, H, L], float32 for the half types), from the kernel scaled_dot_product_attention would
+# run on these inputs — flash attention, else memory-efficient attention, else the math form — and its
+# backward from the same kernel. Both halves choose from the same tensors (q, k, v and the mask the forward
+# saved), so they agree. Dropout is not modelled here (a call with dropout takes the math form in C++): the
+# kernels' random-number state is unused at p = 0, and a placeholder stands for it.
+_NO_RNG = torch.empty((), dtype=torch.int64)
+
+
+def _attention_kernel(q, k, v, mask, is_causal):
+    params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, False)
+    if mask is None and torch.backends.cuda.can_use_flash_attention(params):
+        return "flash"
+    if torch.backends.cuda.can_use_efficient_attention(params):
+        return "efficient"
+    return "math"
+
+
+def _attention_bias(mask, q, k):
+    """The additive mask as memory-efficient attention reads it: broadcast to [B, H, L, S], its rows 16
+    elements aligned (a padded copy where S is not a multiple of 16, as torch's sdpa makes)."""
+    size = (q.size(0), q.size(1), q.size(2), k.size(2))
+    if mask.size(-1) % 16 == 0 and mask.stride(-1) == 1:
+        return mask.expand(size)
+    padded = mask.new_empty((*mask.shape[:-1], -(-mask.size(-1) // 16) * 16))[..., :mask.size(-1)]
+    return padded.copy_(mask).expand(size)
+
+
+def _attention_scores(q, k, mask, is_causal, scale):
+    """The math form's scaled scores in the accumulation dtype (float32 for the half types)."""
+    acc = torch.promote_types(q.dtype, torch.float32)
+    scores = q.to(acc) @ k.to(acc).transpose(-2, -1) * (q.size(-1) ** -0.5 if scale is None else scale)
+    if is_causal:
+        keep = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+        return scores.masked_fill(keep.logical_not(), float("-inf"))
+    return scores if mask is None else scores + mask
+
+
+def cuda_attention(q, k, v, mask, is_causal, scale):
+    kind = _attention_kernel(q, k, v, mask, is_causal)
+    if kind == "flash":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
+        return out, lse
+    if kind == "efficient":
+        bias = None if mask is None else _attention_bias(mask, q, k)
+        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+            q, k, v, bias, True, 0.0, is_causal, scale=scale)[:2]
+        return out, lse[..., :q.size(-2)]  # its rows are padded to a multiple of 32
+    scores = _attention_scores(q, k, mask, is_causal, scale)
+    lse = torch.logsumexp(scores, -1)
+    return (torch.exp(scores - lse.unsqueeze(-1)) @ v.to(scores.dtype)).to(q.dtype), lse
+
+
+def cuda_attention_backward(grad, q, k, v, mask, out, lse, is_causal, scale):
+    """(q's, k's, v's gradient) of cuda_attention(q, k, v, mask, is_causal, scale) = (out, lse)."""
+    kind = _attention_kernel(q, k, v, mask, is_causal)
+    if grad.stride(-1) != 1:
+        grad = grad.contiguous()
+    if kind == "flash":
+        return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            grad, q, k, v, out, lse, None, None, q.size(2), k.size(2), 0.0, is_causal, _NO_RNG, _NO_RNG, scale=scale)
+    if kind == "efficient":
+        bias = None if mask is None else _attention_bias(mask, q, k)
+        rows = -(-q.size(-2) // 32) * 32
+        padded = torch.nn.functional.pad(lse, (0, rows - lse.size(-1)))
+        return torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+            grad, q, k, v, bias, out, padded, _NO_RNG, _NO_RNG, 0.0, [True, True, True, False], is_causal,
+            scale=scale)[:3]
+    scores = _attention_scores(q, k, mask, is_causal, scale)
+    probs = torch.exp(scores - lse.unsqueeze(-1))
+    g = grad.to(probs.dtype)
+    grad_v = probs.transpose(-2, -1) @ g
+    dprobs = g @ v.to(probs.dtype).transpose(-2, -1)
+    dscores = probs * (dprobs - (g * out.to(probs.dtype)).sum(-1, keepdim=True))
+    factor = q.size(-1) ** -0.5 if scale is None else scale
+    grad_q = dscores @ k.to(probs.dtype) * factor
+    grad_k = dscores.transpose(-2, -1) @ q.to(probs.dtype) * factor
+    return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype)

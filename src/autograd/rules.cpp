@@ -150,6 +150,19 @@ ValueId unreduce(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, bool
   return expand_symbolic(rw, x, sizes);
 }
 
+const char* fused_attention_callable(const ir::Device& device) {
+  if (device.type == "cpu") return "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu";
+  if (device.type == "cuda") return "ember.autograd.cuda_attention";
+  return nullptr;
+}
+
+ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::Device& device) {
+  ir::TensorType t = passes::make_type(dt, sizes, device, false);
+  if (device.type == "cuda" && sizes.size() == 4)  // [B, H, L, D] with strides of [B, L, H, D]
+    t.strides = {sizes[1] * sizes[2] * sizes[3], sizes[3], sizes[1] * sizes[3], sym::Expr(int64_t{1})};
+  return t;
+}
+
 ValueId filled(Rewriter& rw, const Sizes& sizes, double value, DType dt, const ir::Device& device) {
   std::vector<Arg> items;
   for (const sym::Expr& s : sizes) items.push_back(Arg::of_size(s));

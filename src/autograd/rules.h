@@ -122,7 +122,7 @@ void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
-void sdpa_flash_cpu_vjp(VjpCtx& c);
+void fused_attention_vjp(VjpCtx& c);  // attention's training form (training_forms.cpp)
 void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
@@ -166,5 +166,13 @@ ValueId zeros_like(Rewriter& rw, ValueId like);
 ValueId transpose_last(Rewriter& rw, ValueId x);
 // a @ b by a matmul-family op, the result's batch dims broadcast as torch's matmul does.
 ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b);
+
+// The fused attention kernels' training form: its callable on `device` (aten's CPU kernel, or
+// ember.autograd.cuda_attention), nullptr on another device, and the type of the gradients of q,
+// k and v its backward returns. CUDA's kernels lay those out dense in [B, L, H, D] order (heads as
+// a projection splits them, which the gradient's way back to the projection then reads without a
+// copy); the CPU kernel lays them out contiguously.
+const char* fused_attention_callable(const ir::Device& device);
+ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::Device& device);
 
 }  // namespace ember::autograd

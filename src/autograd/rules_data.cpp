@@ -268,20 +268,38 @@ void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for
   if (c.needs(*target)) c.give(*target, unary(rw, Op::Neg, d));
 }
 
-// aten's fused CPU attention (training_forms.cpp emits it): its backward kernel, from q, k, v, the
-// output and the logsumexp the forward returned.
-void sdpa_flash_cpu_vjp(VjpCtx& c) {
+// A fused attention kernel (training_forms.cpp emits it): its backward, from q, k, v, the output and
+// the logsumexp the forward returned. The CPU's aten kernel takes its mask and scale by keyword and
+// a contiguous gradient; CUDA's (ember.autograd.cuda_attention_backward) takes the forward's
+// arguments as they were.
+void fused_attention_vjp(VjpCtx& c) {
   Rewriter& rw = c.rw;
   const Arg *q = argument(c.node, 0, "query"), *k = argument(c.node, 1, "key"), *v = argument(c.node, 2, "value");
   const Arg* causal = argument(c.node, 4, "is_causal");
   if (!q || !k || !v || !causal) passes::refuse();
-  passes::Kwargs kwargs;  // attn_mask and scale, as the forward gave them
-  for (const auto& [key, a] : c.node.kwargs) kwargs.emplace_back(key, rw.map(a));
-  ValueId g = rw.emit(Op::Contiguous, {V(c.grad_or_zeros(0))}, {}, contiguous_type(rw, c.out(0)));
-  std::vector<ValueId> grads = rw.emit_torch_tuple(
-      "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward",
-      {V(g), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), V(c.out(0)), V(c.out(1)), Arg::of_literal(0.0), rw.map(*causal)},
-      std::move(kwargs), {contiguous_type(rw, c.in(*q)), contiguous_type(rw, c.in(*k)), contiguous_type(rw, c.in(*v))});
+  const ir::Device device = rw.type(c.in(*q)).device;
+  std::vector<ir::TensorType> types;
+  for (const Arg* x : {q, k, v}) {
+    const ir::TensorType& t = rw.type(c.in(*x));
+    types.push_back(fused_attention_result_type(t.dtype, t.sizes, device));
+  }
+  std::vector<ValueId> grads;
+  if (device.type == "cpu") {
+    passes::Kwargs kwargs;  // attn_mask and scale, as the forward gave them
+    for (const auto& [key, a] : c.node.kwargs) kwargs.emplace_back(key, rw.map(a));
+    ValueId g = rw.emit(Op::Contiguous, {V(c.grad_or_zeros(0))}, {}, contiguous_type(rw, c.out(0)));
+    grads = rw.emit_torch_tuple(
+        "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward",
+        {V(g), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), V(c.out(0)), V(c.out(1)), Arg::of_literal(0.0), rw.map(*causal)},
+        std::move(kwargs), std::move(types));
+  } else {
+    const Arg *mask = argument(c.node, 3, "attn_mask"), *scale = argument(c.node, 5, "scale");
+    if (!mask || !scale) passes::refuse();
+    grads = rw.emit_torch_tuple("ember.autograd.cuda_attention_backward",
+                                {V(c.grad_or_zeros(0)), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), rw.map(*mask),
+                                 V(c.out(0)), V(c.out(1)), rw.map(*causal), rw.map(*scale)},
+                                {}, std::move(types));
+  }
   const Arg* args[] = {q, k, v};
   for (size_t i = 0; i < 3; ++i)
     if (c.needs(*args[i])) c.give(*args[i], grads[i]);
@@ -440,7 +458,8 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.nn.functional.avg_pool2d", rules::avg_pool2d_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
-      {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},
+      {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::fused_attention_vjp},
+      {"ember.autograd.cuda_attention", rules::fused_attention_vjp},
       // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
       {"operator.truediv", rules::div_vjp},
       {"operator.pow", rules::pow_vjp},

@@ -18,9 +18,10 @@
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
-// CPU, becomes aten's fused CPU kernel, which returns the logsumexp its backward reads (torch 2.13's
-// _scaled_dot_product_flash_attention_for_cpu; elsewhere attention stays an island), and F.max_pool2d
-// becomes aten's max_pool2d_with_indices, which returns the indices its backward reads.
+// CPU and CUDA, becomes a fused kernel that returns the logsumexp its backward reads (torch 2.13's
+// _scaled_dot_product_flash_attention_for_cpu on the CPU; on CUDA ember.autograd.cuda_attention, which
+// runs flash or memory-efficient attention as torch would; elsewhere attention stays an island), and
+// F.max_pool2d becomes aten's max_pool2d_with_indices, which returns the indices its backward reads.
 #include <cmath>
 #include <limits>
 #include <map>
@@ -169,19 +170,21 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   return true;
 }
 
-// aten's fused CPU attention for a CPU attention call without dropout: it returns the logsumexp
-// beside the output, which its backward (sdpa_flash_cpu_vjp) reads, so the backward saves q, k, v,
-// the output and the logsumexp instead of recomputing attention as an island. Grouped-query
-// attention gets its k and v heads repeated (grouped_kv); a boolean mask becomes the additive one
-// aten makes of it (0 where true, -inf where false) before its fused kernels. False (nothing
-// emitted) where the kernel does not apply: another device, a float8 dtype, differing head sizes,
-// head counts that differ without enable_gqa, a mask that requires grad.
-bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
+// A fused attention kernel for an attention call without dropout, on the CPU or CUDA
+// (fused_attention_callable): it returns the logsumexp of the scaled scores beside the output,
+// which its backward (fused_attention_vjp) reads, so the backward saves q, k, v, the output and the
+// logsumexp instead of recomputing attention as an island. Grouped-query attention gets its k and v
+// heads repeated (grouped_kv); a boolean mask becomes the additive one aten makes of it (0 where
+// true, -inf where false) before its fused kernels. False (nothing emitted) where no kernel applies:
+// another device, a float8 dtype, differing head sizes, head counts that differ without
+// enable_gqa, a mask that requires grad.
+bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
       passes::has_effect(node) || node.results.size() != 1)
     return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if (!out.requires_grad || out.device.type != "cpu" || !ir::is_floating(out.dtype) || ir::dtype_itemsize(out.dtype) < 2)
+  const char* callable = fused_attention_callable(out.device);
+  if (!out.requires_grad || !callable || !ir::is_floating(out.dtype) || ir::dtype_itemsize(out.dtype) < 2)
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
   const Arg* mask = argument(node, 3, "attn_mask");
@@ -205,7 +208,7 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
     Sizes ts = sizes_of(rw, t);
     if (rw.type(t).dtype != out.dtype || ts.size() != 4 || ts[1] != qs[1] || ts[3] != qs[3]) return false;
   }
-  passes::Kwargs kwargs;
+  Arg additive = Arg::of_literal(ir::NoneLiteral{});
   if (mask && !passes::is_none(*mask)) {
     if (is_causal) return false;  // torch refuses both
     if (mask->kind != Arg::Kind::Value) return false;
@@ -218,17 +221,30 @@ bool attention_as_flash_cpu(Rewriter& rw, const ir::Graph& g, const ir::Node& no
                             DType::Float32),
                   out.dtype);
     if (rw.type(m).dtype != out.dtype) return false;
-    kwargs.emplace_back("attn_mask", V(m));
+    additive = V(m);
   }
+  Arg given_scale = Arg::of_literal(ir::NoneLiteral{});
   if (scale && !passes::is_none(*scale)) {
     if (!passes::number_literal(*scale)) return false;
-    kwargs.emplace_back("scale", *scale);
+    given_scale = *scale;
   }
-  // The logsumexp is float32 for float16/bfloat16 inputs (the kernel's accumulation type).
+  // The logsumexp is float32 for float16/bfloat16 inputs (the kernels' accumulation type).
   ir::TensorType lse = passes::make_type(opmath(out.dtype), {qs[0], qs[1], qs[2]}, out.device, false);
-  std::vector<ValueId> r = rw.emit_torch_tuple("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
-                                               {V(qv), V(kv), V(vv), Arg::of_literal(0.0), Arg::of_literal(is_causal)},
-                                               std::move(kwargs), {out, lse});
+  // The output keeps the type the call was traced with, which the nodes after it were typed against
+  // (contiguous: what torch's meta kernel says; where CUDA's kernels lay it out otherwise the runtime
+  // copies it into that layout, as for the attention call itself).
+  const ir::TensorType& result = out;
+  std::vector<ValueId> r;
+  if (out.device.type == "cpu") {  // aten's positional (q, k, v, dropout_p, is_causal), the rest by keyword
+    passes::Kwargs kwargs;
+    if (!passes::is_none(additive)) kwargs.emplace_back("attn_mask", additive);
+    if (!passes::is_none(given_scale)) kwargs.emplace_back("scale", given_scale);
+    r = rw.emit_torch_tuple(callable, {V(qv), V(kv), V(vv), Arg::of_literal(0.0), Arg::of_literal(is_causal)},
+                            std::move(kwargs), {result, lse});
+  } else {  // cuda_attention(q, k, v, attn_mask, is_causal, scale)
+    r = rw.emit_torch_tuple(callable, {V(qv), V(kv), V(vv), additive, Arg::of_literal(is_causal), given_scale}, {},
+                            {result, lse});
+  }
   rw.bind(node.results[0], r[0]);
   return true;
 }
@@ -272,7 +288,7 @@ void random_ops_for_training(ir::Graph& g, bool exact_random) {
     Rewriter::Mark mark = rw.mark();
     Dropouts before = dropouts;  // a rollback also takes back a seed drawn for the attempt
     try {
-      if (attention_as_math(rw, g, node, dropouts) || attention_as_flash_cpu(rw, g, node) ||
+      if (attention_as_math(rw, g, node, dropouts) || attention_as_fused(rw, g, node) ||
           max_pool_with_indices(rw, g, node)) {
         changed = true;
         continue;

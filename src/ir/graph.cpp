@@ -93,8 +93,12 @@ bool Node::mutates_first_arg() const {
 
 bool returns_new_tensors(std::string_view callable) {
   // Generic captures whose aten ops return new tensors; core ops are judged by their family.
-  static constexpr std::array<std::string_view, 19> kGeneric = {
+  static constexpr std::array<std::string_view, 23> kGeneric = {
       "torch.nn.functional.scaled_dot_product_attention",
+      // attention's training form and its backward (autograd/training_forms.cpp)
+      "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+      "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward", "ember.autograd.cuda_attention",
+      "ember.autograd.cuda_attention_backward",
       "torch.nn.functional.max_pool2d", "torch.nn.functional.avg_pool2d", "torch.nn.functional.adaptive_avg_pool2d",
       "torch.conv1d", "torch.conv2d", "torch.conv3d",
       "torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",

@@ -14,7 +14,14 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ember.testing import DEVICE
+
 F64 = torch.float64
+
+# Attention's training form on each device (src/autograd/training_forms.cpp). A case reaches the test device's;
+# test_attention.py::test_cuda_training_form checks CUDA's on its graph text, without a GPU.
+FUSED_ATTENTION = {"cpu": "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+                   "cuda": "ember.autograd.cuda_attention"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +200,10 @@ MATMUL = [
          lambda dt: (R(2, 3, 7, 6, dtype=dt),)),
     Case("pad_constant", ("torch.nn.functional.pad",), lambda x: F.pad(x, (1, 2, -1, 0), value=0.5),
          lambda dt: (T(2, 4, 5, dtype=dt),)),
-    Case("sdpa_fused_cpu", ("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",),
+    # Attention's training form on the test device (EMBER_TEST_DEVICE; in float64 on CUDA, cuda_attention's math form).
+    Case("sdpa_fused", (FUSED_ATTENTION[DEVICE.type],),
          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-         lambda dt: (R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt), R(2, 2, 5, 4, dtype=dt))),
+         lambda dt: tuple(torch.randn(2, 2, 5, 4, dtype=dt).to(DEVICE).requires_grad_() for _ in range(3))),
     Case("addmm", ("Addmm",), torch.addmm, lambda dt: (R(4, dtype=dt), R(3, 2, dtype=dt), R(2, 4, dtype=dt))),
     # cross_entropy decomposes (log_softmax in float32, rounded to the input's dtype, then nll_loss as
     # where/gather/sums): no rule of its own, so it covers no entry; in bfloat16 too (FUSED below).

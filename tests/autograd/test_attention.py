@@ -1,13 +1,22 @@
-"""scaled_dot_product_attention without dropout, on the CPU, differentiated through aten's fused kernels
-(_scaled_dot_product_flash_attention_for_cpu and its _backward, docs/autograd.md): no island, fp64
-gradcheck of the compiled function, and gradients against eager's, with boolean masks (made additive as aten
-does) and grouped-query attention (k and v heads repeated: LLaMA's `enable_gqa=True`); where the kernel does
-not apply (a mask that requires grad) attention stays an island and is still right."""
+"""scaled_dot_product_attention without dropout differentiated through fused kernels (docs/autograd.md): on the
+CPU aten's _scaled_dot_product_flash_attention_for_cpu and its _backward, on CUDA (EMBER_TEST_DEVICE=cuda)
+ember.autograd.cuda_attention, which runs flash attention (half types, no mask), memory-efficient attention
+(a mask, float32) or the math form (float64) as torch would. No island, fp64 gradcheck of the compiled function,
+and gradients against eager's, with boolean masks (made additive as aten does) and grouped-query attention
+(k and v heads repeated: LLaMA's `enable_gqa=True`); where no kernel applies (a mask that requires grad)
+attention stays an island and is still right. cuda_attention's math form is checked here on CPU tensors."""
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import ember
+from ember.autograd import cuda_attention, cuda_attention_backward
+from ember.testing import DEVICE
+
+EMBER_OPT = Path(__file__).resolve().parents[2] / "build" / "py311" / "ember-opt"
 
 CASES = {
     "plain": {},
@@ -21,12 +30,20 @@ CASES = {
 }
 
 
-def attention(case, dtype):
+def mask_for(case, dtype):
+    """The case's attention mask on the test device, or None."""
     g = torch.Generator().manual_seed(1)
     m = {"float": torch.randn(5, 6, dtype=dtype, generator=g), "bool": torch.rand(5, 6, generator=g) > 0.3,
-         "grad": torch.randn(5, 6, dtype=dtype, generator=g, requires_grad=True)}.get(case.get("mask"))
+         "grad": torch.randn(5, 6, dtype=dtype, generator=g)}.get(case.get("mask"))
     if case.get("mask") == "bool":
         m[:, 0] = True  # no row fully masked: eager's result would be NaN there
+    if m is not None:
+        m = m.to(DEVICE).requires_grad_(case.get("mask") == "grad")
+    return m
+
+
+def attention(case, dtype):
+    m = mask_for(case, dtype)
 
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case.get("is_causal", False),
@@ -34,12 +51,11 @@ def attention(case, dtype):
     return f
 
 
-def inputs(dtype, kv_heads=3):
+def inputs(dtype, kv_heads=3, head_size=4):
+    """q, k, v on the test device (head size 8 for CUDA's fused kernels, which want a multiple of 8)."""
     torch.manual_seed(0)
-    q = torch.randn(2, 3, 5, 4, dtype=dtype, requires_grad=True)
-    k = torch.randn(2, kv_heads, 6, 4, dtype=dtype, requires_grad=True)
-    v = torch.randn(2, kv_heads, 6, 4, dtype=dtype, requires_grad=True)
-    return q, k, v
+    return tuple(torch.randn(2, h, n, head_size, dtype=dtype).to(DEVICE).requires_grad_()
+                 for h, n in ((3, 5), (kv_heads, 6), (kv_heads, 6)))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -83,7 +99,7 @@ def test_grouped_query_attention_with_dropout_draws_eagers_masks_under_fallback_
 
     def step(fn):
         torch.manual_seed(0)
-        q, k, v = (torch.randn(2, h, 6, 8, requires_grad=True) for h in (4, 2, 2))
+        q, k, v = (torch.randn(2, h, 6, 8).to(DEVICE).requires_grad_() for h in (4, 2, 2))
         torch.manual_seed(5)
         out = fn(q, k, v)
         out.backward(torch.ones_like(out))
@@ -98,18 +114,18 @@ def test_grouped_query_attention_with_dropout_draws_eagers_masks_under_fallback_
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("name", ["causal", "gqa bool mask"])
-def test_half_precision_attention_takes_the_fused_kernel(name, dtype):
-    """In float16/bfloat16 the fused kernel runs as eager's does (its logsumexp is float32): no island, and
-    the output and gradients are within the float64-reference rule (error at most twice eager's; grouped
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("name", ["causal", "gqa bool mask", "scale"])
+def test_attention_takes_the_fused_kernel(name, dtype):
+    """In float16/bfloat16/float32 the fused kernel runs as eager's does (its logsumexp is float32): no island,
+    and the output and gradients are within the float64-reference rule (error at most twice eager's; grouped
     heads' gradients are summed in another order than eager's)."""
     ember.reset()
     case = dict(CASES[name])
-    q, k, v = inputs(dtype, case.get("kv_heads", 3))
+    q, k, v = inputs(dtype, case.get("kv_heads", 3), head_size=8)
     if case.get("is_causal"):
         k, v = (t.detach()[:, :, :5].requires_grad_() for t in (k, v))
-    g = torch.randn(q.shape[:-1] + v.shape[-1:], dtype=dtype)
+    g = torch.randn(q.shape[:-1] + v.shape[-1:], dtype=dtype).to(DEVICE)
 
     def step(fn, args):
         out = fn(*args)
@@ -119,8 +135,66 @@ def test_half_precision_attention_takes_the_fused_kernel(name, dtype):
     got = step(ember.compile(f), (q, k, v))
     want = step(f, (q, k, v))
     ref = step(attention(case, torch.float64), [t.detach().double().requires_grad_() for t in (q, k, v)])
+    ref = [r.to(DEVICE) for r in ref]
     for a, b, r in zip(got, want, ref):
         assert a.dtype == b.dtype and a.shape == b.shape
         assert (a.double() - r).abs().max() <= 2 * (b.double() - r).abs().max() + 1e-3
     s = ember.stats()
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
+
+
+@pytest.mark.parametrize("name", ["plain", "causal", "float mask", "scale", "bool mask"])
+def test_cuda_attention_math_form_matches_autograd(name):
+    """ember.autograd.cuda_attention where neither fused kernel applies (here: CPU tensors) computes the math
+    form: its output, logsumexp and backward against torch autograd through scaled_dot_product_attention."""
+    case = dict(CASES[name])
+    q, k, v = (t.cpu().detach().requires_grad_() for t in inputs(torch.float64))
+    if case.get("is_causal"):
+        k, v = (t.detach()[:, :, :5].requires_grad_() for t in (k, v))
+    mask = mask_for(case, torch.float64)
+    mask = None if mask is None else mask.cpu()
+    additive = mask if mask is None or mask.dtype != torch.bool else torch.where(mask, 0.0, float("-inf")).double()
+    is_causal, scale = case.get("is_causal", False), case.get("scale")
+    out, lse = cuda_attention(q, k, v, additive, is_causal, scale)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+    torch.testing.assert_close(out, want)
+    scores = q @ k.transpose(-2, -1) * (scale or q.size(-1) ** -0.5)
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(5, 5, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    elif additive is not None:
+        scores = scores + additive
+    torch.testing.assert_close(lse, torch.logsumexp(scores, -1))
+    g = torch.randn_like(out)
+    got = cuda_attention_backward(g, q, k, v, additive, out, lse, is_causal, scale)
+    for a, b in zip(got, torch.autograd.grad(want, (q, k, v), g)):
+        torch.testing.assert_close(a, b)
+
+
+CUDA_GRAPH = """graph @frame(%0: bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0 grad "L['q']", \
+%1: bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0 grad "L['k']", %2: bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0 grad "L['v']", \
+%3: b8[5, 5]{5, 1} cuda:0 "L['mask']") {
+  %4 = torch "torch.nn.functional.scaled_dot_product_attention"(%0, %1, %2, %3, scale=0.5) : \
+bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0 grad
+  %5 = transpose(%4, 1, 2) : bf16[2, 5, 3, 8]{120, 8, 40, 1} cuda:0 grad
+  %6 = reshape(%5, [2, 5, 24]) : bf16[2, 5, 24]{120, 24, 1} cuda:0 grad
+  return (%6)
+}
+"""
+
+
+def test_cuda_training_form(tmp_path):
+    """On CUDA the training form is ember.autograd.cuda_attention (checked here on the graph text, without a GPU):
+    the boolean mask made additive, the output typed as traced (the transpose after it was typed against that),
+    the backward's gradients laid out [B, L, H, D] as CUDA's kernels return them, q/k/v's split from [B, L, H * D]."""
+    path = tmp_path / "attention.ir"
+    path.write_text(CUDA_GRAPH)
+    run = subprocess.run([str(EMBER_OPT), "--verify", "--stop-after", "partition", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    forward = run.stdout[run.stdout.index("graph @forward"):run.stdout.index("graph @backward")]
+    backward = run.stdout[run.stdout.index("graph @backward"):]
+    assert 'torch "ember.autograd.cuda_attention"(%0, %1, %2, %' in forward
+    assert ", False, 0.5) : tuple(bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0, f32[2, 3, 5]{15, 5, 1} cuda:0)" in forward
+    assert "where(%3, 0.0, -inf)" in forward and "scaled_dot_product_attention" not in run.stdout
+    grads = "tuple(" + ", ".join(["bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0"] * 3) + ")"
+    assert 'torch "ember.autograd.cuda_attention_backward"' in backward and grads in backward

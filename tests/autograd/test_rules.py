@@ -12,7 +12,7 @@ import torch
 
 import ember
 
-from .cases import ALL, FUSED
+from .cases import ALL, FUSED, FUSED_ATTENTION
 
 # mse_loss warns when target and input broadcast, which a case does on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Using a target size:UserWarning")
@@ -149,7 +149,7 @@ def table_entries():
 def test_every_table_entry_has_a_case():
     entries = table_entries()
     assert len(entries) > 60 and ("Rule", "Softmax") in entries and ("torch call", "torch.nn.functional.softmax") in entries
-    covered = {entry for case in ALL for entry in case.covers}
+    covered = {entry for case in ALL for entry in case.covers} | set(FUSED_ATTENTION.values())
     missing = [f"{kind} {name}" for kind, name in entries if name not in covered]
     assert not missing, f"vjp.def / torch_call_rule entries without a case in tests/autograd/cases.py: {missing}"
 
