@@ -164,30 +164,29 @@ def conv_grads(dims, grad_output, input, weight, stride=1, padding=0, dilation=1
 
 
 # Attention's training form on CUDA (src/autograd/training_forms.cpp): the output and the logsumexp of the
-# scaled scores ([B, H, L], float32 for the half types), from the kernel scaled_dot_product_attention would
-# run on these inputs — flash attention, else memory-efficient attention, else the math form — and its
-# backward from the same kernel. Both halves choose from the same tensors (q, k, v and the mask the forward
-# saved), so they agree. Dropout is not modelled here (a call with dropout takes the math form in C++): the
-# kernels' random-number state is unused at p = 0, and a placeholder stands for it.
+# scaled scores ([B, H, L], float32 for the half types), from the kernel scaled_dot_product_attention runs on
+# these inputs (torch's own choice: cuDNN, flash or memory-efficient attention, else the math form, which also
+# serves tensors off CUDA), and the gradients from the kernel it runs at the backward. Every kernel's logsumexp
+# is the same quantity, so the two halves need not agree on a kernel (a backward outside the forward's
+# `sdpa_kernel` context chooses afresh). Dropout is not modelled here (a call with dropout takes the math form
+# in C++): the kernels' random-number state is unused at p = 0, and a placeholder stands for it.
 _NO_RNG = torch.empty((), dtype=torch.int64)
+_KERNELS = {1: "flash", 2: "efficient", 3: "cudnn"}  # torch._fused_sdp_choice's codes (SDPBackend)
 
 
-def _attention_kernel(q, k, v, mask, is_causal):
-    params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, False)
-    if mask is None and torch.backends.cuda.can_use_flash_attention(params):
-        return "flash"
-    if torch.backends.cuda.can_use_efficient_attention(params):
-        return "efficient"
-    return "math"
+def _attention_kernel(q, k, v, mask, is_causal, scale):
+    if not q.is_cuda:
+        return "math"
+    return _KERNELS.get(torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, scale=scale), "math")
 
 
 def _attention_bias(mask, q, k):
-    """The additive mask as memory-efficient attention reads it: broadcast to [B, H, L, S], its rows 16
-    elements aligned (a padded copy where S is not a multiple of 16, as torch's sdpa makes)."""
+    """The additive mask as memory-efficient attention reads it (what torch's sdpa passes it): broadcast to
+    [B, H, L, S], its rows 16 elements aligned (a copy padded with zeros where they are not)."""
     size = (q.size(0), q.size(1), q.size(2), k.size(2))
-    if mask.size(-1) % 16 == 0 and mask.stride(-1) == 1:
+    if mask.size(-1) % 16 == 0 and mask.stride(-1) == 1 and all(s % 16 == 0 for s in mask.stride()[:-1]):
         return mask.expand(size)
-    padded = mask.new_empty((*mask.shape[:-1], -(-mask.size(-1) // 16) * 16))[..., :mask.size(-1)]
+    padded = mask.new_zeros((*mask.shape[:-1], -(-mask.size(-1) // 16) * 16))[..., :mask.size(-1)]
     return padded.copy_(mask).expand(size)
 
 
@@ -202,14 +201,16 @@ def _attention_scores(q, k, mask, is_causal, scale):
 
 
 def cuda_attention(q, k, v, mask, is_causal, scale):
-    kind = _attention_kernel(q, k, v, mask, is_causal)
+    kind = _attention_kernel(q, k, v, mask, is_causal, scale)
+    aten = torch.ops.aten
+    if kind == "cudnn":
+        out, lse = aten._scaled_dot_product_cudnn_attention(q, k, v, mask, True, 0.0, is_causal, False, scale=scale)[:2]
+        return out, lse.reshape(lse.shape[:3])  # [B, H, L, 1]
     if kind == "flash":
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
-        return out, lse
+        return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[:2]
     if kind == "efficient":
         bias = None if mask is None else _attention_bias(mask, q, k)
-        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
-            q, k, v, bias, True, 0.0, is_causal, scale=scale)[:2]
+        out, lse = aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, is_causal, scale=scale)[:2]
         return out, lse[..., :q.size(-2)]  # its rows are padded to a multiple of 32
     scores = _attention_scores(q, k, mask, is_causal, scale)
     lse = torch.logsumexp(scores, -1)
@@ -218,17 +219,24 @@ def cuda_attention(q, k, v, mask, is_causal, scale):
 
 def cuda_attention_backward(grad, q, k, v, mask, out, lse, is_causal, scale):
     """(q's, k's, v's gradient) of cuda_attention(q, k, v, mask, is_causal, scale) = (out, lse)."""
-    kind = _attention_kernel(q, k, v, mask, is_causal)
-    if grad.stride(-1) != 1:
+    kind = _attention_kernel(q, k, v, mask, is_causal, scale)
+    aten = torch.ops.aten
+    if kind == "cudnn" and grad.stride() != out.stride():  # cuDNN reads both with one layout (torch warns, copies)
+        grad = torch.empty_like(out).copy_(grad)
+    elif kind != "math" and grad.stride(-1) != 1:
         grad = grad.contiguous()
+    if kind == "cudnn":
+        return aten._scaled_dot_product_cudnn_attention_backward(
+            grad, q, k, v, out, lse.unsqueeze(-1), _NO_RNG, _NO_RNG, mask, None, None, q.size(2), k.size(2), 0.0,
+            is_causal, scale=scale)
     if kind == "flash":
-        return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+        return aten._scaled_dot_product_flash_attention_backward(
             grad, q, k, v, out, lse, None, None, q.size(2), k.size(2), 0.0, is_causal, _NO_RNG, _NO_RNG, scale=scale)
     if kind == "efficient":
         bias = None if mask is None else _attention_bias(mask, q, k)
         rows = -(-q.size(-2) // 32) * 32
         padded = torch.nn.functional.pad(lse, (0, rows - lse.size(-1)))
-        return torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        return aten._scaled_dot_product_efficient_attention_backward(
             grad, q, k, v, bias, out, padded, _NO_RNG, _NO_RNG, 0.0, [True, True, True, False], is_causal,
             scale=scale)[:3]
     scores = _attention_scores(q, k, mask, is_causal, scale)
