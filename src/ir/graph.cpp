@@ -127,6 +127,16 @@ bool returns_new_tensors(std::string_view callable) {
   return false;
 }
 
+bool draws_random_numbers(std::string_view callable) {
+  const size_t dot = callable.rfind('.');
+  const std::string_view name = dot == std::string_view::npos ? callable : callable.substr(dot + 1);
+  static constexpr std::array<std::string_view, 15> kNamed = {
+      "normal",  "normal_",     "bernoulli", "bernoulli_", "multinomial",    "poisson",    "uniform_", "exponential_",
+      "geometric_", "cauchy_", "log_normal_", "rrelu",     "rrelu_",         "gumbel_softmax", "philox_seed"};
+  return name.find("dropout") != std::string_view::npos || name.rfind("rand", 0) == 0 ||
+         std::find(kNamed.begin(), kNamed.end(), name) != kNamed.end();
+}
+
 ValueId Graph::add_input(TensorType type, std::string source) {
   ValueId id = static_cast<ValueId>(values_.size());
   values_.push_back(Value{id, std::move(type), -1});

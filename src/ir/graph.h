@@ -118,6 +118,13 @@ struct Node {
 // extern call's temporary arguments after it only when this holds.
 bool returns_new_tensors(std::string_view callable);
 
+// Whether torch's `callable` draws random numbers, by its last dotted component: the dropout family,
+// rand* (rand, randn, randint, randperm, their _like forms, random_), the distributions and their
+// in-place samplers (normal, bernoulli, multinomial, poisson, uniform_, exponential_, ...), rrelu,
+// gumbel_softmax and ember.rng.philox_seed. By name only: a dropout in eval mode or attention with
+// dropout are the callers' to tell from the arguments.
+bool draws_random_numbers(std::string_view callable);
+
 struct GraphInput {
   ValueId value = -1;
   std::string source;  // where the frame reads it, e.g. "L['self'].linear.weight"

@@ -10,8 +10,6 @@
 //   - it writes its first argument in place (Node::mutates_first_arg), or an `out=` argument;
 //   - it draws random numbers: removing it would shift every later random number away from
 //     what eager PyTorch produces.
-#include <algorithm>
-#include <array>
 
 #include "passes/passes.h"
 #include "passes/signatures.h"
@@ -23,15 +21,6 @@ namespace {
 std::string_view last_component(std::string_view callable) {
   size_t dot = callable.rfind('.');
   return dot == std::string_view::npos ? callable : callable.substr(dot + 1);
-}
-
-bool draws_random_numbers(std::string_view callable) {
-  static constexpr std::array<std::string_view, 21> kRandom = {
-      "dropout",   "native_dropout", "dropout1d",   "dropout2d",    "dropout3d",   "alpha_dropout", "feature_alpha_dropout",
-      "rand",      "randn",       "randint",      "randperm",    "rand_like",     "randn_like",
-      "randint_like", "bernoulli", "multinomial", "normal",      "poisson",       "rrelu",
-      "gumbel_softmax", "philox_seed"};
-  return std::find(kRandom.begin(), kRandom.end(), last_component(callable)) != kRandom.end();
 }
 
 // Attention with dropout draws its mask inside the call: random unless dropout_p is a literal 0.
@@ -55,7 +44,7 @@ bool may_write(const ir::Node& node) {
 }
 
 bool has_effect(const ir::Node& node) {
-  return may_write(node) || draws_random_numbers(node.callable()) || attention_with_dropout(node);
+  return may_write(node) || ir::draws_random_numbers(node.callable()) || attention_with_dropout(node);
 }
 
 namespace {

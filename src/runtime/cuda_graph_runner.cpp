@@ -1,6 +1,5 @@
 #include "runtime/cuda_graph_runner.h"
 
-#include <set>
 #include <variant>
 #include <string_view>
 
@@ -34,16 +33,11 @@ bool dropout_in_eval(const loop_ir::ExternCall& call) {
   return value != nullptr && !*value;
 }
 
-// Whether an extern call draws random numbers (by its callable's last dotted component).
+// Whether an extern call draws random numbers (ir::draws_random_numbers; a dropout literally in eval
+// mode draws none).
 bool is_random(const loop_ir::ExternCall& call) {
-  const std::string_view callable = call.callable;
-  const std::string_view name = callable.substr(callable.rfind('.') + 1);
-  static const std::set<std::string_view> named = {"normal",       "normal_",    "bernoulli", "bernoulli_",
-                                                   "multinomial",  "uniform_",   "exponential_", "poisson",
-                                                   "geometric_",   "cauchy_",    "log_normal_",  "random_",
-                                                   "rrelu",        "rrelu_",     "philox_seed"};
-  if (name.find("dropout") != std::string_view::npos) return !dropout_in_eval(call);
-  return name.rfind("rand", 0) == 0 || named.count(name) > 0;
+  if (call.callable.find("dropout") != std::string::npos && dropout_in_eval(call)) return false;
+  return ir::draws_random_numbers(call.callable);
 }
 
 // Per graph input, whether the program writes it; false (with `why`) when a write's target
