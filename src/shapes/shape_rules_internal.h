@@ -157,10 +157,16 @@ Result infer_clamp(const Call& call);
 // The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
 // cases the rules model (see the file comment), else nullopt. `result_dtype`: the result's
 // dtype where the caller knows it (the general ordering case needs operands of that dtype, but
-// for `unconverted`: where's condition, which torch reads as it is).
+// for `unconverted`: where's condition, which torch reads as it is). `broadcasting`: what
+// broadcasting_operands says of all the op's tensor operands (0-d ones included); it admits size-1
+// output dims to the general ordering case.
 std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
                                        std::optional<ir::DType> result_dtype = std::nullopt,
-                                       const Dense* unconverted = nullptr);
+                                       const Dense* unconverted = nullptr, bool broadcasting = false);
+// Whether TensorIterator surely takes its general layout path over `tensors` for output `out`, in
+// the form whose size-1 dims the meta kernels lay out alike: a 0-d operand, or a size-1 dim broadcast
+// to a larger one, with every other operand of the output's rank.
+bool broadcasting_operands(const Sizes& out, const std::vector<const Dense*>& tensors);
 
 // shape_rules_reduce.cpp: reductions, normalizations, matmuls
 Result infer_sum_mean(const Call& call);

@@ -1,4 +1,6 @@
 // Relations: text form, evaluation and static decision (sym/relation.h).
+#include <algorithm>
+
 #include "sym/range.h"
 #include "sym/relation.h"
 
@@ -71,9 +73,39 @@ std::optional<bool> is_zero(const Expr& d, const Interval& i, const Symbols& sym
   return std::nullopt;
 }
 
+// `a*p op b*p` is `a op b` where p > 0: each symbol both sides' products share, whose facts say it is at
+// least 1, cancels once. Intervals alone cannot compare the strides of a dense layout (`s1 < s1*s1`: the
+// interval of s1 - s1*s1 is unbounded both ways; `1 < s1` is decided).
+Rel cancel_common_symbols(const Rel& rel, const Symbols& symbols) {
+  auto factors = [](const Expr& e) { return e.kind() == ExprKind::Mul ? e.operands() : std::vector<Expr>{e}; };
+  std::vector<Expr> a = factors(rel.lhs), b = factors(rel.rhs);
+  bool cancelled = false;
+  for (auto it = a.begin(); it != a.end();) {
+    auto info = it->kind() == ExprKind::Symbol
+                    ? std::find_if(symbols.begin(), symbols.end(), [&](const SymbolInfo& s) { return s.name == it->symbol_name(); })
+                    : symbols.end();
+    auto match = info != symbols.end() && info->min >= 1 ? std::find(b.begin(), b.end(), *it) : b.end();
+    if (match == b.end()) {
+      ++it;
+      continue;
+    }
+    b.erase(match);
+    it = a.erase(it);
+    cancelled = true;
+  }
+  if (!cancelled) return rel;
+  auto product = [](const std::vector<Expr>& xs) {
+    Expr p = 1;
+    for (const Expr& x : xs) p = p * x;
+    return p;
+  };
+  return Rel{product(a), rel.op, product(b)};
+}
+
 }  // namespace
 
-std::optional<bool> statically_known(const Rel& rel, const Symbols& symbols) {
+std::optional<bool> statically_known(const Rel& rel_in, const Symbols& symbols) {
+  const Rel rel = cancel_common_symbols(rel_in, symbols);
   if (rel.lhs == rel.rhs) return rel.op == RelOp::Eq || rel.op == RelOp::Le;
   Expr d;
   try {

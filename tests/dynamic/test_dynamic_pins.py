@@ -1,5 +1,6 @@
 """Ops that used to pin a size under dynamic=True (issue 14: `python -m ember.bench dynamic --probe`
-found them in transformers' BERT, RoBERTa, T5, BLOOM, Whisper and wav2vec2; torch.max/min with a dim): one graph over several lengths, results equal
+found them in transformers' BERT, RoBERTa, T5, BLOOM, Whisper and wav2vec2; torch.max/min with a dim; where
+with a size-1 result dim): one graph over several lengths, results equal
 eager's, no `s == k` relation in the guards."""
 import pytest
 import torch
@@ -72,6 +73,28 @@ def extremes(x):
     return values * 2 + indices, low.values + low.indices, torch.max(x) + x.min()
 
 
+class PositionBias(torch.nn.Module):
+    """T5's causal position bias: a permuted [1, H, T, T] bias masked by a [1, 1, T, T] causal bool (a size-1 dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.buckets = torch.nn.Embedding(8, 4)
+
+    def forward(self, x):
+        t = x.shape[1]
+        rel = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+        bias = self.buckets(rel.abs().clamp(max=7)).permute([2, 0, 1]).unsqueeze(0)
+        causal = (torch.arange(t)[:, None] >= torch.arange(t)[None, :]).view(1, 1, t, t)
+        return torch.where(causal, bias, torch.finfo(x.dtype).min) + x[:, None, None, :]
+
+
+def additive_mask(x):
+    """BLOOM's mask: a causal [1, 1, T, T] bool expanded over the batch, made additive through a 0-d zero."""
+    b, t = x.shape
+    mask = (torch.arange(t)[:, None] >= torch.arange(t)[None, :])[None, None].expand(b, 1, t, t)
+    return torch.where(mask, torch.zeros(()), torch.finfo(x.dtype).min) + x[:, None, None, :]
+
+
 CASES = {
     "max_min_reductions": (extremes, lambda t: (torch.randn(3, t),)),
     "conv1d_lengths": (conv_front_end(), lambda t: (torch.randn(2, 1, 20 * t),)),
@@ -80,6 +103,8 @@ CASES = {
     "iadd_where": (relative_buckets, lambda t: (torch.randn(2, t),)),
     "repeat": (alibi, lambda t: (torch.randn(3, t),)),
     "in_place_operators": (scaled_in_place, lambda t: (torch.randn(2, t), torch.randn(t))),
+    "where_size_one_dim": (PositionBias(), lambda t: (torch.randn(2, t),)),
+    "where_expanded_mask": (additive_mask, lambda t: (torch.randn(2, t),)),
 }
 
 
@@ -113,3 +138,15 @@ def test_in_place_on_a_tensor_that_requires_grad_is_still_right():
     b = torch.randn(3, 5)
     c = ember.compile(f, dynamic=True)
     torch.testing.assert_close(c(a, b), f(a, b))
+
+
+@pytest.mark.parametrize("name", ["where_size_one_dim", "where_expanded_mask"])
+def test_a_size_the_guards_exclude_recompiles(name):
+    """A length of 1 breaks the graph's `2 <= s` guard (1 decides broadcasting): a second graph, still right."""
+    fn, make = CASES[name]
+    c = ember.compile(fn, dynamic=True)
+    with torch.no_grad():
+        for t in (9, 1, 13):
+            args = make(t)
+            torch.testing.assert_close(c(*args), fn(*args))
+    assert ember.stats()["frames_compiled"] == 2, ember.stats()

@@ -124,6 +124,11 @@ KNOWN = [
     ("s1 < s0", S01, None),
     ("s0 // 4 <= 16", S01, True),
     ("s1 == 0", S01, False),
+    ("s0 < s0*s0", S0_2, True),                                # shared symbols cancel: 1 < s0
+    ("s0*s0 == s0", S0_2, False),
+    ("s0*s1 <= s0", S01, None),                                # s1 <= 1: s1 may be 1
+    ("2*s0*s1 > s0*s1", S01, True),
+    ("s0*s1 < s0*s1*s1", S01, None),
 ]
 
 
@@ -200,7 +205,7 @@ def _random_expr(rng, names, depth):
 
 
 def _random_rel(rng, names):
-    shape = rng.randrange(4)
+    shape = rng.randrange(5)
     if shape == 0:  # symbol vs constant, often decidable by range
         lhs, rhs = rng.choice(names), str(rng.choice([-3, 0, 1, 2, 8, 16, 40, 4096]))
     elif shape == 1:  # divisibility
@@ -208,8 +213,12 @@ def _random_rel(rng, names):
     elif shape == 2:  # linear form vs constant
         lhs = f"{rng.choice([2, 4, 16, -3])}*{rng.choice(names)} + {rng.choice(names)}"
         rhs = str(rng.randint(-20, 20))
-    else:
+    elif shape == 3:
         lhs, rhs = _random_expr(rng, names, 2), _random_expr(rng, names, 2)
+    else:  # products sharing symbols (the strides of a dense layout): what cancelling decides
+        def product():
+            return "*".join([str(rng.choice([1, 2, 3, -2]))] + [rng.choice(names) for _ in range(rng.randint(0, 3))])
+        lhs, rhs = product(), product()
     return f"{lhs} {rng.choice(['==', '!=', '<', '<=', '>', '>='])} {rhs}"
 
 

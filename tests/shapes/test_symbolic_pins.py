@@ -99,3 +99,25 @@ def test_where_of_a_condition_in_its_own_layout(n):
     y = torch.empty(n, 4, 5, device="meta").permute(0, 2, 1)
     got = shapes.infer_result_types("where", (c, y, -1e9), {}, True, "float32", [(0, 0), (1, 0)])
     assert got is not None and evaluate(got, n) == meta_result(torch.where, c, y, -1e9), got
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_where_with_size_one_dims_where_operands_broadcast(n):
+    # T5's `where(causal[1, 1, T, T], bias[1, H, T, T], min)` (bias permuted from [T, T, H]) and BLOOM's
+    # `where(mask[B, 1, T, T], zeros(()), min)`: results with a size-1 dim, laid out by TensorIterator's
+    # general path (a size-1 dim broadcast, or a 0-d operand), which the meta kernels share.
+    causal = torch.empty(1, 1, n, n, dtype=torch.bool, device="meta")
+    bias = torch.empty(n, n, 4, device="meta").permute(2, 0, 1).unsqueeze(0)
+    mask = torch.empty(1, 1, n, n, dtype=torch.bool, device="meta").expand(2, 1, n, n)
+    zero = torch.zeros((), device="meta")
+    for c, y in ((causal, bias), (mask, zero), (causal.transpose(2, 3), bias), (causal, bias.transpose(2, 3))):
+        got = shapes.infer_result_types("where", (c, y, -1e9), {}, True, "float32")
+        assert got is not None and got == meta_result(torch.where, c, y, -1e9), (c.stride(), y.stride(), got)
+    for a, b in ((bias, torch.empty(1, 4, 1, n, device="meta")), (torch.empty(n, 1, 3, device="meta").transpose(0, 2), zero)):
+        got = shapes.infer_result_types("add", (a, b), {}, True, "float32")
+        assert got is not None and got == meta_result(torch.add, a, b), (a.stride(), b.stride(), got)
+    # Symbolic: T (dims 2 and 3 of both operands) is s0; the result keeps it, laid out as torch lays it out.
+    got = shapes.infer_result_types("where", (causal, bias, -1e9), {}, True, "float32",
+                                    [(0, 2), (0, 3), (1, 2), (1, 3)])
+    assert got is not None and got[0][1] == (1, 4, "s0", "s0"), got
+    assert evaluate(got, n) == meta_result(torch.where, causal, bias, -1e9), got
