@@ -92,6 +92,31 @@ Result infer_sum_mean(const Call& call) {
   return reduction_result(call, *x, *reduced, *keepdim, *out);
 }
 
+// torch.max(x) (one 0-d value) and torch.max(x, dim, keepdim=False) (values and indices, both of x's
+// sizes without dim, or with it 1); the elementwise form (a tensor `other`) is maximum's rule.
+std::optional<SizeLists> extreme_reduction_sizes(const Call& call) {
+  auto b = bind(call, {"input|self", "dim", "keepdim"});
+  if (!b || !(*b)[0] || !(*b)[0]->tensor) return std::nullopt;
+  const ir::TensorType& x = *(*b)[0]->tensor;
+  if (!(*b)[1]) {
+    if ((*b)[2]) return std::nullopt;
+    return SizeLists{{}};
+  }
+  auto dim = as_int((*b)[1]);
+  auto w = dim && !x.sizes.empty() ? wrap_dim(*dim, static_cast<int64_t>(x.sizes.size())) : std::nullopt;
+  auto keep = (*b)[2] ? as_bool((*b)[2]) : std::optional<bool>(false);
+  if (!w || !keep) return std::nullopt;
+  std::vector<sym::Expr> out;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    if (d != static_cast<size_t>(*w)) {
+      out.push_back(x.sizes[d]);
+    } else if (*keep) {
+      out.push_back(1);
+    }
+  }
+  return SizeLists{std::move(out)};
+}
+
 Result infer_amax_amin(const Call& call) {
   auto b = bind(call, {"input", "dim", "keepdim"});
   if (!b) return std::nullopt;

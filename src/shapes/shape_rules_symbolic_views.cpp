@@ -478,6 +478,82 @@ Result infer_repeat(const Call& call) {
   return one(t);
 }
 
+// x[idx] where idx holds advanced indices (int64/int32 tensors, lists of ints) beside full slices `:` and
+// at most one Ellipsis: the indices' broadcast shape replaces the dims they index, where those dims are
+// adjacent, else leads; the other dims follow in order. A list's ints must fall inside their dim (a
+// relation for a symbolic one); a tensor's values are data, which torch checks when it runs.
+std::optional<SizeLists> advanced_index_sizes(const Call& call, Assumptions* assumed) {
+  if (call.args.size() != 2 || !call.kwargs.empty() || !call.args[0].tensor) return std::nullopt;
+  const ir::TensorType& x = *call.args[0].tensor;
+  const Operand& index = call.args[1];
+  std::vector<const Operand*> items;
+  if (index.kind == Operand::Kind::Sequence && index.tuple) {
+    for (const Operand& item : index.items) items.push_back(&item);
+  } else {
+    items.push_back(&index);
+  }
+  auto is_list = [](const Operand& o) {
+    return o.kind == Operand::Kind::Sequence && !o.tuple && !o.items.empty() &&
+           std::all_of(o.items.begin(), o.items.end(), [](const Operand& i) { return as_int(&i).has_value(); });
+  };
+  auto is_full_slice = [](const Operand& o) {
+    const ir::Slice* s = o.kind == Operand::Kind::Literal ? std::get_if<ir::Slice>(&o.literal) : nullptr;
+    return s && !s->start && !s->stop && !s->step;
+  };
+  auto is_ellipsis = [](const Operand& o) {
+    return o.kind == Operand::Kind::Literal && std::holds_alternative<ir::Ellipsis>(o.literal);
+  };
+  auto is_index_tensor = [](const Operand& o) {
+    return o.kind == Operand::Kind::Tensor && (o.tensor->dtype == ir::DType::Int64 || o.tensor->dtype == ir::DType::Int32);
+  };
+  int64_t consumed = 0, ellipses = 0;
+  bool advanced = false;
+  for (const Operand* item : items) {
+    if (is_ellipsis(*item)) {
+      ++ellipses;
+      continue;
+    }
+    if (!is_full_slice(*item) && !is_list(*item) && !is_index_tensor(*item)) return std::nullopt;
+    advanced = advanced || !is_full_slice(*item);
+    ++consumed;
+  }
+  if (!advanced || ellipses > 1 || consumed > rank(x)) return std::nullopt;
+  Exprs shape;  // the indices' broadcast shape
+  std::vector<size_t> indexed;
+  size_t dim = 0;
+  for (const Operand* item : items) {
+    if (is_ellipsis(*item)) {
+      dim += static_cast<size_t>(rank(x) - consumed);
+      continue;
+    }
+    if (!is_full_slice(*item)) {
+      Exprs sizes{Expr(static_cast<int64_t>(item->items.size()))};
+      if (item->tensor) {
+        sizes = item->tensor->sizes;
+      } else {
+        for (const Operand& i : item->items) {
+          int64_t v = *as_int(&i);
+          sym::Rel inside = v >= 0 ? sym::Rel{Expr(v), sym::RelOp::Lt, x.sizes[dim]} : sym::Rel{Expr(-v), sym::RelOp::Le, x.sizes[dim]};
+          if (!holds_or_assumed(inside, assumed, call.facts)) return std::nullopt;  // torch's IndexError
+        }
+      }
+      auto b = ir::broadcast_shapes(shape, sizes);
+      if (!b) return std::nullopt;
+      shape = std::move(*b);
+      indexed.push_back(dim);
+    }
+    ++dim;
+  }
+  bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  Exprs out;
+  if (!adjacent) out = shape;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    if (adjacent && d == indexed.front()) out.insert(out.end(), shape.begin(), shape.end());
+    if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) out.push_back(x.sizes[d]);
+  }
+  return SizeLists{std::move(out)};
+}
+
 Result infer_symbolic_view(const Call& call) {
   static constexpr std::pair<ir::Op, Result (*)(const Call&)> kRules[] = {
       {ir::Op::View, view_reshape}, {ir::Op::Reshape, view_reshape}, {ir::Op::Permute, permute},

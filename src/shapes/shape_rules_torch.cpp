@@ -269,16 +269,36 @@ std::vector<std::string> torch_call_rule_names() {
   return names;
 }
 
+std::optional<std::vector<std::vector<sym::Expr>>> infer_result_sizes(
+    std::string_view qualified_name, const std::vector<Operand>& args,
+    const std::vector<std::pair<std::string, Operand>>& kwargs, Assumptions& assumed, const sym::Symbols* facts) {
+  using namespace rules;
+  Call call{ir::Op::TorchCall, args, kwargs, false, ir::DType::Float32, facts};
+  Assumptions mine;
+  std::optional<SizeLists> sizes;
+  if (qualified_name == "torch.conv1d" || qualified_name == "torch.conv2d") {
+    sizes = conv_sizes(call, qualified_name == "torch.conv1d" ? 1 : 2, &mine);
+  } else if (qualified_name == "torch.max" || qualified_name == "torch.min" || qualified_name == "torch.Tensor.max" ||
+             qualified_name == "torch.Tensor.min") {
+    sizes = extreme_reduction_sizes(call);
+  } else if (qualified_name == "operator.getitem") {
+    sizes = advanced_index_sizes(call, &mine);
+  }
+  if (sizes) assumed.insert(assumed.end(), mine.begin(), mine.end());
+  return sizes;
+}
+
 std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
     std::string_view qualified_name, const std::vector<Operand>& args,
-    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype,
+    const sym::Symbols* facts) {
   using namespace rules;
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
   const TorchRule* rule = find_rule(qualified_name);
   if (!rule) return std::nullopt;
   if (has_symbolic_tensor(args, kwargs) && !rule->symbolic)
-    return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype);
-  Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype};
+    return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype, facts);
+  Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype, facts};
   return rule->rule(call);
 }
 

@@ -73,19 +73,18 @@ std::optional<bool> is_zero(const Expr& d, const Interval& i, const Symbols& sym
   return std::nullopt;
 }
 
-// `a*p op b*p` is `a op b` where p > 0: each symbol both sides' products share, whose facts say it is at
-// least 1, cancels once. Intervals alone cannot compare the strides of a dense layout (`s1 < s1*s1`: the
-// interval of s1 - s1*s1 is unbounded both ways; `1 < s1` is decided).
-Rel cancel_common_symbols(const Rel& rel, const Symbols& symbols) {
+// `a*p op b*p` is `a op b` where p > 0: each factor both sides' products share whose interval is at
+// least 1 (a symbol >= 1, a size expression such as `(s1 + -10) // 5 + 2` over a symbol >= 20) cancels
+// once. Intervals alone cannot compare the strides of a layout (`s1 < s1*s1`: the interval of
+// s1 - s1*s1 is unbounded both ways, as is that of `8*(f + 2) - (f + 2)`, products of sums staying
+// unexpanded; `1 < s1` and `1 < 8` are decided).
+Rel cancel_common_factors(const Rel& rel, const Symbols& symbols) {
   auto factors = [](const Expr& e) { return e.kind() == ExprKind::Mul ? e.operands() : std::vector<Expr>{e}; };
   std::vector<Expr> a = factors(rel.lhs), b = factors(rel.rhs);
   bool cancelled = false;
   for (auto it = a.begin(); it != a.end();) {
-    auto info = it->kind() == ExprKind::Symbol
-                    ? std::find_if(symbols.begin(), symbols.end(), [&](const SymbolInfo& s) { return s.name == it->symbol_name(); })
-                    : symbols.end();
-    auto match = info != symbols.end() && info->min >= 1 ? std::find(b.begin(), b.end(), *it) : b.end();
-    if (match == b.end()) {
+    auto match = it->is_constant() ? b.end() : std::find(b.begin(), b.end(), *it);
+    if (match == b.end() || bound(*it, symbols).lo < 1) {
       ++it;
       continue;
     }
@@ -105,7 +104,7 @@ Rel cancel_common_symbols(const Rel& rel, const Symbols& symbols) {
 }  // namespace
 
 std::optional<bool> statically_known(const Rel& rel_in, const Symbols& symbols) {
-  const Rel rel = cancel_common_symbols(rel_in, symbols);
+  const Rel rel = cancel_common_factors(rel_in, symbols);
   if (rel.lhs == rel.rhs) return rel.op == RelOp::Eq || rel.op == RelOp::Le;
   Expr d;
   try {

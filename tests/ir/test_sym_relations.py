@@ -129,6 +129,8 @@ KNOWN = [
     ("s0*s1 <= s0", S01, None),                                # s1 <= 1: s1 may be 1
     ("2*s0*s1 > s0*s1", S01, True),
     ("s0*s1 < s0*s1*s1", S01, None),
+    ("s0 // 5 + 2 < 8*(s0 // 5 + 2)", S0_2, True),              # a compound factor >= 1 cancels too
+    ("s0 // 5 + -1 < 8*(s0 // 5 + -1)", S0_2, None),           # it may be 0 or below: kept
 ]
 
 
