@@ -122,7 +122,7 @@ void restride(ir::TensorType& t) {
 }
 
 // `symbolic`: (argument position, dim[, name]) entries whose size becomes a symbol (s0 unless
-// named), or (argument position, item, name, dim) for a tensor inside a sequence (cat); the
+// named; a name may be an expression over symbols, "(s0 + -10) // 5 + 1"), or (argument position, item, name, dim) for a tensor inside a sequence (cat); the
 // strides of a tensor so changed are re-derived over the symbols in its memory order (dense
 // tensors only).
 void make_symbolic(Operands& operands, const nb::list& symbolic) {
@@ -141,7 +141,7 @@ void make_symbolic(Operands& operands, const nb::list& symbolic) {
       throw std::invalid_argument("symbolic: no tensor dim " + std::to_string(dim) + " at argument " +
                                   std::to_string(arg));
     auto* t = const_cast<ir::TensorType*>(o->tensor);
-    t->sizes[dim] = sym::Expr::symbol(name);
+    t->sizes[dim] = sym::parse_expr(name);
     changed.insert(t);
   }
   for (ir::TensorType* t : changed) restride(*t);

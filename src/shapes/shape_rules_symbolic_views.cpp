@@ -15,6 +15,8 @@
 // depends on stride comparisons), getitem (the trace lowers basic subscripts: trace_subscript.cpp),
 // split and chunk along a symbolic dim.
 #include <algorithm>
+#include <functional>
+#include <deque>
 #include <map>
 #include <set>
 
@@ -137,6 +139,63 @@ bool all_monomials(const Exprs& xs) {
 }
 
 bool has_default_layout(const ir::TensorType& t) { return t.strides == ir::contiguous_strides(t.sizes); }
+
+// The call with every factor of its sizes, strides and int arguments that is not a symbol (a floor
+// division, a sum: the length after a conv front end, `(s1 + -10) // 5 + 1`, and the strides of its
+// slices) replaced by a fresh symbol, so that the monomial rules treat it as one opaque size; `rule`'s
+// answer then gets the originals back. Why it is exact: a product identity over independent atoms holds
+// for every value of them, so for the originals' values too; atoms the rule cannot relate (an atom and
+// an equal spelling of it) only make it decline.
+Result with_atoms(const Call& call, Result (*rule)(const Call&)) {
+  std::vector<std::pair<Expr, Expr>> atoms;  // original -> its symbol
+  sym::Replacements back;
+  std::function<Expr(const Expr&)> atomize = [&](const Expr& e) -> Expr {
+    if (e.is_constant() || e.kind() == sym::ExprKind::Symbol) return e;
+    if (e.kind() == sym::ExprKind::Mul) {
+      Expr p = 1;
+      for (const Expr& f : e.operands()) p = p * atomize(f);
+      return p;
+    }
+    // An atom times a constant, which the constructors distribute over its sum (`8*(f + 1)` is `8*f + 8`):
+    // a stride over an atomized size.
+    auto constant_term = [](const Expr& x) {
+      return x.kind() == sym::ExprKind::Add && x.operands().back().is_constant() ? x.operands().back().constant() : 0;
+    };
+    for (const auto& [original, atom] : atoms) {
+      if (original == e) return atom;
+      int64_t c0 = constant_term(original), c1 = constant_term(e);
+      if (c0 != 0 && c1 % c0 == 0 && Expr(c1 / c0) * original == e) return Expr(c1 / c0) * atom;
+    }
+    Expr atom = Expr::symbol("__atom" + std::to_string(atoms.size()));
+    atoms.emplace_back(e, atom);
+    back.emplace_back(atom.symbol_name(), e);
+    return atom;
+  };
+  std::deque<ir::TensorType> types;
+  std::function<Operand(const Operand&)> operand = [&](const Operand& o) {
+    Operand out = o;
+    if (o.tensor) {
+      ir::TensorType& t = types.emplace_back(*o.tensor);
+      for (auto* xs : {&t.sizes, &t.strides})
+        for (Expr& e : *xs) e = atomize(e);
+      out.tensor = &t;
+    }
+    if (const Expr* e = o.kind == Operand::Kind::Literal ? std::get_if<Expr>(&o.literal) : nullptr) out.literal = atomize(*e);
+    for (Operand& item : out.items) item = operand(item);
+    return out;
+  };
+  std::vector<Operand> args;
+  std::vector<std::pair<std::string, Operand>> kwargs;
+  for (const Operand& a : call.args) args.push_back(operand(a));
+  for (const auto& [k, v] : call.kwargs) kwargs.emplace_back(k, operand(v));
+  if (atoms.empty()) return rule(call);
+  Result r = rule(Call{call.op, args, kwargs, call.grad_enabled, call.default_dtype, call.facts});
+  if (!r) return r;
+  for (ir::TensorType& t : *r)
+    for (auto* xs : {&t.sizes, &t.strides})
+      for (Expr& e : *xs) e = sym::substitute(e, back);
+  return r;
+}
 
 // torch's is_contiguous(): strides as contiguous_strides gives them, size-1 dims ignored.
 bool is_contiguous(const ir::TensorType& t) {
@@ -560,8 +619,11 @@ Result infer_symbolic_view(const Call& call) {
       {ir::Op::Transpose, transpose}, {ir::Op::Unsqueeze, unsqueeze}, {ir::Op::Squeeze, squeeze},
       {ir::Op::Expand, expand},     {ir::Op::Flatten, flatten},       {ir::Op::Contiguous, contiguous},
       {ir::Op::Cat, cat},           {ir::Op::Split, split_chunk},     {ir::Op::Chunk, split_chunk}};
-  for (const auto& [op, rule] : kRules)
-    if (op == call.op) return rule(call);
+  for (const auto& [op, rule] : kRules) {
+    if (op != call.op) continue;
+    // Sizes that are floor divisions or sums are opaque factors to the rules that regroup sizes.
+    return op == ir::Op::View || op == ir::Op::Reshape || op == ir::Op::Flatten ? with_atoms(call, rule) : rule(call);
+  }
   return std::nullopt;
 }
 

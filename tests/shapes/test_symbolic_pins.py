@@ -213,3 +213,17 @@ def test_attention_over_broadcast_batch_dims(n):
     # Batch dims that do not broadcast: torch's error, from the meta kernel.
     assert shapes.infer_result_types("torch.nn.functional.scaled_dot_product_attention",
                                      (q, torch.empty(2, 3, n, 8, device="meta"), kv), {}, True, "float32") is None
+
+
+@pytest.mark.parametrize("n", [20, 33])
+def test_views_of_a_length_that_is_a_floor_division(n):
+    # wav2vec2's attention after its conv front end: `x.view(*x.shape[:-1], -1, head_dim)` with the length
+    # `(s0 + -10) // 5 + 1`; the view rules take such a factor as one opaque size.
+    length = "(s0 + -10) // 5 + 1"
+    t = (n - 10) // 5 + 1
+    x = torch.empty(2, t, 8, device="meta")
+    got = shapes.infer_result_types("view", (x, (2, "$" + length, -1, 4)), {}, True, "float32", [(0, 1, length)])
+    assert got is not None and got[0][1] == (2, length, 2, 4), got
+    assert evaluate(got, n) == meta_result(lambda a: a.view(2, t, -1, 4), x), got
+    got = shapes.infer_result_types("flatten", (x, 0, 1), {}, True, "float32", [(0, 1, length)])
+    assert got is not None and evaluate(got, n) == meta_result(lambda a: a.flatten(0, 1), x), got
