@@ -140,17 +140,24 @@ bool all_monomials(const Exprs& xs) {
 
 bool has_default_layout(const ir::TensorType& t) { return t.strides == ir::contiguous_strides(t.sizes); }
 
-// The call with every factor of its sizes, strides and int arguments that is not a symbol (a floor
-// division, a sum: the length after a conv front end, `(s1 + -10) // 5 + 1`, and the strides of its
-// slices) replaced by a fresh symbol, so that the monomial rules treat it as one opaque size; `rule`'s
+// The call with every factor of its sizes, strides and int arguments that holds a floor division (the
+// length after a conv front end, `(s1 + -10) // 5 + 1`, and the strides of its slices; also a mod, max
+// or min) replaced by a fresh symbol, so that the monomial rules treat it as one opaque size; `rule`'s
 // answer then gets the originals back. Why it is exact: a product identity over independent atoms holds
 // for every value of them, so for the originals' values too; atoms the rule cannot relate (an atom and
 // an equal spelling of it) only make it decline.
 Result with_atoms(const Call& call, Result (*rule)(const Call&)) {
   std::vector<std::pair<Expr, Expr>> atoms;  // original -> its symbol
   sym::Replacements back;
+  // Only factors with a floor division, mod, max or min: a polynomial factor (`4*s1 + 4`) keeps its spelling
+  // (the rules decline it, as the trace's types spell such products expanded).
+  std::function<bool(const Expr&)> opaque = [&](const Expr& e) {
+    sym::ExprKind k = e.kind();
+    if (k == sym::ExprKind::FloorDiv || k == sym::ExprKind::Mod || k == sym::ExprKind::Max || k == sym::ExprKind::Min) return true;
+    return std::any_of(e.operands().begin(), e.operands().end(), opaque);
+  };
   std::function<Expr(const Expr&)> atomize = [&](const Expr& e) -> Expr {
-    if (e.is_constant() || e.kind() == sym::ExprKind::Symbol) return e;
+    if (e.is_constant() || e.kind() == sym::ExprKind::Symbol || !opaque(e)) return e;
     if (e.kind() == sym::ExprKind::Mul) {
       Expr p = 1;
       for (const Expr& f : e.operands()) p = p * atomize(f);
