@@ -181,6 +181,7 @@ Result infer_layer_norm(const Call& call);
 Result infer_mm(const Call& call);
 Result infer_bmm(const Call& call);
 Result infer_addmm(const Call& call);
+Result add_matmul(const Call& call, bool batched);  // addmm, baddbmm
 Result infer_linear(const Call& call);
 Result infer_matmul(const Call& call);
 

@@ -253,16 +253,24 @@ Result infer_bmm(const Call& call) {
   return computed(call, *dt, {x->sizes[0], x->sizes[1], y->sizes[2]}, {&*x, &*y});
 }
 
-Result infer_addmm(const Call& call) {
+Result infer_addmm(const Call& call) { return add_matmul(call, false); }
+
+// addmm (2-d) and baddbmm (3-d: `alibi.baddbmm(batch1=q, batch2=k)`, BLOOM): the product's sizes, the
+// input broadcast to them, a contiguous result whatever the operands' layouts (checked against meta).
+Result add_matmul(const Call& call, bool batched) {
   // beta and alpha are keyword-only; more positionals is a deprecated overload.
-  auto b = bind(call, {"input", "mat1", "mat2", "*beta", "*alpha"});
+  auto b = batched ? bind(call, {"input|self", "batch1", "batch2", "*beta", "*alpha"})
+                   : bind(call, {"input", "mat1", "mat2", "*beta", "*alpha"});
   if (!b) return std::nullopt;
   auto bias = as_dense((*b)[0]);
   auto x = as_dense((*b)[1]);
   auto y = as_dense((*b)[2]);
-  if (!bias || !x || !y || x->dim() != 2 || y->dim() != 2 || x->sizes[1] != y->sizes[0] || bias->dim() > 2)
+  int64_t rank = batched ? 3 : 2;
+  if (!bias || !x || !y || x->dim() != rank || y->dim() != rank || x->sizes[rank - 1] != y->sizes[rank - 2] ||
+      bias->dim() > rank || (batched && x->sizes[0] != y->sizes[0]))
     return std::nullopt;
-  Sizes out{x->sizes[0], y->sizes[1]};
+  Sizes out{x->sizes[rank - 2], y->sizes[rank - 1]};
+  if (batched) out.insert(out.begin(), x->sizes[0]);
   if (broadcast(bias->sizes, out) != out) return std::nullopt;
   auto dt = matmul_dtype({&*bias, &*x, &*y});
   if (!dt || !scale_ok((*b)[3], *dt) || !scale_ok((*b)[4], *dt)) return std::nullopt;

@@ -158,6 +158,7 @@ Result tensor_type_as(const Call& call) {
 
 // ---- nn layers (shape_rules_nn.cpp) -------------------------------------------------------------
 
+Result baddbmm(const Call& call) { return add_matmul(call, true); }
 Result conv1d(const Call& call) { return infer_conv(call, 1); }
 Result conv2d(const Call& call) { return infer_conv(call, 2); }
 Result nll_loss(const Call& call) { return infer_nll_loss(call, false); }
@@ -208,6 +209,7 @@ constexpr TorchRule kTorchRules[] = {
     {"operator.mul", scalar_left<ir::Op::Mul>},
     {"operator.sub", scalar_left<ir::Op::Sub>},
     {"operator.truediv", scalar_left<ir::Op::Div>},
+    {"torch.Tensor.baddbmm", baddbmm},
     {"torch.Tensor.bfloat16", convert_to<ir::DType::BFloat16>},
     {"torch.Tensor.double", convert_to<ir::DType::Float64>},
     {"torch.Tensor.float", convert_to<ir::DType::Float32>},
@@ -221,6 +223,7 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.Tensor.std", std_rule},
     {"torch.Tensor.to", tensor_to},
     {"torch.Tensor.type_as", tensor_type_as},
+    {"torch.baddbmm", baddbmm},
     {"torch.conv1d", conv1d},
     {"torch.conv2d", conv2d},
     {"torch.max", elementwise_extreme<ir::Op::Maximum>},

@@ -227,3 +227,21 @@ def test_views_of_a_length_that_is_a_floor_division(n):
     assert evaluate(got, n) == meta_result(lambda a: a.view(2, t, -1, 4), x), got
     got = shapes.infer_result_types("flatten", (x, 0, 1), {}, True, "float32", [(0, 1, length)])
     assert got is not None and evaluate(got, n) == meta_result(lambda a: a.flatten(0, 1), x), got
+
+
+@pytest.mark.parametrize("n", [3, 9])
+def test_baddbmm(n):
+    # BLOOM's scores: `alibi.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=0.125)`, alibi [B*H, 1, T] broadcast to
+    # [B*H, T, T], k a transposed view.
+    alibi = torch.empty(8, 1, n, device="meta")
+    q = torch.empty(8, n, 4, device="meta")
+    k = torch.empty(8, n, 4, device="meta").transpose(1, 2)
+    kwargs = {"batch1": q, "batch2": k, "beta": 1.0, "alpha": 0.125}
+    got = shapes.infer_result_types("torch.Tensor.baddbmm", (alibi,), kwargs, True, "float32")
+    assert got is not None and got == meta_result(lambda a: a.baddbmm(**kwargs), alibi), got
+    got = shapes.infer_result_types("torch.baddbmm", (alibi, q, k), {}, True, "float32", [(0, 2), (1, 1), (2, 2)])
+    assert got is not None and got[0][1] == (8, "s0", "s0") and evaluate(got, n) == meta_result(torch.baddbmm, alibi, q, k)
+    # Batch sizes that differ, an input that would widen the result: torch's errors.
+    assert shapes.infer_result_types("torch.baddbmm", (alibi, q, k[:4]), {}, True, "float32") is None
+    assert shapes.infer_result_types("torch.baddbmm", (torch.empty(2, 8, 1, n, device="meta"), q, k), {}, True,
+                                     "float32") is None
