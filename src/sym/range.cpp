@@ -360,8 +360,12 @@ int monotone(const Expr& e, const std::string& name) {
     }
     case ExprKind::FloorDiv:
       return ops[1].is_constant() && ops[1].constant() > 0 ? monotone(ops[0], name) : 0;
-    default: return 0;
+    case ExprKind::Mod:
+    case ExprKind::Max:
+    case ExprKind::Min:
+      return 0;
   }
+  return 0;
 }
 
 }  // namespace

@@ -342,7 +342,8 @@ class Trace {
   // of them pinned to their hints (first by count, then in order of appearance), and those
   // symbols specialized with `why`; nullopt when even pinning all of them does not help. Why:
   // one size a rule needs constant (`F.linear`'s in_features against its weight, layer_norm's
-  // normalized_shape, conv's channels) must not make the batch static too.
+  // normalized_shape) must not make the batch static too. (conv's channels: its size formula's
+  // assumption, symbolic_result_shapes.)
   std::optional<std::vector<ir::TensorType>> rule_types_pinning_fewest(ir::Op op, const std::string& name,
                                                                        const std::vector<VarRef>& args,
                                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs,
