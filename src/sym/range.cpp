@@ -397,9 +397,14 @@ bool narrow_range(const Rel& holds, SymbolInfo& symbol) {
     symbol.min = hi;
     return true;
   }
-  // d grows with the symbol: true up to some value; the greatest one in [hint, max].
-  int64_t lo = symbol.hint, hi = symbol.max;
-  if (true_at(hi)) return false;
+  // d grows with the symbol: true up to some value; the greatest one in [hint, max], bracketed by doubling
+  // from the hint (an unbounded max would overflow d's evaluation).
+  int64_t lo = symbol.hint, hi = symbol.hint;
+  while (true_at(hi)) {
+    if (hi == symbol.max) return false;
+    lo = hi;
+    hi = hi > symbol.max - hi ? symbol.max : 2 * std::max<int64_t>(hi, 1);
+  }
   while (hi - lo > 1) {  // true_at(lo), !true_at(hi)
     int64_t mid = lo + (hi - lo) / 2;
     (true_at(mid) ? lo : hi) = mid;
