@@ -333,11 +333,14 @@ class Trace {
                                             const sym::Replacements& pins, std::deque<ir::TensorType>& storage);
   // The symbolic result sizes of a call: the size formulas of src/shapes (shapes::infer_result_sizes:
   // conv, torch.max/min's reduction forms, advanced getitem; their assumptions made to hold by
-  // ShapeEnv::evaluate, a guard each where the symbols' facts do not decide them), else the trace's
-  // own factory shapes (symbolic_factory_shape). One type per result, or one for every result; sizes
-  // and contiguous strides, which the meta kernel's at the traced values must agree with.
+  // ShapeEnv::evaluate, a guard each where the symbols' facts do not decide them) where `formulas`, else
+  // the trace's own factory shapes (symbolic_factory_shape) where `factories`. One type per result, or
+  // one for every result; sizes and contiguous strides, which the meta kernel's at the traced values
+  // must agree with. record_call asks the formulas before the fewest-pins search (which would pin conv's
+  // spatial sizes), the factories after it.
   std::optional<std::vector<ir::TensorType>> symbolic_result_shapes(const std::string& name, const std::vector<VarRef>& args,
-                                                                    const std::vector<std::pair<std::string, VarRef>>& kwargs);
+                                                                    const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                                    bool formulas, bool factories);
   // When no rule answers with every symbol of a call symbolic: the rule's answer with the fewest
   // of them pinned to their hints (first by count, then in order of appearance), and those
   // symbols specialized with `why`; nullopt when even pinning all of them does not help. Why:

@@ -294,14 +294,16 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
 }
 
 std::optional<std::vector<ir::TensorType>> Trace::symbolic_result_shapes(
-    const std::string& name, const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs) {
+    const std::string& name, const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
+    bool formulas, bool factories) {
   std::deque<ir::TensorType> resolved;
   shapes::Assumptions assumed;
   std::optional<std::vector<std::vector<sym::Expr>>> sizes;
-  if (std::optional<RuleOperands> o = rule_operands(args, kwargs, {}, resolved))
-    sizes = shapes::infer_result_sizes(name, o->args, o->kwargs, assumed, &shapes.all_symbols());
+  if (formulas)
+    if (std::optional<RuleOperands> o = rule_operands(args, kwargs, {}, resolved))
+      sizes = shapes::infer_result_sizes(name, o->args, o->kwargs, assumed, &shapes.all_symbols());
   if (!sizes) {
-    std::optional<ir::TensorType> t = symbolic_factory_shape(name, args, kwargs);
+    std::optional<ir::TensorType> t = factories ? symbolic_factory_shape(name, args, kwargs) : std::nullopt;
     if (!t) return std::nullopt;
     return std::vector<ir::TensorType>{std::move(*t)};
   }
@@ -363,7 +365,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   std::optional<std::vector<ir::TensorType>> ruled;
   // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
   std::optional<std::vector<ir::TensorType>> factory_shape;
-  bool factory_tried = false;
+  bool formulas_tried = false;
   // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
   // is symbolic: only a shape rule answers then.
   bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
@@ -378,10 +380,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     ir::Op rule_op = core_rule ? kind.op : ir::Op::TorchCall;
     ruled = rule_types(rule_op, name, args, kwargs);
     // A size formula (conv's floor divisions, which the rules' stand-ins cannot read back) keeps the sizes
-    // symbolic where pinning would make them static.
+    // symbolic where pinning would make them static; the factories come after pinning, as before.
     if (!ruled && symbolic_args) {
-      factory_tried = true;
-      factory_shape = symbolic_result_shapes(name, args, kwargs);
+      formulas_tried = true;
+      factory_shape = symbolic_result_shapes(name, args, kwargs, true, false);
     }
     if (!ruled && symbolic_args && !factory_shape)
       ruled = rule_types_pinning_fewest(rule_op, name, args, kwargs,
@@ -392,7 +394,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       return record_typed(rule_op, name, callable, args, kwargs, std::move(*types));
     }
   }
-  if (symbolic_args && !ruled && !factory_tried) factory_shape = symbolic_result_shapes(name, args, kwargs);
+  if (symbolic_args && !ruled && !factory_shape) factory_shape = symbolic_result_shapes(name, args, kwargs, !formulas_tried, true);
   if (symbolic_args && !ruled && !factory_shape && kind.kind != CallableKind::Query) {
     // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
     // values alone. So the symbols this call sees become static (guarded) first.
