@@ -58,6 +58,14 @@ void bind_ir(nb::module_& m) {
   m.def("sym_statically_known",
         [](std::string_view text, const std::vector<std::string>& symbols) { return sym::statically_known(sym::parse_rel(text), parse_symbols(symbols)); },
         nb::arg("text"), nb::arg("symbols"), "True/False when the relation is decided for every allowed value, else None.");
+  m.def("sym_narrow_range",
+        [](std::string_view rel, const std::string& symbol) {
+          sym::SymbolInfo s = sym::parse_symbol(symbol);
+          sym::narrow_range(sym::parse_rel(rel), s);
+          return sym::print_symbol(s);
+        },
+        nb::arg("rel"), nb::arg("symbol"),
+        "The symbol's line after narrowing its range by the relation (true at its hint), as a guard over it does.");
   m.def("sym_multiple_of",
         [](std::string_view text, int64_t k, const std::vector<std::string>& symbols) {
           return sym::statically_known_multiple_of(sym::parse_expr(text), k, parse_symbols(symbols));

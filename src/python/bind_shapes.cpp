@@ -1,6 +1,6 @@
 // Bindings of the shape rules (src/shapes/shape_rules.h), for tests and measurements:
 // ember._C.shapes.infer_result_types(op_name, args, kwargs, grad_enabled, default_dtype[, symbolic]),
-// ember._C.shapes.time_rule(..., repeat), torch_call_rule_names() and check_node_types(graph); op_name is a core op's name or
+// ember._C.shapes.infer_result_sizes(name, args, kwargs[, symbolic]), time_rule(..., repeat), torch_call_rule_names() and check_node_types(graph); op_name is a core op's name or
 // the qualified name of a torch callable with a rule. Tensors (real or meta) are read into TensorTypes;
 // tuples and lists become sequence operands; constants become the literals a graph node would
 // hold (complex numbers, which no literal spells, complex operands; anything else opaque). A result is None or a list of (dtype, sizes, strides, requires_grad, device).
@@ -121,41 +121,66 @@ void restride(ir::TensorType& t) {
   }
 }
 
+// `symbolic`: (argument position, dim[, name]) entries whose size becomes a symbol (s0 unless
+// named; a name may be an expression over symbols, "(s0 + -10) // 5 + 1"), or (argument position, item, name, dim) for a tensor inside a sequence (cat); the
+// strides of a tensor so changed are re-derived over the symbols in its memory order (dense
+// tensors only).
+void make_symbolic(Operands& operands, const nb::list& symbolic) {
+  std::set<ir::TensorType*> changed;
+  for (nb::handle h : symbolic) {
+    nb::tuple entry = nb::cast<nb::tuple>(h);
+    size_t arg = nb::cast<size_t>(entry[0]), dim = nb::cast<size_t>(entry[1]);
+    std::string name = entry.size() > 2 ? nb::cast<std::string>(entry[2]) : "s0";
+    const shapes::Operand* o = arg < operands.args.size() ? &operands.args[arg] : nullptr;
+    if (o && o->kind == shapes::Operand::Kind::Sequence && entry.size() > 3) {  // (arg, item, name, dim)
+      size_t item = dim;
+      dim = nb::cast<size_t>(entry[3]);
+      o = item < o->items.size() ? &o->items[item] : nullptr;
+    }
+    if (!o || !o->tensor || dim >= o->tensor->sizes.size())
+      throw std::invalid_argument("symbolic: no tensor dim " + std::to_string(dim) + " at argument " +
+                                  std::to_string(arg));
+    auto* t = const_cast<ir::TensorType*>(o->tensor);
+    t->sizes[dim] = sym::parse_expr(name);
+    changed.insert(t);
+  }
+  for (ir::TensorType* t : changed) restride(*t);
+}
+
 }  // namespace
 
 void bind_shapes(nb::module_& m) {
-  // `symbolic`: (argument position, dim[, name]) entries whose size becomes a symbol (s0 unless
-  // named), or (argument position, item, name, dim) for a tensor inside a sequence (cat); the
-  // strides of a tensor so changed are re-derived over the symbols in its memory order (dense
-  // tensors only). A string "$expr" is a symbolic int argument.
+  // `symbolic`: see make_symbolic. A string "$expr" is a symbolic int argument.
   m.def(
       "infer_result_types",
       [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled, const std::string& default_dtype,
          nb::list symbolic) {
         Operands operands(args, kwargs);
-        std::set<ir::TensorType*> changed;
-        for (nb::handle h : symbolic) {
-          nb::tuple entry = nb::cast<nb::tuple>(h);
-          size_t arg = nb::cast<size_t>(entry[0]), dim = nb::cast<size_t>(entry[1]);
-          std::string name = entry.size() > 2 ? nb::cast<std::string>(entry[2]) : "s0";
-          const shapes::Operand* o = arg < operands.args.size() ? &operands.args[arg] : nullptr;
-          if (o && o->kind == shapes::Operand::Kind::Sequence && entry.size() > 3) {  // (arg, item, name, dim)
-            size_t item = dim;
-            dim = nb::cast<size_t>(entry[3]);
-            o = item < o->items.size() ? &o->items[item] : nullptr;
-          }
-          if (!o || !o->tensor || dim >= o->tensor->sizes.size())
-            throw std::invalid_argument("symbolic: no tensor dim " + std::to_string(dim) + " at argument " +
-                                        std::to_string(arg));
-          auto* t = const_cast<ir::TensorType*>(o->tensor);
-          t->sizes[dim] = sym::Expr::symbol(name);
-          changed.insert(t);
-        }
-        for (ir::TensorType* t : changed) restride(*t);
+        make_symbolic(operands, symbolic);
         return to_python(infer(op, operands, grad_enabled, dtype_named(default_dtype)));
       },
       nb::arg("op"), nb::arg("args"), nb::arg("kwargs"), nb::arg("grad_enabled"), nb::arg("default_dtype"),
       nb::arg("symbolic") = nb::list());
+  // shapes::infer_result_sizes: None, or (one size list per result, the assumptions as "relation" or
+  // "relation: why"); `symbolic` as above.
+  m.def(
+      "infer_result_sizes",
+      [](const std::string& name, nb::tuple args, nb::dict kwargs, nb::list symbolic) -> nb::object {
+        Operands operands(args, kwargs);
+        make_symbolic(operands, symbolic);
+        shapes::Assumptions assumed;
+        auto sizes = shapes::infer_result_sizes(name, operands.args, operands.kwargs, assumed);
+        if (!sizes) return nb::none();
+        nb::list lists, relations;
+        for (const auto& xs : *sizes) {
+          nb::list l;
+          for (const sym::Expr& e : xs) l.append(e.is_constant() ? nb::cast(e.constant()) : nb::cast(e.str()));
+          lists.append(nb::tuple(l));
+        }
+        for (const shapes::Assumption& a : assumed) relations.append(a.why.empty() ? a.rel.str() : a.rel.str() + ": " + a.why);
+        return nb::make_tuple(lists, relations);
+      },
+      nb::arg("name"), nb::arg("args"), nb::arg("kwargs"), nb::arg("symbolic") = nb::list());
   // Seconds per call of the rule alone (operands converted once, outside the timing).
   m.def("time_rule", [](const std::string& op, nb::tuple args, nb::dict kwargs, bool grad_enabled,
                         const std::string& default_dtype, int repeat) {

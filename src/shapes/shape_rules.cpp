@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "shapes/shape_rules_internal.h"
 
@@ -101,12 +102,13 @@ std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::
 
 
 std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<Operand>& args,
-    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype,
+    const sym::Symbols* facts) {
   using namespace rules;
   // torch.set_default_dtype accepts only floating dtypes; the rules are checked for these two.
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
-  if (has_symbolic_tensor(args, kwargs)) return infer_symbolic(op, args, kwargs, grad_enabled, default_dtype);
-  Call call{op, args, kwargs, grad_enabled, default_dtype};
+  if (has_symbolic_tensor(args, kwargs)) return infer_symbolic(op, args, kwargs, grad_enabled, default_dtype, facts);
+  Call call{op, args, kwargs, grad_enabled, default_dtype, facts};
   // Every op of ops.def is listed: a new op is a compile warning here until it has a rule or is
   // declared to have none.
   switch (op) {
@@ -514,6 +516,28 @@ bool scalar_fits(const Operand* p, ir::DType dt) {
 // ---- Layout -----------------------------------------------------------------------------------
 
 Sizes contiguous_strides(const Sizes& sizes) { return ir::contiguous_strides(sizes); }
+
+sym::Symbols facts_of(const std::set<std::string>& names, const sym::Symbols* facts, int64_t least) {
+  sym::Symbols out;
+  for (const std::string& name : names) {
+    auto known = facts ? std::find_if(facts->begin(), facts->end(), [&](const sym::SymbolInfo& f) { return f.name == name; })
+                       : sym::Symbols::const_iterator{};
+    out.push_back(facts && known != facts->end() ? *known : sym::SymbolInfo{name, least, least});
+  }
+  return out;
+}
+
+bool holds_or_assumed(const sym::Rel& rel, Assumptions* assumed, const sym::Symbols* facts, const std::string& why) {
+  std::set<std::string> names;
+  sym::free_symbols(rel.lhs, names);
+  sym::free_symbols(rel.rhs, names);
+  sym::Symbols symbols = facts_of(names, facts, 1);
+  std::optional<bool> known = sym::statically_known(rel, symbols);
+  if (known) return *known;
+  if (!assumed) return false;
+  assumed->push_back(Assumption{rel, why});
+  return true;
+}
 
 bool has_default_strides(const Dense& t) { return t.strides == contiguous_strides(t.sizes); }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "sym/relation.h"
 
 namespace ember::shapes {
 
@@ -86,8 +87,13 @@ std::vector<std::pair<std::string, Operand>> operands_of(const std::vector<std::
 // Tensor method accepts are read as that method's: several ints after the tensor
 // (x.reshape(2, 3), x.permute(1, 0)) are the sizes, although torch.reshape / torch.permute would
 // refuse them with a TypeError.
+//
+// `facts`: the symbols' ranges where the caller knows them (the trace's, narrowed by its guards), for
+// the questions a rule asks about symbolic strides and sizes; without them a symbol is taken as >= 2
+// (>= 1 for the size formulas' relations).
 std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const std::vector<Operand>& args,
-    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype);
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype,
+    const sym::Symbols* facts = nullptr);
 
 // The same for a call of a torch callable that is not a core op (a `torch` node), named by its
 // qualified name as python/ember/ops.py's qualname() gives it ("torch.nn.functional.rms_norm",
@@ -95,7 +101,33 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
 // a rule give std::nullopt. docs/shape-rules.md lists them.
 std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
     std::string_view qualified_name, const std::vector<Operand>& args,
-    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype);
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype,
+    const sym::Symbols* facts = nullptr);
+// A relation among symbolic sizes that a formula's answer holds under and that the symbols' facts
+// alone do not decide (the rules see no ranges: each symbol is taken as >= 1): conv's kernel within its
+// padded input, its input's channels equal to its weight's, a list index within a symbolic dim. `why`
+// says what needs it ("needs its input's channels static"), for the guard's reason; empty: the
+// relation's own text serves.
+struct Assumption {
+  sym::Rel rel;
+  std::string why;
+};
+using Assumptions = std::vector<Assumption>;
+
+// The result sizes of torch calls whose sizes are arithmetic on their operands' sizes (torch.conv1d and
+// torch.conv2d: floor divisions, which the stand-ins of the symbolic rules cannot read back), or whose
+// result form only torch's kernel gives (torch.max / torch.min and their Tensor methods' reduction
+// forms: a named tuple; operator.getitem with advanced indices: int tensors and lists of ints, beside
+// full slices and one Ellipsis), over constant or symbolic sizes: one size list per result (one list
+// where every result has those sizes). Sizes only: the caller takes dtypes, layouts and the result form
+// from the meta kernel at the traced sizes and must check that those agree (the trace specializes where
+// they do not: a layout that is not the contiguous one over these sizes), and must make each relation
+// appended to `assumed` hold (a guard) or drop the answer. nullopt: no formula for this call.
+std::optional<std::vector<std::vector<sym::Expr>>> infer_result_sizes(
+    std::string_view qualified_name, const std::vector<Operand>& args,
+    const std::vector<std::pair<std::string, Operand>>& kwargs, Assumptions& assumed,
+    const sym::Symbols* facts = nullptr);
+
 // Whether infer_torch_call_types has a rule for the callable (so callers skip building operands
 // for the others), and the names that have one, in order.
 bool has_torch_call_rule(std::string_view qualified_name);

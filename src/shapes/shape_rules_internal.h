@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Call {
   const std::vector<std::pair<std::string, Operand>>& kwargs;
   bool grad_enabled;
   ir::DType default_dtype;
+  const sym::Symbols* facts = nullptr;  // the symbols' ranges, where known (shape_rules.h)
 };
 
 // ---- Binding operands to parameters ----------------------------------------------------------
@@ -157,10 +159,18 @@ Result infer_clamp(const Call& call);
 // The strides TensorIterator gives a pointwise result of shape `out` over `tensors`, in the
 // cases the rules model (see the file comment), else nullopt. `result_dtype`: the result's
 // dtype where the caller knows it (the general ordering case needs operands of that dtype, but
-// for `unconverted`: where's condition, which torch reads as it is).
+// for `unconverted`: where's condition, which torch reads as it is). `general_path`: what
+// general_layout_path says of the op and all its tensor operands (0-d ones included); it admits
+// size-1 output dims to the general ordering case.
 std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
                                        std::optional<ir::DType> result_dtype = std::nullopt,
-                                       const Dense* unconverted = nullptr);
+                                       const Dense* unconverted = nullptr, bool general_path = false);
+// Whether TensorIterator surely lays `op`'s result `out` over `tensors` out by its general path (no
+// fast setup copies an operand's layout: a 0-d operand, a size-1 dim broadcast to a larger one, or an
+// operand that is not non-overlapping and dense), with every other operand of the output's rank, and
+// op's meta kernel lays size-1 dims out as TensorIterator does (not gelu's and clamp's, nor any op's in
+// float16 and bfloat16: Python).
+bool general_layout_path(ir::Op op, const Sizes& out, const std::vector<const Dense*>& tensors);
 
 // shape_rules_reduce.cpp: reductions, normalizations, matmuls
 Result infer_sum_mean(const Call& call);
@@ -171,6 +181,7 @@ Result infer_layer_norm(const Call& call);
 Result infer_mm(const Call& call);
 Result infer_bmm(const Call& call);
 Result infer_addmm(const Call& call);
+Result add_matmul(const Call& call, bool batched);  // addmm, baddbmm
 Result infer_linear(const Call& call);
 Result infer_matmul(const Call& call);
 
@@ -200,19 +211,35 @@ Result infer_philox_rand(const Call& call);  // f32 of the given sizes, on the s
 bool has_symbolic_tensor(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs);
 Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
                       const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
-                      ir::DType default_dtype);
+                      ir::DType default_dtype, const sym::Symbols* facts);
 // The torch-call rules (shape_rules_torch.cpp) by the same stand-ins; conv and other rules whose
 // sizes are arithmetic on sizes decline.
 Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vector<Operand>& args,
                                  const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
-                                 ir::DType default_dtype);
+                                 ir::DType default_dtype, const sym::Symbols* facts);
 // shape_rules_symbolic_views.cpp: view ops, contiguous and cat over symbolic sizes, directly.
 Result infer_symbolic_view(const Call& call);
 // Tensor.repeat, over sizes constant or symbolic (a torch-call rule that reads sizes as expressions).
 Result infer_repeat(const Call& call);
 
+// ---- Size formulas (infer_result_sizes) -------------------------------------------------------
+
+using SizeLists = std::vector<std::vector<sym::Expr>>;
+// Whether `rel` holds for every value of its symbols (each >= 1; constants are evaluated). Where it may
+// fail for some: appended to `assumed` (true) when given, else false; false too where it never holds.
+// The facts of the symbols `names`: their ranges from `facts` where given, else [least, inf].
+sym::Symbols facts_of(const std::set<std::string>& names, const sym::Symbols* facts, int64_t least);
+// `facts`: the symbols' ranges where known (a symbol not among them is taken as >= 1).
+bool holds_or_assumed(const sym::Rel& rel, Assumptions* assumed, const sym::Symbols* facts, const std::string& why = "");
+
 // shape_rules_nn.cpp: torch calls of neural-network layers (not core ops), by qualified name
 Result infer_conv(const Call& call, int spatial_dims);  // conv1d, conv2d
+// conv's result sizes over constant or symbolic input sizes (the weight's constant).
+std::optional<SizeLists> conv_sizes(const Call& call, int spatial_dims, Assumptions* assumed);
+// shape_rules_reduce.cpp: torch.max / torch.min's reduction forms (values and indices, or one 0-d value).
+std::optional<SizeLists> extreme_reduction_sizes(const Call& call);
+// shape_rules_symbolic_views.cpp: a subscript with advanced indices (int tensors, lists of ints).
+std::optional<SizeLists> advanced_index_sizes(const Call& call, Assumptions* assumed);
 Result infer_batch_norm(const Call& call);
 Result infer_group_norm(const Call& call);
 Result infer_rms_norm(const Call& call);

@@ -58,57 +58,94 @@ std::optional<Sizes> conv_param(const Operand* p, size_t n, int64_t fallback, in
 
 }  // namespace
 
+namespace {
+
+// conv's arguments after input and weight: stride, dilation and groups; padding as ints, or "valid"
+// (none) or "same" (the output keeps the input's size; stride 1 only).
+struct ConvParams {
+  Sizes stride, padding, dilation;
+  int64_t groups = 1;
+  bool same = false;
+};
+
+std::optional<ConvParams> conv_params(const Bound& b, size_t n) {
+  ConvParams p;
+  auto stride = conv_param(b[3], n, 1, 1);
+  auto dilation = conv_param(b[5], n, 1, 1);
+  auto groups = b[6] ? as_int(b[6]) : std::optional<int64_t>(1);
+  if (!stride || !dilation || !groups || *groups < 1) return std::nullopt;
+  p.stride = *stride;
+  p.dilation = *dilation;
+  p.groups = *groups;
+  p.same = is_string(b[4], "same");
+  if (p.same) {
+    if (std::any_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s != 1; })) return std::nullopt;
+    p.padding = Sizes(n, 0);
+  } else if (is_string(b[4], "valid")) {
+    p.padding = Sizes(n, 0);
+  } else {
+    auto padding = conv_param(b[4], n, 0, 0);
+    if (!padding) return std::nullopt;
+    p.padding = *padding;
+  }
+  return p;
+}
+
+}  // namespace
+
+// The sizes: (batch,) out_channels, then each spatial size `(in + 2*padding - extent) // stride + 1`
+// where `extent <= in + 2*padding` (torch refuses a kernel larger than its padded input), extent
+// being the kernel's reach `dilation*(k - 1) + 1`. The input's channels must be the weight's times the
+// groups. Over symbolic input sizes those two are relations (assumed, for the caller to guard: the
+// channels' one pins a symbolic channel count); the weight's sizes must be constants.
+std::optional<SizeLists> conv_sizes(const Call& call, int spatial_dims, Assumptions* assumed) {
+  auto b = bind(call, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"});
+  if (!b || !(*b)[0] || !(*b)[0]->tensor) return std::nullopt;
+  const ir::TensorType& x = *(*b)[0]->tensor;
+  auto w = as_dense((*b)[1]);
+  size_t n = static_cast<size_t>(spatial_dims);
+  if (!w || w->dim() != spatial_dims + 2 || (x.sizes.size() != n + 2 && x.sizes.size() != n + 1)) return std::nullopt;
+  auto p = conv_params(*b, n);
+  if (!p) return std::nullopt;
+  size_t first_spatial = x.sizes.size() - n;
+  int64_t out_channels = w->sizes[0];
+  if (out_channels % p->groups != 0 ||
+      !holds_or_assumed(sym::Rel{x.sizes[first_spatial - 1], sym::RelOp::Eq, sym::Expr(w->sizes[1] * p->groups)}, assumed, call.facts,
+                        "needs its input's channels static"))
+    return std::nullopt;
+  std::vector<sym::Expr> out;
+  if (x.sizes.size() == n + 2) out.push_back(x.sizes[0]);
+  out.push_back(out_channels);
+  for (size_t i = 0; i < n; ++i) {
+    const sym::Expr& in = x.sizes[first_spatial + i];
+    if (p->same) {
+      out.push_back(in);
+      continue;
+    }
+    sym::Expr extent(p->dilation[i] * (w->sizes[2 + i] - 1) + 1), padded = in + 2 * p->padding[i];
+    if (!holds_or_assumed(sym::Rel{extent, sym::RelOp::Le, padded}, assumed, call.facts)) return std::nullopt;
+    out.push_back(floordiv(padded - extent, sym::Expr(p->stride[i])) + 1);
+  }
+  return SizeLists{std::move(out)};
+}
+
 Result infer_conv(const Call& call, int spatial_dims) {
   auto b = bind(call, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"});
   if (!b) return std::nullopt;
   auto x = as_dense((*b)[0]);
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
-  if (w->dim() != spatial_dims + 2 || (x->dim() != spatial_dims + 2 && x->dim() != spatial_dims + 1)) return std::nullopt;
   const bool channels_last = spatial_dims == 2 && x->dim() == 4 && x->device && x->device->type == "cpu" &&
                              suggests_channels_last(*x) && x->strides == channels_last_strides(x->sizes);
   if ((!has_default_strides(*x) && !channels_last) || !has_default_strides(*w) || has_zero(x->sizes) ||
       has_zero(w->sizes))
     return std::nullopt;
-  bool batched = x->dim() == spatial_dims + 2;
-  size_t n = static_cast<size_t>(spatial_dims);
-  auto stride = conv_param((*b)[3], n, 1, 1);
-  auto dilation = conv_param((*b)[5], n, 1, 1);
-  auto groups = (*b)[6] ? as_int((*b)[6]) : std::optional<int64_t>(1);
-  if (!stride || !dilation || !groups || *groups < 1) return std::nullopt;
-  // padding: ints, or "valid" (none) or "same" (the output keeps the input's size; stride 1 only).
-  bool same = is_string((*b)[4], "same");
-  std::optional<Sizes> padding;
-  if (same) {
-    if (std::any_of(stride->begin(), stride->end(), [](int64_t s) { return s != 1; })) return std::nullopt;
-    padding = Sizes(n, 0);
-  } else if (is_string((*b)[4], "valid")) {
-    padding = Sizes(n, 0);
-  } else {
-    padding = conv_param((*b)[4], n, 0, 0);
-  }
-  if (!padding) return std::nullopt;
-  size_t first_spatial = batched ? 2 : 1;
-  int64_t channels = x->sizes[first_spatial - 1];
-  int64_t out_channels = w->sizes[0];
-  if (channels % *groups != 0 || out_channels % *groups != 0 || w->sizes[1] * *groups != channels)
-    return std::nullopt;
-  auto bias = vector_param((*b)[2], out_channels);
-  if (!bias || (*bias && (*bias)->dtype != x->dtype)) return std::nullopt;
+  std::optional<SizeLists> sizes = conv_sizes(call, spatial_dims, nullptr);
+  if (!sizes) return std::nullopt;
   Sizes out;
-  if (batched) out.push_back(x->sizes[0]);
-  out.push_back(out_channels);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t in = x->sizes[first_spatial + i];
-    int64_t extent = (*dilation)[i] * (w->sizes[2 + i] - 1) + 1;  // the kernel's reach
-    if (same) {
-      out.push_back(in);
-      continue;
-    }
-    int64_t padded = in + 2 * (*padding)[i];
-    if (padded < extent) return std::nullopt;
-    out.push_back((padded - extent) / (*stride)[i] + 1);
-  }
+  for (const sym::Expr& e : sizes->front()) out.push_back(e.constant());
+  auto bias = vector_param((*b)[2], w->sizes[0]);
+  if (!bias || (*bias && (*bias)->dtype != x->dtype)) return std::nullopt;
   Result r = computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)});
   if (r && channels_last) {
     ir::TensorType& t = r->front();
@@ -207,11 +244,13 @@ Result infer_sdpa(const Call& call) {
   int64_t nd = q->dim();
   if (nd < 2 || k->dim() != nd || v->dim() != nd || has_zero(q->sizes) || has_zero(k->sizes) || has_zero(v->sizes))
     return std::nullopt;
-  // (batch..., L, E) x (batch..., S, E) x (batch..., S, Ev): one batch shape for all three.
+  // (batch..., L, E) x (batch..., S, E) x (batch..., S, Ev): the three batch shapes broadcast (a key and
+  // value of one head against the query's heads: Falcon's multi-query attention).
   size_t batch = static_cast<size_t>(nd - 2);
-  if (!std::equal(q->sizes.begin(), q->sizes.begin() + static_cast<int64_t>(batch), k->sizes.begin()) ||
-      !std::equal(q->sizes.begin(), q->sizes.begin() + static_cast<int64_t>(batch), v->sizes.begin()))
-    return std::nullopt;
+  auto batch_of = [&](const Dense& t) { return Sizes(t.sizes.begin(), t.sizes.begin() + static_cast<int64_t>(batch)); };
+  auto qk = broadcast(batch_of(*q), batch_of(*k));
+  auto batches = qk ? broadcast(*qk, batch_of(*v)) : std::nullopt;
+  if (!batches) return std::nullopt;
   int64_t E = q->sizes[batch + 1], S = k->sizes[batch], Ev = v->sizes[batch + 1];
   if (k->sizes[batch + 1] != E || v->sizes[batch] != S) return std::nullopt;
   auto dropout = (*b)[4] ? as_real((*b)[4]) : std::optional<double>(0.0);
@@ -225,11 +264,13 @@ Result infer_sdpa(const Call& call) {
     // shape without widening it; never together with is_causal.
     mask = as_dense((*b)[3]);
     if (!mask || *causal || (mask->dtype != ir::DType::Bool && mask->dtype != q->dtype)) return std::nullopt;
-    Sizes scores(q->sizes.begin(), q->sizes.end() - 1);
+    Sizes scores = *batches;
+    scores.push_back(q->sizes[batch]);
     scores.push_back(S);
     if (mask->dim() > nd || broadcast(mask->sizes, scores) != scores) return std::nullopt;
   }
-  Sizes out(q->sizes.begin(), q->sizes.end() - 1);
+  Sizes out = *batches;
+  out.push_back(q->sizes[batch]);
   out.push_back(Ev);
   return computed(call, q->dtype, out, {&*q, &*k, &*v, mask && is_floating(mask->dtype) ? &*mask : nullptr});
 }

@@ -12,8 +12,8 @@
 // operand has the output's shape and the same nonzero strides, either decreasing from outer to
 // inner dims (a slice: the output has default strides) or distinct over dims of size > 1 (a
 // permutation: the output is dense in that dimension order); or, for results without size-1
-// dims over operands of the result's dtype, the dimension order TensorIterator computes
-// (ordered_strides). Anything else is nullopt.
+// dims (or with them, where TensorIterator takes its general path) over operands of the result's dtype, the
+// dimension order TensorIterator computes (ordered_strides). Anything else is nullopt.
 #include <algorithm>
 #include <numeric>
 
@@ -53,23 +53,34 @@ namespace {
 // Both broadcast the operands (stride 0 on broadcast dims), sort the dims from the innermost
 // by comparing, operand after operand, the strides of two dims (skipping an operand where
 // either is 0; equal strides put the smaller dim inside), and lay the output out densely in
-// that order. Size-1 output dims (whose strides the two kernels choose differently) and 0-d
-// operands (which floor_divide's meta kernel treats apart) are left out, and so are operands of
+// that order. Size-1 output dims (whose strides the two kernels choose differently, unless on
+// `general_path`: below) and 0-d operands (which floor_divide's meta kernel treats apart) are left out, and so are operands of
 // another dtype than the result's: the Python kernels first convert them, and the converted
 // copy has a layout of its own. Except `unconverted`: where's condition, which torch never converts
 // (checked against CPU and meta results over permuted and expanded conditions and operands, 0-d
 // and scalar operands included: the masks transformers builds, expanded bools).
+//
+// Size-1 output dims too on TensorIterator's `general_path` (general_layout_path: no fast setup then
+// copies an operand's strides): an operand's size-1 dim keeps its stride in the sort where the output's
+// dim is 1 too (0 where broadcast), and the output's size-1 dim gets the product of the sizes inside it
+// in the order found. The meta kernels agree (checked against CPU and meta results of add, sub, mul, div,
+// pow, maximum, eq, lt, atan2, fmod, remainder, hypot, logical_and, where and the unary ops but gelu,
+// over permuted operands with a size-1 dim broadcast, a 0-d operand, or slices, and over odd strides of
+// size-1 dims, `[1, 2]{1, 2}`; not in float16 and bfloat16, whose meta kernels are Python's). Served: T5's
+// `where(causal[1, 1, T, T], bias[1, H, T, T], min)`, BLOOM's `where(mask[B, 1, T, T], zeros(()), min)`,
+// Falcon's rotate_half of a one-head key `-k[..., 2:]`.
 std::optional<Sizes> ordered_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
-                                     std::optional<ir::DType> result_dtype, const Dense* unconverted) {
+                                     std::optional<ir::DType> result_dtype, const Dense* unconverted,
+                                     bool general_path) {
   size_t n = out.size();
-  if (!result_dtype || n == 0 || std::any_of(out.begin(), out.end(), [](int64_t s) { return s < 2; }))
+  if (!result_dtype || n == 0 || std::any_of(out.begin(), out.end(), [&](int64_t s) { return s < (general_path ? 1 : 2); }))
     return std::nullopt;
   std::vector<Sizes> strides;
   for (const Dense* t : tensors) {
     if (t->dim() == 0 || (t->dtype != *result_dtype && t != unconverted)) return std::nullopt;
     Sizes s(n, 0);
     size_t offset = n - t->sizes.size();
-    for (size_t i = 0; i < t->sizes.size(); ++i) s[offset + i] = t->sizes[i] == 1 ? 0 : t->strides[i];
+    for (size_t i = 0; i < t->sizes.size(); ++i) s[offset + i] = t->sizes[i] == 1 && out[offset + i] != 1 ? 0 : t->strides[i];
     strides.push_back(std::move(s));
   }
   // -1: dim a goes inside dim b; 1: outside; 0: no operand decides.
@@ -113,12 +124,29 @@ std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<c
 }  // namespace
 
 std::optional<Sizes> pointwise_strides(const Sizes& out, const std::vector<const Dense*>& tensors,
-                                       std::optional<ir::DType> result_dtype, const Dense* unconverted) {
+                                       std::optional<ir::DType> result_dtype, const Dense* unconverted,
+                                       bool general_path) {
   bool all_default = true;
   for (const Dense* t : tensors) all_default = all_default && has_default_strides(*t);
   if (all_default) return contiguous_strides(out);
   if (auto shared = shared_layout_strides(out, tensors)) return shared;
-  return ordered_strides(out, tensors, result_dtype, unconverted);
+  return ordered_strides(out, tensors, result_dtype, unconverted, general_path);
+}
+
+bool general_layout_path(ir::Op op, const Sizes& out, const std::vector<const Dense*>& tensors) {
+  if (op == ir::Op::Gelu || op == ir::Op::Clamp) return false;
+  bool general = false;
+  for (const Dense* t : tensors) {
+    if (t->dtype == ir::DType::Float16 || t->dtype == ir::DType::BFloat16) return false;  // Python meta kernels
+    if (t->dim() == 0) {
+      general = general || !out.empty();
+      continue;
+    }
+    if (t->sizes.size() != out.size()) return false;
+    general = general || !non_overlapping_and_dense(*t);
+    for (size_t d = 0; d < out.size(); ++d) general = general || (t->sizes[d] == 1 && out[d] != 1);
+  }
+  return general;
 }
 
 namespace {
@@ -202,7 +230,8 @@ Result pointwise_result(const Call& call, ir::DType dt, const std::vector<const 
   for (const Dense* t : tensors)
     if (composite || t->dim() != 0 || t->dtype != dt) laid.push_back(t);
   if (laid.empty()) laid = tensors;
-  auto strides = pointwise_strides(out, laid, composite ? std::nullopt : std::optional<ir::DType>(dt), unconverted);
+  auto strides = pointwise_strides(out, laid, composite ? std::nullopt : std::optional<ir::DType>(dt), unconverted,
+                                   !composite && general_layout_path(call.op, out, tensors));
   if (layout == Layout::Contiguous) {
     // Default strides; the meta kernel's strides of size-1 dims can differ when the inputs'
     // are not default themselves, so those cases are left to it.

@@ -92,6 +92,31 @@ Result infer_sum_mean(const Call& call) {
   return reduction_result(call, *x, *reduced, *keepdim, *out);
 }
 
+// torch.max(x) (one 0-d value) and torch.max(x, dim, keepdim=False) (values and indices, both of x's
+// sizes without dim, or with it 1); the elementwise form (a tensor `other`) is maximum's rule.
+std::optional<SizeLists> extreme_reduction_sizes(const Call& call) {
+  auto b = bind(call, {"input|self", "dim", "keepdim"});
+  if (!b || !(*b)[0] || !(*b)[0]->tensor) return std::nullopt;
+  const ir::TensorType& x = *(*b)[0]->tensor;
+  if (!(*b)[1]) {
+    if ((*b)[2]) return std::nullopt;
+    return SizeLists{{}};
+  }
+  auto dim = as_int((*b)[1]);
+  auto w = dim && !x.sizes.empty() ? wrap_dim(*dim, static_cast<int64_t>(x.sizes.size())) : std::nullopt;
+  auto keep = (*b)[2] ? as_bool((*b)[2]) : std::optional<bool>(false);
+  if (!w || !keep) return std::nullopt;
+  std::vector<sym::Expr> out;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    if (d != static_cast<size_t>(*w)) {
+      out.push_back(x.sizes[d]);
+    } else if (*keep) {
+      out.push_back(1);
+    }
+  }
+  return SizeLists{std::move(out)};
+}
+
 Result infer_amax_amin(const Call& call) {
   auto b = bind(call, {"input", "dim", "keepdim"});
   if (!b) return std::nullopt;
@@ -228,16 +253,24 @@ Result infer_bmm(const Call& call) {
   return computed(call, *dt, {x->sizes[0], x->sizes[1], y->sizes[2]}, {&*x, &*y});
 }
 
-Result infer_addmm(const Call& call) {
+Result infer_addmm(const Call& call) { return add_matmul(call, false); }
+
+// addmm (2-d) and baddbmm (3-d: `alibi.baddbmm(batch1=q, batch2=k)`, BLOOM): the product's sizes, the
+// input broadcast to them, a contiguous result whatever the operands' layouts (checked against meta).
+Result add_matmul(const Call& call, bool batched) {
   // beta and alpha are keyword-only; more positionals is a deprecated overload.
-  auto b = bind(call, {"input", "mat1", "mat2", "*beta", "*alpha"});
+  auto b = batched ? bind(call, {"input|self", "batch1", "batch2", "*beta", "*alpha"})
+                   : bind(call, {"input", "mat1", "mat2", "*beta", "*alpha"});
   if (!b) return std::nullopt;
   auto bias = as_dense((*b)[0]);
   auto x = as_dense((*b)[1]);
   auto y = as_dense((*b)[2]);
-  if (!bias || !x || !y || x->dim() != 2 || y->dim() != 2 || x->sizes[1] != y->sizes[0] || bias->dim() > 2)
+  int64_t rank = batched ? 3 : 2;
+  if (!bias || !x || !y || x->dim() != rank || y->dim() != rank || x->sizes[rank - 1] != y->sizes[rank - 2] ||
+      bias->dim() > rank || (batched && x->sizes[0] != y->sizes[0]))
     return std::nullopt;
-  Sizes out{x->sizes[0], y->sizes[1]};
+  Sizes out{x->sizes[rank - 2], y->sizes[rank - 1]};
+  if (batched) out.insert(out.begin(), x->sizes[0]);
   if (broadcast(bias->sizes, out) != out) return std::nullopt;
   auto dt = matmul_dtype({&*bias, &*x, &*y});
   if (!dt || !scale_ok((*b)[3], *dt) || !scale_ok((*b)[4], *dt)) return std::nullopt;

@@ -83,7 +83,7 @@ std::optional<std::vector<size_t>> dense_order(const ir::TensorType& t) {
 // (each >= 2), so that stand-ins substituted into the strides keep each comparison a rule makes
 // between them: a layout that is not dense (`x[..., 8:]` of a transposed tensor) but ordered.
 // Only where every symbolic size is a bare symbol (the stand-ins are then symbol values).
-bool ordered_layout(const ir::TensorType& t) {
+bool ordered_layout(const ir::TensorType& t, const sym::Symbols* facts) {
   std::set<std::string> names;
   for (const sym::Expr& e : t.sizes) {
     if (!e.is_constant() && e.kind() != sym::ExprKind::Symbol) return false;
@@ -92,8 +92,7 @@ bool ordered_layout(const ir::TensorType& t) {
   std::set<std::string> in_strides;  // the stand-ins give values to the sizes' symbols only
   for (const sym::Expr& e : t.strides) sym::free_symbols(e, in_strides);
   if (!std::includes(names.begin(), names.end(), in_strides.begin(), in_strides.end())) return false;
-  sym::Symbols symbols;
-  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  sym::Symbols symbols = facts_of(names, facts, 2);
   for (size_t a = 0; a < t.strides.size(); ++a)
     for (size_t b = a + 1; b < t.strides.size(); ++b)
       for (sym::RelOp op : {sym::RelOp::Lt, sym::RelOp::Eq, sym::RelOp::Le})
@@ -110,13 +109,12 @@ bool ordered_layout(const ir::TensorType& t) {
 // in the same order leads the rule to the same result layout. Equal strides would make the sizes
 // decide; a non-overlapping layout has none over dims of size > 1, and size-1 dims are left innermost
 // (nothing steps over them).
-std::optional<std::vector<size_t>> strict_order(const ir::TensorType& t) {
+std::optional<std::vector<size_t>> strict_order(const ir::TensorType& t, const sym::Symbols* facts) {
   if (t.strides.size() != t.sizes.size()) return std::nullopt;
   std::set<std::string> names;
   for (const auto* xs : {&t.sizes, &t.strides})
     for (const sym::Expr& e : *xs) sym::free_symbols(e, names);
-  sym::Symbols symbols;
-  for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
+  sym::Symbols symbols = facts_of(names, facts, 2);
   std::vector<size_t> order, rest;
   for (size_t d = 0; d < t.sizes.size(); ++d) {
     if (t.sizes[d] == sym::Expr(0) || (t.sizes[d] != sym::Expr(1) && t.strides[d] == sym::Expr(0))) return std::nullopt;
@@ -163,7 +161,8 @@ std::optional<std::vector<size_t>> constant_dense_order(const ir::TensorType& t)
 // operand keeps its order of strides; another (only where the rule reads no strides) gets default ones.
 class StandIn {
  public:
-  StandIn(const std::vector<sym::Expr>& atoms, const std::vector<int64_t>& values) {
+  StandIn(const std::vector<sym::Expr>& atoms, const std::vector<int64_t>& values, const sym::Symbols* facts)
+      : facts_(facts) {
     for (size_t i = 0; i < atoms.size(); ++i) {
       value_.emplace(atoms[i], values[i]);
       if (atoms[i].kind() == sym::ExprKind::Symbol) symbol_value_.emplace(atoms[i].str(), values[i]);
@@ -180,9 +179,9 @@ class StandIn {
       std::optional<std::vector<size_t>> order = dense_order(*o.tensor);
       if (order) {
         t.strides = strides_in_order(t.sizes, *order);
-      } else if (ordered_layout(*o.tensor)) {
+      } else if (ordered_layout(*o.tensor, facts_)) {
         for (sym::Expr& e : t.strides) e = sym::evaluate(e, symbol_value_);
-      } else if ((order = strict_order(*o.tensor))) {
+      } else if ((order = strict_order(*o.tensor, facts_))) {
         t.strides = strides_in_order(t.sizes, *order);
       } else {
         t.strides = ir::contiguous_strides(t.sizes);
@@ -197,6 +196,7 @@ class StandIn {
  private:
   std::map<sym::Expr, int64_t> value_;
   std::map<std::string, int64_t> symbol_value_;  // the atoms that are bare symbols
+  const sym::Symbols* facts_;
   std::deque<ir::TensorType> storage_;
 };
 
@@ -242,14 +242,14 @@ namespace {
 // Runs `rule` twice on stand-ins (see the file comment) and reads the result sizes back. `any_layout`:
 // the rule reads no strides; `ordered`: it reads only their order (an ordered_layout operand is served).
 Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::pair<std::string, Operand>>& kwargs,
-                      bool any_layout, bool ordered, const std::function<Result(const std::vector<Operand>&,
+                      bool any_layout, bool ordered, const sym::Symbols* facts, const std::function<Result(const std::vector<Operand>&,
                                                                   const std::vector<std::pair<std::string, Operand>>&)>& rule) {
   // The distinct symbolic sizes (atoms) and the constant sizes the stand-ins must avoid.
   std::vector<sym::Expr> atoms;
   std::set<int64_t> constants;
   bool default_layouts = true;
   auto scan = [&](const ir::TensorType& t) {
-    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && (ordered_layout(t) || strict_order(t))));
+    default_layouts = default_layouts && (dense_order(t).has_value() || (ordered && (ordered_layout(t, facts) || strict_order(t, facts))));
     for (const sym::Expr& s : t.sizes) {
       if (s.is_constant()) {
         constants.insert(s.constant());
@@ -273,7 +273,7 @@ Result with_stand_ins(const std::vector<Operand>& args, const std::vector<std::p
   Result runs[2];
   std::vector<int64_t>* stand_ins[2] = {&first, &second};
   for (int r = 0; r < 2; ++r) {
-    StandIn stand_in(atoms, *stand_ins[r]);
+    StandIn stand_in(atoms, *stand_ins[r], facts);
     std::vector<Operand> a;
     std::vector<std::pair<std::string, Operand>> kw;
     for (const Operand& o : args) a.push_back(stand_in.operand(o));
@@ -334,10 +334,10 @@ bool gather_sizes_hold(const Call& call) {
 
 Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
                       const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
-                      ir::DType default_dtype) {
+                      ir::DType default_dtype, const sym::Symbols* facts) {
   ir::OpFamily family = ir::op_info(op).family;
   if (family == ir::OpFamily::View || op == ir::Op::Contiguous || op == ir::Op::Cat)
-    return infer_symbolic_view(Call{op, args, kwargs, grad_enabled, default_dtype});
+    return infer_symbolic_view(Call{op, args, kwargs, grad_enabled, default_dtype, facts});
   bool stand_ins = family == ir::OpFamily::Pointwise || family == ir::OpFamily::Reduction ||
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
                    op == ir::Op::Embedding || op == ir::Op::Gather || op == ir::Op::IndexSelect ||
@@ -346,17 +346,17 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
   if (op == ir::Op::Gather && !gather_sizes_hold(Call{op, args, kwargs, grad_enabled, default_dtype})) return std::nullopt;
   // TensorIterator lays out a pointwise result from the order of its operands' strides alone.
   bool ordered = family == ir::OpFamily::Pointwise;
-  return with_stand_ins(args, kwargs, reads_no_strides(op), ordered, [&](const auto& a, const auto& kw) {
+  return with_stand_ins(args, kwargs, reads_no_strides(op), ordered, facts, [&](const auto& a, const auto& kw) {
     return infer_result_types(op, a, kw, grad_enabled, default_dtype);
   });
 }
 
 Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vector<Operand>& args,
                                  const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled,
-                                 ir::DType default_dtype) {
+                                 ir::DType default_dtype, const sym::Symbols* facts) {
   // Attention allocates its result contiguous whatever its operands' layouts (checked on meta tensors).
   bool any_layout = qualified_name == "torch.nn.functional.scaled_dot_product_attention";
-  return with_stand_ins(args, kwargs, any_layout, false, [&](const auto& a, const auto& kw) {
+  return with_stand_ins(args, kwargs, any_layout, false, facts, [&](const auto& a, const auto& kw) {
     return infer_torch_call_types(qualified_name, a, kw, grad_enabled, default_dtype);
   });
 }

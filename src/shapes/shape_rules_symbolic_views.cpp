@@ -15,6 +15,8 @@
 // depends on stride comparisons), getitem (the trace lowers basic subscripts: trace_subscript.cpp),
 // split and chunk along a symbolic dim.
 #include <algorithm>
+#include <functional>
+#include <deque>
 #include <map>
 #include <set>
 
@@ -137,6 +139,70 @@ bool all_monomials(const Exprs& xs) {
 }
 
 bool has_default_layout(const ir::TensorType& t) { return t.strides == ir::contiguous_strides(t.sizes); }
+
+// The call with every factor of its sizes, strides and int arguments that holds a floor division (the
+// length after a conv front end, `(s1 + -10) // 5 + 1`, and the strides of its slices; also a mod, max
+// or min) replaced by a fresh symbol, so that the monomial rules treat it as one opaque size; `rule`'s
+// answer then gets the originals back. Why it is exact: a product identity over independent atoms holds
+// for every value of them, so for the originals' values too; atoms the rule cannot relate (an atom and
+// an equal spelling of it) only make it decline.
+Result with_atoms(const Call& call, Result (*rule)(const Call&)) {
+  std::vector<std::pair<Expr, Expr>> atoms;  // original -> its symbol
+  sym::Replacements back;
+  // Only factors with a floor division, mod, max or min: a polynomial factor (`4*s1 + 4`) keeps its spelling
+  // (the rules decline it, as the trace's types spell such products expanded).
+  std::function<bool(const Expr&)> opaque = [&](const Expr& e) {
+    sym::ExprKind k = e.kind();
+    if (k == sym::ExprKind::FloorDiv || k == sym::ExprKind::Mod || k == sym::ExprKind::Max || k == sym::ExprKind::Min) return true;
+    return std::any_of(e.operands().begin(), e.operands().end(), opaque);
+  };
+  std::function<Expr(const Expr&)> atomize = [&](const Expr& e) -> Expr {
+    if (e.is_constant() || e.kind() == sym::ExprKind::Symbol || !opaque(e)) return e;
+    if (e.kind() == sym::ExprKind::Mul) {
+      Expr p = 1;
+      for (const Expr& f : e.operands()) p = p * atomize(f);
+      return p;
+    }
+    // An atom times a constant, which the constructors distribute over its sum (`8*(f + 1)` is `8*f + 8`):
+    // a stride over an atomized size.
+    auto constant_term = [](const Expr& x) {
+      return x.kind() == sym::ExprKind::Add && x.operands().back().is_constant() ? x.operands().back().constant() : 0;
+    };
+    for (const auto& [original, atom] : atoms) {
+      if (original == e) return atom;
+      int64_t c0 = constant_term(original), c1 = constant_term(e);
+      if (c0 != 0 && c1 % c0 == 0 && Expr(c1 / c0) * original == e) return Expr(c1 / c0) * atom;
+    }
+    Expr atom = Expr::symbol("__atom" + std::to_string(atoms.size()));
+    atoms.emplace_back(e, atom);
+    back.emplace_back(atom.symbol_name(), e);
+    return atom;
+  };
+  std::deque<ir::TensorType> types;
+  std::function<Operand(const Operand&)> operand = [&](const Operand& o) {
+    Operand out = o;
+    if (o.tensor) {
+      ir::TensorType& t = types.emplace_back(*o.tensor);
+      for (auto* xs : {&t.sizes, &t.strides})
+        for (Expr& e : *xs) e = atomize(e);
+      out.tensor = &t;
+    }
+    if (const Expr* e = o.kind == Operand::Kind::Literal ? std::get_if<Expr>(&o.literal) : nullptr) out.literal = atomize(*e);
+    for (Operand& item : out.items) item = operand(item);
+    return out;
+  };
+  std::vector<Operand> args;
+  std::vector<std::pair<std::string, Operand>> kwargs;
+  for (const Operand& a : call.args) args.push_back(operand(a));
+  for (const auto& [k, v] : call.kwargs) kwargs.emplace_back(k, operand(v));
+  if (atoms.empty()) return rule(call);
+  Result r = rule(Call{call.op, args, kwargs, call.grad_enabled, call.default_dtype, call.facts});
+  if (!r) return r;
+  for (ir::TensorType& t : *r)
+    for (auto* xs : {&t.sizes, &t.strides})
+      for (Expr& e : *xs) e = sym::substitute(e, back);
+  return r;
+}
 
 // torch's is_contiguous(): strides as contiguous_strides gives them, size-1 dims ignored.
 bool is_contiguous(const ir::TensorType& t) {
@@ -478,14 +544,93 @@ Result infer_repeat(const Call& call) {
   return one(t);
 }
 
+// x[idx] where idx holds advanced indices (int64/int32 tensors, lists of ints) beside full slices `:` and
+// at most one Ellipsis: the indices' broadcast shape replaces the dims they index, where those dims are
+// adjacent, else leads; the other dims follow in order. A list's ints must fall inside their dim (a
+// relation for a symbolic one); a tensor's values are data, which torch checks when it runs.
+std::optional<SizeLists> advanced_index_sizes(const Call& call, Assumptions* assumed) {
+  if (call.args.size() != 2 || !call.kwargs.empty() || !call.args[0].tensor) return std::nullopt;
+  const ir::TensorType& x = *call.args[0].tensor;
+  const Operand& index = call.args[1];
+  std::vector<const Operand*> items;
+  if (index.kind == Operand::Kind::Sequence && index.tuple) {
+    for (const Operand& item : index.items) items.push_back(&item);
+  } else {
+    items.push_back(&index);
+  }
+  auto is_list = [](const Operand& o) {
+    return o.kind == Operand::Kind::Sequence && !o.tuple && !o.items.empty() &&
+           std::all_of(o.items.begin(), o.items.end(), [](const Operand& i) { return as_int(&i).has_value(); });
+  };
+  auto is_full_slice = [](const Operand& o) {
+    const ir::Slice* s = o.kind == Operand::Kind::Literal ? std::get_if<ir::Slice>(&o.literal) : nullptr;
+    return s && !s->start && !s->stop && !s->step;
+  };
+  auto is_ellipsis = [](const Operand& o) {
+    return o.kind == Operand::Kind::Literal && std::holds_alternative<ir::Ellipsis>(o.literal);
+  };
+  auto is_index_tensor = [](const Operand& o) {
+    return o.kind == Operand::Kind::Tensor && (o.tensor->dtype == ir::DType::Int64 || o.tensor->dtype == ir::DType::Int32);
+  };
+  int64_t consumed = 0, ellipses = 0;
+  bool advanced = false;
+  for (const Operand* item : items) {
+    if (is_ellipsis(*item)) {
+      ++ellipses;
+      continue;
+    }
+    if (!is_full_slice(*item) && !is_list(*item) && !is_index_tensor(*item)) return std::nullopt;
+    advanced = advanced || !is_full_slice(*item);
+    ++consumed;
+  }
+  if (!advanced || ellipses > 1 || consumed > rank(x)) return std::nullopt;
+  Exprs shape;  // the indices' broadcast shape
+  std::vector<size_t> indexed;
+  size_t dim = 0;
+  for (const Operand* item : items) {
+    if (is_ellipsis(*item)) {
+      dim += static_cast<size_t>(rank(x) - consumed);
+      continue;
+    }
+    if (!is_full_slice(*item)) {
+      Exprs sizes{Expr(static_cast<int64_t>(item->items.size()))};
+      if (item->tensor) {
+        sizes = item->tensor->sizes;
+      } else {
+        for (const Operand& i : item->items) {
+          int64_t v = *as_int(&i);
+          sym::Rel inside = v >= 0 ? sym::Rel{Expr(v), sym::RelOp::Lt, x.sizes[dim]} : sym::Rel{Expr(-v), sym::RelOp::Le, x.sizes[dim]};
+          if (!holds_or_assumed(inside, assumed, call.facts)) return std::nullopt;  // torch's IndexError
+        }
+      }
+      auto b = ir::broadcast_shapes(shape, sizes);
+      if (!b) return std::nullopt;
+      shape = std::move(*b);
+      indexed.push_back(dim);
+    }
+    ++dim;
+  }
+  bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  Exprs out;
+  if (!adjacent) out = shape;
+  for (size_t d = 0; d < x.sizes.size(); ++d) {
+    if (adjacent && d == indexed.front()) out.insert(out.end(), shape.begin(), shape.end());
+    if (std::find(indexed.begin(), indexed.end(), d) == indexed.end()) out.push_back(x.sizes[d]);
+  }
+  return SizeLists{std::move(out)};
+}
+
 Result infer_symbolic_view(const Call& call) {
   static constexpr std::pair<ir::Op, Result (*)(const Call&)> kRules[] = {
       {ir::Op::View, view_reshape}, {ir::Op::Reshape, view_reshape}, {ir::Op::Permute, permute},
       {ir::Op::Transpose, transpose}, {ir::Op::Unsqueeze, unsqueeze}, {ir::Op::Squeeze, squeeze},
       {ir::Op::Expand, expand},     {ir::Op::Flatten, flatten},       {ir::Op::Contiguous, contiguous},
       {ir::Op::Cat, cat},           {ir::Op::Split, split_chunk},     {ir::Op::Chunk, split_chunk}};
-  for (const auto& [op, rule] : kRules)
-    if (op == call.op) return rule(call);
+  for (const auto& [op, rule] : kRules) {
+    if (op != call.op) continue;
+    // Sizes that are floor divisions or sums are opaque factors to the rules that regroup sizes.
+    return op == ir::Op::View || op == ir::Op::Reshape || op == ir::Op::Flatten ? with_atoms(call, rule) : rule(call);
+  }
   return std::nullopt;
 }
 

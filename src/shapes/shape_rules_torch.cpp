@@ -158,6 +158,7 @@ Result tensor_type_as(const Call& call) {
 
 // ---- nn layers (shape_rules_nn.cpp) -------------------------------------------------------------
 
+Result baddbmm(const Call& call) { return add_matmul(call, true); }
 Result conv1d(const Call& call) { return infer_conv(call, 1); }
 Result conv2d(const Call& call) { return infer_conv(call, 2); }
 Result nll_loss(const Call& call) { return infer_nll_loss(call, false); }
@@ -208,6 +209,7 @@ constexpr TorchRule kTorchRules[] = {
     {"operator.mul", scalar_left<ir::Op::Mul>},
     {"operator.sub", scalar_left<ir::Op::Sub>},
     {"operator.truediv", scalar_left<ir::Op::Div>},
+    {"torch.Tensor.baddbmm", baddbmm},
     {"torch.Tensor.bfloat16", convert_to<ir::DType::BFloat16>},
     {"torch.Tensor.double", convert_to<ir::DType::Float64>},
     {"torch.Tensor.float", convert_to<ir::DType::Float32>},
@@ -221,6 +223,7 @@ constexpr TorchRule kTorchRules[] = {
     {"torch.Tensor.std", std_rule},
     {"torch.Tensor.to", tensor_to},
     {"torch.Tensor.type_as", tensor_type_as},
+    {"torch.baddbmm", baddbmm},
     {"torch.conv1d", conv1d},
     {"torch.conv2d", conv2d},
     {"torch.max", elementwise_extreme<ir::Op::Maximum>},
@@ -269,16 +272,36 @@ std::vector<std::string> torch_call_rule_names() {
   return names;
 }
 
+std::optional<std::vector<std::vector<sym::Expr>>> infer_result_sizes(
+    std::string_view qualified_name, const std::vector<Operand>& args,
+    const std::vector<std::pair<std::string, Operand>>& kwargs, Assumptions& assumed, const sym::Symbols* facts) {
+  using namespace rules;
+  Call call{ir::Op::TorchCall, args, kwargs, false, ir::DType::Float32, facts};
+  Assumptions mine;
+  std::optional<SizeLists> sizes;
+  if (qualified_name == "torch.conv1d" || qualified_name == "torch.conv2d") {
+    sizes = conv_sizes(call, qualified_name == "torch.conv1d" ? 1 : 2, &mine);
+  } else if (qualified_name == "torch.max" || qualified_name == "torch.min" || qualified_name == "torch.Tensor.max" ||
+             qualified_name == "torch.Tensor.min") {
+    sizes = extreme_reduction_sizes(call);
+  } else if (qualified_name == "operator.getitem") {
+    sizes = advanced_index_sizes(call, &mine);
+  }
+  if (sizes) assumed.insert(assumed.end(), mine.begin(), mine.end());
+  return sizes;
+}
+
 std::optional<std::vector<ir::TensorType>> infer_torch_call_types(
     std::string_view qualified_name, const std::vector<Operand>& args,
-    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype) {
+    const std::vector<std::pair<std::string, Operand>>& kwargs, bool grad_enabled, ir::DType default_dtype,
+    const sym::Symbols* facts) {
   using namespace rules;
   if (default_dtype != ir::DType::Float32 && default_dtype != ir::DType::Float64) return std::nullopt;
   const TorchRule* rule = find_rule(qualified_name);
   if (!rule) return std::nullopt;
   if (has_symbolic_tensor(args, kwargs) && !rule->symbolic)
-    return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype);
-  Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype};
+    return infer_symbolic_torch_call(qualified_name, args, kwargs, grad_enabled, default_dtype, facts);
+  Call call{ir::Op::TorchCall, args, kwargs, grad_enabled, default_dtype, facts};
   return rule->rule(call);
 }
 

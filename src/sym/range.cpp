@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "sym/arith.h"
 #include "sym/range.h"
+#include "sym/relation.h"
 
 namespace ember::sym {
 
@@ -322,6 +324,94 @@ class RangeSimplifier {
 }  // namespace
 
 Interval bound(const Expr& e, const Symbols& symbols) { return Bounder(symbols).bound(e); }
+
+namespace {
+
+// +1 where e never decreases as `name` grows, -1 where it never increases, 0 where its form does not say.
+int monotone(const Expr& e, const std::string& name) {
+  const auto& ops = e.operands();
+  switch (e.kind()) {
+    case ExprKind::Constant: return 1;  // both: combines with either direction
+    case ExprKind::Symbol: return e.symbol_name() == name ? 1 : 0;
+    case ExprKind::Add: {
+      int dir = 2;  // none yet
+      for (const Expr& o : ops) {
+        if (o.is_constant()) continue;
+        int m = monotone(o, name);
+        if (m == 0 || (dir != 2 && m != dir)) return 0;
+        dir = m;
+      }
+      return dir == 2 ? 1 : dir;
+    }
+    case ExprKind::Mul: {
+      // A constant coefficient times one term that moves.
+      int64_t sign = 1;
+      const Expr* moving = nullptr;
+      for (const Expr& o : ops) {
+        if (o.is_constant()) {
+          sign = o.constant() < 0 ? -sign : sign;
+        } else if (moving) {
+          return 0;
+        } else {
+          moving = &o;
+        }
+      }
+      return moving ? static_cast<int>(sign) * monotone(*moving, name) : 1;
+    }
+    case ExprKind::FloorDiv:
+      return ops[1].is_constant() && ops[1].constant() > 0 ? monotone(ops[0], name) : 0;
+    case ExprKind::Mod:
+    case ExprKind::Max:
+    case ExprKind::Min:
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool narrow_range(const Rel& holds, SymbolInfo& symbol) {
+  if (holds.op != RelOp::Lt && holds.op != RelOp::Le) return false;
+  Expr d = holds.lhs - holds.rhs;  // the relation is d < 0 (or d <= 0)
+  std::set<std::string> names;
+  free_symbols(d, names);
+  if (names.size() != 1 || *names.begin() != symbol.name) return false;
+  int dir = monotone(d, symbol.name);
+  if (dir == 0) return false;
+  auto true_at = [&](int64_t v) {
+    try {
+      int64_t x = evaluate(d, std::map<std::string, int64_t>{{symbol.name, v}});
+      return holds.op == RelOp::Lt ? x < 0 : x <= 0;
+    } catch (const std::exception&) {  // leaves int64: no answer, so no narrowing there
+      return true;
+    }
+  };
+  if (!true_at(symbol.hint)) return false;
+  if (dir < 0) {  // d falls as the symbol grows: true from some value on; the least one in [min, hint]
+    int64_t lo = symbol.min, hi = symbol.hint;
+    if (true_at(lo)) return false;
+    while (hi - lo > 1) {  // true_at(hi), !true_at(lo)
+      int64_t mid = lo + (hi - lo) / 2;
+      (true_at(mid) ? hi : lo) = mid;
+    }
+    symbol.min = hi;
+    return true;
+  }
+  // d grows with the symbol: true up to some value; the greatest one in [hint, max], bracketed by doubling
+  // from the hint (an unbounded max would overflow d's evaluation).
+  int64_t lo = symbol.hint, hi = symbol.hint;
+  while (true_at(hi)) {
+    if (hi == symbol.max) return false;
+    lo = hi;
+    hi = hi > symbol.max - hi ? symbol.max : 2 * std::max<int64_t>(hi, 1);
+  }
+  while (hi - lo > 1) {  // true_at(lo), !true_at(hi)
+    int64_t mid = lo + (hi - lo) / 2;
+    (true_at(mid) ? lo : hi) = mid;
+  }
+  symbol.max = lo;
+  return true;
+}
 
 int64_t known_multiple(const Expr& e, const Symbols& symbols) { return multiple(e, divisors(symbols)); }
 

@@ -19,6 +19,10 @@
 #include "sym/symbols.h"
 
 namespace ember::sym {
+struct Rel;  // sym/relation.h
+}  // namespace ember::sym
+
+namespace ember::sym {
 
 struct Interval {
   static constexpr int64_t kNegInf = std::numeric_limits<int64_t>::min();
@@ -41,6 +45,14 @@ Interval bound(const Expr& e, const Symbols& symbols);
 // e's form (`16*s0 + 32` with s0's divisor 2: 32); 0 when e is the constant 0 (a multiple of
 // everything). Never more than the truth; often less (a product whose multiple leaves int64 says 1).
 int64_t known_multiple(const Expr& e, const Symbols& symbols);
+
+// Narrows `symbol`'s range to the values at which `holds` (a relation true at the symbol's hint,
+// over this one symbol) stays true, where lhs - rhs is monotone in the symbol (sums, products by
+// constants and floor divisions by positive constants of it: the output sizes of convs and strided
+// slices): `3 <= (s1 + -10) // 5 + 1` raises s1's min to 20. Returns whether the range changed.
+// Why: a guard over one symbol then informs every later question about it (`statically_known`), such
+// as the order of the strides of a slice of a conv's output.
+bool narrow_range(const Rel& holds, SymbolInfo& symbol);
 
 // Rewrites that hold for every value the facts allow, applied bottom-up through the constructors:
 //   max(a, b) -> a  and  min(a, b) -> b   when a - b >= 0 is provable (and mirrored);

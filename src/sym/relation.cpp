@@ -1,4 +1,6 @@
 // Relations: text form, evaluation and static decision (sym/relation.h).
+#include <algorithm>
+
 #include "sym/range.h"
 #include "sym/relation.h"
 
@@ -71,9 +73,38 @@ std::optional<bool> is_zero(const Expr& d, const Interval& i, const Symbols& sym
   return std::nullopt;
 }
 
+// `a*p op b*p` is `a op b` where p > 0: each factor both sides' products share whose interval is at
+// least 1 (a symbol >= 1, a size expression such as `(s1 + -10) // 5 + 2` over a symbol >= 20) cancels
+// once. Intervals alone cannot compare the strides of a layout (`s1 < s1*s1`: the interval of
+// s1 - s1*s1 is unbounded both ways, as is that of `8*(f + 2) - (f + 2)`, products of sums staying
+// unexpanded; `1 < s1` and `1 < 8` are decided).
+Rel cancel_common_factors(const Rel& rel, const Symbols& symbols) {
+  auto factors = [](const Expr& e) { return e.kind() == ExprKind::Mul ? e.operands() : std::vector<Expr>{e}; };
+  std::vector<Expr> a = factors(rel.lhs), b = factors(rel.rhs);
+  bool cancelled = false;
+  for (auto it = a.begin(); it != a.end();) {
+    auto match = it->is_constant() ? b.end() : std::find(b.begin(), b.end(), *it);
+    if (match == b.end() || bound(*it, symbols).lo < 1) {
+      ++it;
+      continue;
+    }
+    b.erase(match);
+    it = a.erase(it);
+    cancelled = true;
+  }
+  if (!cancelled) return rel;
+  auto product = [](const std::vector<Expr>& xs) {
+    Expr p = 1;
+    for (const Expr& x : xs) p = p * x;
+    return p;
+  };
+  return Rel{product(a), rel.op, product(b)};
+}
+
 }  // namespace
 
-std::optional<bool> statically_known(const Rel& rel, const Symbols& symbols) {
+std::optional<bool> statically_known(const Rel& rel_in, const Symbols& symbols) {
+  const Rel rel = cancel_common_factors(rel_in, symbols);
   if (rel.lhs == rel.rhs) return rel.op == RelOp::Eq || rel.op == RelOp::Le;
   Expr d;
   try {

@@ -5,6 +5,8 @@
 // `64*s1 == s2` (parse_rel accepts >, >= too and normalizes).
 //
 // statically_known decides a relation for every assignment the symbols' facts allow (sym/range.h),
+// once the factors both sides' products share (each >= 1 by its interval) are cancelled (`s1 < s1*s1`
+// is `1 < s1`),
 // from the interval of lhs - rhs, the divisibility of its linear form (`2*s0 == 7` is false) and
 // structural equality. Guarantee: a true/false answer is right at every assignment where both sides
 // evaluate; nullopt when undecided (the caller guards or keeps the general code). Property-tested

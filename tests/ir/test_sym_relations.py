@@ -124,6 +124,13 @@ KNOWN = [
     ("s1 < s0", S01, None),
     ("s0 // 4 <= 16", S01, True),
     ("s1 == 0", S01, False),
+    ("s0 < s0*s0", S0_2, True),                                # shared symbols cancel: 1 < s0
+    ("s0*s0 == s0", S0_2, False),
+    ("s0*s1 <= s0", S01, None),                                # s1 <= 1: s1 may be 1
+    ("2*s0*s1 > s0*s1", S01, True),
+    ("s0*s1 < s0*s1*s1", S01, None),
+    ("s0 // 5 + 2 < 8*(s0 // 5 + 2)", S0_2, True),              # a compound factor >= 1 cancels too
+    ("s0 // 5 + -1 < 8*(s0 // 5 + -1)", S0_2, None),           # it may be 0 or below: kept
 ]
 
 
@@ -200,7 +207,7 @@ def _random_expr(rng, names, depth):
 
 
 def _random_rel(rng, names):
-    shape = rng.randrange(4)
+    shape = rng.randrange(5)
     if shape == 0:  # symbol vs constant, often decidable by range
         lhs, rhs = rng.choice(names), str(rng.choice([-3, 0, 1, 2, 8, 16, 40, 4096]))
     elif shape == 1:  # divisibility
@@ -208,8 +215,12 @@ def _random_rel(rng, names):
     elif shape == 2:  # linear form vs constant
         lhs = f"{rng.choice([2, 4, 16, -3])}*{rng.choice(names)} + {rng.choice(names)}"
         rhs = str(rng.randint(-20, 20))
-    else:
+    elif shape == 3:
         lhs, rhs = _random_expr(rng, names, 2), _random_expr(rng, names, 2)
+    else:  # products sharing symbols (the strides of a dense layout): what cancelling decides
+        def product():
+            return "*".join([str(rng.choice([1, 2, 3, -2]))] + [rng.choice(names) for _ in range(rng.randint(0, 3))])
+        lhs, rhs = product(), product()
     return f"{lhs} {rng.choice(['==', '!=', '<', '<=', '>', '>='])} {rhs}"
 
 
@@ -271,3 +282,42 @@ def test_rel_program_agrees_with_evaluation(ir):
             want = next((i for i, r in enumerate(rels) if not _value(r, env)), None)
             got = ir.sym_rel_program(rels, NAMES, [env[n] for n in NAMES])
             assert got == want, f"EMBER_SYM_SEED={SEED} case {case}: {rels} at {env}"
+
+
+NARROW = [
+    ("3 <= (s1 + -10) // 5 + 1", "symbol s1 hint=900", "symbol s1 hint=900 range=[20, inf]"),  # a conv's length
+    ("10 <= s1", "symbol s1 hint=900", "symbol s1 hint=900 range=[10, inf]"),
+    ("s1 <= 4096", "symbol s1 hint=16", "symbol s1 hint=16 range=[2, 4096]"),
+    ("2*s1 + 1 < 100", "symbol s1 hint=16", "symbol s1 hint=16 range=[2, 49]"),
+    ("s1 % 4 < 3", "symbol s1 hint=16", "symbol s1 hint=16"),                  # not monotone: unchanged
+    ("s1*s1 <= 100", "symbol s1 hint=4", "symbol s1 hint=4"),                  # a product of the symbol: not known monotone
+]
+
+
+@pytest.mark.parametrize("rel,symbol,want", NARROW, ids=[n[0] for n in NARROW])
+def test_narrow_range(ir, rel, symbol, want):
+    assert ir.sym_narrow_range(rel, symbol) == ir.sym_symbol(want)
+
+
+def test_narrow_range_keeps_every_value_the_relation_admits(ir):
+    """Soundness: a value where the relation holds is never outside the narrowed range."""
+    rng = random.Random(SEED)
+    narrowed = 0
+    for case in range(2000):
+        a, c = rng.choice([1, 2, 3, -1, -2]), rng.randint(-20, 20)
+        inner = f"{a}*s0 + {c}"
+        for _ in range(rng.randint(0, 2)):
+            inner = f"({inner}) // {rng.choice([2, 3, 5])} + {rng.randint(-3, 3)}"
+        op = rng.choice(["<", "<=", ">", ">="])
+        k = rng.randint(-30, 30)
+        rel = f"{inner} {op} {k}"
+        hint = rng.randint(2, 200)
+        if not _value(rel, {"s0": hint}):
+            continue
+        line = ir.sym_narrow_range(rel, f"symbol s0 hint={hint}")
+        lo, hi = ir.sym_bound("s0", [line])
+        narrowed += (lo, hi) != (2, INF)
+        for v in range(2, 400):
+            if _value(rel, {"s0": v}):
+                assert lo <= v <= hi, f"EMBER_SYM_SEED={SEED} case {case}: {rel!r} at s0={v} but narrowed to {line}"
+    assert narrowed > 200, narrowed

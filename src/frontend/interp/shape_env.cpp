@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "sym/range.h"
+
 namespace ember::frontend {
 
 sym::Expr ShapeEnv::symbol_for(int64_t value, const SourceRef& tensor, int dim, bool dims_apart) {
@@ -69,6 +71,14 @@ bool ShapeEnv::evaluate(const sym::Rel& rel_in, const std::string& why) {
     return holds;
   }
   guards_.push_back(Guard{guard, why});
+  // A relation over one symbol narrows its range where it is monotone in it (a conv's `3 <= (s1 + -10) // 5 + 1`:
+  // s1 >= 20), so later questions about the symbol see the fact the guard holds.
+  std::set<std::string> names;
+  sym::free_symbols(guard.lhs, names);
+  sym::free_symbols(guard.rhs, names);
+  if (names.size() == 1)
+    for (sym::SymbolInfo& s : symbols_)
+      if (s.name == *names.begin()) sym::narrow_range(guard, s);
   return holds;
 }
 

@@ -11,7 +11,8 @@
 //
 // Python code that branches on a symbolic size asks `evaluate`: a relation the symbols' facts
 // decide costs nothing; any other is decided by the traced call's values (the hints) and recorded
-// as a guard, with the user's line that needed it. `specialize` makes symbols static where the
+// as a guard, with the user's line that needed it (a guard over one symbol, monotone in it, also
+// narrows the symbol's range: sym::narrow_range). `specialize` makes symbols static where the
 // trace cannot carry them (an op without a symbolic shape rule, an int passed to plain Python):
 // the guard `s == hint` and a replacement that finish() applies to the whole graph. So a trace
 // never treats a symbol as its hint without a guard saying so.

@@ -6,6 +6,7 @@
 
 #include <Python.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -23,6 +24,7 @@
 #include "frontend/interp/variables.h"
 #include "ir/graph.h"
 #include "pybridge/errors.h"
+#include "shapes/shape_rules.h"
 #include "support/options.h"
 
 namespace ember::frontend {
@@ -319,11 +321,32 @@ class Trace {
                                                         const std::vector<VarRef>& args,
                                                         const std::vector<std::pair<std::string, VarRef>>& kwargs,
                                                         const sym::Replacements& pins = {});
+  // A call's arguments as the shape rules see them (shapes::Operand; constants converted as nodes'
+  // literal arguments are, symbols specialized so far replaced, then `pins`); operand types live in
+  // `storage`. nullopt where an argument has no operand form.
+  struct RuleOperands {
+    std::vector<shapes::Operand> args;
+    std::vector<std::pair<std::string, shapes::Operand>> kwargs;
+  };
+  std::optional<RuleOperands> rule_operands(const std::vector<VarRef>& args,
+                                            const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                            const sym::Replacements& pins, std::deque<ir::TensorType>& storage);
+  // The symbolic result sizes of a call: the size formulas of src/shapes (shapes::infer_result_sizes:
+  // conv, torch.max/min's reduction forms, advanced getitem; their assumptions made to hold by
+  // ShapeEnv::evaluate, a guard each where the symbols' facts do not decide them) where `formulas`, else
+  // the trace's own factory shapes (symbolic_factory_shape) where `factories`. One type per result, or
+  // one for every result; sizes and contiguous strides, which the meta kernel's at the traced values
+  // must agree with. record_call asks the formulas before the fewest-pins search (which would pin conv's
+  // spatial sizes), the factories after it.
+  std::optional<std::vector<ir::TensorType>> symbolic_result_shapes(const std::string& name, const std::vector<VarRef>& args,
+                                                                    const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                                    bool formulas, bool factories);
   // When no rule answers with every symbol of a call symbolic: the rule's answer with the fewest
   // of them pinned to their hints (first by count, then in order of appearance), and those
   // symbols specialized with `why`; nullopt when even pinning all of them does not help. Why:
   // one size a rule needs constant (`F.linear`'s in_features against its weight, layer_norm's
-  // normalized_shape, conv's channels) must not make the batch static too.
+  // normalized_shape) must not make the batch static too. (conv's channels: its size formula's
+  // assumption, symbolic_result_shapes.)
   std::optional<std::vector<ir::TensorType>> rule_types_pinning_fewest(ir::Op op, const std::string& name,
                                                                        const std::vector<VarRef>& args,
                                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs,
@@ -370,9 +393,10 @@ class Trace {
   // The sizes and strides a torch factory (arange, zeros, ones, empty, full, rand, randn, and the
   // `x.new_*` methods) makes from symbolic arguments, a call that keeps its tensor's (the *_like
   // factories, `.to`, dtype casts, clone, detach, cumsum, cumprod: a dense input's layout is
-  // preserved), torch.diff, or a getitem by int tensors; nullopt where it cannot tell (the caller
-  // then specializes). Dtype and device come from the meta kernel, which must agree at the traced
-  // values (sizes and strides too).
+  // preserved), or torch.diff; nullopt where it cannot tell (the caller then specializes). Dtype and
+  // device come from the meta kernel, which must agree at the traced values (sizes and strides too).
+  // These read the trace's Python arguments (size ints, sequences of them); formulas over tensor
+  // operands' sizes are src/shapes' (symbolic_result_shapes).
   std::optional<ir::TensorType> symbolic_factory_shape(const std::string& name, const std::vector<VarRef>& args,
                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs);
   // ShapeEnv::specialize on every symbol a call's arguments mention.

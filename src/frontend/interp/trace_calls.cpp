@@ -222,11 +222,9 @@ ir::Device Trace::infer_device(PyObject* callable, const std::vector<VarRef>& ar
   return ir::device_from_string(object_str(dev.get())).value_or(ir::Device{"cpu", -1});
 }
 
-std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::string& name,
-                                                             const std::vector<VarRef>& args,
-                                                             const std::vector<std::pair<std::string, VarRef>>& kwargs,
-                                                             const sym::Replacements& pins) {
-  std::deque<ir::TensorType> pinned;  // operand types with `pins` substituted, alive for the rule's run
+std::optional<Trace::RuleOperands> Trace::rule_operands(const std::vector<VarRef>& args,
+                                                        const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                        const sym::Replacements& pins, std::deque<ir::TensorType>& pinned) {
   auto pin = [&](const sym::Expr& e) { return pins.empty() ? e : sym::substitute(e, pins); };
   // Operands as the rules see them: constants converted as nodes' literal arguments are.
   std::function<shapes::Operand(PyObject*)> constant = [&](PyObject* o) {
@@ -267,20 +265,58 @@ std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const st
     if (!c) return std::nullopt;
     return constant(c.get());
   };
-  std::vector<shapes::Operand> rule_args;
-  std::vector<std::pair<std::string, shapes::Operand>> rule_kwargs;
+  RuleOperands out;
   for (auto& a : args) {
     auto r = operand(a);
     if (!r) return std::nullopt;
-    rule_args.push_back(std::move(*r));
+    out.args.push_back(std::move(*r));
   }
   for (auto& [k, v] : kwargs) {
     auto r = operand(v);
     if (!r) return std::nullopt;
-    rule_kwargs.emplace_back(k, std::move(*r));
+    out.kwargs.emplace_back(k, std::move(*r));
   }
-  if (op == ir::Op::TorchCall) return shapes::infer_torch_call_types(name, rule_args, rule_kwargs, grad_enabled, default_dtype_);
-  return shapes::infer_result_types(op, rule_args, rule_kwargs, grad_enabled, default_dtype_);
+  return out;
+}
+
+std::optional<std::vector<ir::TensorType>> Trace::rule_types(ir::Op op, const std::string& name,
+                                                             const std::vector<VarRef>& args,
+                                                             const std::vector<std::pair<std::string, VarRef>>& kwargs,
+                                                             const sym::Replacements& pins) {
+  std::deque<ir::TensorType> pinned;  // operand types with `pins` substituted, alive for the rule's run
+  std::optional<RuleOperands> o = rule_operands(args, kwargs, pins, pinned);
+  if (!o) return std::nullopt;
+  // The rules ask about symbolic strides with the symbols' ranges, narrowed by the trace's guards.
+  const sym::Symbols& facts = this->shapes.all_symbols();
+  if (op == ir::Op::TorchCall)
+    return shapes::infer_torch_call_types(name, o->args, o->kwargs, grad_enabled, default_dtype_, &facts);
+  return shapes::infer_result_types(op, o->args, o->kwargs, grad_enabled, default_dtype_, &facts);
+}
+
+std::optional<std::vector<ir::TensorType>> Trace::symbolic_result_shapes(
+    const std::string& name, const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs,
+    bool formulas, bool factories) {
+  std::deque<ir::TensorType> resolved;
+  shapes::Assumptions assumed;
+  std::optional<std::vector<std::vector<sym::Expr>>> sizes;
+  if (formulas)
+    if (std::optional<RuleOperands> o = rule_operands(args, kwargs, {}, resolved))
+      sizes = shapes::infer_result_sizes(name, o->args, o->kwargs, assumed, &shapes.all_symbols());
+  if (!sizes) {
+    std::optional<ir::TensorType> t = factories ? symbolic_factory_shape(name, args, kwargs) : std::nullopt;
+    if (!t) return std::nullopt;
+    return std::vector<ir::TensorType>{std::move(*t)};
+  }
+  for (const shapes::Assumption& a : assumed)
+    if (!shapes.evaluate(a.rel, (a.why.empty() ? a.rel.str() : name + " " + a.why) + where())) return std::nullopt;  // torch refuses
+  std::vector<ir::TensorType> out;
+  for (std::vector<sym::Expr>& xs : *sizes) {
+    ir::TensorType t;
+    t.strides = ir::contiguous_strides(xs);
+    t.sizes = std::move(xs);
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 VarRef Trace::record_typed(ir::Op op, const std::string& name, PyObject* callable, const std::vector<VarRef>& args,
@@ -328,8 +364,8 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     if (VarRef answer = size_query(kind.detail, args, kwargs)) return answer;
   std::optional<std::vector<ir::TensorType>> ruled;
   // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
-  std::optional<ir::TensorType> factory_shape;
-  bool factory_tried = false;
+  std::optional<std::vector<ir::TensorType>> factory_shape;
+  bool formulas_tried = false;
   // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
   // is symbolic: only a shape rule answers then.
   bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
@@ -343,11 +379,11 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
     // Python that imports torch._dynamo: seconds in a fresh process.
     ir::Op rule_op = core_rule ? kind.op : ir::Op::TorchCall;
     ruled = rule_types(rule_op, name, args, kwargs);
-    // conv's output sizes are floor divisions of its input's, which the rules' stand-ins cannot read back:
-    // its formula (symbolic_factory_shape) keeps them symbolic where pinning would make them static.
-    if (!ruled && symbolic_args && (name == "torch.conv1d" || name == "torch.conv2d")) {
-      factory_tried = true;
-      factory_shape = symbolic_factory_shape(name, args, kwargs);
+    // A size formula (conv's floor divisions, which the rules' stand-ins cannot read back) keeps the sizes
+    // symbolic where pinning would make them static; the factories come after pinning, as before.
+    if (!ruled && symbolic_args) {
+      formulas_tried = true;
+      factory_shape = symbolic_result_shapes(name, args, kwargs, true, false);
     }
     if (!ruled && symbolic_args && !factory_shape)
       ruled = rule_types_pinning_fewest(rule_op, name, args, kwargs,
@@ -358,7 +394,7 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
       return record_typed(rule_op, name, callable, args, kwargs, std::move(*types));
     }
   }
-  if (symbolic_args && !ruled && !factory_tried) factory_shape = symbolic_factory_shape(name, args, kwargs);
+  if (symbolic_args && !ruled && !factory_shape) factory_shape = symbolic_result_shapes(name, args, kwargs, !formulas_tried, true);
   if (symbolic_args && !ruled && !factory_shape && kind.kind != CallableKind::Query) {
     // Only Ember's shape rules answer with symbolic sizes; the meta kernel answers for the traced
     // values alone. So the symbols this call sees become static (guarded) first.
@@ -466,11 +502,13 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   if (factory_shape) {
     // Every result takes the symbolic sizes (torch.max(x, dim)'s values and indices share them).
     std::vector<ir::TensorType> symbolic;
-    bool agree = !types.empty();
-    for (const ir::TensorType& hinted : types) {
+    bool agree = !types.empty() && (factory_shape->size() == 1 || factory_shape->size() == types.size());
+    for (size_t i = 0; agree && i < types.size(); ++i) {
+      const ir::TensorType& hinted = types[i];
+      const ir::TensorType& shape = (*factory_shape)[factory_shape->size() == 1 ? 0 : i];
       ir::TensorType t = hinted;
-      t.sizes = factory_shape->sizes;
-      t.strides = factory_shape->strides;
+      t.sizes = shape.sizes;
+      t.strides = shape.strides;
       // A size-1 dim's stride is never stepped over; torch gives a copy's size-1 dims stride 1
       // where the input had another (`x[..., None].float()`).
       for (size_t d = 0; d < t.sizes.size() && t.sizes.size() == hinted.strides.size(); ++d)
