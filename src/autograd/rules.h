@@ -128,6 +128,9 @@ void adaptive_avg_pool2d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
 void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
 void avg_pool2d_vjp(VjpCtx& c);
+void interpolate_vjp(VjpCtx& c);  // F.interpolate (rules_resample.cpp)
+void vector_norm_vjp(VjpCtx& c);  // torch.linalg.vector_norm, Tensor.norm (rules_reduce.cpp)
+void normalize_vjp(VjpCtx& c);    // F.normalize
 // x[index] with integer tensor indices (advanced indexing), which decompose keeps whole (joint.cpp).
 void getitem_index_vjp(VjpCtx& c);
 }  // namespace rules

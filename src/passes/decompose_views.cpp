@@ -1,8 +1,9 @@
 // decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze (and reshape_as/view_as)
 // become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
 // getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
-// select (clamped, non-negative); stack becomes reshapes and cat; dtype conversions become
-// convert; factories become full/arange; linear and addmm become matmul/mm with a pointwise
+// select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
+// repeat_interleave (an int count) an expand between reshapes; dtype conversions become
+// convert; factories become full/arange; linear, addmm and baddbmm become matmul/mm/bmm with a pointwise
 // epilogue; dropout that does nothing is removed.
 #include <algorithm>
 
@@ -359,6 +360,78 @@ void arange(Ctx& c) {
                      {{"dtype", Arg::of_literal(r.dtype)}, {"device", Arg::of_literal(r.device)}}, r));
 }
 
+// torch.roll: along each dim, the last `shift` elements first — a cat of two slices (one per dim
+// rolled). Without dims, the flattened tensor is rolled and reshaped back.
+void roll(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  auto shifts = int_list(c.arg("shifts"), true);
+  std::optional<std::vector<int64_t>> dims;
+  if (!c.none("dims")) dims = int_list(c.arg("dims"), true);
+  if (!shifts || (!c.none("dims") && (!dims || dims->size() != shifts->size()))) refuse();
+  const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  ValueId cur = x;
+  if (!dims) {
+    if (shifts->size() != 1) refuse();
+    cur = reshape(rw, x, {numel(sizes)});
+    dims = std::vector<int64_t>{0};
+  }
+  bool emitted = false;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    int64_t dim = norm_dim((*dims)[i], rank_of(rw, cur));
+    int64_t n = const_sizes(rw.type(cur))[dim];
+    if (n == 0) continue;
+    int64_t s = (((*shifts)[i] % n) + n) % n;
+    if (s == 0) continue;
+    cur = build::cat(rw, {slice(rw, cur, dim, n - s, n, 1), slice(rw, cur, dim, 0, n - s, 1)}, dim, rw.type(cur));
+    emitted = true;
+  }
+  if (!emitted) refuse();  // nothing moves: torch's copy stays with torch
+  c.finish(reshape(rw, cur, sizes));
+}
+
+// x.repeat(*sizes): the leading dims added as 1s, then each dim d tiled k_d times: x as
+// [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...] and reshaped to [k0 s0, k1 s1, ...].
+void repeat(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("self");
+  auto times = int_list(c.arg("sizes"), true);
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  if (!times || times->size() < sizes.size()) refuse();
+  sizes.insert(sizes.begin(), times->size() - sizes.size(), 1);
+  std::vector<int64_t> ones, wide, out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if ((*times)[d] < 0) refuse();
+    ones.insert(ones.end(), {1, sizes[d]});
+    wide.insert(wide.end(), {(*times)[d], sizes[d]});
+    out.push_back((*times)[d] * sizes[d]);
+  }
+  c.finish(reshape(rw, expand(rw, reshape(rw, x, ones), wide), out, true));
+}
+
+// repeat_interleave with an int count: each element repeated in place along dim ([.., s, ..] as
+// [.., s, 1, ..] expanded to [.., s, k, ..], then merged); without dim, over the flattened tensor.
+void repeat_interleave(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  const Arg& repeats = c.arg("repeats");
+  if (repeats.kind == Arg::Kind::Value || bool_literal(repeats)) refuse();  // a tensor of counts
+  int64_t k = c.int_arg("repeats");
+  if (k < 0) refuse();
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  int64_t dim = 0;
+  if (c.none("dim")) {
+    sizes = {numel(sizes)};
+  } else {
+    dim = norm_dim(c.int_arg("dim"), static_cast<int64_t>(sizes.size()));
+  }
+  std::vector<int64_t> one = sizes, wide = sizes, out = sizes;
+  one.insert(one.begin() + dim + 1, 1);
+  wide.insert(wide.begin() + dim + 1, k);
+  out[static_cast<size_t>(dim)] *= k;
+  c.finish(reshape(rw, expand(rw, reshape(rw, x, one), wide), out, true));
+}
+
 ValueId matmul_of(Rewriter& rw, Op op, ValueId a, ValueId b) {
   const ir::TensorType& ta = rw.type(a);
   const ir::TensorType& tb = rw.type(b);
@@ -407,6 +480,22 @@ void dropout(Ctx& c) {
   c.finish(c.tensor("input"));
 }
 
+// baddbmm(input, batch1, batch2, beta, alpha): beta * input + alpha * batch1 @ batch2, as addmm.
+void baddbmm(Ctx& c) {
+  ValueId input = c.tensor("input"), b1 = c.tensor("batch1"), b2 = c.tensor("batch2");
+  Rewriter& rw = c.rw;
+  DType dt = rw.type(b1).dtype;
+  if (rank_of(rw, b1) != 3 || rank_of(rw, b2) != 3 || rw.type(b2).dtype != dt || rw.type(input).dtype != dt ||
+      !is_floating_point(dt))
+    refuse();
+  double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
+  if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for addmm
+  ValueId y = matmul_of(rw, Op::Bmm, b1, b2);
+  if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
+  if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
+  c.finish(y);
+}
+
 }  // namespace
 
 void add_view_rules(RuleMap& rules) {
@@ -453,6 +542,10 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.arange"] = arange;
   rules["torch.nn.functional.linear"] = linear;
   rules["torch.addmm"] = addmm;
+  rules["torch.baddbmm"] = rules["torch.Tensor.baddbmm"] = baddbmm;
+  rules["torch.roll"] = rules["torch.Tensor.roll"] = roll;
+  rules["torch.Tensor.repeat"] = repeat;
+  rules["torch.repeat_interleave"] = rules["torch.Tensor.repeat_interleave"] = repeat_interleave;
   rules["torch.nn.functional.dropout"] = dropout;
 }
 
