@@ -120,6 +120,7 @@ namespace rules {
 void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
 void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
+void clone_vjp(VjpCtx& c);           // torch.clone, x.clone()
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void sdpa_flash_cpu_vjp(VjpCtx& c);

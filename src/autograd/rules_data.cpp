@@ -396,6 +396,10 @@ void pad_vjp(VjpCtx& c) {
                                  contiguous_type(c.rw, x)));
 }
 
+// x.clone(): the gradient passes unchanged (a copy in storage of its own; decompose keeps it, as returning
+// x itself would alias what the clone must not).
+void clone_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }
+
 // x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
 void attr_mT_vjp(VjpCtx& c) { c.give(c.pos(0), transpose_last(c.rw, *c.grad())); }
 
@@ -433,6 +437,8 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
       {"operator.attrgetter('mT')", rules::attr_mT_vjp},
       {"operator.attrgetter('T')", rules::attr_T_vjp},
+      {"torch.clone", rules::clone_vjp},
+      {"torch.Tensor.clone", rules::clone_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
       {"torch.nn.functional.pad", rules::pad_vjp},

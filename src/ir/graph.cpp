@@ -93,14 +93,14 @@ bool Node::mutates_first_arg() const {
 
 bool returns_new_tensors(std::string_view callable) {
   // Generic captures whose aten ops return new tensors; core ops are judged by their family.
-  static constexpr std::array<std::string_view, 19> kGeneric = {
+  static constexpr std::array<std::string_view, 21> kGeneric = {
       "torch.nn.functional.scaled_dot_product_attention",
       "torch.nn.functional.max_pool2d", "torch.nn.functional.avg_pool2d", "torch.nn.functional.adaptive_avg_pool2d",
       "torch.conv1d", "torch.conv2d", "torch.conv3d",
       "torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
       "torch.nn.functional.conv_transpose2d", "torch.nn.functional.group_norm",
       "torch.nn.functional.batch_norm", "torch.nn.functional.instance_norm", "torch.baddbmm",
-      "torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort"};
+      "torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort", "torch.clone", "torch.Tensor.clone"};
   if (std::find(kGeneric.begin(), kGeneric.end(), callable) != kGeneric.end()) return true;
   static const std::map<std::string_view, Op> by_target = [] {
     std::map<std::string_view, Op> m;

@@ -327,6 +327,8 @@ RESAMPLE_AND_COMPOSITES = [
     Case("repeat_interleave_flat", (), lambda x: torch.repeat_interleave(x, 2) * 2, lambda dt: (T(3, 2, dtype=dt),)),
     Case("baddbmm", (), lambda i, a, b: torch.baddbmm(i, a, b, beta=0.5, alpha=2.0),
          lambda dt: (R(1, 3, 5, dtype=dt), R(2, 3, 4, dtype=dt), T(2, 4, 5, dtype=dt))),
+    Case("clone", ("torch.Tensor.clone",), lambda x: x.clone() * x, lambda dt: (T(3, 4, dtype=dt),)),
+    Case("torch_clone", ("torch.clone",), lambda x: torch.clone(x) + 1, lambda dt: (R(3, 1, dtype=dt),)),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
