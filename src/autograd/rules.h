@@ -121,6 +121,7 @@ void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrit
 void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
 void clone_vjp(VjpCtx& c);           // torch.clone, x.clone()
+void selected_values_vjp(VjpCtx& c); // torch.topk, torch.max/min (values and indices, or of every element)
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
 void sdpa_flash_cpu_vjp(VjpCtx& c);

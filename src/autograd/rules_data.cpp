@@ -148,6 +148,60 @@ void gather_vjp(VjpCtx& c) {
   c.give("input", scatter_into_zeros(c.rw, "torch.scatter_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
 }
 
+// torch.topk(x, k, dim, ...) and torch.max/min(x, dim, keepdim) return (values, indices): the values'
+// gradient scattered into zeros at the indices, as aten's value_selecting_reduction_backward (topk's
+// indices are distinct, so scatter_add is scatter). torch.max/min(x) over every element (one result):
+// the gradient shared evenly among the elements equal to the extremum, as amax's; max/min(a, b) are
+// maximum/minimum.
+void selected_values_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input);
+  const int64_t rank = rank_of(rw, x);
+  const bool topk = c.node.target == "torch.topk" || c.node.target == "torch.Tensor.topk";
+  if (!topk && c.node.results.size() == 1 && c.node.args.size() == 2 && c.node.kwargs.empty() &&
+      c.node.args[1].kind == Arg::Kind::Value) {  // max(a, b) / min(a, b): maximum / minimum
+    const std::string_view name = c.node.target;
+    return name.substr(name.size() - 3) == "max" ? maximum_vjp(c) : minimum_vjp(c);
+  }
+  if (!topk && c.node.results.size() == 1) {  // max(x) / min(x)
+    if (c.node.args.size() != 1 || !c.node.kwargs.empty() || rank == 0) passes::refuse();
+    const Sizes sizes = sizes_of(rw, x);
+    const std::vector<int64_t> dims = all_dims(rank);
+    ValueId g = *c.grad();
+    DType dt = rw.type(g).dtype;
+    ValueId hit = convert(rw, binary(rw, Op::Eq, x, V(unreduce(rw, c.out(), dims, false, sizes))), dt);
+    ValueId count = reduce(rw, Op::Sum, hit, dims, true);
+    c.give(*input, mul(rw, binary(rw, Op::Div, unreduce(rw, g, dims, false, sizes), V(expand_symbolic(rw, count, sizes))), hit));
+    return;
+  }
+  if (c.node.results.size() != 2 || rank == 0) passes::refuse();
+  const Arg* dim_arg = argument(c.node, topk ? 2 : 1, "dim");
+  int64_t dim = topk ? -1 : 0;
+  if (dim_arg || !topk) {
+    std::optional<int64_t> d = dim_arg ? passes::int_literal(*dim_arg) : std::nullopt;
+    if (!d) passes::refuse();
+    dim = *d;
+  }
+  dim = norm_dim(dim, rank);
+  bool keepdim = topk;
+  if (!topk)
+    if (const Arg* k = argument(c.node, 2, "keepdim")) {
+      std::optional<bool> b = passes::bool_literal(*k);
+      if (!b) passes::refuse();
+      keepdim = *b;
+    }
+  ValueId g = c.grad_or_zeros(0), index = c.out(1);
+  if (!keepdim) {
+    Sizes kept = sizes_of(rw, g);
+    kept.insert(kept.begin() + dim, 1);
+    g = reshape_symbolic(rw, g, kept);
+    index = reshape_symbolic(rw, index, kept);
+  }
+  c.give(*input, scatter_into_zeros(rw, "torch.scatter_add", x, {Arg::of_literal(dim), V(index), V(g)}));
+}
+
 void index_select_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
   c.give("input", scatter_into_zeros(c.rw, "torch.index_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
@@ -438,6 +492,12 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"operator.attrgetter('mT')", rules::attr_mT_vjp},
       {"operator.attrgetter('T')", rules::attr_T_vjp},
       {"torch.clone", rules::clone_vjp},
+      {"torch.topk", rules::selected_values_vjp},
+      {"torch.Tensor.topk", rules::selected_values_vjp},
+      {"torch.max", rules::selected_values_vjp},
+      {"torch.Tensor.max", rules::selected_values_vjp},
+      {"torch.min", rules::selected_values_vjp},
+      {"torch.Tensor.min", rules::selected_values_vjp},
       {"torch.Tensor.clone", rules::clone_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},

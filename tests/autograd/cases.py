@@ -329,6 +329,16 @@ RESAMPLE_AND_COMPOSITES = [
          lambda dt: (R(1, 3, 5, dtype=dt), R(2, 3, 4, dtype=dt), T(2, 4, 5, dtype=dt))),
     Case("clone", ("torch.Tensor.clone",), lambda x: x.clone() * x, lambda dt: (T(3, 4, dtype=dt),)),
     Case("torch_clone", ("torch.clone",), lambda x: torch.clone(x) + 1, lambda dt: (R(3, 1, dtype=dt),)),
+    Case("topk", ("torch.topk",), lambda x: torch.topk(x, 2)[0] * 2, lambda dt: (T(3, 5, dtype=dt),)),
+    Case("topk_method_dim0_indices_unused", ("torch.Tensor.topk",), lambda x: x.topk(2, dim=0, largest=False).values,
+         lambda dt: (R(4, 1, 3, dtype=dt),)),
+    Case("max_dim", ("torch.Tensor.max",), lambda x: x.max(dim=1)[0] * 2, lambda dt: (R(3, 5, dtype=dt),)),
+    Case("max_dim_keepdim", ("torch.max",), lambda x: torch.max(x, -1, keepdim=True).values * x,
+         lambda dt: (T(2, 3, 4, dtype=dt),)),
+    Case("min_all_ties", ("torch.Tensor.min",), lambda x: x.min() * 2, lambda dt: (Ties(3, 4, dtype=dt),),
+         gradcheck=False),
+    Case("max_all", ("torch.Tensor.max",), lambda x: x.max() * 2, lambda dt: (R(3, 4, dtype=dt),)),
+    Case("min_binary", ("torch.min",), torch.min, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
@@ -337,4 +347,5 @@ ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS + RESAMPLE_AND_COMPOSITES
 # The fused rules, also in float32 and bfloat16 (the DESIGN.md accuracy rule against float64); addmm's rule
 # serves the call decompose keeps whole in bfloat16 (one rounding with its bias, as torch's).
 FUSED = ["gelu", "gelu_tanh", "silu", "softmax", "log_softmax", "f_softmax", "f_log_softmax", "layer_norm",
-         "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed"]
+         "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed", "addcmul", "addcdiv",
+         "normalize", "tensor_norm", "interpolate_bilinear_size"]

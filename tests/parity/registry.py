@@ -72,7 +72,7 @@ NO_KERNELS = {
         "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",
         "dict_input",
         "nn_pooling_stack", "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
-        "reduce_cumulative", "shape_expand_repeat", "shape_flatten_unflatten", "shape_narrow_flip_roll",
+        "reduce_cumulative", "shape_flatten_unflatten",
         "shape_split_chunk_unbind", "shape_squeeze_unsqueeze", "shape_view_reshape", "slice_objects",
         "tensor_T_attribute", "tensor_attributes", "tensor_stride_and_sizes", "try_except_no_exception",
     ], _EXTERN_ONLY),
