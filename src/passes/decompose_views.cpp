@@ -2,10 +2,14 @@
 // become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
 // getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
 // select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
-// repeat_interleave (an int count) an expand between reshapes; dtype conversions become
+// repeat_interleave (an int count) an expand between reshapes; einsum of one or two operands bmm between
+// permutes and reshapes; dtype conversions become
 // convert; factories become full/arange; linear, addmm and baddbmm become matmul/mm/bmm with a pointwise
 // epilogue; dropout that does nothing is removed.
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <numeric>
 
 #include "passes/decompose_rules.h"
 
@@ -480,6 +484,109 @@ void dropout(Ctx& c) {
   c.finish(c.tensor("input"));
 }
 
+// torch.einsum of one or two operands with an explicit or implicit output, no ellipsis and no label
+// repeated within an operand: labels only one operand has and the output lacks are summed out first;
+// then, as aten's einsum does, the operands are permuted to [batch, free, contracted] and
+// [batch, contracted, free], reshaped to 3-d, multiplied by bmm, and the result reshaped and permuted
+// to the output's labels (an outer product contracts over one dim of size 1).
+void einsum(Ctx& c) {
+  Rewriter& rw = c.rw;
+  const ir::Node& n = c.node;
+  const std::string* eq = !n.args.empty() && n.args[0].kind == Arg::Kind::Literal ? std::get_if<std::string>(&n.args[0].literal) : nullptr;
+  if (!eq || !n.kwargs.empty()) refuse();
+  std::vector<Arg> operands(n.args.begin() + 1, n.args.end());
+  if (operands.size() == 1 && (operands[0].kind == Arg::Kind::List || operands[0].kind == Arg::Kind::Tuple))
+    operands = operands[0].items;
+  if (operands.empty() || operands.size() > 2) refuse();
+  std::string text;
+  for (char ch : *eq)
+    if (ch != ' ') text += ch;
+  if (text.find('.') != std::string::npos) refuse();
+  const size_t arrow = text.find("->");
+  std::vector<std::string> inputs;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    const size_t stop = std::min(comma, arrow);
+    inputs.push_back(text.substr(start, stop - start));
+    if (comma == std::string::npos || comma > arrow) break;
+    start = comma + 1;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = text.substr(arrow + 2);
+  } else {  // implicit: the labels that appear once, in alphabetical order
+    std::string all = std::accumulate(inputs.begin(), inputs.end(), std::string());
+    std::sort(all.begin(), all.end());
+    for (char ch : all)
+      if (std::count(all.begin(), all.end(), ch) == 1) out += ch;
+  }
+  if (inputs.size() != operands.size()) refuse();
+  const DType dt = c.result_type().dtype;
+  std::map<char, int64_t> size_of;
+  std::vector<ValueId> xs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId x = c.tensor(operands[i]);
+    const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+    const std::string& labels = inputs[i];
+    if (rw.type(x).dtype != dt || labels.size() != sizes.size()) refuse();
+    for (size_t d = 0; d < labels.size(); ++d) {
+      if (!std::isalpha(static_cast<unsigned char>(labels[d])) || labels.find(labels[d]) != d) refuse();
+      auto [it, fresh] = size_of.emplace(labels[d], sizes[d]);
+      if (!fresh && it->second != sizes[d]) refuse();  // a broadcast label
+    }
+    xs.push_back(x);
+  }
+  for (char ch : out)
+    if (!size_of.count(ch) || out.find(ch) != out.rfind(ch)) refuse();
+  auto has = [](const std::string& s, char ch) { return s.find(ch) != std::string::npos; };
+  // Sums out the labels of operand i that neither the output nor the other operand has.
+  auto summed = [&](size_t i) {
+    std::string keep;
+    std::vector<int64_t> dims;
+    const std::string other = inputs.size() == 2 ? inputs[1 - i] : "";
+    for (size_t d = 0; d < inputs[i].size(); ++d) {
+      const char ch = inputs[i][d];
+      if (has(out, ch) || has(other, ch)) {
+        keep += ch;
+      } else {
+        dims.push_back(static_cast<int64_t>(d));
+      }
+    }
+    if (!dims.empty())
+      xs[i] = convert(rw, reduce(rw, Op::Sum, convert(rw, xs[i], opmath(dt)), dims, false), dt);
+    inputs[i] = keep;
+  };
+  // x (labels `from`) permuted to the labels `to` (a permutation of them).
+  auto arrange = [&](ValueId x, const std::string& from, const std::string& to) {
+    std::vector<int64_t> perm;
+    for (char ch : to) perm.push_back(static_cast<int64_t>(from.find(ch)));
+    return perm == all_dims(static_cast<int64_t>(perm.size())) ? x : permute(rw, x, perm);
+  };
+  for (size_t i = 0; i < xs.size(); ++i) summed(i);
+  if (xs.size() == 1) {
+    const ValueId y = arrange(xs[0], inputs[0], out);
+    if (!rw.created_since(y, c.mark)) refuse();  // nothing to compute: torch's einsum returns the operand
+    return c.finish(y);
+  }
+  std::string batch, contracted, free_a, free_b;
+  for (char ch : inputs[0]) (has(inputs[1], ch) ? (has(out, ch) ? batch : contracted) : free_a) += ch;
+  for (char ch : inputs[1])
+    if (!has(inputs[0], ch)) free_b += ch;
+  auto count = [&](const std::string& labels) {
+    int64_t k = 1;
+    for (char ch : labels) k *= size_of[ch];
+    return k;
+  };
+  if (!is_floating_point(dt)) refuse();
+  ValueId a = reshape(rw, arrange(xs[0], inputs[0], batch + free_a + contracted), {count(batch), count(free_a), count(contracted)});
+  ValueId b = reshape(rw, arrange(xs[1], inputs[1], batch + contracted + free_b), {count(batch), count(contracted), count(free_b)});
+  ValueId y = matmul_of(rw, Op::Bmm, a, b);
+  const std::string labels = batch + free_a + free_b;
+  std::vector<int64_t> sizes;
+  for (char ch : labels) sizes.push_back(size_of[ch]);
+  c.finish(arrange(reshape(rw, y, sizes), labels, out));
+}
+
 // baddbmm(input, batch1, batch2, beta, alpha): beta * input + alpha * batch1 @ batch2, as addmm.
 void baddbmm(Ctx& c) {
   ValueId input = c.tensor("input"), b1 = c.tensor("batch1"), b2 = c.tensor("batch2");
@@ -545,6 +652,7 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.baddbmm"] = rules["torch.Tensor.baddbmm"] = baddbmm;
   rules["torch.roll"] = rules["torch.Tensor.roll"] = roll;
   rules["torch.Tensor.repeat"] = repeat;
+  rules["torch.einsum"] = einsum;
   rules["torch.repeat_interleave"] = rules["torch.Tensor.repeat_interleave"] = repeat_interleave;
   rules["torch.nn.functional.dropout"] = dropout;
 }

@@ -339,6 +339,12 @@ RESAMPLE_AND_COMPOSITES = [
          gradcheck=False),
     Case("max_all", ("torch.Tensor.max",), lambda x: x.max() * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("min_binary", ("torch.min",), torch.min, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
+    Case("einsum_batched", (), lambda a, b: torch.einsum("bij,bjk->bik", a, b),
+         lambda dt: (R(2, 3, 4, dtype=dt), T(2, 4, 5, dtype=dt))),
+    Case("einsum_contract_sum_permute", (), lambda a, b: torch.einsum("ijk, jl -> li", a, b),
+         lambda dt: (R(3, 4, 2, dtype=dt), R(4, 1, dtype=dt))),
+    Case("einsum_outer_implicit", (), lambda a, b: torch.einsum("j,i", a, b), lambda dt: (R(3, dtype=dt), R(4, dtype=dt))),
+    Case("einsum_one_operand", (), lambda a: torch.einsum("ijk->kj", a), lambda dt: (T(2, 3, 4, dtype=dt),)),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
