@@ -1,4 +1,4 @@
-// Derivative rules of reductions, softmax and layer_norm (rules.h). The fused rules are torch's
+// Derivative rules of reductions, softmax, layer_norm and vector norms (rules.h). The fused rules are torch's
 // backward formulas; layer_norm's recomputes mean and rstd with the nodes its decomposition emits,
 // so CSE merges them with the forward's and the partitioner chooses between saving and
 // recomputing them.
@@ -129,11 +129,7 @@ void layer_norm_vjp(VjpCtx& c) {
   c.give("input", mul(rw, inner, rstd));
 }
 
-}  // namespace ember::autograd::rules
-
 // --- Vector norms (torch calls: forward as captured, the backward in primitives) -------------
-
-namespace ember::autograd::rules {
 
 namespace {
 
@@ -165,17 +161,19 @@ ValueId norm_of(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, doubl
   return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, mul(rw, x, x), dims, true));
 }
 
+}  // namespace
+
 // torch.linalg.vector_norm(x, ord, dim, keepdim, *, dtype) (captured as its C function) and
 // Tensor.norm(x, p, dim, keepdim, dtype): the positions of p, dim and keepdim are the same; dtype is refused.
-void vector_norm(VjpCtx& c, double default_order) {
+void vector_norm_vjp(VjpCtx& c) {
   Rewriter& rw = c.rw;
   const bool linalg = c.node.target == "torch._C._linalg.linalg_vector_norm";
   const Arg* input = argument(c.node, 0, "input");
   if (!input || input->kind != Arg::Kind::Value) passes::refuse();
-  const double order = norm_order(argument(c.node, 1, linalg ? "ord" : "p"), default_order);
-  for (const char* name : {"dtype", "out"})
-    if (const Arg* a = argument(c.node, 99, name); a && !passes::is_none(*a)) passes::refuse();
-  if (c.node.args.size() > 4) passes::refuse();  // torch.norm's positional out/dtype
+  const double order = norm_order(argument(c.node, 1, linalg ? "ord" : "p"), 2.0);
+  for (const auto& [name, value] : c.node.kwargs)
+    if ((name == "dtype" || name == "out") && !passes::is_none(value)) passes::refuse();
+  if (c.node.args.size() > 4) passes::refuse();  // Tensor.norm's positional dtype
   ValueId x = c.in(*input);
   const int64_t rank = rank_of(rw, x);
   const Arg* dim = argument(c.node, 2, "dim");
@@ -193,10 +191,6 @@ void vector_norm(VjpCtx& c, double default_order) {
   ValueId n = unreduce(rw, opmath_of(rw, c.out()), dims, keepdim, sizes);
   c.give(*input, norm_backward(rw, xf, gn, n, order));
 }
-
-}  // namespace
-
-void vector_norm_vjp(VjpCtx& c) { vector_norm(c, 2.0); }
 
 // F.normalize(x, p, dim, eps) = x / max(||x||_p, eps) (the norm over dim, kept): the gradient
 // through the quotient, then through clamp_min (where ||x|| >= eps) into the norm, whose backward
