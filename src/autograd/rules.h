@@ -124,6 +124,8 @@ void clone_vjp(VjpCtx& c);           // torch.clone, x.clone()
 void selected_values_vjp(VjpCtx& c); // torch.topk, torch.max/min (values and indices, or of every element)
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
+void conv3d_vjp(VjpCtx& c);
+void unfold_vjp(VjpCtx& c);  // F.unfold: F.fold of the gradient
 void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);

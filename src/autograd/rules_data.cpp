@@ -343,6 +343,29 @@ void sdpa_flash_cpu_vjp(VjpCtx& c) {
 
 void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
 void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
+void conv3d_vjp(VjpCtx& c) { conv_vjp(c, "3d"); }
+
+// F.unfold (im2col): its adjoint F.fold (col2im, summing overlapping patches) onto the input's spatial
+// size, with the forward's kernel_size, dilation, padding and stride.
+void unfold_vjp(VjpCtx& c) {
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input);
+  const std::vector<int64_t> sizes = passes::const_sizes(c.rw.type(x));
+  if (sizes.size() < 3) passes::refuse();
+  passes::Kwargs options;
+  const char* kOptions[] = {"kernel_size", "dilation", "padding", "stride"};
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    const Arg* a = argument(c.node, 1 + i, kOptions[i]);
+    if (!a) continue;
+    if (a->kind == Arg::Kind::Value) passes::refuse();
+    options.emplace_back(kOptions[i], *a);
+  }
+  if (options.empty() || options[0].first != "kernel_size") passes::refuse();
+  Arg output_size = Arg::list({Arg::of_literal(sizes[sizes.size() - 2]), Arg::of_literal(sizes.back())});
+  c.give(*input, c.rw.emit_torch("torch.nn.functional.fold", {V(*c.grad()), output_size}, std::move(options),
+                                 contiguous_type(c.rw, x)));
+}
 
 void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, c.pos(0), c.pos(1)); }
 void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, c.pos(0), c.pos(1)); }
@@ -510,6 +533,8 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.Tensor.norm", rules::vector_norm_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
+      {"torch.conv3d", rules::conv3d_vjp},
+      {"torch.nn.functional.unfold", rules::unfold_vjp},
       {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::sdpa_flash_cpu_vjp},
       // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.
       {"operator.truediv", rules::div_vjp},

@@ -345,6 +345,14 @@ RESAMPLE_AND_COMPOSITES = [
          lambda dt: (R(3, 4, 2, dtype=dt), R(4, 1, dtype=dt))),
     Case("einsum_outer_implicit", (), lambda a, b: torch.einsum("j,i", a, b), lambda dt: (R(3, dtype=dt), R(4, dtype=dt))),
     Case("einsum_one_operand", (), lambda a: torch.einsum("ijk->kj", a), lambda dt: (T(2, 3, 4, dtype=dt),)),
+    Case("conv3d", ("torch.conv3d",), lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1),
+         lambda dt: (R(1, 2, 3, 4, 3, dtype=dt), R(3, 2, 2, 3, 1, dtype=dt), R(3, dtype=dt))),
+    Case("conv3d_input_only", ("torch.conv3d",), lambda x, w: F.conv3d(x, w),
+         lambda dt: (R(2, 1, 3, 3, 2, dtype=dt), torch.randn(2, 1, 2, 2, 2, dtype=dt))),
+    Case("unfold", ("torch.nn.functional.unfold",), lambda x: F.unfold(x, (2, 3), padding=1, stride=(2, 1)),
+         lambda dt: (T(2, 3, 4, 5, dtype=dt),)),
+    Case("unfold_overlapping_dilated", ("torch.nn.functional.unfold",), lambda x: F.unfold(x, 2, dilation=2),
+         lambda dt: (R(1, 2, 5, 5, dtype=dt),)),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
