@@ -64,6 +64,7 @@ std::vector<Entry> entries() {
        "input, dim:dim=None, _stacklevel=3, dtype=None"},
       {{"torch.nn.functional.layer_norm"}, "input, normalized_shape:sizes, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.rms_norm"}, "input, normalized_shape:sizes, weight=None, eps=None"},
+      {{"torch._weight_norm"}, "v, g, dim=0"},
       {{"torch.nn.functional.group_norm"}, "input, num_groups, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.batch_norm"},
        "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05"},

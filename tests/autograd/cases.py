@@ -353,6 +353,11 @@ RESAMPLE_AND_COMPOSITES = [
          lambda dt: (T(2, 3, 4, 5, dtype=dt),)),
     Case("unfold_overlapping_dilated", ("torch.nn.functional.unfold",), lambda x: F.unfold(x, 2, dilation=2),
          lambda dt: (R(1, 2, 5, 5, dtype=dt),)),
+    Case("weight_norm_last_dim", (), lambda v, g: torch._weight_norm(v, g, 2),
+         lambda dt: (R(4, 3, 2, dtype=dt), P(1, 1, 2, dtype=dt))),
+    Case("weight_norm_dim0", (), lambda v, g: torch._weight_norm(v, g) * v,
+         lambda dt: (T(3, 4, dtype=dt), P(3, 1, dtype=dt))),
+    Case("weight_norm_whole", (), lambda v, g: torch._weight_norm(v, g, -1), lambda dt: (R(3, 4, dtype=dt), P(1, 1, dtype=dt))),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
@@ -362,4 +367,4 @@ ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS + RESAMPLE_AND_COMPOSITES
 # serves the call decompose keeps whole in bfloat16 (one rounding with its bias, as torch's).
 FUSED = ["gelu", "gelu_tanh", "silu", "softmax", "log_softmax", "f_softmax", "f_log_softmax", "layer_norm",
          "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed", "addcmul", "addcdiv",
-         "normalize", "tensor_norm", "interpolate_bilinear_size"]
+         "normalize", "tensor_norm", "interpolate_bilinear_size", "weight_norm_dim0"]
