@@ -129,6 +129,7 @@ void unfold_vjp(VjpCtx& c);  // F.unfold: F.fold of the gradient
 void sdpa_flash_cpu_vjp(VjpCtx& c);
 void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);
+void adaptive_avg_pool1d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
 void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
 void avg_pool2d_vjp(VjpCtx& c);

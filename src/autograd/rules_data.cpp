@@ -428,6 +428,29 @@ void adaptive_avg_pool2d_vjp(VjpCtx& c) {
   c.give(*input, rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(g), V(x)}, {}, contiguous_type(rw, x)));
 }
 
+// torch.adaptive_avg_pool1d (Swin's pooler in transformers): to one value per channel the gradient spread
+// evenly; else aten's 2-d backward over a height of 1, as aten computes the 1-d pool.
+void adaptive_avg_pool1d_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input), g = *c.grad();
+  std::vector<int64_t> sizes = passes::const_sizes(rw.type(x)), out = passes::const_sizes(rw.type(g));
+  if (sizes.size() < 2 || out.size() != sizes.size()) passes::refuse();
+  if (out.back() == 1) {
+    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / static_cast<double>(sizes.back())), sizes));
+    return;
+  }
+  auto with_height = [&rw](ValueId v, std::vector<int64_t> s) {
+    s.insert(s.end() - 1, 1);
+    return reshape(rw, v, s);
+  };
+  ValueId x4 = with_height(x, sizes);
+  ValueId gx = rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(with_height(g, out)), V(x4)}, {},
+                             contiguous_type(rw, x4));
+  c.give(*input, reshape(rw, gx, sizes));
+}
+
 // aten's max_pool2d_with_indices (F.max_pool2d's training form): aten's backward over the saved
 // indices, with the forward's own pooling arguments.
 void max_pool2d_with_indices_vjp(VjpCtx& c) {
@@ -524,6 +547,7 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.Tensor.clone", rules::clone_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
+      {"torch.adaptive_avg_pool1d", rules::adaptive_avg_pool1d_vjp},
       {"torch.nn.functional.pad", rules::pad_vjp},
       {"torch.ops.aten.max_pool2d_with_indices", rules::max_pool2d_with_indices_vjp},
       {"torch.nn.functional.avg_pool2d", rules::avg_pool2d_vjp},

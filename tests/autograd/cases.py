@@ -358,6 +358,8 @@ RESAMPLE_AND_COMPOSITES = [
     Case("weight_norm_dim0", (), lambda v, g: torch._weight_norm(v, g) * v,
          lambda dt: (T(3, 4, dtype=dt), P(3, 1, dtype=dt))),
     Case("weight_norm_whole", (), lambda v, g: torch._weight_norm(v, g, -1), lambda dt: (R(3, 4, dtype=dt), P(1, 1, dtype=dt))),
+    Case("adaptive_avg_pool1d", ("torch.adaptive_avg_pool1d",),
+         lambda x: F.adaptive_avg_pool1d(x, 3) * 2 + F.adaptive_avg_pool1d(x, 1), lambda dt: (T(2, 7, 4, dtype=dt),)),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 
