@@ -14,7 +14,8 @@
 //     instead, which returns (output, mask) and draws the same numbers as F.dropout (torch's CPU
 //     and CUDA dropout run it); the backward multiplies by the saved mask;
 //   - scaled_dot_product_attention with dropout becomes its math form — softmax of the scaled scores
-//     (masked), dropout as above, a matmul with v. With native_dropout that is what torch's CPU
+//     (masked), dropout as above, a matmul with v (attention with a mask that requires grad, or not
+//     4-d, takes it too, without dropout: eager's math backend). With native_dropout that is what torch's CPU
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
@@ -109,27 +110,36 @@ bool grouped_kv(Rewriter& rw, const Arg* gqa, ValueId q, ValueId* k, ValueId* v)
   return true;
 }
 
-// softmax(q @ k^T * scale, masked) -> dropout -> @ v, for a CPU attention call with dropout; false
-// (nothing emitted) for a form it does not model.
+// softmax(q @ k^T * scale, masked) -> dropout -> @ v, for an attention call with dropout, with a mask
+// that requires grad, or with inputs not 4-d: what eager runs then too, as its fused kernels give no mask
+// gradient and take 4-d inputs only, so torch takes its math backend (timm's MaxViT/CoAtNet and
+// transformers' Swin pass a learned relative-position bias as the mask; timm's NesT has 5-d q, k, v); the
+// mask's gradient is the scores'. False (nothing emitted) for a form it does not model.
 bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, Dropouts& dropouts) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
-      !passes::has_effect(node) || node.results.size() != 1)
+      node.results.size() != 1)
     return false;
+  const Arg* mask = argument(node, 3, "attn_mask");
+  const Arg* query = argument(node, 0, "query");
+  const bool with_dropout = passes::has_effect(node);
+  const bool mask_needs_grad = mask && mask->kind == Arg::Kind::Value && g.value(mask->value).type.requires_grad;
+  const bool not_4d = query && query->kind == Arg::Kind::Value && g.value(query->value).type.sizes.size() != 4;
+  if (!with_dropout && !mask_needs_grad && !not_4d) return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if ((dropouts.exact() && out.device.type != "cpu") || (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+  if ((with_dropout && dropouts.exact() && out.device.type != "cpu") ||
+      (out.dtype != DType::Float32 && out.dtype != DType::Float64))
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
-  const Arg* mask = argument(node, 3, "attn_mask");
   const Arg* p = argument(node, 4, "dropout_p");
   const Arg* causal = argument(node, 5, "is_causal");
   const Arg* scale = argument(node, 6, "scale");
   const Arg* gqa = argument(node, 7, "enable_gqa");
-  if (!q || !k || !v || !p || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
+  if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
     return false;
   bool is_causal = causal ? passes::bool_literal(*causal).value_or(true) : false;
   if (causal && !passes::bool_literal(*causal)) return false;
   if (is_causal && mask && !passes::is_none(*mask)) return false;  // torch refuses both
-  std::optional<double> dropout = passes::number_literal(*p);
+  std::optional<double> dropout = p ? passes::number_literal(*p) : 0.0;
   if (!dropout) return false;
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
   for (ValueId t : {qv, kv, vv})
