@@ -1,6 +1,6 @@
 // decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze (and reshape_as/view_as)
 // become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
-// getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
+// getitem with ints, slices, None, Ellipsis and one list of evenly spaced ints, narrow, split, chunk and unbind become slice and
 // select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
 // repeat_interleave (an int count) an expand between reshapes; einsum of one or two operands bmm between
 // permutes and reshapes; dtype conversions become
@@ -93,8 +93,13 @@ void getitem(Ctx& c) {
   std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
   std::vector<int64_t> in = const_sizes(c.rw.type(x));
   int64_t rank = static_cast<int64_t>(in.size());
-  int64_t consumed = 0, ellipses = 0;
+  int64_t consumed = 0, ellipses = 0, lists = 0;
   for (const Arg& it : items) {
+    if (it.kind == Arg::Kind::List) {  // ints: one index array (below)
+      ++consumed;
+      ++lists;
+      continue;
+    }
     if (it.kind != Arg::Kind::Literal) refuse();
     if (std::holds_alternative<int64_t>(it.literal) || std::holds_alternative<ir::Slice>(it.literal)) {
       ++consumed;
@@ -104,13 +109,41 @@ void getitem(Ctx& c) {
       refuse();  // bool, tensor and list indices stay with torch
     }
   }
-  if (ellipses > 1 || consumed > rank) refuse();
+  const bool ints = std::any_of(items.begin(), items.end(), [](const Arg& it) {
+    return it.kind == Arg::Kind::Literal && std::holds_alternative<int64_t>(it.literal);
+  });
+  // An int beside a list is a second index array (numpy's rules may move the indexed dims first).
+  if (ellipses > 1 || consumed > rank || lists > 1 || (lists > 0 && ints)) refuse();
+  // A list index is advanced indexing: a new tensor, which a slice would alias. Only when nothing writes
+  // into the result in place (a view's write would reach x).
+  if (lists > 0)
+    for (const ir::Node& other : c.rw.source().nodes())
+      if (other.mutates_first_arg() && !other.args.empty() && other.args[0].kind == Arg::Kind::Value &&
+          other.args[0].value == c.node.results[0])
+        refuse();
   Rewriter& rw = c.rw;
   ValueId cur = x;
   int64_t dim = 0;  // dim of `cur` the next index applies to
   bool emitted = false;
   for (const Arg& it : items) {
-    if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
+    if (it.kind == Arg::Kind::List) {
+      // One list of ints [k0, k0 + s, ...] with s > 0 (Falcon's `qkv[..., [-2], :]`) selects what
+      // slice(k0, k_last + 1, s) does, in place of the dim (a single index array keeps its position).
+      int64_t size = const_sizes(rw.type(cur))[dim];
+      std::vector<int64_t> ks;
+      for (const Arg& item : it.items) {
+        std::optional<int64_t> k = int_literal(item);
+        if (!k || bool_literal(item) || *k < -size || *k >= size) refuse();
+        ks.push_back(*k < 0 ? *k + size : *k);
+      }
+      if (ks.empty()) refuse();
+      const int64_t step = ks.size() > 1 ? ks[1] - ks[0] : 1;
+      for (size_t j = 1; j < ks.size(); ++j)
+        if (step <= 0 || ks[j] - ks[j - 1] != step) refuse();
+      cur = slice(rw, cur, dim, ks.front(), ks.back() + 1, step);
+      emitted = true;
+      ++dim;
+    } else if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
       int64_t size = const_sizes(rw.type(cur))[dim];
       int64_t k = *i < 0 ? *i + size : *i;
       if (k < 0 || k >= size) refuse();

@@ -360,6 +360,8 @@ RESAMPLE_AND_COMPOSITES = [
     Case("weight_norm_whole", (), lambda v, g: torch._weight_norm(v, g, -1), lambda dt: (R(3, 4, dtype=dt), P(1, 1, dtype=dt))),
     Case("adaptive_avg_pool1d", ("torch.adaptive_avg_pool1d",),
          lambda x: F.adaptive_avg_pool1d(x, 3) * 2 + F.adaptive_avg_pool1d(x, 1), lambda dt: (T(2, 7, 4, dtype=dt),)),
+    # One list of evenly spaced ints (Falcon's `qkv[..., [-2], :]`): a slice, differentiated as one.
+    Case("getitem_int_list", (), lambda x: x[..., [-2], :] * 2 + x[:, [0, 2]].sum(), lambda dt: (T(2, 4, 3, dtype=dt),)),
     Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
 ]
 

@@ -87,15 +87,17 @@ def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
 
 
-def test_attention_over_5d_inputs_takes_the_math_form():
-    """q, k, v of rank 5 (timm's NesT: blocks of tokens per head), which eager's fused kernels do not take: the
-    math form, no island."""
+@pytest.mark.parametrize("shapes", [[(2, 3, 2, 5, 4)] * 3, [(2, 4, 5, 3), (2, 1, 6, 3), (2, 1, 6, 3)]],
+                         ids=["5d", "kv_heads_broadcast"])
+def test_attention_the_fused_kernels_refuse_takes_the_math_form(shapes):
+    """q, k, v of rank 5 (timm's NesT: blocks of tokens per head), or one k and v head broadcast over q's heads
+    without enable_gqa (transformers' Falcon), which eager's fused kernels do not take: the math form, no island."""
     ember.reset()
 
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
     torch.manual_seed(0)
-    args = tuple(torch.randn(2, 3, 2, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    args = tuple(torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in shapes)
     compiled = ember.compile(f)
     assert torch.autograd.gradcheck(compiled, args)
     out = compiled(*args)
