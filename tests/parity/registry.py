@@ -61,7 +61,7 @@ NO_KERNELS = {
         "for_over_shape", "functional_conv1d", "functional_conv2d", "functional_dropout_off",
         "functional_dropout_train_seeded", "functional_embedding", "functional_glu_normalize",
         "functional_pad_interpolate", "functional_pooling", "functional_unfold_fold_shuffle", "if_on_ndim",
-        "if_on_shape", "index_int_slice", "index_long_tensors", "index_none_ellipsis",
+        "if_on_shape", "index_int_slice", "index_none_ellipsis",
         "inplace_input_out_argument", "inplace_metadata_ops", "inplace_on_view_of_intermediate", "nn_bilinear",
         "nn_conv1d", "nn_conv1d_stride_dilation", "nn_conv2d", "nn_conv2d_padding_mode_reflect",
         "nn_conv2d_padding_same_groups", "nn_conv_transpose2d", "nn_embedding", "nn_embedding_bag",
