@@ -114,13 +114,11 @@ void getitem(Ctx& c) {
   });
   // An int beside a list is a second index array (numpy's rules may move the indexed dims first).
   if (ellipses > 1 || consumed > rank || lists > 1 || (lists > 0 && ints)) refuse();
-  // A list index is advanced indexing: a new tensor, which a slice would alias. Only when nothing writes
-  // into the result in place (a view's write would reach x).
+  // A list index is advanced indexing: a new tensor, which a slice would alias. Only in a graph that writes
+  // nothing in place (a write into the result, or into a view of it, would reach x).
   if (lists > 0)
     for (const ir::Node& other : c.rw.source().nodes())
-      if (other.mutates_first_arg() && !other.args.empty() && other.args[0].kind == Arg::Kind::Value &&
-          other.args[0].value == c.node.results[0])
-        refuse();
+      if (other.mutates_first_arg()) refuse();
   Rewriter& rw = c.rw;
   ValueId cur = x;
   int64_t dim = 0;  // dim of `cur` the next index applies to
