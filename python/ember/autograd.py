@@ -170,7 +170,13 @@ def conv_grads(dims, grad_output, input, weight, stride=1, padding=0, dilation=1
 # is the same quantity, so the two halves need not agree on a kernel (a backward outside the forward's
 # `sdpa_kernel` context chooses afresh). Dropout is not modelled here (a call with dropout takes the math form
 # in C++): the kernels' random-number state is unused at p = 0, and a placeholder stands for it.
-_NO_RNG = torch.empty((), dtype=torch.int64)
+_NO_RNG = {}  # device -> placeholder (cuDNN's backward wants it on the tensors' device)
+
+
+def _no_rng(device):
+    if device not in _NO_RNG:
+        _NO_RNG[device] = torch.zeros((), dtype=torch.int64, device=device)
+    return _NO_RNG[device]
 _KERNELS = {1: "flash", 2: "efficient", 3: "cudnn"}  # torch._fused_sdp_choice's codes (SDPBackend)
 
 
@@ -227,17 +233,20 @@ def cuda_attention_backward(grad, q, k, v, mask, out, lse, is_causal, scale):
         grad = grad.contiguous()
     if kind == "cudnn":
         return aten._scaled_dot_product_cudnn_attention_backward(
-            grad, q, k, v, out, lse.unsqueeze(-1), _NO_RNG, _NO_RNG, mask, None, None, q.size(2), k.size(2), 0.0,
+            grad, q, k, v, out, lse.unsqueeze(-1), _no_rng(q.device), _no_rng(q.device), mask, None, None, q.size(2),
+            k.size(2), 0.0,
             is_causal, scale=scale)
     if kind == "flash":
         return aten._scaled_dot_product_flash_attention_backward(
-            grad, q, k, v, out, lse, None, None, q.size(2), k.size(2), 0.0, is_causal, _NO_RNG, _NO_RNG, scale=scale)
+            grad, q, k, v, out, lse, None, None, q.size(2), k.size(2), 0.0, is_causal, _no_rng(q.device),
+            _no_rng(q.device), scale=scale)
     if kind == "efficient":
         bias = None if mask is None else _attention_bias(mask, q, k)
         rows = -(-q.size(-2) // 32) * 32
         padded = torch.nn.functional.pad(lse, (0, rows - lse.size(-1)))
         return aten._scaled_dot_product_efficient_attention_backward(
-            grad, q, k, v, bias, out, padded, _NO_RNG, _NO_RNG, 0.0, [True, True, True, False], is_causal,
+            grad, q, k, v, bias, out, padded, _no_rng(q.device), _no_rng(q.device), 0.0, [True, True, True, False],
+            is_causal,
             scale=scale)[:3]
     scores = _attention_scores(q, k, mask, is_causal, scale)
     probs = torch.exp(scores - lse.unsqueeze(-1))

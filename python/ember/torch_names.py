@@ -26,6 +26,11 @@ for _name, _fn in op_callables.items():
     # Tensor.where(cond, other) puts self second in torch.where's order: not the same op.
     if _method is not None and _name not in ("view", "expand", "contiguous", "where"):
         core_by_callable.setdefault(_method, _name)
+# torch's documented aliases of core ops (the same aten op, the same arguments): torch.multiply is
+# torch.mul, as aten's alias table says.
+for _alias, _name in (("multiply", "mul"), ("divide", "div"), ("subtract", "sub")):
+    for _owner in (torch, torch.Tensor):
+        core_by_callable.setdefault(getattr(_owner, _alias), _name)
 
 inplace_callables = {getattr(operator, "i" + n) for n in (
     "add", "and", "floordiv", "lshift", "matmul", "mul", "mod", "or", "pow", "rshift", "sub", "truediv", "xor")}

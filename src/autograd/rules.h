@@ -120,14 +120,22 @@ namespace rules {
 void native_dropout_vjp(VjpCtx& c);  // dropout in training, as joint.cpp rewrites it
 void attr_mT_vjp(VjpCtx& c);         // x.mT
 void attr_T_vjp(VjpCtx& c);          // x.T
+void clone_vjp(VjpCtx& c);           // torch.clone, x.clone()
+void selected_values_vjp(VjpCtx& c); // torch.topk, torch.max/min (values and indices, or of every element)
 void conv1d_vjp(VjpCtx& c);
 void conv2d_vjp(VjpCtx& c);
+void conv3d_vjp(VjpCtx& c);
+void unfold_vjp(VjpCtx& c);  // F.unfold: F.fold of the gradient
 void fused_attention_vjp(VjpCtx& c);  // attention's training form (training_forms.cpp)
 void mse_loss_vjp(VjpCtx& c);
 void adaptive_avg_pool2d_vjp(VjpCtx& c);
+void adaptive_avg_pool1d_vjp(VjpCtx& c);
 void pad_vjp(VjpCtx& c);
 void max_pool2d_with_indices_vjp(VjpCtx& c);  // F.max_pool2d's training form (training_forms.cpp)
 void avg_pool2d_vjp(VjpCtx& c);
+void interpolate_vjp(VjpCtx& c);  // F.interpolate (rules_resample.cpp)
+void vector_norm_vjp(VjpCtx& c);  // torch.linalg.vector_norm, Tensor.norm (rules_reduce.cpp)
+void normalize_vjp(VjpCtx& c);    // F.normalize
 // x[index] with integer tensor indices (advanced indexing), which decompose keeps whole (joint.cpp).
 void getitem_index_vjp(VjpCtx& c);
 }  // namespace rules

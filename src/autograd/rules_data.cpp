@@ -148,6 +148,60 @@ void gather_vjp(VjpCtx& c) {
   c.give("input", scatter_into_zeros(c.rw, "torch.scatter_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
 }
 
+// torch.topk(x, k, dim, ...) and torch.max/min(x, dim, keepdim) return (values, indices): the values'
+// gradient scattered into zeros at the indices, as aten's value_selecting_reduction_backward (topk's
+// indices are distinct, so scatter_add is scatter). torch.max/min(x) over every element (one result):
+// the gradient shared evenly among the elements equal to the extremum, as amax's; max/min(a, b) are
+// maximum/minimum.
+void selected_values_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input);
+  const int64_t rank = rank_of(rw, x);
+  const bool topk = c.node.target == "torch.topk" || c.node.target == "torch.Tensor.topk";
+  if (!topk && c.node.results.size() == 1 && c.node.args.size() == 2 && c.node.kwargs.empty() &&
+      c.node.args[1].kind == Arg::Kind::Value) {  // max(a, b) / min(a, b): maximum / minimum
+    const std::string_view name = c.node.target;
+    return name.substr(name.size() - 3) == "max" ? maximum_vjp(c) : minimum_vjp(c);
+  }
+  if (!topk && c.node.results.size() == 1) {  // max(x) / min(x)
+    if (c.node.args.size() != 1 || !c.node.kwargs.empty() || rank == 0) passes::refuse();
+    const Sizes sizes = sizes_of(rw, x);
+    const std::vector<int64_t> dims = all_dims(rank);
+    ValueId g = *c.grad();
+    DType dt = rw.type(g).dtype;
+    ValueId hit = convert(rw, binary(rw, Op::Eq, x, V(unreduce(rw, c.out(), dims, false, sizes))), dt);
+    ValueId count = reduce(rw, Op::Sum, hit, dims, true);
+    c.give(*input, mul(rw, binary(rw, Op::Div, unreduce(rw, g, dims, false, sizes), V(expand_symbolic(rw, count, sizes))), hit));
+    return;
+  }
+  if (c.node.results.size() != 2 || rank == 0) passes::refuse();
+  const Arg* dim_arg = argument(c.node, topk ? 2 : 1, "dim");
+  int64_t dim = topk ? -1 : 0;
+  if (dim_arg || !topk) {
+    std::optional<int64_t> d = dim_arg ? passes::int_literal(*dim_arg) : std::nullopt;
+    if (!d) passes::refuse();
+    dim = *d;
+  }
+  dim = norm_dim(dim, rank);
+  bool keepdim = topk;
+  if (!topk)
+    if (const Arg* k = argument(c.node, 2, "keepdim")) {
+      std::optional<bool> b = passes::bool_literal(*k);
+      if (!b) passes::refuse();
+      keepdim = *b;
+    }
+  ValueId g = c.grad_or_zeros(0), index = c.out(1);
+  if (!keepdim) {
+    Sizes kept = sizes_of(rw, g);
+    kept.insert(kept.begin() + dim, 1);
+    g = reshape_symbolic(rw, g, kept);
+    index = reshape_symbolic(rw, index, kept);
+  }
+  c.give(*input, scatter_into_zeros(rw, "torch.scatter_add", x, {Arg::of_literal(dim), V(index), V(g)}));
+}
+
 void index_select_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
   c.give("input", scatter_into_zeros(c.rw, "torch.index_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
@@ -307,6 +361,29 @@ void fused_attention_vjp(VjpCtx& c) {
 
 void conv1d_vjp(VjpCtx& c) { conv_vjp(c, "1d"); }
 void conv2d_vjp(VjpCtx& c) { conv_vjp(c, "2d"); }
+void conv3d_vjp(VjpCtx& c) { conv_vjp(c, "3d"); }
+
+// F.unfold (im2col): its adjoint F.fold (col2im, summing overlapping patches) onto the input's spatial
+// size, with the forward's kernel_size, dilation, padding and stride.
+void unfold_vjp(VjpCtx& c) {
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input);
+  const std::vector<int64_t> sizes = passes::const_sizes(c.rw.type(x));
+  if (sizes.size() < 3) passes::refuse();
+  passes::Kwargs options;
+  const char* kOptions[] = {"kernel_size", "dilation", "padding", "stride"};
+  for (size_t i = 0; i < std::size(kOptions); ++i) {
+    const Arg* a = argument(c.node, 1 + i, kOptions[i]);
+    if (!a) continue;
+    if (a->kind == Arg::Kind::Value) passes::refuse();
+    options.emplace_back(kOptions[i], *a);
+  }
+  if (options.empty() || options[0].first != "kernel_size") passes::refuse();
+  Arg output_size = Arg::list({Arg::of_literal(sizes[sizes.size() - 2]), Arg::of_literal(sizes.back())});
+  c.give(*input, c.rw.emit_torch("torch.nn.functional.fold", {V(*c.grad()), output_size}, std::move(options),
+                                 contiguous_type(c.rw, x)));
+}
 
 void matmul_vjp(VjpCtx& c) { matmul_grads(c, Op::Matmul, c.pos(0), c.pos(1)); }
 void mm_vjp(VjpCtx& c) { matmul_grads(c, Op::Mm, c.pos(0), c.pos(1)); }
@@ -369,6 +446,29 @@ void adaptive_avg_pool2d_vjp(VjpCtx& c) {
   c.give(*input, rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(g), V(x)}, {}, contiguous_type(rw, x)));
 }
 
+// torch.adaptive_avg_pool1d (Swin's pooler in transformers): to one value per channel the gradient spread
+// evenly; else aten's 2-d backward over a height of 1, as aten computes the 1-d pool.
+void adaptive_avg_pool1d_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  ValueId x = c.in(*input), g = *c.grad();
+  std::vector<int64_t> sizes = passes::const_sizes(rw.type(x)), out = passes::const_sizes(rw.type(g));
+  if (sizes.size() < 2 || out.size() != sizes.size()) passes::refuse();
+  if (out.back() == 1) {
+    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / static_cast<double>(sizes.back())), sizes));
+    return;
+  }
+  auto with_height = [&rw](ValueId v, std::vector<int64_t> s) {
+    s.insert(s.end() - 1, 1);
+    return reshape(rw, v, s);
+  };
+  ValueId x4 = with_height(x, sizes);
+  ValueId gx = rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(with_height(g, out)), V(x4)}, {},
+                             contiguous_type(rw, x4));
+  c.give(*input, reshape(rw, gx, sizes));
+}
+
 // aten's max_pool2d_with_indices (F.max_pool2d's training form): aten's backward over the saved
 // indices, with the forward's own pooling arguments.
 void max_pool2d_with_indices_vjp(VjpCtx& c) {
@@ -414,6 +514,10 @@ void pad_vjp(VjpCtx& c) {
                                  contiguous_type(c.rw, x)));
 }
 
+// x.clone(): the gradient passes unchanged (a copy in storage of its own; decompose keeps it, as returning
+// x itself would alias what the clone must not).
+void clone_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }
+
 // x.mT and x.T (captured as attribute reads, operator.attrgetter): the gradient is transposed back.
 void attr_mT_vjp(VjpCtx& c) { c.give(c.pos(0), transpose_last(c.rw, *c.grad())); }
 
@@ -451,13 +555,28 @@ const VjpRule* torch_call_rule(std::string_view callable) {
       {"torch.ops.aten.native_dropout", rules::native_dropout_vjp},
       {"operator.attrgetter('mT')", rules::attr_mT_vjp},
       {"operator.attrgetter('T')", rules::attr_T_vjp},
+      {"torch.clone", rules::clone_vjp},
+      {"torch.topk", rules::selected_values_vjp},
+      {"torch.Tensor.topk", rules::selected_values_vjp},
+      {"torch.max", rules::selected_values_vjp},
+      {"torch.Tensor.max", rules::selected_values_vjp},
+      {"torch.min", rules::selected_values_vjp},
+      {"torch.Tensor.min", rules::selected_values_vjp},
+      {"torch.Tensor.clone", rules::clone_vjp},
       {"torch.nn.functional.mse_loss", rules::mse_loss_vjp},
       {"torch.nn.functional.adaptive_avg_pool2d", rules::adaptive_avg_pool2d_vjp},
+      {"torch.adaptive_avg_pool1d", rules::adaptive_avg_pool1d_vjp},
       {"torch.nn.functional.pad", rules::pad_vjp},
       {"torch.ops.aten.max_pool2d_with_indices", rules::max_pool2d_with_indices_vjp},
       {"torch.nn.functional.avg_pool2d", rules::avg_pool2d_vjp},
+      {"torch.nn.functional.interpolate", rules::interpolate_vjp},
+      {"torch.nn.functional.normalize", rules::normalize_vjp},
+      {"torch._C._linalg.linalg_vector_norm", rules::vector_norm_vjp},
+      {"torch.Tensor.norm", rules::vector_norm_vjp},
       {"torch.conv1d", rules::conv1d_vjp},
       {"torch.conv2d", rules::conv2d_vjp},
+      {"torch.conv3d", rules::conv3d_vjp},
+      {"torch.nn.functional.unfold", rules::unfold_vjp},
       {"torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", rules::fused_attention_vjp},
       {"ember.autograd.cuda_attention", rules::fused_attention_vjp},
       // `s / x` and `s ** x` with a Python number first, which decompose leaves to torch.

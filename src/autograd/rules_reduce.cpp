@@ -1,4 +1,4 @@
-// Derivative rules of reductions, softmax and layer_norm (rules.h). The fused rules are torch's
+// Derivative rules of reductions, softmax, layer_norm and vector norms (rules.h). The fused rules are torch's
 // backward formulas; layer_norm's recomputes mean and rstd with the nodes its decomposition emits,
 // so CSE merges them with the forward's and the partitioner chooses between saving and
 // recomputing them.
@@ -127,6 +127,107 @@ void layer_norm_vjp(VjpCtx& c) {
   ValueId mean_gx_xhat = div_count(rw, sum_keep(rw, mul(rw, gx, xhat), norm_dims), n);
   ValueId inner = binary(rw, Op::Sub, binary(rw, Op::Sub, gx, V(mean_gx)), V(mul(rw, xhat, mean_gx_xhat)));
   c.give("input", mul(rw, inner, rstd));
+}
+
+// --- Vector norms (torch calls: forward as captured, the backward in primitives) -------------
+
+namespace {
+
+// The order of a vector norm the rules differentiate: 1 or 2 ('fro', the Frobenius norm, is the
+// 2-norm of the elements reduced); others refuse (an island).
+double norm_order(const Arg* p, double dflt) {
+  if (!p || passes::is_none(*p)) return dflt;
+  if (p->kind == Arg::Kind::Literal)
+    if (const std::string* s = std::get_if<std::string>(&p->literal); s && *s == "fro") return 2.0;
+  std::optional<double> v = passes::number_literal(*p);
+  if (!v || passes::bool_literal(*p) || (*v != 1.0 && *v != 2.0)) passes::refuse();
+  return *v;
+}
+
+// The gradient of ||x||_p given the norm's gradient `gn` and the norm `n` (both expanded to x's
+// sizes, x's dtype): sign(x) gn for p = 1; x gn / n for p = 2, 0 where n = 0 (torch's
+// norm_backward: an all-zero row gets no NaN).
+ValueId norm_backward(Rewriter& rw, ValueId x, ValueId gn, ValueId n, double order) {
+  if (order == 1.0) return mul(rw, unary(rw, Op::Sign, x), gn);
+  DType dt = rw.type(x).dtype;
+  ValueId zero = pointwise(rw, Op::Eq, {V(n), scalar(0.0, dt)}, DType::Bool);
+  ValueId scale = pointwise(rw, Op::Where, {V(zero), scalar(0.0, dt), V(binary(rw, Op::Div, gn, V(n)))}, dt);
+  return mul(rw, x, scale);
+}
+
+// ||x||_p over `dims` (kept), in x's dtype: sqrt(sum(x^2)) or sum(|x|).
+ValueId norm_of(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double order) {
+  if (order == 1.0) return reduce(rw, Op::Sum, unary(rw, Op::Abs, x), dims, true);
+  return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, mul(rw, x, x), dims, true));
+}
+
+}  // namespace
+
+// torch.linalg.vector_norm(x, ord, dim, keepdim, *, dtype) (captured as its C function) and
+// Tensor.norm(x, p, dim, keepdim, dtype): the positions of p, dim and keepdim are the same; dtype is refused.
+void vector_norm_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const bool linalg = c.node.target == "torch._C._linalg.linalg_vector_norm";
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  const double order = norm_order(argument(c.node, 1, linalg ? "ord" : "p"), 2.0);
+  for (const auto& [name, value] : c.node.kwargs)
+    if ((name == "dtype" || name == "out") && !passes::is_none(value)) passes::refuse();
+  if (c.node.args.size() > 4) passes::refuse();  // Tensor.norm's positional dtype
+  ValueId x = c.in(*input);
+  const int64_t rank = rank_of(rw, x);
+  const Arg* dim = argument(c.node, 2, "dim");
+  std::vector<int64_t> dims = dim && !passes::is_none(*dim) ? reduction_dims(*dim, rank, true) : all_dims(rank);
+  bool keepdim = false;
+  if (const Arg* k = argument(c.node, 3, "keepdim")) {
+    std::optional<bool> b = passes::bool_literal(*k);
+    if (!b) passes::refuse();
+    keepdim = *b;
+  }
+  if (dims.empty() || rw.type(c.out()).dtype != rw.type(x).dtype) passes::refuse();
+  Sizes sizes = sizes_of(rw, x);
+  ValueId xf = opmath_of(rw, x);
+  ValueId gn = unreduce(rw, opmath_of(rw, *c.grad()), dims, keepdim, sizes);
+  ValueId n = unreduce(rw, opmath_of(rw, c.out()), dims, keepdim, sizes);
+  c.give(*input, norm_backward(rw, xf, gn, n, order));
+}
+
+// F.normalize(x, p, dim, eps) = x / max(||x||_p, eps) (the norm over dim, kept): the gradient
+// through the quotient, then through clamp_min (where ||x|| >= eps) into the norm, whose backward
+// recomputes the norm in primitives (the forward's is inside the captured call).
+void normalize_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const Arg* input = argument(c.node, 0, "input");
+  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
+  if (const Arg* out = argument(c.node, 4, "out"); out && !passes::is_none(*out)) passes::refuse();
+  const double order = norm_order(argument(c.node, 1, "p"), 2.0);
+  ValueId x = c.in(*input);
+  int64_t d = 1;
+  if (const Arg* dim = argument(c.node, 2, "dim")) {
+    std::optional<int64_t> v = passes::int_literal(*dim);
+    if (!v) passes::refuse();
+    d = *v;
+  }
+  double eps = 1e-12;
+  if (const Arg* e = argument(c.node, 3, "eps")) {
+    std::optional<double> v = passes::number_literal(*e);
+    if (!v) passes::refuse();
+    eps = *v;
+  }
+  const std::vector<int64_t> dims = {norm_dim(d, rank_of(rw, x))};
+  Sizes sizes = sizes_of(rw, x);
+  ValueId xf = opmath_of(rw, x), g = opmath_of(rw, *c.grad());
+  DType dt = rw.type(xf).dtype;
+  ValueId n = norm_of(rw, xf, dims, order);
+  ValueId denom = binary_s(rw, Op::Maximum, n, eps);
+  ValueId gx = binary(rw, Op::Div, g, V(expand_symbolic(rw, denom, sizes)));
+  // d/d(denom) of sum(g * x / denom) = -sum(g * x) / denom^2, passed to the norm where it is >= eps.
+  ValueId gd = unary(rw, Op::Neg, binary(rw, Op::Div, sum_keep(rw, mul(rw, g, xf), dims), V(mul(rw, denom, denom))));
+  ValueId kept = pointwise(rw, Op::Ge, {V(n), scalar(eps, dt)}, DType::Bool);
+  ValueId gn = pointwise(rw, Op::Where, {V(kept), V(gd), scalar(0.0, dt)}, dt);
+  gx = binary(rw, Op::Add, gx,
+              V(norm_backward(rw, xf, expand_symbolic(rw, gn, sizes), expand_symbolic(rw, n, sizes), order)));
+  c.give(*input, gx);
 }
 
 }  // namespace ember::autograd::rules

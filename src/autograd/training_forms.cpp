@@ -14,7 +14,8 @@
 //     instead, which returns (output, mask) and draws the same numbers as F.dropout (torch's CPU
 //     and CUDA dropout run it); the backward multiplies by the saved mask;
 //   - scaled_dot_product_attention with dropout becomes its math form — softmax of the scaled scores
-//     (masked), dropout as above, a matmul with v. With native_dropout that is what torch's CPU
+//     (masked), dropout as above, a matmul with v (attention with a mask that requires grad, or shapes
+//     the fused kernels refuse, takes it too, without dropout: eager's math backend). With native_dropout that is what torch's CPU
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
@@ -110,27 +111,48 @@ bool grouped_kv(Rewriter& rw, const Arg* gqa, ValueId q, ValueId* k, ValueId* v)
   return true;
 }
 
-// softmax(q @ k^T * scale, masked) -> dropout -> @ v, for a CPU attention call with dropout; false
-// (nothing emitted) for a form it does not model.
+// Whether eager's fused attention kernels refuse the call's shapes, so that torch runs its math backend:
+// q, k, v not 4-d (timm's NesT: 5-d), or k and v broadcast over q's batch or heads without enable_gqa
+// (multi-query attention spelled as a broadcast: transformers' Falcon, one k and v head for all q heads).
+bool fused_kernel_refuses_shapes(const ir::Graph& g, const ir::Node& node) {
+  const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
+  if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
+    return false;
+  const Sizes &qs = g.value(q->value).type.sizes, &ks = g.value(k->value).type.sizes, &vs = g.value(v->value).type.sizes;
+  if (qs.size() != 4) return true;
+  const Arg* gqa = argument(node, 7, "enable_gqa");
+  if (gqa && passes::bool_literal(*gqa) != false) return false;
+  return ks.size() == 4 && vs.size() == 4 && (ks[0] != qs[0] || ks[1] != qs[1] || vs[0] != qs[0] || vs[1] != qs[1]);
+}
+
+// softmax(q @ k^T * scale, masked) -> dropout -> @ v, for an attention call with dropout, with a mask
+// that requires grad, or with shapes the fused kernels refuse: what eager runs then too, as its fused
+// kernels give no mask gradient, so torch takes its math backend (timm's MaxViT/CoAtNet and transformers'
+// Swin pass a learned relative-position bias as the mask); the mask's gradient is the scores', and k and v
+// broadcast over heads get theirs summed back by give(). False (nothing emitted) for a form it does not model.
 bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, Dropouts& dropouts) {
   if (node.op != Op::TorchCall || node.target != "torch.nn.functional.scaled_dot_product_attention" ||
-      !passes::has_effect(node) || node.results.size() != 1)
+      node.results.size() != 1)
     return false;
+  const Arg* mask = argument(node, 3, "attn_mask");
+  const bool with_dropout = passes::has_effect(node);
+  const bool mask_needs_grad = mask && mask->kind == Arg::Kind::Value && g.value(mask->value).type.requires_grad;
+  if (!with_dropout && !mask_needs_grad && !fused_kernel_refuses_shapes(g, node)) return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if ((dropouts.exact() && out.device.type != "cpu") || (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+  if ((with_dropout && dropouts.exact() && out.device.type != "cpu") ||
+      (out.dtype != DType::Float32 && out.dtype != DType::Float64))
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
-  const Arg* mask = argument(node, 3, "attn_mask");
   const Arg* p = argument(node, 4, "dropout_p");
   const Arg* causal = argument(node, 5, "is_causal");
   const Arg* scale = argument(node, 6, "scale");
   const Arg* gqa = argument(node, 7, "enable_gqa");
-  if (!q || !k || !v || !p || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
+  if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
     return false;
   bool is_causal = causal ? passes::bool_literal(*causal).value_or(true) : false;
   if (causal && !passes::bool_literal(*causal)) return false;
   if (is_causal && mask && !passes::is_none(*mask)) return false;  // torch refuses both
-  std::optional<double> dropout = passes::number_literal(*p);
+  std::optional<double> dropout = p ? passes::number_literal(*p) : 0.0;
   if (!dropout) return false;
   ValueId qv = rw.mapped(q->value), kv = rw.mapped(k->value), vv = rw.mapped(v->value);
   for (ValueId t : {qv, kv, vv})

@@ -93,7 +93,7 @@ bool Node::mutates_first_arg() const {
 
 bool returns_new_tensors(std::string_view callable) {
   // Generic captures whose aten ops return new tensors; core ops are judged by their family.
-  static constexpr std::array<std::string_view, 23> kGeneric = {
+  static constexpr std::array<std::string_view, 25> kGeneric = {
       "torch.nn.functional.scaled_dot_product_attention",
       // attention's training form and its backward (autograd/training_forms.cpp)
       "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
@@ -104,7 +104,7 @@ bool returns_new_tensors(std::string_view callable) {
       "torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
       "torch.nn.functional.conv_transpose2d", "torch.nn.functional.group_norm",
       "torch.nn.functional.batch_norm", "torch.nn.functional.instance_norm", "torch.baddbmm",
-      "torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort"};
+      "torch.topk", "torch.Tensor.topk", "torch.sort", "torch.Tensor.sort", "torch.clone", "torch.Tensor.clone"};
   if (std::find(kGeneric.begin(), kGeneric.end(), callable) != kGeneric.end()) return true;
   static const std::map<std::string_view, Op> by_target = [] {
     std::map<std::string_view, Op> m;

@@ -1,6 +1,6 @@
 // decompose, pointwise family: explicit type promotion of core pointwise ops (convert inserted,
 // scalars as literals of the computation dtype's Python kind), add/sub alpha, div rounding
-// modes, rsub, square, where, masked_fill, clamp and its aliases, and the activations (gelu exact
+// modes, rsub, square, where, masked_fill, clamp and its aliases, addcmul/addcdiv, and the activations (gelu exact
 // and tanh, silu, mish, hardswish, hardsigmoid, relu6, hardtanh) computed in float32 for
 // float16/bfloat16 inputs.
 #include <cmath>
@@ -276,6 +276,24 @@ void masked_fill(Ctx& c) {
   c.finish(pointwise(c.rw, Op::Where, {V(mask), operand(c.rw, value, xt.dtype), V(x)}, xt.dtype));
 }
 
+// addcmul: input + value * tensor1 * tensor2; addcdiv: input + value * tensor1 / tensor2 — aten's
+// order of operations, in float32 for float16/bfloat16 (one rounding, as aten's CPU kernel).
+void addc(Ctx& c, Op op) {
+  Rewriter& rw = c.rw;
+  const std::vector<Arg> operands = {c.arg("input"), c.arg("tensor1"), c.arg("tensor2")};
+  for (const Arg& a : operands)
+    if (a.kind != Arg::Kind::Value) refuse();
+  DType r = c.result_type().dtype;
+  if (!is_floating_point(r) || result_type(rw, {V(c.tensor("input")), V(c.tensor("tensor1")), V(c.tensor("tensor2"))}) != r)
+    refuse();
+  double value = c.number_arg("value");
+  DType dt = opmath(r);
+  ValueId t1 = convert(rw, c.tensor("tensor1"), dt);
+  if (value != 1.0) t1 = binary_s(rw, Op::Mul, t1, value);
+  ValueId term = binary(rw, op, t1, V(convert(rw, c.tensor("tensor2"), dt)));
+  c.finish(convert(rw, binary(rw, Op::Add, convert(rw, c.tensor("input"), dt), V(term)), r));
+}
+
 }  // namespace
 
 void add_pointwise_rules(RuleMap& rules) {
@@ -349,6 +367,8 @@ void add_pointwise_rules(RuleMap& rules) {
     clamp_to(c, c.tensor("input"), c.arg("min_val"), c.arg("max_val"));
   };
   rules["torch.where"] = where;
+  rules["torch.addcmul"] = rules["torch.Tensor.addcmul"] = [](Ctx& c) { addc(c, Op::Mul); };
+  rules["torch.addcdiv"] = rules["torch.Tensor.addcdiv"] = [](Ctx& c) { addc(c, Op::Div); };
   rules["torch.masked_fill"] = masked_fill;
 }
 

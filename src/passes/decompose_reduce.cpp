@@ -1,5 +1,5 @@
 // decompose, reduction family: sum, mean, amax/amin, var/std (and their _mean forms) in
-// canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm
+// canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm, _weight_norm
 // (inference, and training with the running statistics written back through
 // `torch.Tensor.copy_`); cross_entropy and nll_loss (class indices, class dim 1).
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
@@ -183,6 +183,26 @@ void layer_norm(Ctx& c) {
   c.finish(convert(rw, y, c.result_type().dtype));
 }
 
+// torch._weight_norm(v, g, dim) (nn.utils.parametrizations.weight_norm): v * (g / ||v||), the 2-norm over
+// every dim but `dim` (every dim for dim = -1), kept, as aten's _weight_norm_interface computes it; in
+// float32 for float16/bfloat16, converted once.
+void weight_norm(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId v = c.tensor("v"), g = c.tensor("g");
+  const int64_t rank = rank_of(rw, v);
+  const int64_t dim = c.int_arg("dim");
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (dim == -1 || d != norm_dim(dim, rank)) dims.push_back(d);
+  if (dims.empty()) refuse();
+  DType dt = c.result_type().dtype;
+  if (!is_floating_point(dt) || rw.type(g).dtype != dt || rw.type(v).dtype != dt) refuse();
+  ValueId vf = convert(rw, v, opmath(dt));
+  ValueId norm = unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, vf, V(vf)), dims, true));
+  ValueId scale = binary(rw, Op::Div, convert(rw, g, opmath(dt)), V(norm));
+  c.finish(convert(rw, binary(rw, Op::Mul, vf, V(scale)), dt));
+}
+
 void rms_norm(Ctx& c) {
   ValueId x = c.tensor("input");
   std::vector<int64_t> dims = trailing_dims(c, x);
@@ -354,6 +374,7 @@ void nll_loss(Ctx& c) {
 
 void add_reduction_rules(RuleMap& rules) {
   rules["torch.sum"] = sum;
+  rules["torch._weight_norm"] = weight_norm;
   rules["torch.mean"] = mean;
   rules["torch.amax"] = [](Ctx& c) { amax_amin(c, Op::Amax); };
   rules["torch.amin"] = [](Ctx& c) { amax_amin(c, Op::Amin); };

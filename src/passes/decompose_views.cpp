@@ -1,10 +1,15 @@
 // decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze (and reshape_as/view_as)
 // become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
-// getitem with ints, slices, None and Ellipsis, narrow, split, chunk and unbind become slice and
-// select (clamped, non-negative); stack becomes reshapes and cat; dtype conversions become
-// convert; factories become full/arange; linear and addmm become matmul/mm with a pointwise
+// getitem with ints, slices, None, Ellipsis and one list of evenly spaced ints, narrow, split, chunk and unbind become slice and
+// select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
+// repeat_interleave (an int count) an expand between reshapes; einsum of one or two operands bmm between
+// permutes and reshapes; dtype conversions become
+// convert; factories become full/arange; linear, addmm and baddbmm become matmul/mm/bmm with a pointwise
 // epilogue; dropout that does nothing is removed.
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <numeric>
 
 #include "passes/decompose_rules.h"
 
@@ -88,8 +93,13 @@ void getitem(Ctx& c) {
   std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
   std::vector<int64_t> in = const_sizes(c.rw.type(x));
   int64_t rank = static_cast<int64_t>(in.size());
-  int64_t consumed = 0, ellipses = 0;
+  int64_t consumed = 0, ellipses = 0, lists = 0;
   for (const Arg& it : items) {
+    if (it.kind == Arg::Kind::List) {  // ints: one index array (below)
+      ++consumed;
+      ++lists;
+      continue;
+    }
     if (it.kind != Arg::Kind::Literal) refuse();
     if (std::holds_alternative<int64_t>(it.literal) || std::holds_alternative<ir::Slice>(it.literal)) {
       ++consumed;
@@ -99,13 +109,39 @@ void getitem(Ctx& c) {
       refuse();  // bool, tensor and list indices stay with torch
     }
   }
-  if (ellipses > 1 || consumed > rank) refuse();
+  const bool ints = std::any_of(items.begin(), items.end(), [](const Arg& it) {
+    return it.kind == Arg::Kind::Literal && std::holds_alternative<int64_t>(it.literal);
+  });
+  // An int beside a list is a second index array (numpy's rules may move the indexed dims first).
+  if (ellipses > 1 || consumed > rank || lists > 1 || (lists > 0 && ints)) refuse();
+  // A list index is advanced indexing: a new tensor, which a slice would alias. Only in a graph that writes
+  // nothing in place (a write into the result, or into a view of it, would reach x).
+  if (lists > 0)
+    for (const ir::Node& other : c.rw.source().nodes())
+      if (other.mutates_first_arg()) refuse();
   Rewriter& rw = c.rw;
   ValueId cur = x;
   int64_t dim = 0;  // dim of `cur` the next index applies to
   bool emitted = false;
   for (const Arg& it : items) {
-    if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
+    if (it.kind == Arg::Kind::List) {
+      // One list of ints [k0, k0 + s, ...] with s > 0 (Falcon's `qkv[..., [-2], :]`) selects what
+      // slice(k0, k_last + 1, s) does, in place of the dim (a single index array keeps its position).
+      int64_t size = const_sizes(rw.type(cur))[dim];
+      std::vector<int64_t> ks;
+      for (const Arg& item : it.items) {
+        std::optional<int64_t> k = int_literal(item);
+        if (!k || bool_literal(item) || *k < -size || *k >= size) refuse();
+        ks.push_back(*k < 0 ? *k + size : *k);
+      }
+      if (ks.empty()) refuse();
+      const int64_t step = ks.size() > 1 ? ks[1] - ks[0] : 1;
+      for (size_t j = 1; j < ks.size(); ++j)
+        if (step <= 0 || ks[j] - ks[j - 1] != step) refuse();
+      cur = slice(rw, cur, dim, ks.front(), ks.back() + 1, step);
+      emitted = true;
+      ++dim;
+    } else if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
       int64_t size = const_sizes(rw.type(cur))[dim];
       int64_t k = *i < 0 ? *i + size : *i;
       if (k < 0 || k >= size) refuse();
@@ -359,6 +395,78 @@ void arange(Ctx& c) {
                      {{"dtype", Arg::of_literal(r.dtype)}, {"device", Arg::of_literal(r.device)}}, r));
 }
 
+// torch.roll: along each dim, the last `shift` elements first — a cat of two slices (one per dim
+// rolled). Without dims, the flattened tensor is rolled and reshaped back.
+void roll(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  auto shifts = int_list(c.arg("shifts"), true);
+  std::optional<std::vector<int64_t>> dims;
+  if (!c.none("dims")) dims = int_list(c.arg("dims"), true);
+  if (!shifts || (!c.none("dims") && (!dims || dims->size() != shifts->size()))) refuse();
+  const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  ValueId cur = x;
+  if (!dims) {
+    if (shifts->size() != 1) refuse();
+    cur = reshape(rw, x, {numel(sizes)});
+    dims = std::vector<int64_t>{0};
+  }
+  bool emitted = false;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    int64_t dim = norm_dim((*dims)[i], rank_of(rw, cur));
+    int64_t n = const_sizes(rw.type(cur))[dim];
+    if (n == 0) continue;
+    int64_t s = (((*shifts)[i] % n) + n) % n;
+    if (s == 0) continue;
+    cur = build::cat(rw, {slice(rw, cur, dim, n - s, n, 1), slice(rw, cur, dim, 0, n - s, 1)}, dim, rw.type(cur));
+    emitted = true;
+  }
+  if (!emitted) refuse();  // nothing moves: torch's copy stays with torch
+  c.finish(reshape(rw, cur, sizes));
+}
+
+// x.repeat(*sizes): the leading dims added as 1s, then each dim d tiled k_d times: x as
+// [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...] and reshaped to [k0 s0, k1 s1, ...].
+void repeat(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("self");
+  auto times = int_list(c.arg("sizes"), true);
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  if (!times || times->size() < sizes.size()) refuse();
+  sizes.insert(sizes.begin(), times->size() - sizes.size(), 1);
+  std::vector<int64_t> ones, wide, out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if ((*times)[d] < 0) refuse();
+    ones.insert(ones.end(), {1, sizes[d]});
+    wide.insert(wide.end(), {(*times)[d], sizes[d]});
+    out.push_back((*times)[d] * sizes[d]);
+  }
+  c.finish(reshape(rw, expand(rw, reshape(rw, x, ones), wide), out, true));
+}
+
+// repeat_interleave with an int count: each element repeated in place along dim ([.., s, ..] as
+// [.., s, 1, ..] expanded to [.., s, k, ..], then merged); without dim, over the flattened tensor.
+void repeat_interleave(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  const Arg& repeats = c.arg("repeats");
+  if (repeats.kind == Arg::Kind::Value || bool_literal(repeats)) refuse();  // a tensor of counts
+  int64_t k = c.int_arg("repeats");
+  if (k < 0) refuse();
+  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  int64_t dim = 0;
+  if (c.none("dim")) {
+    sizes = {numel(sizes)};
+  } else {
+    dim = norm_dim(c.int_arg("dim"), static_cast<int64_t>(sizes.size()));
+  }
+  std::vector<int64_t> one = sizes, wide = sizes, out = sizes;
+  one.insert(one.begin() + dim + 1, 1);
+  wide.insert(wide.begin() + dim + 1, k);
+  out[static_cast<size_t>(dim)] *= k;
+  c.finish(reshape(rw, expand(rw, reshape(rw, x, one), wide), out, true));
+}
+
 ValueId matmul_of(Rewriter& rw, Op op, ValueId a, ValueId b) {
   const ir::TensorType& ta = rw.type(a);
   const ir::TensorType& tb = rw.type(b);
@@ -407,6 +515,125 @@ void dropout(Ctx& c) {
   c.finish(c.tensor("input"));
 }
 
+// torch.einsum of one or two operands with an explicit or implicit output, no ellipsis and no label
+// repeated within an operand: labels only one operand has and the output lacks are summed out first;
+// then, as aten's einsum does, the operands are permuted to [batch, free, contracted] and
+// [batch, contracted, free], reshaped to 3-d, multiplied by bmm, and the result reshaped and permuted
+// to the output's labels (an outer product contracts over one dim of size 1).
+void einsum(Ctx& c) {
+  Rewriter& rw = c.rw;
+  const ir::Node& n = c.node;
+  const std::string* eq = !n.args.empty() && n.args[0].kind == Arg::Kind::Literal ? std::get_if<std::string>(&n.args[0].literal) : nullptr;
+  if (!eq || !n.kwargs.empty()) refuse();
+  std::vector<Arg> operands(n.args.begin() + 1, n.args.end());
+  if (operands.size() == 1 && (operands[0].kind == Arg::Kind::List || operands[0].kind == Arg::Kind::Tuple))
+    operands = operands[0].items;
+  if (operands.empty() || operands.size() > 2) refuse();
+  std::string text;
+  for (char ch : *eq)
+    if (ch != ' ') text += ch;
+  if (text.find('.') != std::string::npos) refuse();
+  const size_t arrow = text.find("->");
+  std::vector<std::string> inputs;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    const size_t stop = std::min(comma, arrow);
+    inputs.push_back(text.substr(start, stop - start));
+    if (comma == std::string::npos || comma > arrow) break;
+    start = comma + 1;
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = text.substr(arrow + 2);
+  } else {  // implicit: the labels that appear once, in alphabetical order
+    std::string all = std::accumulate(inputs.begin(), inputs.end(), std::string());
+    std::sort(all.begin(), all.end());
+    for (char ch : all)
+      if (std::count(all.begin(), all.end(), ch) == 1) out += ch;
+  }
+  if (inputs.size() != operands.size()) refuse();
+  const DType dt = c.result_type().dtype;
+  std::map<char, int64_t> size_of;
+  std::vector<ValueId> xs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueId x = c.tensor(operands[i]);
+    const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+    const std::string& labels = inputs[i];
+    if (rw.type(x).dtype != dt || labels.size() != sizes.size()) refuse();
+    for (size_t d = 0; d < labels.size(); ++d) {
+      if (!std::isalpha(static_cast<unsigned char>(labels[d])) || labels.find(labels[d]) != d) refuse();
+      auto [it, fresh] = size_of.emplace(labels[d], sizes[d]);
+      if (!fresh && it->second != sizes[d]) refuse();  // a broadcast label
+    }
+    xs.push_back(x);
+  }
+  for (char ch : out)
+    if (!size_of.count(ch) || out.find(ch) != out.rfind(ch)) refuse();
+  auto has = [](const std::string& s, char ch) { return s.find(ch) != std::string::npos; };
+  // Sums out the labels of operand i that neither the output nor the other operand has.
+  auto summed = [&](size_t i) {
+    std::string keep;
+    std::vector<int64_t> dims;
+    const std::string other = inputs.size() == 2 ? inputs[1 - i] : "";
+    for (size_t d = 0; d < inputs[i].size(); ++d) {
+      const char ch = inputs[i][d];
+      if (has(out, ch) || has(other, ch)) {
+        keep += ch;
+      } else {
+        dims.push_back(static_cast<int64_t>(d));
+      }
+    }
+    if (!dims.empty())
+      xs[i] = convert(rw, reduce(rw, Op::Sum, convert(rw, xs[i], opmath(dt)), dims, false), dt);
+    inputs[i] = keep;
+  };
+  // x (labels `from`) permuted to the labels `to` (a permutation of them).
+  auto arrange = [&](ValueId x, const std::string& from, const std::string& to) {
+    std::vector<int64_t> perm;
+    for (char ch : to) perm.push_back(static_cast<int64_t>(from.find(ch)));
+    return perm == all_dims(static_cast<int64_t>(perm.size())) ? x : permute(rw, x, perm);
+  };
+  for (size_t i = 0; i < xs.size(); ++i) summed(i);
+  if (xs.size() == 1) {
+    const ValueId y = arrange(xs[0], inputs[0], out);
+    if (!rw.created_since(y, c.mark)) refuse();  // nothing to compute: torch's einsum returns the operand
+    return c.finish(y);
+  }
+  std::string batch, contracted, free_a, free_b;
+  for (char ch : inputs[0]) (has(inputs[1], ch) ? (has(out, ch) ? batch : contracted) : free_a) += ch;
+  for (char ch : inputs[1])
+    if (!has(inputs[0], ch)) free_b += ch;
+  auto count = [&](const std::string& labels) {
+    int64_t k = 1;
+    for (char ch : labels) k *= size_of[ch];
+    return k;
+  };
+  if (!is_floating_point(dt)) refuse();
+  ValueId a = reshape(rw, arrange(xs[0], inputs[0], batch + free_a + contracted), {count(batch), count(free_a), count(contracted)});
+  ValueId b = reshape(rw, arrange(xs[1], inputs[1], batch + contracted + free_b), {count(batch), count(contracted), count(free_b)});
+  ValueId y = matmul_of(rw, Op::Bmm, a, b);
+  const std::string labels = batch + free_a + free_b;
+  std::vector<int64_t> sizes;
+  for (char ch : labels) sizes.push_back(size_of[ch]);
+  c.finish(arrange(reshape(rw, y, sizes), labels, out));
+}
+
+// baddbmm(input, batch1, batch2, beta, alpha): beta * input + alpha * batch1 @ batch2, as addmm.
+void baddbmm(Ctx& c) {
+  ValueId input = c.tensor("input"), b1 = c.tensor("batch1"), b2 = c.tensor("batch2");
+  Rewriter& rw = c.rw;
+  DType dt = rw.type(b1).dtype;
+  if (rank_of(rw, b1) != 3 || rank_of(rw, b2) != 3 || rw.type(b2).dtype != dt || rw.type(input).dtype != dt ||
+      !is_floating_point(dt))
+    refuse();
+  double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
+  if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for addmm
+  ValueId y = matmul_of(rw, Op::Bmm, b1, b2);
+  if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
+  if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
+  c.finish(y);
+}
+
 }  // namespace
 
 void add_view_rules(RuleMap& rules) {
@@ -453,6 +680,11 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.arange"] = arange;
   rules["torch.nn.functional.linear"] = linear;
   rules["torch.addmm"] = addmm;
+  rules["torch.baddbmm"] = rules["torch.Tensor.baddbmm"] = baddbmm;
+  rules["torch.roll"] = rules["torch.Tensor.roll"] = roll;
+  rules["torch.Tensor.repeat"] = repeat;
+  rules["torch.einsum"] = einsum;
+  rules["torch.repeat_interleave"] = rules["torch.Tensor.repeat_interleave"] = repeat_interleave;
   rules["torch.nn.functional.dropout"] = dropout;
 }
 

@@ -26,7 +26,9 @@
 #include <map>
 #include <optional>
 
+#include "passes/builders.h"
 #include "passes/passes.h"
+#include "passes/signatures.h"
 #include "shapes/shape_rules.h"
 
 namespace ember::passes {
@@ -140,9 +142,128 @@ void remap(Arg& a, const std::function<ValueId(ValueId)>& now) {
   for (Arg& item : a.items) remap(item, now);
 }
 
+// The one slice a getitem takes of a tensor of constant sizes (`x[a:b]`, `x[:, a:b]`: slices of step 1,
+// all but one whole), as its dim and Python's clamped bounds; nullopt for any other index.
+struct SliceIndex {
+  int64_t dim, start, end;
+};
+
+std::optional<SliceIndex> one_slice(const ir::Graph& g, const ir::Node& node) {
+  if (node.op != Op::Getitem || node.args.size() != 2 || !node.kwargs.empty() ||
+      node.args[0].kind != Arg::Kind::Value)
+    return std::nullopt;
+  const Arg& index = node.args[1];
+  const std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
+  const ir::TensorType& t = g.value(node.args[0].value).type;
+  if (items.size() > t.sizes.size()) return std::nullopt;
+  std::optional<SliceIndex> found;
+  for (size_t d = 0; d < items.size(); ++d) {
+    const ir::Slice* s = items[d].kind == Arg::Kind::Literal ? std::get_if<ir::Slice>(&items[d].literal) : nullptr;
+    if (!s || s->step.value_or(1) != 1 || !t.sizes[d].is_constant()) return std::nullopt;
+    const int64_t size = t.sizes[d].constant();
+    auto bound = [size](std::optional<int64_t> v, int64_t dflt) {
+      if (!v) return dflt;
+      return std::clamp<int64_t>(*v < 0 ? *v + size : *v, 0, size);
+    };
+    const int64_t start = bound(s->start, 0), end = std::max(bound(s->stop, size), start);
+    if (start == 0 && end == size) continue;
+    if (found || start == end) return std::nullopt;
+    found = SliceIndex{static_cast<int64_t>(d), start, end};
+  }
+  return found;
+}
+
+// The constant `x.zero_()` or `x.fill_(v)` writes, or nullopt.
+std::optional<double> fill_value(const ir::Node& node) {
+  if (node.op != Op::TorchCall || !node.kwargs.empty() || node.results.size() != 1 || node.args.empty() ||
+      node.args[0].kind != Arg::Kind::Value)
+    return std::nullopt;
+  if (node.target == "torch.Tensor.zero_" && node.args.size() == 1) return 0.0;
+  if (node.target == "torch.Tensor.fill_" && node.args.size() == 2) return number_literal(node.args[1]);
+  return std::nullopt;
+}
+
+// Constant fills of a slice of a value the graph made in storage of its own (`b = b.clone();
+// b[n:2 * n].zero_()`: torchvision's Swin V2 zeroes the key part of its qkv bias so) made functional:
+// the value after the write is cat(b[:start], full(v), b[end:]) along the slice's dim, and every later
+// read of b reads it — what eager reads, in ops the joint differentiates and lowering fuses. Only where
+// nothing else can see the write: the view is read by the write alone, the write's result by nothing,
+// and every node that read b before the write (other than such views) returned new storage, so no
+// alias of b made before it must see it.
+bool slice_fills_as_cats(ir::Graph& g) {
+  struct Fill {
+    ValueId base, view;
+    SliceIndex slice;
+    double value;
+  };
+  const std::vector<ir::Node>& nodes = g.nodes();
+  const size_t n = g.values().size();
+  std::vector<int64_t> producer(n, -1);
+  std::vector<std::vector<size_t>> readers(n);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (ValueId r : nodes[i].results) producer[static_cast<size_t>(r)] = static_cast<int64_t>(i);
+    auto read = [&](ValueId v) {
+      std::vector<size_t>& rs = readers[static_cast<size_t>(v)];
+      if (rs.empty() || rs.back() != i) rs.push_back(i);
+    };
+    for (const Arg& a : nodes[i].args) each_value(a, read);
+    for (const auto& kw : nodes[i].kwargs) each_value(kw.second, read);
+  }
+  std::vector<bool> output(n, false);
+  for (ValueId out : g.outputs()) output[static_cast<size_t>(out)] = true;
+  std::map<size_t, Fill> fills;  // by the write's position
+  std::vector<bool> fill_view(nodes.size(), false);
+  for (size_t w = 0; w < nodes.size(); ++w) {
+    const std::optional<double> value = fill_value(nodes[w]);
+    if (!value) continue;
+    const ValueId view = nodes[w].args[0].value, result = nodes[w].results[0];
+    const int64_t pv = producer[static_cast<size_t>(view)];
+    if (pv < 0 || readers[static_cast<size_t>(view)] != std::vector<size_t>{w} || output[static_cast<size_t>(view)] ||
+        !readers[static_cast<size_t>(result)].empty() || output[static_cast<size_t>(result)])
+      continue;
+    const std::optional<SliceIndex> slice = one_slice(g, nodes[static_cast<size_t>(pv)]);
+    if (!slice) continue;
+    const ValueId base = nodes[static_cast<size_t>(pv)].args[0].value;
+    const int64_t pb = producer[static_cast<size_t>(base)];
+    if (pb < 0 || !returns_fresh(nodes[static_cast<size_t>(pb)])) continue;
+    const ir::TensorType& bt = g.value(base).type;
+    if (ir::is_integral(bt.dtype) && *value != static_cast<double>(static_cast<int64_t>(*value))) continue;
+    bool unseen = true;
+    for (size_t r : readers[static_cast<size_t>(base)])
+      if (r < w && r != static_cast<size_t>(pv) && !fill_view[r] && !returns_fresh(nodes[r])) unseen = false;
+    if (!unseen) continue;
+    fill_view[static_cast<size_t>(pv)] = true;
+    fills.emplace(w, Fill{base, view, *slice, *value});
+  }
+  if (fills.empty()) return false;
+  Rewriter rw(g);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto it = fills.find(i);
+    if (it == fills.end()) {
+      rw.copy(nodes[i]);
+      continue;
+    }
+    const Fill& f = it->second;
+    const ValueId base = rw.mapped(f.base);
+    const ir::TensorType& t = g.value(f.base).type;
+    const int64_t size = t.sizes[static_cast<size_t>(f.slice.dim)].constant();
+    const ValueId filled =
+        build::full(rw, const_sizes(g.value(f.view).type), f.value, t.dtype, t.device);
+    std::vector<ValueId> pieces;
+    if (f.slice.start > 0) pieces.push_back(build::slice(rw, base, f.slice.dim, 0, f.slice.start, 1));
+    pieces.push_back(filled);
+    if (f.slice.end < size) pieces.push_back(build::slice(rw, base, f.slice.dim, f.slice.end, size, 1));
+    rw.bind(f.base, build::cat(rw, pieces, f.slice.dim, t));
+    rw.bind(nodes[i].results[0], filled);
+  }
+  g = rw.finish();
+  return true;
+}
+
 }  // namespace
 
 bool writes_out_of_place(ir::Graph& g) {
+  const bool filled = slice_fills_as_cats(g);
   const size_t n = g.values().size();
   constexpr ValueId kNone = -1;
   // First pass: each value's root (kNone: not storage of the graph's own), and which roots some node
@@ -270,7 +391,7 @@ bool writes_out_of_place(ir::Graph& g) {
                                          true, ir::DType::Float32);
     type.strides = ruled && ruled->size() == 1 ? ruled->front().strides : ir::contiguous_strides(type.sizes);
   }
-  return changed;
+  return changed || filled;
 }
 
 }  // namespace ember::passes

@@ -24,7 +24,8 @@ bool canonicalize(ir::Graph& graph);
 // In-place calls on intermediates that nothing else can see made out of place (`F.relu(x, inplace=True)`
 // without `inplace`, `x += y` as add, `x.relu_()` as relu), reads after each write bound to its result
 // (functional_writes.cpp): such a write is then an ordinary op that lowering fuses and autograd
-// differentiates. Writes to graph inputs, through views, or to storage another node may alias (a view
+// differentiates; a constant fill of one slice of such a value (`b[n:2 * n].zero_()`) becomes a cat of
+// the kept slices and the constant. Other writes to graph inputs, through views, or to storage another node may alias (a view
 // taken before or after) stay in place: lowering makes them stores or torch calls, and a training graph
 // holding one runs eagerly (autograd/joint.cpp).
 bool writes_out_of_place(ir::Graph& graph);

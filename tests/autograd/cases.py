@@ -274,9 +274,109 @@ VIEWS = [
     Case("dropout_p0", ("Dropout",), lambda x: F.dropout(x, 0.0) * 2, lambda dt: (R(3, 4, dtype=dt),)),
 ]
 
-ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS
+def ZeroRow(*shape, dtype=F64):
+    """Like R, with the first row (index 0 of dim 1) all zeros: the norm rules' masked case."""
+    x = torch.randn(*shape, dtype=dtype)
+    x[:, 0] = 0
+    return x.requires_grad_()
+
+
+# Ops that were autograd islands in the zoo (2026-12-03): F.interpolate and the norms have rules (aten's
+# upsample backward; the masked norm backward); the others decompose into ops with rules.
+RESAMPLE_AND_COMPOSITES = [
+    Case("interpolate_nearest_scale", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=2), lambda dt: (R(2, 3, 4, 1, dtype=dt),)),
+    Case("interpolate_nearest_size", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, size=(7, 3)), lambda dt: (T(2, 3, 4, 5, dtype=dt),)),
+    Case("interpolate_nearest_exact", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest-exact"), lambda dt: (R(1, 2, 4, 5, dtype=dt),)),
+    Case("interpolate_bilinear_size", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"), lambda dt: (R(2, 3, 4, 5, dtype=dt),)),
+    Case("interpolate_bilinear_align_corners", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear", align_corners=True),
+         lambda dt: (T(1, 3, 4, 5, dtype=dt),)),
+    Case("interpolate_bilinear_recompute", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=1.3, mode="bilinear", recompute_scale_factor=True),
+         lambda dt: (R(2, 1, 5, 4, dtype=dt),)),
+    Case("interpolate_bicubic", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), lambda dt: (R(1, 2, 3, 4, dtype=dt),)),
+    Case("interpolate_linear_1d", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"), lambda dt: (R(2, 3, 5, dtype=dt),)),
+    Case("interpolate_nearest_3d", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, scale_factor=2), lambda dt: (R(1, 2, 3, 1, 2, dtype=dt),)),
+    Case("interpolate_trilinear", ("torch.nn.functional.interpolate",),
+         lambda x: F.interpolate(x, size=(4, 3, 5), mode="trilinear"), lambda dt: (R(1, 2, 3, 2, 4, dtype=dt),)),
+    Case("normalize", ("torch.nn.functional.normalize",), lambda x: F.normalize(x, dim=1),
+         lambda dt: (T(2, 3, 4, dtype=dt),)),
+    Case("normalize_p1_last_dim", ("torch.nn.functional.normalize",), lambda x: F.normalize(x, p=1, dim=-1),
+         lambda dt: (R(3, 1, 4, dtype=dt),)),
+    # A zero row: below eps, normalize is x / eps (no NaN from the norm's gradient at 0).
+    Case("normalize_zero_row", ("torch.nn.functional.normalize",), lambda x: F.normalize(x, dim=2, eps=0.5),
+         lambda dt: (ZeroRow(2, 3, 4, dtype=dt),)),
+    Case("tensor_norm", ("torch.Tensor.norm",), lambda x: x.norm(dim=-1, keepdim=True) * x,
+         lambda dt: (T(3, 2, 4, dtype=dt),)),
+    Case("tensor_norm_all", ("torch.Tensor.norm",), lambda x: x.norm(), lambda dt: (R(3, 1, 4, dtype=dt),)),
+    # The norm is not differentiable at 0: no gradcheck; torch's gradient there is 0.
+    Case("tensor_norm_zero_row", ("torch.Tensor.norm",), lambda x: x.norm(2, 2),
+         lambda dt: (ZeroRow(2, 3, 4, dtype=dt),), gradcheck=False),
+    Case("vector_norm_l1", ("torch._C._linalg.linalg_vector_norm",),
+         lambda x: torch.linalg.vector_norm(x, 1, (0, 2)), lambda dt: (R(2, 3, 4, dtype=dt),)),
+    Case("vector_norm", ("torch._C._linalg.linalg_vector_norm",), lambda x: torch.linalg.vector_norm(x, dim=-1),
+         lambda dt: (T(3, 4, dtype=dt),)),
+    Case("addcmul", (), lambda a, b, c: torch.addcmul(a, b, c, value=0.5),
+         lambda dt: (R(3, 1, 4, dtype=dt), T(3, 4, dtype=dt), R(4, dtype=dt))),
+    Case("addcmul_method", (), lambda a, b, c: a.addcmul(b, c), lambda dt: (R(2, 3, dtype=dt), R(2, 3, dtype=dt), R(1, 3, dtype=dt))),
+    Case("addcdiv", (), lambda a, b, c: torch.addcdiv(a, b, c, value=-2),
+         lambda dt: (R(3, 4, dtype=dt), R(1, 4, dtype=dt), P(3, 1, dtype=dt))),
+    Case("roll", (), lambda x: torch.roll(x, (1, -3), (0, 2)) * 2, lambda dt: (T(3, 2, 4, dtype=dt),)),
+    Case("roll_flat", (), lambda x: x.roll(5) * 2, lambda dt: (R(3, 4, dtype=dt),)),
+    Case("repeat", (), lambda x: x.repeat(2, 1, 3) * 2, lambda dt: (T(3, 2, dtype=dt),)),
+    Case("repeat_interleave", (), lambda x: x.repeat_interleave(3, dim=1) * 2, lambda dt: (R(2, 1, 3, dtype=dt),)),
+    Case("repeat_interleave_flat", (), lambda x: torch.repeat_interleave(x, 2) * 2, lambda dt: (T(3, 2, dtype=dt),)),
+    Case("baddbmm", (), lambda i, a, b: torch.baddbmm(i, a, b, beta=0.5, alpha=2.0),
+         lambda dt: (R(1, 3, 5, dtype=dt), R(2, 3, 4, dtype=dt), T(2, 4, 5, dtype=dt))),
+    Case("clone", ("torch.Tensor.clone",), lambda x: x.clone() * x, lambda dt: (T(3, 4, dtype=dt),)),
+    Case("torch_clone", ("torch.clone",), lambda x: torch.clone(x) + 1, lambda dt: (R(3, 1, dtype=dt),)),
+    Case("topk", ("torch.topk",), lambda x: torch.topk(x, 2)[0] * 2, lambda dt: (T(3, 5, dtype=dt),)),
+    Case("topk_method_dim0_indices_unused", ("torch.Tensor.topk",), lambda x: x.topk(2, dim=0, largest=False).values,
+         lambda dt: (R(4, 1, 3, dtype=dt),)),
+    Case("max_dim", ("torch.Tensor.max",), lambda x: x.max(dim=1)[0] * 2, lambda dt: (R(3, 5, dtype=dt),)),
+    Case("max_dim_keepdim", ("torch.max",), lambda x: torch.max(x, -1, keepdim=True).values * x,
+         lambda dt: (T(2, 3, 4, dtype=dt),)),
+    Case("min_all_ties", ("torch.Tensor.min",), lambda x: x.min() * 2, lambda dt: (Ties(3, 4, dtype=dt),),
+         gradcheck=False),
+    Case("max_all", ("torch.Tensor.max",), lambda x: x.max() * 2, lambda dt: (R(3, 4, dtype=dt),)),
+    Case("min_binary", ("torch.min",), torch.min, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
+    Case("einsum_batched", (), lambda a, b: torch.einsum("bij,bjk->bik", a, b),
+         lambda dt: (R(2, 3, 4, dtype=dt), T(2, 4, 5, dtype=dt))),
+    Case("einsum_contract_sum_permute", (), lambda a, b: torch.einsum("ijk, jl -> li", a, b),
+         lambda dt: (R(3, 4, 2, dtype=dt), R(4, 1, dtype=dt))),
+    Case("einsum_outer_implicit", (), lambda a, b: torch.einsum("j,i", a, b), lambda dt: (R(3, dtype=dt), R(4, dtype=dt))),
+    Case("einsum_one_operand", (), lambda a: torch.einsum("ijk->kj", a), lambda dt: (T(2, 3, 4, dtype=dt),)),
+    Case("conv3d", ("torch.conv3d",), lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=1),
+         lambda dt: (R(1, 2, 3, 4, 3, dtype=dt), R(3, 2, 2, 3, 1, dtype=dt), R(3, dtype=dt))),
+    Case("conv3d_input_only", ("torch.conv3d",), lambda x, w: F.conv3d(x, w),
+         lambda dt: (R(2, 1, 3, 3, 2, dtype=dt), torch.randn(2, 1, 2, 2, 2, dtype=dt))),
+    Case("unfold", ("torch.nn.functional.unfold",), lambda x: F.unfold(x, (2, 3), padding=1, stride=(2, 1)),
+         lambda dt: (T(2, 3, 4, 5, dtype=dt),)),
+    Case("unfold_overlapping_dilated", ("torch.nn.functional.unfold",), lambda x: F.unfold(x, 2, dilation=2),
+         lambda dt: (R(1, 2, 5, 5, dtype=dt),)),
+    Case("weight_norm_last_dim", (), lambda v, g: torch._weight_norm(v, g, 2),
+         lambda dt: (R(4, 3, 2, dtype=dt), P(1, 1, 2, dtype=dt))),
+    Case("weight_norm_dim0", (), lambda v, g: torch._weight_norm(v, g) * v,
+         lambda dt: (T(3, 4, dtype=dt), P(3, 1, dtype=dt))),
+    Case("weight_norm_whole", (), lambda v, g: torch._weight_norm(v, g, -1), lambda dt: (R(3, 4, dtype=dt), P(1, 1, dtype=dt))),
+    Case("adaptive_avg_pool1d", ("torch.adaptive_avg_pool1d",),
+         lambda x: F.adaptive_avg_pool1d(x, 3) * 2 + F.adaptive_avg_pool1d(x, 1), lambda dt: (T(2, 7, 4, dtype=dt),)),
+    # One list of evenly spaced ints (Falcon's `qkv[..., [-2], :]`): a slice, differentiated as one.
+    Case("getitem_int_list", (), lambda x: x[..., [-2], :] * 2 + x[:, [0, 2]].sum(), lambda dt: (T(2, 4, 3, dtype=dt),)),
+    Case("multiply", ("Mul",), torch.multiply, lambda dt: (R(3, 1, dtype=dt), R(4, dtype=dt))),
+]
+
+ALL = POINTWISE + REDUCTIONS + MATMUL + VIEWS + RESAMPLE_AND_COMPOSITES
 
 # The fused rules, also in float32 and bfloat16 (the DESIGN.md accuracy rule against float64); addmm's rule
 # serves the call decompose keeps whole in bfloat16 (one rounding with its bias, as torch's).
 FUSED = ["gelu", "gelu_tanh", "silu", "softmax", "log_softmax", "f_softmax", "f_log_softmax", "layer_norm",
-         "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed"]
+         "var_mean", "addmm", "addmm_scaled", "cross_entropy", "cross_entropy_smoothed", "addcmul", "addcdiv",
+         "normalize", "tensor_norm", "interpolate_bilinear_size", "weight_norm_dim0"]

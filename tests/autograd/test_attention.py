@@ -1,10 +1,11 @@
 """scaled_dot_product_attention without dropout differentiated through fused kernels (docs/autograd.md): on the
 CPU aten's _scaled_dot_product_flash_attention_for_cpu and its _backward, on CUDA (EMBER_TEST_DEVICE=cuda)
-ember.autograd.cuda_attention, which runs flash attention (half types, no mask), memory-efficient attention
-(a mask, float32) or the math form (float64) as torch would. No island, fp64 gradcheck of the compiled function,
-and gradients against eager's, with boolean masks (made additive as aten does) and grouped-query attention
-(k and v heads repeated: LLaMA's `enable_gqa=True`); where no kernel applies (a mask that requires grad)
-attention stays an island and is still right. cuda_attention's math form is checked here on CPU tensors."""
+ember.autograd.cuda_attention, which runs the kernel torch's sdpa picks (cuDNN, flash, memory-efficient attention,
+or the math form in float64). No island, fp64 gradcheck of the compiled function, and gradients against eager's,
+with boolean masks (made additive as aten does) and grouped-query attention (k and v heads repeated: LLaMA's
+`enable_gqa=True`); a mask that requires grad takes the math form (eager's math backend), with the mask's
+gradient; where neither applies (bfloat16 with such a mask) attention stays an island and is still right.
+cuda_attention's math form is checked here on CPU tensors."""
 import subprocess
 from pathlib import Path
 
@@ -78,16 +79,63 @@ def test_fused_attention_gradcheck_without_island(name):
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] >= 1, s
 
 
-def test_attention_the_kernel_does_not_take_stays_an_island():
+def mask_with_grad(dtype):
+    g = torch.Generator().manual_seed(2)
+    return torch.randn(3, 5, 6, dtype=dtype, generator=g).requires_grad_()
+
+
+def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
+    """A learned additive mask (a relative-position bias: timm's MaxViT, transformers' Swin): eager's fused kernels
+    give it no gradient and torch runs its math backend; Ember's math form (training_forms.cpp) gives the mask
+    its gradient, no island, and gradcheck passes over q, k, v and the mask, broadcast over the batch."""
     ember.reset()
-    f = attention({"mask": "grad"}, torch.float32)
-    q, k, v = inputs(torch.float32)
+
+    def f(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.4)
+    args = (*inputs(torch.float64), mask_with_grad(torch.float64))
+    compiled = ember.compile(f)
+    assert torch.autograd.gradcheck(compiled, args)
+    out = compiled(*args)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, args, g), torch.autograd.grad(f(*args), args, g)):
+        torch.testing.assert_close(a, b)
+    s = ember.stats()
+    assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3, 2, 5, 4)] * 3, [(2, 4, 5, 3), (2, 1, 6, 3), (2, 1, 6, 3)]],
+                         ids=["5d", "kv_heads_broadcast"])
+def test_attention_the_fused_kernels_refuse_takes_the_math_form(shapes):
+    """q, k, v of rank 5 (timm's NesT: blocks of tokens per head), or one k and v head broadcast over q's heads
+    without enable_gqa (transformers' Falcon), which eager's fused kernels do not take: the math form, no island."""
+    ember.reset()
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+    torch.manual_seed(0)
+    args = tuple(torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in shapes)
+    compiled = ember.compile(f)
+    assert torch.autograd.gradcheck(compiled, args)
+    out = compiled(*args)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, args, g), torch.autograd.grad(f(*args), args, g)):
+        torch.testing.assert_close(a, b)
+    s = ember.stats()
+    assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
+
+
+def test_attention_the_kernel_does_not_take_stays_an_island():
+    """bfloat16 with a mask that requires grad: neither the fused kernel nor the math form (float32/float64) takes
+    it; attention stays an island, with eager's gradients."""
+    ember.reset()
+    f = attention({"mask": "grad"}, torch.bfloat16)
+    q, k, v = inputs(torch.bfloat16)
     out = ember.compile(f)(q, k, v)
     g = torch.randn_like(out)
     got = torch.autograd.grad(out, (q, k, v), g)
     want = torch.autograd.grad(f(q, k, v), (q, k, v), g)
     for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a, b)
     assert ember.stats()["autograd_islands"] == 1
 
 

@@ -71,6 +71,9 @@ def cases():
         c[f"linear_{n}"] = (lambda a, w, b: (F.linear(a, w, b), F.linear(a, w)), (x(2, 3, 8, dtype=dt), x(4, 8, dtype=dt), x(4, dtype=dt)))
         c[f"addmm_{n}"] = (lambda b, m1, m2: (torch.addmm(b, m1, m2), torch.addmm(b, m1, m2, beta=0.5, alpha=2.0)),
                            (x(3, dtype=dt), x(2, 4, dtype=dt), x(4, 3, dtype=dt)))
+        c[f"addc_weight_norm_{n}"] = (lambda a, b, v, g: (torch.addcmul(a, a, b, value=0.5), a.addcdiv(b, b.abs() + 1),
+                                                       torch._weight_norm(v, g, 2), torch._weight_norm(v, g, -1)),
+                                     (x(4, 8, dtype=dt), x(8, dtype=dt), x(3, 4, 2, dtype=dt), torch.rand(1, 1, 2).to(dt) + 0.5))
         c[f"cast_{n}"] = (lambda a, b: (a.float(), a.to(torch.float16), a.half(), a.to(dtype=torch.bfloat16), a.double(),
                                         b.type_as(a), a.long()), (x(4, 8, dtype=dt) * 10, x(4, 8)))
     c["cross_entropy"] = (lambda a, t, w: (F.cross_entropy(a, t), F.cross_entropy(a, t, reduction="sum"),
@@ -93,6 +96,11 @@ def cases():
                              torch.flatten(a, 0, 1)), (x(2, 3, 8),))
     c["getitem"] = (lambda a: (a[..., :4], a[:, 0], a[None, 1:, ::2], a[-1], a[:, -2:], a[..., None], a[1, :, 3:100], a[:],
                                a[0, 0, 0], a[:, 1:1], a[..., -3:-1, None]), (x(2, 3, 8),))
+    # One list of evenly spaced ints is the slice it selects (a graph without in-place writes); roll, repeat and
+    # repeat_interleave are slices, cats, expands and reshapes.
+    c["getitem_int_list_roll_repeat"] = (lambda a: (a[..., [-2], :], a[:, [0, 2]], torch.roll(a, (1, -3), (0, 2)), a.roll(5),
+                                                    a.repeat(2, 1, 1, 3), a.repeat_interleave(2, dim=1),
+                                                    torch.repeat_interleave(a, 3)), (x(2, 3, 8),))
     c["split_chunk"] = (lambda a: (*a.split(3, -1), *a.chunk(3), *torch.split(a, [1, 2], 1), *a.unbind(1),
                                    a.narrow(2, 2, 3), a.narrow(-1, -4, 2)), (x(2, 3, 8),))
     c["cat_stack"] = (lambda a, b, i: (torch.cat([a, b], -1), torch.cat([a, i], 0), torch.stack([a, b]), torch.stack([a, b], -1),
