@@ -160,7 +160,7 @@ void bind_codegen(nb::module_& m) {
         target.triton.matmul_templates = matmul_templates;
         target.triton.allow_tf32 = allow_tf32;
         if (split_min_programs >= 0) target.split.min_programs = split_min_programs;
-        if (split_min_rnumel >= 0) target.split.min_split_rnumel = split_min_rnumel;
+        if (split_min_rnumel >= 0) target.split.min_split_rnumel = target.split.min_outer_split_rnumel = split_min_rnumel;
         if (schedule) {
           for (const char* step : {"simplify", "schedule"})
             pipeline::run_step(*pipeline::find_step(step), c, target, pipeline::Instruments{});

@@ -57,6 +57,12 @@ struct SplitOptions {
   // (1024), so that the partials kernel stays a looped reduction (an outer one keeps its coalesced
   // config); and the second kernel's launch and the partials' round trip stay small beside it.
   int64_t min_split_rnumel = 2048;
+  // The same for an outer reduction (the loop reads across rows), whose partials keep the coalesced
+  // config at any length (codegen/triton keeps such a kernel looped), so its chunks can be short: a
+  // [4096, 768] column sum (a layer norm's weight gradient) made 24 programs of 2048 rows at the
+  // inner minimum, 213 us a call on the H200 (2026-12-03 profile of GPT-2's backward); Inductor's
+  // outer_reduction_splits cuts it into chunks of about 48 rows.
+  int64_t min_outer_split_rnumel = 128;
   // Programs the Triton target launches for `outputs` outer points: one row per program, or this
   // many columns per program when the loop reads across rows (codegen/triton: outer reduction).
   int64_t columns_per_program = 64;

@@ -14,7 +14,8 @@
 //
 // The choice is made from sizes only, and every kernel with a reduction longer than two partials
 // gets a decision with its reason (EMBER_LOGS=schedule): S is the smallest divisor of R0 that gives
-// min_programs programs with partials of at least min_split_rnumel elements, else the largest such
+// min_programs programs with partials of at least min_split_rnumel elements (min_outer_split_rnumel
+// for an outer reduction), else the largest such
 // divisor if it at least doubles the programs. Why: Inductor splits the same way (ir.py,
 // Reduction.num_splits), for the same reason: a reduction over few rows leaves most SMs idle.
 // A decision names the kernel as fusion left it ("split k2") and the two it became by their names in
@@ -108,14 +109,15 @@ Plan choose_splits(const Program& program, const Kernel& k, const SplitOptions& 
                           std::to_string(rnumel) + " elements each)";
   if (programs(outputs) >= options.min_programs)
     return {0, now + " >= " + std::to_string(options.min_programs) + ": not split"};
+  const int64_t min_rnumel = outer ? options.min_outer_split_rnumel : options.min_split_rnumel;
   int64_t smallest = 0, largest = 0;
   for (int64_t s = 2; s <= r0; ++s) {
-    if (r0 % s != 0 || rnumel / s < options.min_split_rnumel) continue;
+    if (r0 % s != 0 || rnumel / s < min_rnumel) continue;
     largest = s;
     if (smallest == 0 && programs(outputs * s) >= options.min_programs) smallest = s;
   }
   const int64_t s = smallest != 0 ? smallest : largest;
-  const std::string partials = "partials of at least " + std::to_string(options.min_split_rnumel) + " elements";
+  const std::string partials = "partials of at least " + std::to_string(min_rnumel) + " elements";
   if (s == 0 || (smallest == 0 && programs(outputs * s) < 2 * programs(outputs)))
     return {0, now + " < " + std::to_string(options.min_programs) + ", but no divisor of the outer reduced extent " +
                    std::to_string(r0) + " doubles them with " + partials + ": not split"};

@@ -214,9 +214,15 @@ class KernelEmitter {
     const int64_t longest = largest(shape_.rnumel, symbols);
     const std::string rnumel_text =
         shape_.rnumel.is_constant() ? shape_.rnumel.str() : shape_.rnumel.str() + " <= " + bound_text(longest);
+    // An outer reduction (the loop reads across rows) keeps its coalesced looped config (64 columns
+    // a program) past 64 rows: a persistent tile holds at most 4096 / RBLOCK columns, fewer than that.
+    const bool outer_rows = ranged && next_pow2(longest) > 64 && scheduler::outer_reduction(program_, kernel_);
     if (!ranged) {
       shape_.kind = TritonKernel::Kind::Pointwise;
       reasons_ = "# pointwise: no loop with ranges\n";
+    } else if (outer_rows) {
+      shape_.kind = TritonKernel::Kind::LoopedReduction;
+      reasons_ = "# looped reduction: an outer reduction over " + rnumel_text + " rows (> 64): 64 columns a program\n";
     } else if (longest <= options_.persistent_max_rnumel) {
       shape_.kind = TritonKernel::Kind::PersistentReduction;
       shape_.persistent_rblock = next_pow2(longest);
