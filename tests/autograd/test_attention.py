@@ -81,7 +81,7 @@ def test_fused_attention_gradcheck_without_island(name):
 
 def mask_with_grad(dtype):
     g = torch.Generator().manual_seed(2)
-    return torch.randn(3, 5, 6, dtype=dtype, generator=g).requires_grad_()
+    return torch.randn(3, 5, 6, dtype=dtype, generator=g).to(DEVICE).requires_grad_()
 
 
 def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
