@@ -216,7 +216,7 @@ class KernelEmitter {
         shape_.rnumel.is_constant() ? shape_.rnumel.str() : shape_.rnumel.str() + " <= " + bound_text(longest);
     // An outer reduction (the loop reads across rows) keeps its coalesced looped config (64 columns
     // a program) past 64 rows: a persistent tile holds at most 4096 / RBLOCK columns, fewer than that.
-    const bool outer_rows = ranged && next_pow2(longest) > 64 && scheduler::outer_reduction(program_, kernel_);
+    const bool outer_rows = ranged && longest > 64 && scheduler::outer_reduction(program_, kernel_);
     if (!ranged) {
       shape_.kind = TritonKernel::Kind::Pointwise;
       reasons_ = "# pointwise: no loop with ranges\n";
@@ -414,6 +414,9 @@ class KernelEmitter {
 namespace triton {
 
 int64_t next_pow2(int64_t n) {
+  // Saturates at 2^62 (an unbounded symbol's largest value is INT64_MAX: doubling past it never ends).
+  constexpr int64_t kLargest = int64_t{1} << 62;
+  if (n >= kLargest) return kLargest;
   int64_t p = 1;
   while (p < n) p *= 2;
   return p;

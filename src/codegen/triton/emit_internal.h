@@ -57,7 +57,7 @@ std::string op_names(const loop_ir::Kernel& kernel);
 // after it reads, elementwise (TritonSource::matmul_templates), else the reason (matmul_refusals).
 void add_matmul_templates(const loop_ir::Program& program, const TritonOptions& options, TritonSource* source);
 
-// The smallest power of two >= n.
+// The smallest power of two >= n, at most 2^62.
 int64_t next_pow2(int64_t n);
 
 // The @triton.jit function's body lines (4-space indented, each ending in '\n'), from the index
