@@ -135,6 +135,16 @@ _module_methods = {getattr(torch.nn.Module, n) for n in (
     "named_buffers")}
 # Python code in torch that Ember traces through: module forwards and the grad-mode decorators.
 INLINE_TORCH_MODULES = ("torch.nn.modules.", "torch.utils._contextlib", "torch.autograd.grad_mode")
+# Functions of torch.nn.functional traced through rather than captured whole: compositions of other
+# torch calls with no derivative rule or decomposition of their own, which would otherwise be an extern
+# call (an autograd island in training), and the module's private helpers (_none_or_dtype returns a
+# dtype, _canonical_mask builds a float mask, _mha_shape_check raises on bad shapes).
+INLINE_FUNCTIONAL = {"multi_head_attention_forward"}
+
+
+def _traced_functional(fn, module):
+    name = getattr(fn, "__name__", "")
+    return module == "torch.nn.functional" and (name in INLINE_FUNCTIONAL or name.startswith("_"))
 
 
 def classify(fn):
@@ -209,6 +219,8 @@ def _classify(fn):
             file_module = ""
             if path.startswith(_TORCH_DIR):
                 file_module = "torch." + os.path.splitext(path[len(_TORCH_DIR):])[0].replace(os.sep, ".")
+            if _traced_functional(fn, module):
+                return ("inline", "")
             if module.startswith(GRAPH_MODULES):
                 return ("torch", "")
             if file_module.startswith(INLINE_TORCH_MODULES) or (
@@ -266,8 +278,8 @@ def make_meta(sizes, strides, dtype, requires_grad, leaf=True):
 
 
 class TensorItems:
-    """A torch callable whose tuple result holds None beside its tensors (F.multi_head_attention_forward
-    with need_weights=False returns `(out, None)`): the graph node calls this instead, and its results
+    """A torch callable whose tuple result holds None beside its tensors (aten.convolution_backward with
+    an output_mask of False returns None there): the graph node calls this instead, and its results
     are the items at `keep`, the tensors; the trace puts the Nones back. The arguments that made those
     items None at trace time are guarded, so a tensor in a dropped place is Ember's bug: raised."""
 

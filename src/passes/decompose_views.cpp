@@ -1,4 +1,4 @@
-// decompose, view and data family: view/reshape/flatten/unsqueeze/squeeze (and reshape_as/view_as)
+// decompose, view and data family: view/reshape/flatten/unflatten/unsqueeze/squeeze (and reshape_as/view_as)
 // become reshape to the recorded sizes; expand_as an expand; transpose and t become permute; expand gets explicit sizes of its rank;
 // getitem with ints, slices, None, Ellipsis and one list of evenly spaced ints, narrow, split, chunk and unbind become slice and
 // select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
@@ -637,7 +637,8 @@ void baddbmm(Ctx& c) {
 }  // namespace
 
 void add_view_rules(RuleMap& rules) {
-  for (const char* name : {"torch.Tensor.view", "torch.reshape", "torch.unsqueeze", "torch.squeeze"})
+  for (const char* name : {"torch.Tensor.view", "torch.reshape", "torch.unsqueeze", "torch.squeeze", "torch.unflatten",
+                           "torch.Tensor.unflatten"})
     rules[name] = view_like;
   rules["torch.flatten"] = flatten_rule;
   rules["torch.permute"] = permute_rule;

@@ -94,6 +94,7 @@ std::vector<Entry> entries() {
       {{"torch.unsqueeze"}, "input, dim:diminsert"},
       {{"torch.squeeze"}, "input, dim:dims=None"},
       {{"torch.flatten"}, "input, start_dim:dim=0, end_dim:dim=-1"},
+      {{"torch.unflatten", "torch.Tensor.unflatten"}, "input, dim:dim, sizes"},
       {{"operator.getitem"}, "a, b"},
       {{"torch.ops.aten.slice"}, "input, dim:dim=0, start=None, end=None, step=1"},
       {{"torch.select"}, "input, dim:dim, index"},

@@ -1,7 +1,7 @@
 """torch.nn blocks that used to split (issue 15): nn.MultiheadAttention returns `(out, None)` without
-weights (a torch call whose tuple result holds None), and conv -> BatchNorm -> ReLU(inplace=True) in a
-module whose parameters require grad, called under no_grad (an in-place op on a value derived from
-them). Each must capture in one graph without breaks and match eager."""
+weights (F.multi_head_attention_forward is traced through, so it also trains without an autograd island),
+and conv -> BatchNorm -> ReLU(inplace=True) in a module whose parameters require grad, called under no_grad
+(an in-place op on a value derived from them). Each must capture in one graph without breaks and match eager."""
 import pytest
 import torch
 import torch.nn as nn
@@ -56,6 +56,31 @@ def test_multihead_attention_module_returns_its_none(batch_first):
         out, weights = ember.compile(mha, fullgraph=True)(x, x, x, need_weights=False)
         torch.testing.assert_close(out, mha(x, x, x, need_weights=False)[0])
     assert weights is None
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_trains_without_an_island(need_weights):
+    """F.multi_head_attention_forward is traced through (its projections, mask, softmax or fused attention), so
+    a training step compiles one forward and one backward graph with no autograd island; float64 gradients of
+    the input and of every parameter equal eager's."""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True, dtype=torch.float64)
+    mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
+
+    def loss(x):
+        out, weights = mha(x, x, x, attn_mask=mask, need_weights=need_weights)
+        return out.sin().sum() + (0 if weights is None else weights.square().sum())
+
+    x = torch.randn(2, 5, 16, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(ember.compile(loss, fullgraph=True), (x,))
+    params = [x, *mha.parameters()]
+    want = torch.autograd.grad(loss(x), params)
+    ember.reset()
+    got = torch.autograd.grad(ember.compile(loss, fullgraph=True)(x), params)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    s = ember.stats()
+    assert (s["graphs"], s["graph_breaks"], s["backward_graphs_compiled"], s["autograd_islands"]) == (1, 0, 1, 0), s
 
 
 def returns_none_in_a_tuple(x):

@@ -66,7 +66,7 @@ NO_KERNELS = {
         "nn_conv1d", "nn_conv1d_stride_dilation", "nn_conv2d", "nn_conv2d_padding_mode_reflect",
         "nn_conv2d_padding_same_groups", "nn_conv_transpose2d", "nn_embedding", "nn_embedding_bag",
         "nn_embedding_padding_idx", "nn_identity_flatten_unflatten", "nn_instancenorm", "nn_linear_bfloat16",
-        "nn_linear_float16", "nn_linear_no_bias", "nn_multihead_attention",
+        "nn_linear_float16", "nn_linear_no_bias",
         # linear with a bias: one torch.nn.functional.linear call, as eager (src/lowering/linear.cpp)
         "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",
         "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",

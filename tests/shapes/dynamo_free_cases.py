@@ -45,6 +45,10 @@ def _module_cases():
         "nn.Softmax": (nn.Softmax(-1), (x2,)),
         "nn.LogSoftmax": (nn.LogSoftmax(-1), (x2,)),
         "nn.CrossEntropyLoss": (nn.CrossEntropyLoss(), (x2, labels)),
+        "nn.MultiheadAttention with weights": (nn.MultiheadAttention(16, 4, batch_first=True), (x3, x3, x3)),
+        "nn.MultiheadAttention masked": (
+            lambda x, mask, mha=nn.MultiheadAttention(16, 4): mha(x, x, x, need_weights=False, attn_mask=mask),
+            (x3, torch.ones(2, 2, dtype=torch.bool).triu(1))),
         "F.scaled_dot_product_attention causal": (
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (x4, x4, x4)),
         "F.cross_entropy": (lambda x, t: F.cross_entropy(x, t), (x2, labels)),

@@ -5,10 +5,8 @@ compile): rms_norm, batch_norm, group_norm, scaled_dot_product_attention, mish, 
 cross_entropy, var_mean, std, and even add/mul/where/clamp/relu/gelu/rsqrt on meta tensors. Capture must get the
 types of these calls from Ember's shape rules instead. dynamo_free_cases.py compiles each cpu-bench workload and
 common modules in a fresh process (this one has long imported torch._dynamo) and checks results against eager.
-
-Not covered, on purpose: nn.MultiheadAttention. F.multi_head_attention_forward is captured as one torch node whose
-meta run executes torch's Python implementation (its linear on a transposed input decomposes into matmul + add,
-whose meta kernel imports torch._dynamo), and its result (output, weights or None) is no shape-rule result.
+nn.MultiheadAttention is covered since F.multi_head_attention_forward is traced through (ops.INLINE_FUNCTIONAL):
+captured as one torch node, its meta run executed torch's Python implementation, whose meta kernels import it.
 """
 import json
 import os
