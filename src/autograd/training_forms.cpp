@@ -14,8 +14,9 @@
 //     instead, which returns (output, mask) and draws the same numbers as F.dropout (torch's CPU
 //     and CUDA dropout run it); the backward multiplies by the saved mask;
 //   - scaled_dot_product_attention with dropout becomes its math form — softmax of the scaled scores
-//     (masked), dropout as above, a matmul with v (attention with a mask that requires grad, or shapes
-//     the fused kernels refuse, takes it too, without dropout: eager's math backend). With native_dropout that is what torch's CPU
+//     (masked), dropout as above, a matmul with v, in float32 for float16/bfloat16 as torch's math backend
+//     (attention with a mask that requires grad, or shapes the fused kernels refuse, takes it too, without
+//     dropout: eager's math backend). With native_dropout that is what torch's CPU
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
@@ -139,8 +140,11 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   const bool mask_needs_grad = mask && mask->kind == Arg::Kind::Value && g.value(mask->value).type.requires_grad;
   if (!with_dropout && !mask_needs_grad && !fused_kernel_refuses_shapes(g, node)) return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
-  if ((with_dropout && dropouts.exact() && out.device.type != "cpu") ||
-      (out.dtype != DType::Float32 && out.dtype != DType::Float64))
+  // float16/bfloat16 compute in float32 and round once, as torch's math backend does (unless
+  // allow_fp16_bf16_reduction_math_sdp); exact dropout draws there are not modeled.
+  const bool half = out.dtype == DType::Float16 || out.dtype == DType::BFloat16;
+  if ((with_dropout && dropouts.exact() && (out.device.type != "cpu" || half)) ||
+      (out.dtype != DType::Float32 && out.dtype != DType::Float64 && !half))
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
   const Arg* p = argument(node, 4, "dropout_p");
@@ -158,6 +162,12 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   for (ValueId t : {qv, kv, vv})
     if (rw.type(t).dtype != out.dtype || rank_of(rw, t) < 2) return false;
   if (!grouped_kv(rw, gqa, qv, &kv, &vv)) return false;
+  const DType dt = half ? DType::Float32 : out.dtype;
+  if (half) {
+    qv = convert(rw, qv, dt);
+    kv = convert(rw, kv, dt);
+    vv = convert(rw, vv, dt);
+  }
   Sizes qs = sizes_of(rw, qv), ks = sizes_of(rw, kv);
   sym::Expr l = qs[qs.size() - 2], s = ks[ks.size() - 2];
   if (!qs.back().is_constant()) return false;  // the default scale is a literal of the head size
@@ -167,7 +177,6 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
     if (!given) return false;
     sc = *given;
   }
-  DType dt = out.dtype;
   ValueId scores = binary_s(rw, Op::Mul, product(rw, Op::Matmul, qv, transpose_last(rw, kv)), sc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
@@ -179,8 +188,8 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
     ValueId m = rw.mapped(mask->value);
     if (rw.type(m).dtype == DType::Bool) {
       scores = pointwise(rw, Op::Where, {V(m), V(scores), scalar(neg_inf, dt)}, dt);
-    } else if (rw.type(m).dtype == dt) {
-      scores = binary(rw, Op::Add, scores, V(m));
+    } else if (rw.type(m).dtype == out.dtype) {
+      scores = binary(rw, Op::Add, scores, V(half ? convert(rw, m, dt) : m));
     } else {
       return false;
     }
@@ -188,7 +197,7 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   ValueId probs = rw.emit(Op::Softmax, {V(scores), Arg::of_literal(int64_t{-1})}, {}, rw.type(scores));
   if (*dropout > 0.0) probs = dropouts.apply(rw, probs, *p);
   ValueId result = product(rw, Op::Matmul, probs, vv);
-  rw.bind(node.results[0], result);
+  rw.bind(node.results[0], half ? convert(rw, result, out.dtype) : result);
   return true;
 }
 

@@ -4,7 +4,7 @@ ember.autograd.cuda_attention, which runs the kernel torch's sdpa picks (cuDNN, 
 or the math form in float64). No island, fp64 gradcheck of the compiled function, and gradients against eager's,
 with boolean masks (made additive as aten does) and grouped-query attention (k and v heads repeated: LLaMA's
 `enable_gqa=True`); a mask that requires grad takes the math form (eager's math backend), with the mask's
-gradient; where neither applies (bfloat16 with such a mask) attention stays an island and is still right.
+gradient (in float16/bfloat16 computed in float32, as torch's math backend).
 cuda_attention's math form is checked here on CPU tensors."""
 import subprocess
 from pathlib import Path
@@ -28,6 +28,7 @@ CASES = {
     "gqa": {"gqa": True, "kv_heads": 1},
     "gqa causal": {"gqa": True, "kv_heads": 1, "is_causal": True},
     "gqa bool mask": {"gqa": True, "kv_heads": 1, "mask": "bool"},
+    "learned mask": {"mask": "grad"},
 }
 
 
@@ -43,8 +44,11 @@ def mask_for(case, dtype):
     return m
 
 
-def attention(case, dtype):
+def attention(case, dtype, reference=False):
+    """The case's attention over a mask made in dtype (reference: that mask in float64, for the float64 step)."""
     m = mask_for(case, dtype)
+    if reference and m is not None and m.is_floating_point():
+        m = m.detach().double().requires_grad_(m.requires_grad)
 
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=case.get("is_causal", False),
@@ -84,15 +88,9 @@ def mask_with_grad(dtype):
     return torch.randn(3, 5, 6, dtype=dtype, generator=g).to(DEVICE).requires_grad_()
 
 
-def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
-    """A learned additive mask (a relative-position bias: timm's MaxViT, transformers' Swin): eager's fused kernels
-    give it no gradient and torch runs its math backend; Ember's math form (training_forms.cpp) gives the mask
-    its gradient, no island, and gradcheck passes over q, k, v and the mask, broadcast over the batch."""
+def check_math_form(f, args):
+    """fp64 gradcheck of the compiled f over every argument, gradients equal to eager's, no island."""
     ember.reset()
-
-    def f(q, k, v, m):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.4)
-    args = (*inputs(torch.float64), mask_with_grad(torch.float64))
     compiled = ember.compile(f)
     assert torch.autograd.gradcheck(compiled, args)
     out = compiled(*args)
@@ -101,6 +99,15 @@ def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
         torch.testing.assert_close(a, b)
     s = ember.stats()
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
+
+
+def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
+    """A learned additive mask (a relative-position bias: timm's MaxViT, transformers' Swin): eager's fused kernels
+    give it no gradient and torch runs its math backend; Ember's math form (training_forms.cpp) gives the mask
+    its gradient, no island, and gradcheck passes over q, k, v and the mask, broadcast over the batch."""
+    def f(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.4)
+    check_math_form(f, (*inputs(torch.float64), mask_with_grad(torch.float64)))
 
 
 @pytest.mark.parametrize("shapes", [[(2, 3, 2, 5, 4)] * 3, [(2, 4, 5, 3), (2, 1, 6, 3), (2, 1, 6, 3)]],
@@ -108,35 +115,10 @@ def test_attention_with_a_mask_that_requires_grad_takes_the_math_form():
 def test_attention_the_fused_kernels_refuse_takes_the_math_form(shapes):
     """q, k, v of rank 5 (timm's NesT: blocks of tokens per head), or one k and v head broadcast over q's heads
     without enable_gqa (transformers' Falcon), which eager's fused kernels do not take: the math form, no island."""
-    ember.reset()
-
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
     torch.manual_seed(0)
-    args = tuple(torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in shapes)
-    compiled = ember.compile(f)
-    assert torch.autograd.gradcheck(compiled, args)
-    out = compiled(*args)
-    g = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, args, g), torch.autograd.grad(f(*args), args, g)):
-        torch.testing.assert_close(a, b)
-    s = ember.stats()
-    assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
-
-
-def test_attention_the_kernel_does_not_take_stays_an_island():
-    """bfloat16 with a mask that requires grad: neither the fused kernel nor the math form (float32/float64) takes
-    it; attention stays an island, with eager's gradients."""
-    ember.reset()
-    f = attention({"mask": "grad"}, torch.bfloat16)
-    q, k, v = inputs(torch.bfloat16)
-    out = ember.compile(f)(q, k, v)
-    g = torch.randn_like(out)
-    got = torch.autograd.grad(out, (q, k, v), g)
-    want = torch.autograd.grad(f(q, k, v), (q, k, v), g)
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b)
-    assert ember.stats()["autograd_islands"] == 1
+    check_math_form(f, tuple(torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in shapes))
 
 
 def test_grouped_query_attention_with_dropout_draws_eagers_masks_under_fallback_random():
@@ -164,11 +146,12 @@ def test_grouped_query_attention_with_dropout_draws_eagers_masks_under_fallback_
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize("name", ["causal", "gqa bool mask", "scale"])
-def test_attention_takes_the_fused_kernel(name, dtype):
-    """In float16/bfloat16/float32 the fused kernel runs as eager's does (its logsumexp is float32): no island,
-    and the output and gradients are within the float64-reference rule (error at most twice eager's; grouped
-    heads' gradients are summed in another order than eager's)."""
+@pytest.mark.parametrize("name", ["causal", "gqa bool mask", "scale", "learned mask"])
+def test_attention_in_low_precision(name, dtype):
+    """In float16/bfloat16/float32 the fused kernel runs as eager's does (its logsumexp is float32), and a learned
+    mask takes the math form, in float32 for the half types as torch's math backend: no island, and the output and
+    gradients are within the float64-reference rule (error at most twice eager's; grouped heads' gradients are
+    summed in another order than eager's)."""
     ember.reset()
     case = dict(CASES[name])
     q, k, v = inputs(dtype, case.get("kv_heads", 3), head_size=8)
@@ -183,7 +166,7 @@ def test_attention_takes_the_fused_kernel(name, dtype):
     f = attention(case, dtype)
     got = step(ember.compile(f), (q, k, v))
     want = step(f, (q, k, v))
-    ref = step(attention(case, torch.float64), [t.detach().double().requires_grad_() for t in (q, k, v)])
+    ref = step(attention(case, dtype, reference=True), [t.detach().double().requires_grad_() for t in (q, k, v)])
     ref = [r.to(DEVICE) for r in ref]
     for a, b, r in zip(got, want, ref):
         assert a.dtype == b.dtype and a.shape == b.shape
