@@ -14,9 +14,9 @@
 //     instead, which returns (output, mask) and draws the same numbers as F.dropout (torch's CPU
 //     and CUDA dropout run it); the backward multiplies by the saved mask;
 //   - scaled_dot_product_attention with dropout becomes its math form — softmax of the scaled scores
-//     (masked), dropout as above, a matmul with v, in float32 for float16/bfloat16 as torch's math backend
-//     (attention with a mask that requires grad, or shapes the fused kernels refuse, takes it too, without
-//     dropout: eager's math backend). With native_dropout that is what torch's CPU
+//     (masked), dropout as above, a matmul with v (attention with a mask that requires grad, or shapes
+//     the fused kernels refuse, takes it too, without dropout: eager's math backend, in float32 for
+//     float16/bfloat16). With native_dropout that is what torch's CPU
 //     kernels run, drawing the same numbers: on the CPU only, as on CUDA torch's fused kernels draw
 //     their own (Philox inside the kernel) and such a graph stays eager under exact_random.
 // Two deterministic ops get a training form too: scaled_dot_product_attention without dropout, on the
@@ -141,9 +141,11 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
   if (!with_dropout && !mask_needs_grad && !fused_kernel_refuses_shapes(g, node)) return false;
   const ir::TensorType& out = g.value(node.results[0]).type;
   // float16/bfloat16 compute in float32 and round once, as torch's math backend does (unless
-  // allow_fp16_bf16_reduction_math_sdp); exact dropout draws there are not modeled.
+  // allow_fp16_bf16_reduction_math_sdp). With dropout off the CPU eager runs a fused kernel that draws
+  // its own numbers and saves no [L, S] probabilities (the float32 ones would): not this form.
+  const bool on_cpu = out.device.type == "cpu";
   const bool half = out.dtype == DType::Float16 || out.dtype == DType::BFloat16;
-  if ((with_dropout && dropouts.exact() && (out.device.type != "cpu" || half)) ||
+  if ((with_dropout && !on_cpu && (dropouts.exact() || half)) ||
       (out.dtype != DType::Float32 && out.dtype != DType::Float64 && !half))
     return false;
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");

@@ -175,6 +175,25 @@ def test_attention_in_low_precision(name, dtype):
     assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
 
 
+def test_half_precision_attention_with_dropout_on_the_cpu_takes_the_math_form():
+    """bfloat16 attention with dropout on the CPU: torch runs its math backend in float32, and so does Ember's math
+    form; under fallback_random it draws eager's numbers, so output and gradients are eager's, with no island."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+
+    def step(fn):
+        q, k, v = (t.cpu().detach().requires_grad_() for t in inputs(torch.bfloat16, head_size=8))
+        torch.manual_seed(5)
+        out = fn(q, k, v)
+        return (out, *torch.autograd.grad(out, (q, k, v), torch.ones_like(out)))
+
+    ember.reset()
+    for a, b in zip(step(ember.compile(f, options={"fallback_random": True})), step(f)):
+        torch.testing.assert_close(a, b)
+    s = ember.stats()
+    assert s["autograd_islands"] == 0 and s["backward_graphs_compiled"] == 1, s
+
+
 @pytest.mark.parametrize("name", ["plain", "causal", "float mask", "scale", "bool mask"])
 def test_cuda_attention_math_form_matches_autograd(name):
     """ember.autograd.cuda_attention where neither fused kernel applies (here: CPU tensors) computes the math
