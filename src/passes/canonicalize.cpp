@@ -9,6 +9,7 @@
 //   - dims non-negative (`-1` on a rank-3 input is `2`), a `dims` parameter as a sorted list;
 //   - sizes as one list (`x.view(2, -1)` is `view(%x, [2, 12])`): -1 resolved from the
 //     node's recorded result type;
+//   - a sequence of tensors as a list (`cat((a, b), 3)` is `cat([a, b], 3)`);
 //   - var/std/var_mean/std_mean with `unbiased` spelled as `correction=` and `keepdim=` keywords.
 // A node whose arguments do not bind, or whose dims are out of range, is left as it was: it runs
 // through torch, which raises torch's own error. Values and nodes keep their ids.
@@ -110,6 +111,8 @@ Arg normalize(const Param& p, const Arg& a, int rank, const ir::Node& node, cons
       for (const sym::Expr& e : *sizes) items.push_back(Arg::of_size(e));
       return Arg::list(std::move(items));
     }
+    case Param::Kind::Tensors:
+      return a.kind == Arg::Kind::Tuple ? Arg::list(a.items) : a;
   }
   return a;
 }

@@ -106,8 +106,8 @@ std::vector<Entry> entries() {
        "self"},
       {{"torch.Tensor.type_as", "torch.Tensor.reshape_as", "torch.Tensor.view_as", "torch.Tensor.expand_as"},
        "self, other"},
-      {{"torch.cat"}, "tensors, dim:dim=0"},
-      {{"torch.stack"}, "tensors, dim:diminsert=0"},
+      {{"torch.cat"}, "tensors:tensors, dim:dim=0"},
+      {{"torch.stack"}, "tensors:tensors, dim:diminsert=0"},
       {{"torch.split"}, "tensor, split_size_or_sections, dim:dim=0"},
       {{"torch.chunk"}, "input, chunks, dim:dim=0"},
       {{"torch.gather"}, "input, dim:dim, index, *, sparse_grad=False"},
@@ -143,6 +143,7 @@ Param::Kind parse_kind(const std::string& k) {
   if (k == "dims") return Param::Kind::Dims;
   if (k == "perm") return Param::Kind::Perm;
   if (k == "sizes") return Param::Kind::Sizes;
+  if (k == "tensors") return Param::Kind::Tensors;
   throw std::logic_error("signature table: unknown parameter kind '" + k + "'");
 }
 

@@ -26,6 +26,7 @@ struct Param {
     Dims,       // an int or a list of ints: dims of the first tensor operand, or None
     Perm,       // a list of dims, order kept (permute)
     Sizes,      // a list of sizes
+    Tensors,    // a sequence of tensors, as a list (cat((a, b)) is cat([a, b]))
   };
   std::string name;
   Kind kind = Kind::Any;

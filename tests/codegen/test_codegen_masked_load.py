@@ -7,6 +7,7 @@ indexes its halves at `i % d +- d/2`, which steps by one within each aligned chu
 import pytest
 import torch
 
+import ember
 
 from cpp_harness import ISA_ORDER, Program, compile_loop, needs_cxx, skip_unless_this_cpu_runs
 
@@ -28,6 +29,25 @@ def test_cat_vectorizes_and_is_exact(widths, compiled_source):
     assert torch.equal(out, _cat3(*parts))
     assert "pointwise: vector over" in source, source[:3000]
     assert "is a masked load" not in source, source[:3000]
+
+
+def _rotary(q, cos, sin):
+    """transformers' apply_rotary_pos_emb: rotate_half cats a tuple, `torch.cat((-x2, x1), dim=-1)`."""
+    half = q.shape[-1] // 2
+    return q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
+
+
+def test_rotary_embedding_with_a_tuple_cat_is_one_vector_kernel(compiled_source):
+    """A cat of a tuple lowers as a cat of a list (canonicalize makes it one): the rotary embedding is one
+    kernel; it was the negation, an extern torch.cat and the rest (three passes over q in LLaMA's forward)."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 4, 9, 32, generator=g)
+    cos, sin = (torch.randn(1, 1, 9, 32, generator=g) for _ in range(2))
+    out, source = compiled_source(_rotary, q, cos, sin)
+    torch.testing.assert_close(out, _rotary(q, cos, sin))
+    assert "pointwise: vector over" in source, source[:3000]
+    explained = ember.explain(_rotary)(q, cos, sin)
+    assert explained.kernel_counts == [1] and "torch.cat" not in source, explained
 
 
 def test_qkv_gradient_assembly_vectorizes(compiled_source):
