@@ -102,18 +102,6 @@ bool collapse_scope(const Program& program, Kernel& kernel, const Scope& scope) 
   return true;
 }
 
-// Ops worth computing once per outer point instead of once per lane: transcendental functions,
-// square roots and divisions (tens of instructions per vector each).
-bool expensive(ScalarOp op) {
-  static constexpr ScalarOp kExpensive[] = {ScalarOp::Exp,  ScalarOp::Log,     ScalarOp::Log1p,   ScalarOp::Expm1,
-                                            ScalarOp::Sqrt, ScalarOp::Rsqrt,   ScalarOp::Sin,     ScalarOp::Cos,
-                                            ScalarOp::Tanh, ScalarOp::Sigmoid, ScalarOp::Erf,     ScalarOp::Reciprocal,
-                                            ScalarOp::Div,  ScalarOp::Pow};
-  for (ScalarOp e : kExpensive)
-    if (e == op) return true;
-  return false;
-}
-
 std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }
 
 // The nodes of a pointwise kernel's single loop that do not change along the last outer variable
@@ -262,7 +250,7 @@ bool hoist_invariants(const Program& program, Kernel& kernel) {
   const std::string v = var('i', last);
   const std::vector<bool> invariant = invariant_nodes(program, kernel, v);
   bool worth = false;
-  for (size_t i = 0; i < kernel.nodes.size(); ++i) worth = worth || (invariant[i] && expensive(kernel.nodes[i].op));
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) worth = worth || (invariant[i] && is_expensive(kernel.nodes[i].op));
   if (!worth) return false;
   // Invariant nodes first (loop 0), the rest after (loop 1, v renamed r0); ids are positions.
   std::vector<size_t> order;

@@ -99,6 +99,10 @@ struct ScalarOpInfo {
 };
 const ScalarOpInfo& op_info(ScalarOp op);
 std::optional<ScalarOp> op_from_name(std::string_view name);
+// Transcendental functions, square roots and divisions: tens of instructions per vector each, so
+// worth computing once rather than once per lane (collapse's hoisting) or per broadcast consumer
+// element (the scheduler's inlining bound).
+bool is_expensive(ScalarOp op);
 
 using BufferId = int32_t;
 using NodeId = int32_t;

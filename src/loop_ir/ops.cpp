@@ -21,6 +21,16 @@ const ScalarOpInfo& op_info(ScalarOp op) {
   return kOps[i];
 }
 
+bool is_expensive(ScalarOp op) {
+  static constexpr ScalarOp kExpensive[] = {ScalarOp::Exp,  ScalarOp::Log,     ScalarOp::Log1p,   ScalarOp::Expm1,
+                                            ScalarOp::Sqrt, ScalarOp::Rsqrt,   ScalarOp::Sin,     ScalarOp::Cos,
+                                            ScalarOp::Tanh, ScalarOp::Sigmoid, ScalarOp::Erf,     ScalarOp::Reciprocal,
+                                            ScalarOp::Div,  ScalarOp::Pow};
+  for (ScalarOp e : kExpensive)
+    if (e == op) return true;
+  return false;
+}
+
 std::optional<ScalarOp> op_from_name(std::string_view name) {
   for (size_t i = 0; i < std::size(kOps); ++i)
     if (name == kOps[i].name) return static_cast<ScalarOp>(i);

@@ -20,12 +20,16 @@
 // the site count is what `inline_max_consumers` bounds (Inductor bounds users and reads likewise,
 // because recomputation under fan-out grows multiplicatively).
 //
+// An expensive producer (exp, cos, ...) is stored when its consumers would compute it more than
+// `inline_max_recompute` times per element (a broadcast: the C++ target; Triton recomputes).
+//
 // Masked loads (cat, padding) read only where the mask holds. The inlined producer must not read
 // out of bounds where it does not: its loads take the consumer's mask (and-ed with their own),
 // and the result is where(mask, value, constant). A producer with an index check or an integer
 // division is not inlined under a mask, since those would run on the masked-off placeholder values.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <map>
 
@@ -97,6 +101,20 @@ std::set<BufferId> pinned_buffers(const Program& program) {
   for (const loop_ir::ExternCall& call : program.externs)
     for (BufferId b : call.buffer_args()) pinned.insert(program.storage_root(b));
   return pinned;
+}
+
+// Points of `ranges` with each symbol at its hint: a cost estimate, never a decision about validity.
+double points_at_hints(const std::vector<sym::Expr>& ranges, const std::map<std::string, int64_t>& hints) {
+  double n = 1;
+  for (const sym::Expr& r : ranges) n *= static_cast<double>(sym::evaluate(r, hints));
+  return n;
+}
+
+// The producer's first expensive op (loop_ir::is_expensive), or nullptr.
+const Node* expensive_op(const Kernel& producer) {
+  for (const Node& n : producer.nodes)
+    if (loop_ir::is_expensive(n.op)) return &n;
+  return nullptr;
 }
 
 NodeId max_id(const Kernel& k) {
@@ -194,6 +212,8 @@ void inline_into(const Kernel& producer, const Node& store, const std::vector<si
 void inline_producers(Program& program, std::vector<WorkStep>& steps, const ScheduleOptions& options,
                       std::vector<FusionDecision>& decisions) {
   const std::set<BufferId> pinned = pinned_buffers(program);
+  std::map<std::string, int64_t> hints;
+  for (const sym::SymbolInfo& s : program.symbols) hints[s.name] = s.hint;
   for (size_t p = steps.size(); p-- > 0;) {
     if (steps[p].kind != loop_ir::Step::Kind::Kernel) continue;
     const Kernel& producer = steps[p].kernel;
@@ -235,6 +255,22 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     if (sites > options.inline_max_consumers) {
       refuse(std::to_string(sites) + " loads > inline_max_consumers " + std::to_string(options.inline_max_consumers));
       continue;
+    }
+    if (const Node* costly = options.inline_max_recompute > 0 ? expensive_op(producer) : nullptr) {
+      double recomputed = 0;
+      for (size_t c : consumers) {
+        const Kernel& consumer = steps[c].kernel;
+        for (const Node& n : consumer.nodes)
+          if (n.op == ScalarOp::Load && n.buffer == x)
+            recomputed += points_at_hints(consumer.ranges, hints) *
+                          points_at_hints(consumer.loops[static_cast<size_t>(n.loop)].ranges, hints);
+      }
+      const double times = recomputed / std::max(points_at_hints(producer.ranges, hints), 1.0);
+      if (times > options.inline_max_recompute) {
+        refuse(std::string(loop_ir::op_info(costly->op).name) + " would run " + std::to_string(std::lround(times)) +
+               " times per stored element > inline_max_recompute " + std::to_string(options.inline_max_recompute));
+        continue;
+      }
     }
     const Accesses produced = accesses_of(program, steps[p]);
     ir::DType stored_dtype = ir::DType::Float32;

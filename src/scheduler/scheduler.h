@@ -37,6 +37,12 @@ struct ScheduleOptions {
   int max_nodes = 512;          // scalar nodes per fused kernel
   int inline_max_ops = 30;      // a producer with more arithmetic nodes is stored, not recomputed
   int inline_max_consumers = 4; // ... or with more consuming kernels
+  // ... or with an expensive op (loop_ir::is_expensive) that its consumers would compute more than
+  // this many times per element it stores: a broadcast consumer (the rotary embedding's cos over
+  // [T, D], read for every batch and head) recomputes it at each of its own points. Vector math on
+  // the CPU costs tens of instructions an element; Triton kernels stay memory-bound, so the GPU
+  // target recomputes (0: no bound).
+  int inline_max_recompute = 2;
   // A conversion into bf16/f16 that the program asked for (x.float() ... .to(bf16)), read again in
   // the kernel that computes it, is a rounding in registers (a cast to bf16/f16) instead of a store
   // and a reload: a buffer written and read for nothing, twice its bytes of traffic. Needs a code
