@@ -187,7 +187,56 @@ bool outer_reduction_candidate(const Program& program, const Kernel& kernel) {
   return strided && contiguous;
 }
 
+// How many loads and stores of `kernel` walk memory contiguously along outer variable `v`.
+int contiguous_along(const Program& program, const Kernel& kernel, const std::string& v) {
+  int n = 0;
+  for (const Node& node : kernel.nodes)
+    if (node.op == ScalarOp::Load || node.op == ScalarOp::Store)
+      n += linear_coefficient(flat_offset(program.buffers.at(node.buffer), node.index), v) == 1;
+  return n;
+}
+
 }  // namespace
+
+bool order_outer_by_stores(const Program& program, Kernel& kernel) {
+  const size_t rank = kernel.ranges.size();
+  if (rank < 2 || kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) return false;
+  // The order every store walks memory in: its variables by their stride, largest first.
+  std::optional<std::vector<size_t>> order;
+  for (const Node& n : kernel.nodes) {
+    if (n.op != ScalarOp::Store) continue;
+    const Expr offset = flat_offset(program.buffers.at(n.buffer), n.index);
+    std::vector<std::pair<int64_t, size_t>> strides;
+    for (size_t d = 0; d < rank; ++d) {
+      std::optional<int64_t> c = linear_coefficient(offset, var('i', d));
+      if (!c || *c <= 0) return false;  // not affine, or a point that does not store its own element
+      strides.emplace_back(-*c, d);
+    }
+    std::sort(strides.begin(), strides.end());
+    std::vector<size_t> mine;
+    for (size_t k = 0; k < rank; ++k) {
+      if (k > 0 && strides[k].first == strides[k - 1].first) return false;
+      mine.push_back(strides[k].second);
+    }
+    if (order && *order != mine) return false;
+    order = std::move(mine);
+  }
+  if (!order || order->back() == rank - 1) return false;
+  Kernel next = kernel;
+  sym::Replacements rename;  // old variable -> its new name
+  for (size_t k = 0; k < rank; ++k) {
+    rename.emplace_back(var('i', (*order)[k]), Expr::symbol(var('i', k)));
+    next.ranges[k] = kernel.ranges[(*order)[k]];
+  }
+  for (Node& n : next.nodes) {
+    for (Expr& e : n.index) e = sym::substitute(e, rename);
+    n.bound = sym::substitute(n.bound, rename);
+  }
+  const std::string innermost = var('i', rank - 1);
+  if (contiguous_along(program, next, innermost) <= contiguous_along(program, kernel, innermost)) return false;
+  kernel = std::move(next);
+  return true;
+}
 
 std::optional<int64_t> linear_coefficient(const Expr& e, const std::string& var) {
   switch (e.kind()) {
@@ -289,6 +338,7 @@ bool collapse_loops(Program& program) {
       any_loop_ranges = true;
       changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
     }
+    if (!any_loop_ranges) changed |= order_outer_by_stores(program, kernel);
     if (!any_loop_ranges || outer_reduction_candidate(program, kernel))
       changed |= collapse_scope(program, kernel, Scope{'i'});
     if (!any_loop_ranges) changed |= hoist_invariants(program, kernel);

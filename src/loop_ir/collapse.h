@@ -35,6 +35,13 @@ sym::Expr flat_offset(const Buffer& buffer, const std::vector<sym::Expr>& index)
 // the loop reads from there are f32 (vector code broadcasts only those); loads of storage the
 // kernel writes stay in the loop.
 bool collapse_loops(Program& program);
+// First, in a pointwise kernel (one loop, no ranges) whose stores all walk memory in one order
+// other than its outer variables' (a channels-last tensor iterated as [N, C, HW]: stride 1 along
+// C, the middle variable), the outer variables are permuted into that order, largest stride
+// outermost, when more accesses then walk contiguously along the innermost: the kernel then
+// vectorizes. Each point stores its own elements (affine offsets, distinct positive strides), so
+// the points' order is free.
+bool order_outer_by_stores(const Program& program, Kernel& kernel);
 bool hoist_invariants(const Program& program, Kernel& kernel);
 
 }  // namespace ember::loop_ir

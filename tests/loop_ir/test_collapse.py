@@ -40,14 +40,33 @@ def test_plane_reduction_and_broadcast_collapse(compiled_source):
 
 @pytest.mark.parametrize("view", ["permute", "transpose_plane", "slice"])
 def test_non_contiguous_inputs_keep_their_loops(view, compiled_source):
+    """A slice's accesses are not contiguous: its loops stay. A permuted input's result has the input's layout
+    (as eager's TensorIterator gives it), so the kernel walks both in memory order (order_outer_by_stores):
+    one vector loop over every element, as for a contiguous input."""
     base = torch.randn(2, 3, 7, 9)
     x = {"permute": base.permute(0, 2, 3, 1), "transpose_plane": base.transpose(2, 3),
          "slice": base[:, :, :, :5]}[view]
     out, source = compiled_source(_pointwise, x)
     torch.testing.assert_close(out, _pointwise(x))
-    assert f"[i0 < {x.numel()}]" not in source
+    assert out.stride() == _pointwise(x).stride()
+    assert (f"[i0 < {x.numel()}]" in source) == (view != "slice"), source[:2000]
     out, _ = compiled_source(_plane_mean, x)
     torch.testing.assert_close(out, _plane_mean(x))
+
+
+def _gelu_scaled(x):
+    return torch.nn.functional.gelu(x) * 2
+
+
+def test_channels_last_pointwise_walks_memory_order(compiled_source):
+    """A channels-last activation (timm's ConvNeXt runs its convolutions channels-last) is iterated as
+    [N, C, H, W] by its logical dims, stride 1 along C: the kernel takes the layout's order instead and
+    vectorizes (it ran scalar, "stride 16 along i2", and made ConvNeXt-atto slower than eager)."""
+    x = torch.randn(2, 16, 5, 7).to(memory_format=torch.channels_last)
+    out, source = compiled_source(_gelu_scaled, x)
+    torch.testing.assert_close(out, _gelu_scaled(x))
+    assert out.stride() == _gelu_scaled(x).stride()
+    assert "pointwise: vector over" in source and "pointwise: scalar" not in source, source[:2000]
 
 
 def test_symbolic_outer_size_collapses_over_constant_inner(compiled_source):
