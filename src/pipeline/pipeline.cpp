@@ -79,11 +79,16 @@ const std::vector<Step>& steps() {
          c.plan = memory::plan_memory(c.program);
          return true;
        }},
-      // After planning (the plan never sees the change) and for C++ only: one long vector loop
-      // instead of a short one per row (docs/loop-ir.md, "Collapse").
-      {"collapse", IRKind::Loop, "merge adjacent loop variables every access walks contiguously (C++ target)",
+      // After planning (the plan never sees the change). C++: one long vector loop instead of a short
+      // one per row (docs/loop-ir.md, "Collapse"). Triton: pointwise kernels in memory order only, so a
+      // channels-last tensor's loads and stores coalesce (its flat index decodes every variable anyway).
+      {"collapse", IRKind::Loop,
+       "merge adjacent loop variables every access walks contiguously (C++ target); pointwise kernels in memory order",
        [](Compilation& c, const Target& target) {
-         return target.kind == Target::Kind::Cpu && loop_ir::collapse_loops(c.program);
+         if (target.kind == Target::Kind::Cpu) return loop_ir::collapse_loops(c.program);
+         bool changed = false;
+         for (loop_ir::Kernel& kernel : c.program.kernels) changed |= loop_ir::order_outer_by_stores(c.program, kernel);
+         return changed;
        }},
       // After collapse (the common body reads flat offsets) and for C++ only: the Triton backend
       // does not emit groups (docs/scheduler.md, "Grouped kernels").
