@@ -428,46 +428,44 @@ void native_dropout_vjp(VjpCtx& c) {  // g * mask / (1 - p), as aten's native_dr
   c.give(c.pos(0), binary_s(c.rw, Op::Mul, kept, p >= 1.0 ? 0.0 : 1.0 / (1.0 - p)));
 }
 
-// F.adaptive_avg_pool2d: to one value per channel (every CNN's head) the gradient spread evenly,
-// pointwise and saving nothing; to other sizes aten's _adaptive_avg_pool2d_backward, which reads the
-// input (saved, as eager saves it).
-void adaptive_avg_pool2d_vjp(VjpCtx& c) {
-  Rewriter& rw = c.rw;
-  const Arg* input = argument(c.node, 0, "input");
-  if (!input || input->kind != Arg::Kind::Value) passes::refuse();
-  ValueId x = c.in(*input), g = *c.grad();
-  std::vector<int64_t> sizes = passes::const_sizes(rw.type(x)), out = passes::const_sizes(rw.type(g));
-  if (sizes.size() < 2 || out.size() != sizes.size()) passes::refuse();
-  if (out[out.size() - 1] == 1 && out[out.size() - 2] == 1) {
-    double area = static_cast<double>(sizes[sizes.size() - 1] * sizes[sizes.size() - 2]);
-    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / area), sizes));
-    return;
-  }
-  c.give(*input, rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(g), V(x)}, {}, contiguous_type(rw, x)));
-}
+namespace {
 
-// torch.adaptive_avg_pool1d (Swin's pooler in transformers): to one value per channel the gradient spread
-// evenly; else aten's 2-d backward over a height of 1, as aten computes the 1-d pool.
-void adaptive_avg_pool1d_vjp(VjpCtx& c) {
+// Adaptive average pooling over the last `dims` (2 or 1) dimensions: to one value per channel (every
+// CNN's head; Swin's pooler in transformers) the gradient spread evenly, pointwise and saving nothing;
+// to other sizes aten's _adaptive_avg_pool2d_backward, which reads the input (saved, as eager saves
+// it), the 1-d pool over a height of 1 as aten computes it.
+void adaptive_avg_pool_vjp(VjpCtx& c, size_t dims) {
   Rewriter& rw = c.rw;
   const Arg* input = argument(c.node, 0, "input");
   if (!input || input->kind != Arg::Kind::Value) passes::refuse();
   ValueId x = c.in(*input), g = *c.grad();
   std::vector<int64_t> sizes = passes::const_sizes(rw.type(x)), out = passes::const_sizes(rw.type(g));
   if (sizes.size() < 2 || out.size() != sizes.size()) passes::refuse();
-  if (out.back() == 1) {
-    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / static_cast<double>(sizes.back())), sizes));
+  int64_t area = 1;
+  bool to_one = true;
+  for (size_t d = sizes.size() - dims; d < sizes.size(); ++d) {
+    area *= sizes[d];
+    to_one = to_one && out[d] == 1;
+  }
+  if (to_one) {
+    c.give(*input, expand(rw, binary_s(rw, Op::Mul, g, 1.0 / static_cast<double>(area)), sizes));
     return;
   }
-  auto with_height = [&rw](ValueId v, std::vector<int64_t> s) {
+  auto as_2d = [&rw, dims](ValueId v, std::vector<int64_t> s) {
+    if (dims == 2) return v;
     s.insert(s.end() - 1, 1);
     return reshape(rw, v, s);
   };
-  ValueId x4 = with_height(x, sizes);
-  ValueId gx = rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(with_height(g, out)), V(x4)}, {},
-                             contiguous_type(rw, x4));
-  c.give(*input, reshape(rw, gx, sizes));
+  ValueId x2 = as_2d(x, sizes);
+  ValueId gx = rw.emit_torch("torch.ops.aten._adaptive_avg_pool2d_backward", {V(as_2d(g, out)), V(x2)}, {},
+                             contiguous_type(rw, x2));
+  c.give(*input, dims == 2 ? gx : reshape(rw, gx, sizes));
 }
+
+}  // namespace
+
+void adaptive_avg_pool2d_vjp(VjpCtx& c) { adaptive_avg_pool_vjp(c, 2); }
+void adaptive_avg_pool1d_vjp(VjpCtx& c) { adaptive_avg_pool_vjp(c, 1); }
 
 // aten's max_pool2d_with_indices (F.max_pool2d's training form): aten's backward over the saved
 // indices, with the forward's own pooling arguments.
