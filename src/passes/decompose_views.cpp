@@ -492,21 +492,26 @@ void linear(Ctx& c) {
   c.finish(y);
 }
 
-void addmm(Ctx& c) {
-  ValueId input = c.tensor("input"), m1 = c.tensor("mat1"), m2 = c.tensor("mat2");
+// beta * input + alpha * (a @ b), a and b of rank `rank` (addmm: mm of 2-d mat1, mat2; baddbmm: bmm of
+// 3-d batch1, batch2).
+void scaled_product_plus(Ctx& c, const char* a_name, const char* b_name, int64_t rank, Op op) {
+  ValueId input = c.tensor("input"), a = c.tensor(a_name), b = c.tensor(b_name);
   Rewriter& rw = c.rw;
-  DType dt = rw.type(m1).dtype;
-  if (rank_of(rw, m1) != 2 || rank_of(rw, m2) != 2 || rw.type(m2).dtype != dt || rw.type(input).dtype != dt ||
+  DType dt = rw.type(a).dtype;
+  if (rank_of(rw, a) != rank || rank_of(rw, b) != rank || rw.type(b).dtype != dt || rw.type(input).dtype != dt ||
       !is_floating_point(dt))
     refuse();
   double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
   if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for linear
-  ValueId y = matmul_of(rw, Op::Mm, m1, m2);
+  ValueId y = matmul_of(rw, op, a, b);
   if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
   // beta == 0: torch ignores input entirely (NaN in it does not propagate).
   if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
   c.finish(y);
 }
+
+void addmm(Ctx& c) { scaled_product_plus(c, "mat1", "mat2", 2, Op::Mm); }
+void baddbmm(Ctx& c) { scaled_product_plus(c, "batch1", "batch2", 3, Op::Bmm); }
 
 void dropout(Ctx& c) {
   if (c.bool_arg("inplace")) refuse();
@@ -616,22 +621,6 @@ void einsum(Ctx& c) {
   std::vector<int64_t> sizes;
   for (char ch : labels) sizes.push_back(size_of[ch]);
   c.finish(arrange(reshape(rw, y, sizes), labels, out));
-}
-
-// baddbmm(input, batch1, batch2, beta, alpha): beta * input + alpha * batch1 @ batch2, as addmm.
-void baddbmm(Ctx& c) {
-  ValueId input = c.tensor("input"), b1 = c.tensor("batch1"), b2 = c.tensor("batch2");
-  Rewriter& rw = c.rw;
-  DType dt = rw.type(b1).dtype;
-  if (rank_of(rw, b1) != 3 || rank_of(rw, b2) != 3 || rw.type(b2).dtype != dt || rw.type(input).dtype != dt ||
-      !is_floating_point(dt))
-    refuse();
-  double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
-  if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for addmm
-  ValueId y = matmul_of(rw, Op::Bmm, b1, b2);
-  if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
-  if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
-  c.finish(y);
 }
 
 }  // namespace
