@@ -21,7 +21,10 @@
 // because recomputation under fan-out grows multiplicatively).
 //
 // An expensive producer (exp, cos, ...) is stored when its consumers would compute it more than
-// `inline_max_recompute` times per element (a broadcast: the C++ target; Triton recomputes).
+// `inline_max_recompute` times per element (a broadcast: the C++ target; Triton recomputes), not
+// counting what the C++ target hoists out of its vector loops (BatchNorm's per-channel rsqrt over
+// [N, C, H, W] runs once per (n, c) point: inlined; the rotary embedding's cos over [T, D] read over
+// [B, H, T, D] changes along the vector variable: stored).
 //
 // Masked loads (cat, padding) read only where the mask holds. The inlined producer must not read
 // out of bounds where it does not: its loads take the consumer's mask (and-ed with their own),
@@ -108,6 +111,23 @@ double points_at_hints(const std::vector<sym::Expr>& ranges, const std::map<std:
   double n = 1;
   for (const sym::Expr& r : ranges) n *= static_cast<double>(sym::evaluate(r, hints));
   return n;
+}
+
+// How many times `consumer` computes a value it loads at `load`: once per point of its outer ranges and
+// the load's loop -- except that in a pointwise consumer (one loop, no ranges) a value that does not
+// change along its trailing outer variables is computed once per point of the others (the C++ target
+// merges those variables and hoists such values out of the vector loop: collapse, hoist_invariants).
+double computations(const Kernel& consumer, const Node& load, const std::map<std::string, int64_t>& hints) {
+  const bool pointwise = consumer.loops.size() == 1 && consumer.loops[0].ranges.empty();
+  if (!pointwise)
+    return points_at_hints(consumer.ranges, hints) *
+           points_at_hints(consumer.loops[static_cast<size_t>(load.loop)].ranges, hints);
+  std::set<std::string> used;
+  for (const sym::Expr& e : load.index) sym::free_symbols(e, used);
+  size_t varying = consumer.ranges.size();
+  while (varying > 0 && !used.count("i" + std::to_string(varying - 1))) --varying;
+  return points_at_hints({consumer.ranges.begin(), consumer.ranges.begin() + static_cast<std::ptrdiff_t>(varying)},
+                         hints);
 }
 
 // The producer's first expensive op (loop_ir::is_expensive), or nullptr.
@@ -261,9 +281,7 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       for (size_t c : consumers) {
         const Kernel& consumer = steps[c].kernel;
         for (const Node& n : consumer.nodes)
-          if (n.op == ScalarOp::Load && n.buffer == x)
-            recomputed += points_at_hints(consumer.ranges, hints) *
-                          points_at_hints(consumer.loops[static_cast<size_t>(n.loop)].ranges, hints);
+          if (n.op == ScalarOp::Load && n.buffer == x) recomputed += computations(consumer, n, hints);
       }
       const double times = recomputed / std::max(points_at_hints(producer.ranges, hints), 1.0);
       if (times > options.inline_max_recompute) {
