@@ -48,11 +48,6 @@ PURE_TORCH = {
     torch.iinfo, torch.Size, torch.device, torch.dtype, torch.numel, torch.promote_types,
     torch.result_type, torch.can_cast, torch.is_storage,
 }
-for _path in ("torch.backends.mha.get_fastpath_enabled",):
-    try:
-        PURE_TORCH.add(python_table.resolve_path(_path))
-    except (AttributeError, KeyError):
-        pass
 
 CONSTANTS = [
     ("torch.compiler.is_compiling", True),
@@ -73,6 +68,9 @@ CONSTANTS = [
     # path's torch._native_multi_head_attention returns an undefined tensor (None in Python) for
     # the weights where its meta kernel returns an empty one, so it cannot be traced faithfully.
     ("torch.nn.modules.activation._is_make_fx_tracing", True),
+    # The transformer layers' fast paths (torch._transformer_encoder_layer_fwd, nested tensors) are one
+    # opaque op, without a meta kernel before torch 2.13: their composite path is what Ember can fuse.
+    ("torch.backends.mha.get_fastpath_enabled", False),
 ]
 _constants = {}
 for _path, _value in CONSTANTS:
@@ -81,12 +79,12 @@ for _path, _value in CONSTANTS:
     except AttributeError:
         pass
 
-# torch._check and its kin: the exception class a false condition raises (torch._check_with's
-# error_type). Traced by the interpreter (interp_checks.cpp), not run: torch._check_with imports
-# torch.fx's symbolic shapes.
+# torch._check and its kin: the exception class a false condition raises (None for torch._check_with,
+# whose first argument is the class). Traced by the interpreter (interp_checks.cpp), not run: they
+# import torch.fx's symbolic shapes.
 CHECKS = {
     torch._check: RuntimeError, torch._check_index: IndexError, torch._check_value: ValueError,
-    torch._check_type: TypeError, torch._check_not_implemented: NotImplementedError,
+    torch._check_type: TypeError, torch._check_not_implemented: NotImplementedError, torch._check_with: None,
 }
 
 # Calls that run torch's autograd engine, or register hooks it runs later, on real tensors: a graph

@@ -110,6 +110,7 @@ def checks(x, n):
     torch._check_value(x.dim() == 2)
     torch._check_type(x.is_floating_point(), lambda: "floating input")
     torch._check_not_implemented(x.shape[1] < 100, lambda: "too wide")
+    torch._check_with(AssertionError, x.shape[1] != 7, lambda: f"{x.shape[1]} columns")
     return x * n
 
 
@@ -126,6 +127,7 @@ def test_checks_capture_whole():
     ((torch.randn(3, 4, 1), 3), ValueError),        # _check_value: torch's default message
     ((torch.randint(0, 2, (3, 4)), 3), TypeError),  # _check_type
     ((torch.randn(3, 200), 3), NotImplementedError),
+    ((torch.randn(3, 7), 3), AssertionError),       # _check_with: the class is its first argument
 ])
 def test_a_false_check_raises_what_eager_raises(args, error):
     e = _raises_as_eager(checks, *args)
@@ -144,6 +146,7 @@ def test_check_of_a_tensor_raises_what_eager_raises():
 def check_keywords(x):
     torch._check(cond=x.shape[0] == 2, message=lambda: "two rows")
     torch._assert(condition=x.shape[1] == 3, message="three columns")
+    torch._check_with(cond=x.dim() == 2, message=lambda: "a matrix", error_type=ValueError)
     return x + 1
 
 

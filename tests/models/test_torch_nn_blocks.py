@@ -104,6 +104,29 @@ def test_transformer_encoder_layer(batch_first):
     _whole(layer, torch.randn(2, 5, 16))
 
 
+class Encoder(nn.Module):
+    """nn.TransformerEncoder in eval under no_grad would take torch's fast path (one opaque op per layer, and
+    nested tensors for a padding mask); Ember takes the composite path, whose ops it fuses."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x, padding):
+        return self.encoder(x, src_key_padding_mask=padding)
+
+
+def test_transformer_encoder_padding_mask():
+    torch.manual_seed(0)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    model = Encoder().eval()
+    _whole(model, torch.randn(2, 5, 16), padding)
+    with torch.no_grad():
+        assert ember.explain(model)(torch.randn(2, 5, 16), padding).kernel_counts[0] > 0
+
+
 class ConvBnReLU(nn.Module):
     def __init__(self, cin, cout, stride=1):
         super().__init__()

@@ -1,5 +1,5 @@
 // torch._assert and torch._check (and _check_index, _check_value, _check_type,
-// _check_not_implemented): traced, not run. Model code asserts on shapes and flags
+// _check_not_implemented, and _check_with, whose first argument is the exception class): traced, not run. Model code asserts on shapes and flags
 // (`torch._assert(x.shape[1] == self.dim, "...")`), which the guards fix: such a condition is
 // checked at trace time, and a false one raises what eager raises at that point of the program
 // (the frame is split there and CPython raises it again, docs/interpreter.md "Exceptions"). A
@@ -7,6 +7,8 @@
 // torch._check's tensor form is a TypeError in eager too; torch._check_tensor_all stays a break.
 #include "frontend/interp/interpreter.h"
 #include "frontend/pyutil.h"
+
+#include <algorithm>
 
 namespace ember::frontend {
 
@@ -22,6 +24,24 @@ constexpr const char* kDefaultCheckMessage =
 VarRef Interpreter::call_check(const CallableKind& kind, PyObject* fn, std::vector<VarRef>& args, Kwargs& kwargs) {
   bool is_assert = kind.kind == CallableKind::Assert;
   const std::string name = trace_.table.name_of(fn);
+  PyObject* error_type = kind.constant.get();
+  if (error_type == Py_None) {
+    // torch._check_with(error_type, cond, message): the class comes first.
+    VarRef type;
+    if (!args.empty()) {
+      type = args.front();
+      args.erase(args.begin());
+    } else if (auto it = std::find_if(kwargs.begin(), kwargs.end(), [](auto& kv) { return kv.first == "error_type"; });
+               it != kwargs.end()) {
+      type = it->second;
+      kwargs.erase(it);
+    }
+    error_type = type ? Trace::as_constant(*type) : nullptr;
+    if (!error_type || !PyType_Check(error_type) || !PyType_IsSubtype((PyTypeObject*)error_type,
+                                                                        (PyTypeObject*)PyExc_Exception)) {
+      unsupported(name + "() without an exception class known at trace time");
+    }
+  }
   const char* names[2] = {is_assert ? "condition" : "cond", "message"};
   VarRef bound[2];
   if (args.size() > 2) unsupported(name + "() with more than two arguments");
@@ -77,7 +97,7 @@ VarRef Interpreter::call_check(const CallableKind& kind, PyObject* fn, std::vect
     text = PyRef::steal(PyObject_Str(v));
   }
   if (!text) throw PythonError();
-  raise_var(make_exception(kind.constant.get(), {trace_.constant(std::move(text))}, {}));
+  raise_var(make_exception(error_type, {trace_.constant(std::move(text))}, {}));
 }
 
 }  // namespace ember::frontend
