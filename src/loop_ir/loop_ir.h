@@ -215,7 +215,8 @@ std::vector<std::string> verify(const Program& program);
 // (8*i0 + i1) // 8 simplifies to i0 when i1 < 8, and (8*i0 + i1) % 8 to i1.
 using VarRanges = std::vector<std::pair<std::string, sym::Expr>>;
 sym::Expr simplify(const sym::Expr& e, const VarRanges& ranges);
-// Simplifies every index expression of the program in place (a pass: golden-tested).
+// Simplifies every index expression of the program in place (a pass: golden-tested); of one kernel.
 bool simplify_indices(Program& program);
+bool simplify_indices(Kernel& kernel);
 
 }  // namespace ember::loop_ir

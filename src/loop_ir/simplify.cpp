@@ -324,30 +324,34 @@ Expr simplify(const Expr& e, const VarRanges& ranges) {
   return current;
 }
 
-bool simplify_indices(Program& program) {
+bool simplify_indices(Kernel& k) {
   bool changed = false;
-  for (Kernel& k : program.kernels) {
-    VarRanges outer;
-    for (size_t d = 0; d < k.ranges.size(); ++d) outer.emplace_back("i" + std::to_string(d), k.ranges[d]);
-    // t<n> of a check_index node lies in [0, bound): the check stops the kernel otherwise.
-    VarRanges checked;
-    for (const Node& n : k.nodes)
-      if (n.op == ScalarOp::CheckIndex) checked.emplace_back("t" + std::to_string(n.id), n.bound);
-    for (Node& n : k.nodes) {
-      VarRanges ranges = outer;
-      if (n.loop >= 0 && static_cast<size_t>(n.loop) < k.loops.size())
-        for (size_t d = 0; d < k.loops[n.loop].ranges.size(); ++d)
-          ranges.emplace_back("r" + std::to_string(d), k.loops[n.loop].ranges[d]);
-      for (const auto& c : checked) ranges.push_back(c);
-      for (Expr& e : n.index) {
-        Expr s = simplify(e, ranges);
-        if (s != e) {
-          e = s;
-          changed = true;
-        }
+  VarRanges outer;
+  for (size_t d = 0; d < k.ranges.size(); ++d) outer.emplace_back("i" + std::to_string(d), k.ranges[d]);
+  // t<n> of a check_index node lies in [0, bound): the check stops the kernel otherwise.
+  VarRanges checked;
+  for (const Node& n : k.nodes)
+    if (n.op == ScalarOp::CheckIndex) checked.emplace_back("t" + std::to_string(n.id), n.bound);
+  for (Node& n : k.nodes) {
+    VarRanges ranges = outer;
+    if (n.loop >= 0 && static_cast<size_t>(n.loop) < k.loops.size())
+      for (size_t d = 0; d < k.loops[n.loop].ranges.size(); ++d)
+        ranges.emplace_back("r" + std::to_string(d), k.loops[n.loop].ranges[d]);
+    for (const auto& c : checked) ranges.push_back(c);
+    for (Expr& e : n.index) {
+      Expr s = simplify(e, ranges);
+      if (s != e) {
+        e = s;
+        changed = true;
       }
     }
   }
+  return changed;
+}
+
+bool simplify_indices(Program& program) {
+  bool changed = false;
+  for (Kernel& k : program.kernels) changed = simplify_indices(k) || changed;
   return changed;
 }
 

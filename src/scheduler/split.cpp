@@ -6,18 +6,21 @@
 // becomes, with S splits of R0 (chunk = R0 / S):
 //   kernel @k  [S, I...] { loop [chunk, R...] { body, r0 -> i0*chunk + r0 } loop { store %p[i0, I...] = %a } }
 //   kernel @k' [I...]    { loop [S] { %a' = reduce_sum (load %p[r0, I...]) } loop { epilogue(%a') } }
+// When R0 is short (a batch of 8 over [8, 512] rows), S may go past it: S = R0*...*R(k-1) * s with s
+// dividing Rk; a partial then reduces a chunk of Rk (and all of the later ranges), and the earlier
+// reduction variables are the digits of i0 / s: r(k-1) -> (i0 / s) % R(k-1), ..., rk -> (i0 % s)*chunk + r0.
 // The partials %p are Temps of the reduction's own dtype (f32 for f16/bf16 data: kernel bodies
 // compute in f32). sum, prod, max and min combine with themselves (max/min keep NaN as the first
-// kernel's did). S divides R0, so no mask is needed and every partial counts R/S elements, which
-// keeps Welford's combine (Chan's formula) plain arithmetic: mean = sum(mean_s) / S and
+// kernel's did). S divides the reduced extent, so no mask is needed and every partial counts R/S
+// elements, which keeps Welford's combine (Chan's formula) plain arithmetic: mean = sum(mean_s) / S and
 // M2 = sum(M2_s) + (R/S) * sum((mean_s - mean)^2), a loop for the mean and one for the deviations.
 //
 // The choice is made from sizes only, and every kernel with a reduction longer than two partials
-// gets a decision with its reason (EMBER_LOGS=schedule): S is the smallest divisor of R0 that gives
-// min_programs programs with partials of at least min_split_rnumel elements (min_outer_split_rnumel
-// for an outer reduction), else the largest such
-// divisor if it at least doubles the programs. Why: Inductor splits the same way (ir.py,
-// Reduction.num_splits), for the same reason: a reduction over few rows leaves most SMs idle.
+// gets a decision with its reason (EMBER_LOGS=schedule): S is the smallest split (in the order above)
+// that gives min_programs programs with partials of at least min_split_rnumel elements
+// (min_outer_split_rnumel for an outer reduction), else the largest such split if it at least doubles
+// the programs. Why: Inductor splits the same way (ir.py, Reduction.num_splits), for the same reason:
+// a reduction over few rows leaves most SMs idle.
 // A decision names the kernel as fusion left it ("split k2") and the two it became by their names in
 // the result, where kernels are renamed k0, k1, ... in step order again ("into k2 + k3").
 #include <algorithm>
@@ -87,14 +90,20 @@ NodeId add_constant(Kernel& k, ir::DType dtype, double value, int loop) {
 
 struct Plan {
   int64_t splits = 0;
+  size_t range = 0;    // the reduction range that is cut (the ones before it are cut whole)
   std::string reason;  // the decision's, taken or refused
 };
+
+std::string extents(const std::vector<sym::Expr>& ranges) {
+  std::string out;
+  for (const sym::Expr& r : ranges) out += (out.empty() ? "[" : ", ") + r.str();
+  return out + "]";
+}
 
 // How many splits, from sizes (the header's rule); splits 0 with the reason when none.
 Plan choose_splits(const Program& program, const Kernel& k, const SplitOptions& options) {
   const int64_t outputs = product(k.ranges);
   const int64_t rnumel = product(k.loops[0].ranges);
-  const int64_t r0 = k.loops[0].ranges[0].constant();
   const bool outer = outer_reduction(program, k);
   // An outer reduction's block of columns is capped at next_pow2(points), as the Triton config is.
   auto block_of = [&](int64_t points) {
@@ -108,21 +117,34 @@ Plan choose_splits(const Program& program, const Kernel& k, const SplitOptions& 
                           (outer ? " in blocks of " + std::to_string(per_program) + " columns" : "") + ", " +
                           std::to_string(rnumel) + " elements each)";
   if (programs(outputs) >= options.min_programs)
-    return {0, now + " >= " + std::to_string(options.min_programs) + ": not split"};
+    return {0, 0, now + " >= " + std::to_string(options.min_programs) + ": not split"};
   const int64_t min_rnumel = outer ? options.min_outer_split_rnumel : options.min_split_rnumel;
-  int64_t smallest = 0, largest = 0;
-  for (int64_t s = 2; s <= r0; ++s) {
-    if (r0 % s != 0 || rnumel / s < min_rnumel) continue;
-    largest = s;
-    if (smallest == 0 && programs(outputs * s) >= options.min_programs) smallest = s;
+  // The splits in increasing order: s | R0, then R0 * s with s | R1, ...
+  const std::vector<sym::Expr>& reduced = k.loops[0].ranges;
+  Plan smallest, largest;
+  int64_t prefix = 1;
+  for (size_t r = 0; r < reduced.size() && smallest.splits == 0; ++r) {
+    const int64_t extent = reduced[r].constant();
+    for (int64_t s = 2; s <= extent; ++s) {
+      const int64_t splits = prefix * s;
+      if (extent % s != 0 || rnumel / splits < min_rnumel) continue;
+      largest = {splits, r, ""};
+      if (programs(outputs * splits) >= options.min_programs) {
+        smallest = largest;
+        break;
+      }
+    }
+    prefix *= extent;
   }
-  const int64_t s = smallest != 0 ? smallest : largest;
+  Plan plan = smallest.splits != 0 ? smallest : largest;
   const std::string partials = "partials of at least " + std::to_string(min_rnumel) + " elements";
-  if (s == 0 || (smallest == 0 && programs(outputs * s) < 2 * programs(outputs)))
-    return {0, now + " < " + std::to_string(options.min_programs) + ", but no divisor of the outer reduced extent " +
-                   std::to_string(r0) + " doubles them with " + partials + ": not split"};
-  return {s, now + " < " + std::to_string(options.min_programs) + ": " + std::to_string(s) + " splits of " +
-                 std::to_string(rnumel / s) + " elements give " + std::to_string(programs(outputs * s)) + " programs"};
+  if (plan.splits == 0 || (smallest.splits == 0 && programs(outputs * plan.splits) < 2 * programs(outputs)))
+    return {0, 0, now + " < " + std::to_string(options.min_programs) + ", but no split of the reduced extents " +
+                      extents(reduced) + " doubles them with " + partials + ": not split"};
+  plan.reason = now + " < " + std::to_string(options.min_programs) + ": " + std::to_string(plan.splits) +
+                " splits of " + std::to_string(rnumel / plan.splits) + " elements give " +
+                std::to_string(programs(outputs * plan.splits)) + " programs";
+  return plan;
 }
 
 // Why `k` cannot be split whatever the sizes, or "" when it can.
@@ -158,17 +180,29 @@ Kernel with_welford_means(const Kernel& k) {
 
 // The partials kernel: ranges [S, I...], the reduction loop over its chunk, then the stores of
 // every reduction's partial into `partials` (one Temp per reduction, in node order).
-Kernel partials_kernel(const Kernel& k, int64_t splits, const std::vector<BufferId>& partials) {
+Kernel partials_kernel(const Kernel& k, const Plan& plan, const std::vector<BufferId>& partials) {
   Kernel a;
-  a.ranges.push_back(splits);
+  a.ranges.push_back(plan.splits);
   for (const sym::Expr& r : k.ranges) a.ranges.push_back(r);
+  const std::vector<sym::Expr>& reduced = k.loops[0].ranges;
+  int64_t s = plan.splits;  // the cuts of reduced[plan.range]
+  for (size_t r = 0; r < plan.range; ++r) s /= reduced[r].constant();
+  const int64_t chunk = reduced[plan.range].constant() / s;
   a.loops.push_back(k.loops[0]);
-  const int64_t chunk = k.loops[0].ranges[0].constant() / splits;
+  a.loops[0].ranges.assign(reduced.begin() + static_cast<std::ptrdiff_t>(plan.range), reduced.end());
   a.loops[0].ranges[0] = chunk;
   a.loops.push_back(loop_ir::Loop{});
   SymbolMap map;
   for (size_t j = 0; j < k.ranges.size(); ++j) map.emplace_back("i" + std::to_string(j), var("i", static_cast<int>(j + 1)));
-  map.emplace_back("r0", var("i", 0) * chunk + var("r", 0));
+  const sym::Expr split = var("i", 0);
+  int64_t below = s;  // the product of the digits' radices below r
+  for (size_t r = plan.range; r-- > 0;) {
+    map.emplace_back("r" + std::to_string(r), mod(floordiv(split, sym::Expr(below)), reduced[r]));
+    below *= reduced[r].constant();
+  }
+  map.emplace_back("r" + std::to_string(plan.range), (plan.range == 0 ? split : mod(split, sym::Expr(s))) * chunk + var("r", 0));
+  for (size_t r = plan.range + 1; r < reduced.size(); ++r)
+    map.emplace_back("r" + std::to_string(r), var("r", static_cast<int>(r - plan.range)));
   std::vector<sym::Expr> at;  // [i0, i1, ...]: a partial's index
   for (size_t j = 0; j < a.ranges.size(); ++j) at.push_back(var("i", static_cast<int>(j)));
   for (const Node& n : k.nodes)
@@ -186,6 +220,7 @@ Kernel partials_kernel(const Kernel& k, int64_t splits, const std::vector<Buffer
     store.index = at;
     add(a, std::move(store));
   }
+  loop_ir::simplify_indices(a);  // the digits of i0 recombine where the ranges are contiguous
   return a;
 }
 
@@ -297,7 +332,7 @@ std::vector<FusionDecision> split_reductions(Program& program, const SplitOption
       continue;
     }
     const std::string why_not = refusal(original);
-    Plan plan = why_not.empty() ? choose_splits(program, original, options) : Plan{0, why_not + ": not split"};
+    Plan plan = why_not.empty() ? choose_splits(program, original, options) : Plan{0, 0, why_not + ": not split"};
     if (plan.splits == 0) {
       decisions.push_back({FusionDecision::Kind::Refused, original.name, "split", plan.reason});
       keep();
@@ -324,7 +359,7 @@ std::vector<FusionDecision> split_reductions(Program& program, const SplitOption
     const std::string first = "k" + std::to_string(kernels.size());
     const std::string second = "k" + std::to_string(kernels.size() + 1);
     steps.push_back({loop_ir::Step::Kind::Kernel, static_cast<int>(kernels.size())});
-    kernels.push_back(partials_kernel(k, plan.splits, partials));
+    kernels.push_back(partials_kernel(k, plan, partials));
     steps.push_back({loop_ir::Step::Kind::Kernel, static_cast<int>(kernels.size())});
     kernels.push_back(combine_kernel(k, plan.splits, partials));
     decisions.push_back({FusionDecision::Kind::Split, k.name, first + " + " + second,

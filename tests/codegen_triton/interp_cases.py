@@ -109,6 +109,12 @@ SPLIT_CASES = {
     "split_var_dim0": (lambda x: x.var(0), lambda: [randn(1500, 7) * 2 + 1], SPLIT),
     "split_mean_bf16_epilogue": (lambda x: (x.mean(0) * 2).to(torch.bfloat16),
                                  lambda: [randn(1024, 24, dtype=torch.bfloat16)], SPLIT),
+    # Splits past the first reduced range (its divisors give too few programs): 12 = 3 * 4 splits over
+    # [3, 64] rows, the first range cut whole and the second into chunks of 16; and over [4, 300] with
+    # the rows strided (not contiguous with the columns); Welford's counts across both.
+    "split_two_ranges_outer": (lambda x: (x * 2).sum((0, 1)), lambda: [randn(3, 64, 24)], SPLIT),
+    "split_two_ranges_strided": (lambda x: x.sum((0, 2)), lambda: [randn(4, 6, 300)], SPLIT),
+    "split_two_ranges_var": (lambda x: torch.var(x, (0, 1)), lambda: [randn(3, 64, 24) + 3], SPLIT),
 }
 CASES.update(SPLIT_CASES)
 
