@@ -143,9 +143,37 @@ void cat_vjp(VjpCtx& c) {
   }
 }
 
+// gather(x, dim, index) picking one element per row along dim (index.size(dim) == 1, its other sizes
+// x's: nll_loss's pick of each target's log-probability): its gradient is where(arange == index, g, 0),
+// pointwise, so it fuses into the consumers (log_softmax's backward) instead of a scatter_add into a
+// zeroed tensor of x's size (on the H200, a [4096, 8192] float32 zero fill and torch's clone of it per
+// language-model step). Other gathers: the scatter_add into zeros, run by torch.
 void gather_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
-  c.give("input", scatter_into_zeros(c.rw, "torch.scatter_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
+  Rewriter& rw = c.rw;
+  const ValueId x = c.in("input"), index = c.in("index"), g = *c.grad();
+  const Sizes xs = sizes_of(rw, x), is = sizes_of(rw, index);
+  const std::optional<int64_t> d = passes::int_literal(c.arg("dim"));
+  const int64_t dim = d ? norm_dim(*d, std::max<int64_t>(1, rank_of(rw, x))) : -1;
+  bool one_per_row = dim >= 0 && !xs.empty() && xs.size() == is.size() && is[static_cast<size_t>(dim)] == sym::Expr(1) &&
+                     xs[static_cast<size_t>(dim)].is_constant();
+  for (size_t k = 0; one_per_row && k < xs.size(); ++k)
+    one_per_row = k == static_cast<size_t>(dim) || is[k] == xs[k];
+  if (!one_per_row) {
+    c.give("input", scatter_into_zeros(rw, "torch.scatter_add", x, {rw.map(c.arg("dim")), V(index), V(g)}));
+    return;
+  }
+  const int64_t n = xs[static_cast<size_t>(dim)].constant();
+  const ir::Device device = rw.type(x).device;
+  const DType it = rw.type(index).dtype;
+  ValueId iota = rw.emit(Op::Arange, {Arg::of_literal(int64_t{0}), Arg::of_literal(n), Arg::of_literal(int64_t{1})},
+                         {{"dtype", Arg::of_literal(it)}, {"device", Arg::of_literal(device)}},
+                         passes::make_type(it, {sym::Expr(n)}, device, false));
+  std::vector<int64_t> column(xs.size(), 1);
+  column[static_cast<size_t>(dim)] = n;
+  ValueId hit = binary(rw, Op::Eq, reshape(rw, iota, column), V(index));
+  const DType dt = rw.type(g).dtype;
+  c.give("input", pointwise(rw, Op::Where, {V(hit), V(g), scalar(0.0, dt)}, dt));
 }
 
 // torch.topk(x, k, dim, ...) and torch.max/min(x, dim, keepdim) return (values, indices): the values'
@@ -335,7 +363,7 @@ void fused_attention_vjp(VjpCtx& c) {
   std::vector<ir::TensorType> types;
   for (const Arg* x : {q, k, v}) {
     const ir::TensorType& t = rw.type(c.in(*x));
-    types.push_back(fused_attention_result_type(t.dtype, t.sizes, device));
+    types.push_back(fused_attention_result_type(t.dtype, t.sizes, t));
   }
   std::vector<ValueId> grads;
   if (device.type == "cpu") {
