@@ -223,14 +223,34 @@ def cuda_attention(q, k, v, mask, is_causal, scale):
     return (torch.exp(scores - lse.unsqueeze(-1)) @ v.to(scores.dtype)).to(q.dtype), lse
 
 
+def _forward_layout(kind, q):
+    """The strides of the output the fused kernel `kind` gives for this q: cuDNN and flash lay it out in q's
+    dimension order, dense (torch's alloc_with_matching_layout, empty_like); memory-efficient attention as
+    [B, L, H, D] transposed to [B, H, L, D]."""
+    order = [0, 2, 1, 3] if kind == "efficient" else sorted(range(q.dim()), key=lambda d: -q.stride(d))
+    strides, step = [0] * q.dim(), 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= q.size(d)
+    return tuple(strides)
+
+
+def _laid_out(t, strides):
+    if t.stride() == strides:
+        return t
+    return torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device).copy_(t)
+
+
 def cuda_attention_backward(grad, q, k, v, mask, out, lse, is_causal, scale):
     """(q's, k's, v's gradient) of cuda_attention(q, k, v, mask, is_causal, scale) = (out, lse)."""
     kind = _attention_kernel(q, k, v, mask, is_causal, scale)
     aten = torch.ops.aten
-    if kind == "cudnn" and grad.stride() != out.stride():  # cuDNN reads both with one layout (torch warns, copies)
-        grad = torch.empty_like(out).copy_(grad)
-    elif kind != "math" and grad.stride(-1) != 1:
-        grad = grad.contiguous()
+    if kind != "math":
+        # The backward kernels read the output, and its gradient, in the layout their forward gave it: in
+        # another one, torch 2.11's cuDNN and memory-efficient backwards return wrong gradients (cuDNN when
+        # its cached plan was built for the other layout; measured on the H200, 2026-12-03).
+        out = _laid_out(out, _forward_layout(kind, q))
+        grad = _laid_out(grad, out.stride())
     if kind == "cudnn":
         return aten._scaled_dot_product_cudnn_attention_backward(
             grad, q, k, v, out, lse.unsqueeze(-1), _no_rng(q.device), _no_rng(q.device), mask, None, None, q.size(2),

@@ -156,10 +156,20 @@ const char* fused_attention_callable(const ir::Device& device) {
   return nullptr;
 }
 
-ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::Device& device) {
-  ir::TensorType t = passes::make_type(dt, sizes, device, false);
-  if (device.type == "cuda" && sizes.size() == 4)  // [B, H, L, D] with strides of [B, L, H, D]
-    t.strides = {sizes[1] * sizes[2] * sizes[3], sizes[3], sizes[1] * sizes[3], sym::Expr(int64_t{1})};
+ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::TensorType& like) {
+  ir::TensorType t = passes::make_type(dt, sizes, like.device, false);
+  if (like.device.type != "cuda" || sizes.size() != 4 || like.strides.size() != 4) return t;
+  // Dense in `like`'s dimension order, outermost first (the largest stride; ties keep the dims' order).
+  std::vector<size_t> order{0, 1, 2, 3};
+  for (const sym::Expr& s : like.strides)
+    if (!s.is_constant()) return t;  // symbolic strides: the declared contiguous layout, copied into
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return like.strides[a].constant() > like.strides[b].constant(); });
+  sym::Expr step = int64_t{1};
+  for (size_t k = order.size(); k-- > 0;) {
+    t.strides[order[k]] = step;
+    step = step * sizes[order[k]];
+  }
   return t;
 }
 

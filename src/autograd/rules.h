@@ -176,11 +176,13 @@ ValueId transpose_last(Rewriter& rw, ValueId x);
 ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b);
 
 // The fused attention kernels' training form: its callable on `device` (aten's CPU kernel, or
-// ember.autograd.cuda_attention), nullptr on another device, and the type of the gradients of q,
-// k and v its backward returns. CUDA's kernels lay those out dense in [B, L, H, D] order (heads as
-// a projection splits them, which the gradient's way back to the projection then reads without a
-// copy); the CPU kernel lays them out contiguously.
+// ember.autograd.cuda_attention), nullptr on another device, and the type of a result shaped `sizes`
+// computed from `like` (the output from q, each gradient from its input). CUDA's cuDNN and flash
+// kernels lay such a result out dense in `like`'s dimension order (torch's alloc_with_matching_layout
+// and empty_like; measured on the H200), so a q split from a projection gives [B, L, H, D] order and a
+// contiguous q a contiguous result; the memory-efficient kernel's [B, L, H, D] differs where q is
+// contiguous, and the runtime copies it. The CPU kernel lays them out contiguously.
 const char* fused_attention_callable(const ir::Device& device);
-ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::Device& device);
+ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::TensorType& like);
 
 }  // namespace ember::autograd

@@ -263,10 +263,12 @@ bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) 
   }
   // The logsumexp is float32 for float16/bfloat16 inputs (the kernels' accumulation type).
   ir::TensorType lse = passes::make_type(opmath(out.dtype), {qs[0], qs[1], qs[2]}, out.device, false);
-  // The output keeps the type the call was traced with, which the nodes after it were typed against
-  // (contiguous: what torch's meta kernel says; where CUDA's kernels lay it out otherwise the runtime
-  // copies it into that layout, as for the attention call itself).
-  const ir::TensorType& result = out;
+  // The kernel's result in the layout it gives (fused_attention_result_type); the nodes after the call
+  // were typed against the traced one (contiguous: what torch's meta kernel says), which a copy makes
+  // where they differ. The backward reads the kernel's own layout: cuDNN's and memory-efficient
+  // attention's backwards are wrong given another (cuda_attention_backward).
+  ir::TensorType result = fused_attention_result_type(out.dtype, out.sizes, rw.type(qv));
+  result.requires_grad = out.requires_grad;
   std::vector<ValueId> r;
   if (out.device.type == "cpu") {  // aten's positional (q, k, v, dropout_p, is_causal), the rest by keyword
     passes::Kwargs kwargs;
@@ -278,7 +280,12 @@ bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) 
     r = rw.emit_torch_tuple(callable, {V(qv), V(kv), V(vv), additive, Arg::of_literal(is_causal), given_scale}, {},
                             {result, lse});
   }
-  rw.bind(node.results[0], r[0]);
+  ValueId traced = r[0];
+  if (result.strides != out.strides) {
+    if (out.strides != ir::contiguous_strides(out.sizes)) passes::refuse();
+    traced = rw.emit(Op::Contiguous, {V(r[0])}, {}, out);
+  }
+  rw.bind(node.results[0], traced);
   return true;
 }
 

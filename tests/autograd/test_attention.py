@@ -6,6 +6,7 @@ with boolean masks (made additive as aten does) and grouped-query attention (k a
 `enable_gqa=True`); a mask that requires grad takes the math form (eager's math backend), with the mask's
 gradient (in float16/bfloat16 computed in float32, as torch's math backend).
 cuda_attention's math form is checked here on CPU tensors."""
+import copy
 import subprocess
 from pathlib import Path
 
@@ -236,8 +237,9 @@ bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0 grad
 @pytest.mark.skipif(not EMBER_OPT.exists(), reason="ember-opt is built by `make build` (not by the GPU machine's build)")
 def test_cuda_training_form(tmp_path):
     """On CUDA the training form is ember.autograd.cuda_attention (checked here on the graph text, without a GPU):
-    the boolean mask made additive, the output typed as traced (the transpose after it was typed against that),
-    the backward's gradients laid out [B, L, H, D] as CUDA's kernels return them, q/k/v's split from [B, L, H * D]."""
+    the boolean mask made additive; the output typed as cuDNN and flash lay it out, dense in q's dimension order
+    ([B, L, H, D] for q/k/v split from [B, L, H * D]), which the backward reads, and a contiguous copy of it typed
+    as traced for the transpose after it; the backward's gradients laid out as their inputs' order."""
     path = tmp_path / "attention.ir"
     path.write_text(CUDA_GRAPH)
     run = subprocess.run([str(EMBER_OPT), "--verify", "--stop-after", "partition", str(path)], capture_output=True,
@@ -246,7 +248,60 @@ def test_cuda_training_form(tmp_path):
     forward = run.stdout[run.stdout.index("graph @forward"):run.stdout.index("graph @backward")]
     backward = run.stdout[run.stdout.index("graph @backward"):]
     assert 'torch "ember.autograd.cuda_attention"(%0, %1, %2, %' in forward
-    assert ", False, 0.5) : tuple(bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0, f32[2, 3, 5]{15, 5, 1} cuda:0)" in forward
+    assert ", False, 0.5) : tuple(bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0, f32[2, 3, 5]{15, 5, 1} cuda:0)" in forward
+    assert "contiguous(" in forward and ": bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0" in forward
     assert "where(%3, 0.0, -inf)" in forward and "scaled_dot_product_attention" not in run.stdout
     grads = "tuple(" + ", ".join(["bf16[2, 3, 5, 8]{120, 8, 24, 1} cuda:0"] * 3) + ")"
     assert 'torch "ember.autograd.cuda_attention_backward"' in backward and grads in backward
+    # Contiguous q, k, v: every result contiguous, and no copy.
+    path.write_text(CUDA_GRAPH.replace("{120, 8, 24, 1} cuda:0 grad", "{120, 40, 8, 1} cuda:0 grad"))
+    run = subprocess.run([str(EMBER_OPT), "--verify", "--stop-after", "partition", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    forward = run.stdout[run.stdout.index("graph @forward"):run.stdout.index("graph @backward")]
+    assert ", False, 0.5) : tuple(bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0, f32[2, 3, 5]{15, 5, 1} cuda:0)" in forward
+    assert "contiguous(" not in forward
+    grads = "tuple(" + ", ".join(["bf16[2, 3, 5, 8]{120, 40, 8, 1} cuda:0"] * 3) + ")"
+    assert grads in run.stdout[run.stdout.index("graph @backward"):]
+
+
+def test_cuda_backward_reads_the_forward_layout():
+    """cuda_attention_backward hands the kernels the output (and its gradient) in the layout their forward gave:
+    torch 2.11's cuDNN and memory-efficient backwards return wrong gradients for another (measured on the H200)."""
+    from ember.autograd import _forward_layout
+    packed = torch.randn(2, 5, 3 * 24)
+    q = packed[..., :24].view(2, 5, 3, 8).transpose(1, 2)  # split from a projection: [B, L, H, D] order
+    assert _forward_layout("cudnn", q) == _forward_layout("flash", q) == (120, 8, 24, 1)
+    assert _forward_layout("cudnn", q.contiguous()) == (120, 40, 8, 1)
+    assert _forward_layout("efficient", q.contiguous()) == (120, 8, 24, 1)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA's fused kernels (EMBER_TEST_DEVICE=cuda)")
+@pytest.mark.parametrize("kernel", ["CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"])
+def test_cuda_heads_split_from_a_projection(kernel):
+    """nanoGPT's attention in bf16: q, k, v split from one projection. Ember's gradients, and eager's after Ember's
+    in the same process, match a float32 reference: Ember once handed cuDNN's backward a contiguous output where
+    its forward gave [B, L, H, D] order, and cuDNN's cached plan then made whichever ran second wrong."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from ember.models.nanogpt import CausalSelfAttention, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(block_size=256, vocab_size=64, n_layer=1, n_head=4, n_embd=256, dropout=0.0)
+    block = CausalSelfAttention(cfg).to("cuda", torch.bfloat16).train()
+    x = torch.randn(2, 256, 256, device="cuda", dtype=torch.bfloat16)
+
+    def grads(module, dtype):
+        xr = x.to(dtype).requires_grad_()
+        out = module(xr)
+        return torch.autograd.grad(out.float().square().mean(), [xr, *module.parameters()])
+
+    reference = copy.deepcopy(block).float()
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = grads(reference, torch.float32)
+    ember.reset()
+    with sdpa_kernel([getattr(SDPBackend, kernel)]):
+        runs = {"eager before": grads(block, torch.bfloat16), "ember": grads(ember.compile(block), torch.bfloat16),
+                "eager after": grads(block, torch.bfloat16)}
+    for who, got in runs.items():
+        for a, b in zip(got, want):
+            err = ((a.double() - b.double()).norm() / b.double().norm()).item()
+            assert err < 3e-2, f"{who}: relative error {err:.2e}"
