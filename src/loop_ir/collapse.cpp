@@ -19,6 +19,7 @@
 // a kernel). Outer variables of reduction kernels are left alone (they are not vectorized, and
 // the row-wise layouts of code generation, values kept per row, are per outer point), except in
 // an outer-reduction candidate, whose last outer variable is the vector one.
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -329,19 +330,24 @@ bool hoist_invariants(const Program& program, Kernel& kernel) {
   return true;
 }
 
+bool collapse_pointwise(const Program& program, Kernel& kernel) {
+  for (const Loop& loop : kernel.loops)
+    if (!loop.ranges.empty()) return false;
+  const bool ordered = order_outer_by_stores(program, kernel);
+  return collapse_scope(program, kernel, Scope{'i'}) || ordered;
+}
+
 bool collapse_loops(Program& program) {
   bool changed = false;
   for (Kernel& kernel : program.kernels) {
-    bool any_loop_ranges = false;
-    for (size_t l = 0; l < kernel.loops.size(); ++l) {
-      if (kernel.loops[l].ranges.empty()) continue;
-      any_loop_ranges = true;
-      changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
+    if (std::all_of(kernel.loops.begin(), kernel.loops.end(), [](const Loop& l) { return l.ranges.empty(); })) {
+      changed |= collapse_pointwise(program, kernel);
+      changed |= hoist_invariants(program, kernel);
+      continue;
     }
-    if (!any_loop_ranges) changed |= order_outer_by_stores(program, kernel);
-    if (!any_loop_ranges || outer_reduction_candidate(program, kernel))
-      changed |= collapse_scope(program, kernel, Scope{'i'});
-    if (!any_loop_ranges) changed |= hoist_invariants(program, kernel);
+    for (size_t l = 0; l < kernel.loops.size(); ++l)
+      if (!kernel.loops[l].ranges.empty()) changed |= collapse_scope(program, kernel, Scope{'r', static_cast<int>(l)});
+    if (outer_reduction_candidate(program, kernel)) changed |= collapse_scope(program, kernel, Scope{'i'});
   }
   return changed;
 }

@@ -80,14 +80,15 @@ const std::vector<Step>& steps() {
          return true;
        }},
       // After planning (the plan never sees the change). C++: one long vector loop instead of a short
-      // one per row (docs/loop-ir.md, "Collapse"). Triton: pointwise kernels in memory order only, so a
-      // channels-last tensor's loads and stores coalesce (its flat index decodes every variable anyway).
+      // one per row (docs/loop-ir.md, "Collapse"). Triton: pointwise kernels only, in memory order (a
+      // channels-last tensor's loads and stores coalesce) and collapsed (a contiguous access is then
+      // one affine offset of the flat index, which Triton's loads vectorize).
       {"collapse", IRKind::Loop,
-       "merge adjacent loop variables every access walks contiguously (C++ target); pointwise kernels in memory order",
+       "merge adjacent loop variables every access walks contiguously (Triton: pointwise kernels); pointwise kernels in memory order",
        [](Compilation& c, const Target& target) {
          if (target.kind == Target::Kind::Cpu) return loop_ir::collapse_loops(c.program);
          bool changed = false;
-         for (loop_ir::Kernel& kernel : c.program.kernels) changed |= loop_ir::order_outer_by_stores(c.program, kernel);
+         for (loop_ir::Kernel& kernel : c.program.kernels) changed |= loop_ir::collapse_pointwise(c.program, kernel);
          return changed;
        }},
       // After collapse (the common body reads flat offsets) and for C++ only: the Triton backend
