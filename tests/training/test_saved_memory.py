@@ -103,7 +103,7 @@ OPS = {
     "amax": pytest.param(lambda x, w: x.amax(-1), marks=ROW_STAT),
     "var_mean": pytest.param(lambda x, w: torch.var_mean(x, -1)[0], marks=ROW_STAT),
     "views_of_saved": lambda x, w: (x.view(64, 16, 16).softmax(-1) * x.view(64, 16, 16)).sum(),
-    "cross_entropy": pytest.param(lambda x, w: F.cross_entropy(x, torch.arange(64) % 256), marks=ROW_STAT),
+    "cross_entropy": lambda x, w: F.cross_entropy(x, torch.arange(64) % 256),
 }
 
 
