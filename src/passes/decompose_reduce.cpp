@@ -360,14 +360,20 @@ void cross_entropy(Ctx& c) {
   ValueId x = c.tensor("input");
   DType dt = c.rw.type(x).dtype;
   if (!float_of_16_bits_or_more(dt) || rank_of(c.rw, x) < 2) refuse();
-  // The log_softmax core op, not its primitives: a training graph differentiates it by its fused rule
-  // (g - exp(y) * sum(g)), not through amax's tie rule and the logsumexp's parts; decompose then
-  // expands it as torch.log_softmax's.
   ValueId xf = convert(c.rw, x, opmath(dt));
-  ir::TensorType t = c.rw.type(xf);
-  t.requires_grad = c.rw.type(x).requires_grad;
-  ValueId lp = convert(c.rw, c.rw.emit(Op::LogSoftmax, {V(xf), Arg::of_literal(int64_t{1})}, {}, t), dt);
-  nll(c, lp, c.tensor("target"), smoothing);
+  ValueId lp;
+  if (c.rw.type(x).requires_grad) {
+    // In a training graph the log_softmax core op, not its primitives: the joint differentiates it by its
+    // fused rule (g - exp(y) * sum(g)), not through amax's tie rule and the logsumexp's parts, and the
+    // decompose pass after the joint expands it as torch.log_softmax's. (Decompose does not revisit what
+    // its own rules emit, so an inference graph gets the primitives here.)
+    ir::TensorType t = c.rw.type(xf);
+    t.requires_grad = true;
+    lp = c.rw.emit(Op::LogSoftmax, {V(xf), Arg::of_literal(int64_t{1})}, {}, t);
+  } else {
+    lp = softmax_of(c.rw, xf, 1, true);
+  }
+  nll(c, convert(c.rw, lp, dt), c.tensor("target"), smoothing);
 }
 
 void nll_loss(Ctx& c) {
