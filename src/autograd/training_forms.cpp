@@ -263,12 +263,16 @@ bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) 
   }
   // The logsumexp is float32 for float16/bfloat16 inputs (the kernels' accumulation type).
   ir::TensorType lse = passes::make_type(opmath(out.dtype), {qs[0], qs[1], qs[2]}, out.device, false);
-  // The kernel's result in the layout it gives (fused_attention_result_type); the nodes after the call
-  // were typed against the traced one (contiguous: what torch's meta kernel says), which a copy makes
+  // On CUDA the kernel's result in the layout it gives (fused_attention_result_type); the nodes after the
+  // call were typed against the traced one (contiguous: what torch's meta kernel says), which a copy makes
   // where they differ. The backward reads the kernel's own layout: cuDNN's and memory-efficient
-  // attention's backwards are wrong given another (cuda_attention_backward).
-  ir::TensorType result = fused_attention_result_type(out.dtype, out.sizes, rw.type(qv));
-  result.requires_grad = out.requires_grad;
+  // attention's backwards are wrong given another (cuda_attention_backward). The CPU kernel's result keeps
+  // the traced type (the runtime copies into it where they differ).
+  ir::TensorType result = out;
+  if (out.device.type == "cuda") {
+    result = fused_attention_result_type(out.dtype, out.sizes, rw.type(qv));
+    result.requires_grad = out.requires_grad;
+  }
   std::vector<ValueId> r;
   if (out.device.type == "cpu") {  // aten's positional (q, k, v, dropout_p, is_causal), the rest by keyword
     passes::Kwargs kwargs;
