@@ -185,24 +185,26 @@ D log1p_d(D x) {
   return log_d(u) + c / u;
 }
 
-// erf in double for t in [0, 4]: below 1, t * P(t^2) (Chebyshev fit of erf(t)/t in t^2, 9e-13
-// relative); from 1 to 4, 1 - exp(-t^2) * Q(t) with Q a Chebyshev fit of erfc(t) exp(t^2) (2e-10
-// relative on a term that is at most 0.16). tests/codegen/vec_fit_coeffs.py regenerates both.
-template <class D>
-D erf_d(D t) {
-  D z = t * t;
-  D small = t * horner(D(2.0) * z - D(1.0), 0.9654687386698676, -0.14053608901553222,
-                       0.01985249668865879, -0.002285485656931784, 0.00021751716036163586,
-                       -1.7536824733273976e-05, 1.2233672055571058e-06, -7.557490132212757e-08,
-                       4.136484993568729e-09);
-  D u = (D(2.0) * t - D(5.0)) * D(1.0 / 3.0);
-  D q = horner(u, 0.21080636406114364, -0.11152102073476143, 0.05611049362975688,
-               -0.027005276189735448, 0.012489367000825756, -0.005570925693678111,
-               0.0024037214510351295, -0.0010047996999314123, 0.0004087379857703218,
-               -0.00016447866452218497, 6.340933289309334e-05, -2.0504707995549803e-05,
-               7.665300196080988e-06, -5.0535335371334034e-06, 1.7581150231485534e-06);
-  D big = D(1.0) - exp_d(D(0.0) - z) * q;
-  return where_(t < D(1.0), small, big);
+// erf in float for t in [0, 4] (tests/codegen/vec_fit_coeffs.py fits both pieces):
+// - below 1, t (c0 + z P(z)) with z = t^2 and P of degree 5 (minimax; 1.4e-8 relative to erf(t) / t);
+//   c0 = 2 / sqrt(pi) is a float pair, so the leading product rounds once and tiny t is exact;
+// - from 1 to 4, 1 - exp(-t^2) Q(u) with Q of degree 8 in u = (2t - 5) / 3, a minimax fit of
+//   erfc(t) exp(t^2) weighted by exp(-t^2) (0.05 ulp of the result); t^2 = z + lo exactly (one fma),
+//   and exp(-z - lo) = exp(-z) (1 - lo) to first order (|lo| <= 2^-20). The term is at most 0.16,
+//   so its own roundings move the result by well under an ulp; at 4 it rounds to 1.
+template <class T>
+T erf_f(T t) {
+  const T z = t * t;
+  const T p = horner(z, -0x1.81274p-2, 0x1.ce2d4ep-4, -0x1.b7fdaep-6, 0x1.54247ap-8, -0x1.a4bb4ap-11,
+                     0x1.4b4b98p-14);
+  const T small = fma_(t, T(0x1.20dd76p+0f), t * fma_(z, p, T(-0x1.f7ac92p-25f)));
+  const T lo = fma_(t, t, T(0.0f) - z);
+  const T e = exp_f_normal(T(0.0f) - z);
+  const T u = fma_(t, T(0x1.555556p-1f), T(-0x1.aaaaaap+0f));
+  const T q = horner(u, 0x1.afbbe6p-3, -0x1.c8c226p-4, 0x1.cb39f2p-5, -0x1.c1ae5ep-6, 0x1.7df51cp-7,
+                     -0x1.4903b0p-8, 0x1.9596eep-8, 0x1.f807dep-9, 0x1.66e9a0p-9);
+  const T big = fma_(T(0.0f) - fma_(T(0.0f) - e, lo, e), q, T(1.0f));
+  return where_(t < T(1.0f), small, big);
 }
 
 // sin (cosine = false) or cos in double for |x| <= 2^24: n = round(x * 2/pi), r = x - n pi/2 with
@@ -302,7 +304,7 @@ inline float sigmoid(float x) {
 inline float erf(float x) {
   if (x != x || x == 0.0f) return x + x;
   float a = std::fabs(x) > 4.0f ? 4.0f : std::fabs(x);
-  return std::copysign(float(detail::erf_d(double(a))), x);
+  return std::copysign(detail::erf_f(a), x);
 }
 inline float sin(float x) {
   if (!(std::fabs(x) <= 16777216.0f)) return std::sin(x);
@@ -432,7 +434,7 @@ inline VecF sigmoid(VecF x) {  // the float form's steps lane by lane (same bits
 }
 inline VecF erf(VecF x) {
   VecF a = detail::clamp_(abs(x), 0.0f, 4.0f);
-  VecF r = detail::on_doubles(a, [](auto d) { return detail::erf_d(d); });
+  VecF r = detail::erf_f(a);
   return where(isnan(x) | (x == VecF(0.0f)), x + x, copysign(r, x));
 }
 inline VecF sin(VecF x) {
