@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "codegen/cpp/cpp_codegen.h"
@@ -118,6 +119,15 @@ std::string vector_operand_name(NodeId id, bool inside_region);
 // `t5_d`: the ev::DivisorF of a value from outside a vector region that divides inside it.
 std::string divisor_name(NodeId id);
 
+// An integer or bool value of a vector region over `var` that is the same in every lane: a load
+// whose offset does not read `var` (a row's label), or an op on such values and constants alone.
+// Vector code computes it as a scalar once per vector (any integer width: no int32 lanes needed)
+// and broadcasts it where a vector op reads it: a bool into a mask, an integer only into a
+// comparison with int32 lanes, clamped to one past their proven range (which keeps every
+// comparison's result).
+bool lane_uniform(const NodeEnv& env, const Node& node, const std::string& var,
+                  const std::function<bool(NodeId)>& inside);
+
 // Why `node` cannot be part of a vector region over `var` ("" when it can). `inside(id)` says
 // which nodes belong to the region.
 std::string vector_refusal(const NodeEnv& env, const Node& node, const std::string& var,
@@ -152,6 +162,8 @@ bool exp_argument_nonpositive(const NodeEnv& env, const Node& exp_node);
 // dtype at every point, masked-tail lanes past the loop's end included: vector code computes it in
 // ev::VecI lanes (32-bit) and gets the bits of the scalar int64 arithmetic.
 bool fits_int32_lanes(const NodeEnv& env, const Node& n, const std::string& var);
+// The [lo, hi] that proof gives (nullopt where fits_int32_lanes is false).
+std::optional<std::pair<int64_t, int64_t>> int32_lane_interval(const NodeEnv& env, const Node& n, const std::string& var);
 
 // ---- reuse across loops (emit_reuse.cpp)
 // Values a later vector loop recomputes from an earlier one: the earlier loop stores them into a

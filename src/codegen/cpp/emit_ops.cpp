@@ -5,6 +5,8 @@
 // cannot say: addresses of loads and stores, conversions between dtypes, index checks (control
 // flow), accumulators and their Welford state, and the two vector-code shortcuts (a divisor fixed
 // over the loop, exp of a proven non-positive argument).
+#include <limits>
+
 #include "codegen/cpp/emit_internal.h"
 
 namespace ember::codegen::detail {
@@ -341,11 +343,82 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
 
 // ---- vector code
 
+bool lane_uniform(const NodeEnv& env, const Node& n, const std::string& var,
+                  const std::function<bool(NodeId)>& inside) {
+  if (!inside(n.id) || (n.dtype != DType::Bool && !is_integer(n.dtype))) return false;
+  switch (loop_ir::op_info(n.op).cls) {
+    case OpClass::Leaf:
+      // (A converting load, read only by casts to f32, is a vector load already.)
+      return n.op == ScalarOp::Load && n.operands.empty() && !converting_load(env, n) &&
+             linear_coefficient(element_offset(buffer_of(env, n), n.index), var) == 0;
+    case OpClass::Unary:
+      if (n.op == ScalarOp::CheckIndex) return false;
+      [[fallthrough]];
+    case OpClass::Binary:
+    case OpClass::Compare:
+    case OpClass::Ternary: {
+      bool any = false;
+      for (NodeId o : n.operands) {
+        const Node& on = env.node(o);
+        if (on.op == ScalarOp::Constant && inside(o)) continue;
+        if (!lane_uniform(env, on, var, inside)) return false;
+        any = true;
+      }
+      return any;
+    }
+    case OpClass::Reduce:
+    case OpClass::Effect: return false;
+  }
+  return false;
+}
+
+namespace {
+
+// A lane_uniform node's scalar value: constants among its operands spelled as literals (they stay
+// vector values of the region for its other readers).
+std::string uniform_value(const NodeEnv& env, const Node& n) {
+  if (n.op == ScalarOp::Load) return scalar_load(env, n);
+  std::vector<std::string> operands;
+  for (NodeId o : n.operands) {
+    const Node& on = env.node(o);
+    operands.push_back(on.op == ScalarOp::Constant ? literal(on.constant, on.dtype) : name(o));
+  }
+  const DType first = env.node(n.operands.at(0)).dtype;
+  if (n.op == ScalarOp::Cast) return cast(first, n.dtype, operands[0]);
+  const bool compare = loop_ir::op_info(n.op).cls == OpClass::Compare;
+  return scalar_expr(n, n.op, compare ? first : n.dtype, operands);
+}
+
+// The other operand of a comparison that reads lane_uniform `o`, when it has int32 lanes whose
+// proven range, widened by one each side, still fits int32: the clamp bounds of o's broadcast.
+std::optional<std::pair<int64_t, int64_t>> uniform_clamp(const NodeEnv& env, const Node& user, NodeId o,
+                                                          const std::string& var,
+                                                          const std::function<bool(NodeId)>& inside) {
+  if (loop_ir::op_info(user.op).cls != OpClass::Compare || user.operands.size() != 2) return std::nullopt;
+  const NodeId other = user.operands[0] == o ? user.operands[1] : user.operands[0];
+  if (!inside(other) || lane_uniform(env, env.node(other), var, inside)) return std::nullopt;
+  const auto r = int32_lane_interval(env, env.node(other), var);
+  if (!r || r->first - 1 < std::numeric_limits<int32_t>::min() || r->second + 1 > std::numeric_limits<int32_t>::max())
+    return std::nullopt;
+  return std::make_pair(r->first - 1, r->second + 1);
+}
+
+}  // namespace
+
+
 std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string& var,
                            const std::function<bool(NodeId)>& inside) {
   const std::string self = "%t" + std::to_string(n.id);
+  if (lane_uniform(env, n, var, inside)) return "";
   for (NodeId o : n.operands) {
-    if (inside(o)) continue;
+    if (inside(o)) {
+      const Node& on = env.node(o);
+      if (n.op != ScalarOp::PhiloxRand && is_integer(on.dtype) && lane_uniform(env, on, var, inside) &&
+          !uniform_clamp(env, n, o, var, inside))
+        return self + " uses %t" + std::to_string(o) + ", an " + ir::dtype_name(on.dtype) + " value fixed along " + var +
+               " that vector code broadcasts only into a comparison with int32 lanes";
+      continue;
+    }
     if (env.node(o).dtype != DType::Float32)
       return self + " uses %t" + std::to_string(o) + " (" + ir::dtype_name(env.node(o).dtype) +
              ") from outside the loop, which vector code can only broadcast when it is f32";
@@ -446,7 +519,17 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
 
 void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var, Mode mode,
                       const std::function<bool(NodeId)>& inside, const std::string& indent, std::string& out) {
-  auto operand = [&](size_t k) { return vector_operand_name(n.operands.at(k), inside(n.operands.at(k))); };
+  // A lane_uniform operand is a scalar here: broadcast where this vector node reads it.
+  auto operand = [&](size_t k) {
+    const NodeId o = n.operands.at(k);
+    const Node& on = env.node(o);
+    if (!lane_uniform(env, on, var, inside)) return vector_operand_name(o, inside(o));
+    if (on.dtype == DType::Bool) return "(" + name(o) + " ? !ev::MaskF() : ev::MaskF())";
+    const auto bounds = uniform_clamp(env, n, o, var, inside);  // vector_refusal saw to it
+    const std::string lo = std::to_string(bounds->first), hi = std::to_string(bounds->second);
+    return "ev::VecI::broadcast(static_cast<int32_t>(" + name(o) + " < " + lo + " ? " + lo + " : " + name(o) + " > " + hi +
+           " ? " + hi + " : " + name(o) + "))";
+  };
   const bool tail = mode == Mode::VectorTail;
   const std::string count = tail ? ", n" : "";
   const bool converting = converting_load(env, n);
@@ -461,9 +544,14 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     out += indent + "const int64_t " + name(n.id) + " = " + value + ";\n";
     return;
   }
-  if (n.op == ScalarOp::PhiloxRand) {
+  if (n.op == ScalarOp::PhiloxRand) {  // its seed and counter are scalars (philox_scalar)
     const int64_t step = *linear_coefficient(env.node(n.operands[1]).index.at(0), var);
-    out += def + "ev::philox_uniform(" + operand(0) + ", " + operand(1) + ", " + std::to_string(step) + ");\n";
+    out += def + "ev::philox_uniform(" + name(n.operands[0]) + ", " + name(n.operands[1]) + ", " + std::to_string(step) +
+           ");\n";
+    return;
+  }
+  if (lane_uniform(env, n, var, inside)) {
+    out += indent + "const " + value_type(n.dtype) + " " + name(n.id) + " = " + uniform_value(env, n) + ";\n";
     return;
   }
   switch (loop_ir::op_info(n.op).cls) {

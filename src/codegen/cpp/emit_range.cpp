@@ -256,4 +256,10 @@ bool fits_int32_lanes(const NodeEnv& env, const Node& n, const std::string& var)
   return LaneRanges{env, var}(n).has_value();
 }
 
+std::optional<std::pair<int64_t, int64_t>> int32_lane_interval(const NodeEnv& env, const Node& n, const std::string& var) {
+  const std::optional<Interval> r = LaneRanges{env, var}(n);
+  if (!r) return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(r->lo), static_cast<int64_t>(r->hi));
+}
+
 }  // namespace ember::codegen::detail
