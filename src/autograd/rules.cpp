@@ -156,20 +156,39 @@ const char* fused_attention_callable(const ir::Device& device) {
   return nullptr;
 }
 
-ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::TensorType& like) {
+namespace {
+
+// `t` (its sizes set) made dense with `order`'s dims outermost first.
+void dense_in_order(ir::TensorType& t, const std::vector<size_t>& order) {
+  sym::Expr step = int64_t{1};
+  for (size_t k = order.size(); k-- > 0;) {
+    t.strides[order[k]] = step;
+    step = step * t.sizes[order[k]];
+  }
+}
+
+}  // namespace
+
+ir::TensorType fused_attention_result_type(AttentionResult which, DType dt, const Sizes& sizes, const ir::TensorType& like) {
   ir::TensorType t = passes::make_type(dt, sizes, like.device, false);
-  if (like.device.type != "cuda" || sizes.size() != 4 || like.strides.size() != 4) return t;
+  const std::string& device = like.device.type;
+  if (device != "cpu" && device != "cuda") return t;
+  if (which == AttentionResult::LogSumExp) {
+    if (device == "cpu" && sizes.size() == 3) dense_in_order(t, {0, 2, 1});
+    return t;
+  }
+  if (sizes.size() != 4 || like.strides.size() != 4) return t;
+  if (device == "cpu" && which == AttentionResult::Gradient) {
+    dense_in_order(t, {0, 2, 1, 3});
+    return t;
+  }
   // Dense in `like`'s dimension order, outermost first (the largest stride; ties keep the dims' order).
   std::vector<size_t> order{0, 1, 2, 3};
   for (const sym::Expr& s : like.strides)
     if (!s.is_constant()) return t;  // symbolic strides: the declared contiguous layout, copied into
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return like.strides[a].constant() > like.strides[b].constant(); });
-  sym::Expr step = int64_t{1};
-  for (size_t k = order.size(); k-- > 0;) {
-    t.strides[order[k]] = step;
-    step = step * sizes[order[k]];
-  }
+  dense_in_order(t, order);
   return t;
 }
 

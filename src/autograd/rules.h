@@ -176,13 +176,16 @@ ValueId transpose_last(Rewriter& rw, ValueId x);
 ValueId product(Rewriter& rw, Op op, ValueId a, ValueId b);
 
 // The fused attention kernels' training form: its callable on `device` (aten's CPU kernel, or
-// ember.autograd.cuda_attention), nullptr on another device, and the type of a result shaped `sizes`
-// computed from `like` (the output from q, each gradient from its input). CUDA's cuDNN and flash
-// kernels lay such a result out dense in `like`'s dimension order (torch's alloc_with_matching_layout
-// and empty_like; measured on the H200), so a q split from a projection gives [B, L, H, D] order and a
-// contiguous q a contiguous result; the memory-efficient kernel's [B, L, H, D] differs where q is
-// contiguous, and the runtime copies it. The CPU kernel lays them out contiguously.
+// ember.autograd.cuda_attention), nullptr on another device, and the layout each kernel gives a result
+// (`q`: the query's type; measured, torch 2.11 on the H200 and 2.13 on the CPU):
+// - the output: dense in q's dimension order on both devices (CUDA's cuDNN and flash kernels by
+//   torch's alloc_with_matching_layout, the CPU's by empty_like), so a q split from a projection gives
+//   [B, L, H, D] order and a contiguous q a contiguous output;
+// - the gradients of q, k and v: CUDA's in their input's order, the CPU's always [B, L, H, D] order;
+// - the logsumexp ([B, H, L]): contiguous on CUDA, [B, L, H] order on the CPU.
+// CUDA's memory-efficient kernel differs ([B, L, H, D] where q is contiguous): the runtime copies it.
+enum class AttentionResult { Output, Gradient, LogSumExp };
 const char* fused_attention_callable(const ir::Device& device);
-ir::TensorType fused_attention_result_type(DType dt, const Sizes& sizes, const ir::TensorType& like);
+ir::TensorType fused_attention_result_type(AttentionResult which, DType dt, const Sizes& sizes, const ir::TensorType& like);
 
 }  // namespace ember::autograd

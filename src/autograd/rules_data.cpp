@@ -351,9 +351,10 @@ void mse_loss_vjp(VjpCtx& c) {  // 2 (x - y) g, divided by the element count for
 }
 
 // A fused attention kernel (training_forms.cpp emits it): its backward, from q, k, v, the output and
-// the logsumexp the forward returned. The CPU's aten kernel takes its mask and scale by keyword and
-// a contiguous gradient; CUDA's (ember.autograd.cuda_attention_backward) takes the forward's
-// arguments as they were.
+// the logsumexp the forward returned. The CPU's aten kernel takes its mask and scale by keyword (and
+// reads the gradient through its strides: a transposed or expanded one gives the bits of a contiguous
+// copy, measured); CUDA's (ember.autograd.cuda_attention_backward) takes the forward's arguments as
+// they were.
 void fused_attention_vjp(VjpCtx& c) {
   Rewriter& rw = c.rw;
   const Arg *q = argument(c.node, 0, "query"), *k = argument(c.node, 1, "key"), *v = argument(c.node, 2, "value");
@@ -363,16 +364,15 @@ void fused_attention_vjp(VjpCtx& c) {
   std::vector<ir::TensorType> types;
   for (const Arg* x : {q, k, v}) {
     const ir::TensorType& t = rw.type(c.in(*x));
-    types.push_back(fused_attention_result_type(t.dtype, t.sizes, t));
+    types.push_back(fused_attention_result_type(AttentionResult::Gradient, t.dtype, t.sizes, t));
   }
   std::vector<ValueId> grads;
   if (device.type == "cpu") {
     passes::Kwargs kwargs;  // attn_mask and scale, as the forward gave them
     for (const auto& [key, a] : c.node.kwargs) kwargs.emplace_back(key, rw.map(a));
-    ValueId g = rw.emit(Op::Contiguous, {V(c.grad_or_zeros(0))}, {}, contiguous_type(rw, c.out(0)));
     grads = rw.emit_torch_tuple(
         "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward",
-        {V(g), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), V(c.out(0)), V(c.out(1)), Arg::of_literal(0.0), rw.map(*causal)},
+        {V(c.grad_or_zeros(0)), V(c.in(*q)), V(c.in(*k)), V(c.in(*v)), V(c.out(0)), V(c.out(1)), Arg::of_literal(0.0), rw.map(*causal)},
         std::move(kwargs), std::move(types));
   } else {
     const Arg *mask = argument(c.node, 3, "attn_mask"), *scale = argument(c.node, 5, "scale");

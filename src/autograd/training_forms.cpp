@@ -262,16 +262,19 @@ bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) 
     given_scale = *scale;
   }
   // The logsumexp is float32 for float16/bfloat16 inputs (the kernels' accumulation type).
-  ir::TensorType lse = passes::make_type(opmath(out.dtype), {qs[0], qs[1], qs[2]}, out.device, false);
-  // On CUDA the kernel's result in the layout it gives (fused_attention_result_type); the nodes after the
-  // call were typed against the traced one (contiguous: what torch's meta kernel says), which a copy makes
+  const ir::TensorType lse = fused_attention_result_type(AttentionResult::LogSumExp, opmath(out.dtype),
+                                                         {qs[0], qs[1], qs[2]}, rw.type(qv));
+  // The kernel's result in the layout it gives (fused_attention_result_type); the nodes after the call
+  // were typed against the traced one (contiguous: what torch's meta kernel says), which a copy makes
   // where they differ. The backward reads the kernel's own layout: cuDNN's and memory-efficient
-  // attention's backwards are wrong given another (cuda_attention_backward). The CPU kernel's result keeps
-  // the traced type (the runtime copies into it where they differ).
-  ir::TensorType result = out;
-  if (out.device.type == "cuda") {
-    result = fused_attention_result_type(out.dtype, out.sizes, rw.type(qv));
-    result.requires_grad = out.requires_grad;
+  // attention's backwards are wrong given another (cuda_attention_backward). A traced layout other than
+  // contiguous is kept on the CPU (the runtime copies the kernel's result into it); on CUDA the form
+  // is refused.
+  ir::TensorType result = fused_attention_result_type(AttentionResult::Output, out.dtype, out.sizes, rw.type(qv));
+  result.requires_grad = out.requires_grad;
+  if (result.strides != out.strides && out.strides != ir::contiguous_strides(out.sizes)) {
+    if (out.device.type != "cpu") passes::refuse();
+    result = out;
   }
   std::vector<ValueId> r;
   if (out.device.type == "cpu") {  // aten's positional (q, k, v, dropout_p, is_causal), the rest by keyword
@@ -285,10 +288,7 @@ bool attention_as_fused(Rewriter& rw, const ir::Graph& g, const ir::Node& node) 
                             {result, lse});
   }
   ValueId traced = r[0];
-  if (result.strides != out.strides) {
-    if (out.strides != ir::contiguous_strides(out.sizes)) passes::refuse();
-    traced = rw.emit(Op::Contiguous, {V(r[0])}, {}, out);
-  }
+  if (result.strides != out.strides) traced = rw.emit(Op::Contiguous, {V(r[0])}, {}, out);
   rw.bind(node.results[0], traced);
   return true;
 }
