@@ -8,7 +8,11 @@
 // exactly is copied unchanged (an extern call). Values are renumbered: inputs first, then node
 // results in order.
 #include <algorithm>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "passes/decompose_rules.h"
 #include "passes/passes.h"
@@ -82,17 +86,24 @@ const RuleMap& rules() {
 
 }  // namespace decomp
 
-bool decompose(ir::Graph& graph, const std::function<bool(const ir::Node&)>& keep) {
+namespace {
+
+// One pass over `graph`'s nodes (those in `only`, when given). `emitted`: for each rewritten node, the
+// positions in the new graph of the nodes its rule emitted, with the rewritten node's callable.
+bool decompose_pass(ir::Graph& graph, const std::function<bool(const ir::Node&)>& keep, const std::set<size_t>* only,
+                    std::vector<std::pair<size_t, std::string>>* emitted) {
   const decomp::RuleMap& rules = decomp::rules();
   Rewriter rw(graph);
   bool changed = false;
-  for (const ir::Node& node : graph.nodes()) {
+  for (size_t position = 0; position < graph.nodes().size(); ++position) {
+    const ir::Node& node = graph.nodes()[position];
     auto it = rules.find(node.callable());
-    if (it != rules.end() && !(keep && keep(node))) {
+    if (it != rules.end() && !(keep && keep(node)) && (!only || only->count(position))) {
       decomp::Ctx ctx{rw, node, bind(node), rw.mark()};
       try {
         it->second(ctx);
         for (ir::ValueId r : node.results) rw.mapped(r);  // every result bound
+        for (size_t k = ctx.mark.nodes; k < rw.mark().nodes; ++k) emitted->emplace_back(k, node.callable());
         changed = true;
         continue;
       } catch (Refuse&) {
@@ -104,6 +115,29 @@ bool decompose(ir::Graph& graph, const std::function<bool(const ir::Node&)>& kee
   if (!changed) return false;
   graph = rw.finish();
   return true;
+}
+
+}  // namespace
+
+// Rules may emit composite ops of other rules (cross_entropy emits log_softmax, which training keeps
+// whole for its fused derivative): those are decomposed in turn, a round per level of nesting.
+bool decompose(ir::Graph& graph, const std::function<bool(const ir::Node&)>& keep) {
+  constexpr int kMaxRounds = 4;
+  const decomp::RuleMap& rules = decomp::rules();
+  bool changed = false;
+  std::set<size_t> revisit;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    std::vector<std::pair<size_t, std::string>> emitted;
+    if (!decompose_pass(graph, keep, round == 0 ? nullptr : &revisit, &emitted)) break;
+    changed = true;
+    revisit.clear();
+    for (const auto& [position, from] : emitted) {
+      const std::string_view callable = graph.nodes()[position].callable();
+      if (callable != from && rules.find(callable) != rules.end()) revisit.insert(position);
+    }
+    if (revisit.empty()) break;
+  }
+  return changed;
 }
 
 }  // namespace ember::passes

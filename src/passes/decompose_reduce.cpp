@@ -361,18 +361,10 @@ void cross_entropy(Ctx& c) {
   DType dt = c.rw.type(x).dtype;
   if (!float_of_16_bits_or_more(dt) || rank_of(c.rw, x) < 2) refuse();
   ValueId xf = convert(c.rw, x, opmath(dt));
-  ValueId lp;
-  if (c.rw.type(x).requires_grad) {
-    // In a training graph the log_softmax core op, not its primitives: the joint differentiates it by its
-    // fused rule (g - exp(y) * sum(g)), not through amax's tie rule and the logsumexp's parts, and the
-    // decompose pass after the joint expands it as torch.log_softmax's. (Decompose does not revisit what
-    // its own rules emit, so an inference graph gets the primitives here.)
-    ir::TensorType t = c.rw.type(xf);
-    t.requires_grad = true;
-    lp = c.rw.emit(Op::LogSoftmax, {V(xf), Arg::of_literal(int64_t{1})}, {}, t);
-  } else {
-    lp = softmax_of(c.rw, xf, 1, true);
-  }
+  // The log_softmax op, which this pass then decomposes as torch.log_softmax's (decompose's next round):
+  // a training graph keeps it whole, so the joint differentiates it by its fused rule (g - exp(y) * sum(g)),
+  // not through amax's tie rule and the logsumexp's parts.
+  ValueId lp = c.rw.emit(Op::LogSoftmax, {V(xf), Arg::of_literal(int64_t{1})}, {}, c.rw.type(xf));
   nll(c, convert(c.rw, lp, dt), c.tensor("target"), smoothing);
 }
 
