@@ -12,7 +12,14 @@
 // buffer that exists before the matmul runs) of the result's last size, not broadcast otherwise;
 // one float dtype (f32 or f64: f16/bf16 linear with a bias never decomposes); the matmul result
 // used only by this add and not returned; no in-place op after the matmul.
+//
+// After lowering, a matmul (or linear) extern of a [..., M, K] operand whose leading dims merge with M
+// by their strides and a [K, N] one calls torch.mm (linear) on the [B*M, K] view and returns a
+// [B*M, N] result that the [..., M, N] buffer views (fold_matmul_batch_dims): torch.matmul folds the
+// same way, through reshape, view, mm and _unsafe_view dispatches on every call, which was host time
+// per step on a GPU (LLaMA's 87 matmuls a step, 2026-12-03 profile). Same call, same bits.
 #include <algorithm>
+#include <map>
 
 #include "lowering/lower_internal.h"
 
@@ -70,6 +77,63 @@ bool lower_linear_bias(Lowerer& L, const ir::Node& add) {
     return true;
   }
   return false;
+}
+
+namespace {
+
+// Dims 0..rank-2 of `b` walk memory as one (each stride the next one's times its size).
+bool leading_dims_merge(const loop_ir::Buffer& b) {
+  for (size_t k = 0; k + 2 < b.sizes.size(); ++k)
+    if (b.strides[k] != b.strides[k + 1] * b.sizes[k + 1]) return false;
+  return true;
+}
+
+}  // namespace
+
+void fold_matmul_batch_dims(loop_ir::Program& program) {
+  std::map<BufferId, BufferId> folded;  // an operand's [B*M, K] view, shared by the calls that read it
+  for (loop_ir::ExternCall& call : program.externs) {
+    if ((call.callable != "torch.matmul" && call.callable != "torch.nn.functional.linear") || call.args.size() < 2 ||
+        call.results.size() != 1 || !call.kwargs.empty() || call.mutates_first_arg ||
+        call.args[0].kind != ir::Arg::Kind::Value || call.args[1].kind != ir::Arg::Kind::Value)
+      continue;
+    const loop_ir::Buffer left = program.buffers.at(static_cast<size_t>(call.args[0].value));
+    const loop_ir::Buffer& right = program.buffers.at(static_cast<size_t>(call.args[1].value));
+    const BufferId result_id = call.results[0];
+    const loop_ir::Buffer result = program.buffers.at(static_cast<size_t>(result_id));
+    const size_t rank = left.sizes.size();
+    if (rank < 3 || right.sizes.size() != 2 || result.kind != loop_ir::Buffer::Kind::Extern ||
+        result.sizes.size() != rank || result.strides[rank - 1] != sym::Expr(int64_t{1}) ||
+        result.strides[rank - 2] != result.sizes[rank - 1] || !leading_dims_merge(left) || !leading_dims_merge(result))
+      continue;
+    if (std::find(program.outputs.begin(), program.outputs.end(), result_id) != program.outputs.end()) continue;
+    sym::Expr rows = left.sizes[0];
+    for (size_t k = 1; k + 1 < rank; ++k) rows = rows * left.sizes[k];
+    auto view = folded.find(left.id);
+    if (view == folded.end()) {
+      loop_ir::Buffer left2d;
+      left2d.kind = loop_ir::Buffer::Kind::View;
+      left2d.dtype = left.dtype;
+      left2d.sizes = {rows, left.sizes[rank - 1]};
+      left2d.strides = {left.strides[rank - 2], left.strides[rank - 1]};
+      left2d.base = left.id;
+      left2d.device = left.device;
+      view = folded.emplace(left.id, program.add_buffer(std::move(left2d))).first;
+    }
+    loop_ir::Buffer out2d;
+    out2d.kind = loop_ir::Buffer::Kind::Extern;
+    out2d.dtype = result.dtype;
+    out2d.sizes = {rows, result.sizes[rank - 1]};
+    out2d.strides = {result.strides[rank - 2], result.strides[rank - 1]};
+    out2d.device = result.device;
+    call.args[0] = ir::Arg::of_value(view->second);
+    call.results[0] = program.add_buffer(std::move(out2d));
+    loop_ir::Buffer& viewed = program.buffers.at(static_cast<size_t>(result_id));
+    viewed.kind = loop_ir::Buffer::Kind::View;
+    viewed.base = call.results[0];
+    viewed.offset = int64_t{0};
+    if (call.callable == "torch.matmul") call.callable = "torch.mm";
+  }
 }
 
 }  // namespace ember::lowering::detail

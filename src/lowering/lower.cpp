@@ -200,6 +200,7 @@ loop_ir::Program Lowerer::run(std::vector<std::string>* refusals) {
   }
 
   for (ir::ValueId v : graph_.outputs()) program_.outputs.push_back(materialize(v, /*for_output=*/true));
+  fold_matmul_batch_dims(program_);
   return std::move(program_);
 }
 

@@ -150,6 +150,9 @@ void lower_extern(Lowerer& L, const ir::Node& node);
 // torch.nn.functional.linear(x, B^T, bias) and binds the add's value to its result, returning true;
 // false (nothing emitted) when the add is not such a bias add.
 bool lower_linear_bias(Lowerer& L, const ir::Node& add);
+// Matmul and linear externs of a [..., M, K] operand whose leading dims merge by strides, and a
+// [K, N] one, as torch.mm / linear of [B*M, K] views with a [B*M, N] result the old buffer views.
+void fold_matmul_batch_dims(loop_ir::Program& program);
 // An in-place pointwise op on a graph input (in_place.cpp): its functional kernel and a copy_ into the
 // input, or why not ("a torch call ...", having emitted nothing).
 std::string lower_in_place(Lowerer& L, const ir::Node& node);
