@@ -203,11 +203,45 @@ std::string dims_text(const std::vector<sym::Expr>& v) {
   return "[" + s + "]";
 }
 
-// Empty when `k` can run on the template's accumulator tile: elementwise over exactly the result's
-// index space, reading the result only at each point's own element, writing nothing the matmul
-// reads. Else why not (the verifier check of the epilogue's indexing against the tile).
-std::string tile_mismatch(const Program& p, const Matmul& mm, const Kernel& k) {
+// The buffer epilogue `k` reads the result through: the result itself, or the dense row-major view
+// [..., N] of a 2-d [M, N] result (a matmul whose batch dims lowering folded: fold_matmul_batch_dims),
+// whose leading dims the template splits out of its rows as it does a 3-d result's. -1, and why, when
+// the epilogue reads it through anything else.
+BufferId tile_buffer(const Program& p, const Matmul& mm, const Kernel& k, std::string* why) {
+  BufferId tile = -1;
+  for (const Node& n : k.nodes) {
+    if (n.op != ScalarOp::Load || !same_root(p, n.buffer, mm.result)) continue;
+    if (tile >= 0 && n.buffer != tile) {
+      *why = "it reads the result through both %b" + std::to_string(tile) + " and %b" + std::to_string(n.buffer);
+      return -1;
+    }
+    tile = n.buffer;
+  }
+  if (tile < 0 || tile == mm.result) return mm.result;
+  const Buffer& view = p.buffers.at(static_cast<size_t>(tile));
   const Buffer& result = p.buffers.at(static_cast<size_t>(mm.result));
+  bool dense = view.kind == Buffer::Kind::View && view.base == mm.result && view.offset == sym::Expr(int64_t{0}) &&
+               !mm.batched && result.sizes.size() == 2 && result.strides == ir::contiguous_strides(result.sizes) &&
+               view.strides == ir::contiguous_strides(view.sizes) && !view.sizes.empty() &&
+               view.sizes.back() == result.sizes.back();
+  if (dense) {
+    sym::Expr points = int64_t{1};
+    for (const sym::Expr& e : view.sizes) points = points * e;
+    dense = points == result.sizes[0] * result.sizes[1];
+  }
+  if (!dense) {
+    *why = "it reads the result through view %b" + std::to_string(tile);
+    return -1;
+  }
+  return tile;
+}
+
+// Empty when `k` can run on the template's accumulator tile: elementwise over exactly the index space
+// of `tile` (the result, or its dense view: tile_buffer), reading the result only at each point's own
+// element, writing nothing the matmul reads. Else why not (the verifier check of the epilogue's
+// indexing against the tile).
+std::string tile_mismatch(const Program& p, const Matmul& mm, const Kernel& k, BufferId tile) {
+  const Buffer& result = p.buffers.at(static_cast<size_t>(tile));
   for (const loop_ir::Loop& loop : k.loops)
     if (!loop.ranges.empty()) return "it is a reduction, not elementwise";
   if (k.ranges != result.sizes)
@@ -222,7 +256,7 @@ std::string tile_mismatch(const Program& p, const Matmul& mm, const Kernel& k) {
       continue;
     }
     if (!same_root(p, n.buffer, mm.result)) continue;
-    if (n.buffer != mm.result) return "it reads the result through view %b" + std::to_string(n.buffer);
+    if (n.buffer != tile) return "it reads the result through view %b" + std::to_string(n.buffer);
     if (!n.operands.empty()) return "a masked load of the result";
     for (size_t d = 0; d < n.index.size(); ++d)
       if (n.index[d] != sym::Expr::symbol("i" + std::to_string(d)))
@@ -310,7 +344,8 @@ TritonParam pointer(const std::string& name, const Operand& o) {
   return p;
 }
 
-MatmulTemplate build(const Program& p, const Matmul& mm, int extern_index, int epilogue, const TritonOptions& options) {
+MatmulTemplate build(const Program& p, const Matmul& mm, BufferId tile, int extern_index, int epilogue,
+                     const TritonOptions& options) {
   MatmulTemplate t;
   t.extern_index = extern_index;
   t.epilogue = epilogue;
@@ -337,7 +372,7 @@ MatmulTemplate build(const Program& p, const Matmul& mm, int extern_index, int e
              (n_tail ? "wraps and is masked" : "none") + ", K " + (k_tail ? "masked" : "none") + "\n";
   reasons += "# epilogue: kernel " + p.kernels[static_cast<size_t>(epilogue)].name +
              " on the accumulator tile" + (fp32 ? "" : std::string(", rounded to ") + ir::dtype_name(result.dtype) + " first (the extern's result)") + "\n";
-  triton::TileEpilogue ep = triton::tile_epilogue(p, p.kernels[static_cast<size_t>(epilogue)], mm.result, m_tail || n_tail);
+  triton::TileEpilogue ep = triton::tile_epilogue(p, p.kernels[static_cast<size_t>(epilogue)], tile, m_tail || n_tail);
   if (!ep.refused.empty()) throw Refusal{ep.refused};
 
   t.kernel.params.push_back(pointer("a_ptr", mm.a));
@@ -389,24 +424,25 @@ MatmulTemplate build(const Program& p, const Matmul& mm, int extern_index, int e
     line("acc += tl.load(bias_ptr + (" + std::to_string(mm.bias->offset) + term(mm.bias->sc, "rbn[None, :]") + "))" +
          (fp32 ? "" : ".to(tl.float32)"));
   if (!fp32) line(std::string("acc = acc.to(") + dt.tl + ", fp_downcast_rounding=\"rtne\").to(tl.float32)");
-  // The epilogue's loop variables over the tile: the result's dims, the batch first (bmm), the
-  // leading dims split out of the row, the last the column.
-  const size_t rank = result.sizes.size();
-  const std::string tile = ", [BLOCK_M, BLOCK_N])";
+  // The epilogue's loop variables over the tile: the dims of the result (or of its dense view), the
+  // batch first (bmm), the leading dims split out of the row, the last the column.
+  const Buffer& shape = p.buffers.at(static_cast<size_t>(tile));
+  const size_t rank = shape.sizes.size();
+  const std::string tile_shape = ", [BLOCK_M, BLOCK_N])";
   size_t d0 = 0;
-  if (mm.batched) line("i" + std::to_string(d0++) + " = tl.broadcast_to(pid_b" + tile);
+  if (mm.batched) line("i" + std::to_string(d0++) + " = tl.broadcast_to(pid_b" + tile_shape);
   int64_t inner = 1;
   std::vector<std::string> rows;
   for (size_t d = rank - 1; d-- > d0;) {
-    const int64_t extent = result.sizes[d].constant();
+    const int64_t extent = shape.sizes[d].constant();
     std::string v = "rm";
     if (inner != 1) v = "(rm // " + std::to_string(inner) + ")";
     if (d != d0) v = "(" + v + " % " + std::to_string(extent) + ")";
-    rows.push_back("i" + std::to_string(d) + " = " + (extent == 1 ? "tl.zeros([BLOCK_M, BLOCK_N], tl.int32)" : "tl.broadcast_to(" + v + "[:, None]" + tile));
+    rows.push_back("i" + std::to_string(d) + " = " + (extent == 1 ? "tl.zeros([BLOCK_M, BLOCK_N], tl.int32)" : "tl.broadcast_to(" + v + "[:, None]" + tile_shape));
     inner *= extent;
   }
   for (auto it = rows.rbegin(); it != rows.rend(); ++it) line(*it);
-  line("i" + std::to_string(rank - 1) + " = tl.broadcast_to(rn[None, :]" + tile);
+  line("i" + std::to_string(rank - 1) + " = tl.broadcast_to(rn[None, :]" + tile_shape);
   if (m_tail || n_tail) line("xmask = (rm[:, None] < M) & (rn[None, :] < N)");
 
   std::string text = "import triton\nimport triton.language as tl\n";
@@ -435,9 +471,12 @@ void add_matmul_templates(const Program& p, const TritonOptions& options, Triton
         throw Refusal{"no kernel step follows it"};
       const int k = p.steps[s + 1].index;
       const Kernel& kernel = p.kernels.at(static_cast<size_t>(k));
-      if (std::string why = tile_mismatch(p, mm, kernel); !why.empty()) throw Refusal{"kernel " + kernel.name + ": " + why};
-      if (std::string why = other_use(p, mm.result, k); !why.empty()) throw Refusal{why};
-      source->matmul_templates.push_back(build(p, mm, e, k, options));
+      std::string why;
+      const BufferId tile = tile_buffer(p, mm, kernel, &why);
+      if (tile < 0) throw Refusal{"kernel " + kernel.name + ": " + why};
+      if (why = tile_mismatch(p, mm, kernel, tile); !why.empty()) throw Refusal{"kernel " + kernel.name + ": " + why};
+      if (why = other_use(p, mm.result, k); !why.empty()) throw Refusal{why};
+      source->matmul_templates.push_back(build(p, mm, tile, e, k, options));
     } catch (const Refusal& r) {
       source->matmul_refusals.push_back("extern " + std::to_string(e) + " (" + call.callable + "): " + r.why);
     } catch (const CodegenError& err) {  // the epilogue has what Triton code generation refuses
