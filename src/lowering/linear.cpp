@@ -88,6 +88,18 @@ bool leading_dims_merge(const loop_ir::Buffer& b) {
   return true;
 }
 
+// `b`'s [..., M, X] folded to [rows, X] (rows = the product of its leading sizes), as a buffer of `kind`.
+loop_ir::Buffer folded_matrix(const loop_ir::Buffer& b, const sym::Expr& rows, loop_ir::Buffer::Kind kind) {
+  const size_t rank = b.sizes.size();
+  loop_ir::Buffer m;
+  m.kind = kind;
+  m.dtype = b.dtype;
+  m.sizes = {rows, b.sizes[rank - 1]};
+  m.strides = {b.strides[rank - 2], b.strides[rank - 1]};
+  m.device = b.device;
+  return m;
+}
+
 }  // namespace
 
 void fold_matmul_batch_dims(loop_ir::Program& program) {
@@ -111,23 +123,12 @@ void fold_matmul_batch_dims(loop_ir::Program& program) {
     for (size_t k = 1; k + 1 < rank; ++k) rows = rows * left.sizes[k];
     auto view = folded.find(left.id);
     if (view == folded.end()) {
-      loop_ir::Buffer left2d;
-      left2d.kind = loop_ir::Buffer::Kind::View;
-      left2d.dtype = left.dtype;
-      left2d.sizes = {rows, left.sizes[rank - 1]};
-      left2d.strides = {left.strides[rank - 2], left.strides[rank - 1]};
+      loop_ir::Buffer left2d = folded_matrix(left, rows, loop_ir::Buffer::Kind::View);
       left2d.base = left.id;
-      left2d.device = left.device;
       view = folded.emplace(left.id, program.add_buffer(std::move(left2d))).first;
     }
-    loop_ir::Buffer out2d;
-    out2d.kind = loop_ir::Buffer::Kind::Extern;
-    out2d.dtype = result.dtype;
-    out2d.sizes = {rows, result.sizes[rank - 1]};
-    out2d.strides = {result.strides[rank - 2], result.strides[rank - 1]};
-    out2d.device = result.device;
     call.args[0] = ir::Arg::of_value(view->second);
-    call.results[0] = program.add_buffer(std::move(out2d));
+    call.results[0] = program.add_buffer(folded_matrix(result, rows, loop_ir::Buffer::Kind::Extern));
     loop_ir::Buffer& viewed = program.buffers.at(static_cast<size_t>(result_id));
     viewed.kind = loop_ir::Buffer::Kind::View;
     viewed.base = call.results[0];

@@ -87,15 +87,12 @@ const std::vector<Step>& steps() {
        "merge adjacent loop variables every access walks contiguously (Triton: pointwise kernels); pointwise kernels in memory order",
        [](Compilation& c, const Target& target) {
          if (target.kind == Target::Kind::Cpu) return loop_ir::collapse_loops(c.program);
-         // Under matmul templates (max-autotune) a kernel right after an extern call keeps its points: it
-         // may be a template's epilogue, whose points must be the matmul result's [M, N].
-         bool changed = false, after_extern = false;
-         for (const loop_ir::Step& step : c.program.steps) {
-           const bool extern_step = step.kind == loop_ir::Step::Kind::Extern;
-           if (!extern_step && !(after_extern && target.triton.matmul_templates))
+         // (A template's epilogue may be collapsed: the template decodes its points from each element's
+         // flat index, matmul_template.cpp's fit_tile.)
+         bool changed = false;
+         for (const loop_ir::Step& step : c.program.steps)
+           if (step.kind == loop_ir::Step::Kind::Kernel)
              changed |= loop_ir::collapse_pointwise(c.program, c.program.kernels.at(static_cast<size_t>(step.index)));
-           after_extern = extern_step;
-         }
          return changed;
        }},
       // After collapse (the common body reads flat offsets) and for C++ only: the Triton backend

@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "codegen/triton/emit_internal.h"
+#include "loop_ir/collapse.h"
 #include "codegen/triton/spelling.h"
 #include "support/sha256.h"
 
@@ -203,67 +204,72 @@ std::string dims_text(const std::vector<sym::Expr>& v) {
   return "[" + s + "]";
 }
 
-// The buffer epilogue `k` reads the result through: the result itself, or the dense row-major view
-// [..., N] of a 2-d [M, N] result (a matmul whose batch dims lowering folded: fold_matmul_batch_dims),
-// whose leading dims the template splits out of its rows as it does a 3-d result's. -1, and why, when
-// the epilogue reads it through anything else.
-BufferId tile_buffer(const Program& p, const Matmul& mm, const Kernel& k, std::string* why) {
-  BufferId tile = -1;
-  for (const Node& n : k.nodes) {
-    if (n.op != ScalarOp::Load || !same_root(p, n.buffer, mm.result)) continue;
-    if (tile >= 0 && n.buffer != tile) {
-      *why = "it reads the result through both %b" + std::to_string(tile) + " and %b" + std::to_string(n.buffer);
-      return -1;
-    }
-    tile = n.buffer;
-  }
-  if (tile < 0 || tile == mm.result) return mm.result;
-  const Buffer& view = p.buffers.at(static_cast<size_t>(tile));
-  const Buffer& result = p.buffers.at(static_cast<size_t>(mm.result));
-  bool dense = view.kind == Buffer::Kind::View && view.base == mm.result && view.offset == sym::Expr(int64_t{0}) &&
-               !mm.batched && result.sizes.size() == 2 && result.strides == ir::contiguous_strides(result.sizes) &&
-               view.strides == ir::contiguous_strides(view.sizes) && !view.sizes.empty() &&
-               view.sizes.back() == result.sizes.back();
-  if (dense) {
-    sym::Expr points = int64_t{1};
-    for (const sym::Expr& e : view.sizes) points = points * e;
-    dense = points == result.sizes[0] * result.sizes[1];
-  }
-  if (!dense) {
-    *why = "it reads the result through view %b" + std::to_string(tile);
-    return -1;
-  }
-  return tile;
-}
+// How an epilogue kernel's points map onto the template's accumulator tile (fit_tile):
+// - Split: its points are the result's dims (bmm: the batch first), the leading ones split out of the
+//   tile's row, the last its column, and it reads the result at each point's own element;
+// - Flat: a row-major result whose elements its points enumerate in row-major order, read through the
+//   result or a view of it at offset 0 at each point's own flat element: a collapsed kernel's one flat
+//   variable, or the [..., M, N] view of a matmul whose batch dims lowering folded
+//   (fold_matmul_batch_dims). Each variable is decoded from the element's flat index
+//   (pid_b * M * N +) rm * N + rn.
+enum class TileMap { Split, Flat };
 
-// Empty when `k` can run on the template's accumulator tile: elementwise over exactly the index space
-// of `tile` (the result, or its dense view: tile_buffer), reading the result only at each point's own
-// element, writing nothing the matmul reads. Else why not (the verifier check of the epilogue's
-// indexing against the tile).
-std::string tile_mismatch(const Program& p, const Matmul& mm, const Kernel& k, BufferId tile) {
-  const Buffer& result = p.buffers.at(static_cast<size_t>(tile));
+struct TileFit {
+  BufferId tile = -1;  // the buffer the epilogue reads the result through (the template's registers)
+  TileMap map = TileMap::Split;
+  std::string why;     // not empty: the epilogue cannot run on the tile (the verifier check of its
+                       // indexing against the tile), and why
+};
+
+TileFit fit_tile(const Program& p, const Matmul& mm, const Kernel& k) {
+  TileFit fit;
+  auto refuse = [&fit](std::string why) {
+    fit.why = std::move(why);
+    return fit;
+  };
   for (const loop_ir::Loop& loop : k.loops)
-    if (!loop.ranges.empty()) return "it is a reduction, not elementwise";
-  if (k.ranges != result.sizes)
-    return "its points " + dims_text(k.ranges) + " are not the result's " + dims_text(result.sizes);
-  int reads = 0;
+    if (!loop.ranges.empty()) return refuse("it is a reduction, not elementwise");
+  std::vector<const Node*> reads;
   for (const Node& n : k.nodes) {
-    if (n.op != ScalarOp::Load && n.op != ScalarOp::Store) continue;
     if (n.op == ScalarOp::Store) {
-      if (same_root(p, n.buffer, mm.result)) return "it writes the matmul's result";
+      if (same_root(p, n.buffer, mm.result)) return refuse("it writes the matmul's result");
       for (BufferId read : {mm.a.root, mm.b.root, mm.bias ? mm.bias->root : mm.a.root})
-        if (same_root(p, n.buffer, read)) return "it writes %b" + std::to_string(read) + ", which the matmul reads";
+        if (same_root(p, n.buffer, read)) return refuse("it writes %b" + std::to_string(read) + ", which the matmul reads");
       continue;
     }
-    if (!same_root(p, n.buffer, mm.result)) continue;
-    if (n.buffer != tile) return "it reads the result through view %b" + std::to_string(n.buffer);
-    if (!n.operands.empty()) return "a masked load of the result";
-    for (size_t d = 0; d < n.index.size(); ++d)
-      if (n.index[d] != sym::Expr::symbol("i" + std::to_string(d)))
-        return "it reads the result at " + dims_text(n.index) + ", not at the tile's own element";
-    ++reads;
+    if (n.op != ScalarOp::Load || !same_root(p, n.buffer, mm.result)) continue;
+    if (!n.operands.empty()) return refuse("a masked load of the result");
+    if (fit.tile >= 0 && n.buffer != fit.tile)
+      return refuse("it reads the result through both %b" + std::to_string(fit.tile) + " and %b" + std::to_string(n.buffer));
+    fit.tile = n.buffer;
+    reads.push_back(&n);
   }
-  return reads == 0 ? "it does not read the matmul's result" : "";
+  if (reads.empty()) return refuse("it does not read the matmul's result");
+  const Buffer& result = p.buffers.at(static_cast<size_t>(mm.result));
+  const Buffer& tile = p.buffers.at(static_cast<size_t>(fit.tile));
+  if (fit.tile != mm.result && !(tile.kind == Buffer::Kind::View && tile.base == mm.result && tile.offset == sym::Expr(int64_t{0})))
+    return refuse("it reads the result through view %b" + std::to_string(fit.tile));
+  auto own_element = [](const Node& n) {
+    for (size_t d = 0; d < n.index.size(); ++d)
+      if (n.index[d] != sym::Expr::symbol("i" + std::to_string(d))) return false;
+    return true;
+  };
+  if (fit.tile == mm.result && k.ranges == result.sizes &&
+      std::all_of(reads.begin(), reads.end(), [&](const Node* n) { return own_element(*n); }))
+    return fit;
+  sym::Expr points = int64_t{1}, elements = int64_t{1}, flat = int64_t{0};
+  for (const sym::Expr& e : result.sizes) elements = elements * e;
+  for (size_t d = 0; d < k.ranges.size(); ++d) {
+    points = points * k.ranges[d];
+    flat = flat * k.ranges[d] + sym::Expr::symbol("i" + std::to_string(d));
+  }
+  if (result.strides != ir::contiguous_strides(result.sizes) || points != elements)
+    return refuse("its points " + dims_text(k.ranges) + " are not the result's " + dims_text(result.sizes));
+  for (const Node* n : reads)
+    if (loop_ir::flat_offset(tile, n->index) != loop_ir::simplify(flat, {}))
+      return refuse("it reads the result at " + dims_text(n->index) + ", not at the tile's own element");
+  fit.map = TileMap::Flat;
+  return fit;
 }
 
 // Empty when nothing but kernel `epilogue` uses the result; else who does.
@@ -344,7 +350,7 @@ TritonParam pointer(const std::string& name, const Operand& o) {
   return p;
 }
 
-MatmulTemplate build(const Program& p, const Matmul& mm, BufferId tile, int extern_index, int epilogue,
+MatmulTemplate build(const Program& p, const Matmul& mm, const TileFit& fit, int extern_index, int epilogue,
                      const TritonOptions& options) {
   MatmulTemplate t;
   t.extern_index = extern_index;
@@ -372,7 +378,7 @@ MatmulTemplate build(const Program& p, const Matmul& mm, BufferId tile, int exte
              (n_tail ? "wraps and is masked" : "none") + ", K " + (k_tail ? "masked" : "none") + "\n";
   reasons += "# epilogue: kernel " + p.kernels[static_cast<size_t>(epilogue)].name +
              " on the accumulator tile" + (fp32 ? "" : std::string(", rounded to ") + ir::dtype_name(result.dtype) + " first (the extern's result)") + "\n";
-  triton::TileEpilogue ep = triton::tile_epilogue(p, p.kernels[static_cast<size_t>(epilogue)], tile, m_tail || n_tail);
+  triton::TileEpilogue ep = triton::tile_epilogue(p, p.kernels[static_cast<size_t>(epilogue)], fit.tile, m_tail || n_tail);
   if (!ep.refused.empty()) throw Refusal{ep.refused};
 
   t.kernel.params.push_back(pointer("a_ptr", mm.a));
@@ -424,25 +430,42 @@ MatmulTemplate build(const Program& p, const Matmul& mm, BufferId tile, int exte
     line("acc += tl.load(bias_ptr + (" + std::to_string(mm.bias->offset) + term(mm.bias->sc, "rbn[None, :]") + "))" +
          (fp32 ? "" : ".to(tl.float32)"));
   if (!fp32) line(std::string("acc = acc.to(") + dt.tl + ", fp_downcast_rounding=\"rtne\").to(tl.float32)");
-  // The epilogue's loop variables over the tile: the dims of the result (or of its dense view), the
-  // batch first (bmm), the leading dims split out of the row, the last the column.
-  const Buffer& shape = p.buffers.at(static_cast<size_t>(tile));
-  const size_t rank = shape.sizes.size();
+  // The epilogue's loop variables over the tile (fit_tile). Split: the result's dims, the batch first
+  // (bmm), the leading dims split out of the row, the last the column. Flat: each decoded from the
+  // element's flat index, the last varying fastest.
   const std::string tile_shape = ", [BLOCK_M, BLOCK_N])";
+  const std::vector<sym::Expr>& dims = fit.map == TileMap::Flat ? p.kernels[static_cast<size_t>(epilogue)].ranges
+                                                                : result.sizes;
+  const size_t rank = dims.size();
   size_t d0 = 0;
-  if (mm.batched) line("i" + std::to_string(d0++) + " = tl.broadcast_to(pid_b" + tile_shape);
+  if (fit.map == TileMap::Flat)
+    line(std::string("f = ") + (mm.batched ? "pid_b * " + std::to_string(mm.m * mm.n) + " + " : "") +
+         "rm[:, None] * N + rn[None, :]");
+  else if (mm.batched)
+    line("i" + std::to_string(d0++) + " = tl.broadcast_to(pid_b" + tile_shape);
   int64_t inner = 1;
-  std::vector<std::string> rows;
-  for (size_t d = rank - 1; d-- > d0;) {
-    const int64_t extent = shape.sizes[d].constant();
-    std::string v = "rm";
-    if (inner != 1) v = "(rm // " + std::to_string(inner) + ")";
-    if (d != d0) v = "(" + v + " % " + std::to_string(extent) + ")";
-    rows.push_back("i" + std::to_string(d) + " = " + (extent == 1 ? "tl.zeros([BLOCK_M, BLOCK_N], tl.int32)" : "tl.broadcast_to(" + v + "[:, None]" + tile_shape));
+  std::vector<std::string> vars;
+  for (size_t d = rank; d-- > d0;) {
+    const bool last = d + 1 == rank;
+    const int64_t extent = dims[d].constant();
+    std::string v;
+    if (fit.map == TileMap::Split && last) {
+      v = "tl.broadcast_to(rn[None, :]" + tile_shape;
+    } else if (extent == 1) {
+      v = "tl.zeros([BLOCK_M, BLOCK_N], tl.int32)";
+    } else if (fit.map == TileMap::Flat) {
+      v = inner == 1 ? "f" : "(f // " + std::to_string(inner) + ")";
+      if (d != d0) v = "(" + v + " % " + std::to_string(extent) + ")";
+    } else {
+      const int64_t row_inner = inner / dims[rank - 1].constant();  // the column's extent is not in the row
+      v = row_inner == 1 ? "rm" : "(rm // " + std::to_string(row_inner) + ")";
+      if (d != d0) v = "(" + v + " % " + std::to_string(extent) + ")";
+      v = "tl.broadcast_to(" + v + "[:, None]" + tile_shape;
+    }
+    vars.push_back("i" + std::to_string(d) + " = " + v);
     inner *= extent;
   }
-  for (auto it = rows.rbegin(); it != rows.rend(); ++it) line(*it);
-  line("i" + std::to_string(rank - 1) + " = tl.broadcast_to(rn[None, :]" + tile_shape);
+  for (auto it = vars.rbegin(); it != vars.rend(); ++it) line(*it);
   if (m_tail || n_tail) line("xmask = (rm[:, None] < M) & (rn[None, :] < N)");
 
   std::string text = "import triton\nimport triton.language as tl\n";
@@ -471,12 +494,10 @@ void add_matmul_templates(const Program& p, const TritonOptions& options, Triton
         throw Refusal{"no kernel step follows it"};
       const int k = p.steps[s + 1].index;
       const Kernel& kernel = p.kernels.at(static_cast<size_t>(k));
-      std::string why;
-      const BufferId tile = tile_buffer(p, mm, kernel, &why);
-      if (tile < 0) throw Refusal{"kernel " + kernel.name + ": " + why};
-      if (why = tile_mismatch(p, mm, kernel, tile); !why.empty()) throw Refusal{"kernel " + kernel.name + ": " + why};
-      if (why = other_use(p, mm.result, k); !why.empty()) throw Refusal{why};
-      source->matmul_templates.push_back(build(p, mm, tile, e, k, options));
+      const TileFit fit = fit_tile(p, mm, kernel);
+      if (!fit.why.empty()) throw Refusal{"kernel " + kernel.name + ": " + fit.why};
+      if (std::string why = other_use(p, mm.result, k); !why.empty()) throw Refusal{why};
+      source->matmul_templates.push_back(build(p, mm, fit, e, k, options));
     } catch (const Refusal& r) {
       source->matmul_refusals.push_back("extern " + std::to_string(e) + " (" + call.callable + "): " + r.why);
     } catch (const CodegenError& err) {  // the epilogue has what Triton code generation refuses
