@@ -201,7 +201,7 @@ int contiguous_along(const Program& program, const Kernel& kernel, const std::st
 
 bool order_outer_by_stores(const Program& program, Kernel& kernel) {
   const size_t rank = kernel.ranges.size();
-  if (rank < 2 || kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) return false;
+  if (rank < 2 || !kernel.pointwise()) return false;
   // The order every store walks memory in: its variables by their stride, largest first.
   std::optional<std::vector<size_t>> order;
   for (const Node& n : kernel.nodes) {
@@ -295,7 +295,7 @@ Expr flat_offset(const Buffer& buffer, const std::vector<Expr>& index) {
 }
 
 bool hoist_invariants(const Program& program, Kernel& kernel) {
-  if (kernel.ranges.size() < 2 || kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) return false;
+  if (kernel.ranges.size() < 2 || !kernel.pointwise()) return false;
   const size_t last = kernel.ranges.size() - 1;
   const std::string v = var('i', last);
   const std::vector<bool> invariant = invariant_nodes(program, kernel, v);
@@ -331,8 +331,7 @@ bool hoist_invariants(const Program& program, Kernel& kernel) {
 }
 
 bool collapse_pointwise(const Program& program, Kernel& kernel) {
-  for (const Loop& loop : kernel.loops)
-    if (!loop.ranges.empty()) return false;
+  if (!kernel.pointwise()) return false;
   const bool ordered = order_outer_by_stores(program, kernel);
   return collapse_scope(program, kernel, Scope{'i'}) || ordered;
 }
@@ -340,7 +339,7 @@ bool collapse_pointwise(const Program& program, Kernel& kernel) {
 bool collapse_loops(Program& program) {
   bool changed = false;
   for (Kernel& kernel : program.kernels) {
-    if (std::all_of(kernel.loops.begin(), kernel.loops.end(), [](const Loop& l) { return l.ranges.empty(); })) {
+    if (kernel.pointwise()) {
       changed |= collapse_pointwise(program, kernel);
       changed |= hoist_invariants(program, kernel);
       continue;

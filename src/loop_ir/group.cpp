@@ -39,7 +39,7 @@ std::optional<std::vector<Access>> accesses(const Program& program, const Kernel
     refuse(why, "not one constant outer range");
     return std::nullopt;
   }
-  if (kernel.loops.size() != 1 || !kernel.loops[0].ranges.empty()) {
+  if (!kernel.pointwise()) {
     refuse(why, "not pointwise (one loop without ranges)");
     return std::nullopt;
   }

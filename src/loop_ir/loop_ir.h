@@ -155,6 +155,9 @@ struct Kernel {
   // operands precede it. A node may use a node of an earlier loop only if that node is a
   // reduction, or lies in a loop without ranges (a value computed once per outer point).
   std::vector<Node> nodes;
+
+  // One loop without ranges: every node runs once per outer point.
+  bool pointwise() const { return loops.size() == 1 && loops[0].ranges.empty(); }
 };
 
 struct ExternCall {

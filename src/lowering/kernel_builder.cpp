@@ -97,7 +97,7 @@ Index KernelBuilder::loop_vars() const {
 void KernelBuilder::add_loop(std::vector<Expr> ranges) {
   // The builder opens with an empty loop; a kernel whose first real loop has ranges reuses it
   // when nothing was put in it yet.
-  if (kernel_.nodes.empty() && kernel_.loops.size() == 1 && kernel_.loops[0].ranges.empty()) {
+  if (kernel_.nodes.empty() && kernel_.pointwise()) {
     kernel_.loops[0].ranges = std::move(ranges);
     return;
   }

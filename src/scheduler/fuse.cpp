@@ -86,10 +86,10 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
                        ranges_str(step_b.kernel.ranges) + " (no outer range would be left to run in parallel)";
       return result;
     }
-    if (is_prefix(a.ranges, b.ranges) && is_pointwise(b)) {
+    if (is_prefix(a.ranges, b.ranges) && b.pointwise()) {
       b = split_pointwise(b, a.ranges.size());
       notes.push_back(lb + " split into " + ranges_str(b.ranges) + " x loop " + ranges_str(b.loops[0].ranges));
-    } else if (is_prefix(b.ranges, a.ranges) && is_pointwise(a)) {
+    } else if (is_prefix(b.ranges, a.ranges) && a.pointwise()) {
       a = split_pointwise(a, b.ranges.size());
       notes.push_back(la + " split into " + ranges_str(a.ranges) + " x loop " + ranges_str(a.loops[0].ranges));
     } else {

@@ -118,7 +118,7 @@ double points_at_hints(const std::vector<sym::Expr>& ranges, const std::map<std:
 // change along its trailing outer variables is computed once per point of the others (the C++ target
 // merges those variables and hoists such values out of the vector loop: collapse, hoist_invariants).
 double computations(const Kernel& consumer, const Node& load, const std::map<std::string, int64_t>& hints) {
-  const bool pointwise = consumer.loops.size() == 1 && consumer.loops[0].ranges.empty();
+  const bool pointwise = consumer.pointwise();
   if (!pointwise)
     return points_at_hints(consumer.ranges, hints) *
            points_at_hints(consumer.loops[static_cast<size_t>(load.loop)].ranges, hints);
@@ -238,7 +238,7 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     if (steps[p].kind != loop_ir::Step::Kind::Kernel) continue;
     const Kernel& producer = steps[p].kernel;
     const Node* store = single_store(producer);
-    if (!is_pointwise(producer) || !store) continue;
+    if (!producer.pointwise() || !store) continue;
     const BufferId x = store->buffer;
     const Buffer& buffer = program.buffers[x];
     if (buffer.kind != Buffer::Kind::Temp || pinned.count(x)) continue;

@@ -66,7 +66,6 @@ void collect_node_refs(const sym::Expr& e, std::set<NodeId>& out);
 std::string node_symbol(NodeId id);          // "t5"
 sym::Expr var(const char* prefix, int k);    // i0, r2
 
-bool is_pointwise(const Kernel& kernel);     // one loop without ranges
 int count_ops(const Kernel& kernel);         // arithmetic nodes (not loads, constants, indices, stores)
 bool is_reduce(const Node& node);
 // True when the f32 value `store` writes into its bf16/f16 buffer may reach that buffer's readers

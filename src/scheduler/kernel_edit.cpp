@@ -76,8 +76,6 @@ void collect_node_refs(const sym::Expr& e, std::set<NodeId>& out) {
 std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }
 sym::Expr var(const char* prefix, int k) { return sym::Expr::symbol(prefix + std::to_string(k)); }
 
-bool is_pointwise(const Kernel& kernel) { return kernel.loops.size() == 1 && kernel.loops[0].ranges.empty(); }
-
 bool is_reduce(const Node& node) { return loop_ir::op_info(node.op).cls == OpClass::Reduce; }
 
 bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store) {
