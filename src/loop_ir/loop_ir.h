@@ -170,6 +170,9 @@ struct ExternCall {
 
   // Every buffer the arguments name (inside lists and tuples too), positional then keyword.
   std::vector<BufferId> buffer_args() const;
+  // The buffer arguments the call writes in place: its first when mutates_first_arg, and its `out=`
+  // argument (a matmul writing its result into the arena: memory_plan.h's arena_extern_results).
+  std::vector<BufferId> written_args() const;
 };
 
 struct Step {

@@ -59,6 +59,17 @@ std::vector<BufferId> ExternCall::buffer_args() const {
   return out;
 }
 
+std::vector<BufferId> ExternCall::written_args() const {
+  std::vector<BufferId> out;
+  if (mutates_first_arg) {
+    std::vector<BufferId> all = buffer_args();
+    if (!all.empty()) out.push_back(all.front());
+  }
+  for (const auto& kw : kwargs)
+    if (kw.first == "out") collect_buffer_args(kw.second, out);
+  return out;
+}
+
 BufferId Program::storage_root(BufferId id) const {
   for (size_t hops = 0; hops <= buffers.size(); ++hops) {
     if (id < 0 || id >= static_cast<BufferId>(buffers.size()))

@@ -326,7 +326,6 @@ class Verifier {
     std::string who = "extern call \"" + call.callable + "\"";
     if (call.callable.empty()) report("an extern call has no callable");
     std::vector<BufferId> args = call.buffer_args();
-    bool mutated_first = call.mutates_first_arg;
     if (call.mutates_first_arg && args.empty()) report(who + " mutates its first buffer argument, but has none");
     for (size_t i = 0; i < args.size(); ++i) {
       if (!valid_buffer(args[i])) {
@@ -335,9 +334,10 @@ class Verifier {
       }
       BufferId r = root(args[i]);
       if (r < 0) continue;
-      if (i == 0 && mutated_first) writes_.push_back({r, step, who});
       reads_.push_back({r, step, who});
     }
+    for (BufferId w : call.written_args())
+      if (valid_buffer(w) && root(w) >= 0) writes_.push_back({root(w), step, who});
     switch (call.result_form) {
       case ir::Node::ResultForm::Single:
         if (call.results.size() != 1) report(who + " returns a single tensor but binds " + std::to_string(call.results.size()) + " buffers");

@@ -40,6 +40,11 @@ struct MemoryPlan {
 // loads and stores, an extern call's buffer arguments and results). Live ranges are made of these.
 std::vector<std::vector<loop_ir::BufferId>> step_roots(const loop_ir::Program& program);
 
+// CPU: every matmul extern call (torch.mm, bmm, matmul) whose result is a row-major temporary, not
+// returned, writes it with `out=` into that buffer, now a Temp the plan places (extern_outs.cpp says
+// why); the call then returns nothing. True when a call changed.
+bool arena_extern_results(loop_ir::Program& program);
+
 // The plan at the shape symbols' hints (per_call set when there are symbols).
 MemoryPlan plan_memory(const loop_ir::Program& program);
 // The plan with each shape symbol at its value (`symbol_values[k]` is Program::symbols[k]'s).

@@ -74,6 +74,13 @@ const std::vector<Step>& steps() {
            if (d.kind != scheduler::FusionDecision::Kind::Refused) return true;
          return false;
        }},
+      // After scheduling (fusion sees the extern's result as before) and before planning, which places
+      // the results as temporaries.
+      {"extern_outs", IRKind::Loop,
+       "CPU: matmul extern calls write a temporary result through out= into the arena (docs/memory.md)",
+       [](Compilation& c, const Target& target) {
+         return target.kind == Target::Kind::Cpu && memory::arena_extern_results(c.program);
+       }},
       {"plan", IRKind::Loop, "plan temporaries into one arena by liveness",
        [](Compilation& c, const Target&) {
          c.plan = memory::plan_memory(c.program);

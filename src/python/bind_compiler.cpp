@@ -112,6 +112,7 @@ void bind_compiler(nb::module_& m) {
     d["arena_bytes_kept"] = mem.arena_bytes_kept;
     d["arena_bytes_max"] = mem.arena_bytes_max;
     d["arenas_kept_by_outputs"] = mem.arenas_kept_by_outputs;
+    d["arenas_handed_over"] = mem.arenas_handed_over;
     d["input_bytes_released"] = mem.input_bytes_released;
     return d;
   });

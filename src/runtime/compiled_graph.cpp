@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <utility>
 #include <variant>
 
 #include "codegen/cpp/include/ember/runtime.h"
@@ -82,6 +83,8 @@ MemoryStats g_memory;
 const CompiledGraph* g_large_arena_holder = nullptr;
 // The graph whose call last took an arena.
 const CompiledGraph* g_last_caller = nullptr;
+// The last Sized made by any graph: serials identify a plan's tensors in an arena handed between graphs.
+uint64_t g_sized_serial = 0;
 
 // The arena's length rounded up to 64 bytes, so that every dtype can view all of it.
 int64_t arena_span(const memory::MemoryPlan& plan) { return (plan.arena_bytes + 63) / 64 * 64; }
@@ -267,11 +270,7 @@ CompiledGraph::~CompiledGraph() {
   if (g_last_caller == this) g_last_caller = nullptr;
 }
 
-void CompiledGraph::drop_reused_arena() const {
-  if (reused_arena_busy_ || !reused_arena_.bytes) return;
-  g_memory.arena_bytes_kept -= reused_arena_.span;
-  reused_arena_ = Arena{};
-}
+void CompiledGraph::drop_reused_arena() const { release_reused_arena(); }
 
 bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
                                           std::vector<std::pair<PyObject*, PyRef>>* copies) const {
@@ -386,7 +385,7 @@ CompiledGraph::ExternStep CompiledGraph::make_extern_step(size_t k, const std::m
 std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::make_sized(std::vector<int64_t> values,
                                                                       memory::MemoryPlan plan) const {
   auto sized = std::make_shared<Sized>();
-  sized->serial = ++sized_serial_;
+  sized->serial = ++g_sized_serial;
   SymbolValues at;
   for (size_t k = 0; k < values.size(); ++k) at.emplace(program_.symbols[k].name, values[k]);
   sized->values = std::move(values);
@@ -599,12 +598,27 @@ PyObject* CompiledGraph::arena_tensor(Call& call, BufferId id) const {
   return slot.get();
 }
 
-bool CompiledGraph::new_arena(Arena* arena, const Sized& sized) const {
+bool CompiledGraph::new_arena(Arena* arena, const Sized& sized, Arena donor) const {
+  const int64_t span = arena_span(sized.plan);
+  if (donor.bytes && donor.span >= span) {
+    *arena = std::move(donor);
+    ++g_memory.arenas_handed_over;
+    auto mine = arena->parked.find(sized.serial);
+    if (mine != arena->parked.end()) {
+      arena->tensors = std::move(mine->second);
+      arena->parked.erase(mine);
+    } else {
+      arena->tensors.assign(program_.buffers.size(), PyRef());
+    }
+    arena->sized_serial = sized.serial;
+    return true;
+  }
+  donor = Arena{};  // too small: its memory goes back before the new block is allocated
   *arena = Arena{};
-  arena->span = arena_span(sized.plan);
+  arena->span = span;
   arena->sized_serial = sized.serial;
   // Over-allocated by 64 bytes so that its start can be rounded up to a 64-byte boundary.
-  PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(arena->span + 64)));
+  PyRef size = PyRef::steal(Py_BuildValue("(L)", static_cast<long long>(span + 64)));
   arena->bytes = PyRef::steal(PyObject_Call(empty_.get(), size.get(), uint8_kwargs_.get()));
   void* base = nullptr;
   if (!arena->bytes || !data_pointer(arena->bytes.get(), &base)) return false;
@@ -614,9 +628,23 @@ bool CompiledGraph::new_arena(Arena* arena, const Sized& sized) const {
   return true;
 }
 
+CompiledGraph::Arena CompiledGraph::release_reused_arena() const {
+  if (reused_arena_busy_ || !reused_arena_.bytes) return Arena{};
+  g_memory.arena_bytes_kept -= reused_arena_.span;
+  Arena arena = std::exchange(reused_arena_, Arena{});
+  arena.parked[arena.sized_serial] = std::move(arena.tensors);
+  arena.tensors.clear();
+  return arena;
+}
+
 bool CompiledGraph::take_arena(Call& call) const {
-  // Another graph runs: a large arena kept by the graph before it would only add to this call's peak.
+  // Another graph runs: the large arena kept by the graph before it is this call's if it needs one
+  // (its pages are already mapped: in training the forward and the backward take turns with one
+  // block instead of each faulting in a new one per call), and freed otherwise, since it would only
+  // add to this call's peak.
+  Arena donor;
   if (g_last_caller != this && g_large_arena_holder != nullptr && g_large_arena_holder != this) {
+    if (g_large_arena_holder->device() == device_) donor = g_large_arena_holder->release_reused_arena();
     g_large_arena_holder->drop_reused_arena();
     g_large_arena_holder = nullptr;
   }
@@ -626,7 +654,7 @@ bool CompiledGraph::take_arena(Call& call) const {
   g_memory.arena_bytes_max = std::max(g_memory.arena_bytes_max, arena_span(sized.plan));
   if (reused_arena_busy_) {
     call.arena = &call.own;
-    return new_arena(&call.own, sized);
+    return new_arena(&call.own, sized, std::move(donor));
   }
   reused_arena_busy_ = true;
   call.arena = &reused_arena_;
@@ -634,7 +662,7 @@ bool CompiledGraph::take_arena(Call& call) const {
   // its tensors are those of one plan.
   if (!reused_arena_.bytes || reused_arena_.span < sized.plan.arena_bytes) {
     g_memory.arena_bytes_kept -= reused_arena_.bytes ? reused_arena_.span : 0;
-    if (!new_arena(&reused_arena_, sized)) return false;
+    if (!new_arena(&reused_arena_, sized, std::move(donor))) return false;
     g_memory.arena_bytes_kept += reused_arena_.span;
     return true;
   }

@@ -12,7 +12,9 @@
 // of a temporary), and the code runs every step. The arena and the tensors over it (temporaries
 // and views of them) are kept for the next call when that cannot raise the program's peak much: up to
 // kSmallArenaBytes per graph always, a larger one only until another compiled graph runs (one such
-// arena in the process: in training the forward's is gone before the backward runs); a call that
+// arena in the process). That graph's call takes over its memory when it needs a large arena itself
+// (in training the forward and the backward take turns with one block, whose pages stay mapped: a new
+// block per call cost 1,221 page faults a step on LLaMA) and frees it otherwise; a call that
 // finds them in use (another thread, re-entry) allocates its own, and one whose outputs alias the
 // arena (an extern returned a view of a temporary, or the temporary it wrote in place) hands it to
 // the caller: the next call allocates a new one. Extern calls run through torch by a one-node
@@ -156,7 +158,10 @@ class CompiledGraph : public GraphRunner {
     int64_t span = 0;           // bytes from `start` on (a multiple of 64)
     PyRef typed[16];            // per dtype: bytes from `start` on, viewed as that dtype
     std::vector<PyRef> tensors;
-    uint64_t sized_serial = 0;  // the Sized whose plan `tensors` were made for
+    uint64_t sized_serial = 0;  // the Sized whose plan `tensors` were made for (serials are process-wide)
+    // The tensors other plans made over this block before it was handed on (by Sized serial): a graph
+    // that takes the block back finds its tensors still valid. They go with the block.
+    std::map<uint64_t, std::vector<PyRef>> parked;
   };
   // Where a buffer's elements are: `root` is the buffer itself or, for a View, the non-view buffer
   // its chain of bases ends at (-1 where a view changes the dtype); `offset` counts elements from
@@ -206,7 +211,9 @@ class CompiledGraph : public GraphRunner {
   bool in_arena(const Call& call, loop_ir::BufferId id) const;
   // Whether `tensor`, the arena's tensor of buffer id, still has its planned sizes, strides and place.
   bool still_as_planned(const Call& call, loop_ir::BufferId id, PyObject* tensor) const;
-  bool new_arena(Arena* arena, const Sized& sized) const;
+  // An arena for `sized`'s plan: `donor`'s block when it is large enough (with the tensors this plan
+  // parked there, if any), else a new block (the donor's freed first).
+  bool new_arena(Arena* arena, const Sized& sized, Arena donor) const;
   bool take_arena(Call& call) const;
   void give_back_arena(Call& call) const;
   PyRef empty_like_buffer(const Call& call, const loop_ir::Buffer& b) const;
@@ -218,7 +225,6 @@ class CompiledGraph : public GraphRunner {
   // Program without symbols: its one Sized. With symbols: the LRU, most recent first (under the GIL).
   std::shared_ptr<const Sized> static_sized_;
   mutable std::vector<std::shared_ptr<const Sized>> sized_cache_;
-  mutable uint64_t sized_serial_ = 0;
   std::unique_ptr<GraphCode> code_;
   ir::Device device_;                     // every buffer's
   bool on_cuda_ = false;                  // device_.type == "cuda", decided once: run() reads it per call
@@ -233,7 +239,8 @@ class CompiledGraph : public GraphRunner {
   std::vector<PyRef> callables_;          // per extern call
   EagerExecutor::LiteralToPython convert_;
   // The arena kept between calls, while `reused_arena_busy_` is false; held under the GIL.
-  void drop_reused_arena() const;  // unless busy; keeps memory_stats() true
+  Arena release_reused_arena() const;  // empty when busy; keeps memory_stats() true
+  void drop_reused_arena() const;      // release_reused_arena(), its memory freed
   mutable Arena reused_arena_;
   mutable bool reused_arena_busy_ = false;
   PyRef empty_strided_;                   // torch.empty_strided
@@ -247,6 +254,7 @@ struct MemoryStats {
   int64_t arena_bytes_kept = 0;     // arenas kept between calls by live graphs, now
   int64_t arena_bytes_max = 0;      // the largest arena one call used, since reset_memory_stats()
   int64_t arenas_kept_by_outputs = 0; // calls whose outputs alias their arena (it lives as long as they do)
+  int64_t arenas_handed_over = 0;     // calls that took over the large arena another graph kept
   int64_t input_bytes_released = 0; // inputs run_owned dropped before the call's end (their spans)
 };
 const MemoryStats& memory_stats();

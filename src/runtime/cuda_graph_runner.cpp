@@ -55,7 +55,8 @@ bool find_mutated_inputs(const loop_ir::Program& program, std::vector<bool>* mut
     for (const loop_ir::Node& n : k.nodes)
       if (n.op == loop_ir::ScalarOp::Store && !written(n.buffer)) return false;
   for (const loop_ir::ExternCall& call : program.externs)
-    if (call.mutates_first_arg && !call.buffer_args().empty() && !written(call.buffer_args().front())) return false;
+    for (BufferId b : call.written_args())
+      if (!written(b)) return false;
   return true;
 }
 

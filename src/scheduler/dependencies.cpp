@@ -56,7 +56,7 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       std::vector<BufferId> args = call.buffer_args();
       for (BufferId b : args) acc.reads.push_back(program.storage_root(b));
       for (BufferId b : call.results) acc.writes.push_back(program.storage_root(b));
-      if (call.mutates_first_arg && !args.empty()) overwritten.push_back(program.storage_root(args.front()));
+      for (BufferId b : call.written_args()) overwritten.push_back(program.storage_root(b));
       break;
     }
   }

@@ -271,7 +271,7 @@ std::vector<size_t> needed_between(const Program& program, const std::vector<Wor
     if (depends_on(acc[a], acc[c], &what)) {
       const WorkStep& s = steps[c];
       const std::string name = program.buffers[what].name();
-      if (s.kind == loop_ir::Step::Kind::Extern && program.externs[s.extern_index].mutates_first_arg) {
+      if (s.kind == loop_ir::Step::Kind::Extern && !program.externs[s.extern_index].written_args().empty()) {
         cycle = "in-place extern " + s.label + " between them writes " + name + ", which " + steps[a].label +
                 " also uses";
       } else {

@@ -113,7 +113,7 @@ def test_unknown_step_lists_the_pipeline():
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
         ["canonicalize", "graph"], ["functional_writes", "graph"], ["joint", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
         ["partition", "graph"], ["lower", "graph"],
-        ["simplify", "loop"], ["schedule", "loop"], ["plan", "loop"], ["collapse", "loop"], ["group", "loop"],
+        ["simplify", "loop"], ["schedule", "loop"], ["extern_outs", "loop"], ["plan", "loop"], ["collapse", "loop"], ["group", "loop"],
         ["emit", "loop"]]
 
 

@@ -1,8 +1,8 @@
 """What compiled graphs keep between calls, and what keeps their arena alive (docs/memory.md, "Between calls").
 
 - An arena up to CompiledGraph::kSmallArenaBytes (1 MiB) is kept by its graph; a larger one only until another
-  graph runs, so the bytes kept between calls are bounded by one large arena plus 1 MiB per graph, and a training
-  forward's arena is gone before its backward runs.
+  graph runs, which takes that block over when it needs a large arena (a training forward and its backward take
+  turns with one block), so the bytes kept between calls are bounded by one large arena plus 1 MiB per graph.
 - An extern result that is a view of a temporary stays a view of it (the planner keeps the temporary alive as long
   as the view); an output that is one keeps the call's arena, and the graph's next call takes a new one.
 Figures come from ember.stats()'s arena_* entries, not from timing; CPU only, each call a few milliseconds.
@@ -32,6 +32,10 @@ def kept():
     return ember.stats()["arena_bytes_kept"]
 
 
+def handed_over():
+    return ember.stats()["arenas_handed_over"]
+
+
 def test_a_large_arena_is_kept_only_until_another_graph_runs():
     ember.reset()
     gc.collect()
@@ -43,16 +47,43 @@ def test_a_large_arena_is_kept_only_until_another_graph_runs():
         arena = ember.stats()["arena_bytes_max"]
         assert arena >= ROWS * COLS * 4
         assert kept() - base == arena  # the one graph that runs keeps its arena for its next call
+        assert handed_over() == 0
         f(x, w)
         assert kept() - base == arena
         close(g(x, w), sin_mm(x, w))
-        assert kept() - base == arena  # g's arena; f's was dropped when g ran
-        close(f(x, w), exp_mm(x, w))  # f allocates again, and runs right
+        assert kept() - base == arena  # one block: g took f's over (same plan size)
+        assert handed_over() == 1
+        close(f(x, w), exp_mm(x, w))  # and f takes it back: every temporary written again, runs right
         assert kept() - base == arena
+        assert handed_over() == 2
     del f, g
     ember.reset()
     gc.collect()
     assert kept() == base
+
+
+def test_a_graph_needing_more_than_the_kept_block_frees_it_and_allocates_its_own():
+    ember.reset()
+    gc.collect()
+    base = kept()
+    x, w = torch.randn(ROWS, COLS), torch.randn(COLS, 8)
+    big = torch.randn(2 * ROWS, COLS)
+    f, g = ember.compile(exp_mm), ember.compile(sin_mm)
+    with torch.no_grad():
+        f(x, w)
+        small = kept() - base
+        close(g(big, w), sin_mm(big, w))  # twice f's temporaries: f's block is too small, and goes
+        assert handed_over() == 0
+        large = kept() - base
+        assert large >= 2 * small - 64
+        close(f(x, w), exp_mm(x, w))  # f fits in g's larger block: it takes all of it
+        assert handed_over() == 1
+        assert kept() - base == large
+        for k in range(2):  # the block goes back and forth; each graph finds its own tensors over it again
+            close(g(big * k, w), sin_mm(big * k, w))
+            close(f(x + k, w), exp_mm(x + k, w))
+        assert handed_over() == 5
+        assert kept() - base == large
 
 
 def test_small_arenas_stay_with_their_graphs():
@@ -68,6 +99,7 @@ def test_small_arenas_stay_with_their_graphs():
         f(x, w)
     assert 0 < one <= 1 << 20
     assert kept() - base == 2 * one
+    assert handed_over() == 0  # small arenas stay with their graphs
 
 
 def unfold_twice(x):

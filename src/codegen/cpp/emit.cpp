@@ -285,33 +285,23 @@ class ProgramEmitter {
     return s;
   }
 
-  static void collect_buffers(const ir::Arg& a, std::vector<BufferId>& ids) {
-    if (a.kind == ir::Arg::Kind::Value) ids.push_back(a.value);
-    for (const ir::Arg& item : a.items) collect_buffers(item, ids);
-  }
-
   static std::string extern_summary(const loop_ir::ExternCall& call) {
-    std::vector<BufferId> ids;
-    for (const ir::Arg& a : call.args) collect_buffers(a, ids);
-    for (const auto& kw : call.kwargs) collect_buffers(kw.second, ids);
+    const std::vector<BufferId> ids = call.buffer_args();
     std::string s = "(";
     for (size_t k = 0; k < ids.size(); ++k) s += (k ? ", %b" : "%b") + std::to_string(ids[k]);
     s += ") -> (";
     for (size_t k = 0; k < call.results.size(); ++k) s += (k ? ", %b" : "%b") + std::to_string(call.results[k]);
     s += ")";
-    if (call.mutates_first_arg) s += " mutates";
+    const std::vector<BufferId> written = call.written_args();
+    for (size_t k = 0; k < written.size(); ++k) s += (k ? ", %b" : " writes %b") + std::to_string(written[k]);
     return s;
   }
 
   // Buffers an extern may return an alias of: its arguments' memory.
   bool passed_to_extern(BufferId root) const {
-    for (const loop_ir::ExternCall& call : program_.externs) {
-      std::vector<BufferId> ids;
-      for (const ir::Arg& a : call.args) collect_buffers(a, ids);
-      for (const auto& kw : call.kwargs) collect_buffers(kw.second, ids);
-      for (BufferId id : ids)
+    for (const loop_ir::ExternCall& call : program_.externs)
+      for (BufferId id : call.buffer_args())
         if (place(id).root_buffer == root) return true;
-    }
     return false;
   }
 
