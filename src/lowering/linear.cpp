@@ -17,9 +17,15 @@
 // by their strides and a [K, N] one calls torch.mm (linear) on the [B*M, K] view and returns a
 // [B*M, N] result that the [..., M, N] buffer views (fold_matmul_batch_dims): torch.matmul folds the
 // same way, through reshape, view, mm and _unsafe_view dispatches on every call, which was host time
-// per step on a GPU (LLaMA's 87 matmuls a step, 2026-12-03 profile). Same call, same bits.
+// per step on a GPU (LLaMA's 87 matmuls a step, 2026-12-03 profile). Same call, same bits. A result
+// the program returns is not a view for the caller: an extern `aten._unsafe_view` right after the call
+// makes it the [..., M, N] tensor (eager's matmul ends with the same call, so the caller sees what
+// eager returns: no view whose in-place writes autograd would refuse); the remaining 32 matmuls of a
+// LLaMA training forward, whose results the backward saves, cost 21 us of host time each that way on
+// the H200's host (2026-12-04 profile: aten::matmul 55.8 us a call against aten::mm's 34.9).
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "lowering/lower_internal.h"
 
@@ -104,7 +110,8 @@ loop_ir::Buffer folded_matrix(const loop_ir::Buffer& b, const sym::Expr& rows, l
 
 void fold_matmul_batch_dims(loop_ir::Program& program) {
   std::map<BufferId, BufferId> folded;  // an operand's [B*M, K] view, shared by the calls that read it
-  for (loop_ir::ExternCall& call : program.externs) {
+  for (size_t e = 0; e < program.externs.size(); ++e) {
+    loop_ir::ExternCall& call = program.externs[e];
     if ((call.callable != "torch.matmul" && call.callable != "torch.nn.functional.linear") || call.args.size() < 2 ||
         call.results.size() != 1 || !call.kwargs.empty() || call.mutates_first_arg ||
         call.args[0].kind != ir::Arg::Kind::Value || call.args[1].kind != ir::Arg::Kind::Value)
@@ -118,7 +125,7 @@ void fold_matmul_batch_dims(loop_ir::Program& program) {
         result.sizes.size() != rank || result.strides[rank - 1] != sym::Expr(int64_t{1}) ||
         result.strides[rank - 2] != result.sizes[rank - 1] || !leading_dims_merge(left) || !leading_dims_merge(result))
       continue;
-    if (std::find(program.outputs.begin(), program.outputs.end(), result_id) != program.outputs.end()) continue;
+    const bool returned = std::find(program.outputs.begin(), program.outputs.end(), result_id) != program.outputs.end();
     sym::Expr rows = left.sizes[0];
     for (size_t k = 1; k + 1 < rank; ++k) rows = rows * left.sizes[k];
     auto view = folded.find(left.id);
@@ -128,12 +135,34 @@ void fold_matmul_batch_dims(loop_ir::Program& program) {
       view = folded.emplace(left.id, program.add_buffer(std::move(left2d))).first;
     }
     call.args[0] = ir::Arg::of_value(view->second);
-    call.results[0] = program.add_buffer(folded_matrix(result, rows, loop_ir::Buffer::Kind::Extern));
-    loop_ir::Buffer& viewed = program.buffers.at(static_cast<size_t>(result_id));
-    viewed.kind = loop_ir::Buffer::Kind::View;
-    viewed.base = call.results[0];
-    viewed.offset = int64_t{0};
+    const BufferId matrix = program.add_buffer(folded_matrix(result, rows, loop_ir::Buffer::Kind::Extern));
+    call.results[0] = matrix;
     if (call.callable == "torch.matmul") call.callable = "torch.mm";
+    if (!returned) {
+      loop_ir::Buffer& viewed = program.buffers.at(static_cast<size_t>(result_id));
+      viewed.kind = loop_ir::Buffer::Kind::View;
+      viewed.base = matrix;
+      viewed.offset = int64_t{0};
+      continue;
+    }
+    // Returned: the next step makes the [..., M, N] result from the matrix, as eager's matmul does.
+    std::vector<ir::Arg> sizes;
+    for (const sym::Expr& s : result.sizes) sizes.push_back(ir::Arg::of_size(s));
+    loop_ir::ExternCall unfold;
+    unfold.callable = "torch.ops.aten._unsafe_view";
+    unfold.args = {ir::Arg::of_value(matrix), ir::Arg::list(std::move(sizes))};
+    unfold.results = {result_id};
+    program.externs.insert(program.externs.begin() + static_cast<std::ptrdiff_t>(e + 1), std::move(unfold));
+    const int at = static_cast<int>(e);
+    auto step = program.steps.end();
+    for (auto s = program.steps.begin(); s != program.steps.end(); ++s) {
+      if (s->kind != loop_ir::Step::Kind::Extern) continue;
+      if (s->index == at) step = s;
+      if (s->index > at) ++s->index;
+    }
+    if (step == program.steps.end()) throw std::logic_error("fold_matmul_batch_dims: extern call " + std::to_string(at) + " runs in no step");
+    program.steps.insert(step + 1, loop_ir::Step{loop_ir::Step::Kind::Extern, at + 1});
+    ++e;  // past the call just inserted
   }
 }
 

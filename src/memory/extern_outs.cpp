@@ -3,7 +3,8 @@
 // that torch allocates. On the CPU torch's allocator is malloc: a fresh result per call and per step
 // is fresh pages whenever glibc has given the heap's top back to the system, and their page faults
 // were 2-3% of a LLaMA training step (1,221 faults a step, 2026-12-04); the arena's pages stay
-// mapped from call to call, and the planner packs the results with the other temporaries.
+// mapped from call to call, and the planner packs the results with the other temporaries. A result the
+// program returns, or hands to a call that may return an alias of it, stays torch's.
 #include <set>
 #include <string>
 
@@ -36,8 +37,13 @@ bool row_major(const Buffer& b) {
 }  // namespace
 
 bool arena_extern_results(loop_ir::Program& program) {
+  // Returned, or handed to a call that may return an alias of it (aten._unsafe_view of a folded matmul's
+  // matrix, which the program returns): in the arena it would leave with the caller, and the arena with it.
   std::set<BufferId> returned;
   for (BufferId b : program.outputs) returned.insert(program.storage_root(b));
+  for (const loop_ir::ExternCall& call : program.externs)
+    if (call.mutates_first_arg || !ir::returns_new_tensors(call.callable))
+      for (BufferId b : call.buffer_args()) returned.insert(program.storage_root(b));
   bool changed = false;
   for (loop_ir::ExternCall& call : program.externs) {
     if (!takes_out(call.callable) || call.results.size() != 1 || !call.kwargs.empty() || call.mutates_first_arg ||

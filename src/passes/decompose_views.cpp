@@ -85,12 +85,149 @@ void expand_rule(Ctx& c) {
   c.finish(expand_symbolic(c.rw, x, sizes));
 }
 
-// x[index] with ints, slices, None and Ellipsis.
+// A graph that writes nothing in place: an advanced index makes a new tensor, where a slice would alias,
+// so a write into the result (or into a view of it) must not be one that reaches x.
+void refuse_if_graph_writes_in_place(Ctx& c) {
+  for (const ir::Node& other : c.rw.source().nodes())
+    if (other.mutates_first_arg()) refuse();
+}
+
+// The values an integer tensor of the source graph can hold, when its producers say: an arange of
+// literals, shifted by literal adds and subs, seen through views and selections (which pick a subset of
+// the values). nullopt when they do not (a graph input, anything computed otherwise).
+std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, ValueId v, int depth = 0) {
+  const ir::NodeId producer = g.value(v).producer;
+  if (producer < 0 || depth > 32) return std::nullopt;
+  const ir::Node& n = g.node(producer);
+  if (n.args.empty() || n.results.size() != 1) return std::nullopt;
+  switch (n.op) {
+    case Op::Arange: {
+      std::vector<int64_t> ints;
+      for (const Arg& a : n.args) {
+        std::optional<int64_t> k = int_literal(a);
+        if (!k || bool_literal(a)) return std::nullopt;
+        ints.push_back(*k);
+      }
+      if (ints.empty() || ints.size() > 3) return std::nullopt;
+      const int64_t start = ints.size() == 1 ? 0 : ints[0], end = ints.size() == 1 ? ints[0] : ints[1];
+      const int64_t step = ints.size() == 3 ? ints[2] : 1;
+      if (step <= 0 || end <= start) return std::nullopt;
+      return std::make_pair(start, start + (end - start - 1) / step * step);
+    }
+    case Op::Add:
+    case Op::Sub: {
+      std::optional<int64_t> k = n.args.size() == 2 && n.kwargs.empty() ? int_literal(n.args[1]) : std::nullopt;
+      if (!k || bool_literal(n.args[1]) || n.args[0].kind != Arg::Kind::Value) return std::nullopt;
+      auto r = index_values(g, n.args[0].value, depth + 1);
+      if (!r) return std::nullopt;
+      const int64_t shift = n.op == Op::Add ? *k : -*k;
+      return std::make_pair(r->first + shift, r->second + shift);
+    }
+    case Op::Getitem: case Op::Reshape: case Op::Unsqueeze: case Op::Squeeze: case Op::Expand: case Op::Permute:
+    case Op::Transpose: case Op::Flatten: case Op::Slice: case Op::Select: case Op::Contiguous:
+      if (n.args[0].kind != Arg::Kind::Value) return std::nullopt;
+      return index_values(g, n.args[0].value, depth + 1);
+    default:
+      return std::nullopt;
+  }
+}
+
+// x[i0, i1, ...] with integer index tensors beside full slices and Ellipsis (numpy's advanced indexing;
+// transformers' masks index position ids by broadcast aranges: position_ids[batch_idx, q_idx]), when
+// every index is known to lie in its dim (index_values): the indexed dims are moved first and merged, the
+// indices become one flat index into them, and index_select gathers the rows. The broadcast index dims
+// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). Indices that
+// may be negative or out of range stay with torch, which wraps the one and raises its own error for the
+// other (a flat index would not see an index out of its dim but inside the merged rows).
+void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
+  Rewriter& rw = c.rw;
+  const std::vector<int64_t> in = const_sizes(rw.type(x));
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t given = 0;
+  for (const Arg& it : items) given += it.kind == Arg::Kind::Value || !std::holds_alternative<ir::Ellipsis>(it.literal);
+  if (given > rank) refuse();
+  std::vector<std::pair<int64_t, ValueId>> indexed;  // (dim of x, index tensor)
+  int64_t dim = 0, ellipses = 0;
+  for (const Arg& it : items) {
+    if (it.kind == Arg::Kind::Value) {
+      ValueId t = c.tensor(it);
+      if (!ir::is_integral(rw.type(t).dtype) || rw.type(t).dtype == DType::UInt8) refuse();
+      auto values = index_values(rw.source(), it.value);
+      if (!values || values->first < 0 || values->second >= in[static_cast<size_t>(dim)]) refuse();
+      indexed.emplace_back(dim++, t);
+    } else if (it.kind == Arg::Kind::Literal && std::holds_alternative<ir::Ellipsis>(it.literal)) {
+      if (++ellipses > 1) refuse();
+      dim += rank - given;
+    } else if (const ir::Slice* s = it.kind == Arg::Kind::Literal ? std::get_if<ir::Slice>(&it.literal) : nullptr;
+               s && !s->start && !s->stop && s->step.value_or(1) == 1) {
+      ++dim;  // a full slice: the dim is kept
+    } else {
+      refuse();  // ints, None and partial slices beside index tensors stay with torch
+    }
+  }
+  refuse_if_graph_writes_in_place(c);
+  std::vector<int64_t> perm, rest;
+  int64_t rows = 1;
+  for (const auto& [d, t] : indexed) {
+    perm.push_back(d);
+    rows *= in[static_cast<size_t>(d)];
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(perm.begin(), perm.end(), d) == perm.end()) {
+      perm.push_back(d);
+      rest.push_back(in[static_cast<size_t>(d)]);
+    }
+  const std::vector<int64_t> out = const_sizes(c.result_type());
+  const size_t broadcast_rank = out.size() - rest.size();
+  bool adjacent = true;
+  for (size_t k = 1; k < indexed.size(); ++k) adjacent &= indexed[k].first == indexed[k - 1].first + 1;
+  const size_t at = adjacent ? static_cast<size_t>(indexed.front().first) : 0;  // where the broadcast dims go
+  const std::vector<int64_t> broadcast(out.begin() + static_cast<std::ptrdiff_t>(at),
+                                       out.begin() + static_cast<std::ptrdiff_t>(at + broadcast_rank));
+  // The flat index: sum of index_k * (product of the sizes of the indexed dims after k).
+  ValueId flat = -1;
+  int64_t scale = rows;
+  for (const auto& [d, t] : indexed) {
+    scale /= in[static_cast<size_t>(d)];
+    ValueId k = convert(rw, t, DType::Int64);
+    if (scale != 1) k = binary(rw, Op::Mul, k, Arg::of_literal(scale));
+    flat = flat < 0 ? k : binary(rw, Op::Add, flat, V(k));
+  }
+  if (const_sizes(rw.type(flat)) != broadcast) flat = expand(rw, flat, broadcast);
+  flat = reshape(rw, flat, {numel(broadcast)});
+  std::vector<int64_t> merged = {rows};
+  merged.insert(merged.end(), rest.begin(), rest.end());
+  bool moved = false;
+  for (size_t k = 0; k < perm.size(); ++k) moved |= perm[k] != static_cast<int64_t>(k);
+  ValueId source = reshape(rw, moved ? permute(rw, x, perm) : x, merged);
+  std::vector<int64_t> gathered = {numel(broadcast)};
+  gathered.insert(gathered.end(), rest.begin(), rest.end());
+  const ir::TensorType& xt = rw.type(x);
+  ValueId rows_of = rw.emit(Op::IndexSelect, {V(source), Arg::of_literal(int64_t{0}), V(flat)}, {},
+                            make_type(xt.dtype, to_exprs(gathered), xt.device, xt.requires_grad));
+  std::vector<int64_t> unflat = broadcast;
+  unflat.insert(unflat.end(), rest.begin(), rest.end());
+  ValueId r = reshape(rw, rows_of, unflat);
+  if (at > 0) {  // [B..., rest...] -> [rest[:at], B..., rest[at:]]
+    std::vector<int64_t> order;
+    for (size_t k = 0; k < at; ++k) order.push_back(static_cast<int64_t>(broadcast_rank + k));
+    for (size_t k = 0; k < broadcast_rank; ++k) order.push_back(static_cast<int64_t>(k));
+    for (size_t k = at; k < rest.size(); ++k) order.push_back(static_cast<int64_t>(broadcast_rank + k));
+    r = permute(rw, r, order);
+  }
+  c.finish(r);
+}
+
+// x[index] with ints, slices, None and Ellipsis; with index tensors: getitem_by_tensors.
 void getitem(Ctx& c) {
   if (c.node.args.size() != 2 || !c.node.kwargs.empty() || c.node.args[0].kind != Arg::Kind::Value) refuse();
   ValueId x = c.tensor(c.node.args[0]);
   const Arg& index = c.node.args[1];
   std::vector<Arg> items = index.kind == Arg::Kind::Tuple ? index.items : std::vector<Arg>{index};
+  if (std::any_of(items.begin(), items.end(), [](const Arg& it) { return it.kind == Arg::Kind::Value; })) {
+    getitem_by_tensors(c, x, items);
+    return;
+  }
   std::vector<int64_t> in = const_sizes(c.rw.type(x));
   int64_t rank = static_cast<int64_t>(in.size());
   int64_t consumed = 0, ellipses = 0, lists = 0;
@@ -114,11 +251,8 @@ void getitem(Ctx& c) {
   });
   // An int beside a list is a second index array (numpy's rules may move the indexed dims first).
   if (ellipses > 1 || consumed > rank || lists > 1 || (lists > 0 && ints)) refuse();
-  // A list index is advanced indexing: a new tensor, which a slice would alias. Only in a graph that writes
-  // nothing in place (a write into the result, or into a view of it, would reach x).
-  if (lists > 0)
-    for (const ir::Node& other : c.rw.source().nodes())
-      if (other.mutates_first_arg()) refuse();
+  // A list index is advanced indexing: a new tensor, which a slice would alias.
+  if (lists > 0) refuse_if_graph_writes_in_place(c);
   Rewriter& rw = c.rw;
   ValueId cur = x;
   int64_t dim = 0;  // dim of `cur` the next index applies to
@@ -375,6 +509,88 @@ void factory(Ctx& c, std::optional<double> value) {
   if (is_integral(r.dtype) && static_cast<double>(static_cast<int64_t>(v)) != v) refuse();
   if (is_complex(r.dtype)) refuse();
   c.finish(full(c.rw, const_sizes(r), v, r.dtype, r.device));
+}
+
+// F.embedding: the weight's rows at the flattened indices (index_select), reshaped to the indices' sizes
+// plus the row. padding_idx, scale_grad_by_freq and sparse change only the gradient (the autograd rule
+// reads them before this runs); max_norm renormalizes the weight in place: it stays with torch.
+void embedding(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId indices = c.tensor("input"), weight = c.tensor("weight");
+  if (!c.none("max_norm")) refuse();
+  const ir::TensorType& r = c.result_type();
+  const ir::TensorType& w = rw.type(weight);
+  const DType idt = rw.type(indices).dtype;
+  if ((idt != DType::Int64 && idt != DType::Int32) || w.sizes.size() != 2 || w.dtype != r.dtype) refuse();
+  const std::vector<int64_t> at = const_sizes(rw.type(indices));
+  const std::vector<int64_t> rows = {numel(at), const_sizes(w)[1]};
+  ValueId picked = rw.emit(Op::IndexSelect, {V(weight), Arg::of_literal(int64_t{0}), V(reshape(rw, indices, {numel(at)}))},
+                           {}, make_type(w.dtype, to_exprs(rows), w.device, w.requires_grad));
+  c.finish(reshape(rw, picked, const_sizes(r)));
+}
+
+// torch.diff(input, n, dim, prepend, append): prepend and append joined on by cat, then n times the
+// difference of neighbours (a slice from 1 minus a slice to the last). Bools (a logical xor) stay with torch.
+void diff(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  const ir::TensorType& r = c.result_type();
+  if (r.dtype == DType::Bool || rw.type(x).dtype != r.dtype) refuse();
+  const int64_t rank = rank_of(rw, x);
+  if (rank == 0) refuse();
+  const int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  std::vector<ValueId> parts;
+  for (const char* name : {"prepend", "input", "append"}) {
+    if (c.none(name)) continue;
+    ValueId part = c.tensor(name);
+    if (rw.type(part).dtype != r.dtype || rank_of(rw, part) != rank) refuse();  // cat's promotion, 0-d parts
+    parts.push_back(part);
+  }
+  if (parts.size() > 1) x = build::cat(rw, parts, dim, r);
+  const int64_t n = c.int_arg("n");
+  if (n < 0) refuse();
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t size = const_sizes(rw.type(x))[static_cast<size_t>(dim)];
+    if (size == 0) break;
+    x = binary(rw, Op::Sub, slice(rw, x, dim, 1, size, 1), V(slice(rw, x, dim, 0, size - 1, 1)));
+  }
+  if (const_sizes(rw.type(x)) != const_sizes(r)) refuse();
+  c.finish(x);
+}
+
+// F.pad in "constant" mode with non-negative pads: the value's blocks joined on by cat, last dim first.
+void constant_pad(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId x = c.tensor("input");
+  const Arg& mode = c.arg("mode");
+  const std::string* m = mode.kind == Arg::Kind::Literal ? std::get_if<std::string>(&mode.literal) : nullptr;
+  if (!m || *m != "constant") refuse();
+  const Arg& pad = c.arg("pad");
+  if (pad.kind != Arg::Kind::List && pad.kind != Arg::Kind::Tuple) refuse();
+  const ir::TensorType& r = c.result_type();
+  const int64_t rank = rank_of(rw, x);
+  if (pad.items.size() % 2 != 0 || static_cast<int64_t>(pad.items.size()) > 2 * rank || rw.type(x).dtype != r.dtype) refuse();
+  const double value = c.none("value") ? 0.0 : c.number_arg("value");
+  if (is_integral(r.dtype) && static_cast<double>(static_cast<int64_t>(value)) != value) refuse();
+  for (size_t k = 0; k < pad.items.size(); k += 2) {
+    const int64_t dim = rank - 1 - static_cast<int64_t>(k / 2);
+    std::optional<int64_t> before = int_literal(pad.items[k]), after = int_literal(pad.items[k + 1]);
+    if (!before || !after || *before < 0 || *after < 0) refuse();
+    std::vector<ValueId> parts;
+    for (int64_t width : {*before, int64_t{-1}, *after}) {
+      if (width == 0) continue;
+      if (width < 0) {
+        parts.push_back(x);
+        continue;
+      }
+      std::vector<int64_t> sizes = const_sizes(rw.type(x));
+      sizes[static_cast<size_t>(dim)] = width;
+      parts.push_back(full(rw, sizes, value, r.dtype, r.device));
+    }
+    if (parts.size() > 1) x = build::cat(rw, parts, dim, r);
+  }
+  if (const_sizes(rw.type(x)) != const_sizes(r)) refuse();
+  c.finish(x);
 }
 
 void arange(Ctx& c) {
@@ -668,6 +884,12 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.ones"] = rules["torch.ones_like"] = [](Ctx& c) { factory(c, 1.0); };
   rules["torch.full"] = rules["torch.full_like"] = [](Ctx& c) { factory(c, std::nullopt); };
   rules["torch.arange"] = arange;
+  rules["torch.Tensor.new_zeros"] = [](Ctx& c) { factory(c, 0.0); };
+  rules["torch.Tensor.new_ones"] = [](Ctx& c) { factory(c, 1.0); };
+  rules["torch.Tensor.new_full"] = [](Ctx& c) { factory(c, std::nullopt); };
+  rules["torch.diff"] = rules["torch.Tensor.diff"] = diff;
+  rules["torch.nn.functional.embedding"] = embedding;
+  rules["torch.nn.functional.pad"] = constant_pad;
   rules["torch.nn.functional.linear"] = linear;
   rules["torch.addmm"] = addmm;
   rules["torch.baddbmm"] = rules["torch.Tensor.baddbmm"] = baddbmm;

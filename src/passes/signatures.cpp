@@ -28,6 +28,8 @@ std::vector<Entry> entries() {
   static const std::string arange = std::string("start, end=None, step=1, ") + kFactoryKw;
   static const std::string like = std::string("input, ") + kLikeKw;
   static const std::string full_like = std::string("input, fill_value, ") + kLikeKw;
+  static const std::string new_zeros = std::string("self, *size:sizes, ") + (kFactoryKw + 13);  // no out=
+  static const std::string new_full = std::string("self, size:sizes, fill_value, *, ") + (kFactoryKw + 13);
   return {
       {{"torch.add", "torch.sub", "torch.rsub", "torch.Tensor.__rsub__"}, "input, other, *, alpha=1"},
       {{"torch.div"}, "input, other, *, rounding_mode=None"},
@@ -118,6 +120,12 @@ std::vector<Entry> entries() {
       {{"torch.arange"}, arange.c_str()},
       {{"torch.zeros_like", "torch.ones_like"}, like.c_str()},
       {{"torch.full_like"}, full_like.c_str()},
+      {{"torch.Tensor.new_zeros", "torch.Tensor.new_ones"}, new_zeros.c_str()},
+      {{"torch.Tensor.new_full"}, new_full.c_str()},
+      {{"torch.diff", "torch.Tensor.diff"}, "input, n=1, dim:dim=-1, prepend=None, append=None"},
+      {{"torch.nn.functional.pad"}, "input, pad, mode='constant', value=None"},
+      {{"torch.nn.functional.embedding"},
+       "input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False"},
   };
 }
 

@@ -59,13 +59,13 @@ _NO_GRAPH = "it captures no tensor op (Python values only, or its frame runs eag
 NO_KERNELS = {
     **dict.fromkeys([
         "for_over_shape", "functional_conv1d", "functional_conv2d", "functional_dropout_off",
-        "functional_dropout_train_seeded", "functional_embedding", "functional_glu_normalize",
-        "functional_pad_interpolate", "functional_pooling", "functional_unfold_fold_shuffle", "if_on_ndim",
+        "functional_dropout_train_seeded", "functional_glu_normalize",
+        "functional_pooling", "functional_unfold_fold_shuffle", "if_on_ndim",
         "if_on_shape", "index_int_slice", "index_none_ellipsis",
         "inplace_input_out_argument", "inplace_metadata_ops", "inplace_on_view_of_intermediate", "nn_bilinear",
         "nn_conv1d", "nn_conv1d_stride_dilation", "nn_conv2d", "nn_conv2d_padding_mode_reflect",
-        "nn_conv2d_padding_same_groups", "nn_conv_transpose2d", "nn_embedding", "nn_embedding_bag",
-        "nn_embedding_padding_idx", "nn_identity_flatten_unflatten", "nn_instancenorm", "nn_linear_bfloat16",
+        "nn_conv2d_padding_same_groups", "nn_conv_transpose2d", "nn_embedding_bag",
+        "nn_identity_flatten_unflatten", "nn_instancenorm", "nn_linear_bfloat16",
         "nn_linear_float16", "nn_linear_no_bias",
         # linear with a bias: one torch.nn.functional.linear call, as eager (src/lowering/linear.cpp)
         "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",

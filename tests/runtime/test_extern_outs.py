@@ -86,3 +86,25 @@ def test_training_gradients_through_arena_matmuls():
         reference(x).square().mean().backward()
         for got, want in zip(grads, [p.grad for p in model.parameters()]):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_returned_batched_product_keeps_no_arena():
+    # x @ w of a [B, M, K] x: one torch.mm on the folded [B*M, K] view, returned through aten._unsafe_view of
+    # its matrix (docs/lowering.md). The matrix must stay torch's: in the arena the output would alias it,
+    # and every call would hand its arena to the caller and fault in a new one.
+    def fn(x, w):
+        h = x @ w
+        return h, torch.relu(torch.mm(h.flatten(0, 1), w.t()))
+
+    torch.manual_seed(3)
+    ember.reset()
+    f = ember.compile(fn)
+    w = torch.randn(32, 32)
+    with torch.no_grad():
+        for k in range(3):
+            x = torch.randn(4, 16, 32) * (k + 1)
+            got, want = f(x, w), fn(x, w)
+            for g, e in zip(got, want):
+                torch.testing.assert_close(g, e)
+            assert got[0]._base is None
+    assert ember.stats()["arenas_kept_by_outputs"] == 0, ember.stats()
