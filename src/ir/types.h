@@ -145,4 +145,17 @@ std::vector<Size> contiguous_strides(const std::vector<Size>& sizes) {
   return strides;
 }
 
+// Whether `strides` walk `sizes` row-major with no gaps, a size-1 dimension's stride ignored (it never
+// moves): the layout `contiguous_strides` gives, up to those strides.
+template <class Size>
+bool row_major(const std::vector<Size>& sizes, const std::vector<Size>& strides) {
+  Size expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (detail::is_size(sizes[i], 1)) continue;
+    if (strides[i] != expected) return false;
+    expected = expected * sizes[i];
+  }
+  return true;
+}
+
 }  // namespace ember::ir

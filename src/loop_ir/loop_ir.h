@@ -173,6 +173,9 @@ struct ExternCall {
   // The buffer arguments the call writes in place: its first when mutates_first_arg, and its `out=`
   // argument (a matmul writing its result into the arena: memory_plan.h's arena_extern_results).
   std::vector<BufferId> written_args() const;
+  // Whether its result may be (a view of) one of its arguments: it writes one in place, or its callable
+  // does not always return new tensors (ir::returns_new_tensors).
+  bool may_return_alias() const;
 };
 
 struct Step {

@@ -70,6 +70,8 @@ std::vector<BufferId> ExternCall::written_args() const {
   return out;
 }
 
+bool ExternCall::may_return_alias() const { return !written_args().empty() || !ir::returns_new_tensors(callable); }
+
 BufferId Program::storage_root(BufferId id) const {
   for (size_t hops = 0; hops <= buffers.size(); ++hops) {
     if (id < 0 || id >= static_cast<BufferId>(buffers.size()))

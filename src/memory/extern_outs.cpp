@@ -23,16 +23,6 @@ bool takes_out(const std::string& callable) {
   return kOut.count(callable) > 0;
 }
 
-// Row-major and dense from element 0: what `out=` writes into a tensor of exactly its result's sizes.
-bool row_major(const Buffer& b) {
-  if (b.offset != sym::Expr(int64_t{0})) return false;
-  sym::Expr stride(int64_t{1});
-  for (size_t d = b.sizes.size(); d-- > 0;) {
-    if (b.sizes[d] != sym::Expr(int64_t{1}) && b.strides[d] != stride) return false;
-    stride = stride * b.sizes[d];
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -42,7 +32,7 @@ bool arena_extern_results(loop_ir::Program& program) {
   std::set<BufferId> returned;
   for (BufferId b : program.outputs) returned.insert(program.storage_root(b));
   for (const loop_ir::ExternCall& call : program.externs)
-    if (call.mutates_first_arg || !ir::returns_new_tensors(call.callable))
+    if (call.may_return_alias())
       for (BufferId b : call.buffer_args()) returned.insert(program.storage_root(b));
   bool changed = false;
   for (loop_ir::ExternCall& call : program.externs) {
@@ -50,7 +40,10 @@ bool arena_extern_results(loop_ir::Program& program) {
         call.result_form != ir::Node::ResultForm::Single)
       continue;
     Buffer& result = program.buffers.at(static_cast<size_t>(call.results[0]));
-    if (result.kind != Buffer::Kind::Extern || returned.count(result.id) || !row_major(result)) continue;
+    // Row-major from element 0: what `out=` writes into a tensor of exactly the result's sizes.
+    if (result.kind != Buffer::Kind::Extern || returned.count(result.id) || result.offset != sym::Expr(int64_t{0}) ||
+        !ir::row_major(result.sizes, result.strides))
+      continue;
     result.kind = Buffer::Kind::Temp;
     call.kwargs.emplace_back("out", ir::Arg::of_value(result.id));
     call.results.clear();

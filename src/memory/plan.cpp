@@ -145,7 +145,7 @@ MemoryPlan plan_memory(const Program& program, const std::vector<int64_t>& symbo
   for (const loop_ir::Step& step : program.steps) {
     if (step.kind != loop_ir::Step::Kind::Extern) continue;
     const loop_ir::ExternCall& call = program.externs.at(step.index);
-    if (call.written_args().empty() && ir::returns_new_tensors(call.callable)) continue;
+    if (!call.may_return_alias()) continue;
     std::vector<BufferId> roots;
     for (BufferId a : call.buffer_args()) {
       const BufferId r = program.storage_root(a);

@@ -117,15 +117,7 @@ ir::Graph Rewriter::finish() {
 
 // --- Types -----------------------------------------------------------------------------------
 
-bool is_contiguous(const ir::TensorType& t) {
-  sym::Expr expected = 1;
-  for (size_t i = t.sizes.size(); i-- > 0;) {
-    if (t.sizes[i].is_constant() && t.sizes[i].constant() == 1) continue;
-    if (t.strides[i] != expected) return false;
-    expected = expected * t.sizes[i];
-  }
-  return true;
-}
+bool is_contiguous(const ir::TensorType& t) { return ir::row_major(t.sizes, t.strides); }
 
 std::vector<int64_t> const_sizes(const ir::TensorType& t) {
   std::vector<int64_t> out;

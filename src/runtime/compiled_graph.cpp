@@ -644,8 +644,8 @@ bool CompiledGraph::take_arena(Call& call) const {
   // add to this call's peak.
   Arena donor;
   if (g_last_caller != this && g_large_arena_holder != nullptr && g_large_arena_holder != this) {
-    if (g_large_arena_holder->device() == device_) donor = g_large_arena_holder->release_reused_arena();
-    g_large_arena_holder->drop_reused_arena();
+    Arena released = g_large_arena_holder->release_reused_arena();
+    if (g_large_arena_holder->device() == device_) donor = std::move(released);
     g_large_arena_holder = nullptr;
   }
   g_last_caller = this;
