@@ -1,8 +1,8 @@
 // Derivative rules of views, data movement, indexing and the matmul family (rules.h), and the
-// rules of generic torch calls by name. A view's gradient is the inverse view; an indexing op's is
-// a scatter into zeros, run by torch (`torch.slice_scatter`, `torch.scatter_add`, `torch.index_add`,
-// aten's `embedding_dense_backward`) until those have lowerings of their own; convolutions' by
-// torch.nn.grad.
+// rules of generic torch calls by name. A view's gradient is the inverse view; a gather's
+// (index_select, gather, embedding, topk) an index_add or scatter_add into zeros, which lowering
+// turns into accumulating stores; other indexing ops' a scatter into zeros run by torch
+// (`torch.slice_scatter`, `torch.select_scatter`, aten's `index_put`); convolutions' by torch.nn.grad.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -22,6 +22,11 @@ ir::TensorType contiguous_type(Rewriter& rw, ValueId like) {
 ValueId scatter_into_zeros(Rewriter& rw, const char* target, ValueId x, std::vector<Arg> args) {
   args.insert(args.begin(), V(zeros_like(rw, x)));
   return rw.emit_torch(target, std::move(args), {}, contiguous_type(rw, x));
+}
+
+// `g` added into zeros shaped like `x` along `dim` where `index` sends it: index_add or scatter_add.
+ValueId add_into_zeros(Rewriter& rw, Op op, ValueId x, Arg dim, ValueId index, ValueId g) {
+  return rw.emit(op, {V(zeros_like(rw, x)), std::move(dim), V(index), V(g)}, {}, contiguous_type(rw, x));
 }
 
 // The gradients of a @ b: g @ b^T and a^T @ g; give() sums broadcast batch dims. torch.matmul's
@@ -160,7 +165,7 @@ void gather_vjp(VjpCtx& c) {
   for (size_t k = 0; one_per_row && k < xs.size(); ++k)
     one_per_row = k == static_cast<size_t>(dim) || is[k] == xs[k];
   if (!one_per_row) {
-    c.give("input", scatter_into_zeros(rw, "torch.scatter_add", x, {rw.map(c.arg("dim")), V(index), V(g)}));
+    c.give("input", add_into_zeros(rw, Op::ScatterAdd, x, rw.map(c.arg("dim")), index, g));
     return;
   }
   const int64_t n = xs[static_cast<size_t>(dim)].constant();
@@ -227,15 +232,40 @@ void selected_values_vjp(VjpCtx& c) {
     g = reshape_symbolic(rw, g, kept);
     index = reshape_symbolic(rw, index, kept);
   }
-  c.give(*input, scatter_into_zeros(rw, "torch.scatter_add", x, {Arg::of_literal(dim), V(index), V(g)}));
+  c.give(*input, add_into_zeros(rw, Op::ScatterAdd, x, Arg::of_literal(dim), index, g));
 }
 
 void index_select_vjp(VjpCtx& c) {
   if (!c.needs("input")) return;
-  c.give("input", scatter_into_zeros(c.rw, "torch.index_add", c.in("input"), {c.rw.map(c.arg("dim")), V(c.in("index")), V(*c.grad())}));
+  c.give("input", add_into_zeros(c.rw, Op::IndexAdd, c.in("input"), c.rw.map(c.arg("dim")), c.in("index"), *c.grad()));
 }
 
-void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm writes the weight: refused
+// x's gradient passes through; the source's is the gradient read where the index sent each element:
+// index_select's and gather's forward. A scatter_add source larger than its index (elements that add
+// nowhere) is refused: an island.
+void index_add_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  if (c.needs("input")) c.give("input", *c.grad());
+  if (!c.needs("source")) return;
+  const ValueId source = c.in("source");
+  if (rank_of(rw, source) == 0) passes::refuse();
+  c.give("source", rw.emit(Op::IndexSelect, {V(*c.grad()), rw.map(c.arg("dim")), V(c.in("index"))}, {}, contiguous_type(rw, source)));
+}
+
+void scatter_add_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  if (c.needs("input")) c.give("input", *c.grad());
+  if (!c.needs("src")) return;
+  const ValueId src = c.in("src"), index = c.in("index");
+  if (sizes_of(rw, src) != sizes_of(rw, index)) passes::refuse();
+  c.give("src", rw.emit(Op::Gather, {V(*c.grad()), rw.map(c.arg("dim")), V(index)}, {}, contiguous_type(rw, src)));
+}
+
+// The weight's gradient: each row of the output's gradient added into the row its index names (an
+// index_add of [N, D] rows, N the indices' count), rows of padding_idx left out (their gradient
+// rows zeroed), as aten's embedding_dense_backward computes it. scale_grad_by_freq divides by each
+// index's count: aten's call. max_norm writes the weight: refused.
+void embedding_vjp(VjpCtx& c) {
   const Arg* indices = argument(c.node, 0, "input");
   const Arg* weight = argument(c.node, 1, "weight");
   if (!indices || !weight || !c.needs(*weight)) return;
@@ -257,11 +287,23 @@ void embedding_vjp(VjpCtx& c) {  // aten's embedding_dense_backward; max_norm wr
   ValueId w = c.in(*weight);
   int64_t rows = passes::const_sizes(rw.type(w)).at(0);
   if (padding && *padding < 0) *padding += rows;
-  ValueId g = rw.emit_torch("torch.ops.aten.embedding_dense_backward",
-                            {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows), Arg::of_literal(padding.value_or(-1)),
-                             Arg::of_literal(by_freq)},
-                            {}, contiguous_type(rw, w));
-  c.give(*weight, g);
+  if (by_freq) {
+    c.give(*weight, rw.emit_torch("torch.ops.aten.embedding_dense_backward",
+                                  {V(*c.grad()), V(c.in(*indices)), Arg::of_literal(rows),
+                                   Arg::of_literal(padding.value_or(-1)), Arg::of_literal(by_freq)},
+                                  {}, contiguous_type(rw, w)));
+    return;
+  }
+  const ValueId index = c.in(*indices);
+  const Sizes index_sizes = sizes_of(rw, index);
+  const sym::Expr n = count(index_sizes, all_dims(static_cast<int64_t>(index_sizes.size())));
+  const ValueId flat = reshape_symbolic(rw, index, {n});
+  ValueId g = reshape_symbolic(rw, *c.grad(), {n, sizes_of(rw, w).at(1)});
+  if (padding) {
+    const ValueId hit = reshape_symbolic(rw, binary(rw, Op::Eq, flat, Arg::of_literal(*padding)), {n, sym::Expr(1)});
+    g = pointwise(rw, Op::Where, {V(hit), scalar(0.0, rw.type(g).dtype), V(g)}, rw.type(g).dtype);
+  }
+  c.give(*weight, add_into_zeros(rw, Op::IndexAdd, w, Arg::of_literal(int64_t{0}), flat, g));
 }
 
 void tril_vjp(VjpCtx& c) {

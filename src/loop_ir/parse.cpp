@@ -292,6 +292,11 @@ class ProgramParser : public ir::TextParser {
       pos_ += 5;
       n.op = ScalarOp::Store;
       n.index = access(n);
+      skip_space();
+      if (peek() == '+') {
+        ++pos_;
+        n.accumulate = true;
+      }
       expect('=', "after the store's destination");
       n.operands.push_back(node_ref());
       // A store's dtype is its operand's; an undefined operand is verify()'s to report.

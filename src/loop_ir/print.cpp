@@ -62,7 +62,7 @@ std::string print_node(const Node& node) {
   if (node.op == ScalarOp::Constant) return def + "constant " + scalar(node.constant) + type;
   if (node.op == ScalarOp::Index) return def + "index " + join(node.index) + type;
   if (node.op == ScalarOp::CheckIndex) return def + "check_index " + operands(node) + " < " + node.bound.str() + type;
-  if (node.op == ScalarOp::Store) return "store " + access(node) + " = " + operands(node);
+  if (node.op == ScalarOp::Store) return "store " + access(node) + (node.accumulate ? " += " : " = ") + operands(node);
   return def + op_info(node.op).name + " " + operands(node) + type;
 }
 

@@ -430,6 +430,22 @@ class Verifier {
     (n.op == ScalarOp::Store ? writes_ : reads_).push_back({r, step, "kernel @" + k.name});
   }
 
+  // An accumulating store: a sum over the kernel's points in any order, into a buffer that nothing
+  // else in the kernel touches, of a dtype that adds exactly in registers (not a f16/bf16 rounding).
+  void check_accumulation(const Kernel& k, const Node& n, const std::string& who) {
+    const DType d = p_.buffers[n.buffer].dtype;
+    if (d == DType::Float16 || d == DType::BFloat16 || d == DType::Bool)
+      report(who + " accumulates into " + std::string(ir::dtype_name(d)) + " buffer " + bref(n.buffer) +
+             "; sums accumulate in f32 or an integer dtype");
+    const BufferId r = root(n.buffer);
+    for (const Node& o : k.nodes)
+      if (o.id != n.id && (o.op == ScalarOp::Load || o.op == ScalarOp::Store) && valid_buffer(o.buffer) && root(o.buffer) == r) {
+        report(who + " accumulates into " + bref(n.buffer) + ", which " + tref(o.id) + " of the same kernel also " +
+               (o.op == ScalarOp::Load ? "reads" : "writes"));
+        return;
+      }
+  }
+
   void check_kernel(const Kernel& k, int step) {
     std::string kname = "kernel @" + k.name;
     for (const sym::Expr& e : k.ranges) check_shape_expr(e, kname + "'s ranges");
@@ -457,6 +473,7 @@ class Verifier {
 
   void check_node(const Kernel& k, const Node& n, const std::string& who, int step) {
     const ScalarOpInfo& info = op_info(n.op);
+    if (n.accumulate && n.op != ScalarOp::Store) report(who + " (" + info.name + ") is marked accumulating; only a store may be");
     bool arity_ok = n.op == ScalarOp::Load ? n.operands.size() <= 1 : n.operands.size() == static_cast<size_t>(info.arity);
     if (!arity_ok) {
       report(who + " (" + info.name + ") has " + std::to_string(n.operands.size()) + " operands; it takes " +
@@ -515,6 +532,7 @@ class Verifier {
             report(who + " stores " + dt(operand_dtypes[0]) + " into " + dt(p_.buffers[n.buffer].dtype) + " buffer " +
                    bref(n.buffer) + "; it takes " + dt(want));
           if (n.dtype != operand_dtypes[0]) report(who + " has dtype " + dt(n.dtype) + ", not its operand's " + dt(operand_dtypes[0]));
+          if (n.accumulate) check_accumulation(k, n, who);
         }
         return;
       case OpClass::Unary:

@@ -1,6 +1,7 @@
 // Data-movement primitives and factories, one kernel each: cat (masked loads, one per input,
 // chosen by where), gather and index_select (indirect loads whose index is checked against the
-// dim size, as torch raises on an out-of-range index), tril/triu (where on an index
+// dim size, as torch raises on an out-of-range index), index_add and scatter_add (x copied, then
+// the source added by an accumulating store at checked indices), tril/triu (where on an index
 // comparison), contiguous (a copy into the result's layout, or the input itself when torch
 // would return it unchanged), full/zeros/ones (a constant), arange (an index expression),
 // philox_rand (philox of the loaded seed and the counter offset + row-major position).
@@ -132,6 +133,65 @@ std::string lower_indirect(Lowerer& L, const ir::Node& node) {
   return "";
 }
 
+// index_add(x, dim, index, source) and scatter_add(x, dim, index, src): x copied into the result, then
+// a kernel over the source (scatter_add: over the index) adding each element where the index sends
+// it along dim, the index checked against the dim size (torch raises on one out of range). A
+// float16/bfloat16 result sums in an f32 buffer, rounded once by a third kernel.
+std::string lower_accumulate(Lowerer& L, const ir::Node& node) {
+  const bool scatter = node.op == ir::Op::ScatterAdd;
+  if (node.args.size() != 4 || !node.kwargs.empty() || node.args[0].kind != ir::Arg::Kind::Value ||
+      node.args[2].kind != ir::Arg::Kind::Value || node.args[3].kind != ir::Arg::Kind::Value)
+    return "expects (x, dim, index, source) and no keywords";
+  const ir::ValueId x = node.args[0].value, index = node.args[2].value, source = node.args[3].value, r = node.results[0];
+  const std::vector<Expr>& sizes = L.type(r).sizes;
+  const size_t rank = sizes.size();
+  std::optional<int64_t> dim = int_literal(node.args[1]);
+  if (!dim) return "dim is not an int literal";
+  const int64_t d = *dim < 0 ? *dim + static_cast<int64_t>(rank) : *dim;
+  if (rank == 0 || d < 0 || d >= static_cast<int64_t>(rank)) return "dim out of range (or a 0-d input)";
+  const DType idt = L.type(index).dtype, rdt = L.type(r).dtype;
+  if (idt != DType::Int64 && idt != DType::Int32) return "an index that is not int64 or int32";
+  if (rdt == DType::Bool) return "a bool sum";
+  if (L.type(source).dtype != rdt || L.type(source).sizes.size() != rank) return "a source of another dtype or rank";
+  if (L.type(index).sizes.size() != (scatter ? rank : 1)) return "an index of unexpected rank";
+
+  const bool rounded = rdt == DType::Float16 || rdt == DType::BFloat16;
+  BufferId sum = -1;
+  if (rounded) {
+    loop_ir::Buffer b;
+    b.dtype = DType::Float32;
+    b.sizes = sizes;
+    b.strides = ir::contiguous_strides(sizes);
+    b.device = L.type(r).device;
+    sum = L.program().add_buffer(std::move(b));
+  } else {
+    sum = L.new_result_buffer(r);
+  }
+  {
+    KernelBuilder kb(L.program(), sizes);
+    Index idx = kb.outer_vars();
+    kb.store(sum, idx, L.load_value(kb, x, idx));
+    kb.finish();
+  }
+  {
+    KernelBuilder kb(L.program(), L.type(scatter ? index : source).sizes);
+    Index idx = kb.outer_vars();
+    NodeId i = L.load_value(kb, index, scatter ? idx : Index{idx[d]});
+    Index at = idx;
+    at[d] = Expr::symbol("t" + std::to_string(kb.check_index(i, sizes[d])));
+    kb.accumulate(sum, at, L.load_value(kb, source, idx));
+    kb.finish();
+  }
+  if (!rounded) {
+    L.bind_realized(r, sum);
+    return "";
+  }
+  KernelBuilder kb(L.program(), sizes);
+  Index idx = kb.outer_vars();
+  finish_into_result(L, kb, r, idx, kb.load(sum, idx));
+  return "";
+}
+
 std::string lower_triangle(Lowerer& L, const ir::Node& node) {
   if (node.args.empty() || node.args[0].kind != ir::Arg::Kind::Value) return "expects a tensor";
   ir::ValueId x = node.args[0].value, r = node.results[0];
@@ -251,6 +311,7 @@ std::string lower_data(Lowerer& L, const ir::Node& node) {
   switch (node.op) {
     case ir::Op::Cat: return lower_cat(L, node);
     case ir::Op::Gather: case ir::Op::IndexSelect: return lower_indirect(L, node);
+    case ir::Op::IndexAdd: case ir::Op::ScatterAdd: return lower_accumulate(L, node);
     case ir::Op::Tril: case ir::Op::Triu: return lower_triangle(L, node);
     case ir::Op::Contiguous: return lower_contiguous(L, node);
     case ir::Op::Full: return lower_fill(L, node, std::nullopt);

@@ -227,6 +227,11 @@ void KernelBuilder::store(BufferId buffer, Index index, NodeId value) {
   add(std::move(n));
 }
 
+void KernelBuilder::accumulate(BufferId buffer, Index index, NodeId value) {
+  store(buffer, std::move(index), value);
+  kernel_.nodes.back().accumulate = true;  // the store just added
+}
+
 void KernelBuilder::finish() {
   program_.steps.push_back(loop_ir::Step{loop_ir::Step::Kind::Kernel, static_cast<int>(program_.kernels.size())});
   program_.kernels.push_back(std::move(kernel_));

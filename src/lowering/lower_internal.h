@@ -77,6 +77,8 @@ class KernelBuilder {
   loop_ir::NodeId philox_rand(loop_ir::NodeId seed, loop_ir::NodeId counter);
   // Casts `value` to what the buffer's dtype computes in, then stores it.
   void store(BufferId buffer, Index index, loop_ir::NodeId value);
+  // Casts `value` to the buffer's dtype, then adds it into the element (an accumulating store).
+  void accumulate(BufferId buffer, Index index, loop_ir::NodeId value);
   void finish();
 
  private:

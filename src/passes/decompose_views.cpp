@@ -442,6 +442,15 @@ void dim_normalizing(Ctx& c, Op op) {
   c.finish(c.rw.emit(op, {V(x), Arg::of_literal(dim), V(index)}, {}, c.result_type()));
 }
 
+// index_add (alpha 1) and scatter_add with the dim normalized: the core ops.
+void accumulating(Ctx& c, Op op, const char* source) {
+  ValueId x = c.tensor("input");
+  int64_t dim = norm_dim(c.int_arg("dim"), rank_of(c.rw, x));
+  if (op == Op::IndexAdd && c.number_arg("alpha") != 1.0) refuse();
+  if (c.node.kwargs.empty() && c.node.args.size() == 4 && int_literal(c.node.args[1]) == dim) refuse();
+  c.finish(c.rw.emit(op, {V(x), Arg::of_literal(dim), V(c.tensor("index")), V(c.tensor(source))}, {}, c.result_type()));
+}
+
 // tril/triu with the diagonal spelled out.
 void triangle(Ctx& c, Op op) {
   ValueId x = c.tensor("input");
@@ -868,6 +877,8 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.stack"] = stack;
   rules["torch.gather"] = [](Ctx& c) { dim_normalizing(c, Op::Gather); };
   rules["torch.index_select"] = [](Ctx& c) { dim_normalizing(c, Op::IndexSelect); };
+  rules["torch.index_add"] = [](Ctx& c) { accumulating(c, Op::IndexAdd, "source"); };
+  rules["torch.scatter_add"] = [](Ctx& c) { accumulating(c, Op::ScatterAdd, "src"); };
   rules["torch.Tensor.contiguous"] = contiguous;
   rules["torch.tril"] = [](Ctx& c) { triangle(c, Op::Tril); };
   rules["torch.triu"] = [](Ctx& c) { triangle(c, Op::Triu); };

@@ -114,6 +114,8 @@ std::vector<Entry> entries() {
       {{"torch.chunk"}, "input, chunks, dim:dim=0"},
       {{"torch.gather"}, "input, dim:dim, index, *, sparse_grad=False"},
       {{"torch.index_select"}, "input, dim:dim, index"},
+      {{"torch.index_add"}, "input, dim:dim, index, source, *, alpha=1"},
+      {{"torch.scatter_add"}, "input, dim:dim, index, src"},
       {{"torch.tril", "torch.triu"}, "input, diagonal=0"},
       {{"torch.zeros", "torch.ones"}, zeros.c_str()},
       {{"torch.full"}, full.c_str()},

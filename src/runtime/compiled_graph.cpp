@@ -132,6 +132,19 @@ bool symbolic_args(const loop_ir::ExternCall& call) {
   throw std::runtime_error(message);
 }
 
+// A kernel's index check failed. Eager raises IndexError for an out-of-range gather or index_select
+// index and RuntimeError for index_add's and scatter_add's; Ember's one check raises a class that is
+// both, so code catching either catches it.
+PyObject* index_error_type() {
+  static PyObject* type = [] {
+    PyObject* bases = PyTuple_Pack(2, PyExc_IndexError, PyExc_RuntimeError);
+    PyObject* t = PyErr_NewException("ember.IndexOutOfBoundsError", bases, nullptr);
+    Py_XDECREF(bases);
+    return t;
+  }();
+  return type;
+}
+
 }  // namespace
 
 const MemoryStats& memory_stats() { return g_memory; }
@@ -811,7 +824,7 @@ bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned,
   if (status != 0) {
     if (call.ctx.error == EMBER_ERROR_INDEX) {
       const std::string& site = code_->check_sites().at(static_cast<size_t>(call.ctx.error_site));
-      PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for dimension with size %lld (ember kernel %s)",
+      PyErr_Format(index_error_type(), "index %lld is out of bounds for dimension with size %lld (ember kernel %s)",
                    static_cast<long long>(call.ctx.error_value), static_cast<long long>(call.ctx.error_bound),
                    site.c_str());
     } else if (!PyErr_Occurred()) {

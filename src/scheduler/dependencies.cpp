@@ -49,6 +49,7 @@ Accesses accesses_of(const Program& program, const WorkStep& step) {
       for (const Node& n : step.kernel.nodes) {
         if (n.op == loop_ir::ScalarOp::Load) acc.reads.push_back(program.storage_root(n.buffer));
         if (n.op == loop_ir::ScalarOp::Store) overwritten.push_back(program.storage_root(n.buffer));
+        if (n.accumulate) acc.reads.push_back(program.storage_root(n.buffer));  // adds to what is there
       }
       break;
     case loop_ir::Step::Kind::Extern: {

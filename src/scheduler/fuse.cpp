@@ -135,6 +135,10 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
       return result;
     }
     const Node& s = *stores[0];
+    if (s.accumulate) {
+      result.refusal = la + " adds into " + name + ", whose elements are final only after it";
+      return result;
+    }
     if (n.buffer != root || s.buffer != root) {
       result.refusal = name + " is accessed through a view";
       return result;

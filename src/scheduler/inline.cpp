@@ -66,7 +66,7 @@ const Node* single_store(const Kernel& kernel) {
   const Node* store = nullptr;
   for (const Node& n : kernel.nodes) {
     if (n.op != ScalarOp::Store) continue;
-    if (store) return nullptr;
+    if (store || n.accumulate) return nullptr;  // an accumulated element is no function of one point
     store = &n;
   }
   return store;

@@ -210,6 +210,9 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
       return infer_gather(call);
     case ir::Op::IndexSelect:
       return infer_index_select(call);
+    case ir::Op::IndexAdd:
+    case ir::Op::ScatterAdd:
+      return infer_accumulate(call);
     case ir::Op::Embedding:
       return infer_embedding(call);
     case ir::Op::Tril:

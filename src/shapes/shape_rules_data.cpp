@@ -127,6 +127,36 @@ Result infer_index_select(const Call& call) {
   return computed(call, x->dtype, out, {&*x});
 }
 
+// x.clone() with the source added in: x's sizes; contiguous when x is (else torch keeps x's strides:
+// left to the meta kernel). index_add: a 1-D index as long as the source's dim, the source's other
+// sizes x's; scatter_add: index, src and x of one rank, the index no larger than src anywhere nor
+// than x outside dim. The source has x's dtype.
+Result infer_accumulate(const Call& call) {
+  const bool scatter = call.op == ir::Op::ScatterAdd;
+  auto b = bind(call, {"input", "dim", "index", scatter ? "src" : "source"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto dim = as_int((*b)[1]);
+  auto index = as_dense((*b)[2]);
+  auto source = as_dense((*b)[3]);
+  if (!x || !dim || !index || !source || x->dim() == 0 || !is_index_dtype(index->dtype) || source->dtype != x->dtype ||
+      !has_default_strides(*x) || source->dim() != x->dim())
+    return std::nullopt;
+  auto w = wrap_dim(*dim, x->dim());
+  if (!w) return std::nullopt;
+  const size_t d = static_cast<size_t>(*w);
+  if (scatter) {
+    if (index->dim() != x->dim()) return std::nullopt;
+    for (size_t k = 0; k < x->sizes.size(); ++k)
+      if (index->sizes[k] > source->sizes[k] || (k != d && index->sizes[k] > x->sizes[k])) return std::nullopt;
+  } else {
+    if (index->dim() != 1 || index->sizes[0] != source->sizes[d]) return std::nullopt;
+    for (size_t k = 0; k < x->sizes.size(); ++k)
+      if (k != d && source->sizes[k] != x->sizes[k]) return std::nullopt;
+  }
+  return computed(call, x->dtype, x->sizes, {&*x, &*source});
+}
+
 Result infer_embedding(const Call& call) {
   auto b = bind(call, {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"});
   if (!b) return std::nullopt;

@@ -253,6 +253,10 @@ VIEWS = [
     Case("gather", ("Gather",), lambda x, i: torch.gather(x, 1, i), lambda dt: (R(3, 4, dtype=dt), Index(4, 3, 6))),
     Case("index_select", ("IndexSelect",), lambda x, i: torch.index_select(x, 0, i),
          lambda dt: (R(4, 3, dtype=dt), torch.tensor([2, 0, 2, 3]))),
+    Case("index_add", ("IndexAdd",), lambda x, i, s: torch.index_add(x, 0, i, s),
+         lambda dt: (R(4, 3, dtype=dt), torch.tensor([2, 0, 2]), R(3, 3, dtype=dt))),
+    Case("scatter_add", ("ScatterAdd",), lambda x, i, s: torch.scatter_add(x, 1, i, s),
+         lambda dt: (R(3, 4, dtype=dt), Index(4, 3, 5), R(3, 5, dtype=dt))),
     Case("embedding", ("Embedding",), lambda i, w: F.embedding(i, w), lambda dt: (Index(5, 2, 3), R(5, 4, dtype=dt))),
     # padding_idx and scale_grad_by_freq define gradients that are not derivatives: no gradcheck.
     Case("embedding_padding", ("Embedding",), lambda i, w: F.embedding(i, w, padding_idx=1),

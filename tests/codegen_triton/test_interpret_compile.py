@@ -71,6 +71,31 @@ def test_bf16_storage():
     _check(lambda t: F.silu(t) * t + 1, x, rtol=1.6e-2, atol=1e-2)
 
 
+def test_accumulating_stores_are_atomic_adds():
+    # index_add / scatter_add with many repeats per element (tl.atomic_add), a bf16 result summed in f32.
+    i = torch.randint(0, 6, (300,))
+    _check(lambda x, s: torch.index_add(x, 0, i, s) * 2, torch.randn(6, 33), torch.randn(300, 33), rtol=1e-5, atol=1e-4)
+    j = torch.randint(0, 5, (4, 70))
+    _check(lambda x, s: torch.scatter_add(x, 1, j, s), torch.randn(4, 5), torch.randn(4, 70), rtol=1e-5, atol=1e-4)
+    xb, sb = torch.randn(6, 8, dtype=torch.bfloat16), torch.randn(300, 8, dtype=torch.bfloat16)
+    got = _compile(lambda x, s: torch.index_add(x, 0, i, s))(xb, sb)
+    torch.testing.assert_close(got, torch.index_add(xb.float(), 0, i, sb.float()).bfloat16(), rtol=1.6e-2, atol=1e-2)
+
+
+def test_embedding_gradient_through_the_interpreter():
+    emb = torch.nn.Embedding(40, 16, padding_idx=1)
+    ids = torch.randint(0, 40, (4, 50))
+    ids[0, :7] = 1
+    ember.reset()
+    ember.compile(lambda t: emb(t).tanh().sum(), options=INTERPRET)(ids).backward()
+    got = emb.weight.grad.clone()
+    emb.weight.grad = None
+    emb(ids).tanh().sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad, rtol=1e-5, atol=1e-5)
+    s = ember.stats()
+    assert s["backward_graphs_compiled"] == 1 and s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
+
+
 def test_output_code_log_shows_triton(caplog):
     with caplog.at_level(logging.INFO, logger="ember"), pytest.MonkeyPatch.context() as mp:
         mp.setenv("EMBER_LOGS", "output_code")

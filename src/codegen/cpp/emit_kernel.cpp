@@ -609,8 +609,11 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   const bool unbounded_points = vector_points && !kernel.ranges.back().is_constant();
   bool parallel_outer = false, parallel_chunks = false;
   std::string parallel_note;
+  const auto accumulating = std::find_if(kernel.nodes.begin(), kernel.nodes.end(), [](const Node& n) { return n.accumulate; });
   if (!options.openmp) {
     parallel_note = "serial: OpenMP off";
+  } else if (accumulating != kernel.nodes.end()) {
+    parallel_note = "serial: %t" + std::to_string(accumulating->id) + " adds into a buffer where points may share an element";
   } else if (!symbolic_work && work < options.parallel_threshold) {
     parallel_note = "serial: work " + std::to_string(work) + " < " + std::to_string(options.parallel_threshold);
   } else if (parallel_points >= kMinParallelRows || (!vector_points && parallel_points >= 2) ||

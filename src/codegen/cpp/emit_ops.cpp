@@ -302,8 +302,8 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
       }
       return;
     case OpClass::Effect: {
-      const Buffer& b = buffer_of(env, n);
-      out += indent + env.buffer_name(b.id) + "[" + address(env, n) + "] = " +
+      const Buffer& b = buffer_of(env, n);  // an accumulating store's is f32 or an integer (verify())
+      out += indent + env.buffer_name(b.id) + "[" + address(env, n) + "] " + (n.accumulate ? "+= " : "= ") +
              expand(dtype_spelling(b.dtype).store, {operand(0)}) + ";\n";
       return;
     }
@@ -482,6 +482,8 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     case OpClass::Effect: {
       std::string why = access(true);
       if (why.empty() && operand_dtype(0) != DType::Float32) why = self + " stores a non-f32 value";
+      if (why.empty() && n.accumulate && buffer_of(env, n).dtype != DType::Float32)
+        why = self + " adds into a " + ir::dtype_name(buffer_of(env, n).dtype) + " buffer";
       return why;
     }
     case OpClass::Reduce: return f32 ? "" : self + " computes in " + ir::dtype_name(n.dtype);
@@ -606,11 +608,15 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         const std::string lanes = name(n.id) + "_lanes";
         out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize];\n";
         out += indent + operand(0) + ".store(" + lanes + ");\n";
+        // Lane by lane, in order: lanes that share an element (stride 0) all add into it.
         out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " +
-               strided_element(env, n, *c) + " = " + expand(dtype_spelling(b.dtype).store, {lanes + "[l]"}) + ";\n";
+               strided_element(env, n, *c) + (n.accumulate ? " += " : " = ") +
+               expand(dtype_spelling(b.dtype).store, {lanes + "[l]"}) + ";\n";
         return;
       }
-      out += indent + expand(dtype_spelling(b.dtype).vector_store, {pointer(env, n), operand(0), count}) + ";\n";
+      std::string value = operand(0);  // contiguous lanes: distinct elements
+      if (n.accumulate) value = "(" + expand(dtype_spelling(b.dtype).vector_load, {pointer(env, n), "", count}) + " + " + value + ")";
+      out += indent + expand(dtype_spelling(b.dtype).vector_store, {pointer(env, n), value, count}) + ";\n";
       return;
     }
     case OpClass::Reduce: {

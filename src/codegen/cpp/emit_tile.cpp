@@ -46,6 +46,7 @@ std::string tile_refusal(const NodeEnv& env) {
     const sym::Expr offset = element_offset(b, n.index);
     const std::optional<int64_t> c = linear_coefficient(offset, col);
     if (n.op == ScalarOp::Store) {
+      if (n.accumulate) return "%t" + std::to_string(n.id) + " adds into its buffer";
       if (c != std::optional<int64_t>(1) && !(!c && chunk_contiguous(offset, col)))
         return "%t" + std::to_string(n.id) + " stores with a stride along " + col;
       continue;

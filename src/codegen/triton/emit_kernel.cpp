@@ -507,6 +507,10 @@ class BodyEmitter {
               ? narrowed(v, s.tl)
               : v + ".to(" + s.tl + ")";
     const std::string mask = mask_of(c, loop);
+    if (n.accumulate) {  // points may add into one element: atomically (f32 or an integer: verify())
+      line(indent, "tl.atomic_add(" + ptr + ", " + v + (mask.empty() ? "" : ", mask=" + mask) + ", sem=\"relaxed\")");
+      return;
+    }
     line(indent, "tl.store(" + ptr + ", " + v + (mask.empty() ? "" : ", " + mask) + ")");
   }
 

@@ -232,6 +232,7 @@ TileFit fit_tile(const Program& p, const Matmul& mm, const Kernel& k) {
   std::vector<const Node*> reads;
   for (const Node& n : k.nodes) {
     if (n.op == ScalarOp::Store) {
+      if (n.accumulate) return refuse("it adds into %b" + std::to_string(n.buffer) + " (an accumulating store)");
       if (same_root(p, n.buffer, mm.result)) return refuse("it writes the matmul's result");
       for (BufferId read : {mm.a.root, mm.b.root, mm.bias ? mm.bias->root : mm.a.root})
         if (same_root(p, n.buffer, read)) return refuse("it writes %b" + std::to_string(read) + ", which the matmul reads");

@@ -1,0 +1,152 @@
+"""index_add and scatter_add compile into Ember's kernels (lower_accumulate in lowering/data.cpp: a copy of x,
+then an accumulating store `+=` at checked indices), and so do the gradients that are sums into zeros: an
+embedding's weight gradient, index_select's, gather's and topk's. Results equal eager's, repeated indices add
+up, bad indices raise eager's IndexError, and no torch call is left."""
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+
+
+def run_logged(fn, args, monkeypatch, caplog):
+    """fn compiled and run on args: its result, ember.stats(), and the extern calls lowering kept."""
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    out = ember.compile(fn)(*args)
+    externs = [line for r in caplog.records for line in r.getMessage().splitlines() if line.startswith("extern: ")]
+    return out, ember.stats(), externs
+
+
+def ints(high, *shape, seed=0):
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def rand(*shape, dtype=torch.float32, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+CASES = {  # repeated indices throughout: several source elements add into one element
+    "index_add_rows": (lambda x, i, s: torch.index_add(x, 0, i, s) * 2, lambda: (rand(10, 16), ints(10, 40), rand(40, 16))),
+    "index_add_as_many_rows": (  # the copy, the sum and its reader share one iteration space and still never fuse
+        lambda x, i, s: torch.index_add(x, 0, i, s).exp(), lambda: (rand(10, 16), ints(10, 10), rand(10, 16))),
+    "index_add_last_dim": (lambda x, i, s: x.index_add(-1, i, s), lambda: (rand(3, 5, 7), ints(7, 9), rand(3, 5, 9))),
+    "index_add_method_float64": (lambda x, i, s: x.index_add(1, i, s) + 1,
+                                 lambda: (rand(4, 6, dtype=torch.float64), ints(6, 11), rand(4, 11, dtype=torch.float64))),
+    "index_add_int64": (lambda x, i, s: torch.index_add(x, 0, i, s), lambda: (ints(100, 5, 3), ints(5, 12), ints(100, 12, 3))),
+    "index_add_int32_index": (lambda x, i, s: torch.index_add(x, 0, i.int(), s), lambda: (rand(6, 4), ints(6, 20), rand(20, 4))),
+    "scatter_add_dim1": (lambda x, i, s: torch.scatter_add(x, 1, i, s) - 1, lambda: (rand(4, 8), ints(8, 4, 20), rand(4, 20))),
+    "scatter_add_smaller_index": (lambda x, i, s: x.scatter_add(0, i, s), lambda: (rand(5, 6), ints(5, 7, 4), rand(9, 6))),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_matches_eager_in_kernels(name, monkeypatch, caplog):
+    fn, make = CASES[name]
+    args = make()
+    out, stats, externs = run_logged(fn, args, monkeypatch, caplog)
+    expected = fn(*args)
+    torch.testing.assert_close(out, expected)
+    assert stats["graph_breaks"] == 0 and stats["backend_errors"] == 0 and stats["kernels_compiled"] > 0, stats
+    assert externs == [], externs
+
+
+def test_bfloat16_sums_in_float32(monkeypatch, caplog):
+    # 64 bf16 ones into one element: eager's bf16 sum stalls at 256 with a large start, the f32 sum does not.
+    x = torch.full((2, 3), 250.0, dtype=torch.bfloat16)
+    index = torch.zeros(64, dtype=torch.int64)
+    source = torch.ones(64, 3, dtype=torch.bfloat16)
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s)  # noqa: E731
+    out, stats, externs = run_logged(fn, (x, index, source), monkeypatch, caplog)
+    assert out.dtype == torch.bfloat16 and externs == []
+    expected = torch.index_add(x.float(), 0, index, source.float()).bfloat16()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_alpha_stays_with_torch(monkeypatch, caplog):
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s, alpha=2.0) * 3  # noqa: E731
+    args = (rand(4, 3), ints(4, 6), rand(6, 3))
+    out, stats, externs = run_logged(fn, args, monkeypatch, caplog)
+    torch.testing.assert_close(out, fn(*args))
+    assert any("index_add" in line for line in externs), externs
+
+
+@pytest.mark.parametrize("fn", [lambda x, i, s: torch.index_add(x, 0, i, s), lambda x, i, s: torch.scatter_add(x, 0, i[:, None].expand(-1, 3), s)],
+                         ids=["index_add", "scatter_add"])
+def test_out_of_range_index_raises_like_eager(fn):
+    x, source = rand(4, 3), rand(5, 3)
+    bad = torch.tensor([0, 1, 4, 2, 0])
+    with pytest.raises((IndexError, RuntimeError)) as eager:
+        fn(x, bad, source)
+    ember.reset()
+    compiled = ember.compile(fn)
+    torch.testing.assert_close(compiled(x, torch.tensor([0, 1, 3, 2, 0]), source), fn(x, torch.tensor([0, 1, 3, 2, 0]), source))
+    with pytest.raises(type(eager.value)):
+        compiled(x, bad, source)
+
+
+def _grads(fn, params, *args):
+    loss = fn(*args)
+    return torch.autograd.grad(loss, params)
+
+
+GRAD_CASES = {  # (module-free fn of params, make params, make other args)
+    "embedding": (lambda w, i: (F.embedding(i, w) * torch.arange(5.0)).sum(), lambda: [rand(20, 5)], lambda: (ints(20, 3, 33),)),
+    "embedding_padding_idx": (lambda w, i: F.embedding(i, w, padding_idx=2).pow(2).sum(), lambda: [rand(20, 5)],
+                              lambda: (torch.cat([ints(20, 40), torch.full((6,), 2)]),)),
+    "index_select": (lambda w, i: w.index_select(1, i).sin().sum(), lambda: [rand(4, 9)], lambda: (ints(9, 30),)),
+    "gather": (lambda w, i: torch.gather(w, 1, i).exp().sum(), lambda: [rand(4, 9)], lambda: (ints(9, 4, 17),)),
+    "topk": (lambda w: torch.topk(w, 3, dim=-1).values.pow(3).sum(), lambda: [rand(6, 10)], lambda: ()),
+    "index_add_both": (lambda x, s, i: torch.index_add(x, 0, i, s).tanh().sum(), lambda: [rand(5, 4), rand(12, 4)],
+                       lambda: (ints(5, 12),)),
+    "scatter_add_both": (lambda x, s, i: torch.scatter_add(x, 1, i, s).tanh().sum(), lambda: [rand(3, 5), rand(3, 8)],
+                         lambda: (ints(5, 3, 8),)),
+}
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_gradients_are_sums_in_kernels(name):
+    fn, make_params, make_args = GRAD_CASES[name]
+    params = [p.requires_grad_() for p in make_params()]
+    args = make_args()
+    expected = _grads(fn, params, *params, *args)
+    ember.reset()
+    compiled = ember.compile(fn)
+    got = _grads(compiled, params, *params, *args)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    stats = ember.stats()
+    assert stats["backward_graphs_compiled"] == 1 and stats["autograd_islands"] == 0, stats
+
+
+def test_embedding_gradient_is_one_accumulating_kernel(monkeypatch, caplog):
+    # The weight's gradient: a zero fill and one kernel adding each row where its index sends it (the
+    # padding row's gradient rows zeroed in that kernel): no aten embedding_dense_backward call.
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    emb = torch.nn.Embedding(30, 8, padding_idx=0)
+    compiled = ember.compile(lambda i: emb(i).square().sum())
+    i = ints(30, 4, 16)
+    compiled(i).backward()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "embedding_dense_backward" not in text
+    assert text.count("+= ") == 1, text
+    got = emb.weight.grad.clone()
+    emb.weight.grad = None
+    emb(i).square().sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad)
+
+
+def test_scale_grad_by_freq_stays_with_aten():
+    emb = torch.nn.Embedding(12, 4, scale_grad_by_freq=True)
+    i = ints(12, 25)
+    ember.reset()
+    ember.compile(lambda i: emb(i).sum())(i).backward()
+    got = emb.weight.grad.clone()
+    emb.weight.grad = None
+    emb(i).sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad)
