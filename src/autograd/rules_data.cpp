@@ -118,9 +118,24 @@ void getitem_index_vjp(VjpCtx& c) {
                                {Arg::list(std::move(indices)), V(*c.grad()), Arg::of_literal(true)}));
 }
 
+// A literal index: the gradient is the piece [index, index + 1) of the gradient with the dim put back,
+// joined with the other pieces of x by one cat (unbind's, a class token's x[:, 0]) and lowered, not a
+// select_scatter into zeros per piece run by torch. A negative index needs a constant dim size.
 void select_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
+  auto dim = passes::int_literal(c.pos(1)), index = passes::int_literal(c.pos(2));
+  if (dim && index) {
+    const Sizes sizes = sizes_of(c.rw, c.in(x));
+    const int64_t d = norm_dim(*dim, static_cast<int64_t>(sizes.size()));
+    const sym::Expr& n = sizes.at(static_cast<size_t>(d));
+    const int64_t i = *index < 0 && n.is_constant() ? *index + n.constant() : *index;
+    if (i >= 0) {
+      Sizes kept = sizes_of(c.rw, *c.grad());
+      kept.insert(kept.begin() + d, sym::Expr(1));
+      return c.give_slice(x, reshape_symbolic(c.rw, *c.grad(), kept), d, i);
+    }
+  }
   c.give(x, scatter_into_zeros(c.rw, "torch.select_scatter", c.in(x), {V(*c.grad()), c.rw.map(c.pos(1)), c.rw.map(c.pos(2))}));
 }
 

@@ -239,6 +239,12 @@ VIEWS = [
          lambda dt: (R(3, 4, 2, dtype=dt), torch.tensor([0, 2, 2]), torch.tensor([3, 1, 3]))),
     Case("slice", ("Slice",), lambda x: torch.narrow(x, 1, 1, 2) * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("select", ("Select",), lambda x: torch.select(x, 0, 1) * 2, lambda dt: (R(3, 4, dtype=dt),)),
+    # A literal index gives a piece of the gradient; pieces of one tensor join in one cat (a class token beside
+    # the patches; unbind's selects).
+    Case("select_negative_and_slice", ("Select", "Slice"), lambda x: x[:, -1] * 3 + x[:, :2].sum(1),
+         lambda dt: (R(2, 5, 3, dtype=dt),)),
+    Case("unbind", ("Select",), lambda x: [t * (k + 1) for k, t in enumerate(torch.unbind(x, 1))],
+         lambda dt: (R(3, 4, dtype=dt),)),
     Case("contiguous", ("Contiguous",), lambda x: x.t().contiguous() * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("cat", ("Cat",), lambda a, b: torch.cat([a, b], 1), lambda dt: (R(2, 1, dtype=dt), T(2, 3, dtype=dt))),
     Case("cat_no_grad_part", ("Cat",), lambda a, b: torch.cat([a, b]), lambda dt: (R(2, 3, dtype=dt), torch.randn(1, 3, dtype=dt))),
