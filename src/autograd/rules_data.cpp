@@ -1,8 +1,9 @@
 // Derivative rules of views, data movement, indexing and the matmul family (rules.h), and the
 // rules of generic torch calls by name. A view's gradient is the inverse view; a gather's
 // (index_select, gather, embedding, topk) an index_add or scatter_add into zeros, which lowering
-// turns into accumulating stores; other indexing ops' a scatter into zeros run by torch
-// (`torch.slice_scatter`, `torch.select_scatter`, aten's `index_put`); convolutions' by torch.nn.grad.
+// turns into accumulating stores; a strided slice's a slice_scatter into zeros (one kernel); other
+// indexing ops' a scatter into zeros run by torch (`torch.select_scatter` with a tensor index, aten's
+// `index_put`); convolutions' by torch.nn.grad.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -85,9 +86,32 @@ void slice_vjp(VjpCtx& c) {
     int64_t d = norm_dim(*dim, rank_of(c.rw, *c.grad()));
     if (sizes_of(c.rw, *c.grad()).at(static_cast<size_t>(d)).is_constant()) return c.give_slice(x, *c.grad(), d, *start);
   }
-  std::vector<Arg> args{V(*c.grad())};
+  std::vector<Arg> args{V(zeros_like(c.rw, c.in(x))), V(*c.grad())};
   for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(c.pos(i)));
-  c.give(x, scatter_into_zeros(c.rw, "torch.slice_scatter", c.in(x), std::move(args)));
+  c.give(x, c.rw.emit(Op::SliceScatter, std::move(args), {}, contiguous_type(c.rw, c.in(x))));
+}
+
+// x's gradient is the gradient with the slice zeroed (a slice_scatter of zeros); src's the slice of it.
+void slice_scatter_vjp(VjpCtx& c) {
+  Rewriter& rw = c.rw;
+  const ValueId g = *c.grad(), src = c.in("src");
+  std::vector<Arg> bounds;
+  for (const char* name : {"dim", "start", "end", "step"}) bounds.push_back(rw.map(c.arg(name)));
+  if (c.needs("input")) {
+    std::vector<Arg> args{V(g), V(zeros_like(rw, src))};
+    args.insert(args.end(), bounds.begin(), bounds.end());
+    c.give("input", rw.emit(Op::SliceScatter, std::move(args), {}, contiguous_type(rw, g)));
+  }
+  if (!c.needs("src")) return;
+  const std::optional<int64_t> dim = passes::int_literal(bounds[0]), step = passes::int_literal(bounds[3]);
+  if (!dim || !step) passes::refuse();
+  ir::TensorType t = rw.type(g);  // the slice view of g: src's sizes, the dim's stride times the step
+  const size_t d = static_cast<size_t>(norm_dim(*dim, rank_of(rw, g)));
+  t.sizes = sizes_of(rw, src);
+  t.strides.at(d) = t.strides.at(d) * sym::Expr(*step);
+  std::vector<Arg> args{V(g)};
+  args.insert(args.end(), bounds.begin(), bounds.end());
+  c.give("src", rw.emit(Op::Slice, std::move(args), {}, std::move(t)));
 }
 
 // x[i], x[:, i], x[i, j] with integer tensors i, j and full slices: eager's IndexBackward, aten's

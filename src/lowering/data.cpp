@@ -1,7 +1,8 @@
 // Data-movement primitives and factories, one kernel each: cat (masked loads, one per input,
 // chosen by where), gather and index_select (indirect loads whose index is checked against the
 // dim size, as torch raises on an out-of-range index), index_add and scatter_add (x copied, then
-// the source added by an accumulating store at checked indices), tril/triu (where on an index
+// the source added by an accumulating store at checked indices), slice_scatter (where the element
+// lies in the slice, a masked load of src; else x's), tril/triu (where on an index
 // comparison), contiguous (a copy into the result's layout, or the input itself when torch
 // would return it unchanged), full/zeros/ones (a constant), arange (an index expression),
 // philox_rand (philox of the loaded seed and the counter offset + row-major position).
@@ -192,6 +193,47 @@ std::string lower_accumulate(Lowerer& L, const ir::Node& node) {
   return "";
 }
 
+// slice_scatter(x, src, dim, start, end, step), bounds normalized (decompositions): one kernel over x's
+// sizes. Along dim, element j lies in the slice when k = j - start is in [0, step * m) and a multiple
+// of step (m: src's extent there); it then reads src at k // step (a masked load), else x at j.
+std::string lower_slice_scatter(Lowerer& L, const ir::Node& node) {
+  if (node.args.size() != 6 || !node.kwargs.empty() || node.args[0].kind != ir::Arg::Kind::Value ||
+      node.args[1].kind != ir::Arg::Kind::Value)
+    return "expects (x, src, dim, start, end, step) and no keywords";
+  const ir::ValueId x = node.args[0].value, src = node.args[1].value, r = node.results[0];
+  const std::vector<Expr>& sizes = L.type(r).sizes;
+  std::optional<int64_t> dim = int_literal(node.args[2]), start = int_literal(node.args[3]), step = int_literal(node.args[5]);
+  if (!dim || !start || !step || *dim < 0 || *dim >= static_cast<int64_t>(sizes.size()) || *start < 0 || *step < 1)
+    return "bounds that are not normalized int literals";
+  if (L.type(src).sizes.size() != sizes.size()) return "a source of another rank";
+  const size_t d = static_cast<size_t>(*dim);
+  const DType cdt = compute_dtype(L.type(r).dtype);
+
+  KernelBuilder kb(L.program(), sizes);
+  Index idx = kb.outer_vars();
+  const Expr k = idx[d] - Expr(*start);
+  const NodeId local = kb.index_value(k);
+  NodeId inside = kb.binary(ScalarOp::LogicalAnd,
+                            kb.binary(ScalarOp::Ge, local, kb.constant(Scalar{int64_t{0}}, DType::Int64), DType::Int64),
+                            kb.binary(ScalarOp::Lt, local, int_node(kb, L.type(src).sizes[d] * Expr(*step)), DType::Int64),
+                            DType::Bool);
+  Index at = idx;
+  at[d] = k;
+  if (*step > 1) {
+    const NodeId rest = kb.binary(ScalarOp::Mod, local, kb.constant(Scalar{*step}, DType::Int64), DType::Int64);
+    inside = kb.binary(ScalarOp::LogicalAnd, inside,
+                       kb.binary(ScalarOp::Eq, rest, kb.constant(Scalar{int64_t{0}}, DType::Int64), DType::Int64),
+                       DType::Bool);
+    at[d] = floordiv(k, Expr(*step));
+  }
+  const Lazy& from = L.lazy(src);
+  const DType load_dt = compute_dtype(L.program().buffers.at(from.buffer).dtype);
+  const NodeId taken = kb.cast(kb.masked_load(from.buffer, from.to_buffer_index(at), inside, zero_of(load_dt)), cdt);
+  const NodeId kept = kb.cast(L.load_value(kb, x, idx), cdt);
+  finish_into_result(L, kb, r, idx, kb.where(inside, taken, kept, cdt));
+  return "";
+}
+
 std::string lower_triangle(Lowerer& L, const ir::Node& node) {
   if (node.args.empty() || node.args[0].kind != ir::Arg::Kind::Value) return "expects a tensor";
   ir::ValueId x = node.args[0].value, r = node.results[0];
@@ -312,6 +354,7 @@ std::string lower_data(Lowerer& L, const ir::Node& node) {
     case ir::Op::Cat: return lower_cat(L, node);
     case ir::Op::Gather: case ir::Op::IndexSelect: return lower_indirect(L, node);
     case ir::Op::IndexAdd: case ir::Op::ScatterAdd: return lower_accumulate(L, node);
+    case ir::Op::SliceScatter: return lower_slice_scatter(L, node);
     case ir::Op::Tril: case ir::Op::Triu: return lower_triangle(L, node);
     case ir::Op::Contiguous: return lower_contiguous(L, node);
     case ir::Op::Full: return lower_fill(L, node, std::nullopt);

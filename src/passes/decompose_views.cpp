@@ -308,8 +308,12 @@ void getitem(Ctx& c) {
   c.finish(cur);
 }
 
-void slice_rule(Ctx& c) {
-  ValueId x = c.tensor("input");
+// A slice's (dim, start, end, step) of input `x` normalized as the primitive takes them: dim in range,
+// 0 <= start <= end <= size, step >= 1 (Refuse otherwise).
+struct SliceBounds {
+  int64_t dim, start, end, step;
+};
+SliceBounds slice_bounds(Ctx& c, ValueId x) {
   int64_t rank = rank_of(c.rw, x);
   if (rank == 0) refuse();
   int64_t dim = norm_dim(c.int_arg("dim"), rank);
@@ -323,11 +327,31 @@ void slice_rule(Ctx& c) {
     return std::clamp<int64_t>(v, 0, size);
   };
   int64_t start = bound("start", 0), end = std::max(bound("end", size), start);
-  const ir::Node& n = c.node;
-  bool primitive = n.kwargs.empty() && n.args.size() == 5 && int_literal(n.args[1]) == dim &&
-                   int_literal(n.args[2]) == start && int_literal(n.args[3]) == end && int_literal(n.args[4]) == step;
-  if (primitive) refuse();
-  c.finish(slice(c.rw, x, dim, start, end, step));
+  return {dim, start, end, step};
+}
+
+// Whether the call already spells the bounds as the primitive takes them, after `first` arguments.
+bool spells_bounds(const ir::Node& n, size_t first, const SliceBounds& b) {
+  return n.kwargs.empty() && n.args.size() == first + 4 && int_literal(n.args[first]) == b.dim &&
+         int_literal(n.args[first + 1]) == b.start && int_literal(n.args[first + 2]) == b.end &&
+         int_literal(n.args[first + 3]) == b.step;
+}
+
+void slice_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  const SliceBounds b = slice_bounds(c, x);
+  if (spells_bounds(c.node, 1, b)) refuse();
+  c.finish(slice(c.rw, x, b.dim, b.start, b.end, b.step));
+}
+
+void slice_scatter_rule(Ctx& c) {
+  ValueId x = c.tensor("input");
+  const SliceBounds b = slice_bounds(c, x);
+  if (spells_bounds(c.node, 2, b)) refuse();
+  c.finish(c.rw.emit(Op::SliceScatter,
+                     {V(x), V(c.tensor("src")), Arg::of_literal(b.dim), Arg::of_literal(b.start), Arg::of_literal(b.end),
+                      Arg::of_literal(b.step)},
+                     {}, c.result_type()));
 }
 
 void select_rule(Ctx& c) {
@@ -868,6 +892,7 @@ void add_view_rules(RuleMap& rules) {
   };
   rules["operator.getitem"] = getitem;
   rules["torch.ops.aten.slice"] = slice_rule;
+  rules["torch.slice_scatter"] = slice_scatter_rule;
   rules["torch.select"] = select_rule;
   rules["torch.narrow"] = rules["torch.Tensor.narrow"] = narrow;
   rules["torch.split"] = [](Ctx& c) { pieces(c, c.tensor("tensor"), c.arg("dim")); };

@@ -116,6 +116,7 @@ std::vector<Entry> entries() {
       {{"torch.index_select"}, "input, dim:dim, index"},
       {{"torch.index_add"}, "input, dim:dim, index, source, *, alpha=1"},
       {{"torch.scatter_add"}, "input, dim:dim, index, src"},
+      {{"torch.slice_scatter"}, "input, src, dim:dim=0, start=None, end=None, step=1"},
       {{"torch.tril", "torch.triu"}, "input, diagonal=0"},
       {{"torch.zeros", "torch.ones"}, zeros.c_str()},
       {{"torch.full"}, full.c_str()},

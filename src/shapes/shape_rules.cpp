@@ -213,6 +213,8 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::IndexAdd:
     case ir::Op::ScatterAdd:
       return infer_accumulate(call);
+    case ir::Op::SliceScatter:
+      return infer_slice_scatter(call);
     case ir::Op::Embedding:
       return infer_embedding(call);
     case ir::Op::Tril:

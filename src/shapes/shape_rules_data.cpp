@@ -157,6 +157,35 @@ Result infer_accumulate(const Call& call) {
   return computed(call, x->dtype, x->sizes, {&*x, &*source});
 }
 
+// x.clone() with src in the slice's place: x's sizes, contiguous when x is (else left to the meta
+// kernel); src of x's dtype and the slice's sizes (bounds clamped as slicing clamps them).
+Result infer_slice_scatter(const Call& call) {
+  auto b = bind(call, {"input", "src", "dim", "start", "end", "step"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto src = as_dense((*b)[1]);
+  if (!x || !src || x->dim() == 0 || src->dtype != x->dtype || src->dim() != x->dim() || !has_default_strides(*x))
+    return std::nullopt;
+  auto dim = (*b)[2] ? as_int((*b)[2]) : std::optional<int64_t>(0);
+  auto step = (*b)[5] ? as_int((*b)[5]) : std::optional<int64_t>(1);
+  auto w = dim ? wrap_dim(*dim, x->dim()) : std::nullopt;
+  if (!w || !step || *step < 1) return std::nullopt;
+  const size_t d = static_cast<size_t>(*w);
+  const int64_t size = x->sizes[d];
+  auto bound = [&](const Operand* o, int64_t dflt) -> std::optional<int64_t> {
+    if (is_none(o)) return dflt;
+    auto v = as_int(o);
+    if (!v) return std::nullopt;
+    return std::clamp<int64_t>(*v < 0 ? *v + size : *v, 0, size);
+  };
+  auto start = bound((*b)[3], 0), end = bound((*b)[4], size);
+  if (!start || !end) return std::nullopt;
+  Sizes want = x->sizes;
+  want[d] = *end > *start ? (*end - *start + *step - 1) / *step : 0;
+  if (src->sizes != want) return std::nullopt;
+  return computed(call, x->dtype, x->sizes, {&*x, &*src});
+}
+
 Result infer_embedding(const Call& call) {
   auto b = bind(call, {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"});
   if (!b) return std::nullopt;

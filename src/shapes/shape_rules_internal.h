@@ -202,6 +202,7 @@ Result infer_cat_stack(const Call& call);  // cat and stack
 Result infer_gather(const Call& call);
 Result infer_index_select(const Call& call);
 Result infer_accumulate(const Call& call);  // index_add and scatter_add: x's type
+Result infer_slice_scatter(const Call& call);  // x's type; src shaped as the slice
 Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);

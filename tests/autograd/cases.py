@@ -243,6 +243,10 @@ VIEWS = [
     # the patches; unbind's selects).
     Case("select_negative_and_slice", ("Select", "Slice"), lambda x: x[:, -1] * 3 + x[:, :2].sum(1),
          lambda dt: (R(2, 5, 3, dtype=dt),)),
+    Case("slice_strided", ("Slice",), lambda x: x[:, 1::2].sin() + x[:, ::3],
+         lambda dt: (R(3, 7, dtype=dt),)),
+    Case("slice_scatter", ("SliceScatter",), lambda x, s: torch.slice_scatter(x, s, 1, 1, None, 2),
+         lambda dt: (R(3, 6, dtype=dt), R(3, 3, dtype=dt))),
     Case("unbind", ("Select",), lambda x: [t * (k + 1) for k, t in enumerate(torch.unbind(x, 1))],
          lambda dt: (R(3, 4, dtype=dt),)),
     Case("contiguous", ("Contiguous",), lambda x: x.t().contiguous() * 2, lambda dt: (R(3, 4, dtype=dt),)),

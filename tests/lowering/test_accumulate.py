@@ -1,4 +1,4 @@
-"""index_add and scatter_add compile into Ember's kernels (lower_accumulate in lowering/data.cpp: a copy of x,
+"""index_add, scatter_add and slice_scatter compile into Ember's kernels (lower_accumulate in lowering/data.cpp: a copy of x,
 then an accumulating store `+=` at checked indices), and so do the gradients that are sums into zeros: an
 embedding's weight gradient, index_select's, gather's and topk's. Results equal eager's, repeated indices add
 up, bad indices raise eager's error, and no torch call is left. On the test device (EMBER_TEST_DEVICE=cuda:
@@ -42,6 +42,11 @@ CASES = {  # repeated indices throughout: several source elements add into one e
     "index_add_int32_index": (lambda x, i, s: torch.index_add(x, 0, i.int(), s), lambda: (rand(6, 4), ints(6, 20), rand(20, 4))),
     "scatter_add_dim1": (lambda x, i, s: torch.scatter_add(x, 1, i, s) - 1, lambda: (rand(4, 8), ints(8, 4, 20), rand(4, 20))),
     "scatter_add_smaller_index": (lambda x, i, s: x.scatter_add(0, i, s), lambda: (rand(5, 6), ints(5, 7, 4), rand(9, 6))),
+    # slice_scatter: one kernel choosing src (a masked load) inside the slice, x outside.
+    "slice_scatter_strided": (lambda x, s: torch.slice_scatter(x, s, 1, 2, None, 3) * 2, lambda: (rand(3, 10), rand(3, 3))),
+    "slice_scatter_negative_bounds": (lambda x, s: torch.slice_scatter(x, s, -1, -5, -1), lambda: (rand(2, 3, 8), rand(2, 3, 4))),
+    "slice_scatter_dim0_bf16": (lambda x, s: x.slice_scatter(s, 0, 1, 6, 2) + 1,
+                                lambda: (rand(7, 4, dtype=torch.bfloat16), rand(3, 4, dtype=torch.bfloat16))),
 }
 
 
