@@ -63,9 +63,9 @@ class Program:
         self.body.append(f"      {t} = {text}")
         return t
 
-    def store(self, buffer, index, value):
+    def store(self, buffer, index, value, accumulate=False):
         self.next_id += 1
-        self.body.append(f"      store {buffer}[{index}] = {value}")
+        self.body.append(f"      store {buffer}[{index}] {'+=' if accumulate else '='} {value}")
 
     def text(self):
         return "\n".join([f"program @{self.name} {{", *self.buffers, *self.body,

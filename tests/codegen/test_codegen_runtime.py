@@ -1,6 +1,6 @@
 """Compiled graphs end to end: extern calls through torch (matmul with a fused epilogue, a temporary
 handed to torch, literals and kwargs, a result with other strides, an in-place extern), masked
-loads (cat), indirect loads with check_index and its IndexError, errors (compiler, code
+loads (cat), indirect loads with check_index and its IndexError, accumulating stores in vector code, errors (compiler, code
 generation, inputs), determinism and the code cache, ember-opt --pass plan --pass emit."""
 import math
 import os
@@ -141,6 +141,38 @@ def test_indirect_loads_and_index_errors(cache_dir):
         with pytest.raises(IndexError, match=rf"index {bad} is out of bounds for dimension with size {vocab} "
                                               r"\(ember kernel k0 %t1\)"):
             prog.run([idx_bad, table])
+
+
+def test_accumulating_stores(cache_dir):
+    # Rows of x added into every third row (contiguous lanes: a vector read-add-write with a masked tail),
+    # then into one element per row group (stride 0 along i1: scalar).
+    rows, cols = 12, 19
+    p = Program("accumulate")
+    x = p.buffer(f"f32[{rows}, {cols}]{{{cols}, 1}} input 0")
+    by_row = p.output(f"f32[{rows // 3}, {cols}]{{{cols}, 1}}")
+    total = p.output(f"f32[{rows // 3}]{{1}}")
+    p.kernel(f"@k0 [i0 < {rows // 3}, i1 < {cols}]")
+    p.loop()
+    zero = p.node("constant 0.0 : f32")
+    p.store(by_row, "i0, i1", zero)
+    p.store(total, "i0", zero)
+    p.end()
+    p.end()
+    for k, (out, index) in enumerate([(by_row, "i0 // 3, i1"), (total, "i0 // 3")]):
+        p.kernel(f"@k{k + 1} [i0 < {rows}, i1 < {cols}]")
+        p.loop()
+        p.store(out, index, p.node(f"load {x}[i0, i1] : f32"), accumulate=True)
+        p.end()
+        p.end()
+    prog = compile_loop(p.text(), cache_dir)
+    kernels = prog.source.split("// kernel ")[1:]
+    assert [("serial: %t1 adds into a buffer" in k, "pointwise: vector over i1" in k) for k in kernels[1:]] == \
+        [(True, True), (True, False)], prog.source
+    assert "(ev::VecF::load(" in kernels[1] and "+= t0;" in kernels[2], prog.source
+    X = torch.randn(rows, cols)
+    got_rows, got_total = prog.run([X])
+    torch.testing.assert_close(got_rows, X.view(rows // 3, 3, cols).sum(1))
+    torch.testing.assert_close(got_total, X.view(rows // 3, 3 * cols).sum(1))
 
 
 def test_a_compiler_failure_is_a_compile_error(tmp_path):
