@@ -341,7 +341,7 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
   bool stand_ins = family == ir::OpFamily::Pointwise || family == ir::OpFamily::Reduction ||
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
                    op == ir::Op::Embedding || op == ir::Op::Gather || op == ir::Op::IndexSelect ||
-                   op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
+                   op == ir::Op::IndexAdd || op == ir::Op::Tril || op == ir::Op::Triu || op == ir::Op::Dropout;
   if (!stand_ins) return std::nullopt;
   if (op == ir::Op::Gather && !gather_sizes_hold(Call{op, args, kwargs, grad_enabled, default_dtype})) return std::nullopt;
   // TensorIterator lays out a pointwise result from the order of its operands' strides alone.

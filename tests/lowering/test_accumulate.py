@@ -172,3 +172,14 @@ def test_selected_pieces_join_in_one_cat(monkeypatch, caplog):
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "select_scatter" not in text and "slice_scatter" not in text, text
     torch.testing.assert_close(got, torch.autograd.grad(fn(x), x)[0])
+
+
+def test_index_add_with_symbolic_sizes_compiles_once():
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s) * 2  # noqa: E731
+    ember.reset()
+    compiled = ember.compile(fn, dynamic=True)
+    for n in (5, 9, 13):
+        args = (rand(n, 3), ints(n, 2 * n), rand(2 * n, 3))
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    stats = ember.stats()
+    assert stats["frames_compiled"] == 1 and stats["recompiles"] == 0 and stats["kernels_compiled"] > 0, stats
