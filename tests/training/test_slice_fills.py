@@ -51,7 +51,7 @@ def outputs_and_grads(fn, args):
     outs = fn(*args)
     outs = outs if isinstance(outs, tuple) else (outs,)
     gen = torch.Generator().manual_seed(1)
-    weights = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    weights = [torch.randn(o.shape, generator=gen, dtype=o.dtype, device="cpu").to(o.device) for o in outs]
     return [o.detach() for o in outs], torch.autograd.grad(outs, args, weights)
 
 
