@@ -57,11 +57,11 @@
 //   }
 // Masked load: `%t5 = load %b1[i1 + -4] if %t4 else 0 : f32`; index value: `%t6 = index 8*i0 + i1 : i64`;
 // constant: `%t7 = constant 0.5 : f32` (also `inf`, `-inf`, `nan`, `true`); index check:
-// `%t8 = check_index %t2 < 10 : i64`; an accumulating store:
-// `store %b3[t2, i1] += %t5` (a scatter-add: index_add, scatter_add, an embedding's gradient).
-// Points of a kernel may add into one element, in any order (atomically on a GPU); so the
-// buffer holds its starting values before the kernel, nothing else in that kernel reads or
-// writes it, and it is not float16/bfloat16 (such sums accumulate in f32). An extern that writes its first argument in place prints
+// `%t8 = check_index %t2 < 10 : i64`; an accumulating store: `store %b3[t2, i1] += %t5` (a
+// scatter-add: index_add, scatter_add, an embedding's gradient). Points of a kernel may add into
+// one element, in any order (atomically on a GPU); so the buffer holds its starting values before
+// the kernel, nothing else in that kernel reads or writes it, and it is not float16/bfloat16 or
+// bool (such sums accumulate in f32). An extern that writes its first argument in place prints
 // `extern () = "torch.Tensor.copy_"(%b0, %b3) mutates`.
 #pragma once
 

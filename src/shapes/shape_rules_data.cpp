@@ -171,17 +171,10 @@ Result infer_slice_scatter(const Call& call) {
   auto w = dim ? wrap_dim(*dim, x->dim()) : std::nullopt;
   if (!w || !step || *step < 1) return std::nullopt;
   const size_t d = static_cast<size_t>(*w);
-  const int64_t size = x->sizes[d];
-  auto bound = [&](const Operand* o, int64_t dflt) -> std::optional<int64_t> {
-    if (is_none(o)) return dflt;
-    auto v = as_int(o);
-    if (!v) return std::nullopt;
-    return std::clamp<int64_t>(*v < 0 ? *v + size : *v, 0, size);
-  };
-  auto start = bound((*b)[3], 0), end = bound((*b)[4], size);
-  if (!start || !end) return std::nullopt;
+  auto start = as_int((*b)[3]), end = as_int((*b)[4]);
+  if ((!start && !is_none((*b)[3])) || (!end && !is_none((*b)[4]))) return std::nullopt;
   Sizes want = x->sizes;
-  want[d] = *end > *start ? (*end - *start + *step - 1) / *step : 0;
+  want[d] = slice_extent(start, end, *step, x->sizes[d]);
   if (src->sizes != want) return std::nullopt;
   return computed(call, x->dtype, x->sizes, {&*x, &*src});
 }

@@ -128,6 +128,8 @@ bool like_has_default_strides(const Dense& x);
 bool suggests_channels_last(const Dense& t);
 std::optional<int64_t> numel(const Sizes& sizes);    // nullopt on overflow
 std::optional<int64_t> wrap_dim(int64_t dim, int64_t ndim);  // a 0-d tensor has dims {0, -1}
+// The extent of x[start:stop:step] along a dim of `size` (Python's clamping of the bounds; step >= 1).
+int64_t slice_extent(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step, int64_t size);
 std::optional<Sizes> broadcast(const Sizes& a, const Sizes& b);
 
 // ---- Results ----------------------------------------------------------------------------------

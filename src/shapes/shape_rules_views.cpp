@@ -239,15 +239,12 @@ Result infer_flatten(const Call& call) {
 
 // ---- getitem ----------------------------------------------------------------------------------
 
-namespace {
-
-// Python's clamping of a slice bound into [0, size].
-int64_t clamp_bound(int64_t v, int64_t size) {
-  if (v < 0) v += size;
-  return std::clamp<int64_t>(v, 0, size);
+int64_t slice_extent(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step, int64_t size) {
+  auto clamp_bound = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+  const int64_t from = start ? clamp_bound(*start) : 0;
+  const int64_t to = std::max(stop ? clamp_bound(*stop) : size, from);
+  return (to - from + step - 1) / step;
 }
-
-}  // namespace
 
 // Basic indexing: ints, slices with positive steps, None and one Ellipsis, alone or in a tuple.
 // Indices are applied left to right as torch does (select, slice, unsqueeze), so a None takes
@@ -299,12 +296,8 @@ Result infer_getitem(const Call& call) {
       const ir::Slice& slice = std::get<ir::Slice>(*item);
       std::optional<int64_t> start = slice.start, stop = slice.stop, step = slice.step;
       if (step && *step <= 0) return std::nullopt;
-      int64_t size = x->sizes[pos];
       int64_t by = step.value_or(1);
-      int64_t from = start ? clamp_bound(*start, size) : 0;
-      int64_t to = stop ? clamp_bound(*stop, size) : size;
-      to = std::max(to, from);
-      sizes.push_back((to - from + by - 1) / by);
+      sizes.push_back(slice_extent(start, stop, by, x->sizes[pos]));
       int64_t stride;
       if (__builtin_mul_overflow(x->strides[pos], by, &stride)) return std::nullopt;
       strides.push_back(stride);
