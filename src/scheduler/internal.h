@@ -109,6 +109,12 @@ std::optional<int64_t> buffer_bytes(const loop_ir::Buffer& buffer);  // storage 
 void inline_producers(Program& program, std::vector<WorkStep>& steps, const ScheduleOptions& options,
                       std::vector<FusionDecision>& decisions);
 
+// alias_copies.cpp --------------------------------------------------------------------------
+
+// Drops kernels that copy a buffer element for element into a temporary at the same addresses;
+// the temporary becomes a view of the source (alias_copies.cpp has the conditions).
+void alias_copies(Program& program, std::vector<WorkStep>& steps, std::vector<FusionDecision>& decisions);
+
 // input_store.cpp ---------------------------------------------------------------------------
 
 // Turns copies of computed values into graph inputs into the computing kernels' stores (scheduler.h).

@@ -5,7 +5,7 @@
 // named k0, k1, ... in step order, buffers nothing uses any more are gone and ids are dense.
 //
 // Order: inline cheap producers first (it removes whole kernels and exposes the loads fusion
-// compares), then fuse, then turn copies into graph inputs into stores (on the final kernels), then
+// compares), then drop the copies inlining left moving nothing (alias_copies.cpp), then fuse, then turn copies into graph inputs into stores (on the final kernels), then
 // clean up -- a store into a Temp that no step reads any more (its
 // readers now receive the value directly) is dropped, with the nodes only it needed, and a kernel
 // left without stores goes. Everything iterates in step or id order, so the output is
@@ -27,6 +27,8 @@ std::string FusionDecision::str() const {
   switch (kind) {
     case Kind::Inline:
       return "inline " + producer + " into " + consumer + ": " + reason;
+    case Kind::Alias:
+      return "alias " + producer + " to " + consumer + ": " + reason;
     case Kind::Vertical:
       return "vertical " + producer + " -> " + consumer + ": " + reason;
     case Kind::Sibling:
@@ -206,6 +208,7 @@ std::vector<FusionDecision> schedule(Program& program, const ScheduleOptions& op
 
   std::vector<FusionDecision> decisions;
   inline_producers(program, steps, options, decisions);
+  alias_copies(program, steps, decisions);
   fuse_kernels(program, steps, options, decisions);
   store_into_inputs(program, steps, decisions);
   remove_dead_stores(program, steps);

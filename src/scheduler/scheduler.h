@@ -8,14 +8,17 @@
 //   1. inline: a cheap pointwise producer is recomputed inside each consumer instead of being
 //      stored (bounded by its op count and its number of consumers); its buffer disappears
 //      unless the caller or an extern call reads it.
-//   2. vertical fusion: a consumer kernel joins its producer's kernel when every read of the
+//   2. copies that move nothing: a kernel left copying a buffer into a temporary at the same
+//      addresses (two layout copies inlining composed) goes; the temporary becomes a view of the
+//      source (alias_copies.cpp).
+//   3. vertical fusion: a consumer kernel joins its producer's kernel when every read of the
 //      producer's buffer uses exactly the index the producer wrote, or it reads it as a
 //      reduction prologue/epilogue over the same outer ranges (softmax, layer_norm: one kernel
 //      with several loops over a row).
-//   3. sibling fusion: kernels with the same outer ranges that read the same buffer share one
+//   4. sibling fusion: kernels with the same outer ranges that read the same buffer share one
 //      kernel (and one pass when their loops have the same ranges: mean and variance in one
 //      Welford loop).
-//   4. stores into inputs: a copy of a computed value into a graph input (copy_, _foreach_copy_)
+//   5. stores into inputs: a copy of a computed value into a graph input (copy_, _foreach_copy_)
 //      becomes the store of the kernel computing it, straight into the input, where that is safe
 //      (input_store.cpp); the program then assumes graph inputs do not share memory, which the
 //      runtime checks per call (runtime/compiled_graph.h, "Stores into inputs").
@@ -75,10 +78,10 @@ struct SplitOptions {
 };
 
 struct FusionDecision {
-  enum class Kind : uint8_t { Inline, Vertical, Sibling, Split, Store, Group, Refused };
+  enum class Kind : uint8_t { Inline, Alias, Vertical, Sibling, Split, Store, Group, Refused };
   Kind kind = Kind::Refused;
   std::string producer;  // kernel names as lowering printed them (k3), or buffer names (b5) for inlining
-                         // (Store: the kernel; its refusal: the copy call)
+                         // (Store: the kernel; its refusal: the copy call; Alias: the copy's buffer)
   std::string consumer;
   std::string reason;    // why it was taken or refused, in words
   std::string str() const;  // "inline b5 into k7: 3 ops, 1 consumer"

@@ -305,3 +305,26 @@ def test_cuda_heads_split_from_a_projection(kernel):
         for a, b in zip(got, want):
             err = ((a.double() - b.double()).norm() / b.double().norm()).item()
             assert err < 3e-2, f"{who}: relative error {err:.2e}"
+
+
+def test_heads_merged_after_attention_cost_no_copy(monkeypatch, caplog):
+    """nanoGPT's attention in training: the fused kernel lays its output out as [B, L, H, D], the graph restores
+    the traced [B, H, L, D] layout, and the model's `transpose(1, 2).contiguous()` copies it back. The two copies
+    compose into one that moves nothing, which the scheduler drops (the output projection reads the kernel's
+    result), in the forward and in the backward's recomputation. Gradients match eager's."""
+    from ember.models.nanogpt import CausalSelfAttention, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(block_size=16, vocab_size=64, n_layer=1, n_head=4, n_embd=32, dropout=0.0)
+    block = CausalSelfAttention(cfg).to(DEVICE).train()
+    x = torch.randn(2, 16, 32, device=DEVICE, requires_grad=True)
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    with caplog.at_level("INFO", logger="ember.schedule"):
+        out = ember.compile(block)(x)
+    got = torch.autograd.grad(out.square().mean(), [x, *block.parameters()])
+    want = torch.autograd.grad(block(x).square().mean(), [x, *block.parameters()])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    log = "\n".join(r.getMessage() for r in caplog.records)
+    assert log.count("stored each element at the address it loaded it from") == 2, log
+    assert ember.stats()["autograd_islands"] == 0
