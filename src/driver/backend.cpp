@@ -60,6 +60,7 @@ std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& o
   }
   if ((*target)->kind == pipeline::Target::Kind::Triton && !why_no_triton().empty()) return why_no_triton();
   (*target)->triton.allow_tf32 = options.allow_tf32;
+  (*target)->deterministic = options.deterministic;
   return "";
 }
 
@@ -161,6 +162,9 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
   for (const auto& d : c.decisions) report->schedule += d.str() + "\n";
   report->kernels = static_cast<int>(c.program.kernels.size());
   report->extern_calls = static_cast<int>(c.program.externs.size());
+  if (target.device.type == "cuda")
+    for (const loop_ir::Kernel& k : c.program.kernels)
+      for (const loop_ir::Node& n : k.nodes) report->atomic_adds = report->atomic_adds || n.accumulate;
   if (c.program.kernels.empty()) {
     report->fallback_reason = "no kernels to generate: every op is an extern call";
     return nullptr;
@@ -355,6 +359,7 @@ void BackendReport::merge(const BackendReport& part, const std::string& name) {
   code += section(part.code);
   if (code_language.empty()) code_language = part.code_language;
   codegen_failed = codegen_failed || part.codegen_failed;
+  atomic_adds = atomic_adds || part.atomic_adds;
   kernels += part.kernels;
   extern_calls += part.extern_calls;
   planned_peak_bytes = std::max(planned_peak_bytes, part.planned_peak_bytes);

@@ -50,6 +50,9 @@ struct BackendReport {
   std::string cuda_graph_skip;
   int kernels = 0;
   int extern_calls = 0;
+  // A CUDA kernel adds into memory atomically, in any order (an accumulating store): the frame is
+  // guarded on torch's deterministic-algorithms flag being off, as it was when this compiled.
+  bool atomic_adds = false;
   int64_t planned_peak_bytes = -1;  // -1 when no memory plan was made
   bool cache_hit = false;           // the shared object came from the disk or memory cache
   int kernels_reused = 0;           // C++ kernel functions found compiled in the code cache

@@ -334,13 +334,15 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   autocast.resume_fn = table_.autocast_resume;
   autocast.replay_fn = table_.autocast_replay;
   std::unique_ptr<CacheEntry> entry;
+  CompileOptions graph_options = options_;
+  graph_options.deterministic = state.deterministic;
   BackendReport backend;
   std::string graph_text, guards_text;
   try {
     if (!trace->autocast_events.empty()) autocast.events = autocast_events_tuple(table_, trace->autocast_events);
     std::unique_ptr<runtime::GraphRunner> runner;
     try {
-      runner = build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
+      runner = build_runner(trace->graph, trace->callables, table_, graph_options, *code_cache_, &backend);
     } catch (const sym::SymbolicUnsupported& e) {
       // A stage cannot serve the graph's symbols: compile it for the traced sizes, guarded.
       for (const sym::SymbolInfo& symbol : trace->graph.symbols)
@@ -348,8 +350,9 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
       trace->apply_specializations();
       backend = BackendReport();
       backend.shape_fallback = e.what();
-      runner = build_runner(trace->graph, trace->callables, table_, options_, *code_cache_, &backend);
+      runner = build_runner(trace->graph, trace->callables, table_, graph_options, *code_cache_, &backend);
     }
+    if (backend.atomic_adds) trace->guards.deterministic_algorithms(false);
     trace->finish_shapes();
     graph_text = ir::print(trace->graph);
     guards_text = trace->guards.describe() + trace->aliases.describe();

@@ -47,6 +47,7 @@ enum class CheckKind : uint8_t {
   DefaultDType,
   Autocast,
   AutocastState,
+  Deterministic,
   Environ,
 };
 
@@ -287,7 +288,8 @@ bool GuardSet::Impl::same_check(const Check& a, const Check& b) const {
     case CheckKind::NoHooks:
     case CheckKind::NoGlobalHooks: return true;
     case CheckKind::GradMode:
-    case CheckKind::Autocast: return a.flag == b.flag;
+    case CheckKind::Autocast:
+    case CheckKind::Deterministic: return a.flag == b.flag;
     case CheckKind::AutocastState: return autocast_states[a.autocast] == autocast_states[b.autocast];
     case CheckKind::DefaultDType: return a.dtype == b.dtype;
   }
@@ -410,6 +412,10 @@ bool GuardSet::Impl::passes(const Check& c, PyObject* v, int64_t* slots) const {
       bool on;
       return pybridge::read_autocast(&on) && on == c.flag;
     }
+    case CheckKind::Deterministic: {
+      bool on;
+      return pybridge::read_deterministic(&on) && on == c.flag;
+    }
     case CheckKind::AutocastState: {
       AutocastState now;
       if (!read_autocast_state(&now)) {
@@ -448,6 +454,8 @@ std::string GuardSet::Impl::text(const Node* node, const Check& c) const {
     case CheckKind::GradMode: return c.flag ? "grad mode enabled" : "grad mode disabled";
     case CheckKind::DefaultDType: return std::string("default dtype ") + ir::dtype_torch_name(c.dtype);
     case CheckKind::Autocast: return c.flag ? "autocast active" : "autocast inactive";
+    case CheckKind::Deterministic:
+      return c.flag ? "deterministic algorithms enabled" : "deterministic algorithms disabled";
     case CheckKind::AutocastState: return "autocast state: " + autocast_states[c.autocast].str();
     case CheckKind::Environ: {
       std::string key = repr_of(PyTuple_GET_ITEM(c.object, 3));
@@ -624,7 +632,8 @@ bool read_autocast_state(AutocastState* out) {
 GlobalState GlobalState::current() {
   GlobalState state;
   if (!pybridge::read_grad_enabled(&state.grad_enabled) || !pybridge::read_default_dtype(&state.default_dtype) ||
-      !pybridge::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state)) {
+      !pybridge::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state) ||
+      !pybridge::read_deterministic(&state.deterministic)) {
     throw std::runtime_error("cannot read torch's global state: " + take_error_text());
   }
   return state;
@@ -792,6 +801,12 @@ void GuardSet::autocast_state(const AutocastState& state) {
   Check c{CheckKind::AutocastState};
   c.autocast = static_cast<int>(impl_->autocast_states.size());
   impl_->autocast_states.push_back(state);
+  impl_->add_root(c);
+}
+
+void GuardSet::deterministic_algorithms(bool enabled) {
+  Check c{CheckKind::Deterministic};
+  c.flag = enabled;
   impl_->add_root(c);
 }
 

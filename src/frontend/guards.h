@@ -76,6 +76,9 @@ struct GlobalState {
   ir::DType default_dtype = ir::DType::Float32;
   bool autocast = false;  // torch.autocast active for some device
   AutocastState autocast_state;
+  // torch.use_deterministic_algorithms: on CUDA, index_add and scatter_add then stay torch's calls
+  // (their kernels would add atomically, in any order). Guarded only by graphs that add atomically.
+  bool deterministic = false;
   static GlobalState current();
 };
 // Reads torch.autocast's state now; false with a Python error set where torch raised.
@@ -119,6 +122,9 @@ class GuardSet {
   // by traces that run under autocast or read or change its state (global_state checks only
   // whether autocast is active, which costs one call).
   void autocast_state(const AutocastState& state);
+  // torch.are_deterministic_algorithms_enabled() is still `enabled`: added by graphs whose kernels
+  // add atomically (compiled while it was off).
+  void deterministic_algorithms(bool enabled);
   // The variable `key` of the process environment, read through `environ` (os.environ), still
   // has the value it has now, or is still unset. Throws std::runtime_error when os.environ does
   // not keep its variables as CPython's does.

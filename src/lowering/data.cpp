@@ -137,7 +137,8 @@ std::string lower_indirect(Lowerer& L, const ir::Node& node) {
 // index_add(x, dim, index, source) and scatter_add(x, dim, index, src): x copied into the result, then
 // a kernel over the source (scatter_add: over the index) adding each element where the index sends
 // it along dim, the index checked against the dim size (torch raises on one out of range). A
-// float16/bfloat16 result sums in an f32 buffer, rounded once by a third kernel.
+// float16/bfloat16 result sums in an f32 buffer, rounded once by a third kernel. On CUDA the adding
+// kernel's stores are atomic adds, in any order: under deterministic algorithms the op stays torch's.
 std::string lower_accumulate(Lowerer& L, const ir::Node& node) {
   const bool scatter = node.op == ir::Op::ScatterAdd;
   if (node.args.size() != 4 || !node.kwargs.empty() || node.args[0].kind != ir::Arg::Kind::Value ||
@@ -155,6 +156,8 @@ std::string lower_accumulate(Lowerer& L, const ir::Node& node) {
   if (rdt == DType::Bool) return "a bool sum";
   if (L.type(source).dtype != rdt || L.type(source).sizes.size() != rank) return "a source of another dtype or rank";
   if (L.type(index).sizes.size() != (scatter ? rank : 1)) return "an index of unexpected rank";
+  if (L.options().deterministic && L.type(r).device.type == "cuda")
+    return "deterministic algorithms are on, and its kernel would add atomically, in any order";
 
   const bool rounded = rdt == DType::Float16 || rdt == DType::BFloat16;
   BufferId sum = -1;

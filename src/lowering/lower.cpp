@@ -14,8 +14,9 @@ namespace ember::lowering {
 
 namespace detail {
 
-Lowerer::Lowerer(const ir::Graph& graph)
+Lowerer::Lowerer(const ir::Graph& graph, const LowerOptions& options)
     : graph_(graph),
+      options_(options),
       lazy_(graph.values().size()),
       output_position_(graph.values().size(), -1),
       materialized_output_(graph.values().size()),
@@ -208,10 +209,10 @@ loop_ir::Program Lowerer::run(std::vector<std::string>* refusals) {
 
 loop_ir::Program lower(const ir::Graph& graph) { return lower(graph, nullptr); }
 
-loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals) {
+loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals, const LowerOptions& options) {
   std::vector<std::string> problems = ir::verify(graph);
   if (!problems.empty()) throw std::invalid_argument("lowering: the graph does not verify: " + problems.front());
-  loop_ir::Program program = detail::Lowerer(graph).run(refusals);
+  loop_ir::Program program = detail::Lowerer(graph, options).run(refusals);
   problems = loop_ir::verify(program);
   if (!problems.empty())
     throw std::logic_error("lowering produced a program that does not verify: " + problems.front() + "\n" +

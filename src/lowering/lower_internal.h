@@ -17,6 +17,7 @@
 
 #include "ir/graph.h"
 #include "loop_ir/loop_ir.h"
+#include "lowering/lowering.h"
 
 namespace ember::lowering::detail {
 
@@ -99,10 +100,11 @@ std::optional<std::vector<int64_t>> int_list(const ir::Arg& a);
 // The state of one lowering: the program being built and how every graph value is seen.
 class Lowerer {
  public:
-  explicit Lowerer(const ir::Graph& graph);
+  Lowerer(const ir::Graph& graph, const LowerOptions& options);
   loop_ir::Program run(std::vector<std::string>* refusals);
 
   const ir::Graph& graph() const { return graph_; }
+  const LowerOptions& options() const { return options_; }
   loop_ir::Program& program() { return program_; }
   const ir::TensorType& type(ir::ValueId v) const { return graph_.value(v).type; }
   const Lazy& lazy(ir::ValueId v) const;
@@ -132,6 +134,7 @@ class Lowerer {
 
  private:
   const ir::Graph& graph_;
+  LowerOptions options_;
   loop_ir::Program program_;
   std::vector<std::optional<Lazy>> lazy_;
   std::vector<int> output_position_;  // first position of v in the graph's outputs, or -1

@@ -28,11 +28,18 @@
 
 namespace ember::lowering {
 
+struct LowerOptions {
+  // torch.use_deterministic_algorithms was on when the graph was traced: a value whose kernel would
+  // add into memory atomically, in any order (index_add, scatter_add on CUDA), stays torch's call,
+  // which then takes its deterministic algorithm.
+  bool deterministic = false;
+};
+
 // Throws std::invalid_argument if the graph does not verify, std::logic_error if the program
 // lowering made does not verify (a lowering bug).
 loop_ir::Program lower(const ir::Graph& graph);
 // The same; also appends to `refusals` one line per node that became an extern call although it
 // is a core op, saying why ("%5 torch.add: ..."), for EMBER_LOGS and tests.
-loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals);
+loop_ir::Program lower(const ir::Graph& graph, std::vector<std::string>* refusals, const LowerOptions& options = {});
 
 }  // namespace ember::lowering

@@ -55,8 +55,8 @@ const std::vector<Step>& steps() {
 
       // Graph IR -> loop IR.
       {"lower", IRKind::Graph, "lower the graph to loop IR: one kernel per op, extern calls for the rest",
-       [](Compilation& c, const Target&) {
-         c.program = lowering::lower(c.graph, &c.lowering_refusals);
+       [](Compilation& c, const Target& target) {
+         c.program = lowering::lower(c.graph, &c.lowering_refusals, {target.deterministic});
          c.kind = IRKind::Loop;
          return true;
        }},

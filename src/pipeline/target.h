@@ -39,6 +39,8 @@ struct Target {
   // Triton on CUDA: after timing the candidates at the first launch, refine the fastest by
   // coordinate descent (runtime/autotune.h). Set by max-autotune.
   bool coordinate_descent = false;
+  // torch.use_deterministic_algorithms when the graph was traced (lowering::LowerOptions).
+  bool deterministic = false;
 
   static Target cpu() { return Target{}; }
   static Target gpu(ir::Device device = ir::Device{"cuda", 0}) {  // Kind::Triton (`triton()` is the field)

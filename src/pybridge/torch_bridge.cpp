@@ -113,6 +113,7 @@ TorchBridge* build_bridge(PyObject* torch) {
   b->is_autocast_enabled = PyObject_GetAttrString(torch, "is_autocast_enabled");
   b->get_autocast_dtype = PyObject_GetAttrString(torch, "get_autocast_dtype");
   b->is_autocast_cache_enabled = PyObject_GetAttrString(torch, "is_autocast_cache_enabled");
+  b->are_deterministic_algorithms_enabled = PyObject_GetAttrString(torch, "are_deterministic_algorithms_enabled");
   PyErr_Clear();
   bool ok = tensor && PyType_Check(tensor) && dtype_type && PyType_Check(dtype_type) && device_type &&
             PyType_Check(device_type) && b->is_grad_enabled && b->get_default_dtype && b->strided;
@@ -141,6 +142,7 @@ TorchBridge* build_bridge(PyObject* torch) {
     Py_XDECREF(b->is_autocast_enabled);
     Py_XDECREF(b->get_autocast_dtype);
     Py_XDECREF(b->is_autocast_cache_enabled);
+    Py_XDECREF(b->are_deterministic_algorithms_enabled);
     Py_XDECREF(b->strided);
     Py_DECREF(torch);
     delete b;
@@ -495,6 +497,12 @@ bool read_autocast_cache(bool* out) {
   const TorchBridge* bridge = torch_bridge();
   *out = true;
   return bridge == nullptr || read_flag(bridge->is_autocast_cache_enabled, out);
+}
+
+bool read_deterministic(bool* out) {
+  const TorchBridge* bridge = torch_bridge();
+  *out = false;
+  return bridge == nullptr || read_flag(bridge->are_deterministic_algorithms_enabled, out);
 }
 
 }  // namespace ember::pybridge

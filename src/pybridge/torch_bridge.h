@@ -53,6 +53,7 @@ struct TorchBridge {
   PyObject* is_autocast_enabled = nullptr;
   PyObject* get_autocast_dtype = nullptr;
   PyObject* is_autocast_cache_enabled = nullptr;
+  PyObject* are_deterministic_algorithms_enabled = nullptr;  // torch.are_deterministic_algorithms_enabled
   PyObject* dtypes[kDTypeCount] = {};  // torch.float32, ...; nullptr where this torch lacks one
   PyTypeObject* dtype_type = nullptr;   // torch.dtype
   PyTypeObject* device_type = nullptr;  // torch.device
@@ -116,5 +117,8 @@ bool read_autocast(bool* out);
 // per-device functions (torch < 2.4).
 bool read_autocast_device(const char* device_type, bool* enabled, ir::DType* dtype);
 bool read_autocast_cache(bool* out);
+// Whether torch.use_deterministic_algorithms is on (false when torch is not imported). False with a
+// Python error set where torch raised.
+bool read_deterministic(bool* out);
 
 }  // namespace ember::pybridge

@@ -175,6 +175,7 @@ void bind_guards(nb::module_& m) {
         GlobalState state{grad_enabled, *dt};
         g.global_state(state);
       })
+      .def("deterministic_algorithms", &GuardSet::deterministic_algorithms, nb::arg("enabled"))
       .def("capture", [](GuardSet& g, nb::handle spec) { return g.capture(source_from_spec(spec)); })
       .def("capture_count", &GuardSet::capture_count)
       .def("check_args", &check_args, nb::arg("args"), nb::arg("globals"), nb::arg("builtins"), nb::arg("closure").none())

@@ -62,6 +62,9 @@ struct CompileOptions {
   // torch.backends.cuda.matmul.allow_tf32 when ember.compile ran: the precision of fp32 matmul
   // templates (max-autotune), part of their text and so of every cache key built from it.
   bool allow_tf32 = false;
+  // torch.use_deterministic_algorithms when the graph was traced: set by the compiler for each graph
+  // from torch's state (not a user option); lowering::LowerOptions has what it changes.
+  bool deterministic = false;
   // Training graphs: what saving a recomputable activation costs the partitioner, from 1 (the cut
   // with the fewest saved bytes) down to 0 (save only inputs and what cannot be recomputed:
   // activation checkpointing). autograd::PartitionOptions::memory_budget.

@@ -317,6 +317,20 @@ def test_default_dtype():
     assert passes(g)
 
 
+def test_deterministic_algorithms():
+    """Added by graphs whose CUDA kernels add atomically: turning torch.use_deterministic_algorithms on fails it."""
+    g = G.GuardSet()
+    g.deterministic_algorithms(False)
+    assert passes(g)
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not passes(g)
+        assert why(g) == "deterministic algorithms disabled"
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert passes(g) and g.describe() == "deterministic algorithms disabled\n"
+
+
 def test_explicit_global_state():
     g = G.GuardSet()
     g.global_state(False, "bfloat16")

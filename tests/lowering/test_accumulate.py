@@ -183,3 +183,39 @@ def test_index_add_with_symbolic_sizes_compiles_once():
         torch.testing.assert_close(compiled(*args), fn(*args))
     stats = ember.stats()
     assert stats["frames_compiled"] == 1 and stats["recompiles"] == 0 and stats["kernels_compiled"] > 0, stats
+
+
+@pytest.fixture
+def deterministic_off():
+    """Leaves torch.use_deterministic_algorithms off, as it found it."""
+    assert not torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+def test_deterministic_algorithms(monkeypatch, caplog, deterministic_off):
+    """torch.use_deterministic_algorithms: on CUDA an adding kernel's atomic adds land in any order, so a graph
+    compiled with them is guarded on the flag being off; once it is on, the frame recompiles and index_add stays
+    torch's call (which takes its deterministic algorithm), with the reason. Turning it off again finds the first
+    graph. On the CPU adding kernels run serially: the flag neither changes the kernels nor guards them."""
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s) * 2
+    args = (rand(10, 16), ints(10, 40), rand(40, 16))
+    expected = fn(*args)
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    compiled = ember.compile(fn)
+    torch.testing.assert_close(compiled(*args), expected)
+    torch.use_deterministic_algorithms(True)
+    first = compiled(*args)
+    torch.testing.assert_close(first, expected)
+    assert torch.equal(compiled(*args), first)  # the same bits on every call
+    torch.use_deterministic_algorithms(False)
+    torch.testing.assert_close(compiled(*args), expected)
+    stats = ember.stats()
+    externs = [line for r in caplog.records for line in r.getMessage().splitlines() if line.startswith("extern: ")]
+    if DEVICE == "cuda":
+        assert stats["recompiles"] == 1 and stats["cache_hits"] == 2, stats
+        assert len(externs) == 1 and "torch.index_add: deterministic algorithms are on" in externs[0], externs
+    else:
+        assert stats["recompiles"] == 0 and stats["cache_hits"] == 3 and externs == [], (stats, externs)

@@ -2,7 +2,8 @@
 // of Ember's golden tests (tests/golden), and the quickest way to watch one step work.
 //
 //   ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]...
-//             [--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--list-passes] FILE|-
+//             [--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--deterministic]
+//             [--list-passes] FILE|-
 //
 // The input is graph IR, or loop IR with --loop; it is always verified (steps may assume valid IR).
 // Every step is one of the pipeline's (src/pipeline/pipeline.h; --list-passes lists them in order):
@@ -14,10 +15,12 @@
 // prints the IR after that step (as `// after NAME:` and the IR) before the final result.
 // --max-nodes sets the scheduler's fusion size cap of the target. --target picks what `emit`
 // generates: C++ (cpu, the default) or Triton kernels (triton; triton-max-autotune: the Triton
-// target of mode="max-autotune", whose candidate configs and matmul templates then print). --exact-random: the joint step
-// gives dropout eager's numbers (native_dropout), as the option fallback_random does. The result prints in the form of
-// the last IR made: graph IR; loop IR (after the scheduler, its decisions first as `// fusion:`
-// lines; after the memory planner, its plan last as `// memory:` lines); C++ or Triton after `emit`.
+// target of mode="max-autotune", whose candidate configs and matmul templates then print).
+// --exact-random: the joint step gives dropout eager's numbers (native_dropout), as the option
+// fallback_random does. --deterministic: lowering as under torch.use_deterministic_algorithms (no
+// atomic adds on CUDA: lowering::LowerOptions). The result prints in the form of the last IR made:
+// graph IR; loop IR (after the scheduler, its decisions first as `// fusion:` lines; after the
+// memory planner, its plan last as `// memory:` lines); C++ or Triton after `emit`.
 // Exit status: 0 success; 1 the input does not parse or verify, a step failed, or the file cannot
 // be read; 2 bad command line.
 #include <cerrno>
@@ -37,7 +40,7 @@ namespace pipeline = ember::pipeline;
 
 constexpr const char* kUsage =
     "usage: ember-opt [--loop] [--verify] [--pass NAME]... | [--stop-after NAME] [--print-after NAME]... "
-    "[--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--list-passes] FILE|-\n";
+    "[--max-nodes N] [--target cpu|triton|triton-max-autotune] [--exact-random] [--deterministic] [--list-passes] FILE|-\n";
 
 struct Options {
   bool loop_input = false;
@@ -47,6 +50,7 @@ struct Options {
   pipeline::Instruments instruments;
   pipeline::Target target = pipeline::Target::cpu();
   bool exact_random = false;
+  bool deterministic = false;
 };
 
 int usage_error(const std::string& message) {
@@ -117,6 +121,8 @@ int parse_args(int argc, char** argv, Options& options) {
       options.instruments.verify = true;
     } else if (arg == "--exact-random") {
       options.exact_random = true;
+    } else if (arg == "--deterministic") {
+      options.deterministic = true;
     } else if (arg == "--list-passes") {
       options.list_passes = true;
     } else if (is("--pass") || is("--stop-after") || is("--print-after") || is("--max-nodes") || is("--target")) {
@@ -162,6 +168,7 @@ int parse_args(int argc, char** argv, Options& options) {
       options.path = arg;
     }
   }
+  options.target.deterministic = options.deterministic;  // after --target, which replaces the target
   if (!options.passes.empty() && !options.instruments.stop_after.empty())
     return usage_error("--pass and --stop-after do not combine: name the steps, or where the pipeline stops");
   if (!options.list_passes && options.path.empty()) return usage_error("no input file (use - for standard input)");
