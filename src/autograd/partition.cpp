@@ -18,7 +18,8 @@
 // A primal's or a forward output's edge costs 1 (the least an edge has): the caller holds it anyway.
 //
 // Ban rules (each decision keeps its reason for EMBER_LOGS=partition): only what Ember's scheduler
-// would fuse into its consumer is recomputed — pointwise ops, views, conversions and factories.
+// would fuse into its consumer is recomputed — pointwise ops, views, conversions and factories; but not
+// a reshape that copies for a backward extern call or matmul (copies_read_by_backward_externs).
 // Reductions, matmuls and data movement (gather, cat, ...) are computed once, in the forward, unless
 // the memory budget is 0 (activation checkpointing); extern torch calls and random or writing nodes
 // always are. Why not ask the scheduler itself: autograd sits below
@@ -174,6 +175,42 @@ Ban ban_of(const ir::Node& node) {
     case ir::OpFamily::Other: return {L::Never, std::string(ir::op_info(node.op).name)};
   }
   return {L::Never, "an op the partitioner does not know"};
+}
+
+// Per forward value: whether it is a reshape that copies (a reshape or flatten laid out contiguously
+// from an input that is not: repeat_kv's reshape of an expanded k or v) which a backward node that
+// reads its operands from memory -- an extern torch call or a matmul, which no kernel fuses with --
+// reads, directly or through views. Recomputed in the backward, such a copy is one more kernel
+// writing it (the attention backward's repeated k and v, in every layer of a grouped-query model);
+// saved, it costs its bytes, as eager's attention saves its inputs. (AOTAutograd bans every value the
+// backward must materialize; here other pointwise values stay recomputable, as they fuse with the
+// backward's kernels or alias what is saved: an attention output's layout copies, scheduler.md.)
+std::vector<bool> copies_read_by_backward_externs(const ir::Graph& g, const std::vector<bool>& backward) {
+  auto copies = [&g](const ir::Node& node) {
+    if (node.op != ir::Op::Reshape && node.op != ir::Op::Flatten) return false;
+    const ir::TensorType& in = g.value(node.args.front().value).type;
+    const ir::TensorType& out = g.value(node.results.front()).type;
+    return in.strides != ir::contiguous_strides(in.sizes) && out.strides == ir::contiguous_strides(out.sizes);
+  };
+  std::vector<bool> out(g.values().size(), false);
+  for (const ir::Node& node : g.nodes()) {
+    if (node.results.empty() || !backward[static_cast<size_t>(node.results[0])]) continue;
+    if (node.op != ir::Op::TorchCall && ir::op_info(node.op).family != ir::OpFamily::Matmul) continue;
+    for_each_read(node, [&](ValueId v) {
+      while (!backward[static_cast<size_t>(v)] && g.value(v).producer >= 0) {
+        const ir::Node& producer = g.node(g.value(v).producer);
+        if (ir::op_info(producer.op).family != ir::OpFamily::View || producer.args.empty() ||
+            producer.args.front().kind != Arg::Kind::Value)
+          return;
+        if (copies(producer)) {
+          out[static_cast<size_t>(v)] = true;
+          return;
+        }
+        v = producer.args.front().value;
+      }
+    });
+  }
+  return out;
 }
 
 // Per value: whether a node writes its storage (`z[:, 0] = v` or `z.add_(1)` on it or on a view of it).
@@ -359,6 +396,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   for (int i = 0; i < layout.forward_outputs; ++i) is_output[static_cast<size_t>(g.outputs()[static_cast<size_t>(i)])] = true;
   double budget = std::clamp(options.memory_budget, 0.0, 1.0);
   const std::vector<bool> written = written_storage(g);
+  const std::vector<bool> copied_for_externs = copies_read_by_backward_externs(g, backward);
   for (const ir::Value& v : g.values()) {
     if (backward[static_cast<size_t>(v.id)]) continue;
     int in = 2 * v.id, out = in + 1;
@@ -367,6 +405,9 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     Ban ban = primal ? Ban{} : ban_of(g.node(v.producer));
     if (!primal && written[static_cast<size_t>(v.id)])
       ban = {Ban::Level::Never, "a node writes its storage in place (recomputed, it would miss the write)"};
+    if (!primal && ban.level == Ban::Level::None && copied_for_externs[static_cast<size_t>(v.id)])
+      ban = {Ban::Level::Expensive, "a reshape that copies, which an extern call or matmul of the backward reads "
+                                    "(recomputed, it would be one more kernel writing it)"};
     // Budget 1: only cheap values are recomputed. Below 1, saving a cheap value costs 1/budget per
     // byte. At 0, everything that can be recomputed is (activation checkpointing): only primals and
     // values that must run once are saved.
@@ -381,7 +422,7 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
     }
     flow.add_edge(in, out, std::max<int64_t>(capacity, 1));
     if (read_by_backward[static_cast<size_t>(v.id)]) flow.add_edge(out, sink, kInfinite);
-    if (banned && read_by_backward[static_cast<size_t>(v.id)])
+    if (banned && (read_by_backward[static_cast<size_t>(v.id)] || copied_for_externs[static_cast<size_t>(v.id)]))
       result.decisions.push_back({v.id, PartitionDecision::Kind::Banned, "not recomputed: " + ban.reason});
   }
   for (const ir::Node& node : g.nodes()) {

@@ -10,7 +10,8 @@
 // already; what is left is read by extern calls). Guarantees: the program reads the same values,
 // provided the pair (source S, temporary T) satisfies:
 //   - the kernel is pointwise: one unmasked load of S and one overwriting store of it into T, of one
-//     dtype, over as many points as T has elements; each point's store address in T's storage
+//     dtype (the load may widen a float: bf16 read as f32 and stored back is the same value), over as
+//     many points as T has elements; each point's store address in T's storage
 //     differs from its load address in S's by one constant;
 //   - T is a Temp (a root at offset 0; the program returns no Temp) that no other step writes;
 //   - no kernel writes S's storage (a kernel's result is left to fusion, which removes the copy
@@ -42,6 +43,13 @@ sym::Expr product(const std::vector<sym::Expr>& xs) {
   sym::Expr p = 1;
   for (const sym::Expr& x : xs) p = p * x;
   return p;
+}
+
+// Whether converting a `stored` value to `loaded` and back gives it back exactly: the same dtype, or a
+// wider float (bf16 and f16 load as f32, the Triton and C++ targets' compute dtype).
+bool round_trips(ir::DType stored, ir::DType loaded) {
+  return stored == loaded || (ir::is_floating(stored) && ir::is_floating(loaded) &&
+                              ir::dtype_itemsize(loaded) > ir::dtype_itemsize(stored));
 }
 
 bool writes(const Program& program, const WorkStep& step, BufferId root) {
@@ -99,7 +107,8 @@ class CopyAliases {
     const Buffer& dst = p_.buffers[s.buffer];
     // A Temp root (the program returns no Temp): a copy into an Output or Input must happen.
     if (dst.kind != Buffer::Kind::Temp || dst.offset != sym::Expr(int64_t{0}) || src.dtype != dst.dtype ||
-        l.dtype != src.dtype || p_.storage_root(l.buffer) == s.buffer || product(kernel.ranges) != product(dst.sizes))
+        !round_trips(src.dtype, l.dtype) || p_.storage_root(l.buffer) == s.buffer ||
+        product(kernel.ranges) != product(dst.sizes))
       return std::nullopt;
     const sym::Expr offset = address(p_, kernel, l) - address(p_, kernel, s);
     if (!offset.is_constant()) return std::nullopt;
