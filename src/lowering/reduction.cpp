@@ -1,6 +1,7 @@
 // Reductions (sum, amax, amin, var_mean) over any set of dims: one kernel whose ranges are the
 // result's sizes (kept dims; keepdim's size-1 dims read index 0), one loop over the reduced
-// extents, and a final loop without ranges that stores.
+// extents, and a final loop without ranges that stores. A sum, max or min over at most 8 elements
+// of dims other than the last is a pointwise kernel instead (lower_unrolled).
 //
 // The operand is cast to the result's computation dtype before it accumulates, so a sum of
 // f16/bf16 accumulates in f32 and a sum of bool or int32 that the graph did not convert still
@@ -67,6 +68,68 @@ std::string parse_form(Lowerer& L, const ir::Node& node, ReductionForm& form) {
   return "";
 }
 
+// The index of x for result point `out` and reduced point `r` (one entry per reduced dim).
+Index operand_index(const ReductionForm& form, size_t rank, const Index& out, const Index& r) {
+  Index in_index;
+  size_t next_reduced = 0, next_kept = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    bool is_reduced = next_reduced < form.dims.size() && form.dims[next_reduced] == static_cast<int64_t>(d);
+    if (is_reduced) {
+      in_index.push_back(r[next_reduced++]);
+      if (form.keepdim) ++next_kept;
+    } else {
+      in_index.push_back(out.at(next_kept++));
+    }
+  }
+  return in_index;
+}
+
+// A sum, max or min over a few elements of dims other than the last -- a constant count from 1 to
+// kUnrollLimit: a grouped-query model's gradient summed over the repeated heads (2 to 8) -- is a
+// pointwise kernel combining them one by one, in the loop's order. The scheduler then inlines it into
+// its consumer, where a reduction kernel would stay one more kernel: its outer ranges are not its
+// consumer's (Inductor unrolls reductions up to 8 elements the same way). A reduction over the last dim
+// stays a loop however short: it is a row's, and fuses with the row's other loops as they are (a
+// softmax over 8 elements is one kernel; unrolled, its sum would be refused inlining into the
+// division, 8 loads each recomputing an exp).
+constexpr int64_t kUnrollLimit = 8;
+
+std::optional<int64_t> small_count(const ReductionForm& form, size_t rank, const std::vector<Expr>& reduced) {
+  if (form.dims.back() == static_cast<int64_t>(rank) - 1) return std::nullopt;
+  int64_t n = 1;
+  for (const Expr& e : reduced) {
+    if (!e.is_constant() || e.constant() <= 0 || e.constant() > kUnrollLimit) return std::nullopt;
+    n *= e.constant();
+  }
+  if (n > kUnrollLimit) return std::nullopt;
+  return n;
+}
+
+void lower_unrolled(Lowerer& L, const ir::Node& node, const ReductionForm& form, ScalarOp op, DType cdt,
+                    const std::vector<Expr>& reduced, int64_t count) {
+  const ScalarOp combine = op == ScalarOp::ReduceSum ? ScalarOp::Add
+                           : op == ScalarOp::ReduceMax ? ScalarOp::Maximum
+                                                       : ScalarOp::Minimum;
+  KernelBuilder kb(L.program(), L.type(node.results[0]).sizes);
+  Index out = kb.outer_vars();
+  NodeId acc = -1;
+  for (int64_t k = 0; k < count; ++k) {
+    Index r;  // k's coordinates over the reduced extents, the last fastest (the loop's order)
+    int64_t rest = k;
+    for (size_t j = reduced.size(); j-- > 0;) {
+      r.insert(r.begin(), Expr(rest % reduced[j].constant()));
+      rest /= reduced[j].constant();
+    }
+    const size_t rank = L.type(form.x).sizes.size();
+    NodeId x = kb.cast(L.load_value(kb, form.x, operand_index(form, rank, out, r)), cdt);
+    acc = acc < 0 ? x : kb.binary(combine, acc, x, cdt);
+  }
+  BufferId buf = L.new_result_buffer(node.results[0]);
+  kb.store(buf, out, acc);
+  kb.finish();
+  L.bind_realized(node.results[0], buf);
+}
+
 }  // namespace
 
 std::string lower_reduction(Lowerer& L, const ir::Node& node) {
@@ -95,22 +158,16 @@ std::string lower_reduction(Lowerer& L, const ir::Node& node) {
   std::vector<Expr> reduced;
   for (int64_t d : form.dims) reduced.push_back(in_sizes[d]);
 
+  if (!var_mean) {
+    if (std::optional<int64_t> count = small_count(form, in_sizes.size(), reduced)) {
+      lower_unrolled(L, node, form, op, cdt, reduced, *count);
+      return "";
+    }
+  }
   KernelBuilder kb(L.program(), L.type(node.results[0]).sizes);
   Index out = kb.outer_vars();
   kb.add_loop(reduced);
-  Index r = kb.loop_vars();
-  Index in_index;
-  size_t next_reduced = 0, next_kept = 0;
-  for (size_t d = 0; d < in_sizes.size(); ++d) {
-    bool is_reduced = next_reduced < form.dims.size() && form.dims[next_reduced] == static_cast<int64_t>(d);
-    if (is_reduced) {
-      in_index.push_back(r[next_reduced++]);
-      if (form.keepdim) ++next_kept;
-    } else {
-      in_index.push_back(out.at(next_kept++));
-    }
-  }
-  NodeId x = kb.cast(L.load_value(kb, form.x, in_index), cdt);
+  NodeId x = kb.cast(L.load_value(kb, form.x, operand_index(form, in_sizes.size(), out, kb.loop_vars())), cdt);
 
   if (!var_mean) {
     NodeId acc = kb.reduce(op, x);

@@ -302,3 +302,33 @@ def test_refused_forms_become_externs():
     text, refusals = lowering.lower(b.text())
     assert '"torch.floor_divide"' in text and len(refusals) == 1 and "integer division" in refusals[0]
     check(b, [x, y])
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "amin"])
+@pytest.mark.parametrize("count", [1, 3, 8, 9])
+def test_small_reductions_are_unrolled(op, count):
+    """sum/amax/amin over at most 8 elements of dims other than the last: a pointwise kernel combining them one
+    by one (no reduction loop), NaN-propagating for max and min; 9 elements, or the last dim, keep the loop.
+    Run by the loop IR interpreter, and compiled (C++ on the CPU, Triton under EMBER_TEST_DEVICE=cuda)."""
+    import ember
+    from ember.testing import DEVICE
+    torch.manual_seed(count)
+    x = torch.randn(2, count, 5)
+    x[1, count - 1, 2] = float("nan")
+    for dims, dtype in (([1], torch.float32), ([0, 1], torch.float32), ([1], torch.bfloat16), ([2], torch.float32)):
+        if op == "sum" and dtype == torch.float32 and dims == [1]:
+            xs = (x, torch.randint(-9, 9, (2, count, 5)))
+        else:
+            xs = (x.to(dtype),)
+        for xi in xs:
+            b = GraphBuilder()
+            r = b.input(xi)
+            want = getattr(torch, op)(xi, dims, keepdim=True)
+            b.outputs = [b.node(op, want, r, dims, True)]
+            text = check(b, [xi], atol=1e-2 if dtype == torch.bfloat16 else 1e-5)
+            unrolled = 2 * count <= 8 if dims == [0, 1] else count <= 8 and dims != [2]
+            assert ("loop [" not in text) == unrolled, text
+            ember.reset()
+            got = ember.compile(lambda t: getattr(torch, op)(t, dims, keepdim=True) * 2)(xi.to(DEVICE))
+            torch.testing.assert_close(got.cpu(), want * 2, equal_nan=True, atol=1e-2, rtol=1e-2)
+            assert ember.stats()["kernels_compiled"] >= 1
