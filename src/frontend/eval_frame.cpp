@@ -18,6 +18,7 @@
 
 #include "frontend/code_cache.h"
 #include "frontend/cpython/shim.h"
+#include "pybridge/errors.h"
 
 namespace ember::frontend {
 namespace {
@@ -216,6 +217,8 @@ Outcome look_up_guarded(const FrameView& view, CodeCache& cache, FrameCompiler* 
     return look_up(view, cache, compiler, result);
   } catch (nanobind::python_error& e) {
     e.restore();
+  } catch (const pybridge::PythonError&) {
+    // A Python error is set (an interrupt landing in one of Ember's Python calls): it reaches the caller.
   } catch (const std::exception& e) {
     PyErr_Format(PyExc_RuntimeError, "Ember: C++ exception in the frame hook: %s", e.what());
   } catch (...) {

@@ -23,6 +23,7 @@
 
 #include "frontend/guards/access.h"
 #include "sym/rel_program.h"
+#include "pybridge/errors.h"
 #include "pybridge/torch_bridge.h"
 
 namespace ember::frontend {
@@ -634,6 +635,7 @@ GlobalState GlobalState::current() {
   if (!pybridge::read_grad_enabled(&state.grad_enabled) || !pybridge::read_default_dtype(&state.default_dtype) ||
       !pybridge::read_autocast(&state.autocast) || !read_autocast_state(&state.autocast_state) ||
       !pybridge::read_deterministic(&state.deterministic)) {
+    if (pybridge::interrupt_pending()) throw pybridge::PythonError();  // the user's Ctrl-C: it stays set
     throw std::runtime_error("cannot read torch's global state: " + take_error_text());
   }
   return state;

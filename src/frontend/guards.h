@@ -79,6 +79,8 @@ struct GlobalState {
   // torch.use_deterministic_algorithms: on CUDA, index_add and scatter_add then stay torch's calls
   // (their kernels would add atomically, in any order). Guarded only by graphs that add atomically.
   bool deterministic = false;
+  // Reads torch's state now. Throws std::runtime_error where torch raised, and pybridge::PythonError
+  // (the error left set) for an interrupt that landed in one of the calls.
   static GlobalState current();
 };
 // Reads torch.autocast's state now; false with a Python error set where torch raised.
