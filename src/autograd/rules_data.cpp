@@ -114,10 +114,13 @@ void slice_scatter_vjp(VjpCtx& c) {
   c.give("src", rw.emit(Op::Slice, std::move(args), {}, std::move(t)));
 }
 
-// x[i], x[:, i], x[i, j] with integer tensors i, j and full slices: eager's IndexBackward, aten's
-// index_put into zeros with accumulate (repeated indices add up), None standing for each `:`. Other
-// items (ints, strided slices, None, Ellipsis, bool masks) are refused: an island. Relative-position
-// tables read this way (timm Swin, LeViT, CoAtNet, MaxViT; transformers Swin) were islands.
+// x[i], x[:, i], x[i, j] with integer tensors i, j and full slices: eager's IndexBackward, a sum into
+// zeros where repeated indices add up. One index tensor (a relative-position table's `table[index]`:
+// timm Swin, LeViT, CoAtNet, MaxViT; transformers Swin) is an index_add of the gradient's rows along
+// its dim, lowered into Ember's kernels, the index flattened and its negatives wrapped (getitem takes
+// -n..n-1; the forward raised on any other); the dim's size must be constant for the wrap. Several
+// tensors are aten's index_put with accumulate, None standing for each `:`. Other items (ints,
+// strided slices, None, Ellipsis, bool masks) are refused: an island.
 void getitem_index_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
@@ -138,6 +141,25 @@ void getitem_index_vjp(VjpCtx& c) {
     indices.push_back(Arg::of_literal(ir::NoneLiteral{}));
   }
   if (!tensor || indices.size() > static_cast<size_t>(rank_of(c.rw, c.in(x)))) passes::refuse();
+  std::vector<size_t> tensors;
+  for (size_t d = 0; d < indices.size(); ++d)
+    if (indices[d].kind == Arg::Kind::Value) tensors.push_back(d);
+  Rewriter& rw = c.rw;
+  Sizes sizes = sizes_of(rw, c.in(x));
+  if (tensors.size() == 1 && sizes.at(tensors[0]).is_constant()) {
+    const size_t d = tensors[0];
+    const ValueId index = indices[d].value;
+    const Sizes index_sizes = sizes_of(rw, index);
+    const sym::Expr n = count(index_sizes, all_dims(static_cast<int64_t>(index_sizes.size())));
+    ValueId flat = reshape_symbolic(rw, index, {n});
+    const DType idt = rw.type(flat).dtype;
+    const ValueId negative = binary(rw, Op::Lt, flat, scalar(0.0, idt));
+    const ValueId wrapped = binary(rw, Op::Add, flat, scalar(static_cast<double>(sizes[d].constant()), idt));
+    flat = pointwise(rw, Op::Where, {V(negative), V(wrapped), V(flat)}, idt);
+    sizes[d] = n;
+    const ValueId rows = reshape_symbolic(rw, *c.grad(), sizes);
+    return c.give(x, add_into_zeros(rw, Op::IndexAdd, c.in(x), Arg::of_literal(static_cast<int64_t>(d)), flat, rows));
+  }
   c.give(x, scatter_into_zeros(c.rw, "torch.ops.aten.index_put", c.in(x),
                                {Arg::list(std::move(indices)), V(*c.grad()), Arg::of_literal(true)}));
 }

@@ -112,6 +112,9 @@ GRAD_CASES = {  # (module-free fn of params, make params, make other args)
                        lambda: (ints(5, 12),)),
     "scatter_add_both": (lambda x, s, i: torch.scatter_add(x, 1, i, s).tanh().sum(), lambda: [rand(3, 5), rand(3, 8)],
                          lambda: (ints(5, 3, 8),)),
+    # A relative-position table read by an index tensor (negative entries wrap): an index_add of the rows.
+    "getitem_table": (lambda t, i: (t[i] * 2).pow(2).sum(), lambda: [rand(7, 3)], lambda: (ints(14, 5, 4) - 7,)),
+    "getitem_columns": (lambda t, i: t[:, i].sin().sum(), lambda: [rand(4, 9)], lambda: (ints(9, 12),)),
 }
 
 
@@ -219,3 +222,17 @@ def test_deterministic_algorithms(monkeypatch, caplog, deterministic_off):
         assert len(externs) == 1 and "torch.index_add: deterministic algorithms are on" in externs[0], externs
     else:
         assert stats["recompiles"] == 0 and stats["cache_hits"] == 3 and externs == [], (stats, externs)
+
+
+def test_getitem_gradient_is_an_accumulating_kernel(monkeypatch, caplog):
+    """x[index] with one index tensor: its gradient adds the rows into zeros in Ember's kernels (negative indices
+    wrapped first), not aten's index_put; two index tensors keep index_put."""
+    table, index = rand(7, 3).requires_grad_(), ints(14, 5, 4) - 7
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    got, = torch.autograd.grad(ember.compile(lambda t, i: (t[i] * 2).pow(2).sum())(table, index), [table])
+    want, = torch.autograd.grad((table[index] * 2).pow(2).sum(), [table])
+    torch.testing.assert_close(got, want)
+    log = "\n".join(r.getMessage() for r in caplog.records)
+    assert "index_put" not in log and "+=" in log, log
