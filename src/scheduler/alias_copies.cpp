@@ -52,11 +52,6 @@ bool round_trips(ir::DType stored, ir::DType loaded) {
                               ir::dtype_itemsize(loaded) > ir::dtype_itemsize(stored));
 }
 
-bool writes(const Program& program, const WorkStep& step, BufferId root) {
-  const Accesses acc = accesses_of(program, step);
-  return std::binary_search(acc.writes.begin(), acc.writes.end(), root);
-}
-
 class CopyAliases {
  public:
   CopyAliases(Program& program, std::vector<WorkStep>& steps, std::vector<FusionDecision>& decisions)
@@ -122,8 +117,9 @@ class CopyAliases {
     const BufferId root = p_.storage_root(s);
     for (size_t j = 0; j < steps_.size(); ++j) {
       if (j == k) continue;
-      if (writes(p_, steps_[j], t)) return steps_[j].label + " writes the copy too";
-      if (!writes(p_, steps_[j], root)) continue;
+      const Accesses acc = accesses_of(p_, steps_[j]);
+      if (acc.writes_root(t)) return steps_[j].label + " writes the copy too";
+      if (!acc.writes_root(root)) continue;
       if (j > k) return steps_[j].label + " writes the source after the copy";
       if (steps_[j].kind == loop_ir::Step::Kind::Kernel)
         return steps_[j].label + " computes the source (fusion takes the copy)";

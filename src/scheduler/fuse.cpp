@@ -327,7 +327,7 @@ void fuse_kernels(Program& program, std::vector<WorkStep>& steps, const Schedule
         if (steps[b].kind != loop_ir::Step::Kind::Kernel) continue;
         std::set<BufferId> produced, shared;
         for (BufferId r : acc[b].reads) {
-          if (std::binary_search(acc[a].writes.begin(), acc[a].writes.end(), r)) produced.insert(r);
+          if (acc[a].writes_root(r)) produced.insert(r);
           if (std::binary_search(along[a].begin(), along[a].end(), r) && std::binary_search(along[b].begin(), along[b].end(), r))
             shared.insert(r);
         }

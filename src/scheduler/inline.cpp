@@ -252,8 +252,8 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     for (size_t s = 0; s < steps.size(); ++s) {
       if (s == p) continue;
       Accesses acc = accesses_of(program, steps[s]);
-      if (std::binary_search(acc.writes.begin(), acc.writes.end(), x)) other_writer = true;
-      if (!std::binary_search(acc.reads.begin(), acc.reads.end(), x)) continue;
+      if (acc.writes_root(x)) other_writer = true;
+      if (!acc.reads_root(x)) continue;
       if (s < p) read_before = true;
       consumers.push_back(s);
       for (const Node& n : steps[s].kernel.nodes)
@@ -314,7 +314,7 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       for (size_t s = p + 1; s <= c && why.empty(); ++s) {
         Accesses acc = accesses_of(program, steps[s]);
         for (BufferId r : produced.reads)
-          if (std::binary_search(acc.writes.begin(), acc.writes.end(), r))
+          if (acc.writes_root(r))
             why = steps[s].label + " writes " + program.buffers[r].name() + ", which the producer reads, before " +
                   steps[c].label;
       }

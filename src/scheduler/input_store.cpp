@@ -51,9 +51,7 @@ std::vector<std::pair<ir::Arg*, ir::Arg*>> pairs_of(loop_ir::ExternCall& call) {
 }
 
 bool touches(const Program& program, const WorkStep& step, BufferId root) {
-  const Accesses acc = accesses_of(program, step);
-  return std::binary_search(acc.reads.begin(), acc.reads.end(), root) ||
-         std::binary_search(acc.writes.begin(), acc.writes.end(), root);
+  return accesses_of(program, step).touches_root(root);
 }
 
 bool reads_extern_result(const Program& program, const WorkStep& step) {

@@ -11,6 +11,7 @@
 // of the root buffer itself carry an index that fusion can compare.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -48,6 +49,9 @@ void check_verifies(const Program& program, const char* who);
 struct Accesses {
   std::vector<BufferId> reads;
   std::vector<BufferId> writes;
+  bool reads_root(BufferId root) const { return std::binary_search(reads.begin(), reads.end(), root); }
+  bool writes_root(BufferId root) const { return std::binary_search(writes.begin(), writes.end(), root); }
+  bool touches_root(BufferId root) const { return reads_root(root) || writes_root(root); }
 };
 Accesses accesses_of(const Program& program, const WorkStep& step);
 
