@@ -115,12 +115,13 @@ void slice_scatter_vjp(VjpCtx& c) {
 }
 
 // x[i], x[:, i], x[i, j] with integer tensors i, j and full slices: eager's IndexBackward, a sum into
-// zeros where repeated indices add up. One index tensor (a relative-position table's `table[index]`:
-// timm Swin, LeViT, CoAtNet, MaxViT; transformers Swin) is an index_add of the gradient's rows along
-// its dim, lowered into Ember's kernels, the index flattened and its negatives wrapped (getitem takes
-// -n..n-1; the forward raised on any other); the dim's size must be constant for the wrap. Several
-// tensors are aten's index_put with accumulate, None standing for each `:`. Other items (ints,
-// strided slices, None, Ellipsis, bool masks) are refused: an island.
+// zeros where repeated indices add up. Index tensors on adjacent dims of constant sizes (a
+// relative-position table's `table[index]`: timm Swin, LeViT, CoAtNet, MaxViT; transformers Swin) are an
+// index_add of the gradient's rows along those dims merged, lowered into Ember's kernels: each index
+// wrapped (getitem takes -n..n-1; the forward raised on any other), the indices broadcast together into
+// one row-major flat index. Tensors on dims apart (whose result dims lead, numpy's rule) are aten's
+// index_put with accumulate, None standing for each `:`. Other items (ints, strided slices, None,
+// Ellipsis, bool masks) are refused: an island.
 void getitem_index_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
@@ -145,20 +146,39 @@ void getitem_index_vjp(VjpCtx& c) {
   for (size_t d = 0; d < indices.size(); ++d)
     if (indices[d].kind == Arg::Kind::Value) tensors.push_back(d);
   Rewriter& rw = c.rw;
-  Sizes sizes = sizes_of(rw, c.in(x));
-  if (tensors.size() == 1 && sizes.at(tensors[0]).is_constant()) {
-    const size_t d = tensors[0];
-    const ValueId index = indices[d].value;
-    const Sizes index_sizes = sizes_of(rw, index);
-    const sym::Expr n = count(index_sizes, all_dims(static_cast<int64_t>(index_sizes.size())));
-    ValueId flat = reshape_symbolic(rw, index, {n});
-    const DType idt = rw.type(flat).dtype;
-    const ValueId negative = binary(rw, Op::Lt, flat, scalar(0.0, idt));
-    const ValueId wrapped = binary(rw, Op::Add, flat, scalar(static_cast<double>(sizes[d].constant()), idt));
-    flat = pointwise(rw, Op::Where, {V(negative), V(wrapped), V(flat)}, idt);
-    sizes[d] = n;
-    const ValueId rows = reshape_symbolic(rw, *c.grad(), sizes);
-    return c.give(x, add_into_zeros(rw, Op::IndexAdd, c.in(x), Arg::of_literal(static_cast<int64_t>(d)), flat, rows));
+  const Sizes sizes = sizes_of(rw, c.in(x));
+  const size_t first = tensors.front(), k = tensors.size();
+  const bool adjacent = tensors.back() - first + 1 == k;
+  bool constant = true;
+  for (size_t d : tensors) constant = constant && sizes.at(d).is_constant();
+  if (adjacent && constant) {
+    // The flat index into the indexed dims merged (row-major), each index wrapped, broadcast together.
+    std::optional<ValueId> flat;
+    int64_t stride = 1;
+    for (size_t m = k; m-- > 0;) {
+      const int64_t n = sizes[first + m].constant();
+      ValueId index = convert(rw, indices[first + m].value, DType::Int64);
+      const ValueId negative = binary(rw, Op::Lt, index, scalar(0.0, DType::Int64));
+      const ValueId wrapped = binary(rw, Op::Add, index, scalar(static_cast<double>(n), DType::Int64));
+      index = pointwise(rw, Op::Where, {V(negative), V(wrapped), V(index)}, DType::Int64);
+      if (stride != 1) index = binary(rw, Op::Mul, index, scalar(static_cast<double>(stride), DType::Int64));
+      flat = flat ? pointwise(rw, Op::Add, {V(*flat), V(index)}, DType::Int64) : index;
+      stride *= n;
+    }
+    const Sizes index_sizes = sizes_of(rw, *flat);
+    const sym::Expr count_n = count(index_sizes, all_dims(static_cast<int64_t>(index_sizes.size())));
+    const ValueId flat_index = reshape_symbolic(rw, *flat, {count_n});
+    Sizes merged(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(first));
+    merged.push_back(stride);
+    merged.insert(merged.end(), sizes.begin() + static_cast<std::ptrdiff_t>(first + k), sizes.end());
+    Sizes rows_sizes = merged;
+    rows_sizes[first] = count_n;
+    const ValueId rows = reshape_symbolic(rw, *c.grad(), rows_sizes);
+    const ir::TensorType& xt = rw.type(c.in(x));
+    const ValueId zeros = filled(rw, merged, 0.0, xt.dtype, xt.device);
+    const ValueId sum = rw.emit(Op::IndexAdd, {V(zeros), Arg::of_literal(static_cast<int64_t>(first)), V(flat_index), V(rows)},
+                                {}, contiguous_type(rw, zeros));
+    return c.give(x, reshape_symbolic(rw, sum, sizes));
   }
   c.give(x, scatter_into_zeros(c.rw, "torch.ops.aten.index_put", c.in(x),
                                {Arg::list(std::move(indices)), V(*c.grad()), Arg::of_literal(true)}));

@@ -229,9 +229,9 @@ VIEWS = [
     Case("expand_as", (), lambda x, y: x.expand_as(y) * y, lambda dt: (R(4, 1, dtype=dt), R(2, 4, 3, dtype=dt))),
     Case("getitem", ("Getitem",), lambda x: x[1:, ::2] * 2, lambda dt: (R(3, 5, dtype=dt),)),
     Case("getitem_int", ("Getitem",), lambda x: x[:, 1] * 2, lambda dt: (T(3, 4, dtype=dt),)),
-    # Advanced indexing (a relative-position table read by an index tensor): one index tensor is an index_add
-    # of the gradient's rows (negative indices wrapped), two are aten's index_put with accumulate; repeated
-    # indices add up.
+    # Advanced indexing (a relative-position table read by an index tensor): index tensors on adjacent dims are
+    # an index_add of the gradient's rows into those dims merged (negative indices wrapped, indices broadcast
+    # together); tensors on dims apart are aten's index_put with accumulate; repeated indices add up.
     Case("getitem_tensor", ("Getitem",), lambda x, i: x[i] * 2,
          lambda dt: (R(4, 3, dtype=dt), torch.tensor([[0, 3, 3], [1, 0, 3]]))),
     Case("getitem_negative_tensor", ("Getitem",), lambda x, i: x[i] * 2,
@@ -240,6 +240,10 @@ VIEWS = [
          lambda dt: (T(3, 5, dtype=dt), torch.tensor([4, 4, 0, 2]))),
     Case("getitem_two_tensors", ("Getitem",), lambda x, i, j: x[i, j] * 2,
          lambda dt: (R(3, 4, 2, dtype=dt), torch.tensor([0, 2, 2]), torch.tensor([3, 1, 3]))),
+    Case("getitem_two_tensors_broadcast", ("Getitem",), lambda x, i, j: x[:, i, j] * 2,
+         lambda dt: (R(2, 3, 4, 2, dtype=dt), torch.tensor([[0], [-1]]), torch.tensor([3, -3, 3]))),
+    Case("getitem_tensors_apart", ("Getitem",), lambda x, i, j: x[i, :, j] * 2,
+         lambda dt: (R(3, 2, 4, dtype=dt), torch.tensor([0, 2, 2]), torch.tensor([3, 1, 3]))),
     Case("slice", ("Slice",), lambda x: torch.narrow(x, 1, 1, 2) * 2, lambda dt: (R(3, 4, dtype=dt),)),
     Case("select", ("Select",), lambda x: torch.select(x, 0, 1) * 2, lambda dt: (R(3, 4, dtype=dt),)),
     # A literal index gives a piece of the gradient; pieces of one tensor join in one cat (a class token beside

@@ -115,6 +115,8 @@ GRAD_CASES = {  # (module-free fn of params, make params, make other args)
     # A relative-position table read by an index tensor (negative entries wrap): an index_add of the rows.
     "getitem_table": (lambda t, i: (t[i] * 2).pow(2).sum(), lambda: [rand(7, 3)], lambda: (ints(14, 5, 4) - 7,)),
     "getitem_columns": (lambda t, i: t[:, i].sin().sum(), lambda: [rand(4, 9)], lambda: (ints(9, 12),)),
+    "getitem_two_tensors": (lambda t, i, j: t[i, j].pow(2).sum(), lambda: [rand(5, 6, 2)],
+                            lambda: (ints(10, 7, 1) - 5, ints(6, 3))),
 }
 
 
@@ -226,7 +228,7 @@ def test_deterministic_algorithms(monkeypatch, caplog, deterministic_off):
 
 def test_getitem_gradient_is_an_accumulating_kernel(monkeypatch, caplog):
     """x[index] with one index tensor: its gradient adds the rows into zeros in Ember's kernels (negative indices
-    wrapped first), not aten's index_put; two index tensors keep index_put."""
+    wrapped first), not aten's index_put (index tensors on dims apart keep index_put)."""
     table, index = rand(7, 3).requires_grad_(), ints(14, 5, 4) - 7
     ember.reset()
     monkeypatch.setenv("EMBER_LOGS", "schedule")
