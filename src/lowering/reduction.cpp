@@ -112,6 +112,7 @@ void lower_unrolled(Lowerer& L, const ir::Node& node, const ReductionForm& form,
                                                        : ScalarOp::Minimum;
   KernelBuilder kb(L.program(), L.type(node.results[0]).sizes);
   Index out = kb.outer_vars();
+  const size_t rank = L.type(form.x).sizes.size();
   NodeId acc = -1;
   for (int64_t k = 0; k < count; ++k) {
     Index r;  // k's coordinates over the reduced extents, the last fastest (the loop's order)
@@ -120,7 +121,6 @@ void lower_unrolled(Lowerer& L, const ir::Node& node, const ReductionForm& form,
       r.insert(r.begin(), Expr(rest % reduced[j].constant()));
       rest /= reduced[j].constant();
     }
-    const size_t rank = L.type(form.x).sizes.size();
     NodeId x = kb.cast(L.load_value(kb, form.x, operand_index(form, rank, out, r)), cdt);
     acc = acc < 0 ? x : kb.binary(combine, acc, x, cdt);
   }

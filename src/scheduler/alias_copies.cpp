@@ -22,6 +22,7 @@
 // a copy into an output or input, which must happen).
 #include <algorithm>
 
+#include "loop_ir/collapse.h"
 #include "scheduler/internal.h"
 
 namespace ember::scheduler::detail {
@@ -30,14 +31,6 @@ using loop_ir::Buffer;
 using loop_ir::ScalarOp;
 
 namespace {
-
-// Element offset of an access from its buffer's first element, simplified over the kernel's ranges.
-sym::Expr address(const Program& program, const Kernel& kernel, const Node& access) {
-  const Buffer& b = program.buffers[access.buffer];
-  sym::Expr at = 0;
-  for (size_t d = 0; d < access.index.size(); ++d) at = at + b.strides[d] * access.index[d];
-  return loop_ir::simplify(at, var_ranges(kernel, access.loop));
-}
 
 sym::Expr product(const std::vector<sym::Expr>& xs) {
   sym::Expr p = 1;
@@ -105,7 +98,8 @@ class CopyAliases {
         !round_trips(src.dtype, l.dtype) || p_.storage_root(l.buffer) == s.buffer ||
         product(kernel.ranges) != product(dst.sizes))
       return std::nullopt;
-    const sym::Expr offset = address(p_, kernel, l) - address(p_, kernel, s);
+    const sym::Expr offset = loop_ir::simplify(loop_ir::flat_offset(src, l.index) - loop_ir::flat_offset(dst, s.index),
+                                               var_ranges(kernel, l.loop));
     if (!offset.is_constant()) return std::nullopt;
     *load = &l;
     *store = &s;

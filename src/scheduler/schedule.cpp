@@ -5,10 +5,10 @@
 // named k0, k1, ... in step order, buffers nothing uses any more are gone and ids are dense.
 //
 // Order: inline cheap producers first (it removes whole kernels and exposes the loads fusion
-// compares), then drop the copies inlining left moving nothing (alias_copies.cpp), then fuse, then turn copies into graph inputs into stores (on the final kernels), then
-// clean up -- a store into a Temp that no step reads any more (its
-// readers now receive the value directly) is dropped, with the nodes only it needed, and a kernel
-// left without stores goes. Everything iterates in step or id order, so the output is
+// compares), then drop the copies inlining left moving nothing (alias_copies.cpp), then fuse, then
+// turn copies into graph inputs into stores (on the final kernels), then clean up -- a store into a
+// Temp that no step reads any more (its readers now receive the value directly) is dropped, with the
+// nodes only it needed, and a kernel left without stores goes. Everything iterates in step or id order, so the output is
 // deterministic.
 #include <algorithm>
 #include <map>

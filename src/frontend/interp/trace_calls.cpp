@@ -9,6 +9,7 @@
 #include "frontend/interp/trace.h"
 #include "frontend/pyutil.h"
 #include "frontend/region.h"
+#include "pybridge/torch_bridge.h"
 #include "shapes/shape_rules.h"
 
 namespace ember::frontend {
@@ -40,7 +41,7 @@ ir::TensorType meta_type(PyObject* t) {
 class GradModeScope {
  public:
   GradModeScope(const TorchTable& table, bool enabled) : table_(table) {
-    previous_ = GlobalState::current().grad_enabled;
+    if (!pybridge::read_grad_enabled(&previous_)) throw PythonError();  // grad mode only: once per meta op
     changed_ = previous_ != enabled;
     if (changed_) set(enabled);
   }
