@@ -5,7 +5,7 @@ Ember's gradients there are right: in float64 a MNASNet-shaped network (stride-2
 depthwise 3x3/5x5 convolutions and a residual add, BatchNorm with MNASNet's momentum 1 - 0.9997, down to 2x2) matches eager's float64 step to rounding. Its float32 step is ill-conditioned: a BatchNorm over 8 values has
 outputs within float32 rounding of zero, and the ReLU bit that flips moves whole channels' gradients (eager's own
 float32 step does it on an input changed by 1e-6). The zoo therefore asks the compiler for a float64 step before
-calling a float32 step wrong (zoo_train._float64_recheck), tested here with Ember.
+calling a float32 step wrong (zoo_row.recheck_in_float64), tested here with Ember.
 """
 import copy
 
@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember.bench import zoo_train
+from ember.bench import zoo_row, zoo_train
 from ember.bench.models_workloads import Workload
 
 MOMENTUM = 1 - 0.9997  # torchvision's _BN_MOMENTUM
@@ -53,11 +53,15 @@ class _Ember:
     family = "ember"
 
 
+def recheck(w, reference, result):
+    zoo_row.recheck_in_float64(result, lambda: zoo_train.float64_step(_Ember(), w), [t for _, t in reference])
+
+
 def test_float64_step_matches_eager_and_clears_a_rounding_verdict():
     w = workload()
     reference = zoo_train.float64_judged(w)
     result = {"wrong": True}
-    zoo_train._float64_recheck(_Ember(), w, reference, result)  # Ember's float64 step against eager's
+    recheck(w, reference, result)  # Ember's float64 step against eager's
     assert ember.stats()["backward_graphs_compiled"] == 1
     assert result["float64_error"] < 1e-9 * max(t.abs().max().item() for _, t in reference)
     assert result["ill_conditioned"] and not result["wrong"]
@@ -68,5 +72,5 @@ def test_float64_recheck_keeps_a_wrong_verdict():
     reference = copy.deepcopy(zoo_train.float64_judged(w))
     reference[1][1].add_(1.0)  # a gradient off by 1: a wrong formula in float64 too
     result = {"wrong": True}
-    zoo_train._float64_recheck(_Ember(), w, reference, result)
+    recheck(w, reference, result)
     assert result["wrong"] and "ill_conditioned" not in result and result["float64_error"] >= 1.0 - 1e-9

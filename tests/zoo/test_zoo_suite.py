@@ -61,3 +61,32 @@ def test_a_model_that_fails_to_build_is_recorded(monkeypatch):
     config = {"dynamo": False, "warmup": 1, "repeat": 1, "min_sample_ms": 0.5, "cold_models": []}
     row = zoo.run_model("broken", [COMPILERS["ember"]], config)
     assert row["error"] == "build: RuntimeError: no such layer"
+
+
+def _bn_network():
+    import torch
+    import torch.nn as nn
+    from ember.bench.models_workloads import Workload
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 4, 1)).eval()
+    return Workload(model, (torch.randn(2, 3, 8, 8),), {}, "conv, BatchNorm, ReLU")
+
+
+@pytest.mark.parametrize("formula_wrong", [False, True])
+def test_a_float32_verdict_of_wrong_is_rechecked_in_float64(formula_wrong):
+    """The zoo's no_grad call judges an output wrong past twice eager's float64 error; before saying so it runs
+    the same compiler in float64 (zoo_row.recheck_in_float64): an exact float64 run makes the verdict
+    ill-conditioned, a float64 run off the reference keeps it wrong. Eager's output is shifted here so that the
+    float32 rule fires on a correct compile."""
+    import torch
+    from ember.bench import zoo_row
+    from ember.bench.models_workloads import tensors_of
+    w = _bn_network()
+    with torch.no_grad():
+        reference = zoo_row.float64_outputs(w)
+        if formula_wrong:
+            reference = [t + 1.0 for t in reference]
+        eager_out = [t + 1.0 for t in tensors_of(w.model(*w.args))]
+        result, _ = zoo._compile_and_check(COMPILERS["ember"], w, eager_out, reference, eager_error=0.0)
+    assert result["error"] is None and result["float64_error"] is not None
+    assert result["wrong"] is formula_wrong and result.get("ill_conditioned", False) is not formula_wrong

@@ -2,7 +2,8 @@
 
 Models (zoo_models.py): small random-init configs, eval(), torch.no_grad(), one small input each. Per model:
   correct    Ember's output vs eager's (torch.testing.assert_close) and both vs a float64 run of the same model;
-             wrong = differs from eager *and* its float64 error > 2x eager's (compare.py's rule)
+             wrong = differs from eager *and* its float64 error > 2x eager's (compare.py's rule), unless the
+             same compiler run in float64 matches the reference (ill-conditioned: zoo_row.recheck_in_float64)
   graphs     Ember's graphs and breaks (ember.explain) next to torch.compile's (torch._dynamo.explain), and
              Ember's eager frames (frames that ran uncompiled)
   time       median per-call time, eager / Ember / Inductor interleaved (timing.py); speed-up = eager / it
@@ -78,6 +79,8 @@ def _compile_and_check(compiler, w, eager_out, reference, eager_error):
         result["counters"] = compiler.counters()
         result["first_call_s"] = first_s
         result.update(zoo_row.judge(out, eager_out, reference, eager_error))
+        if result["wrong"] and reference is not None:
+            zoo_row.recheck_in_float64(result, lambda: zoo_row.run_in_float64(w, compiler.compile), reference)
         return result, call(compiled)
     except Exception as exc:  # noqa: BLE001 -- a compiler failing on a model is a result
         result["error"] = report.error_text(exc)

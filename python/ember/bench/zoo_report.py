@@ -57,6 +57,8 @@ def summary(results):
                            if row["results"].get(c, {}).get("wrong"))}
     passed = [m for m, r in ember.items() if r and not r["error"] and not r.get("wrong")]
     out["passed"] = len(passed)
+    # past the float32 rule but exact in float64 (zoo_row.recheck_in_float64): correct, listed apart
+    out["ill_conditioned"] = {m: r["float64_error"] for m, r in ember.items() if r and r.get("ill_conditioned")}
     compared = {m: (_counts(rows[m], "ember"), _counts(rows[m], "dynamo")) for m in passed}
     compared = {m: pair for m, pair in compared.items() if pair[0] and pair[1]}
     out["compared_with_dynamo"] = len(compared)
@@ -82,8 +84,7 @@ def summary(results):
 
 def _train_summary(ember):
     """What a training step built: models with backward graphs, with autograd islands and backend fallbacks (by
-    name and reason), for the models judged wrong the tensors farthest from the float64 step, and the models whose
-    float32 error passed the rule but whose float64 step was exact (zoo_train._float64_recheck)."""
+    name and reason), and for the models judged wrong the tensors farthest from the float64 step."""
     ran = {m: r for m, r in ember.items() if r and not r["error"]}
     islands = collections.Counter(i for r in ran.values() for i in set((r.get("explain") or {}).get("islands", [])))
     fallbacks = collections.Counter(_reason_key(f) for r in ran.values()
@@ -92,8 +93,7 @@ def _train_summary(ember):
             "fallbacks_by_models": dict(fallbacks.most_common()),
             "with_islands": sorted(m for m, r in ran.items() if r["counters"].get("autograd_islands")),
             "islands_by_models": dict(islands.most_common()),
-            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")},
-            "ill_conditioned": {m: r["float64_error"] for m, r in ran.items() if r.get("ill_conditioned")}}
+            "worst_tensors_of_wrong": {m: r.get("worst_tensors", []) for m, r in ran.items() if r.get("wrong")}}
 
 
 def _relative(worst, key):
@@ -202,6 +202,8 @@ def markdown(results):
     out += [f"- built and ran eagerly: {s['built']} / {s['models']}",
             f"- Ember ran and was correct: **{s['passed']} / {s['built']}**; errors: {len(s['ember_errors'])}; "
             f"wrong results: **{len(s['wrong'])}** {', '.join(s['wrong'])}",
+            "- past the float32 rule but exact in float64 (ill-conditioned, not wrong; Ember's float64 error): "
+            + (", ".join(f"{m} ({e:.1e})" for m, e in s["ill_conditioned"].items()) or "none"),
             f"- captured whole (1 graph, 0 breaks): Ember {len(s['whole'])}, torch.compile "
             + (f"{len(s['dynamo_whole'])} (of {s['compared_with_dynamo']} models with both counts)" if cfg["dynamo"]
                else "not counted (--no-dynamo)"),
@@ -224,9 +226,7 @@ def markdown(results):
                 "- judged wrong, the tensors farthest from float64 (Ember's / eager's error, relative to the tensor's "
                 "size): " + ("; ".join(m + ": " + ", ".join(f"{w['name']} {_relative(w, 'ember_error')} / "
                                                             f"{_relative(w, 'eager_error')}" for w in v)
-                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none"),
-                "- past the float32 rule but exact in float64 (ill-conditioned, not wrong; its float64 error): "
-                + (", ".join(f"{m} ({e:.1e})" for m, e in t["ill_conditioned"].items()) or "none")]
+                                       for m, v in t["worst_tensors_of_wrong"].items()) or "none")]
     out += ["", "## By library", "", _library_table(results), ""]
     out += [f"## Ember's break reasons, by models affected (top {TOP_REASONS})", ""]
     out.append(report.markdown_table(["models", "breaks", "reason", "first seen"],

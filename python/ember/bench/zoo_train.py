@@ -135,30 +135,13 @@ def _train_counters(compiler):
     return counters
 
 
-FLOAT64_TOLERANCE = 1e-7  # of the reference's largest magnitude: float64 rounding, not a formula
-
-
-def _float64_recheck(compiler, w, reference, result):
-    """A float32 step judged wrong, stepped again in float64 by the same compiler: when that step matches the float64
-    reference (FLOAT64_TOLERANCE), the float32 error is the step's conditioning, not a wrong gradient, and the
-    verdict becomes `ill_conditioned` (not wrong). Why: ReLU after a BatchNorm over few values per channel (MNASNet
-    at 2x2 with a batch of two) has outputs within float32 rounding of zero; a mask bit that flips moves the
-    gradients of whole channels by tens of percent, and eager flips them too on an input changed by 1e-6 or in
-    channels_last (issue 13). result gets `float64_error` (None when the float64 step fails)."""
+def float64_step(compiler, w):
+    """The same compiler's training step on a float64 copy -> the judged tensors (zoo_row.recheck_in_float64)."""
     import torch
-    tensors = [t for _, t in reference]
-    try:
-        model = trained_copy(w).to(torch.float64)
-        with _inductor_random(compiler):
-            loss = step(_compile(compiler, model), w, torch.float64)
-        error = compare.max_abs_error([t for _, t in judged(model, loss)], tensors)
-    except Exception:  # noqa: BLE001 -- no float64 step only means no second opinion
-        result["float64_error"] = None
-        return
-    result["float64_error"] = error
-    if error is not None and error <= FLOAT64_TOLERANCE * max(t.abs().max().item() for t in tensors if t.numel()):
-        result["wrong"] = False
-        result["ill_conditioned"] = True
+    model = trained_copy(w).to(torch.float64)
+    with _inductor_random(compiler):
+        loss = step(_compile(compiler, model), w, torch.float64)
+    return [t for _, t in judged(model, loss)]
 
 
 def _compile_and_check(compiler, w, eager, reference):
@@ -175,7 +158,7 @@ def _compile_and_check(compiler, w, eager, reference):
         result["counters"] = _train_counters(compiler)
         result.update(judge_step(judged(model, loss), eager, reference))
         if result["wrong"] and reference:
-            _float64_recheck(compiler, w, reference, result)
+            zoo_row.recheck_in_float64(result, lambda: float64_step(compiler, w), [t for _, t in reference])
 
         def again():
             clear_grads(model)
