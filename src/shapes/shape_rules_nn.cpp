@@ -3,13 +3,15 @@
 // shape_rules_torch.cpp maps their qualified names here.
 //
 // All of them allocate contiguous results, but torch carries the input's memory format over
-// (a channels-last input gives a channels-last convolution or batch norm on CPU, and the meta
-// kernels of attention and convolution disagree with the CPU kernels on such layouts): the
-// rules answer for inputs with torch's default strides only, except attention, whose meta
-// kernel gives default strides for any layout of query, key and value, and a 2-d convolution on
-// the CPU of a dense channels-last input, whose result is channels-last as the CPU kernels (mkldnn
-// and thnn alike) make it: meta's contiguous answer made the runtime copy every such result into the
-// recorded layout (ConvNeXt's LayerNorm2d permutes, so eager runs it channels-last: 17 copies a call).
+// (a channels-last input gives a channels-last convolution, batch norm or group norm on CPU, and the
+// meta kernels of attention, convolution and group norm disagree with the CPU kernels on such
+// layouts): the rules answer for inputs with torch's default strides only, except attention, whose
+// meta kernel gives default strides for any layout of query, key and value, and a 2-d convolution
+// or a group norm on the CPU of a dense channels-last input, whose result is channels-last as the
+// CPU kernels (mkldnn and thnn alike) make it: meta's contiguous answer made the runtime copy every
+// such convolution result into the recorded layout (ConvNeXt's LayerNorm2d permutes, so eager runs it
+// channels-last: 17 copies a call), and a group norm's contiguous result sent PoolFormer's pooling
+// and 1x1 convolutions down torch's slower contiguous paths (6x on avg_pool2d).
 //
 // Dtypes: floating inputs; weights and biases of the input's dtype (batch_norm also takes
 // float32 parameters for float16/bfloat16 inputs). Empty tensors, float8, complex and the
@@ -37,6 +39,23 @@ const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
 
 // torch's channels-last strides of a 4-d size (N, C, H, W): C varies fastest, then W, H, N.
 Sizes channels_last_strides(const Sizes& s) { return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}; }
+
+// A dense channels-last 4-d CPU tensor: the CPU kernels of convolution and group norm give such an
+// input a channels-last result (their memory format is the input's suggested one), where the meta
+// kernels say contiguous.
+bool dense_channels_last_on_cpu(const Dense& x) {
+  return x.dim() == 4 && x.device && x.device->type == "cpu" && suggests_channels_last(x) &&
+         x.strides == channels_last_strides(x.sizes);
+}
+
+// `r`'s one result, of `sizes`, laid out channels-last when `channels_last` (the CPU kernels' layout, above).
+Result channels_last_on_cpu(Result r, const Sizes& sizes, bool channels_last) {
+  if (r && channels_last) {
+    ir::TensorType& t = r->front();
+    t = make_type(t.dtype, sizes, channels_last_strides(sizes), t.requires_grad, t.device);
+  }
+  return r;
+}
 
 // An int or a sequence of `n` ints (a sequence of one is also expanded by torch, but only the
 // two common forms are modeled), each at least `min`.
@@ -135,8 +154,7 @@ Result infer_conv(const Call& call, int spatial_dims) {
   auto x = as_dense((*b)[0]);
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
-  const bool channels_last = spatial_dims == 2 && x->dim() == 4 && x->device && x->device->type == "cpu" &&
-                             suggests_channels_last(*x) && x->strides == channels_last_strides(x->sizes);
+  const bool channels_last = spatial_dims == 2 && dense_channels_last_on_cpu(*x);
   if ((!has_default_strides(*x) && !channels_last) || !has_default_strides(*w) || has_zero(x->sizes) ||
       has_zero(w->sizes))
     return std::nullopt;
@@ -146,12 +164,7 @@ Result infer_conv(const Call& call, int spatial_dims) {
   for (const sym::Expr& e : sizes->front()) out.push_back(e.constant());
   auto bias = vector_param((*b)[2], w->sizes[0]);
   if (!bias || (*bias && (*bias)->dtype != x->dtype)) return std::nullopt;
-  Result r = computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)});
-  if (r && channels_last) {
-    ir::TensorType& t = r->front();
-    t = make_type(t.dtype, out, channels_last_strides(out), t.requires_grad, t.device);
-  }
-  return r;
+  return channels_last_on_cpu(computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)}), out, channels_last);
 }
 
 Result infer_batch_norm(const Call& call) {
@@ -197,9 +210,9 @@ Result infer_group_norm(const Call& call) {
   if (!b) return std::nullopt;
   auto x = as_dense((*b)[0]);
   auto groups = as_int((*b)[1]);
-  if (!x || !groups || x->dim() < 2 || *groups < 1 || !is_floating(x->dtype) || !has_default_strides(*x) ||
-      has_zero(x->sizes))
-    return std::nullopt;
+  if (!x || !groups || x->dim() < 2 || *groups < 1 || !is_floating(x->dtype) || has_zero(x->sizes)) return std::nullopt;
+  const bool channels_last = dense_channels_last_on_cpu(*x);
+  if (!has_default_strides(*x) && !channels_last) return std::nullopt;
   if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
   int64_t channels = x->sizes[1];
   if (channels % *groups != 0) return std::nullopt;
@@ -212,7 +225,8 @@ Result infer_group_norm(const Call& call) {
     if (!p || (*p && (*p)->dtype != x->dtype)) return std::nullopt;
     affine[i] = std::move(*p);
   }
-  return computed(call, x->dtype, x->sizes, {&*x, ptr(affine[0]), ptr(affine[1])});
+  return channels_last_on_cpu(computed(call, x->dtype, x->sizes, {&*x, ptr(affine[0]), ptr(affine[1])}), x->sizes,
+                              channels_last);
 }
 
 Result infer_rms_norm(const Call& call) {

@@ -1,0 +1,49 @@
+"""A 2-d convolution or a group norm of a dense channels-last input on the CPU (shapes/shape_rules_nn.cpp): its
+result type is channels-last, as torch's CPU kernels make it, where the meta kernels say contiguous. For the
+convolution, meta's answer made the runtime copy each result into the recorded layout (ConvNeXt's LayerNorm2d
+permutes around layer_norm, so its convolutions see such inputs); for the group norm, a decomposed kernel stored
+PoolFormer's activations contiguous, and torch's pooling and 1x1 convolutions after it took their slower
+contiguous paths."""
+import torch
+import torch.nn.functional as F
+
+import ember
+
+
+def test_conv_of_a_channels_last_value_keeps_eager_layout():
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 6, 5, 7, generator=g), torch.randn(4, 6, 3, 3, generator=g), torch.randn(4, generator=g)
+
+    def f(x, w, b):
+        y = F.layer_norm(x.permute(0, 2, 3, 1), (6,)).permute(0, 3, 1, 2)
+        return F.conv2d(y, w, b, padding=1), F.conv2d(y, w[:, :, :1, :1].contiguous())
+
+    ember.reset()
+    with torch.no_grad():
+        want, got = f(x, w, b), ember.compile(f)(x, w, b)
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_, w_)
+        assert w_.is_contiguous(memory_format=torch.channels_last)
+        assert g_.stride() == w_.stride()
+    ember.reset()
+
+
+def test_group_norm_of_a_channels_last_value_keeps_eager_layout():
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 8, 5, 7, generator=g), torch.randn(8, generator=g), torch.randn(8, generator=g)
+
+    def f(x, w, b):
+        y = F.layer_norm(x.permute(0, 2, 3, 1), (8,)).permute(0, 3, 1, 2)  # channels-last, as eager runs it
+        n = F.group_norm(y, 2, w, b)
+        pooled = F.avg_pool2d(n, 3, 1, 1, count_include_pad=False) - n
+        return n, pooled, F.group_norm(y + pooled, 1)
+
+    ember.reset()
+    with torch.no_grad():
+        want, got = f(x, w, b), ember.compile(f)(x, w, b)
+    assert ember.stats()["kernels_compiled"] >= 1
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_, w_)
+        assert w_.is_contiguous(memory_format=torch.channels_last)
+        assert g_.stride() == w_.stride()
+    ember.reset()
