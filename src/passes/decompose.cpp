@@ -53,8 +53,14 @@ namespace {
 
 // `v` copied into `want`'s strides when they are a dense layout (a permutation of contiguous strides):
 // contiguous, or permuted into want's stride order, made contiguous and permuted back (a channels-last
-// copy). `v` itself for any other layout.
+// copy). `v` itself for any other layout, and where the two differ only in the strides of size-1 dims,
+// which address nothing.
 ValueId copy_into_layout(Rewriter& rw, ValueId v, const ir::TensorType& want) {
+  const ir::TensorType& got = rw.type(v);
+  bool moves = false;
+  for (size_t d = 0; d < want.sizes.size(); ++d)
+    moves = moves || (!(want.sizes[d].is_constant() && want.sizes[d].constant() == 1) && got.strides[d] != want.strides[d]);
+  if (!moves) return v;
   if (want.strides == ir::contiguous_strides(want.sizes))
     return rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(v)}, {}, want);
   std::vector<int64_t> sizes, strides;

@@ -1,7 +1,7 @@
 // decompose, reduction family: sum, mean, amax/amin, var/std (and their _mean forms) in
-// canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm, _weight_norm
-// (inference, and training with the running statistics written back through
-// `torch.Tensor.copy_`); cross_entropy and nll_loss (class indices, class dim 1).
+// canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm (inference,
+// and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm;
+// cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes.
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
 #include <limits>
 
@@ -376,6 +376,34 @@ void nll_loss(Ctx& c) {
 
 }  // namespace
 
+// Adaptive average pooling over the last `dims` dimensions to sizes that divide the input's: each window
+// is kernel = stride = in / out wide, so each pooled dim splits into [out, in / out] (a view) and the
+// result is the mean over the window dims, accumulated in opmath as torch's CPU kernel does. Pooling
+// to one value per channel (every CNN's head, squeeze-and-excite blocks) is then a reduction the
+// scheduler fuses with its producer. Windows that overlap (sizes that do not divide) stay aten's.
+void adaptive_avg_pool(Ctx& c, size_t dims) {
+  ValueId x = c.tensor("input");
+  auto out = int_list(c.arg("output_size"), true);
+  std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
+  if (!out || sizes.size() < dims + 1) refuse();
+  if (out->size() == 1) out->resize(dims, out->front());
+  DType r = c.result_type().dtype;
+  if (out->size() != dims || !is_floating(r)) refuse();
+  std::vector<int64_t> split(sizes.begin(), sizes.end() - static_cast<std::ptrdiff_t>(dims)), windows;
+  int64_t window = 1;
+  for (size_t i = 0; i < dims; ++i) {
+    int64_t in = sizes[sizes.size() - dims + i], o = (*out)[i];
+    if (o <= 0 || in % o != 0) refuse();
+    split.push_back(o);
+    windows.push_back(static_cast<int64_t>(split.size()));
+    split.push_back(in / o);
+    window *= in / o;
+  }
+  Rewriter& rw = c.rw;
+  ValueId pooled = reduce(rw, Op::Sum, reshape(rw, floating_input(c, x, opmath(r)), split), windows, false);
+  c.finish(convert(rw, div_count(rw, pooled, sym::Expr(window)), r));
+}
+
 void add_reduction_rules(RuleMap& rules) {
   rules["torch.sum"] = sum;
   rules["torch._weight_norm"] = weight_norm;
@@ -392,6 +420,8 @@ void add_reduction_rules(RuleMap& rules) {
   rules["torch.nn.functional.layer_norm"] = layer_norm;
   rules["torch.nn.functional.rms_norm"] = rms_norm;
   rules["torch.nn.functional.group_norm"] = group_norm;
+  rules["torch.nn.functional.adaptive_avg_pool2d"] = [](Ctx& c) { adaptive_avg_pool(c, 2); };
+  rules["torch.adaptive_avg_pool1d"] = [](Ctx& c) { adaptive_avg_pool(c, 1); };
   rules["torch.nn.functional.batch_norm"] = batch_norm;
   rules["torch.nn.functional.cross_entropy"] = cross_entropy;
   rules["torch.nn.functional.nll_loss"] = nll_loss;

@@ -68,6 +68,7 @@ std::vector<Entry> entries() {
       {{"torch.nn.functional.rms_norm"}, "input, normalized_shape:sizes, weight=None, eps=None"},
       {{"torch._weight_norm"}, "v, g, dim=0"},
       {{"torch.nn.functional.group_norm"}, "input, num_groups, weight=None, bias=None, eps=1e-05"},
+      {{"torch.nn.functional.adaptive_avg_pool2d", "torch.adaptive_avg_pool1d"}, "input, output_size"},
       {{"torch.nn.functional.batch_norm"},
        "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05"},
       {{"torch.nn.functional.linear"}, "input, weight, bias=None"},

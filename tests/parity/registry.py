@@ -60,7 +60,7 @@ NO_KERNELS = {
     **dict.fromkeys([
         "for_over_shape", "functional_conv1d", "functional_conv2d", "functional_dropout_off",
         "functional_dropout_train_seeded", "functional_glu_normalize",
-        "functional_pooling", "functional_unfold_fold_shuffle", "if_on_ndim",
+        "functional_unfold_fold_shuffle", "if_on_ndim",
         "if_on_shape", "index_int_slice", "index_none_ellipsis",
         "inplace_input_out_argument", "inplace_metadata_ops", "inplace_on_view_of_intermediate", "nn_bilinear",
         "nn_conv1d", "nn_conv1d_stride_dilation", "nn_conv2d", "nn_conv2d_padding_mode_reflect",
@@ -71,7 +71,7 @@ NO_KERNELS = {
         "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",
         "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",
         "dict_input",
-        "nn_pooling_stack", "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
+        "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
         "reduce_cumulative", "shape_flatten_unflatten",
         "shape_split_chunk_unbind", "shape_squeeze_unsqueeze", "shape_view_reshape", "slice_objects",
         "tensor_T_attribute", "tensor_attributes", "tensor_stride_and_sizes", "try_except_no_exception",

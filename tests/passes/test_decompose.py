@@ -43,6 +43,13 @@ def cases():
         c[f"rms_norm_{n}"] = (lambda a, w: F.rms_norm(a, (8,), w), (x(2, 3, 8, dtype=dt), x(8, dtype=dt)))
         c[f"rms_norm_eps_{n}"] = (lambda a: F.rms_norm(a, [8], eps=1e-5), (x(4, 8, dtype=dt),))
         c[f"group_norm_{n}"] = (lambda a, w, b: F.group_norm(a, 2, w, b), (x(2, 4, 3, 3, dtype=dt), x(4), x(4)))
+        c[f"group_norm_channels_last_{n}"] = (lambda a, w, b: F.group_norm(a, 2, w, b),
+                                              (x(2, 4, 3, 3, dtype=dt).to(memory_format=torch.channels_last), x(4), x(4)))
+        # adaptive pooling to dividing sizes is a mean over windows (other sizes: test_unknown_forms_stay)
+        c[f"adaptive_avg_pool_{n}"] = (lambda a: (F.adaptive_avg_pool2d(a, 1), F.adaptive_avg_pool2d(a, (2, 4)),
+                                                  F.adaptive_avg_pool2d(a, (6, 8)), F.adaptive_avg_pool1d(a.flatten(2), 12),
+                                                  F.adaptive_avg_pool2d(a.to(memory_format=torch.channels_last), (3, 1))),
+                                       (x(2, 4, 6, 8, dtype=dt),))
         c[f"softmax_{n}"] = (lambda a: (a.softmax(-1), F.softmax(a, dim=0), torch.softmax(a, 1)), (x(2, 3, 8, dtype=dt),))
         c[f"log_softmax_{n}"] = (lambda a: (F.log_softmax(a, -1), a.log_softmax(1)), (x(2, 3, 8, dtype=dt),))
         c[f"softmax_dtype_{n}"] = (lambda a: F.softmax(a, -1, dtype=torch.float32), (x(3, 8, dtype=dt),))
@@ -174,6 +181,11 @@ def test_unknown_forms_stay():
     text = ember.explain(fn)(x(4, 5), x(4, 5)).graphs[0]
     after = lower(text)
     assert "cross_entropy" in after
+    compare(text, after, make_inputs(graph_inputs(text), 1))
+    # Adaptive pooling to sizes that do not divide the input's (overlapping windows) stays aten's.
+    text = ember.explain(lambda a: F.adaptive_avg_pool2d(a, (4, 3)))(x(2, 4, 6, 8)).graphs[0]
+    after = lower(text)
+    assert "adaptive_avg_pool2d" in after
     compare(text, after, make_inputs(graph_inputs(text), 1))
 
 
