@@ -244,6 +244,54 @@ ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir:
                  make_type(like.dtype, std::move(sizes), like.device, like.requires_grad));
 }
 
+ValueId pad(Rewriter& rw, ValueId x, int64_t dim, int64_t before, int64_t after, double value) {
+  if (before < 0 || after < 0) refuse();
+  if (before == 0 && after == 0) return x;
+  const ir::TensorType type = rw.type(x);
+  std::vector<ValueId> parts;
+  for (int64_t width : {before, int64_t{-1}, after}) {
+    if (width == 0) continue;
+    if (width < 0) {
+      parts.push_back(x);
+      continue;
+    }
+    std::vector<int64_t> sizes = const_sizes(type);
+    sizes.at(static_cast<size_t>(dim)) = width;
+    parts.push_back(full(rw, sizes, value, type.dtype, type.device));
+  }
+  return cat(rw, parts, dim, type);
+}
+
+ValueId relayout(Rewriter& rw, ValueId v, const ir::TensorType& want) {
+  const ir::TensorType& got = rw.type(v);
+  bool moves = false;
+  for (size_t d = 0; d < want.sizes.size(); ++d)
+    moves = moves || (!(want.sizes[d].is_constant() && want.sizes[d].constant() == 1) && got.strides[d] != want.strides[d]);
+  if (!moves) return v;
+  if (want.strides == ir::contiguous_strides(want.sizes))
+    return rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(v)}, {}, want);
+  std::vector<int64_t> sizes, strides;
+  for (size_t d = 0; d < want.sizes.size(); ++d) {
+    if (!want.sizes[d].is_constant() || !want.strides[d].is_constant()) return v;
+    sizes.push_back(want.sizes[d].constant());
+    strides.push_back(want.strides[d].constant());
+  }
+  std::vector<int64_t> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  std::vector<int64_t> inverse(order.size());
+  for (size_t d = 0; d < order.size(); ++d) inverse[order[d]] = static_cast<int64_t>(d);
+  int64_t expected = 1;  // dense: want's strides are the contiguous strides of the sizes in that order
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    if (sizes[*d] != 1 && strides[*d] != expected) return v;
+    expected *= sizes[*d];
+  }
+  ValueId permuted = permute(rw, v, order);
+  ir::TensorType contiguous = rw.type(permuted);
+  contiguous.strides = ir::contiguous_strides(contiguous.sizes);
+  return permute(rw, rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(permuted)}, {}, contiguous), inverse);
+}
+
 int64_t norm_dim(int64_t d, int64_t rank) {
   int64_t wrap = std::max<int64_t>(rank, 1);
   if (d < -wrap || d >= wrap) refuse();

@@ -49,44 +49,6 @@ bool Ctx::bool_arg(std::string_view name) const {
   return *v;
 }
 
-namespace {
-
-// `v` copied into `want`'s strides when they are a dense layout (a permutation of contiguous strides):
-// contiguous, or permuted into want's stride order, made contiguous and permuted back (a channels-last
-// copy). `v` itself for any other layout, and where the two differ only in the strides of size-1 dims,
-// which address nothing.
-ValueId copy_into_layout(Rewriter& rw, ValueId v, const ir::TensorType& want) {
-  const ir::TensorType& got = rw.type(v);
-  bool moves = false;
-  for (size_t d = 0; d < want.sizes.size(); ++d)
-    moves = moves || (!(want.sizes[d].is_constant() && want.sizes[d].constant() == 1) && got.strides[d] != want.strides[d]);
-  if (!moves) return v;
-  if (want.strides == ir::contiguous_strides(want.sizes))
-    return rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(v)}, {}, want);
-  std::vector<int64_t> sizes, strides;
-  for (size_t d = 0; d < want.sizes.size(); ++d) {
-    if (!want.sizes[d].is_constant() || !want.strides[d].is_constant()) return v;
-    sizes.push_back(want.sizes[d].constant());
-    strides.push_back(want.strides[d].constant());
-  }
-  std::vector<int64_t> order(sizes.size());
-  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  std::vector<int64_t> inverse(order.size());
-  for (size_t d = 0; d < order.size(); ++d) inverse[order[d]] = static_cast<int64_t>(d);
-  int64_t expected = 1;  // dense: want's strides are the contiguous strides of the sizes in that order
-  for (auto d = order.rbegin(); d != order.rend(); ++d) {
-    if (sizes[*d] != 1 && strides[*d] != expected) return v;
-    expected *= sizes[*d];
-  }
-  ValueId permuted = permute(rw, v, order);
-  ir::TensorType contiguous = rw.type(permuted);
-  contiguous.strides = ir::contiguous_strides(contiguous.sizes);
-  return permute(rw, rw.emit(ir::Op::Contiguous, {ir::Arg::of_value(permuted)}, {}, contiguous), inverse);
-}
-
-}  // namespace
-
 const ir::TensorType& Ctx::result_type(size_t i) const {
   if (i >= node.results.size()) refuse();
   return rw.source().value(node.results[i]).type;
@@ -103,7 +65,7 @@ void Ctx::finish(ValueId v, size_t i) {
     // of a transposed input), or torch's layout is its input's memory format where the primitives' is
     // not (group norm of a channels-last input on the CPU): a copy into torch's layout, since
     // relabelling the strides would contradict the rules.
-    if (got.strides != want.strides) v = copy_into_layout(rw, v, want);
+    if (got.strides != want.strides) v = relayout(rw, v, want);
     rw.set_type(v, want);
   } else if (rw.type(v).dtype != want.dtype || rw.type(v).sizes != want.sizes) {
     throw std::logic_error("decompose " + std::string(node.callable()) + ": reuses a value of type " +

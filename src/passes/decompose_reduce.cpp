@@ -1,7 +1,8 @@
 // decompose, reduction family: sum, mean, amax/amin, var/std (and their _mean forms) in
 // canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm (inference,
 // and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm;
-// cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes.
+// cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes,
+// max_pool2d without indices.
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
 #include <limits>
 
@@ -404,6 +405,59 @@ void adaptive_avg_pool(Ctx& c, size_t dims) {
   c.finish(convert(rw, div_count(rw, pooled, sym::Expr(window)), r));
 }
 
+// max_pool2d without indices (the inference form; a training graph takes aten's max_pool2d_with_indices,
+// whose indices its backward reads): the input padded with -inf (torch's windows skip the padding, and
+// a window always holds an input element), then the elementwise maximum of the k*k strided slices, one
+// per window offset. `maximum` propagates NaN as torch's kernel does. Output sizes follow torch's
+// pooling_output_shape, ceil_mode's extra window padded on the right too. Lowering makes it one
+// pointwise kernel reading the window (the pad a select), where torch's CPU kernel over NCHW is scalar.
+// Windows of more than 64 elements stay aten's (one load per element would not pay).
+void max_pool2d(Ctx& c) {
+  ValueId x = c.tensor("input");
+  if (c.bool_arg("return_indices")) refuse();
+  const bool ceil_mode = c.bool_arg("ceil_mode");
+  const ir::TensorType& r = c.result_type();
+  std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
+  if (!is_floating(r.dtype) || r.dtype != c.rw.type(x).dtype || sizes.size() < 3) refuse();
+  auto pair = [&](std::string_view name, std::optional<std::vector<int64_t>> fallback) {
+    std::optional<std::vector<int64_t>> v = c.none(name) ? fallback : int_list(c.arg(name), true);
+    if (v && v->empty()) v = fallback;  // stride=[] means the kernel size, as torch reads it
+    if (!v || (v->size() != 1 && v->size() != 2)) refuse();
+    if (v->size() == 1) v->push_back(v->front());
+    return *v;
+  };
+  const std::vector<int64_t> kernel = pair("kernel_size", std::nullopt), stride = pair("stride", kernel),
+                             padding = pair("padding", std::nullopt), dilation = pair("dilation", std::nullopt);
+  if (kernel[0] * kernel[1] > 64) refuse();
+  Rewriter& rw = c.rw;
+  ValueId padded = x;
+  std::vector<int64_t> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t k = kernel[i], s = stride[i], p = padding[i], d = dilation[i];
+    const int64_t dim = static_cast<int64_t>(sizes.size() - 2 + i), in = sizes[static_cast<size_t>(dim)];
+    if (k < 1 || s < 1 || d < 1 || p < 0 || p > k / 2) refuse();
+    const int64_t span = in + 2 * p - d * (k - 1) - 1;
+    if (span < 0) refuse();
+    out[i] = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out[i] - 1) * s >= in + p) --out[i];
+    const int64_t extent = (out[i] - 1) * s + d * (k - 1) + 1;  // the padded input the windows read
+    padded = pad(rw, padded, dim, p, std::max<int64_t>(extent - in - p, 0), -std::numeric_limits<double>::infinity());
+  }
+  std::optional<ValueId> result;
+  for (int64_t a = 0; a < kernel[0]; ++a) {
+    for (int64_t b = 0; b < kernel[1]; ++b) {
+      ValueId window = padded;
+      const int64_t offsets[2] = {a * dilation[0], b * dilation[1]};
+      for (size_t i = 0; i < 2; ++i) {
+        const int64_t dim = static_cast<int64_t>(sizes.size() - 2 + i);
+        window = slice(rw, window, dim, offsets[i], offsets[i] + (out[i] - 1) * stride[i] + 1, stride[i]);
+      }
+      result = result ? binary(rw, Op::Maximum, *result, V(window)) : window;
+    }
+  }
+  c.finish(*result);
+}
+
 void add_reduction_rules(RuleMap& rules) {
   rules["torch.sum"] = sum;
   rules["torch._weight_norm"] = weight_norm;
@@ -422,6 +476,7 @@ void add_reduction_rules(RuleMap& rules) {
   rules["torch.nn.functional.group_norm"] = group_norm;
   rules["torch.nn.functional.adaptive_avg_pool2d"] = [](Ctx& c) { adaptive_avg_pool(c, 2); };
   rules["torch.adaptive_avg_pool1d"] = [](Ctx& c) { adaptive_avg_pool(c, 1); };
+  rules["torch.nn.functional.max_pool2d"] = max_pool2d;
   rules["torch.nn.functional.batch_norm"] = batch_norm;
   rules["torch.nn.functional.cross_entropy"] = cross_entropy;
   rules["torch.nn.functional.nll_loss"] = nll_loss;

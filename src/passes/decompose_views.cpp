@@ -606,21 +606,9 @@ void constant_pad(Ctx& c) {
   const double value = c.none("value") ? 0.0 : c.number_arg("value");
   if (is_integral(r.dtype) && static_cast<double>(static_cast<int64_t>(value)) != value) refuse();
   for (size_t k = 0; k < pad.items.size(); k += 2) {
-    const int64_t dim = rank - 1 - static_cast<int64_t>(k / 2);
     std::optional<int64_t> before = int_literal(pad.items[k]), after = int_literal(pad.items[k + 1]);
-    if (!before || !after || *before < 0 || *after < 0) refuse();
-    std::vector<ValueId> parts;
-    for (int64_t width : {*before, int64_t{-1}, *after}) {
-      if (width == 0) continue;
-      if (width < 0) {
-        parts.push_back(x);
-        continue;
-      }
-      std::vector<int64_t> sizes = const_sizes(rw.type(x));
-      sizes[static_cast<size_t>(dim)] = width;
-      parts.push_back(full(rw, sizes, value, r.dtype, r.device));
-    }
-    if (parts.size() > 1) x = build::cat(rw, parts, dim, r);
+    if (!before || !after) refuse();
+    x = build::pad(rw, x, rank - 1 - static_cast<int64_t>(k / 2), *before, *after, value);
   }
   if (const_sizes(rw.type(x)) != const_sizes(r)) refuse();
   c.finish(x);

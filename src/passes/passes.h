@@ -35,5 +35,8 @@ bool writes_out_of_place(ir::Graph& graph);
 bool decompose(ir::Graph& graph, const std::function<bool(const ir::Node&)>& keep = {});
 // Replaces a core op that repeats an earlier identical one by the earlier one's results (cse.cpp).
 bool cse(ir::Graph& graph);
+// A CPU inference graph's 2-d convolutions read channels-last inputs, and what follows them takes the
+// layouts its shape rules give; outputs keep their recorded layouts (channels_last.cpp).
+bool channels_last(ir::Graph& graph);
 
 }  // namespace ember::passes

@@ -69,6 +69,8 @@ std::vector<Entry> entries() {
       {{"torch._weight_norm"}, "v, g, dim=0"},
       {{"torch.nn.functional.group_norm"}, "input, num_groups, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.adaptive_avg_pool2d", "torch.adaptive_avg_pool1d"}, "input, output_size"},
+      {{"torch.nn.functional.max_pool2d"},
+       "input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False"},
       {{"torch.nn.functional.batch_norm"},
        "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05"},
       {{"torch.nn.functional.linear"}, "input, weight, bias=None"},

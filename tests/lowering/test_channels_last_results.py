@@ -4,6 +4,7 @@ convolution, meta's answer made the runtime copy each result into the recorded l
 permutes around layer_norm, so its convolutions see such inputs); for the group norm, a decomposed kernel stored
 PoolFormer's activations contiguous, and torch's pooling and 1x1 convolutions after it took their slower
 contiguous paths."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -45,5 +46,30 @@ def test_group_norm_of_a_channels_last_value_keeps_eager_layout():
     for g_, w_ in zip(got, want):
         torch.testing.assert_close(g_, w_)
         assert w_.is_contiguous(memory_format=torch.channels_last)
+        assert g_.stride() == w_.stride()
+    ember.reset()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_convolutions_run_channels_last_and_outputs_keep_eager_layout(batch):
+    """The channels_last step (src/passes/channels_last.cpp): a CPU inference graph's convolutions read
+    channels-last copies of their inputs; values, and the layouts of everything the graph returns (a conv's
+    result among them), are eager's."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(8, 8, 3, groups=2),
+                              torch.nn.Conv2d(8, 16, 1)).eval()
+
+    def f(x):
+        y = net(x)
+        return y, F.adaptive_avg_pool2d(y, 1).flatten(1), net[0](x)
+
+    x = torch.randn(batch, 3, 12, 10)
+    ember.reset()
+    with torch.no_grad():
+        want, got = f(x), ember.compile(f)(x)
+    assert ember.stats()["kernels_compiled"] >= 1
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_, w_)
         assert g_.stride() == w_.stride()
     ember.reset()
