@@ -8,12 +8,12 @@
 //
 // Needs: a graph after decompose (primitives and torch calls). Applies to a network: two 2-d
 // convolutions or more whose input (4-d, floating, on the CPU) has default strides, one of them reading
-// a value the graph computes; graphs that write a tensor, draw random numbers or require grad are left
-// alone (their aliasing and saved values follow the recorded layouts). Guarantees: values are as before
-// and the graph's outputs keep their recorded layouts; each such conv input is copied channels-last
-// first (once per value); every node downstream of a value whose layout changed takes the layout its
-// shape rule gives for the new operands, and a node the rules do not answer for gets its operands back
-// in their recorded layouts (for the nodes after it too).
+// a value the graph computes; graphs that write a tensor, draw random numbers or return a value that
+// requires grad are left alone (their aliasing and saved values follow the recorded layouts).
+// Guarantees: values are as before and the graph's outputs keep their recorded layouts; each such conv
+// input is copied channels-last first (once per value); every node downstream of a value whose layout
+// changed takes the layout its shape rule gives for the new operands, and a node the rules do not
+// answer for gets its operands back in their recorded layouts (for the nodes after it too).
 #include <functional>
 #include <map>
 
@@ -55,12 +55,14 @@ void each_operand(const ir::Arg& source, const ir::Arg& now, const std::function
 bool channels_last(ir::Graph& graph) {
   // A network: two convolutions at least, one of them reading a value the graph computes. A lone
   // convolution, or several reading the graph's inputs only, would pay copies in and out for their gain.
+  // A training graph (an output requires grad; decomposed intermediates may say so in any graph) keeps
+  // the layouts its backward was built for.
+  for (ValueId out : graph.outputs())
+    if (graph.value(out).type.requires_grad) return false;
   int convs = 0;
   bool chained = false;
   for (const ir::Node& node : graph.nodes()) {
     if (has_effect(node)) return false;
-    for (ValueId r : node.results)
-      if (graph.value(r).type.requires_grad) return false;
     if (is_conv2d(node) && !node.args.empty() && node.args[0].kind == ir::Arg::Kind::Value &&
         converts(graph.value(node.args[0].value).type)) {
       ++convs;
@@ -77,11 +79,19 @@ bool channels_last(ir::Graph& graph) {
     for (const ir::Arg& a : node.args) args.push_back(rw.map(a));
     Kwargs kwargs;
     for (const auto& [name, a] : node.kwargs) kwargs.emplace_back(name, rw.map(a));
-    if (is_conv2d(node) && args[0].kind == ir::Arg::Kind::Value && converts(rw.type(args[0].value))) {
-      ValueId x = args[0].value;
-      auto it = laid_out.find(x);
-      if (it == laid_out.end()) it = laid_out.emplace(x, relayout(rw, x, channels_last_type(rw.type(x)))).first;
-      args[0] = ir::Arg::of_value(it->second);
+    auto lay_out = [&](ir::Arg& a) {
+      if (a.kind != ir::Arg::Kind::Value || !converts(rw.type(a.value))) return;
+      auto it = laid_out.find(a.value);
+      if (it == laid_out.end())
+        it = laid_out.emplace(a.value, relayout(rw, a.value, channels_last_type(rw.type(a.value)))).first;
+      a = ir::Arg::of_value(it->second);
+    };
+    if (is_conv2d(node) && args.size() >= 2 && args[0].kind == ir::Arg::Kind::Value) {
+      // The input (unless an earlier conv's layout reaches it already), then the weight beside a
+      // channels-last input: torch's kernels copy a contiguous weight wider than 1x1 channels-last on
+      // every call (aten's strided copy_, slower than a kernel here).
+      lay_out(args[0]);
+      if (rw.type(args[0].value).strides == channels_last_type(rw.type(args[0].value)).strides) lay_out(args[1]);
     }
     auto operands = [&](const std::function<void(ValueId, ValueId)>& fn) {
       for (size_t i = 0; i < node.args.size(); ++i) each_operand(node.args[i], args[i], fn);
@@ -107,7 +117,10 @@ bool channels_last(ir::Graph& graph) {
     if (!answered) {
       // No rule for the new layout: the operands go back to the layouts the node was traced with (for
       // the nodes after it too).
-      operands([&](ValueId s, ValueId n) { rw.bind(s, relayout(rw, n, graph.value(s).type)); });
+      operands([&](ValueId s, ValueId) {
+        const ValueId now = rw.mapped(s);  // restored already when the node reads `s` twice
+        if (rw.type(now).strides != graph.value(s).type.strides) rw.bind(s, relayout(rw, now, graph.value(s).type));
+      });
       rw.copy(node);
       continue;
     }
@@ -124,6 +137,7 @@ bool channels_last(ir::Graph& graph) {
   // The graph's outputs in their recorded layouts.
   for (ValueId out : graph.outputs()) rw.bind(out, relayout(rw, rw.mapped(out), graph.value(out).type));
   graph = rw.finish();
+  dce(graph);  // copies a node without a rule left unread
   return true;
 }
 

@@ -154,9 +154,10 @@ Result infer_conv(const Call& call, int spatial_dims) {
   auto x = as_dense((*b)[0]);
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
+  // A channels-last weight is read as such by the CPU kernels only beside a channels-last input.
   const bool channels_last = spatial_dims == 2 && dense_channels_last_on_cpu(*x);
-  if ((!has_default_strides(*x) && !channels_last) || !has_default_strides(*w) || has_zero(x->sizes) ||
-      has_zero(w->sizes))
+  const bool weight_ok = has_default_strides(*w) || (channels_last && dense_channels_last_on_cpu(*w));
+  if ((!has_default_strides(*x) && !channels_last) || !weight_ok || has_zero(x->sizes) || has_zero(w->sizes))
     return std::nullopt;
   std::optional<SizeLists> sizes = conv_sizes(call, spatial_dims, nullptr);
   if (!sizes) return std::nullopt;
