@@ -2,8 +2,9 @@
 // canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm (inference,
 // and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm;
 // cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes,
-// max_pool2d without indices.
+// max_pool2d without indices; a depthwise 1x1 conv2d (a per-channel affine).
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
+#include <algorithm>
 #include <limits>
 
 #include "passes/decompose_rules.h"
@@ -458,6 +459,31 @@ void max_pool2d(Ctx& c) {
   c.finish(*result);
 }
 
+// conv2d with a 1x1 kernel, one input and one output channel per group (a depthwise 1x1 convolution:
+// RepViT's and MobileOne's re-parameterizable branches), stride 1 and no padding: a per-channel multiply
+// and bias, in opmath and rounded once as torch's kernels round. torch's CPU kernel runs one small
+// convolution per channel (THNN's grouped path: ~20,000 calls a RepViT forward). Other convolutions stay
+// aten's.
+void depthwise_conv1x1(Ctx& c) {
+  ValueId x = c.tensor("input"), w = c.tensor("weight");
+  auto b = optional_tensor(c, "bias");
+  Rewriter& rw = c.rw;
+  const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  const DType r = c.result_type().dtype;
+  if (sizes.size() != 4 || !is_floating(r) || rw.type(x).dtype != r || rw.type(w).dtype != r) refuse();
+  const int64_t channels = sizes[1];
+  if (const_sizes(rw.type(w)) != std::vector<int64_t>{channels, 1, 1, 1} || c.int_arg("groups") != channels) refuse();
+  auto all = [&](std::string_view name, int64_t value) {
+    auto v = int_list(c.arg(name), true);
+    return v && !v->empty() && std::all_of(v->begin(), v->end(), [value](int64_t e) { return e == value; });
+  };
+  if (!all("stride", 1) || !all("padding", 0) || !int_list(c.arg("dilation"), true)) refuse();
+  const DType dt = opmath(r);
+  ValueId y = binary(rw, Op::Mul, convert(rw, x, dt), V(reshape(rw, convert(rw, w, dt), {1, channels, 1, 1})));
+  if (b) y = binary(rw, Op::Add, y, V(channel_param(rw, *b, channels, 4, dt)));
+  c.finish(convert(rw, y, r));
+}
+
 void add_reduction_rules(RuleMap& rules) {
   rules["torch.sum"] = sum;
   rules["torch._weight_norm"] = weight_norm;
@@ -477,6 +503,7 @@ void add_reduction_rules(RuleMap& rules) {
   rules["torch.nn.functional.adaptive_avg_pool2d"] = [](Ctx& c) { adaptive_avg_pool(c, 2); };
   rules["torch.adaptive_avg_pool1d"] = [](Ctx& c) { adaptive_avg_pool(c, 1); };
   rules["torch.nn.functional.max_pool2d"] = max_pool2d;
+  rules["torch.conv2d"] = depthwise_conv1x1;
   rules["torch.nn.functional.batch_norm"] = batch_norm;
   rules["torch.nn.functional.cross_entropy"] = cross_entropy;
   rules["torch.nn.functional.nll_loss"] = nll_loss;

@@ -69,6 +69,7 @@ std::vector<Entry> entries() {
       {{"torch._weight_norm"}, "v, g, dim=0"},
       {{"torch.nn.functional.group_norm"}, "input, num_groups, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.adaptive_avg_pool2d", "torch.adaptive_avg_pool1d"}, "input, output_size"},
+      {{"torch.conv2d"}, "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1"},
       {{"torch.nn.functional.max_pool2d"},
        "input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False"},
       {{"torch.nn.functional.batch_norm"},

@@ -50,6 +50,10 @@ def cases():
                                                   F.adaptive_avg_pool2d(a, (6, 8)), F.adaptive_avg_pool1d(a.flatten(2), 12),
                                                   F.adaptive_avg_pool2d(a.to(memory_format=torch.channels_last), (3, 1))),
                                        (x(2, 4, 6, 8, dtype=dt),))
+        # a depthwise 1x1 convolution is a per-channel affine; other convolutions stay aten's (EXTERN_OK)
+        c[f"depthwise_conv1x1_{n}"] = (lambda a, w, b: (F.conv2d(a, w, b, groups=4), F.conv2d(a, w, groups=4, stride=1, padding=0),
+                                                        F.conv2d(a.to(memory_format=torch.channels_last), w, b, 1, 0, 1, 4)),
+                                       (x(2, 4, 3, 5, dtype=dt), x(4, 1, 1, 1, dtype=dt), x(4, dtype=dt)))
         c[f"softmax_{n}"] = (lambda a: (a.softmax(-1), F.softmax(a, dim=0), torch.softmax(a, 1)), (x(2, 3, 8, dtype=dt),))
         c[f"log_softmax_{n}"] = (lambda a: (F.log_softmax(a, -1), a.log_softmax(1)), (x(2, 3, 8, dtype=dt),))
         c[f"softmax_dtype_{n}"] = (lambda a: F.softmax(a, -1, dtype=torch.float32), (x(3, 8, dtype=dt),))
@@ -181,6 +185,13 @@ def test_unknown_forms_stay():
     text = ember.explain(fn)(x(4, 5), x(4, 5)).graphs[0]
     after = lower(text)
     assert "cross_entropy" in after
+    compare(text, after, make_inputs(graph_inputs(text), 1))
+    # Convolutions other than a depthwise 1x1 one with stride 1 and no padding stay aten's.
+    w1, w3 = x(4, 1, 1, 1), x(4, 1, 3, 3)
+    text = ember.explain(lambda a: (F.conv2d(a, w1, groups=4, stride=2), F.conv2d(a, w3, groups=4),
+                                    F.conv2d(a, w1, groups=4, padding=1)))(x(2, 4, 6, 8)).graphs[0]
+    after = lower(text)
+    assert after.count("torch.conv2d") == 3
     compare(text, after, make_inputs(graph_inputs(text), 1))
     # Adaptive pooling to sizes that do not divide the input's (overlapping windows) stays aten's.
     text = ember.explain(lambda a: F.adaptive_avg_pool2d(a, (4, 3)))(x(2, 4, 6, 8)).graphs[0]
