@@ -407,7 +407,7 @@ void adaptive_avg_pool(Ctx& c, size_t dims) {
 }
 
 // max_pool2d without indices (the inference form; a training graph takes aten's max_pool2d_with_indices,
-// whose indices its backward reads): the input padded with -inf (torch's windows skip the padding, and
+// whose indices its backward reads, so a result that requires grad is refused): the input padded with -inf (torch's windows skip the padding, and
 // a window always holds an input element), then the elementwise maximum of the k*k strided slices, one
 // per window offset. `maximum` propagates NaN as torch's kernel does. Output sizes follow torch's
 // pooling_output_shape, ceil_mode's extra window padded on the right too. Lowering makes it one
@@ -415,9 +415,11 @@ void adaptive_avg_pool(Ctx& c, size_t dims) {
 // Windows of more than 64 elements stay aten's (one load per element would not pay).
 void max_pool2d(Ctx& c) {
   ValueId x = c.tensor("input");
-  if (c.bool_arg("return_indices")) refuse();
-  const bool ceil_mode = c.bool_arg("ceil_mode");
   const ir::TensorType& r = c.result_type();
+  // A result that requires grad is a training graph's, before its joint: maximum's gradient would split
+  // between tied values (ReLU's zeros) where the pool's goes to the first one.
+  if (c.bool_arg("return_indices") || r.requires_grad) refuse();
+  const bool ceil_mode = c.bool_arg("ceil_mode");
   std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
   if (!is_floating(r.dtype) || r.dtype != c.rw.type(x).dtype || sizes.size() < 3) refuse();
   auto pair = [&](std::string_view name, std::optional<std::vector<int64_t>> fallback) {
