@@ -145,6 +145,12 @@ std::vector<Size> contiguous_strides(const std::vector<Size>& sizes) {
   return strides;
 }
 
+// torch's channels-last strides of a 4-d size (N, C, H, W): C varies fastest, then W, H, N.
+template <class Size>
+std::vector<Size> channels_last_strides(const std::vector<Size>& s) {
+  return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
 // Whether `strides` walk `sizes` row-major with no gaps, a size-1 dimension's stride ignored (it never
 // moves): the layout `contiguous_strides` gives, up to those strides.
 template <class Size>

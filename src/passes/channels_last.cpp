@@ -39,7 +39,7 @@ bool converts(const ir::TensorType& t) {
 
 ir::TensorType channels_last_type(const ir::TensorType& t) {
   ir::TensorType out = t;
-  out.strides = {t.sizes[1] * t.sizes[2] * t.sizes[3], 1, t.sizes[3] * t.sizes[1], t.sizes[1]};
+  out.strides = ir::channels_last_strides(t.sizes);
   return out;
 }
 
@@ -91,7 +91,8 @@ bool channels_last(ir::Graph& graph) {
       // channels-last input: torch's kernels copy a contiguous weight wider than 1x1 channels-last on
       // every call (aten's strided copy_, slower than a kernel here).
       lay_out(args[0]);
-      if (rw.type(args[0].value).strides == channels_last_type(rw.type(args[0].value)).strides) lay_out(args[1]);
+      const ir::TensorType& input = rw.type(args[0].value);
+      if (input.sizes.size() == 4 && input.strides == ir::channels_last_strides(input.sizes)) lay_out(args[1]);
     }
     auto operands = [&](const std::function<void(ValueId, ValueId)>& fn) {
       for (size_t i = 0; i < node.args.size(); ++i) each_operand(node.args[i], args[i], fn);

@@ -65,7 +65,7 @@ void Ctx::finish(ValueId v, size_t i) {
     // of a transposed input), or torch's layout is its input's memory format where the primitives' is
     // not (group norm of a channels-last input on the CPU): a copy into torch's layout, since
     // relabelling the strides would contradict the rules.
-    if (got.strides != want.strides) v = relayout(rw, v, want);
+    v = relayout(rw, v, want);
     rw.set_type(v, want);
   } else if (rw.type(v).dtype != want.dtype || rw.type(v).sizes != want.sizes) {
     throw std::logic_error("decompose " + std::string(node.callable()) + ": reuses a value of type " +

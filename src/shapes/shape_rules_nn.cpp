@@ -37,8 +37,7 @@ std::optional<std::optional<Dense>> vector_param(const Operand* p, int64_t n) {
 
 const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
 
-// torch's channels-last strides of a 4-d size (N, C, H, W): C varies fastest, then W, H, N.
-Sizes channels_last_strides(const Sizes& s) { return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}; }
+using ir::channels_last_strides;
 
 // A dense channels-last 4-d CPU tensor: the CPU kernels of convolution and group norm give such an
 // input a channels-last result (their memory format is the input's suggested one), where the meta
