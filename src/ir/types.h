@@ -151,6 +151,20 @@ std::vector<Size> channels_last_strides(const std::vector<Size>& s) {
   return {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
 }
 
+// Whether `strides` walk 4-d `sizes` channels-last with no gaps, a size-1 dimension's stride ignored (torch's
+// `is_contiguous(memory_format=torch.channels_last)`): the layout `channels_last_strides` gives, up to those strides.
+template <class Size>
+bool channels_last_dense(const std::vector<Size>& sizes, const std::vector<Size>& strides) {
+  if (sizes.size() != 4) return false;
+  Size expected = 1;
+  for (size_t d : {1, 3, 2, 0}) {
+    if (detail::is_size(sizes[d], 1)) continue;
+    if (strides[d] != expected) return false;
+    expected = expected * sizes[d];
+  }
+  return true;
+}
+
 // Whether `strides` walk `sizes` row-major with no gaps, a size-1 dimension's stride ignored (it never
 // moves): the layout `contiguous_strides` gives, up to those strides.
 template <class Size>

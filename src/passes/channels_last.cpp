@@ -11,9 +11,10 @@
 // a value the graph computes; graphs that write a tensor, draw random numbers or return a value that
 // requires grad are left alone (their aliasing and saved values follow the recorded layouts).
 // Guarantees: values are as before and the graph's outputs keep their recorded layouts; each such conv
-// input is copied channels-last first (once per value); every node downstream of a value whose layout
-// changed takes the layout its shape rule gives for the new operands, and a node the rules do not
-// answer for gets its operands back in their recorded layouts (for the nodes after it too).
+// input is copied channels-last first (once per value), and so is a fill read beside a channels-last
+// value; every node downstream of a value whose layout changed takes the layout its shape rule gives for
+// the new operands, and a node the rules do not answer for gets its operands back in their recorded
+// layouts (for the nodes after it too).
 #include <functional>
 #include <map>
 
@@ -43,10 +44,20 @@ ir::TensorType channels_last_type(const ir::TensorType& t) {
   return out;
 }
 
-// Calls `fn(source value, new value)` for each tensor operand of a node: its source argument and the
+bool is_channels_last(const ir::TensorType& t) {
+  return t.sizes.size() == 4 && t.strides == ir::channels_last_strides(t.sizes) && !ir::row_major(t.sizes, t.strides);
+}
+
+// A value the graph fills with one number (`full`): the scheduler computes it where it is read.
+bool is_fill(const ir::Graph& graph, ValueId v) {
+  const ir::NodeId producer = graph.value(v).producer;
+  return producer >= 0 && graph.node(producer).op == ir::Op::Full;
+}
+
+// Calls `fn(source value, new argument)` for each tensor operand of a node: its source argument and the
 // same argument mapped into the new graph (lists and tuples walked in step).
-void each_operand(const ir::Arg& source, const ir::Arg& now, const std::function<void(ValueId, ValueId)>& fn) {
-  if (source.kind == ir::Arg::Kind::Value) fn(source.value, now.value);
+void each_operand(const ir::Arg& source, ir::Arg& now, const std::function<void(ValueId, ir::Arg&)>& fn) {
+  if (source.kind == ir::Arg::Kind::Value) fn(source.value, now);
   for (size_t i = 0; i < source.items.size() && i < now.items.size(); ++i) each_operand(source.items[i], now.items[i], fn);
 }
 
@@ -86,6 +97,10 @@ bool channels_last(ir::Graph& graph) {
         it = laid_out.emplace(a.value, relayout(rw, a.value, channels_last_type(rw.type(a.value)))).first;
       a = ir::Arg::of_value(it->second);
     };
+    auto operands = [&](const std::function<void(ValueId, ir::Arg&)>& fn) {
+      for (size_t i = 0; i < node.args.size(); ++i) each_operand(node.args[i], args[i], fn);
+      for (size_t i = 0; i < node.kwargs.size(); ++i) each_operand(node.kwargs[i].second, kwargs[i].second, fn);
+    };
     if (is_conv2d(node) && args.size() >= 2 && args[0].kind == ir::Arg::Kind::Value) {
       // The input (unless an earlier conv's layout reaches it already), then the weight beside a
       // channels-last input: torch's kernels copy a contiguous weight wider than 1x1 channels-last on
@@ -93,13 +108,19 @@ bool channels_last(ir::Graph& graph) {
       lay_out(args[0]);
       const ir::TensorType& input = rw.type(args[0].value);
       if (input.sizes.size() == 4 && input.strides == ir::channels_last_strides(input.sizes)) lay_out(args[1]);
+    } else {
+      // A fill read beside a channels-last operand (max_pool2d's -inf padding, cat to its input) is laid
+      // out channels-last too: computed where it is read, the copy costs nothing, and the node can keep
+      // the layout instead of sending its operands back to their traced ones.
+      bool reads_channels_last = false;
+      operands([&](ValueId, ir::Arg& n) { reads_channels_last = reads_channels_last || is_channels_last(rw.type(n.value)); });
+      if (reads_channels_last)
+        operands([&](ValueId s, ir::Arg& n) {
+          if (is_fill(graph, s)) lay_out(n);
+        });
     }
-    auto operands = [&](const std::function<void(ValueId, ValueId)>& fn) {
-      for (size_t i = 0; i < node.args.size(); ++i) each_operand(node.args[i], args[i], fn);
-      for (size_t i = 0; i < node.kwargs.size(); ++i) each_operand(node.kwargs[i].second, kwargs[i].second, fn);
-    };
     bool moved = false;
-    operands([&](ValueId s, ValueId n) { moved = moved || graph.value(s).type.strides != rw.type(n).strides; });
+    operands([&](ValueId s, ir::Arg& n) { moved = moved || graph.value(s).type.strides != rw.type(n.value).strides; });
     if (!moved) {
       rw.copy(node);
       continue;
@@ -118,7 +139,7 @@ bool channels_last(ir::Graph& graph) {
     if (!answered) {
       // No rule for the new layout: the operands go back to the layouts the node was traced with (for
       // the nodes after it too).
-      operands([&](ValueId s, ValueId) {
+      operands([&](ValueId s, ir::Arg&) {
         const ValueId now = rw.mapped(s);  // restored already when the node reads `s` twice
         if (rw.type(now).strides != graph.value(s).type.strides) rw.bind(s, relayout(rw, now, graph.value(s).type));
       });

@@ -198,6 +198,9 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
       return infer_flatten(call);
     case ir::Op::Getitem:
       return infer_getitem(call);
+    case ir::Op::Slice:
+    case ir::Op::Select:
+      return infer_slice_select(call);
     case ir::Op::Contiguous:
       return infer_contiguous(call);
     case ir::Op::Cat:
@@ -245,8 +248,6 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
     case ir::Op::Sign:
     case ir::Op::LogicalAnd:
     case ir::Op::LogicalOr:
-    case ir::Op::Slice:
-    case ir::Op::Select:
       return std::nullopt;
   }
   return std::nullopt;

@@ -49,12 +49,13 @@ Result infer_cat_stack(const Call& call) {
   if (!dim) return std::nullopt;
   std::vector<Dense> tensors;
   Promotion promotion(call.default_dtype);
-  bool channels_last = false, all_default = true;
+  bool all_channels_last = true, all_default = true, empty = false;
   for (const Operand& item : (*b)[0]->items) {
     auto t = as_dense(&item);
     if (!t) return std::nullopt;
     promotion.add(*t);
-    channels_last = channels_last || suggests_channels_last(*t);
+    all_channels_last = all_channels_last && suggests_channels_last(*t);
+    empty = empty || std::count(t->sizes.begin(), t->sizes.end(), 0) > 0;
     all_default = all_default && has_default_strides(*t);
     tensors.push_back(std::move(*t));
   }
@@ -84,15 +85,22 @@ Result infer_cat_stack(const Call& call) {
       if (t.sizes != first.sizes) return std::nullopt;
     out.insert(out.begin() + *w, static_cast<int64_t>(tensors.size()));
   }
-  // Inputs whose strides suggest channels-last can make a 4-D or 5-D result channels-last (torch
-  // uses their common suggested format); any other layout gives a contiguous result. stack cats
-  // its inputs unsqueezed, whose suggestion this does not compute: it is served for default strides.
-  if ((out.size() == 4 || out.size() == 5) && (is_cat ? channels_last : !all_default)) return std::nullopt;
+  // A 4-D or 5-D result takes its inputs' common suggested memory format: contiguous unless every input
+  // suggests channels-last, channels-last when all do (served for 4-D inputs without empty dims; 5-D's
+  // channels_last_3d is not modeled). stack cats its inputs unsqueezed, whose suggestion this does not
+  // compute: it is served for default strides.
+  bool channels_last = false;
+  if (out.size() == 4 || out.size() == 5) {
+    if (is_cat ? all_channels_last && (out.size() == 5 || empty) : !all_default)
+      return std::nullopt;
+    channels_last = is_cat && all_channels_last;
+  }
   auto device = result_device(call, false);
   if (!device) return std::nullopt;
   bool rg = false;
   for (const Dense& t : tensors) rg = rg || computed_requires_grad(call, *dt, {&t});
-  return std::vector<ir::TensorType>{make_type(*dt, out, contiguous_strides(out), rg, *device)};
+  return std::vector<ir::TensorType>{
+      make_type(*dt, out, channels_last ? ir::channels_last_strides(out) : contiguous_strides(out), rg, *device)};
 }
 
 Result infer_gather(const Call& call) {

@@ -196,6 +196,7 @@ Result infer_unsqueeze(const Call& call);
 Result infer_squeeze(const Call& call);
 Result infer_flatten(const Call& call);
 Result infer_getitem(const Call& call);
+Result infer_slice_select(const Call& call);
 Result infer_split_chunk(const Call& call);  // split and chunk
 Result infer_contiguous(const Call& call);
 

@@ -10,8 +10,8 @@
 // allocates, in the cases where that is simple: every tensor operand has torch's default strides
 // for its own shape (the output has default strides for the broadcast shape); or every tensor
 // operand has the output's shape and the same nonzero strides, either decreasing from outer to
-// inner dims (a slice: the output has default strides) or distinct over dims of size > 1 (a
-// permutation: the output is dense in that dimension order); or, for results without size-1
+// inner dims (a slice: the output has default strides), channels-last (the output is too), or distinct over
+// dims of size > 1 (a permutation: the output is dense in that dimension order); or, for results without size-1
 // dims (or with them, where TensorIterator takes its general path) over operands of the result's dtype, the
 // dimension order TensorIterator computes (ordered_strides). Anything else is nullopt.
 #include <algorithm>
@@ -164,6 +164,10 @@ std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<c
   const Sizes& s = *shared;
   if (std::find(s.begin(), s.end(), 0) != s.end() || std::find(out.begin(), out.end(), 0) != out.end())
     return std::nullopt;
+  // Channels-last, whatever the strides of size-1 dims (a batch of one): TensorIterator's fast setup and the
+  // Python meta kernels' short cut both lay the result out channels-last from its sizes. Not a layout that
+  // is row-major too (TensorIterator then takes its contiguous setup first).
+  if (ir::channels_last_dense(out, s) && !ir::row_major(out, s)) return ir::channels_last_strides(out);
   // Strides decreasing from outer to inner dims (equal only between size-1 dims): TensorIterator
   // keeps the dims in order, so the result gets default strides (a slice such as x[:, :4]).
   bool in_order = true;

@@ -311,6 +311,34 @@ Result infer_getitem(const Call& call) {
   return one(view_of(*x, sizes, strides));
 }
 
+// The primitives decompose emits for basic indexing: aten's slice(input, dim, start, end, step) (bounds
+// wrapped and clamped as getitem's, a positive step) and select(input, dim, index).
+Result infer_slice_select(const Call& call) {
+  const bool is_slice = call.op == ir::Op::Slice;
+  auto b = is_slice ? bind(call, {"input|self", "dim", "start", "end", "step"}) : bind(call, {"input|self", "dim", "index"});
+  if (!b) return std::nullopt;
+  auto x = as_dense((*b)[0]);
+  auto dim = (*b)[1] ? as_int((*b)[1]) : std::optional<int64_t>(0);
+  if (!x || !dim || x->dim() == 0) return std::nullopt;
+  auto w = wrap_dim(*dim, x->dim());
+  if (!w) return std::nullopt;
+  const size_t d = static_cast<size_t>(*w);
+  Sizes sizes = x->sizes, strides = x->strides;
+  if (!is_slice) {
+    auto index = as_int((*b)[2]);
+    if (!index || *index < -sizes[d] || *index >= sizes[d]) return std::nullopt;
+    sizes.erase(sizes.begin() + *w);
+    strides.erase(strides.begin() + *w);
+    return one(view_of(*x, sizes, strides));
+  }
+  auto start = as_int((*b)[2]), end = as_int((*b)[3]);
+  auto step = (*b)[4] ? as_int((*b)[4]) : std::optional<int64_t>(1);
+  if ((!start && !is_none((*b)[2])) || (!end && !is_none((*b)[3])) || !step || *step < 1) return std::nullopt;
+  sizes[d] = slice_extent(start, end, *step, sizes[d]);
+  if (__builtin_mul_overflow(strides[d], *step, &strides[d])) return std::nullopt;
+  return one(view_of(*x, sizes, strides));
+}
+
 // ---- split, chunk, contiguous -----------------------------------------------------------------
 
 // More pieces than this are left to the meta kernel rather than built here.

@@ -200,8 +200,8 @@ def random_sizes(r, min_dim=0, max_dim=4, sizes=(1, 2, 3, 4, 5), zero=0.03):
 
 def random_strides(r, sizes, layout=None):
     """Strides for `sizes`: default, permuted (dense), gapped or sliced (a slice of something
-    bigger, perhaps permuted), broadcast (stride 0 on some dims), or default with odd strides on
-    size-1 dims."""
+    bigger, perhaps permuted), broadcast (stride 0 on some dims), channels-last (4-d; perhaps odd strides on
+    size-1 dims), or default with odd strides on size-1 dims."""
     layout = layout or r.choice(["default", "default", "permuted", "gapped", "broadcast", "odd1", "sliced"])
     n = len(sizes)
     if layout == "default" or n == 0:
@@ -227,6 +227,13 @@ def random_strides(r, sizes, layout=None):
         return tuple(st * (step if i == n - 1 else 1) for i, st in enumerate(contiguous_strides(bigger)))
     if layout == "broadcast":
         return tuple(0 if r.random() < 0.4 else st for st in contiguous_strides(sizes))
+    if layout == "channels_last" and n == 4:  # perhaps a batch of one (or other size-1 dims) with odd strides
+        c, h, w = sizes[1], sizes[2], sizes[3]
+        strides = [h * w * c, 1, w * c, c]
+        for i, s in enumerate(sizes):
+            if s == 1 and r.random() < 0.5:
+                strides[i] = r.choice([1, 3, 1000])
+        return tuple(strides)
     strides = list(contiguous_strides(sizes))
     for i, s in enumerate(sizes):
         if s == 1 and r.random() < 0.7:

@@ -30,14 +30,18 @@ def test_cat_stack():
             if r.random() < 0.05 and sizes:
                 sizes[0] += 1  # mismatch: torch refuses (or skips a legacy empty tensor)
             dt = r.choice([torch.float32] * 6 + ALL_DTYPES)
-            tensors.append(T(sizes, random_strides(r, sizes), dt, r.random() < 0.5))
+            tensors.append(T(sizes, random_strides(r, sizes, "channels_last" if r.random() < 0.3 else None), dt,
+                             r.random() < 0.5))
         if r.random() < 0.05:
             tensors.append(T((0,)))  # a legacy empty tensor: declined
         out_dim = n if op == "cat" else n + 1
-        # A 4-D or 5-D result takes its inputs' suggested memory format: served when none suggests
-        # channels-last (cat), or for default strides (stack, whose inputs torch unsqueezes first).
+        # A 4-D or 5-D result takes its inputs' common suggested memory format: served for cat unless all
+        # suggest channels-last in 5-D or with an empty dim, and for stack (whose inputs torch unsqueezes
+        # first) over default strides.
+        all_channels_last = all(_suggests_channels_last(t) for t in tensors)
+        empty = any(0 in t.sizes for t in tensors)
         covered = len({len(t.sizes) for t in tensors}) == 1 and not any(t.sizes == (0,) for t in tensors) and (
-            out_dim not in (4, 5) or (not any(_suggests_channels_last(t) for t in tensors) if op == "cat"
+            out_dim not in (4, 5) or (not (all_channels_last and (out_dim == 5 or empty)) if op == "cat"
                                       else all(_default(t) for t in tensors)))
         seq = tensors if r.random() < 0.5 else tuple(tensors)
         kwargs = {"dim": dim} if r.random() < 0.5 else {}

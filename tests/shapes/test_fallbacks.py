@@ -55,7 +55,7 @@ DECLINED = [
     ("linear", F.linear, [T((2, 3)), T((3,))], {}),
     # Data movement.
     ("cat", torch.cat, [[T((0,)), T((2, 3))]], {}),  # a legacy empty tensor
-    ("cat", torch.cat, [[T((1, 2, 3, 4), (24, 1, 8, 2)), T((1, 2, 3, 4))], 1], {}),  # channels-last input
+    ("cat", torch.cat, [[T((1, 2, 3, 4, 2), (48, 1, 16, 4, 2))] * 2, 1], {}),  # channels_last_3d inputs
     ("gather", torch.gather, [T((5,)), 0, T((), dtype=torch.int64, index=True)], {}),  # ranks differ
     ("embedding", F.embedding, [T((3,), dtype=torch.int64, index=True), T((4, 2))], {"max_norm": 1.0}),
     ("dropout", F.dropout, [x23], {"p": 0.5, "training": True, "inplace": True}),

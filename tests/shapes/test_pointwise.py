@@ -25,7 +25,7 @@ SCALARS = [True, False, 0, 2, -3, 2.5, -0.5, 1j]
 def layout_covered(tensors):
     """The layouts the pointwise rules promise to answer: all default strides; or one shared
     layout over tensor operands all of the output's shape, with nonzero strides either
-    decreasing outer to inner (ties only between size-1 dims) or distinct over dims > 1."""
+    decreasing outer to inner (ties only between size-1 dims), channels-last, or distinct over dims > 1."""
     if all(t.strides == contiguous_strides(t.sizes) for t in tensors):
         return True
     out = tuple(torch.broadcast_shapes(*[t.sizes for t in tensors])) if tensors else ()
@@ -36,7 +36,20 @@ def layout_covered(tensors):
         return False
     if all(s[d - 1] > s[d] or (s[d - 1] == s[d] and out[d - 1] == 1 and out[d] == 1) for d in range(1, len(s))):
         return True
+    if len(out) == 4 and walks(out, s, (1, 3, 2, 0)) and not walks(out, s, (3, 2, 1, 0)):
+        return True  # channels-last (a batch of one among them), not row-major too
     return all(n > 1 for n in out) and len(set(s)) == len(s)
+
+
+def walks(sizes, strides, order):
+    """Whether `strides` lay `sizes` out densely in `order` (innermost first), size-1 dims' strides aside."""
+    expected = 1
+    for d in order:
+        if sizes[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= sizes[d]
+    return True
 
 
 def laid_out(op, tensors, ref):
@@ -257,12 +270,13 @@ def test_tensor_methods_and_keywords():
 
 
 def test_shared_layouts():
-    """Operands sharing one non-default layout (slices, permutations, odd size-1 strides)."""
+    """Operands sharing one non-default layout (slices, permutations, channels-last, odd size-1 strides)."""
     r = rng("shared layouts")
     stats = Stats()
     for _ in range(600):
         sizes = random_sizes(r, min_dim=1, max_dim=4, sizes=(1, 2, 3, 4))
-        strides = random_strides(r, sizes, r.choice(["permuted", "gapped", "sliced", "odd1", "broadcast"]))
+        layout = r.choice(["permuted", "gapped", "sliced", "odd1", "broadcast", "channels_last", "channels_last"])
+        strides = random_strides(r, sizes, layout)
         dt = r.choice([torch.float32, torch.float32, torch.int64, torch.float16])
         x, y = T(sizes, strides, dt, r.random() < 0.5), T(sizes, strides, dt)
         op = r.choice(["add", "mul", "eq", "where", "sigmoid", "abs"])

@@ -144,6 +144,26 @@ def test_getitem():
     assert stats.answered > 300, stats
 
 
+def test_slice_select():
+    """aten's slice and select, the primitives decompose makes of basic indexing."""
+    r = rng("slice_select")
+    stats = Stats()
+    for _ in range(400):
+        x = _tensor(r)
+        n = len(x.sizes)
+        dim = r.randint(-n - 1, n)
+        size = x.sizes[dim] if -n <= dim < n else 1
+        if r.random() < 0.5:
+            bound = lambda: r.choice([None, 0, 1, -1, size, size + 2, -size - 2, r.randint(-size, size)])
+            step = r.choice([1, 1, 2, 3, 0])
+            check("slice", torch.ops.aten.slice.Tensor, [x, dim, bound(), bound(), step],
+                  covered=n > 0 and step > 0, seed=r.seed_value, stats=stats)
+        else:
+            index = r.randint(-size - 1, size)
+            check("select", torch.ops.aten.select.int, [x, dim, index], covered=n > 0, seed=r.seed_value, stats=stats)
+    assert stats.answered > 200, stats
+
+
 def test_split_chunk():
     r = rng("split_chunk")
     stats = Stats()
