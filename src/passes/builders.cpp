@@ -173,6 +173,14 @@ ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool
   return reshape_symbolic(rw, x, to_exprs(sizes), always);
 }
 
+ValueId matmul(Rewriter& rw, Op op, ValueId a, ValueId b) {
+  const ir::TensorType& ta = rw.type(a);
+  const ir::TensorType& tb = rw.type(b);
+  std::vector<sym::Expr> sizes(ta.sizes.begin(), ta.sizes.end() - 1);
+  sizes.push_back(tb.sizes.back());
+  return rw.emit(op, {V(a), V(b)}, {}, make_type(ta.dtype, std::move(sizes), ta.device, ta.requires_grad || tb.requires_grad));
+}
+
 ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm) {
   const ir::TensorType& t = rw.type(x);
   ir::TensorType rt = t;

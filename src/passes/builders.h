@@ -41,6 +41,8 @@ std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_
 // (Refuse otherwise).
 ValueId reshape(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes, bool always = false);
 ValueId reshape_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes, bool always = false);
+// a @ b by `op` (Matmul, Mm, Bmm): a's leading sizes and b's last, contiguous, a's dtype.
+ValueId matmul(Rewriter& rw, Op op, ValueId a, ValueId b);
 ValueId permute(Rewriter& rw, ValueId x, const std::vector<int64_t>& perm);
 ValueId expand(Rewriter& rw, ValueId x, const std::vector<int64_t>& sizes);
 ValueId expand_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes);

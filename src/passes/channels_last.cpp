@@ -6,20 +6,26 @@
 // contiguous unless its input or a permute makes it otherwise; Inductor lays conv inputs out
 // channels-last on the CPU (its layout optimization): SqueezeNet 1.8x eager where Ember did 1.07x.
 //
-// Needs: a graph after decompose (primitives and torch calls). Applies to a network: two 2-d
+// Needs: a graph after decompose (primitives and torch calls). Lays out a network: two 2-d
 // convolutions or more whose input (4-d, floating, on the CPU) has default strides, one of them reading
-// a value the graph computes; graphs that write a tensor, draw random numbers or return a value that
-// requires grad are left alone (their aliasing and saved values follow the recorded layouts).
+// a value the graph computes; and in any graph with channels-last values (these, or a model's own),
+// lays out the weights and fills read beside them and turns 1x1 convolutions over them into matmuls.
+// Graphs that write a tensor, draw random numbers or return a value that requires grad are left alone
+// (their aliasing and saved values follow the recorded layouts).
 // Guarantees: values are as before and the graph's outputs keep their recorded layouts; each such conv
 // input is copied channels-last first (once per value), and so is a fill read beside a channels-last
-// value; every node downstream of a value whose layout changed takes the layout its shape rule gives for
-// the new operands, and a node the rules do not answer for gets its operands back in their recorded
-// layouts (for the nodes after it too).
+// value; a 1x1 convolution over a channels-last float32 input becomes a matmul of its rows; every node
+// downstream of a value whose layout changed takes the layout its shape rule gives for the new operands,
+// and a node the rules do not answer for gets its operands back in their recorded layouts (for the nodes
+// after it too).
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "passes/builders.h"
 #include "passes/passes.h"
+#include "passes/signatures.h"
 #include "shapes/shape_rules.h"
 
 namespace ember::passes {
@@ -54,6 +60,49 @@ bool is_fill(const ir::Graph& graph, ValueId v) {
   return producer >= 0 && graph.node(producer).op == ir::Op::Full;
 }
 
+// A 1x1 convolution with stride 1, no padding and one group (its dilation moves nothing) over a
+// channels-last float32 input x [N, C, H, W]: x's memory is the row-major [N*H*W, C] matrix, so the
+// convolution is that matrix times the weight's [C, O] transpose (plus the bias), and the [N*H*W, O]
+// product is the output laid out channels-last. torch's CPU kernel for it (THNN's, at batch one on one
+// thread) copies a channels-last input contiguous first: 430 us a call in PoolFormerV2's MLPs. Not in
+// float16/bfloat16: torch adds the bias inside the product, one rounding.
+struct PointwiseConv {
+  int64_t n, c, h, w, o;
+};
+
+std::optional<PointwiseConv> pointwise_conv(const ir::Graph& graph, const ir::Node& node, const ir::TensorType& tx,
+                                            const ir::TensorType& tw) {
+  const std::optional<Bound> b = is_conv2d(node) ? bind(node) : std::nullopt;
+  if (!b) return std::nullopt;
+  auto all = [&](std::string_view name, int64_t value) {
+    auto v = int_list((*b)[name], true);
+    return v && !v->empty() && std::all_of(v->begin(), v->end(), [value](int64_t e) { return e == value; });
+  };
+  if (!all("stride", 1) || !all("padding", 0) || int_literal((*b)["groups"]) != 1 || !int_list((*b)["dilation"], true) ||
+      tx.dtype != ir::DType::Float32 || tw.dtype != tx.dtype || !is_channels_last(tx))
+    return std::nullopt;
+  const ir::Arg& bias = (*b)["bias"];
+  if (!is_none(bias) && (bias.kind != ir::Arg::Kind::Value || graph.value(bias.value).type.dtype != tx.dtype))
+    return std::nullopt;
+  std::vector<int64_t> xs, ws;
+  try {
+    xs = const_sizes(tx);
+    ws = const_sizes(tw);
+  } catch (const Refuse&) {
+    return std::nullopt;
+  }
+  if (ws != std::vector<int64_t>{ws[0], xs[1], 1, 1}) return std::nullopt;
+  return PointwiseConv{xs[0], xs[1], xs[2], xs[3], ws[0]};
+}
+
+ValueId pointwise_conv_as_matmul(Rewriter& rw, const ir::Node& node, const PointwiseConv& p, ValueId x, ValueId w) {
+  ValueId rows = reshape(rw, permute(rw, x, {0, 2, 3, 1}), {p.n * p.h * p.w, p.c});
+  ValueId y = matmul(rw, ir::Op::Mm, rows, permute(rw, reshape(rw, w, {p.o, p.c}), {1, 0}));
+  const Bound b = *bind(node);
+  if (!is_none(b["bias"])) y = binary(rw, ir::Op::Add, y, rw.map(b["bias"]));
+  return permute(rw, reshape(rw, y, {p.n, p.h, p.w, p.o}), {0, 3, 1, 2});
+}
+
 // Calls `fn(source value, new argument)` for each tensor operand of a node: its source argument and the
 // same argument mapped into the new graph (lists and tuples walked in step).
 void each_operand(const ir::Arg& source, ir::Arg& now, const std::function<void(ValueId, ir::Arg&)>& fn) {
@@ -71,16 +120,21 @@ bool channels_last(ir::Graph& graph) {
   for (ValueId out : graph.outputs())
     if (graph.value(out).type.requires_grad) return false;
   int convs = 0;
-  bool chained = false;
+  bool chained = false, channels_last_values = false;
   for (const ir::Node& node : graph.nodes()) {
     if (has_effect(node)) return false;
+    for (ValueId r : node.results) channels_last_values = channels_last_values || is_channels_last(graph.value(r).type);
     if (is_conv2d(node) && !node.args.empty() && node.args[0].kind == ir::Arg::Kind::Value &&
         converts(graph.value(node.args[0].value).type)) {
       ++convs;
       chained = chained || graph.value(node.args[0].value).producer >= 0;
     }
   }
-  if (convs < 2 || !chained) return false;
+  // Conv inputs are laid out channels-last for a network. A graph with channels-last values already
+  // (PoolFormerV2's, after its GroupNorms) gets the rest: weights and fills beside them laid out, 1x1
+  // convolutions over them as matmuls.
+  const bool lays_out = convs >= 2 && chained;
+  if (!lays_out && !channels_last_values) return false;
 
   Rewriter rw(graph);
   std::map<ValueId, ValueId> laid_out;  // new value -> its channels-last copy
@@ -90,8 +144,9 @@ bool channels_last(ir::Graph& graph) {
     for (const ir::Arg& a : node.args) args.push_back(rw.map(a));
     Kwargs kwargs;
     for (const auto& [name, a] : node.kwargs) kwargs.emplace_back(name, rw.map(a));
-    auto lay_out = [&](ir::Arg& a) {
-      if (a.kind != ir::Arg::Kind::Value || !converts(rw.type(a.value))) return;
+    // A conv input is laid out for a network only; a weight or a fill follows a channels-last value.
+    auto lay_out = [&](ir::Arg& a, bool follows) {
+      if (!(lays_out || follows) || a.kind != ir::Arg::Kind::Value || !converts(rw.type(a.value))) return;
       auto it = laid_out.find(a.value);
       if (it == laid_out.end())
         it = laid_out.emplace(a.value, relayout(rw, a.value, channels_last_type(rw.type(a.value)))).first;
@@ -105,9 +160,15 @@ bool channels_last(ir::Graph& graph) {
       // The input (unless an earlier conv's layout reaches it already), then the weight beside a
       // channels-last input: torch's kernels copy a contiguous weight wider than 1x1 channels-last on
       // every call (aten's strided copy_, slower than a kernel here).
-      lay_out(args[0]);
+      lay_out(args[0], false);
       const ir::TensorType& input = rw.type(args[0].value);
-      if (input.sizes.size() == 4 && input.strides == ir::channels_last_strides(input.sizes)) lay_out(args[1]);
+      if (input.sizes.size() == 4 && input.strides == ir::channels_last_strides(input.sizes)) lay_out(args[1], true);
+      if (args[1].kind == ir::Arg::Kind::Value) {
+        if (auto p = pointwise_conv(graph, node, rw.type(args[0].value), rw.type(args[1].value))) {
+          rw.bind(node.results[0], pointwise_conv_as_matmul(rw, node, *p, args[0].value, args[1].value));
+          continue;
+        }
+      }
     } else {
       // A fill read beside a channels-last operand (max_pool2d's -inf padding, cat to its input) is laid
       // out channels-last too: computed where it is read, the copy costs nothing, and the node can keep
@@ -116,7 +177,7 @@ bool channels_last(ir::Graph& graph) {
       operands([&](ValueId, ir::Arg& n) { reads_channels_last = reads_channels_last || is_channels_last(rw.type(n.value)); });
       if (reads_channels_last)
         operands([&](ValueId s, ir::Arg& n) {
-          if (is_fill(graph, s)) lay_out(n);
+          if (is_fill(graph, s)) lay_out(n, true);
         });
     }
     bool moved = false;

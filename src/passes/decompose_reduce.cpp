@@ -2,7 +2,7 @@
 // canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm (inference,
 // and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm;
 // cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes,
-// max_pool2d without indices; a depthwise 1x1 conv2d (a per-channel affine).
+// max_pool2d without indices, avg_pool2d; a depthwise 1x1 conv2d (a per-channel affine).
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
 #include <algorithm>
 #include <limits>
@@ -406,22 +406,14 @@ void adaptive_avg_pool(Ctx& c, size_t dims) {
   c.finish(convert(rw, div_count(rw, pooled, sym::Expr(window)), r));
 }
 
-// max_pool2d without indices (the inference form; a training graph takes aten's max_pool2d_with_indices,
-// whose indices its backward reads, so a result that requires grad is refused): the input padded with -inf (torch's windows skip the padding, and
-// a window always holds an input element), then the elementwise maximum of the k*k strided slices, one
-// per window offset. `maximum` propagates NaN as torch's kernel does. Output sizes follow torch's
-// pooling_output_shape, ceil_mode's extra window padded on the right too. Lowering makes it one
-// pointwise kernel reading the window (the pad a select), where torch's CPU kernel over NCHW is scalar.
-// Windows of more than 64 elements stay aten's (one load per element would not pay).
-void max_pool2d(Ctx& c) {
-  ValueId x = c.tensor("input");
-  const ir::TensorType& r = c.result_type();
-  // A result that requires grad is a training graph's, before its joint: maximum's gradient would split
-  // between tied values (ReLU's zeros) where the pool's goes to the first one.
-  if (c.bool_arg("return_indices") || r.requires_grad) refuse();
-  const bool ceil_mode = c.bool_arg("ceil_mode");
-  std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
-  if (!is_floating(r.dtype) || r.dtype != c.rw.type(x).dtype || sizes.size() < 3) refuse();
+// The windows of a 2-d pooling over the last two dims of an input of `sizes`: torch's arguments (an int
+// or a pair; stride defaults to the kernel) and output sizes (pooling_output_shape, ceil_mode's extra
+// window kept only where it starts inside the input or the left padding).
+struct PoolWindows {
+  std::vector<int64_t> kernel, stride, padding, dilation, out;
+};
+
+PoolWindows pool_windows(Ctx& c, const std::vector<int64_t>& sizes, bool dilated) {
   auto pair = [&](std::string_view name, std::optional<std::vector<int64_t>> fallback) {
     std::optional<std::vector<int64_t>> v = c.none(name) ? fallback : int_list(c.arg(name), true);
     if (v && v->empty()) v = fallback;  // stride=[] means the kernel size, as torch reads it
@@ -429,36 +421,130 @@ void max_pool2d(Ctx& c) {
     if (v->size() == 1) v->push_back(v->front());
     return *v;
   };
-  const std::vector<int64_t> kernel = pair("kernel_size", std::nullopt), stride = pair("stride", kernel),
-                             padding = pair("padding", std::nullopt), dilation = pair("dilation", std::nullopt);
-  if (kernel[0] * kernel[1] > 64) refuse();
-  Rewriter& rw = c.rw;
-  ValueId padded = x;
-  std::vector<int64_t> out(2);
+  PoolWindows w;
+  w.kernel = pair("kernel_size", std::nullopt);
+  w.stride = pair("stride", w.kernel);
+  w.padding = pair("padding", std::nullopt);
+  w.dilation = dilated ? pair("dilation", std::nullopt) : std::vector<int64_t>{1, 1};
+  const bool ceil_mode = c.bool_arg("ceil_mode");
+  if (sizes.size() < 3 || w.kernel[0] * w.kernel[1] > 64) refuse();  // one load per element would not pay
+  w.out.resize(2);
   for (size_t i = 0; i < 2; ++i) {
-    const int64_t k = kernel[i], s = stride[i], p = padding[i], d = dilation[i];
-    const int64_t dim = static_cast<int64_t>(sizes.size() - 2 + i), in = sizes[static_cast<size_t>(dim)];
+    const int64_t k = w.kernel[i], s = w.stride[i], p = w.padding[i], d = w.dilation[i];
+    const int64_t in = sizes[sizes.size() - 2 + i];
     if (k < 1 || s < 1 || d < 1 || p < 0 || p > k / 2) refuse();
     const int64_t span = in + 2 * p - d * (k - 1) - 1;
     if (span < 0) refuse();
-    out[i] = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
-    if (ceil_mode && (out[i] - 1) * s >= in + p) --out[i];
-    const int64_t extent = (out[i] - 1) * s + d * (k - 1) + 1;  // the padded input the windows read
-    padded = pad(rw, padded, dim, p, std::max<int64_t>(extent - in - p, 0), -std::numeric_limits<double>::infinity());
+    w.out[i] = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (w.out[i] - 1) * s >= in + p) --w.out[i];
   }
-  std::optional<ValueId> result;
-  for (int64_t a = 0; a < kernel[0]; ++a) {
-    for (int64_t b = 0; b < kernel[1]; ++b) {
+  return w;
+}
+
+// The k*k strided slices of `x` padded with `pad_value`, one per window offset, each of the output's
+// sizes, in torch's window order (rows, then columns).
+std::vector<ValueId> window_slices(Rewriter& rw, ValueId x, const PoolWindows& w, double pad_value) {
+  const std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  ValueId padded = x;
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t dim = static_cast<int64_t>(sizes.size() - 2 + i), in = sizes[static_cast<size_t>(dim)];
+    const int64_t extent = (w.out[i] - 1) * w.stride[i] + w.dilation[i] * (w.kernel[i] - 1) + 1;  // what windows read
+    padded = pad(rw, padded, dim, w.padding[i], std::max<int64_t>(extent - in - w.padding[i], 0), pad_value);
+  }
+  std::vector<ValueId> windows;
+  for (int64_t a = 0; a < w.kernel[0]; ++a) {
+    for (int64_t b = 0; b < w.kernel[1]; ++b) {
       ValueId window = padded;
-      const int64_t offsets[2] = {a * dilation[0], b * dilation[1]};
+      const int64_t offsets[2] = {a * w.dilation[0], b * w.dilation[1]};
       for (size_t i = 0; i < 2; ++i) {
         const int64_t dim = static_cast<int64_t>(sizes.size() - 2 + i);
-        window = slice(rw, window, dim, offsets[i], offsets[i] + (out[i] - 1) * stride[i] + 1, stride[i]);
+        window = slice(rw, window, dim, offsets[i], offsets[i] + (w.out[i] - 1) * w.stride[i] + 1, w.stride[i]);
       }
-      result = result ? binary(rw, Op::Maximum, *result, V(window)) : window;
+      windows.push_back(window);
     }
   }
+  return windows;
+}
+
+// max_pool2d without indices (the inference form; a training graph takes aten's max_pool2d_with_indices,
+// whose indices its backward reads, so a result that requires grad is refused): the input padded with
+// -inf (torch's windows skip the padding, and a window always holds an input element), then the
+// elementwise maximum of the window slices. `maximum` propagates NaN as torch's kernel does. Lowering
+// makes it one pointwise kernel reading the window (the pad a select), where torch's CPU kernel over
+// NCHW is scalar. Windows of more than 64 elements stay aten's.
+void max_pool2d(Ctx& c) {
+  ValueId x = c.tensor("input");
+  const ir::TensorType& r = c.result_type();
+  // A result that requires grad is a training graph's, before its joint: maximum's gradient would split
+  // between tied values (ReLU's zeros) where the pool's goes to the first one.
+  if (c.bool_arg("return_indices") || r.requires_grad) refuse();
+  if (!is_floating(r.dtype) || r.dtype != c.rw.type(x).dtype) refuse();
+  const PoolWindows w = pool_windows(c, const_sizes(c.rw.type(x)), true);
+  std::optional<ValueId> result;
+  for (ValueId window : window_slices(c.rw, x, w, -std::numeric_limits<double>::infinity()))
+    result = result ? binary(c.rw, Op::Maximum, *result, V(window)) : window;
   c.finish(*result);
+}
+
+// A float vector of `values` on `device`: runs of equal values as `full` blocks joined by cat (lowering
+// selects between them by index).
+ValueId constant_vector(Rewriter& rw, const std::vector<int64_t>& values, DType dt, const ir::Device& device) {
+  std::vector<ValueId> runs;
+  for (size_t i = 0; i < values.size();) {
+    size_t j = i;
+    while (j < values.size() && values[j] == values[i]) ++j;
+    runs.push_back(full(rw, {static_cast<int64_t>(j - i)}, static_cast<double>(values[i]), dt, device));
+    i = j;
+  }
+  return runs.size() == 1 ? runs[0] : cat(rw, runs, 0, make_type(dt, {sym::Expr(static_cast<int64_t>(values.size()))}, device, false));
+}
+
+// avg_pool2d (inference form, as max_pool2d's; the training graph keeps aten's, whose backward is one
+// kernel): the sum of the window slices of the input padded with zeros, in opmath and in torch's window
+// order, divided by torch's divide factor: divisor_override, else the window's size counting the padding
+// (count_include_pad, a window clipped at the padded input's end) or not. The factor is a constant where
+// every window has the same; else a [..., out_h, 1] * [..., 1, out_w] product of per-dim counts (the border rows
+// and columns differ: PoolFormer's 3x3 pools with count_include_pad=False).
+void avg_pool2d(Ctx& c) {
+  ValueId x = c.tensor("input");
+  const ir::TensorType& r = c.result_type();
+  if (r.requires_grad || !is_floating(r.dtype) || r.dtype != c.rw.type(x).dtype) refuse();
+  const std::vector<int64_t> sizes = const_sizes(c.rw.type(x));
+  const PoolWindows w = pool_windows(c, sizes, false);
+  Rewriter& rw = c.rw;
+  const DType dt = opmath(r.dtype);
+  std::optional<ValueId> sum;
+  for (ValueId window : window_slices(rw, convert(rw, x, dt), w, 0.0))
+    sum = sum ? binary(rw, Op::Add, *sum, V(window)) : window;
+  ValueId pooled = *sum;
+  if (!c.none("divisor_override")) {
+    const int64_t divisor = c.int_arg("divisor_override");
+    if (divisor == 0) refuse();  // torch's own error then comes from the eager call
+    pooled = binary(rw, Op::Div, pooled, scalar(static_cast<double>(divisor), dt));
+  } else {
+    const bool include_pad = c.bool_arg("count_include_pad");
+    std::vector<int64_t> counts[2];
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t in = sizes[sizes.size() - 2 + i], k = w.kernel[i], s = w.stride[i], p = w.padding[i];
+      for (int64_t o = 0; o < w.out[i]; ++o) {
+        const int64_t start = o * s - p, end = std::min(start + k, in + p);
+        counts[i].push_back(include_pad ? end - start : std::min(end, in) - std::max<int64_t>(start, 0));
+      }
+    }
+    auto uniform = [](const std::vector<int64_t>& v) { return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == v[0]; }); };
+    if (uniform(counts[0]) && uniform(counts[1])) {
+      pooled = binary(rw, Op::Div, pooled, scalar(static_cast<double>(counts[0][0] * counts[1][0]), dt));
+    } else {
+      // Of the input's rank, so the division's layout rule sees no operand of lower rank (channels-last inputs).
+      std::vector<int64_t> row_sizes(sizes.size(), 1), col_sizes(sizes.size(), 1);
+      row_sizes[sizes.size() - 2] = w.out[0];
+      col_sizes[sizes.size() - 1] = w.out[1];
+      ValueId rows = reshape(rw, constant_vector(rw, counts[0], dt, r.device), row_sizes);
+      ValueId cols = reshape(rw, constant_vector(rw, counts[1], dt, r.device), col_sizes);
+      pooled = binary(rw, Op::Div, pooled, V(binary(rw, Op::Mul, rows, V(cols))));
+    }
+  }
+  c.finish(convert(rw, pooled, r.dtype));
 }
 
 // conv2d with a 1x1 kernel, one input and one output channel per group (a depthwise 1x1 convolution:
@@ -505,6 +591,7 @@ void add_reduction_rules(RuleMap& rules) {
   rules["torch.nn.functional.adaptive_avg_pool2d"] = [](Ctx& c) { adaptive_avg_pool(c, 2); };
   rules["torch.adaptive_avg_pool1d"] = [](Ctx& c) { adaptive_avg_pool(c, 1); };
   rules["torch.nn.functional.max_pool2d"] = max_pool2d;
+  rules["torch.nn.functional.avg_pool2d"] = avg_pool2d;
   rules["torch.conv2d"] = depthwise_conv1x1;
   rules["torch.nn.functional.batch_norm"] = batch_norm;
   rules["torch.nn.functional.cross_entropy"] = cross_entropy;

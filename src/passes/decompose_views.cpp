@@ -136,9 +136,11 @@ std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, Valu
 // transformers' masks index position ids by broadcast aranges: position_ids[batch_idx, q_idx]), when
 // every index is known to lie in its dim (index_values): the indexed dims are moved first and merged, the
 // indices become one flat index into them, and index_select gathers the rows. The broadcast index dims
-// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). Indices that
-// may be negative or out of range stay with torch, which wraps the one and raises its own error for the
-// other (a flat index would not see an index out of its dim but inside the merged rows).
+// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). One index
+// tensor whose values are not known (a relative-position table read through an index buffer: Swin's,
+// LeViT's) is wrapped where negative, as torch wraps it, and index_select's kernel checks the rest
+// against the dim (an IndexError naming the wrapped value). Several such indices stay with torch: a flat
+// index would not see an index out of its dim but inside the merged rows.
 void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
   Rewriter& rw = c.rw;
   const std::vector<int64_t> in = const_sizes(rw.type(x));
@@ -147,13 +149,21 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
   for (const Arg& it : items) given += it.kind == Arg::Kind::Value || !std::holds_alternative<ir::Ellipsis>(it.literal);
   if (given > rank) refuse();
   std::vector<std::pair<int64_t, ValueId>> indexed;  // (dim of x, index tensor)
-  int64_t dim = 0, ellipses = 0;
+  int64_t dim = 0, ellipses = 0, unknown = 0;
   for (const Arg& it : items) {
     if (it.kind == Arg::Kind::Value) {
       ValueId t = c.tensor(it);
-      if (!ir::is_integral(rw.type(t).dtype) || rw.type(t).dtype == DType::UInt8) refuse();
+      const DType idt = rw.type(t).dtype;
+      if (!ir::is_integral(idt) || idt == DType::UInt8) refuse();
       auto values = index_values(rw.source(), it.value);
-      if (!values || values->first < 0 || values->second >= in[static_cast<size_t>(dim)]) refuse();
+      const int64_t size = in[static_cast<size_t>(dim)];
+      if (!values || values->first < 0 || values->second >= size) {
+        ++unknown;
+        // -size <= t < 0 wraps; anything else out of range stays as it is, for the kernel's check to name.
+        const ValueId wraps = binary(rw, Op::LogicalAnd, binary(rw, Op::Ge, t, scalar(static_cast<double>(-size), idt)),
+                                     V(binary(rw, Op::Lt, t, scalar(0, idt))));
+        t = pointwise(rw, Op::Where, {V(wraps), V(binary(rw, Op::Add, t, scalar(static_cast<double>(size), idt))), V(t)}, idt);
+      }
       indexed.emplace_back(dim++, t);
     } else if (it.kind == Arg::Kind::Literal && std::holds_alternative<ir::Ellipsis>(it.literal)) {
       if (++ellipses > 1) refuse();
@@ -165,6 +175,7 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
       refuse();  // ints, None and partial slices beside index tensors stay with torch
     }
   }
+  if (unknown > 0 && indexed.size() > 1) refuse();
   refuse_if_graph_writes_in_place(c);
   std::vector<int64_t> perm, rest;
   int64_t rows = 1;
@@ -704,14 +715,6 @@ void repeat_interleave(Ctx& c) {
   c.finish(reshape(rw, expand(rw, reshape(rw, x, one), wide), out, true));
 }
 
-ValueId matmul_of(Rewriter& rw, Op op, ValueId a, ValueId b) {
-  const ir::TensorType& ta = rw.type(a);
-  const ir::TensorType& tb = rw.type(b);
-  std::vector<sym::Expr> sizes(ta.sizes.begin(), ta.sizes.end() - 1);
-  sizes.push_back(tb.sizes.back());
-  return rw.emit(op, {V(a), V(b)}, {}, make_type(ta.dtype, std::move(sizes), ta.device, ta.requires_grad || tb.requires_grad));
-}
-
 void linear(Ctx& c) {
   ValueId x = c.tensor("input"), w = c.tensor("weight");
   Rewriter& rw = c.rw;
@@ -720,7 +723,7 @@ void linear(Ctx& c) {
   // an add would round twice, so that call stays whole.
   DType dt = rw.type(x).dtype;
   if (!c.none("bias") && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();
-  ValueId y = matmul_of(rw, Op::Matmul, x, permute(rw, w, {1, 0}));
+  ValueId y = matmul(rw, Op::Matmul, x, permute(rw, w, {1, 0}));
   if (!c.none("bias")) {
     ValueId b = c.tensor("bias");
     if (rw.type(b).dtype != rw.type(x).dtype) refuse();
@@ -740,7 +743,7 @@ void scaled_product_plus(Ctx& c, const char* a_name, const char* b_name, int64_t
     refuse();
   double beta = c.number_arg("beta"), alpha = c.number_arg("alpha");
   if (beta != 0.0 && (dt == DType::Float16 || dt == DType::BFloat16)) refuse();  // one rounding in torch, as for linear
-  ValueId y = matmul_of(rw, op, a, b);
+  ValueId y = matmul(rw, op, a, b);
   if (alpha != 1.0) y = binary_s(rw, Op::Mul, y, alpha);
   // beta == 0: torch ignores input entirely (NaN in it does not propagate).
   if (beta != 0.0) y = binary(rw, Op::Add, y, V(beta == 1.0 ? input : binary_s(rw, Op::Mul, input, beta)));
@@ -853,7 +856,7 @@ void einsum(Ctx& c) {
   if (!is_floating_point(dt)) refuse();
   ValueId a = reshape(rw, arrange(xs[0], inputs[0], batch + free_a + contracted), {count(batch), count(free_a), count(contracted)});
   ValueId b = reshape(rw, arrange(xs[1], inputs[1], batch + contracted + free_b), {count(batch), count(contracted), count(free_b)});
-  ValueId y = matmul_of(rw, Op::Bmm, a, b);
+  ValueId y = matmul(rw, Op::Bmm, a, b);
   const std::string labels = batch + free_a + free_b;
   std::vector<int64_t> sizes;
   for (char ch : labels) sizes.push_back(size_of[ch]);

@@ -72,6 +72,8 @@ std::vector<Entry> entries() {
       {{"torch.conv2d"}, "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1"},
       {{"torch.nn.functional.max_pool2d"},
        "input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False"},
+      {{"torch.nn.functional.avg_pool2d"},
+       "input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None"},
       {{"torch.nn.functional.batch_norm"},
        "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05"},
       {{"torch.nn.functional.linear"}, "input, weight, bias=None"},

@@ -73,3 +73,31 @@ def test_convolutions_run_channels_last_and_outputs_keep_eager_layout(batch):
         torch.testing.assert_close(g_, w_)
         assert g_.stride() == w_.stride()
     ember.reset()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pointwise_convolutions_over_channels_last_values_are_matmuls(batch):
+    """A graph whose activations are channels-last already (a PoolFormer block after its channels-last GroupNorm)
+    gets the channels_last step's rest: its 1x1 convolutions become matmuls of the activations' rows (torch's
+    single-thread kernel copied such an input contiguous first), the 3x3 conv's weight is laid out beside its
+    input, avg_pool2d's zero padding follows the layout. Values and output layouts are eager's."""
+    from ember._C import passes
+    torch.manual_seed(0)
+    norm, mlp1, mlp2 = torch.nn.GroupNorm(1, 8), torch.nn.Conv2d(8, 16, 1), torch.nn.Conv2d(16, 8, 1, bias=False)
+    down = torch.nn.Conv2d(8, 4, 3, 2, 1)
+
+    def f(x):
+        y = norm(x)
+        y = x + F.avg_pool2d(y, 3, 1, 1, count_include_pad=False) - y
+        return down(y + mlp2(F.gelu(mlp1(norm(y)))))
+
+    x = torch.randn(batch, 8, 6, 5).to(memory_format=torch.channels_last)
+    ember.reset()
+    with torch.no_grad():
+        want, got = f(x), ember.compile(f)(x)
+        text = ember.explain(f)(x).graphs[0]
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
+    after = passes.run_pass(passes.run_pass(passes.run_pass(text, "canonicalize"), "decompose"), "channels_last")
+    assert after.count("torch.conv2d") == 1 and after.count(" = mm(") == 2, after
+    ember.reset()

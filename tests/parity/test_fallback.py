@@ -22,8 +22,8 @@ FALLBACK_CASES = [c for c in CASES.values() if c.counters == "eager"]
 
 def marker_location(case):
     """(filename, lineno) of the `# FALLBACK <marker>` comment for the case."""
-    for module in (cases_fallback, other_file):
-        path = inspect.getsourcefile(module)
+    # The case's own file (cases_torch.py holds some), and other_file.py, where a case's callee may fall back.
+    for path in (inspect.getsourcefile(inspect.unwrap(case.fn)), inspect.getsourcefile(other_file)):
         with open(path) as f:
             for lineno, line in enumerate(f, start=1):
                 if line.rstrip().endswith(f"# FALLBACK {case.fallback_marker}"):

@@ -50,6 +50,15 @@ def cases():
                                                   F.adaptive_avg_pool2d(a, (6, 8)), F.adaptive_avg_pool1d(a.flatten(2), 12),
                                                   F.adaptive_avg_pool2d(a.to(memory_format=torch.channels_last), (3, 1))),
                                        (x(2, 4, 6, 8, dtype=dt),))
+        # pooling windows: max_pool2d the maximum of -inf padded strided slices, avg_pool2d the sum of zero padded
+        # ones over torch's divide factor (border windows counted with or without the padding, ceil_mode's last)
+        c[f"pool2d_{n}"] = (lambda a: (F.max_pool2d(a, 3, 2, 1), F.max_pool2d(a, 2, ceil_mode=True),
+                                       F.max_pool2d(a, 3, 1, 1, dilation=2), F.max_pool2d(a.to(memory_format=torch.channels_last), 3, 2, 1),
+                                       F.avg_pool2d(a, 3, 1, 1, count_include_pad=False), F.avg_pool2d(a, 3, 2, 1),
+                                       F.avg_pool2d(a, 2, 2, ceil_mode=True, count_include_pad=False),
+                                       F.avg_pool2d(a, 3, 2, 1, ceil_mode=True), F.avg_pool2d(a, (2, 3), divisor_override=5),
+                                       F.avg_pool2d(a.to(memory_format=torch.channels_last), 3, 1, 1, count_include_pad=False)),
+                            (x(2, 4, 7, 9, dtype=dt),))
         # a depthwise 1x1 convolution is a per-channel affine; other convolutions stay aten's (EXTERN_OK)
         c[f"depthwise_conv1x1_{n}"] = (lambda a, w, b: (F.conv2d(a, w, b, groups=4), F.conv2d(a, w, groups=4, stride=1, padding=0),
                                                         F.conv2d(a.to(memory_format=torch.channels_last), w, b, 1, 0, 1, 4)),
@@ -105,6 +114,9 @@ def cases():
     c["views"] = (lambda a: (a.view(2, -1), a.permute(2, 0, 1) + 1, a.transpose(0, -1), a.reshape(6, 8), a.unsqueeze(0).expand(4, -1, -1, -1),
                              a.flatten(1), a.flatten(), a[0].t(), a.squeeze(), a[None].squeeze(0), a.unsqueeze(-1), a.expand(2, 2, 3, 8),
                              torch.flatten(a, 0, 1)), (x(2, 3, 8),))
+    # an index tensor of unknown values: negatives wrapped, index_select's kernel checks the rest (two such stay torch's)
+    c["getitem_runtime_index"] = (lambda a, i: (a[i], a[:, i], a[..., i.view(2, 3)], a[i.int()]),
+                                  (x(5, 6, 4), torch.tensor([0, -1, 3, -4, 2, 1])))
     c["getitem"] = (lambda a: (a[..., :4], a[:, 0], a[None, 1:, ::2], a[-1], a[:, -2:], a[..., None], a[1, :, 3:100], a[:],
                                a[0, 0, 0], a[:, 1:1], a[..., -3:-1, None]), (x(2, 3, 8),))
     # One list of evenly spaced ints is the slice it selects (a graph without in-place writes); roll, repeat and
@@ -240,3 +252,19 @@ def test_symbolic_sizes_decompose():
     assert "reshape(%0, [sym(8*s0)])" in after, after
     assert "div(%" in after and ", sym(s0))" in after, after
     assert "group_norm" in after, after
+
+
+def test_getitem_by_a_runtime_index_names_one_out_of_range():
+    # t[i] with i's values unknown is index_select's kernel after decompose: -5 <= i < 0 wraps as torch wraps
+    # it, and any other value out of range raises IndexError naming it, as eager's getitem does.
+    t = x(5, 3)
+    f = ember.compile(lambda t, i: t[i] * 2)
+    with torch.no_grad():
+        i = torch.tensor([4, -5, 0, -1])
+        torch.testing.assert_close(f(t, i), t[i] * 2, rtol=0, atol=0)
+        for bad in ([0, 5], [-6, 1]):
+            with pytest.raises(IndexError, match=f"index {max(bad, key=abs)} is out of bounds"):
+                t[torch.tensor(bad)]
+            with pytest.raises(IndexError, match=f"index {max(bad, key=abs)} is out of bounds"):
+                f(t, torch.tensor(bad))
+    ember.reset()
