@@ -136,11 +136,9 @@ std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, Valu
 // transformers' masks index position ids by broadcast aranges: position_ids[batch_idx, q_idx]), when
 // every index is known to lie in its dim (index_values): the indexed dims are moved first and merged, the
 // indices become one flat index into them, and index_select gathers the rows. The broadcast index dims
-// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). One index
-// tensor whose values are not known (a relative-position table read through an index buffer: Swin's,
-// LeViT's) is wrapped where negative, as torch wraps it, and index_select's kernel checks the rest
-// against the dim (an IndexError naming the wrapped value). Several such indices stay with torch: a flat
-// index would not see an index out of its dim but inside the merged rows.
+// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). Indices that
+// may be negative or out of range stay with torch, which wraps the one and raises its own error for the
+// other (a flat index would not see an index out of its dim but inside the merged rows).
 void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
   Rewriter& rw = c.rw;
   const std::vector<int64_t> in = const_sizes(rw.type(x));
@@ -149,21 +147,13 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
   for (const Arg& it : items) given += it.kind == Arg::Kind::Value || !std::holds_alternative<ir::Ellipsis>(it.literal);
   if (given > rank) refuse();
   std::vector<std::pair<int64_t, ValueId>> indexed;  // (dim of x, index tensor)
-  int64_t dim = 0, ellipses = 0, unknown = 0;
+  int64_t dim = 0, ellipses = 0;
   for (const Arg& it : items) {
     if (it.kind == Arg::Kind::Value) {
       ValueId t = c.tensor(it);
-      const DType idt = rw.type(t).dtype;
-      if (!ir::is_integral(idt) || idt == DType::UInt8) refuse();
+      if (!ir::is_integral(rw.type(t).dtype) || rw.type(t).dtype == DType::UInt8) refuse();
       auto values = index_values(rw.source(), it.value);
-      const int64_t size = in[static_cast<size_t>(dim)];
-      if (!values || values->first < 0 || values->second >= size) {
-        ++unknown;
-        // -size <= t < 0 wraps; anything else out of range stays as it is, for the kernel's check to name.
-        const ValueId wraps = binary(rw, Op::LogicalAnd, binary(rw, Op::Ge, t, scalar(static_cast<double>(-size), idt)),
-                                     V(binary(rw, Op::Lt, t, scalar(0, idt))));
-        t = pointwise(rw, Op::Where, {V(wraps), V(binary(rw, Op::Add, t, scalar(static_cast<double>(size), idt))), V(t)}, idt);
-      }
+      if (!values || values->first < 0 || values->second >= in[static_cast<size_t>(dim)]) refuse();
       indexed.emplace_back(dim++, t);
     } else if (it.kind == Arg::Kind::Literal && std::holds_alternative<ir::Ellipsis>(it.literal)) {
       if (++ellipses > 1) refuse();
@@ -175,7 +165,6 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
       refuse();  // ints, None and partial slices beside index tensors stay with torch
     }
   }
-  if (unknown > 0 && indexed.size() > 1) refuse();
   refuse_if_graph_writes_in_place(c);
   std::vector<int64_t> perm, rest;
   int64_t rows = 1;

@@ -62,6 +62,10 @@ bool unsafe_under_mask(const Kernel& producer) {
   return false;
 }
 
+bool gathers(const Kernel& producer) {
+  return std::any_of(producer.nodes.begin(), producer.nodes.end(), [](const Node& n) { return n.op == ScalarOp::CheckIndex; });
+}
+
 const Node* single_store(const Kernel& kernel) {
   const Node* store = nullptr;
   for (const Node& n : kernel.nodes) {
@@ -130,10 +134,12 @@ double computations(const Kernel& consumer, const Node& load, const std::map<std
                          hints);
 }
 
-// The producer's first expensive op (loop_ir::is_expensive), or nullptr.
+// The producer's first op that is costly to recompute, or nullptr: vector math (loop_ir::is_expensive), or
+// an index check (a gather, whose consumer the C++ code generator runs one scalar at a time: Swin's
+// relative-position bias gathered inside the attention softmax of every window made it scalar).
 const Node* expensive_op(const Kernel& producer) {
   for (const Node& n : producer.nodes)
-    if (loop_ir::is_expensive(n.op)) return &n;
+    if (loop_ir::is_expensive(n.op) || n.op == ScalarOp::CheckIndex) return &n;
   return nullptr;
 }
 
@@ -309,6 +315,10 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
       const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;
+      // A gather inside a reduction makes the C++ code generator run it one scalar at a time (and sum in
+      // double): a LayerNorm over gathered embedding rows stays vectorized over a stored gather instead.
+      if (options.inline_max_recompute > 0 && !consumer.pointwise() && gathers(producer))
+        why = steps[c].label + " reduces, and the producer gathers (its index checks would make the reduction scalar)";
       // The producer's loads move to the consumer's step: nothing up to and including it may
       // write what they read.
       for (size_t s = p + 1; s <= c && why.empty(); ++s) {

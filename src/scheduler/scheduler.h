@@ -40,7 +40,7 @@ struct ScheduleOptions {
   int max_nodes = 512;          // scalar nodes per fused kernel
   int inline_max_ops = 30;      // a producer with more arithmetic nodes is stored, not recomputed
   int inline_max_consumers = 4; // ... or with more consuming kernels
-  // ... or with an expensive op (loop_ir::is_expensive) that its consumers would compute more than
+  // ... or with an expensive op (loop_ir::is_expensive, or a gather's index check) that its consumers would compute more than
   // this many times per element it stores: a broadcast consumer (the rotary embedding's cos over
   // [T, D], read for every batch and head) recomputes it at each of its own points. Vector math on
   // the CPU costs tens of instructions an element; Triton kernels stay memory-bound, so the GPU

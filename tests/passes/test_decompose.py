@@ -114,9 +114,6 @@ def cases():
     c["views"] = (lambda a: (a.view(2, -1), a.permute(2, 0, 1) + 1, a.transpose(0, -1), a.reshape(6, 8), a.unsqueeze(0).expand(4, -1, -1, -1),
                              a.flatten(1), a.flatten(), a[0].t(), a.squeeze(), a[None].squeeze(0), a.unsqueeze(-1), a.expand(2, 2, 3, 8),
                              torch.flatten(a, 0, 1)), (x(2, 3, 8),))
-    # an index tensor of unknown values: negatives wrapped, index_select's kernel checks the rest (two such stay torch's)
-    c["getitem_runtime_index"] = (lambda a, i: (a[i], a[:, i], a[..., i.view(2, 3)], a[i.int()]),
-                                  (x(5, 6, 4), torch.tensor([0, -1, 3, -4, 2, 1])))
     c["getitem"] = (lambda a: (a[..., :4], a[:, 0], a[None, 1:, ::2], a[-1], a[:, -2:], a[..., None], a[1, :, 3:100], a[:],
                                a[0, 0, 0], a[:, 1:1], a[..., -3:-1, None]), (x(2, 3, 8),))
     # One list of evenly spaced ints is the slice it selects (a graph without in-place writes); roll, repeat and
@@ -253,18 +250,3 @@ def test_symbolic_sizes_decompose():
     assert "div(%" in after and ", sym(s0))" in after, after
     assert "group_norm" in after, after
 
-
-def test_getitem_by_a_runtime_index_names_one_out_of_range():
-    # t[i] with i's values unknown is index_select's kernel after decompose: -5 <= i < 0 wraps as torch wraps
-    # it, and any other value out of range raises IndexError naming it, as eager's getitem does.
-    t = x(5, 3)
-    f = ember.compile(lambda t, i: t[i] * 2)
-    with torch.no_grad():
-        i = torch.tensor([4, -5, 0, -1])
-        torch.testing.assert_close(f(t, i), t[i] * 2, rtol=0, atol=0)
-        for bad in ([0, 5], [-6, 1]):
-            with pytest.raises(IndexError, match=f"index {max(bad, key=abs)} is out of bounds"):
-                t[torch.tensor(bad)]
-            with pytest.raises(IndexError, match=f"index {max(bad, key=abs)} is out of bounds"):
-                f(t, torch.tensor(bad))
-    ember.reset()
