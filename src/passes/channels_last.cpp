@@ -9,23 +9,20 @@
 // Needs: a graph after decompose (primitives and torch calls). Lays out a network: two 2-d
 // convolutions or more whose input (4-d, floating, on the CPU) has default strides, one of them reading
 // a value the graph computes; and in any graph with channels-last values (these, or a model's own),
-// lays out the weights and fills read beside them and turns 1x1 convolutions over them into matmuls.
+// lays out the weights and fills read beside them.
 // Graphs that write a tensor, draw random numbers or return a value that requires grad are left alone
 // (their aliasing and saved values follow the recorded layouts).
 // Guarantees: values are as before and the graph's outputs keep their recorded layouts; each such conv
 // input is copied channels-last first (once per value), and so is a fill read beside a channels-last
-// value; a 1x1 convolution over a channels-last float32 input becomes a matmul of its rows; every node
-// downstream of a value whose layout changed takes the layout its shape rule gives for the new operands,
-// and a node the rules do not answer for gets its operands back in their recorded layouts (for the nodes
-// after it too).
+// value (and a weight beside a channels-last input); every node downstream of a value whose layout
+// changed takes the layout its shape rule gives for the new operands, and a node the rules do not
+// answer for gets its operands back in their recorded layouts (for the nodes after it too).
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <optional>
 
 #include "passes/builders.h"
 #include "passes/passes.h"
-#include "passes/signatures.h"
 #include "shapes/shape_rules.h"
 
 namespace ember::passes {
@@ -60,47 +57,10 @@ bool is_fill(const ir::Graph& graph, ValueId v) {
   return producer >= 0 && graph.node(producer).op == ir::Op::Full;
 }
 
-// A 1x1 convolution with stride 1, no padding and one group (its dilation moves nothing) over a
-// channels-last float32 input x [N, C, H, W]: x's memory is the row-major [N*H*W, C] matrix, so the
-// convolution is that matrix times the weight's [C, O] transpose (plus the bias), and the [N*H*W, O]
-// product is the output laid out channels-last. torch's CPU kernel for it (THNN's, at batch one on one
-// thread) copies a channels-last input contiguous first: 430 us a call in PoolFormerV2's MLPs. Not in
-// float16/bfloat16: torch adds the bias inside the product, one rounding.
-struct PointwiseConv {
-  int64_t n, c, h, w, o;
-};
-
-std::optional<PointwiseConv> pointwise_conv(const ir::Graph& graph, const ir::Node& node, const ir::TensorType& tx,
-                                            const ir::TensorType& tw) {
-  const std::optional<Bound> b = is_conv2d(node) ? bind(node) : std::nullopt;
-  if (!b) return std::nullopt;
-  auto all = [&](std::string_view name, int64_t value) {
-    auto v = int_list((*b)[name], true);
-    return v && !v->empty() && std::all_of(v->begin(), v->end(), [value](int64_t e) { return e == value; });
-  };
-  if (!all("stride", 1) || !all("padding", 0) || int_literal((*b)["groups"]) != 1 || !int_list((*b)["dilation"], true) ||
-      tx.dtype != ir::DType::Float32 || tw.dtype != tx.dtype || !is_channels_last(tx))
-    return std::nullopt;
-  const ir::Arg& bias = (*b)["bias"];
-  if (!is_none(bias) && (bias.kind != ir::Arg::Kind::Value || graph.value(bias.value).type.dtype != tx.dtype))
-    return std::nullopt;
-  std::vector<int64_t> xs, ws;
-  try {
-    xs = const_sizes(tx);
-    ws = const_sizes(tw);
-  } catch (const Refuse&) {
-    return std::nullopt;
-  }
-  if (ws != std::vector<int64_t>{ws[0], xs[1], 1, 1}) return std::nullopt;
-  return PointwiseConv{xs[0], xs[1], xs[2], xs[3], ws[0]};
-}
-
-ValueId pointwise_conv_as_matmul(Rewriter& rw, const ir::Node& node, const PointwiseConv& p, ValueId x, ValueId w) {
-  ValueId rows = reshape(rw, permute(rw, x, {0, 2, 3, 1}), {p.n * p.h * p.w, p.c});
-  ValueId y = matmul(rw, ir::Op::Mm, rows, permute(rw, reshape(rw, w, {p.o, p.c}), {1, 0}));
-  const Bound b = *bind(node);
-  if (!is_none(b["bias"])) y = binary(rw, ir::Op::Add, y, rw.map(b["bias"]));
-  return permute(rw, reshape(rw, y, {p.n, p.h, p.w, p.o}), {0, 3, 1, 2});
+// Whether copying a value of type `t` between layouts moves its elements (two dims of size > 1 at least):
+// a transpose, where [N, C, 1, 1] is the same memory in either layout.
+bool transposes(const ir::TensorType& t) {
+  return std::count_if(t.sizes.begin(), t.sizes.end(), [](const sym::Expr& e) { return !e.is_constant() || e.constant() > 1; }) >= 2;
 }
 
 // Calls `fn(source value, new argument)` for each tensor operand of a node: its source argument and the
@@ -131,13 +91,13 @@ bool channels_last(ir::Graph& graph) {
     }
   }
   // Conv inputs are laid out channels-last for a network. A graph with channels-last values already
-  // (PoolFormerV2's, after its GroupNorms) gets the rest: weights and fills beside them laid out, 1x1
-  // convolutions over them as matmuls.
+  // (PoolFormerV2's, after its GroupNorms) gets the rest: weights and fills beside them laid out.
   const bool lays_out = convs >= 2 && chained;
   if (!lays_out && !channels_last_values) return false;
 
   Rewriter rw(graph);
   std::map<ValueId, ValueId> laid_out;  // new value -> its channels-last copy
+  int convs_moved = 0, turns_back = 0;  // convolutions given a channels-last input; values copied back
   auto type_of = [&rw](ValueId v) -> const ir::TensorType& { return rw.type(v); };
   for (const ir::Node& node : graph.nodes()) {
     std::vector<ir::Arg> args;
@@ -161,14 +121,9 @@ bool channels_last(ir::Graph& graph) {
       // channels-last input: torch's kernels copy a contiguous weight wider than 1x1 channels-last on
       // every call (aten's strided copy_, slower than a kernel here).
       lay_out(args[0], false);
+      convs_moved += rw.type(args[0].value).strides != graph.value(node.args[0].value).type.strides;
       const ir::TensorType& input = rw.type(args[0].value);
       if (input.sizes.size() == 4 && input.strides == ir::channels_last_strides(input.sizes)) lay_out(args[1], true);
-      if (args[1].kind == ir::Arg::Kind::Value) {
-        if (auto p = pointwise_conv(graph, node, rw.type(args[0].value), rw.type(args[1].value))) {
-          rw.bind(node.results[0], pointwise_conv_as_matmul(rw, node, *p, args[0].value, args[1].value));
-          continue;
-        }
-      }
     } else {
       // A fill read beside a channels-last operand (max_pool2d's -inf padding, cat to its input) is laid
       // out channels-last too: computed where it is read, the copy costs nothing, and the node can keep
@@ -202,12 +157,19 @@ bool channels_last(ir::Graph& graph) {
       // the nodes after it too).
       operands([&](ValueId s, ir::Arg&) {
         const ValueId now = rw.mapped(s);  // restored already when the node reads `s` twice
-        if (rw.type(now).strides != graph.value(s).type.strides) rw.bind(s, relayout(rw, now, graph.value(s).type));
+        if (rw.type(now).strides == graph.value(s).type.strides) return;
+        turns_back += transposes(graph.value(s).type);
+        rw.bind(s, relayout(rw, now, graph.value(s).type));
       });
       rw.copy(node);
       continue;
     }
-    for (size_t i = 0; i < types.size(); ++i) types[i].strides = (*ruled)[i].strides;
+    bool back = true;
+    for (size_t i = 0; i < types.size(); ++i) {
+      back = back && (*ruled)[i].strides == types[i].strides && transposes(types[i]);
+      types[i].strides = (*ruled)[i].strides;
+    }
+    turns_back += back;  // a copy into the traced layout inside the node (a GroupNorm's reshape into groups)
     std::vector<ValueId> results;
     if (node.result_form == ir::Node::ResultForm::Single)
       results = {torch ? rw.emit_torch(node.target, std::move(args), std::move(kwargs), types[0])
@@ -218,7 +180,14 @@ bool channels_last(ir::Graph& graph) {
     for (size_t i = 0; i < results.size(); ++i) rw.bind(node.results[i], results[i]);
   }
   // The graph's outputs in their recorded layouts.
-  for (ValueId out : graph.outputs()) rw.bind(out, relayout(rw, rw.mapped(out), graph.value(out).type));
+  for (ValueId out : graph.outputs()) {
+    turns_back += rw.type(rw.mapped(out)).strides != graph.value(out).type.strides && transposes(graph.value(out).type);
+    rw.bind(out, relayout(rw, rw.mapped(out), graph.value(out).type));
+  }
+  // A network whose values go back to their traced layouts about as often as its convolutions gain one
+  // (a GroupNorm or a torch call after each: diffusers' ResNet blocks, VAE, UNet) pays a transpose each
+  // way for a convolution a few percent faster: left as traced.
+  if (lays_out && 2 * turns_back > convs_moved) return false;
   graph = rw.finish();
   dce(graph);  // copies a node without a rule left unread
   return true;

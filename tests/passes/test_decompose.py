@@ -35,6 +35,7 @@ def x(*shape, dtype=torch.float32):
 
 
 def cases():
+    torch.manual_seed(0)  # the cases' data, whatever ran before this module's import
     c = {}
     for dt in FLOATS:
         n = str(dt).split(".")[1]
@@ -43,7 +44,8 @@ def cases():
         c[f"rms_norm_{n}"] = (lambda a, w: F.rms_norm(a, (8,), w), (x(2, 3, 8, dtype=dt), x(8, dtype=dt)))
         c[f"rms_norm_eps_{n}"] = (lambda a: F.rms_norm(a, [8], eps=1e-5), (x(4, 8, dtype=dt),))
         c[f"group_norm_{n}"] = (lambda a, w, b: F.group_norm(a, 2, w, b), (x(2, 4, 3, 3, dtype=dt), x(4), x(4)))
-        c[f"group_norm_channels_last_{n}"] = (lambda a, w, b: F.group_norm(a, 2, w, b),
+        # channels-last: one group decomposes (more stay torch's: test_unknown_forms_stay)
+        c[f"group_norm_channels_last_{n}"] = (lambda a, w, b: F.group_norm(a, 1, w, b),
                                               (x(2, 4, 3, 3, dtype=dt).to(memory_format=torch.channels_last), x(4), x(4)))
         # adaptive pooling to dividing sizes is a mean over windows (other sizes: test_unknown_forms_stay)
         c[f"adaptive_avg_pool_{n}"] = (lambda a: (F.adaptive_avg_pool2d(a, 1), F.adaptive_avg_pool2d(a, (2, 4)),
@@ -201,6 +203,11 @@ def test_unknown_forms_stay():
                                     F.conv2d(a, w1, groups=4, padding=1)))(x(2, 4, 6, 8)).graphs[0]
     after = lower(text)
     assert after.count("torch.conv2d") == 3
+    compare(text, after, make_inputs(graph_inputs(text), 1))
+    # GroupNorm of several groups over a channels-last input stays aten's (its channels-last kernel).
+    text = ember.explain(lambda a: F.group_norm(a, 2))(x(2, 4, 3, 5).to(memory_format=torch.channels_last)).graphs[0]
+    after = lower(text)
+    assert "group_norm" in after
     compare(text, after, make_inputs(graph_inputs(text), 1))
     # Adaptive pooling to sizes that do not divide the input's (overlapping windows) stays aten's.
     text = ember.explain(lambda a: F.adaptive_avg_pool2d(a, (4, 3)))(x(2, 4, 6, 8)).graphs[0]
