@@ -315,8 +315,9 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
       const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;
-      // A gather inside a reduction makes the C++ code generator run it one scalar at a time (and sum in
-      // double): a LayerNorm over gathered embedding rows stays vectorized over a stored gather instead.
+      // On the CPU (the C++ target bounds recomputation: inline_max_recompute > 0), a gather inside a
+      // reduction makes the code generator run it one scalar at a time (and sum in double): a LayerNorm over
+      // gathered embedding rows stays vectorized over a stored gather instead.
       if (options.inline_max_recompute > 0 && !consumer.pointwise() && gathers(producer))
         why = steps[c].label + " reduces, and the producer gathers (its index checks would make the reduction scalar)";
       // The producer's loads move to the consumer's step: nothing up to and including it may
