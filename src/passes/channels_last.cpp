@@ -168,7 +168,7 @@ bool channels_last(ir::Graph& graph) {
       rw.copy(node);
       continue;
     }
-    bool back = true;
+    bool back = !types.empty();
     for (size_t i = 0; i < types.size(); ++i) {
       back = back && (*ruled)[i].strides == types[i].strides && transposes(types[i]);
       types[i].strides = (*ruled)[i].strides;
