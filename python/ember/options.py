@@ -38,6 +38,10 @@ draws eager's exact numbers (aten's native_dropout, whose mask the backward read
 instead of Philox streams of one seed per call that the backward recomputes (docs/autograd.md,
 "Random ops"). For tests that compare masks with eager's.
 
+`layout_optimization` (a bool, default True; Inductor's option of that name): inference graphs with a chain of
+2-d convolutions, on the CPU or CUDA, run them on channels-last activations, which the ops after them keep
+(docs/pipeline.md, "channels_last"); False keeps every value in its traced layout.
+
 `triton_interpret` (tests): graphs on the CPU run through the GPU backend -- its Triton kernels, in
 Triton's interpreter -- instead of the C++ backend. Slow; it tests the Triton code generator and runtime
 without a GPU. Triton decides whether `triton.language` itself is interpreted when it is imported, from
@@ -59,7 +63,7 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",
                 "passes", "partition")
 _OPTION_KEYS = {"cache_limit", "verify_shape_rules", "verify", "strict", "inject_fault_after", "triton_interpret",
-                "triton_build_only", "activation_memory_budget", "fallback_random"}
+                "triton_build_only", "activation_memory_budget", "fallback_random", "layout_optimization"}
 
 
 def parse_logs(text):
@@ -117,14 +121,19 @@ def compile_options(backend, mode, dynamic, fullgraph, options):
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0.0 <= budget <= 1.0:
         raise ValueError(f"ember.compile: activation_memory_budget must be a number in [0, 1], got {budget!r}")
     o.activation_memory_budget = float(budget)
-    fallback_random = options.get("fallback_random", False)
-    if not isinstance(fallback_random, bool):
-        raise ValueError(f"ember.compile: fallback_random must be a bool, got {fallback_random!r}")
-    o.fallback_random = fallback_random
+    o.fallback_random = _bool_option(options, "fallback_random", False)
+    o.layout_optimization = _bool_option(options, "layout_optimization", True)
     o.cxx = os.environ.get("CXX") or "g++"
     o.cache_dir = cache_dir()
     o.include_dir = include_dir()
     return o
+
+
+def _bool_option(options, name, default):
+    value = options.get(name, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"ember.compile: {name} must be a bool, got {value!r}")
+    return value
 
 
 def strict(options):

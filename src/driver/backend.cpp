@@ -61,6 +61,7 @@ std::string reason_to_stay_eager(const ir::Graph& graph, const CompileOptions& o
   if ((*target)->kind == pipeline::Target::Kind::Triton && !why_no_triton().empty()) return why_no_triton();
   (*target)->triton.allow_tf32 = options.allow_tf32;
   (*target)->deterministic = options.deterministic;
+  (*target)->layout_optimization = options.layout_optimization;
   return "";
 }
 

@@ -1,15 +1,17 @@
-// channels_last: a CPU inference graph with 2-d convolutions runs them on channels-last activations.
+// channels_last: an inference graph with 2-d convolutions runs them on channels-last activations.
 //
 // Why: torch's CPU convolutions (THNN's im2col + gemm and mkldnn alike) are faster on a channels-last
-// input (SqueezeNet's: 42 against 63 us a call), and they hand back a channels-last result, which the
-// pointwise kernels, pools and the next convolution then read as it lies. Eager keeps a network
-// contiguous unless its input or a permute makes it otherwise; Inductor lays conv inputs out
-// channels-last on the CPU (its layout optimization): SqueezeNet 1.8x eager where Ember did 1.07x.
+// input (SqueezeNet's: 42 against 63 us a call), and on CUDA cuDNN's NHWC kernels are the tensor-core
+// ones; both hand back a channels-last result, which the pointwise kernels, pools and the next
+// convolution then read as it lies. Eager keeps a network contiguous unless its input or a permute
+// makes it otherwise; Inductor lays conv inputs out channels-last on both devices (its layout
+// optimization): SqueezeNet 1.8x eager on the CPU where Ember did 1.07x, ResNet-50 on the H200 1.75x
+// where Ember did 1.31x.
 //
 // Needs: a graph after decompose (primitives and torch calls). Lays out a network: two 2-d
-// convolutions or more whose input (4-d, floating, on the CPU) has default strides, one of them reading
-// a value the graph computes; and in any graph with channels-last values (these, or a model's own),
-// lays out the weights and fills read beside them.
+// convolutions or more whose input (4-d, floating, on the CPU or CUDA) has default strides, one of them
+// reading a value the graph computes; and in any graph with channels-last values (these, or a model's
+// own), lays out the weights and fills read beside them.
 // Graphs that write a tensor, draw random numbers or return a value that requires grad are left alone
 // (their aliasing and saved values follow the recorded layouts).
 // Guarantees: values are as before and the graph's outputs keep their recorded layouts; each such conv
@@ -35,9 +37,9 @@ bool is_conv2d(const ir::Node& node) {
   return node.op == ir::Op::TorchCall && (node.target == "torch.conv2d" || node.target == "torch.nn.functional.conv2d");
 }
 
-// The conv input this pass lays out channels-last: 4-d, floating, on the CPU, default strides.
+// The conv input this pass lays out channels-last: 4-d, floating, on the CPU or CUDA, default strides.
 bool converts(const ir::TensorType& t) {
-  return t.sizes.size() == 4 && is_floating_point(t.dtype) && t.device.type == "cpu" &&
+  return t.sizes.size() == 4 && is_floating_point(t.dtype) && (t.device.type == "cpu" || t.device.type == "cuda") &&
          t.strides == contiguous_strides(t.sizes);
 }
 
@@ -63,6 +65,23 @@ bool transposes(const ir::TensorType& t) {
   return std::count_if(t.sizes.begin(), t.sizes.end(), [](const sym::Expr& e) { return !e.is_constant() || e.constant() > 1; }) >= 2;
 }
 
+// cuDNN on CUDA: the time of its NHWC kernels against its NCHW ones, measured on the H200 (batch 32, float32
+// with TF32 and bfloat16, .scratch/conv_layouts.py's shapes): dense convolutions 0.35-1.04 (1x1 about 1, 3x3
+// about 0.5), depthwise 0.2-0.6, grouped ones with 4 channels a group about 0.5, with 24 or more 1.5-2.0
+// (RegNet-Y's). Grouped convolutions of kCudnnSlowGroupWidth channels a group or more count as slower.
+constexpr int64_t kCudnnSlowGroupWidth = 16;
+constexpr double kCudnnSlower = 1.8, kCudnnFaster = 0.7;
+
+// A convolution's multiply-adds, its output's elements times its weight's per output channel, from the
+// static sizes (a symbolic size counts 1): the weight of its time in the rule above.
+double conv_work(const ir::TensorType& out, const ir::TensorType& weight) {
+  double work = 1;
+  for (const sym::Expr& e : out.sizes) work *= e.is_constant() ? static_cast<double>(e.constant()) : 1.0;
+  for (size_t d = 1; d < weight.sizes.size(); ++d)
+    work *= weight.sizes[d].is_constant() ? static_cast<double>(weight.sizes[d].constant()) : 1.0;
+  return work;
+}
+
 // Calls `fn(source value, new argument)` for each tensor operand of a node: its source argument and the
 // same argument mapped into the new graph (lists and tuples walked in step).
 void each_operand(const ir::Arg& source, ir::Arg& now, const std::function<void(ValueId, ir::Arg&)>& fn) {
@@ -81,18 +100,29 @@ bool channels_last(ir::Graph& graph) {
     if (graph.value(out).type.requires_grad) return false;
   int convs = 0;
   bool chained = false, channels_last_values = false;
+  double cudnn_faster = 0, cudnn_slower = 0;  // the work of CUDA convolutions cuDNN runs faster, slower NHWC
   for (const ir::Node& node : graph.nodes()) {
     if (has_effect(node)) return false;
     for (ValueId r : node.results) channels_last_values = channels_last_values || is_channels_last(graph.value(r).type);
-    if (is_conv2d(node) && !node.args.empty() && node.args[0].kind == ir::Arg::Kind::Value &&
+    if (is_conv2d(node) && node.args.size() >= 2 && node.args[0].kind == ir::Arg::Kind::Value &&
+        node.args[1].kind == ir::Arg::Kind::Value && node.results.size() == 1 &&
         converts(graph.value(node.args[0].value).type)) {
       ++convs;
+      const ir::TensorType& input = graph.value(node.args[0].value).type;
+      const ir::TensorType& weight = graph.value(node.args[1].value).type;
       chained = chained || graph.value(node.args[0].value).producer >= 0;
+      if (input.device.type == "cuda" && weight.sizes.size() == 4) {
+        const bool grouped = weight.sizes[1] != input.sizes[1];
+        const bool wide_groups = !weight.sizes[1].is_constant() || weight.sizes[1].constant() >= kCudnnSlowGroupWidth;
+        (grouped && wide_groups ? cudnn_slower : cudnn_faster) += conv_work(graph.value(node.results[0]).type, weight);
+      }
     }
   }
-  // Conv inputs are laid out channels-last for a network. A graph with channels-last values already
-  // (PoolFormerV2's, after its GroupNorms) gets the rest: weights and fills beside them laid out.
-  const bool lays_out = convs >= 2 && chained;
+  // Conv inputs are laid out channels-last for a network (on CUDA, unless cuDNN would lose more time on the
+  // grouped convolutions it runs slower NHWC than it gains on the rest). A graph with channels-last values
+  // already (PoolFormerV2's, after its GroupNorms) gets the rest: weights and fills beside them laid out.
+  const bool lays_out = convs >= 2 && chained &&
+                        kCudnnSlower * cudnn_slower + kCudnnFaster * cudnn_faster <= cudnn_slower + cudnn_faster;
   if (!lays_out && !channels_last_values) return false;
 
   Rewriter rw(graph);

@@ -46,9 +46,9 @@ const std::vector<Step>& steps() {
       {"cse", IRKind::Graph, "replace a core op that repeats an earlier identical one by the earlier result",
        [](Compilation& c, const Target&) { return passes::cse(c.graph); }},
       {"channels_last", IRKind::Graph,
-       "CPU inference: convolutions read channels-last activations, which the ops after them keep (docs/pipeline.md)",
+       "inference: convolutions read channels-last activations, which the ops after them keep (docs/pipeline.md)",
        [](Compilation& c, const Target& target) {
-         return target.kind == Target::Kind::Cpu && !c.joint && passes::channels_last(c.graph);
+         return target.layout_optimization && !c.joint && passes::channels_last(c.graph);
        }},
       {"partition", IRKind::Graph, "cut a joint graph into forward and backward graphs (docs/autograd.md)",
        [](Compilation& c, const Target&) {

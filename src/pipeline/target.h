@@ -41,6 +41,9 @@ struct Target {
   bool coordinate_descent = false;
   // torch.use_deterministic_algorithms when the graph was traced (lowering::LowerOptions).
   bool deterministic = false;
+  // Inference graphs with a chain of 2-d convolutions run them channels-last (passes::channels_last;
+  // CompileOptions::layout_optimization).
+  bool layout_optimization = true;
 
   static Target cpu() { return Target{}; }
   static Target gpu(ir::Device device = ir::Device{"cuda", 0}) {  // Kind::Triton (`triton()` is the field)

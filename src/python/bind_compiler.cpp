@@ -58,6 +58,7 @@ void bind_options(nb::module_& m) {
       .def_rw("allow_tf32", &CompileOptions::allow_tf32)
       .def_rw("activation_memory_budget", &CompileOptions::activation_memory_budget)
       .def_rw("fallback_random", &CompileOptions::fallback_random)
+      .def_rw("layout_optimization", &CompileOptions::layout_optimization)
       .def_rw("cxx", &CompileOptions::cxx)
       .def_rw("cache_dir", &CompileOptions::cache_dir)
       .def_rw("include_dir", &CompileOptions::include_dir);

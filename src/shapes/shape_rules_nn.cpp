@@ -39,16 +39,22 @@ const Dense* ptr(const std::optional<Dense>& d) { return d ? &*d : nullptr; }
 
 using ir::channels_last_strides;
 
-// A dense channels-last 4-d CPU tensor: the CPU kernels of convolution and group norm give such an
-// input a channels-last result (their memory format is the input's suggested one), where the meta
-// kernels say contiguous.
-bool dense_channels_last_on_cpu(const Dense& x) {
-  return x.dim() == 4 && x.device && x.device->type == "cpu" && suggests_channels_last(x) &&
-         x.strides == channels_last_strides(x.sizes);
+// A dense channels-last 4-d tensor.
+bool dense_channels_last(const Dense& x) {
+  return x.dim() == 4 && suggests_channels_last(x) && x.strides == channels_last_strides(x.sizes);
 }
 
-// `r`'s one result, of `sizes`, laid out channels-last when `channels_last` (the CPU kernels' layout, above).
-Result channels_last_on_cpu(Result r, const Sizes& sizes, bool channels_last) {
+// Inputs whose kernels hand back a channels-last result where the meta kernels say contiguous: on the
+// CPU, convolution's and group norm's (their memory format is the input's suggested one); on CUDA,
+// convolution's through cuDNN (cudnn_conv_suggest_memory_format: channels-last for any floating dtype
+// but float64, which cuDNN's layout choice leaves contiguous).
+bool cpu_keeps_channels_last(const Dense& x) { return x.device && x.device->type == "cpu" && dense_channels_last(x); }
+bool cudnn_keeps_channels_last(const Dense& x) {
+  return x.device && x.device->type == "cuda" && x.dtype != ir::DType::Float64 && dense_channels_last(x);
+}
+
+// `r`'s one result, of `sizes`, laid out channels-last when `channels_last` (the kernels' layout, above).
+Result channels_last_if(Result r, const Sizes& sizes, bool channels_last) {
   if (r && channels_last) {
     ir::TensorType& t = r->front();
     t = make_type(t.dtype, sizes, channels_last_strides(sizes), t.requires_grad, t.device);
@@ -153,9 +159,9 @@ Result infer_conv(const Call& call, int spatial_dims) {
   auto x = as_dense((*b)[0]);
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
-  // A channels-last weight is read as such by the CPU kernels only beside a channels-last input.
-  const bool channels_last = spatial_dims == 2 && dense_channels_last_on_cpu(*x);
-  const bool weight_ok = has_default_strides(*w) || (channels_last && dense_channels_last_on_cpu(*w));
+  // A channels-last weight is read as such only beside a channels-last input.
+  const bool channels_last = spatial_dims == 2 && (cpu_keeps_channels_last(*x) || cudnn_keeps_channels_last(*x));
+  const bool weight_ok = has_default_strides(*w) || (channels_last && dense_channels_last(*w));
   if ((!has_default_strides(*x) && !channels_last) || !weight_ok || has_zero(x->sizes) || has_zero(w->sizes))
     return std::nullopt;
   std::optional<SizeLists> sizes = conv_sizes(call, spatial_dims, nullptr);
@@ -164,7 +170,7 @@ Result infer_conv(const Call& call, int spatial_dims) {
   for (const sym::Expr& e : sizes->front()) out.push_back(e.constant());
   auto bias = vector_param((*b)[2], w->sizes[0]);
   if (!bias || (*bias && (*bias)->dtype != x->dtype)) return std::nullopt;
-  return channels_last_on_cpu(computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)}), out, channels_last);
+  return channels_last_if(computed(call, x->dtype, out, {&*x, &*w, ptr(*bias)}), out, channels_last);
 }
 
 Result infer_batch_norm(const Call& call) {
@@ -211,7 +217,7 @@ Result infer_group_norm(const Call& call) {
   auto x = as_dense((*b)[0]);
   auto groups = as_int((*b)[1]);
   if (!x || !groups || x->dim() < 2 || *groups < 1 || !is_floating(x->dtype) || has_zero(x->sizes)) return std::nullopt;
-  const bool channels_last = dense_channels_last_on_cpu(*x);
+  const bool channels_last = cpu_keeps_channels_last(*x);
   if (!has_default_strides(*x) && !channels_last) return std::nullopt;
   if ((*b)[4] && !as_real((*b)[4])) return std::nullopt;
   int64_t channels = x->sizes[1];
@@ -225,8 +231,8 @@ Result infer_group_norm(const Call& call) {
     if (!p || (*p && (*p)->dtype != x->dtype)) return std::nullopt;
     affine[i] = std::move(*p);
   }
-  return channels_last_on_cpu(computed(call, x->dtype, x->sizes, {&*x, ptr(affine[0]), ptr(affine[1])}), x->sizes,
-                              channels_last);
+  return channels_last_if(computed(call, x->dtype, x->sizes, {&*x, ptr(affine[0]), ptr(affine[1])}), x->sizes,
+                          channels_last);
 }
 
 Result infer_rms_norm(const Call& call) {

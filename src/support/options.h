@@ -72,6 +72,9 @@ struct CompileOptions {
   // Training graphs: dropout draws eager's exact numbers (aten's native_dropout, its mask saved for
   // the backward) instead of Philox streams the backward recomputes. autograd::JointOptions::exact_random.
   bool fallback_random = false;
+  // Inference graphs with a chain of 2-d convolutions run them on channels-last activations (the
+  // pipeline's channels_last step; pipeline::Target::layout_optimization).
+  bool layout_optimization = true;
   // The C++ backend: the compiler ($CXX, else g++), the on-disk cache ($EMBER_CACHE_DIR, else
   // ~/.cache/ember) and the folder holding the headers generated code includes (ember/vec.h).
   std::string cxx = "g++";

@@ -1,19 +1,24 @@
-"""A 2-d convolution or a group norm of a dense channels-last input on the CPU (shapes/shape_rules_nn.cpp): its
-result type is channels-last, as torch's CPU kernels make it, where the meta kernels say contiguous. For the
+"""A 2-d convolution of a dense channels-last input (on the CPU or through cuDNN) or a group norm of one on the CPU
+(shapes/shape_rules_nn.cpp): its result type is channels-last, as torch's kernels make it, where the meta kernels
+say contiguous. For the
 convolution, meta's answer made the runtime copy each result into the recorded layout (ConvNeXt's LayerNorm2d
 permutes around layer_norm, so its convolutions see such inputs); for the group norm, a decomposed kernel stored
 PoolFormer's activations contiguous, and torch's pooling and 1x1 convolutions after it took their slower
 contiguous paths."""
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import ember
+from ember.testing import DEVICE
 
 
 def test_conv_of_a_channels_last_value_keeps_eager_layout():
     g = torch.Generator().manual_seed(0)
-    x, w, b = torch.randn(2, 6, 5, 7, generator=g), torch.randn(4, 6, 3, 3, generator=g), torch.randn(4, generator=g)
+    x, w, b = (t.to(DEVICE) for t in (torch.randn(2, 6, 5, 7, generator=g), torch.randn(4, 6, 3, 3, generator=g),
+                                      torch.randn(4, generator=g)))
 
     def f(x, w, b):
         y = F.layer_norm(x.permute(0, 2, 3, 1), (6,)).permute(0, 3, 1, 2)
@@ -50,21 +55,25 @@ def test_group_norm_of_a_channels_last_value_keeps_eager_layout():
     ember.reset()
 
 
+def conv_net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(8, 8, 3, groups=2),
+                               torch.nn.Conv2d(8, 16, 1)).eval().to(DEVICE)
+
+
 @pytest.mark.parametrize("batch", [1, 3])
 def test_convolutions_run_channels_last_and_outputs_keep_eager_layout(batch):
-    """The channels_last step (src/passes/channels_last.cpp): a CPU inference graph's convolutions read
+    """The channels_last step (src/passes/channels_last.cpp): an inference graph's convolutions read
     channels-last copies of their inputs; values, and the layouts of everything the graph returns (a conv's
     result among them), are eager's."""
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                              torch.nn.MaxPool2d(3, 2, 1), torch.nn.Conv2d(8, 8, 3, groups=2),
-                              torch.nn.Conv2d(8, 16, 1)).eval()
+    net = conv_net()
 
     def f(x):
         y = net(x)
         return y, F.adaptive_avg_pool2d(y, 1).flatten(1), net[0](x)
 
-    x = torch.randn(batch, 3, 12, 10)
+    x = torch.randn(batch, 3, 12, 10).to(DEVICE)
     ember.reset()
     with torch.no_grad():
         want, got = f(x), ember.compile(f)(x)
@@ -72,6 +81,25 @@ def test_convolutions_run_channels_last_and_outputs_keep_eager_layout(batch):
     for g_, w_ in zip(got, want):
         torch.testing.assert_close(g_, w_)
         assert g_.stride() == w_.stride()
+    ember.reset()
+
+
+@pytest.mark.parametrize("layout_optimization", [True, False])
+def test_layout_optimization_option_turns_the_step_on_and_off(layout_optimization, monkeypatch, caplog):
+    """options={"layout_optimization": False} (Inductor's option of that name) keeps the traced layouts; the
+    default lays the network out. Values are eager's either way."""
+    net = conv_net()
+    monkeypatch.setenv("EMBER_LOGS", "passes")
+    caplog.set_level(logging.INFO, logger="ember")
+    x = torch.randn(2, 3, 12, 10).to(DEVICE)
+    ember.reset()
+    with torch.no_grad():
+        got = ember.compile(net, options={"layout_optimization": layout_optimization})(x)
+        torch.testing.assert_close(got, net(x))
+    steps = [r.getMessage().split(" ", 2)[1] for r in caplog.records if r.name == "ember.passes"]
+    assert ("channels_last" in steps) == layout_optimization, steps
+    with pytest.raises(ValueError, match="layout_optimization must be a bool"):
+        ember.compile(net, options={"layout_optimization": 1})(x)
     ember.reset()
 
 
