@@ -367,6 +367,13 @@ void fuse_kernels(Program& program, std::vector<WorkStep>& steps, const Schedule
         refuse(m.refusal);
         continue;
       }
+      // On the CPU (inline_max_recompute > 0 there), a gather read across a reduction's rows makes that
+      // loop scalar, as in inline.cpp.
+      if (options.inline_max_recompute > 0 && scalar_gather_in_reduction(*m.merged) &&
+          !scalar_gather_in_reduction(steps[c.a].kernel) && !scalar_gather_in_reduction(steps[c.b].kernel)) {
+        refuse("a gather would be read across the rows of a reduction (its index checks would make it scalar)");
+        continue;
+      }
       WorkStep fused;
       fused.kind = loop_ir::Step::Kind::Kernel;
       fused.kernel = std::move(*m.merged);

@@ -34,7 +34,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 
 #include "scheduler/internal.h"
 
@@ -60,10 +62,6 @@ bool unsafe_under_mask(const Kernel& producer) {
       return true;
   }
   return false;
-}
-
-bool gathers(const Kernel& producer) {
-  return std::any_of(producer.nodes.begin(), producer.nodes.end(), [](const Node& n) { return n.op == ScalarOp::CheckIndex; });
 }
 
 const Node* single_store(const Kernel& kernel) {
@@ -235,6 +233,36 @@ void inline_into(const Kernel& producer, const Node& store, const std::vector<si
 
 }  // namespace
 
+// Whether an index check in a loop with ranges reads a value that varies along the loop's last range
+// variable, the one the C++ code generator vectorizes: such a gather (Swin's relative-position bias, read
+// across a softmax row) makes the loop run one scalar at a time and sum in double. A row index fixed along
+// it (an embedding's token id, a position id) is checked once a vector step instead (docs/codegen-cpp.md,
+// "check_index").
+bool scalar_gather_in_reduction(const Kernel& kernel) {
+  std::map<NodeId, const Node*> by_id;
+  for (const Node& n : kernel.nodes) by_id[n.id] = &n;
+  auto varies = [&](NodeId id, const std::string& var) {
+    std::vector<NodeId> todo{id};
+    std::set<NodeId> seen;
+    while (!todo.empty()) {
+      const Node& n = *by_id.at(todo.back());
+      todo.pop_back();
+      if (!seen.insert(n.id).second) continue;
+      std::set<std::string> symbols;
+      for (const sym::Expr& e : n.index) sym::free_symbols(e, symbols);
+      if (symbols.count(var)) return true;
+      todo.insert(todo.end(), n.operands.begin(), n.operands.end());
+    }
+    return false;
+  };
+  for (const Node& n : kernel.nodes) {
+    if (n.op != ScalarOp::CheckIndex || n.loop < 0 || static_cast<size_t>(n.loop) >= kernel.loops.size()) continue;
+    const std::vector<sym::Expr>& ranges = kernel.loops[static_cast<size_t>(n.loop)].ranges;
+    if (!ranges.empty() && varies(n.operands.at(0), "r" + std::to_string(ranges.size() - 1))) return true;
+  }
+  return false;
+}
+
 void inline_producers(Program& program, std::vector<WorkStep>& steps, const ScheduleOptions& options,
                       std::vector<FusionDecision>& decisions) {
   const std::set<BufferId> pinned = pinned_buffers(program);
@@ -315,11 +343,17 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
       const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;
-      // On the CPU (the C++ target bounds recomputation: inline_max_recompute > 0), a gather inside a
-      // reduction makes the code generator run it one scalar at a time (and sum in double): a LayerNorm over
-      // gathered embedding rows stays vectorized over a stored gather instead.
-      if (options.inline_max_recompute > 0 && !consumer.pointwise() && gathers(producer))
-        why = steps[c].label + " reduces, and the producer gathers (its index checks would make the reduction scalar)";
+      // On the CPU (the C++ target bounds recomputation: inline_max_recompute > 0), a gather read across a
+      // reduction's rows makes the code generator run it one scalar at a time (and sum in double): a softmax
+      // over a gathered bias stays vectorized over a stored gather instead. A LayerNorm over gathered
+      // embedding rows reads them in the reduction (cpu bench `embeddings` 150 -> 135 us).
+      if (options.inline_max_recompute > 0 && !consumer.pointwise() && !scalar_gather_in_reduction(consumer)) {
+        Kernel trial = consumer;
+        inline_into(producer, *store, *dim_of, rounds, buffer.dtype, trial);
+        if (scalar_gather_in_reduction(trial))
+          why = steps[c].label + " reduces across the rows the producer gathers (its index checks would make the "
+                "reduction scalar)";
+      }
       // The producer's loads move to the consumer's step: nothing up to and including it may
       // write what they read.
       for (size_t s = p + 1; s <= c && why.empty(); ++s) {

@@ -5,6 +5,7 @@
 // cannot say: addresses of loads and stores, conversions between dtypes, index checks (control
 // flow), accumulators and their Welford state, and the two vector-code shortcuts (a divisor fixed
 // over the loop, exp of a proven non-positive argument).
+#include <algorithm>
 #include <limits>
 
 #include "codegen/cpp/emit_internal.h"
@@ -183,6 +184,28 @@ std::string vector_reduction_update(const NodeEnv& env, const Node& n, const std
   return acc + " = " + combined + ";";
 }
 
+// A check_index: its operand, and on a value outside [0, bound) the error reported (ember::rt::
+// report_index_error) and then, in scalar code, the rest of the point skipped; in vector code (`lane_uniform`:
+// one index for every lane, checked once a step) the value replaced by 0, a valid index since the bound is a
+// constant >= 1 there, so the step reads within the buffer and stores values the raised IndexError discards.
+void emit_check_index(const NodeEnv& env, const Node& n, bool vector, const std::string& indent, std::string& out) {
+  const std::string bound = c_index(n.bound, env.symbols);  // a constant, or over shape symbols
+  // One site per node (vector code checks it in the main body and in the tail).
+  const std::string where = env.kernel->name + " %t" + std::to_string(n.id);
+  std::vector<std::string>& sites = *env.check_sites;
+  const auto found = std::find(sites.begin(), sites.end(), where);
+  const int site = static_cast<int>(found - sites.begin());
+  if (found == sites.end()) sites.push_back(where);
+  // In vector code an index node (fixed_index) is a vector of equal lanes: its scalar is its expression.
+  const Node& on = env.node(n.operands.at(0));
+  const std::string value = vector && on.op == ScalarOp::Index ? c_index(on.index.at(0), env.symbols) : name(on.id);
+  out += indent + (vector ? "" : "const ") + value_type(n.dtype) + " " + name(n.id) + " = " + value + ";\n";
+  out += indent + "if (" + name(n.id) + " < 0 || " + name(n.id) + " >= " + bound + ") {\n";
+  out += indent + "  ember::rt::report_index_error(ctx, " + std::to_string(site) + ", " + name(n.id) + ", " + bound + ");\n";
+  out += indent + (vector ? "  " + name(n.id) + " = 0;\n" : "  goto " + env.next_label + ";\n");
+  out += indent + "}\n";
+}
+
 }  // namespace
 
 NodeId welford_leader(const NodeEnv& env, const Node& n) {
@@ -318,15 +341,7 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
         return;
       }
       if (n.op == loop_ir::ScalarOp::CheckIndex) {
-        const std::string bound = c_index(n.bound, env.symbols);  // a constant, or over shape symbols
-        const int site = static_cast<int>(env.check_sites->size());
-        env.check_sites->push_back(env.kernel->name + " %t" + std::to_string(n.id));
-        out += def + operand(0) + ";\n";
-        out += indent + "if (" + name(n.id) + " < 0 || " + name(n.id) + " >= " + bound + ") {\n";
-        out += indent + "  ember::rt::report_index_error(ctx, " + std::to_string(site) + ", " + name(n.id) + ", " +
-               bound + ");\n";
-        out += indent + "  goto " + env.next_label + ";\n";
-        out += indent + "}\n";
+        emit_check_index(env, n, false, indent, out);
         return;
       }
       break;
@@ -343,6 +358,26 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
 
 // ---- vector code
 
+namespace {
+
+// Whether the kernel stores into memory the caller sees after an error: a graph input's (an in-place
+// write) or a torch call result's.
+// An index node fixed along `var` (position ids, arange(seq), read by a gather along a row).
+bool fixed_index(const Node& n, const std::string& var) {
+  return n.op == ScalarOp::Index && linear_coefficient(n.index.at(0), var) == 0;
+}
+
+bool stores_to_caller_memory(const NodeEnv& env) {
+  for (const Node& n : env.kernel->nodes) {
+    if (n.op != ScalarOp::Store) continue;
+    const Buffer::Kind kind = env.program->buffers.at(env.program->storage_root(n.buffer)).kind;
+    if (kind == Buffer::Kind::Input || kind == Buffer::Kind::Extern) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool lane_uniform(const NodeEnv& env, const Node& n, const std::string& var,
                   const std::function<bool(NodeId)>& inside) {
   if (!inside(n.id) || (n.dtype != DType::Bool && !is_integer(n.dtype))) return false;
@@ -352,7 +387,13 @@ bool lane_uniform(const NodeEnv& env, const Node& n, const std::string& var,
       return n.op == ScalarOp::Load && n.operands.empty() && !converting_load(env, n) &&
              linear_coefficient(element_offset(buffer_of(env, n), n.index), var) == 0;
     case OpClass::Unary:
-      if (n.op == ScalarOp::CheckIndex) return false;
+      // A check of a uniform index runs once a vector step, against a constant bound (emit_check_index),
+      // in a kernel whose stores the raised error discards.
+      if (n.op == ScalarOp::CheckIndex) {
+        const Node& on = env.node(n.operands.at(0));
+        return n.bound.is_constant() && n.bound.constant() >= 1 && !stores_to_caller_memory(env) &&
+               (fixed_index(on, var) || lane_uniform(env, on, var, inside));
+      }
       [[fallthrough]];
     case OpClass::Binary:
     case OpClass::Compare:
@@ -553,7 +594,10 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
     return;
   }
   if (lane_uniform(env, n, var, inside)) {
-    out += indent + "const " + value_type(n.dtype) + " " + name(n.id) + " = " + uniform_value(env, n) + ";\n";
+    if (n.op == ScalarOp::CheckIndex)
+      emit_check_index(env, n, true, indent, out);
+    else
+      out += indent + "const " + value_type(n.dtype) + " " + name(n.id) + " = " + uniform_value(env, n) + ";\n";
     return;
   }
   switch (loop_ir::op_info(n.op).cls) {
