@@ -178,4 +178,11 @@ bool row_major(const std::vector<Size>& sizes, const std::vector<Size>& strides)
   return true;
 }
 
+// Channels-last and not row-major: a 4-d layout the two formats order differently (two of N, H, W, C of
+// size > 1 walked in another order), as a channels-last choice leaves a value; [N, C, 1, 1] is neither.
+template <class Size>
+bool strictly_channels_last(const std::vector<Size>& sizes, const std::vector<Size>& strides) {
+  return channels_last_dense(sizes, strides) && !row_major(sizes, strides);
+}
+
 }  // namespace ember::ir

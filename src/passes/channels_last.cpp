@@ -50,7 +50,7 @@ ir::TensorType channels_last_type(const ir::TensorType& t) {
 }
 
 bool is_channels_last(const ir::TensorType& t) {
-  return t.sizes.size() == 4 && t.strides == ir::channels_last_strides(t.sizes) && !ir::row_major(t.sizes, t.strides);
+  return ir::strictly_channels_last(t.sizes, t.strides);
 }
 
 // A value the graph fills with one number (`full`): the scheduler computes it where it is read.

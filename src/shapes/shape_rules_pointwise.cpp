@@ -167,7 +167,7 @@ std::optional<Sizes> shared_layout_strides(const Sizes& out, const std::vector<c
   // Channels-last, whatever the strides of size-1 dims (a batch of one): TensorIterator's fast setup and the
   // Python meta kernels' short cut both lay the result out channels-last from its sizes. Not a layout that
   // is row-major too (TensorIterator then takes its contiguous setup first).
-  if (ir::channels_last_dense(out, s) && !ir::row_major(out, s)) return ir::channels_last_strides(out);
+  if (ir::strictly_channels_last(out, s)) return ir::channels_last_strides(out);
   // Strides decreasing from outer to inner dims (equal only between size-1 dims): TensorIterator
   // keeps the dims in order, so the result gets default strides (a slice such as x[:, :4]).
   bool in_order = true;
