@@ -249,9 +249,14 @@ bool scalar_gather_in_reduction(const Kernel& kernel) {
       todo.pop_back();
       if (!seen.insert(n.id).second) continue;
       std::set<std::string> symbols;
-      for (const sym::Expr& e : n.index) sym::free_symbols(e, symbols);
+      std::set<NodeId> refs;  // values an index reads (a gather's checked index)
+      for (const sym::Expr& e : n.index) {
+        sym::free_symbols(e, symbols);
+        collect_node_refs(e, refs);
+      }
       if (symbols.count(var)) return true;
       todo.insert(todo.end(), n.operands.begin(), n.operands.end());
+      todo.insert(todo.end(), refs.begin(), refs.end());
     }
     return false;
   };

@@ -360,13 +360,13 @@ void emit_scalar_node(const NodeEnv& env, const Node& n, const std::string& inde
 
 namespace {
 
-// Whether the kernel stores into memory the caller sees after an error: a graph input's (an in-place
-// write) or a torch call result's.
 // An index node fixed along `var` (position ids, arange(seq), read by a gather along a row).
 bool fixed_index(const Node& n, const std::string& var) {
   return n.op == ScalarOp::Index && linear_coefficient(n.index.at(0), var) == 0;
 }
 
+// Whether the kernel stores into memory the caller sees after an error: a graph input's (an in-place
+// write) or a torch call result's.
 bool stores_to_caller_memory(const NodeEnv& env) {
   for (const Node& n : env.kernel->nodes) {
     if (n.op != ScalarOp::Store) continue;
