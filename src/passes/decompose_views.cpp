@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "passes/decompose_rules.h"
+#include "shapes/shape_rules.h"
 
 namespace ember::passes::decomp {
 
@@ -320,13 +321,8 @@ SliceBounds slice_bounds(Ctx& c, ValueId x) {
   int64_t size = const_sizes(c.rw.type(x))[dim];
   int64_t step = c.int_arg("step");
   if (step <= 0) refuse();
-  auto bound = [&](std::string_view name, int64_t dflt) {
-    if (c.none(name)) return dflt;
-    int64_t v = c.int_arg(name);
-    if (v < 0) v += size;
-    return std::clamp<int64_t>(v, 0, size);
-  };
-  int64_t start = bound("start", 0), end = std::max(bound("end", size), start);
+  auto bound = [&](std::string_view name) { return c.none(name) ? std::nullopt : std::optional<int64_t>(c.int_arg(name)); };
+  const auto [start, end] = shapes::slice_range(bound("start"), bound("end"), size);
   return {dim, start, end, step};
 }
 

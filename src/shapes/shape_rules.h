@@ -130,6 +130,10 @@ std::optional<std::vector<std::vector<sym::Expr>>> infer_result_sizes(
 
 // Whether infer_torch_call_types has a rule for the callable (so callers skip building operands
 // for the others), and the names that have one, in order.
+// A slice's [start, end) over a dim of `size` as torch normalizes it: a negative bound counts from the end, both
+// are clamped into [0, size], and end is at least start (None: 0 and size).
+std::pair<int64_t, int64_t> slice_range(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t size);
+
 bool has_torch_call_rule(std::string_view qualified_name);
 std::vector<std::string> torch_call_rule_names();
 }  // namespace ember::shapes

@@ -240,9 +240,7 @@ Result infer_flatten(const Call& call) {
 // ---- getitem ----------------------------------------------------------------------------------
 
 int64_t slice_extent(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step, int64_t size) {
-  auto clamp_bound = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
-  const int64_t from = start ? clamp_bound(*start) : 0;
-  const int64_t to = std::max(stop ? clamp_bound(*stop) : size, from);
+  const auto [from, to] = slice_range(start, stop, size);
   return (to - from + step - 1) / step;
 }
 
@@ -404,3 +402,13 @@ Result infer_contiguous(const Call& call) {
 }
 
 }  // namespace ember::shapes::rules
+
+namespace ember::shapes {
+
+std::pair<int64_t, int64_t> slice_range(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t size) {
+  auto clamp_bound = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+  const int64_t from = start ? clamp_bound(*start) : 0;
+  return {from, std::max(stop ? clamp_bound(*stop) : size, from)};
+}
+
+}  // namespace ember::shapes
