@@ -37,9 +37,11 @@ bool is_conv2d(const ir::Node& node) {
   return node.op == ir::Op::TorchCall && (node.target == "torch.conv2d" || node.target == "torch.nn.functional.conv2d");
 }
 
-// The conv input this pass lays out channels-last: 4-d, floating, on the CPU or CUDA, default strides.
+// The conv input this pass lays out channels-last: 4-d, floating (on CUDA not float64, which cuDNN runs
+// contiguous), on the CPU or CUDA, default strides.
 bool converts(const ir::TensorType& t) {
-  return t.sizes.size() == 4 && is_floating_point(t.dtype) && (t.device.type == "cpu" || t.device.type == "cuda") &&
+  const bool device = t.device.type == "cpu" || (t.device.type == "cuda" && t.dtype != ir::DType::Float64);
+  return t.sizes.size() == 4 && is_floating_point(t.dtype) && device &&
          t.strides == contiguous_strides(t.sizes);
 }
 

@@ -154,3 +154,22 @@ def test_a_network_whose_values_go_back_keeps_its_traced_layouts():
     before = passes.run_pass(passes.run_pass(text, "canonicalize"), "decompose")
     assert passes.run_pass(before, "channels_last") == before
     ember.reset()
+
+
+@pytest.mark.parametrize("dtype, laid_out", [("f32", True), ("bf16", True), ("f64", False)])
+def test_cuda_convolutions_are_channels_last_except_float64(dtype, laid_out):
+    """On CUDA the conv rule answers a channels-last result for a dense channels-last input (cuDNN's layout choice),
+    but not in float64, which cuDNN keeps contiguous: the channels_last step leaves float64 CUDA convolutions as
+    traced. Checked on graph text (no GPU needed)."""
+    from ember._C import passes
+    text = f"""graph @frame(%0: {dtype}[2, 8, 6, 6]{{288, 36, 6, 1}} cuda:0 "L['x']", %1: {dtype}[8, 8, 3, 3]{{72, 9, 3, 1}} cuda:0 "L['w']") {{
+  %2 = torch "torch.conv2d"(%0, %1, padding=1) : {dtype}[2, 8, 6, 6]{{288, 36, 6, 1}} cuda:0
+  %3 = relu(%2) : {dtype}[2, 8, 6, 6]{{288, 36, 6, 1}} cuda:0
+  %4 = torch "torch.conv2d"(%3, %1, padding=1) : {dtype}[2, 8, 6, 6]{{288, 36, 6, 1}} cuda:0
+  return (%4)
+}}
+"""
+    after = passes.run_pass(text, "channels_last")
+    convs = [line for line in after.splitlines() if "torch.conv2d" in line]
+    assert len(convs) == 2, after
+    assert all(("{288, 1, 48, 8}" in c) == laid_out for c in convs), after
