@@ -245,8 +245,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
   auto start = std::chrono::steady_clock::now();
   GlobalState state = GlobalState::current();
   frontend::DynamicPolicy policy{options_.dynamic, &seen_shapes(frame.code)};
-  auto trace = std::make_unique<Trace>(table_, frame, options_);
-  trace->guards.global_state(state);
+  auto trace = std::make_unique<Trace>(table_, frame, options_, state);
   trace->dynamic = policy;
   ValuePlan plan;
   Failure failure = catch_failure([&] {
@@ -265,8 +264,7 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
     return nullptr;
   }
   if (failure.failed() && failure.unsupported.root_index >= 0 && !options_.fullgraph) {
-    auto retrace = std::make_unique<Trace>(table_, frame, options_);
-    retrace->guards.global_state(state);
+    auto retrace = std::make_unique<Trace>(table_, frame, options_, state);
     retrace->dynamic = policy;
     std::string why_not;
     split = plan_split(frame, *retrace, failure.unsupported, &why_not);

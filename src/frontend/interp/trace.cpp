@@ -21,8 +21,9 @@ bool is_plain_constant(PyObject* o) {
 
 }  // namespace
 
-Trace::Trace(const TorchTable& t, const FrameView& f, const CompileOptions& o) : table(t), frame(f), options(o) {
-  GlobalState state = GlobalState::current();
+Trace::Trace(const TorchTable& t, const FrameView& f, const CompileOptions& o, const GlobalState& state)
+    : table(t), frame(f), options(o) {
+  guards.global_state(state);
   grad_enabled = state.grad_enabled;
   default_dtype_ = state.default_dtype;
   autocast = initial_autocast_ = state.autocast_state;

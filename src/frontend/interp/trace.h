@@ -92,7 +92,9 @@ std::optional<ir::Literal> builtin_literal(PyObject* obj);
 
 class Trace {
  public:
-  Trace(const TorchTable& table, const FrameView& frame, const CompileOptions& options);
+  // `state`: torch's global state when the compile began (grad mode, default dtype, autocast), read once by
+  // the compiler for the trace and its guards.
+  Trace(const TorchTable& table, const FrameView& frame, const CompileOptions& options, const GlobalState& state);
 
   const TorchTable& table;
   const FrameView& frame;
