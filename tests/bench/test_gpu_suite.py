@@ -36,6 +36,7 @@ def test_quick_run_writes_schema_and_catches_a_wrong_compiler(tmp_path, capsys):
     assert status == 1  # the wrong compiler's output is wrong
     check_report(tmp_path, "gpu", markdown, printed, "softmax")
     assert "| decode_step |" in markdown
+    assert "same-size copy GB/s" in markdown
 
     assert set(results) == {"suite", "environment", "config", "bandwidth", "workloads", "geomean_speedup", "targets",
                             "ok"}
@@ -51,6 +52,8 @@ def test_quick_run_writes_schema_and_catches_a_wrong_compiler(tmp_path, capsys):
 
     for wname, row in results["workloads"].items():
         assert row["memory_bound"] is (wname == "softmax")
+        # a copy of the row's own bytes, beside the reference copy
+        assert (row.get("same_size_copy_gbs", 0) > 0) == row["memory_bound"]
         assert row["timing"] == ("wall clock" if DEVICE == "cpu" else "kernel" if row["memory_bound"] else "call")
         assert set(row["results"]) == {"eager", *ember_names, "wrong"}
         for cname, r in row["results"].items():

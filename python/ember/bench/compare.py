@@ -217,15 +217,23 @@ def memory_error_table(rows, names):
 
 
 def bandwidth_table(rows, names, best_gbs):
-    """GB/s of the memory-bound rows and their % of `best_gbs`, or None when no row is memory-bound."""
+    """GB/s of the memory-bound rows and their % of `best_gbs`, or None when no row is memory-bound. Rows that carry
+    `same_size_copy_gbs` (the gpu suite's copy of the row's own bytes) add it and each compiler's % of it."""
+    same_size = any(row.get("same_size_copy_gbs") for row in rows.values() if row["memory_bound"])
     header = ["workload", "MB moved"] + [f"{c} GB/s" for c in names] + [f"{c} % of copy" for c in names[1:]]
+    if same_size:
+        header += ["same-size copy GB/s"] + [f"{c} % of same-size copy" for c in names[1:]]
     lines = []
+    pct = lambda g, ref: report.fmt(None if g is None or not ref else 100 * g / ref, ".0f", "%")
     for w, row in rows.items():
         if not row["memory_bound"]:
             continue
         gbs = [row["results"][c].get("gbs") for c in names]
-        lines.append([w, f"{row['bytes_moved'] / 1e6:.2f}"] + [report.fmt(g, ".3g") for g in gbs]
-                     + [report.fmt(None if g is None else 100 * g / best_gbs, ".0f", "%") for g in gbs[1:]])
+        line = [w, f"{row['bytes_moved'] / 1e6:.2f}"] + [report.fmt(g, ".3g") for g in gbs] + [pct(g, best_gbs) for g in gbs[1:]]
+        if same_size:
+            copy = row.get("same_size_copy_gbs")
+            line += [report.fmt(copy, ".3g")] + [pct(g, copy) for g in gbs[1:]]
+        lines.append(line)
     return report.markdown_table(header, lines) if lines else None
 
 
