@@ -68,9 +68,10 @@ bool transposes(const ir::TensorType& t) {
 }
 
 // cuDNN on CUDA: the time of its NHWC kernels against its NCHW ones, measured on the H200 (batch 32, float32
-// with TF32 and bfloat16, .scratch/conv_layouts.py's shapes): dense convolutions 0.35-1.04 (1x1 about 1, 3x3
-// about 0.5), depthwise 0.2-0.6, grouped ones with 4 channels a group about 0.5, with 24 or more 1.5-2.0
-// (RegNet-Y's). Grouped convolutions of kCudnnSlowGroupWidth channels a group or more count as slower.
+// with TF32 and bfloat16; docs/benchmarks.md, "Session 17"): dense convolutions 0.35-1.04 (1x1 about 1, 3x3
+// about 0.5), depthwise 0.2-0.6, grouped ones with 4-8 channels a group about 0.55 (one 4-channel shape 1.23),
+// with 2 1.3-4.5, with 24 or more 1.5-2.0 (RegNet-Y's). Grouped convolutions of kCudnnSlowGroupWidth channels
+// a group or more count as slower (16: between the measured 8 and 24); the rare 2-channel groups are not weighed.
 constexpr int64_t kCudnnSlowGroupWidth = 16;
 constexpr double kCudnnSlower = 1.8, kCudnnFaster = 0.7;
 
