@@ -238,7 +238,12 @@ void inline_into(const Kernel& producer, const Node& store, const std::vector<si
 // across a softmax row) makes the loop run one scalar at a time and sum in double. A row index fixed along
 // it (an embedding's token id, a position id) is checked once a vector step instead (docs/codegen-cpp.md,
 // "check_index").
+bool has_index_check(const Kernel& kernel) {
+  return std::any_of(kernel.nodes.begin(), kernel.nodes.end(), [](const Node& n) { return n.op == ScalarOp::CheckIndex; });
+}
+
 bool scalar_gather_in_reduction(const Kernel& kernel) {
+  if (!has_index_check(kernel)) return false;
   std::map<NodeId, const Node*> by_id;
   for (const Node& n : kernel.nodes) by_id[n.id] = &n;
   auto varies = [&](NodeId id, const std::string& var) {
@@ -352,7 +357,8 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       // reduction's rows makes the code generator run it one scalar at a time (and sum in double): a softmax
       // over a gathered bias stays vectorized over a stored gather instead. A LayerNorm over gathered
       // embedding rows reads them in the reduction (cpu bench `embeddings` 150 -> 135 us).
-      if (options.inline_max_recompute > 0 && !consumer.pointwise() && !scalar_gather_in_reduction(consumer)) {
+      if (options.inline_max_recompute > 0 && !consumer.pointwise() && has_index_check(producer) &&
+          !scalar_gather_in_reduction(consumer)) {
         Kernel trial = consumer;
         inline_into(producer, *store, *dim_of, rounds, buffer.dtype, trial);
         if (scalar_gather_in_reduction(trial))

@@ -74,6 +74,7 @@ int count_ops(const Kernel& kernel);         // arithmetic nodes (not loads, con
 // Whether an index check in a loop with ranges of `kernel` reads a value that varies along the loop's
 // last range variable: a gather the C++ code generator runs one scalar at a time, in a reduction.
 bool scalar_gather_in_reduction(const Kernel& kernel);
+bool has_index_check(const Kernel& kernel);  // a check_index node: a gather
 bool is_reduce(const Node& node);
 // True when the f32 value `store` writes into its bf16/f16 buffer may reach that buffer's readers
 // unrounded: the value is low-precision arithmetic (every float load it depends on reads a buffer
