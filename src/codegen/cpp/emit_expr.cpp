@@ -280,4 +280,16 @@ bool chunk_contiguous(const sym::Expr& offset, const std::string& var) {
   return w && linear_coefficient(*w, var) == std::optional<int64_t>(1);
 }
 
+bool chunk_uniform(const sym::Expr& offset, const std::string& var) {
+  const std::optional<sym::Expr> w = within_chunk(offset, var);
+  return w && linear_coefficient(*w, var) == std::optional<int64_t>(0);
+}
+
+bool reads_node_values(const sym::Expr& e) {
+  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
+  for (const sym::Expr& o : e.operands())
+    if (reads_node_values(o)) return true;
+  return false;
+}
+
 }  // namespace ember::codegen::detail

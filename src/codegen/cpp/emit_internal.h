@@ -76,6 +76,12 @@ constexpr int64_t kMaxVectorLanes = 16;
 // within a chunk `var // D` is fixed and `var % D` moves with `var`. A ViT's
 // `transpose(1, 2).reshape(B, N, H*d)` reads [B, H, N, d] at `H_stride*(i2 // d) + i2 % d`.
 bool chunk_contiguous(const sym::Expr& offset, const std::string& var);
+// `offset` is not affine in `var` but is fixed within every aligned chunk: `var` occurs only as
+// `var // D`, D a multiple of kMaxVectorLanes (a GroupNorm's per-group statistics read along the
+// channels of a channels-last tensor: `mean[c // 32]`). Vector code broadcasts the chunk's element.
+bool chunk_uniform(const sym::Expr& offset, const std::string& var);
+// Whether an index expression reads a node's value (a `t<n>` symbol: a gather's index).
+bool reads_node_values(const sym::Expr& e);
 
 // ---- nodes (emit_ops.cpp)
 enum class Mode : uint8_t { Scalar, Vector, VectorTail };
@@ -127,6 +133,14 @@ std::string divisor_name(NodeId id);
 // comparison's result).
 bool lane_uniform(const NodeEnv& env, const Node& node, const std::string& var,
                   const std::function<bool(NodeId)>& inside);
+
+// An f32 load whose offset is not affine in the vector variable `var` and not contiguous within a
+// chunk, but computed from loop variables alone (no node value: not a gather through loaded
+// indices). Vector code reads the chunk's one element and broadcasts it where the offset is fixed
+// within each chunk (chunk_uniform: a channels-last GroupNorm's `mean[c // 32]`), else each lane's
+// element in turn (`mean[c // 4]`, a nearest upsample's `x[w // 2]`), so the rest of the region
+// stays vector instead of the whole kernel running scalar.
+bool gathered_load(const NodeEnv& env, const Node& node, const std::string& var);
 
 // Why `node` cannot be part of a vector region over `var` ("" when it can). `inside(id)` says
 // which nodes belong to the region.

@@ -52,6 +52,7 @@ struct VectorChoice {
   std::string extent_text;  // its C++ spelling: a constant, or an expression over shape symbols
   bool symbolic = false;
   std::string reason;       // why scalar, when not vector
+  bool gathers = false;     // vector with a load lane by lane (gathered_load)
 };
 
 struct KernelEmitter {
@@ -147,6 +148,7 @@ struct KernelEmitter {
         c.reason = why;
         return c;
       }
+      c.gathers = c.gathers || gathered_load(env, n, var);
     }
     c.vector = true;
     return c;
@@ -379,13 +381,6 @@ struct KernelEmitter {
   }
 };
 
-bool reads_node_values(const sym::Expr& e) {
-  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
-  for (const sym::Expr& o : e.operands())
-    if (reads_node_values(o)) return true;
-  return false;
-}
-
 // i0 -> i0 + 1 in an index expression (rebuilt through the simplifying constructors).
 sym::Expr next_row(const sym::Expr& e) {
   switch (e.kind()) {
@@ -554,10 +549,12 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   }
 
   // An outer reduction (emit_outer.cpp) where some loop with ranges cannot be a vector loop (its
-  // loads walk a strided dimension) and every node can take the last outer variable's lanes.
+  // loads walk a strided dimension) or loads lane by lane, and every node can take the last outer
+  // variable's lanes.
   VectorChoice outer_choice;
   bool scalar_loop = false;
-  for (size_t l = 0; l < k.loops.size(); ++l) scalar_loop = scalar_loop || (!k.loops[l].empty() && !loop_choice[l].vector);
+  for (size_t l = 0; l < k.loops.size(); ++l)
+    scalar_loop = scalar_loop || (!k.loops[l].empty() && (!loop_choice[l].vector || loop_choice[l].gathers));
   if (!pointwise && scalar_loop && rank > 0) {
     k.env.strided_lanes = true;
     outer_choice = k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, true);

@@ -446,6 +446,13 @@ std::optional<std::pair<int64_t, int64_t>> uniform_clamp(const NodeEnv& env, con
 
 }  // namespace
 
+bool gathered_load(const NodeEnv& env, const Node& n, const std::string& var) {
+  if (n.op != ScalarOp::Load || !n.operands.empty() || n.dtype != DType::Float32 ||
+      buffer_of(env, n).dtype != DType::Float32)
+    return false;
+  const sym::Expr offset = element_offset(buffer_of(env, n), n.index);
+  return !reads_node_values(offset) && !linear_coefficient(offset, var) && !chunk_contiguous(offset, var);
+}
 
 std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string& var,
                            const std::function<bool(NodeId)>& inside) {
@@ -481,6 +488,7 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     const sym::Expr offset = element_offset(b, n.index);
     std::optional<int64_t> c = linear_coefficient(offset, var);
     if (!c && chunk_contiguous(offset, var)) return "";  // contiguous across each chunk's lanes
+    if (!c && !store && gathered_load(env, n, var)) return "";  // a chunk's element, or lane by lane
     if (!c || *c != 1) {
       if (!store && c && *c == 0) return "";  // invariant in var: one scalar load, broadcast
       if (c && env.strided_lanes && dtype_spelling(b.dtype).vector_load) return "";  // lane by lane
@@ -616,8 +624,9 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
                std::to_string(step) + ");\n";
       } else if (n.op == loop_ir::ScalarOp::Load) {
         // vector_refusal admitted it: the coefficient along var is 0 (broadcast) or 1 (contiguous),
-        // or the offset is contiguous within each aligned chunk (chunk_contiguous); a masked load
-        // only contiguous, read under its mask (and the tail's lanes), the fill value elsewhere.
+        // or the offset is contiguous within each aligned chunk (chunk_contiguous), or computed from
+        // loop variables (gathered_load); a masked load only contiguous, read under its mask (and
+        // the tail's lanes), the fill value elsewhere.
         const Buffer& b = buffer_of(env, n);
         std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
         if (!n.operands.empty()) {
@@ -630,6 +639,16 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         } else if (c && *c == 0) {
           const std::string x = scalar_load(env, n);
           out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
+        } else if (gathered_load(env, n, var)) {
+          if (chunk_uniform(element_offset(b, n.index), var)) {  // var is the chunk's first lane
+            out += def + "ev::VecF::broadcast(" + scalar_load(env, n) + ");\n";
+          } else {  // each lane's element, its offset at var + l (the lambda's parameter shadows var)
+            const std::string lanes = name(n.id) + "_lanes";
+            out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
+            out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes +
+                   "[l] = [&](const int64_t " + var + ") { return " + scalar_load(env, n) + "; }(" + var + " + l);\n";
+            out += def + "ev::VecF::load(" + lanes + ");\n";
+          }
         } else if (c && *c != 1) {  // strided_lanes: element by element into an array, then one vector
           const std::string lanes = name(n.id) + "_lanes";
           out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";

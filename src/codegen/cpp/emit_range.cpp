@@ -29,13 +29,6 @@ namespace ember::codegen::detail {
 
 namespace {
 
-bool reads_node_values(const sym::Expr& e) {
-  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
-  for (const sym::Expr& o : e.operands())
-    if (reads_node_values(o)) return true;
-  return false;
-}
-
 struct SameValue {
   const NodeEnv& env;
   std::vector<BufferId> written;  // storage roots of the kernel's stores

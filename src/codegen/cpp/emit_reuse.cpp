@@ -31,13 +31,6 @@ namespace {
 constexpr int64_t kMaxScratch = 8192;
 constexpr int64_t kMaxScratchTotal = 16384;
 
-bool reads_node_values(const sym::Expr& e) {
-  if (e.kind() == sym::ExprKind::Symbol) return !e.symbol_name().empty() && e.symbol_name()[0] == 't';
-  for (const sym::Expr& o : e.operands())
-    if (reads_node_values(o)) return true;
-  return false;
-}
-
 // Same computation, operands aside.
 bool same_node_fields(const Node& a, const Node& b) {
   if (a.op != b.op || a.dtype != b.dtype || a.operands.size() != b.operands.size()) return false;
