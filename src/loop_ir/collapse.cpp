@@ -12,7 +12,9 @@
 // k*(j // k) + j % k -> j) removed every division it introduced. That holds exactly when, for each
 // adjacent pair of the run, the coefficient of the outer variable is the inner's extent times that
 // of the inner (stride of the outer = size x stride of the inner). The longest run that holds,
-// from the innermost pair outwards, is kept; none: the kernel is left as it was.
+// from the innermost pair outwards, is kept; then, before the variable that did not join, the next
+// longest run, and so on: [C_out, 3, 3, C_in] (a 3x3 convolution weight copied channels-last, read
+// with stride 9 along C_in) becomes [C_out, 9, C_in]. None: the kernel is left as it was.
 //
 // Scopes: the ranges of each loop with ranges (its nodes), and the outer ranges of a kernel none
 // of whose loops has ranges (all its nodes: the last outer variable is the vector variable of such
@@ -58,25 +60,30 @@ VarRanges node_ranges(const Kernel& kernel, const Node& n) {
   return ranges;
 }
 
-// `kernel` with variables first.. (to the last) of `scope` made one, j = Σ v_d * P_d (P_d the
-// product of the extents after d): v_first := j // P_first, v_d := (j // P_d) % E_d, so that
-// simplify's folds c*k*((j // k) % m) + c*(j % k) -> c*(j % (k*m)) recombine a whole run at once
-// (collapsing pair by pair would leave (j % 49) // 7, which it does not fold). nullopt when an
-// extent after `first` is not a constant or some access or index value is no longer affine in j.
-std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel, const Scope& scope, size_t first) {
+// `kernel` with variables first..last of `scope` made one, j = Σ v_d * P_d (P_d the product of the
+// extents after d up to last): v_first := j // P_first, v_d := (j // P_d) % E_d, and the variables
+// after `last` renumbered down, so that simplify's folds c*k*((j // k) % m) + c*(j % k) -> c*(j % (k*m))
+// recombine a whole run at once (collapsing pair by pair would leave (j % 49) // 7, which it does not
+// fold). nullopt when an extent after `first` is not a constant or some access or index value is no
+// longer affine in j.
+std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel, const Scope& scope, size_t first,
+                                   size_t last) {
   const std::vector<Expr>& ranges = scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges;
   const std::string j = var(scope.prefix, first);
   sym::Replacements rename;
   Expr below = 1;  // P_d
-  for (size_t d = ranges.size(); d-- > first;) {
+  for (size_t d = last + 1; d-- > first;) {
     if (d > first && (!ranges[d].is_constant() || ranges[d].constant() < 1)) return std::nullopt;
     const Expr quotient = floordiv(Expr::symbol(j), below);
     rename.emplace_back(var(scope.prefix, d), d == first ? quotient : mod(quotient, ranges[d]));
     below = below * ranges[d];
   }
+  for (size_t d = last + 1; d < ranges.size(); ++d)
+    rename.emplace_back(var(scope.prefix, d), Expr::symbol(var(scope.prefix, d - (last - first))));
   Kernel next = kernel;
   std::vector<Expr>& next_ranges = scope.prefix == 'i' ? next.ranges : next.loops[scope.loop].ranges;
-  next_ranges.resize(first + 1);
+  next_ranges.erase(next_ranges.begin() + static_cast<std::ptrdiff_t>(first) + 1,
+                    next_ranges.begin() + static_cast<std::ptrdiff_t>(last) + 1);
   next_ranges[first] = below;
   for (Node& n : next.nodes) {
     if (!scope.covers(n) || n.index.empty()) continue;
@@ -88,19 +95,27 @@ std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel,
   return next;
 }
 
-// Collapses the longest run of innermost variables of `scope` that stays affine.
+// Collapses, from the innermost variable outwards, each longest run of adjacent variables of `scope`
+// that stays affine (the file's comment): the innermost run (one long vector loop), then the runs
+// before a variable that did not join (a transposed copy's rows: the tiles' R).
 bool collapse_scope(const Program& program, Kernel& kernel, const Scope& scope) {
-  const size_t rank = (scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges).size();
-  std::optional<Kernel> best;
-  if (rank < 2) return false;
-  for (size_t first = rank - 1; first-- > 0;) {
-    std::optional<Kernel> next = collapse_run(program, kernel, scope, first);
-    if (!next) break;
-    best = std::move(next);
+  auto rank = [&] { return (scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges).size(); };
+  bool changed = false;
+  for (size_t last = rank(); last-- > 1;) {
+    std::optional<Kernel> best;
+    size_t merged = last;  // the run's first variable
+    for (size_t first = last; first-- > 0;) {
+      std::optional<Kernel> next = collapse_run(program, kernel, scope, first, last);
+      if (!next) break;
+      best = std::move(next);
+      merged = first;
+    }
+    if (!best) continue;
+    kernel = std::move(*best);
+    changed = true;
+    last = merged;  // the next run ends before the merged variable
   }
-  if (!best) return false;
-  kernel = std::move(*best);
-  return true;
+  return changed;
 }
 
 std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }

@@ -11,10 +11,10 @@
 //     tile_t5[j] = load(column C = ct*kSize + j, rows from R = rt*kSize); ev::transpose(tile_t5);
 //     for (a < kSize) { R = rt*kSize + a; C = ct*kSize; <body; the transposed load is tile_t5[a]> }
 //   }
-//   for (R < ER) { <vector body from the first C no tile covered, then the masked tail> }
-// The second part (rows past the last whole tile, columns past the last whole vector) loads the
-// strided buffers lane by lane (NodeEnv::strided_lanes), so its results are the same elements.
-// Column vectors start at multiples of kSize, so chunk_contiguous loads stay valid.
+//   if (m = ER % kSize) for (ct < EC / kSize) { <the same over the last m rows: masked loads of m lanes> }
+//   if (EC % kSize) for (R < ER) { <the masked tail of columns past the last whole vector> }
+// The tail loads the strided buffers lane by lane (NodeEnv::strided_lanes), so its results are the
+// same elements. Column vectors start at multiples of kSize, so chunk_contiguous loads stay valid.
 #include "codegen/cpp/emit_internal.h"
 
 namespace ember::codegen::detail {
@@ -73,42 +73,54 @@ void emit_tiled_points(NodeEnv& env, const std::string& pragma, int depth, std::
   const std::function<bool(NodeId)> inside = [](NodeId) { return true; };
   auto tile = [](const Node& n) { return "tile_t" + std::to_string(n.id); };
 
+  // One tile's body at `d`: rows from `first_row` (`rows` of them: kSize, or the masked count `m`),
+  // the kSize columns from ct * kSize. Each transposed buffer loads one vector along R per column.
+  auto tile_body = [&](int d, const std::string& first_row, const std::string& rows) {
+    const std::string count = rows == ks ? "" : ", " + rows;
+    for (const Node& n : k.nodes) {
+      if (!is_tiled_load(env, n, col)) continue;
+      line(d, "ev::VecF " + tile(n) + "[" + ks + "];");
+      line(d, "for (int j = 0; j < " + ks + "; ++j) {");
+      line(d + 1, "const int64_t " + row + " = " + first_row + ", " + col + " = ct * " + ks + " + j;");
+      line(d + 1, tile(n) + "[j] = ev::VecF::load(" + env.buffer_name(n.buffer) + " + " +
+                      c_index(element_offset(env.program->buffers.at(n.buffer), n.index), env.symbols) + count + ");");
+      line(d, "}");
+      line(d, "ev::transpose(" + tile(n) + ");");
+    }
+    line(d, "for (int a = 0; a < " + rows + "; ++a) {");
+    line(d + 1, "const int64_t " + row + " = " + first_row + " + a, " + col + " = ct * " + ks + ";");
+    for (const Node& n : k.nodes) {
+      if (is_tiled_load(env, n, col)) {
+        line(d + 1, "const ev::VecF t" + std::to_string(n.id) + " = " + tile(n) + "[a];");
+      } else {
+        emit_vector_node(env, n, col, Mode::Vector, inside, std::string(2 * static_cast<size_t>(d + 1), ' '), out);
+      }
+    }
+    line(d, "}");
+  };
+
   // Whole tiles.
   if (!pragma.empty()) line(depth, pragma);
   line(depth, "for (int64_t rt = 0; rt < " + er + " / " + ks + "; ++rt) {");
   line(depth + 1, "for (int64_t ct = 0; ct < " + ec + " / " + ks + "; ++ct) {");
-  const int d = depth + 2;
-  for (const Node& n : k.nodes) {
-    if (!is_tiled_load(env, n, col)) continue;
-    line(d, "ev::VecF " + tile(n) + "[" + ks + "];");
-    line(d, "for (int j = 0; j < " + ks + "; ++j) {");
-    line(d + 1, "const int64_t " + row + " = rt * " + ks + ", " + col + " = ct * " + ks + " + j;");
-    line(d + 1, tile(n) + "[j] = ev::VecF::load(" + env.buffer_name(n.buffer) + " + " +
-                    c_index(element_offset(env.program->buffers.at(n.buffer), n.index), env.symbols) + ");");
-    line(d, "}");
-    line(d, "ev::transpose(" + tile(n) + ");");
-  }
-  line(d, "for (int a = 0; a < " + ks + "; ++a) {");
-  line(d + 1, "const int64_t " + row + " = rt * " + ks + " + a, " + col + " = ct * " + ks + ";");
-  for (const Node& n : k.nodes) {
-    if (is_tiled_load(env, n, col)) {
-      line(d + 1, "const ev::VecF t" + std::to_string(n.id) + " = " + tile(n) + "[a];");
-    } else {
-      emit_vector_node(env, n, col, Mode::Vector, inside, std::string(2 * static_cast<size_t>(d + 1), ' '), out);
-    }
-  }
-  line(d, "}");
+  tile_body(depth + 2, "rt * " + ks, ks);
   line(depth + 1, "}");
   line(depth, "}");
 
-  // The rest, row by row: past the whole tiles' columns in their rows, every column below them.
-  line(depth, "for (int64_t " + row + " = 0; " + row + " < " + er + "; ++" + row + ") {");
-  line(depth + 1, "for (int64_t " + col + " = " + row + " < " + er + " - " + er + " % " + ks + " ? " + ec + " - " + ec +
-                      " % " + ks + " : 0; " + col + " + " + ks + " <= " + ec + "; " + col + " += " + ks + ") {");
-  for (const Node& n : k.nodes)
-    emit_vector_node(env, n, col, Mode::Vector, inside, std::string(2 * static_cast<size_t>(depth + 2), ' '), out);
+  // The last rows (fewer than kSize) in tiles too: each column vector loads only their lanes, so a
+  // 3x3 convolution weight's [C_out, 3, 3, C_in] relayout (rows: its 3 or 9 positions) runs in
+  // tiles instead of lane by lane.
+  line(depth, "if (" + er + " % " + ks + " != 0) {");
+  line(depth + 1, "const int m = static_cast<int>(" + er + " % " + ks + ");");
+  line(depth + 1, "for (int64_t ct = 0; ct < " + ec + " / " + ks + "; ++ct) {");
+  tile_body(depth + 2, er + " - m", "m");
   line(depth + 1, "}");
-  line(depth + 1, "if (" + ec + " % " + ks + " != 0) {");
+  line(depth, "}");
+
+  // The columns past the last whole vector, row by row: a masked tail that loads the strided
+  // buffers lane by lane.
+  line(depth, "if (" + ec + " % " + ks + " != 0) {");
+  line(depth + 1, "for (int64_t " + row + " = 0; " + row + " < " + er + "; ++" + row + ") {");
   line(depth + 2, "const int64_t " + col + " = " + ec + " - " + ec + " % " + ks + ";");
   line(depth + 2, "const int n = static_cast<int>(" + ec + " % " + ks + ");");
   for (const Node& n : k.nodes)
