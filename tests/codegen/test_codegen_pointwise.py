@@ -30,7 +30,7 @@ UNARY = {
 def unary_program(n, stride):
     p = Program("unary")
     x = p.buffer(f"f32[{n}]{{{stride}}} input 0")
-    outs = [p.output(f"f32[{n}]{{1}}") for _ in UNARY]
+    outs = [p.output(f"f32[{n}]{{{stride}}}") for _ in UNARY]  # strided stores keep the kernel scalar
     p.kernel(f"@k0 [i0 < {n}]")
     p.loop()
     v = p.node(f"load {x}[i0] : f32")
@@ -49,7 +49,7 @@ def close(actual, expected, **kw):
 def test_every_unary_op(cache_dir, stride):
     n = 45  # whole vectors and a tail for 8 and 16 lanes
     prog = compile_loop(unary_program(n, stride), cache_dir)
-    expect = "vector over i0" if stride == 1 else "scalar (%t0 loads from %p0 with stride 2 along i0)"
+    expect = "vector over i0" if stride == 1 else "scalar (%t2 stores to %p1 with stride 2 along i0)"
     assert expect in prog.source
     x = values(n, 0)
     arg = torch.empty(n * stride)[::stride] if stride > 1 else torch.empty(n)

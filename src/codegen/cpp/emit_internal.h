@@ -134,12 +134,13 @@ std::string divisor_name(NodeId id);
 bool lane_uniform(const NodeEnv& env, const Node& node, const std::string& var,
                   const std::function<bool(NodeId)>& inside);
 
-// An f32 load whose offset is not affine in the vector variable `var` and not contiguous within a
-// chunk, but computed from loop variables alone (no node value: not a gather through loaded
-// indices). Vector code reads the chunk's one element and broadcasts it where the offset is fixed
-// within each chunk (chunk_uniform: a channels-last GroupNorm's `mean[c // 32]`), else each lane's
-// element in turn (`mean[c // 4]`, a nearest upsample's `x[w // 2]`), so the rest of the region
-// stays vector instead of the whole kernel running scalar.
+// An f32 load whose offset is computed from loop variables alone (no node value: not a gather
+// through loaded indices) and is neither fixed, contiguous, nor contiguous within a chunk along the
+// vector variable `var`. Vector code reads the chunk's one element and broadcasts it where the offset
+// is fixed within each chunk (chunk_uniform: a channels-last GroupNorm's `mean[c // 32]`), else each
+// lane's element in turn (a constant stride: Swin's relative position bias `bias[49*i + r0, head]`;
+// `mean[c // 4]`; a nearest upsample's `x[w // 2]`), so the rest of the region stays vector instead
+// of the whole kernel running scalar.
 bool gathered_load(const NodeEnv& env, const Node& node, const std::string& var);
 
 // Why `node` cannot be part of a vector region over `var` ("" when it can). `inside(id)` says

@@ -564,10 +564,10 @@ KernelCode emit_kernel(const Program& program, const Kernel& kernel, const CppOp
   }
   const bool outer_reduction = outer_choice.vector;
 
-  // Tiled transposes (emit_tile.cpp) where the pointwise vector is refused for strided loads that
-  // are contiguous along the variable before the last.
+  // Tiled transposes (emit_tile.cpp) where the pointwise vector is refused, or loads lane by lane,
+  // for strided loads that are contiguous along the variable before the last.
   bool tiled = false;
-  if (pointwise && rank >= 2 && !point_choice.vector) {
+  if (pointwise && rank >= 2 && (!point_choice.vector || point_choice.gathers)) {
     k.env.strided_lanes = true;
     VectorChoice tile_choice =
         k.choose("i" + std::to_string(rank - 1), kernel.ranges.back(), [](NodeId) { return true; }, false);

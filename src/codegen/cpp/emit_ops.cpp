@@ -451,7 +451,9 @@ bool gathered_load(const NodeEnv& env, const Node& n, const std::string& var) {
       buffer_of(env, n).dtype != DType::Float32)
     return false;
   const sym::Expr offset = element_offset(buffer_of(env, n), n.index);
-  return !reads_node_values(offset) && !linear_coefficient(offset, var) && !chunk_contiguous(offset, var);
+  if (reads_node_values(offset)) return false;
+  const std::optional<int64_t> c = linear_coefficient(offset, var);
+  return c ? *c != 0 && *c != 1 : !chunk_contiguous(offset, var);
 }
 
 std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string& var,
@@ -488,7 +490,7 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     const sym::Expr offset = element_offset(b, n.index);
     std::optional<int64_t> c = linear_coefficient(offset, var);
     if (!c && chunk_contiguous(offset, var)) return "";  // contiguous across each chunk's lanes
-    if (!c && !store && gathered_load(env, n, var)) return "";  // a chunk's element, or lane by lane
+    if (!store && gathered_load(env, n, var)) return "";  // a chunk's element, or lane by lane
     if (!c || *c != 1) {
       if (!store && c && *c == 0) return "";  // invariant in var: one scalar load, broadcast
       if (c && env.strided_lanes && dtype_spelling(b.dtype).vector_load) return "";  // lane by lane
@@ -639,7 +641,7 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         } else if (c && *c == 0) {
           const std::string x = scalar_load(env, n);
           out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
-        } else if (gathered_load(env, n, var)) {
+        } else if (!c && gathered_load(env, n, var)) {
           if (chunk_uniform(element_offset(b, n.index), var)) {  // var is the chunk's first lane
             out += def + "ev::VecF::broadcast(" + scalar_load(env, n) + ");\n";
           } else {  // each lane's element, its offset at var + l (the lambda's parameter shadows var)
@@ -649,7 +651,7 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
                    "[l] = [&](const int64_t " + var + ") { return " + scalar_load(env, n) + "; }(" + var + " + l);\n";
             out += def + "ev::VecF::load(" + lanes + ");\n";
           }
-        } else if (c && *c != 1) {  // strided_lanes: element by element into an array, then one vector
+        } else if (c && *c != 1) {  // a constant stride: element by element into an array, then one vector
           const std::string lanes = name(n.id) + "_lanes";
           out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
           out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes + "[l] = " +
