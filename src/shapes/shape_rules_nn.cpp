@@ -45,12 +45,15 @@ bool dense_channels_last(const Dense& x) {
 }
 
 // Inputs whose kernels hand back a channels-last result where the meta kernels say contiguous: on the
-// CPU, convolution's and group norm's (their memory format is the input's suggested one); on CUDA,
-// convolution's through cuDNN (cudnn_conv_suggest_memory_format: channels-last for any floating dtype
-// but float64, which cuDNN's layout choice leaves contiguous).
+// CPU, group norm's for a dense channels-last input, and convolution's for any 4-d input whose strides
+// suggest channels-last, dense or not (a channel slice of a channels-last tensor: the kernels copy the
+// input to its suggested memory format); on CUDA, convolution's through cuDNN likewise
+// (cudnn_conv_suggest_memory_format: for any floating dtype but float64, which cuDNN's layout choice
+// leaves contiguous).
 bool cpu_keeps_channels_last(const Dense& x) { return x.device && x.device->type == "cpu" && dense_channels_last(x); }
-bool cudnn_keeps_channels_last(const Dense& x) {
-  return x.device && x.device->type == "cuda" && x.dtype != ir::DType::Float64 && dense_channels_last(x);
+bool conv_keeps_channels_last(const Dense& x) {
+  if (x.dim() != 4 || !suggests_channels_last(x) || !x.device) return false;
+  return x.device->type == "cpu" || (x.device->type == "cuda" && x.dtype != ir::DType::Float64);
 }
 
 // `r`'s one result, of `sizes`, laid out channels-last when `channels_last` (the kernels' layout, above).
@@ -160,7 +163,7 @@ Result infer_conv(const Call& call, int spatial_dims) {
   auto w = as_dense((*b)[1]);
   if (!x || !w || !is_floating(x->dtype) || w->dtype != x->dtype) return std::nullopt;
   // A channels-last weight is read as such only beside a channels-last input.
-  const bool channels_last = spatial_dims == 2 && (cpu_keeps_channels_last(*x) || cudnn_keeps_channels_last(*x));
+  const bool channels_last = spatial_dims == 2 && conv_keeps_channels_last(*x);
   const bool weight_ok = has_default_strides(*w) || (channels_last && dense_channels_last(*w));
   if ((!has_default_strides(*x) && !channels_last) || !weight_ok || has_zero(x->sizes) || has_zero(w->sizes))
     return std::nullopt;

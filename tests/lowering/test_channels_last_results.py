@@ -34,6 +34,35 @@ def test_conv_of_a_channels_last_value_keeps_eager_layout():
     ember.reset()
 
 
+def test_conv_of_a_channel_slice_of_a_channels_last_value():
+    """MixNet's mixed convolutions: a value is split along its channels and each slice feeds a convolution. Laid
+    out channels-last, the slices are strided, not dense; torch's kernels copy such an input to its suggested
+    channels-last format, so the conv rule answers channels-last for it and the channels_last step passes the
+    slices as they are (it copied each back to contiguous strides, and the convolutions ran NCHW)."""
+    from ember._C import passes
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 9, 9, generator=g).to(DEVICE)
+    ws = [torch.randn(12, 4, 1, 1, generator=g).to(DEVICE), torch.randn(12, 12, 1, 1, generator=g).to(DEVICE),
+          torch.randn(8, 6, 1, 1, generator=g).to(DEVICE), torch.randn(6, 1, 3, 3, generator=g).to(DEVICE)]
+
+    def f(x, w0, w_mid, w1, w3):
+        a, b = F.conv2d(F.relu(F.conv2d(x, w0)), w_mid).split(6, dim=1)
+        return F.conv2d(a, w1), F.conv2d(b, w3, padding=1, stride=2, groups=6)
+
+    ember.reset()
+    with torch.no_grad():
+        want, got = f(x, *ws), ember.compile(f)(x, *ws)
+        text = ember.explain(f)(x, *ws).graphs[0]
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_, w_)
+        assert g_.stride() == w_.stride()
+    before = passes.run_pass(passes.run_pass(text, "canonicalize"), "decompose")
+    after = passes.run_pass(before, "channels_last")
+    # copies: the input channels-last, the two results back to their traced layouts (none of a slice)
+    assert after.count("= contiguous(") - before.count("= contiguous(") == 3, after
+    ember.reset()
+
+
 def test_group_norm_of_a_channels_last_value_keeps_eager_layout():
     g = torch.Generator().manual_seed(0)
     x, w, b = torch.randn(2, 8, 5, 7, generator=g), torch.randn(8, generator=g), torch.randn(8, generator=g)
