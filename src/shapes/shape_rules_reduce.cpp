@@ -2,9 +2,9 @@
 // torch-call table), softmax and log_softmax, layer_norm,
 // and the matmul family (mm, bmm, addmm, linear, matmul).
 //
-// Reductions give torch's default strides when their input has them and is not empty
-// (TensorIterator keeps the input's dimension order; for default strides that is the default
-// order). softmax and layer_norm allocate contiguous results, whose size-1 dims may keep odd
+// Reductions give default strides whatever their input's layout (permuted, channels-last, sliced,
+// expanded: checked against torch over every permutation of 3-d and 4-d inputs, keepdim or not),
+// unless the input is empty. softmax and layer_norm allocate contiguous results, whose size-1 dims may keep odd
 // strides of the input (like_has_default_strides). The matmuls allocate contiguous results
 // whatever their inputs' layout, except matmul of a 1-D or 2-D tensor by a batched one, which
 // torch computes transposed, and batch-broadcast matmuls with one result row or column: nullopt.
@@ -49,7 +49,7 @@ std::optional<std::vector<bool>> reduced_dims(const Operand* dim, int64_t ndim) 
 Result reduction_result(const Call& call, const Dense& x, const std::vector<bool>& reduced, bool keepdim,
                         ir::DType dt) {
   // An empty input gives the result odd strides (seen on meta tensors): left to the meta kernel.
-  if (!has_default_strides(x) || std::find(x.sizes.begin(), x.sizes.end(), 0) != x.sizes.end()) return std::nullopt;
+  if (std::find(x.sizes.begin(), x.sizes.end(), 0) != x.sizes.end()) return std::nullopt;
   Sizes out;
   for (size_t i = 0; i < x.sizes.size(); ++i) {
     if (!reduced[i]) {

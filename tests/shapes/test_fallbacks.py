@@ -39,12 +39,9 @@ DECLINED = [
     ("getitem", lambda t, i: t[i], [x23, True], {}),
     ("getitem", lambda t, i: t[i], [x23, (Ellipsis, Ellipsis)], {}),
     ("getitem", lambda t, i: t[i], [x23, T((2,), dtype=torch.int64, index=True)], {}),
-    # Reductions of non-default layouts or empty inputs; narrowing dtypes.
-    ("sum", torch.sum, [xt, 0], {}),
+    # Reductions of empty inputs; narrowing dtypes.
     ("sum", torch.sum, [T((0, 3)), 1], {}),
     ("sum", torch.sum, [x23], {"dtype": torch.int32}),
-    ("amax", torch.amax, [xt, 1], {}),
-    ("var", torch.var, [xt], {}),
     ("softmax", torch.softmax, [T((2, 3), dtype=torch.complex64), 1], {"dtype": torch.float32}),
     ("softmax", torch.softmax, [x_odd1, 1], {}),
     ("layer_norm", F.layer_norm, [T((2, 3), dtype=torch.bfloat16), (3,), T((3,)), T((3,))], {}),
