@@ -99,9 +99,9 @@ std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel,
 // that stays affine (the file's comment): the innermost run (one long vector loop), then the runs
 // before a variable that did not join (a transposed copy's rows: the tiles' R).
 bool collapse_scope(const Program& program, Kernel& kernel, const Scope& scope) {
-  auto rank = [&] { return (scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges).size(); };
+  const size_t rank = (scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges).size();
   bool changed = false;
-  for (size_t last = rank(); last-- > 1;) {
+  for (size_t last = rank; last-- > 1;) {
     std::optional<Kernel> best;
     size_t merged = last;  // the run's first variable
     for (size_t first = last; first-- > 0;) {

@@ -630,7 +630,16 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
         // loop variables (gathered_load); a masked load only contiguous, read under its mask (and
         // the tail's lanes), the fill value elsewhere.
         const Buffer& b = buffer_of(env, n);
-        std::optional<int64_t> c = linear_coefficient(element_offset(b, n.index), var);
+        const sym::Expr offset = element_offset(b, n.index);
+        std::optional<int64_t> c = linear_coefficient(offset, var);
+        // Element by element into an array (`element`: lane l's value), then one vector.
+        auto lane_by_lane = [&](const std::string& element) {
+          const std::string lanes = name(n.id) + "_lanes";
+          out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
+          out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes + "[l] = " +
+                 element + ";\n";
+          out += def + "ev::VecF::load(" + lanes + ");\n";
+        };
         if (!n.operands.empty()) {
           const std::string lanes = tail ? "(" + operand(0) + " & ev::MaskF::first(n))" : operand(0);
           const std::string value = c && *c == 0 ? "(ev::any(" + lanes + ") ? ev::VecF::broadcast(" + scalar_load(env, n) +
@@ -642,21 +651,13 @@ void emit_vector_node(const NodeEnv& env, const Node& n, const std::string& var,
           const std::string x = scalar_load(env, n);
           out += def + "ev::VecF::broadcast(" + (converting ? "static_cast<float>(" + x + ")" : x) + ");\n";
         } else if (!c && gathered_load(env, n, var)) {
-          if (chunk_uniform(element_offset(b, n.index), var)) {  // var is the chunk's first lane
+          if (chunk_uniform(offset, var)) {  // var is the chunk's first lane
             out += def + "ev::VecF::broadcast(" + scalar_load(env, n) + ");\n";
-          } else {  // each lane's element, its offset at var + l (the lambda's parameter shadows var)
-            const std::string lanes = name(n.id) + "_lanes";
-            out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
-            out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes +
-                   "[l] = [&](const int64_t " + var + ") { return " + scalar_load(env, n) + "; }(" + var + " + l);\n";
-            out += def + "ev::VecF::load(" + lanes + ");\n";
+          } else {  // each lane's offset at var + l (the lambda's parameter shadows var)
+            lane_by_lane("[&](const int64_t " + var + ") { return " + scalar_load(env, n) + "; }(" + var + " + l)");
           }
-        } else if (c && *c != 1) {  // a constant stride: element by element into an array, then one vector
-          const std::string lanes = name(n.id) + "_lanes";
-          out += indent + "alignas(64) float " + lanes + "[ev::VecF::kSize] = {};\n";
-          out += indent + "for (int l = 0; l < " + (tail ? "n" : "ev::VecF::kSize") + "; ++l) " + lanes + "[l] = " +
-                 expand(dtype_spelling(b.dtype).load, {strided_element(env, n, *c)}) + ";\n";
-          out += def + "ev::VecF::load(" + lanes + ");\n";
+        } else if (c && *c != 1) {  // a constant stride
+          lane_by_lane(expand(dtype_spelling(b.dtype).load, {strided_element(env, n, *c)}));
         } else if (converting) {
           out += def + "ev::load_float(" + pointer(env, n) + count + ");\n";
         } else {
