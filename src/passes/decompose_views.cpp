@@ -745,6 +745,51 @@ void dropout(Ctx& c) {
   c.finish(c.tensor("input"));
 }
 
+// torch.matmul of two operands of rank >= 3 as aten's matmul runs it: each expanded to the broadcast
+// batch dims, reshaped to [B, M, K] and [B, K, N] (views where the strides allow, else copies that
+// lowering makes kernels of), one bmm, its [B, M, N] result reshaped to [..., M, N]. The same GEMMs as
+// eager's; what goes is torch.matmul's expand / reshape / clone / _unsafe_view dispatches on every call
+// (an attention's q @ k^T and p @ v: four a layer), and a copy torch's reshape would make is a kernel
+// fused with the operand's producer. An operand of rank <= 2 stays torch.matmul (lowering folds a
+// [..., M, K] @ [K, N] into one mm of 2-d views); so do symbolic sizes, whose copying reshapes index
+// through divisions of the flat index ([s1, 2, s0, 4] -> [2*s1, s0, 4]: `(4*i1 + i2 + 4*i0*s0) //
+// (8*s0)` and three more a load) where torch's clone is a strided copy.
+void batched_matmul(Ctx& c) {
+  Rewriter& rw = c.rw;
+  ValueId a = c.tensor("input"), b = c.tensor("other");
+  const ir::TensorType ta = rw.type(a), tb = rw.type(b);
+  const size_t ra = ta.sizes.size(), rb = tb.sizes.size();
+  auto constant = [](const std::vector<sym::Expr>& sizes) {
+    return std::all_of(sizes.begin(), sizes.end(), [](const sym::Expr& s) { return s.is_constant(); });
+  };
+  if (ra < 3 || rb < 3 || ta.dtype != tb.dtype || !is_floating_point(ta.dtype) || !constant(ta.sizes) ||
+      !constant(tb.sizes) || ta.sizes[ra - 1] != tb.sizes[rb - 2])
+    refuse();
+  const size_t batch_rank = std::max(ra, rb) - 2;
+  const sym::Expr one(int64_t{1});
+  std::vector<sym::Expr> batch;
+  sym::Expr count = one;
+  for (size_t k = 0; k < batch_rank; ++k) {  // right-aligned, a missing dim of size 1
+    const sym::Expr& sa = k + ra >= batch_rank + 2 ? ta.sizes[k + ra - 2 - batch_rank] : one;
+    const sym::Expr& sb = k + rb >= batch_rank + 2 ? tb.sizes[k + rb - 2 - batch_rank] : one;
+    if (sa != sb && sa != one && sb != one) refuse();  // torch raises
+    batch.push_back(sa == one ? sb : sa);
+    count = count * batch.back();
+  }
+  auto to_3d = [&](ValueId x, const sym::Expr& rows, const sym::Expr& cols) {
+    std::vector<sym::Expr> full = batch;
+    full.push_back(rows);
+    full.push_back(cols);
+    if (rw.type(x).sizes != full) x = expand_symbolic(rw, x, full);
+    return reshape_symbolic(rw, x, {count, rows, cols});
+  };
+  const sym::Expr &m = ta.sizes[ra - 2], &k = ta.sizes[ra - 1], &n = tb.sizes[rb - 1];
+  std::vector<sym::Expr> out = batch;
+  out.push_back(m);
+  out.push_back(n);
+  c.finish(reshape_symbolic(rw, matmul(rw, Op::Bmm, to_3d(a, m, k), to_3d(b, k, n)), out));
+}
+
 // torch.einsum of one or two operands with an explicit or implicit output, no ellipsis and no label
 // repeated within an operand: labels only one operand has and the output lacks are summed out first;
 // then, as aten's einsum does, the operands are permuted to [batch, free, contracted] and
@@ -908,6 +953,7 @@ void add_view_rules(RuleMap& rules) {
   rules["torch.roll"] = rules["torch.Tensor.roll"] = roll;
   rules["torch.Tensor.repeat"] = repeat;
   rules["torch.einsum"] = einsum;
+  rules["torch.matmul"] = batched_matmul;
   rules["torch.repeat_interleave"] = rules["torch.Tensor.repeat_interleave"] = repeat_interleave;
   rules["torch.nn.functional.dropout"] = dropout;
 }

@@ -78,6 +78,7 @@ std::vector<Entry> entries() {
        "input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05"},
       {{"torch.nn.functional.linear"}, "input, weight, bias=None"},
       {{"torch.addmm"}, "input, mat1, mat2, *, beta=1, alpha=1"},
+      {{"torch.matmul"}, "input, other, *, out=None"},
       {{"torch.baddbmm", "torch.Tensor.baddbmm"}, "input, batch1, batch2, *, beta=1, alpha=1"},
       {{"torch.addcmul", "torch.addcdiv", "torch.Tensor.addcmul", "torch.Tensor.addcdiv"},
        "input, tensor1, tensor2, *, value=1"},
