@@ -84,8 +84,19 @@ void binary_rule(Ctx& c, Op op) {
   DType compute = is_comparison_or_logical(op) ? result_type(c.rw, {a, b}) : r;
   if (op == Op::Div && !rounding.empty()) compute = result_type(c.rw, {a, b});
   if (a.kind != Arg::Kind::Value) {
-    // s op x: commutative ops swap; s - x is (-x) + s exactly; others stay with torch.
+    // s op x: commutative ops swap; s - x is (-x) + s exactly; in a float dtype, s / x is torch's
+    // `x.reciprocal() * s` (Tensor.__rtruediv__: the same bits, not a division's) and s ** x raises a 0-d
+    // fill of s (`10000 ** (arange(0, d, 2) / d)`, MPT's `torch.pow(2, base)`: position codes made on
+    // every call); others stay with torch.
     if (b.kind != Arg::Kind::Value || alpha) refuse();
+    if ((op == Op::Div || op == Op::Pow) && is_floating_point(compute) && rounding.empty()) {
+      auto s = number_literal(a);
+      if (!s) refuse();
+      ValueId x = convert(c.rw, b.value, compute);
+      ValueId out = op == Op::Div ? binary_s(c.rw, Op::Mul, unary(c.rw, Op::Reciprocal, x), *s)
+                                  : binary(c.rw, Op::Pow, full(c.rw, {}, *s, compute, c.rw.type(x).device), V(x));
+      return c.finish(convert(c.rw, out, r));
+    }
     bool commutes = op == Op::Add || op == Op::Mul || op == Op::Maximum || op == Op::Minimum || op == Op::Eq ||
                     op == Op::Ne || op == Op::BitwiseAnd || op == Op::BitwiseOr || op == Op::BitwiseXor ||
                     op == Op::LogicalAnd || op == Op::LogicalOr;

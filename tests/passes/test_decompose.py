@@ -24,7 +24,7 @@ PRIMITIVES = {
     "amax", "amin", "var_mean", "reshape", "permute", "expand", "slice", "select", "cat", "gather",
     "index_select", "tril", "triu", "contiguous", "full", "arange",
 }
-EXTERN_OK = {("matmul", "torch.matmul"), ("mm", "torch.mm"), ("torch", "torch.Tensor.copy_"),
+EXTERN_OK = {("matmul", "torch.matmul"), ("mm", "torch.mm"), ("bmm", "torch.bmm"), ("torch", "torch.Tensor.copy_"),
              ("torch", "torch.Tensor.add_")}
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -134,6 +134,18 @@ def cases():
                                  torch.ones_like(a, dtype=torch.float16), torch.full_like(a, 3), torch.arange(5), torch.arange(1, 7, 2),
                                  torch.arange(0.0, 1.0, 0.25), a + torch.arange(8)), (x(2, 8),))
     c["contiguous"] = (lambda a: (a.contiguous(), a.t().contiguous()), (x(3, 4),))
+    # Batched matmuls as bmm of 3-d views or copies: an attention's transposed heads (not viewable as 3-d),
+    # broadcast batch dims (rank 3 against rank 4, a size-1 batch dim), float64.
+    c["matmul_batched"] = (lambda q, k, a, b, d: (torch.matmul(q, k.transpose(-1, -2)), q @ k.transpose(-1, -2) @ q, a @ b,
+                                                  b.transpose(-1, -2) @ a.transpose(-1, -2)[:1], d @ d.transpose(1, 2)),
+                           (x(2, 5, 3, 4).transpose(1, 2), x(2, 5, 3, 4).transpose(1, 2), x(4, 5, 6), x(3, 1, 6, 7),
+                            x(2, 3, 4, dtype=torch.float64)))
+    # A number first: s / x is torch's x.reciprocal() * s, s ** x a pow of a 0-d fill; integer tensors
+    # promote (2 ** int stays integer pow, with torch).
+    for dt in FLOATS:
+        c[f"scalar_first_pow_div_{dt}".replace("torch.", "")] = (
+            lambda a, i: (2 ** a, torch.pow(2.5, a), 10000 ** (a / 8), 3 / a, 1 / a, 2.0 ** i, 3 / i),
+            (x(4, 8, dtype=dt), torch.arange(-4, 4)))
     c["sum_f16"] = (lambda a: (a.sum(-1), a.sum(), torch.sum(a, 0, dtype=torch.float32), a.amax(-1), a.amin((0, 1))),
                     (x(4, 64, dtype=torch.float16),))
     return c
@@ -257,3 +269,10 @@ def test_symbolic_sizes_decompose():
     assert "div(%" in after and ", sym(s0))" in after, after
     assert "group_norm" in after, after
 
+
+
+def test_batched_matmuls_become_bmm():
+    fn, args = CASES["matmul_batched"]
+    (text,) = ember.explain(fn)(*args).graphs
+    kinds = [kind for kind, _ in passes.node_callables(lower(text))]
+    assert "matmul" not in kinds and kinds.count("bmm") == 6, kinds  # q @ k^T @ q: two
