@@ -420,8 +420,17 @@ void cat(Ctx& c) {
   const ir::TensorType& r = c.result_type();
   std::vector<ValueId> xs = tensor_list(c, c.arg("tensors"), r.dtype);
   int64_t rank = static_cast<int64_t>(r.sizes.size());
+  // torch skips 1-d empty tensors in a cat of higher rank (a legacy rule), as transformers' caches
+  // start: `torch.cat([torch.tensor([]), key_states], dim=-2)`. They go; a tensor of another rank stays with torch.
+  const size_t given = xs.size();
+  xs.erase(std::remove_if(xs.begin(), xs.end(),
+                          [&](ValueId x) {
+                            const ir::TensorType& t = c.rw.type(x);
+                            return rank != 1 && t.sizes.size() == 1 && t.sizes[0] == sym::Expr(int64_t{0});
+                          }),
+           xs.end());
+  if (xs.empty()) refuse();
   for (ValueId x : xs) {
-    // torch skips 1-d empty tensors in cat (a legacy rule): left to torch.
     if (rank_of(c.rw, x) != rank) refuse();
     const_sizes(c.rw.type(x));
   }
@@ -429,7 +438,7 @@ void cat(Ctx& c) {
   if (!d || rank == 0) refuse();
   int64_t dim = norm_dim(*d, rank);
   const ir::Node& n = c.node;
-  bool primitive = n.kwargs.empty() && n.args.size() == 2 && int_literal(n.args[1]) == dim;
+  bool primitive = xs.size() == given && n.kwargs.empty() && n.args.size() == 2 && int_literal(n.args[1]) == dim;
   for (size_t i = 0; primitive && i < xs.size(); ++i) primitive = xs[i] == c.rw.mapped(n.args[0].items[i].value);
   if (primitive) refuse();
   c.finish(build::cat(c.rw, xs, dim, r));

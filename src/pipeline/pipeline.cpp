@@ -82,7 +82,7 @@ const std::vector<Step>& steps() {
       // After scheduling (fusion sees the extern's result as before) and before planning, which places
       // the results as temporaries.
       {"extern_outs", IRKind::Loop,
-       "CPU: matmul extern calls write a temporary result through out= into the arena (docs/memory.md)",
+       "CPU: linear of 2-d operands as torch.addmm / torch.mm of the transposed weight; matmul extern calls write a temporary result through out= into the arena (docs/memory.md)",
        [](Compilation& c, const Target& target) {
          return target.kind == Target::Kind::Cpu && memory::arena_extern_results(c.program);
        }},

@@ -125,6 +125,10 @@ def cases():
                                                     torch.repeat_interleave(a, 3)), (x(2, 3, 8),))
     c["split_chunk"] = (lambda a: (*a.split(3, -1), *a.chunk(3), *torch.split(a, [1, 2], 1), *a.unbind(1),
                                    a.narrow(2, 2, 3), a.narrow(-1, -4, 2)), (x(2, 3, 8),))
+    # torch skips 1-d empty tensors in a cat of higher rank (transformers' caches start that way).
+    c["cat_legacy_empty"] = (lambda k, v: (torch.cat([torch.tensor([]), k], dim=-2),
+                                           torch.cat([torch.tensor([]), v, torch.tensor([]), v], dim=1)),
+                             (x(2, 3, 4).transpose(1, 2), x(2, 3, 4)))
     c["cat_stack"] = (lambda a, b, i: (torch.cat([a, b], -1), torch.cat([a, i], 0), torch.stack([a, b]), torch.stack([a, b], -1),
                                        torch.cat((a,)), torch.stack([a], 1)),
                       (x(2, 3), x(2, 3), torch.ones(2, 3, dtype=torch.int64)))
@@ -176,7 +180,7 @@ def test_decomposition_matches_eager(name):
     graphs = ember.explain(fn)(*args).graphs
     assert graphs, f"{name}: nothing captured"
     for text in graphs:
-        after = lower(text)
+        after = lower(text, ("canonicalize", "decompose", "dce"))  # dce: what a rule left unused (cat's empty tensors)
         if not half_linear_with_bias(name):
             check_primitive(after)
         spec = graph_inputs(text)
