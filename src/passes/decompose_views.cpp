@@ -771,7 +771,7 @@ void batched_matmul(Ctx& c) {
   auto constant = [](const std::vector<sym::Expr>& sizes) {
     return std::all_of(sizes.begin(), sizes.end(), [](const sym::Expr& s) { return s.is_constant(); });
   };
-  if (ra < 3 || rb < 3 || ta.dtype != tb.dtype || !is_floating_point(ta.dtype) || !constant(ta.sizes) ||
+  if (!c.node.kwargs.empty() || ra < 3 || rb < 3 || ta.dtype != tb.dtype || !is_floating_point(ta.dtype) || !constant(ta.sizes) ||
       !constant(tb.sizes) || ta.sizes[ra - 1] != tb.sizes[rb - 2])
     refuse();
   const size_t batch_rank = std::max(ra, rb) - 2;
