@@ -68,6 +68,11 @@ struct Joint {
 // Whether `graph` needs a joint graph: some output requires grad.
 bool is_training_graph(const ir::Graph& graph);
 
+// Inference on the CPU: attention whose shapes torch's fused kernel refuses (a 3-d mask, k and v broadcast
+// over heads) becomes the math form torch runs then (training_forms.cpp, attention_as_math), which fuses
+// with the kernels around it instead of calling torch's math backend op by op. True when it changed g.
+bool attention_math_for_inference(ir::Graph& g);
+
 struct JointOptions {
   // Dropout draws eager's numbers (aten's native_dropout; the backward reads its saved mask) instead
   // of Philox streams that the backward recomputes from a saved seed (CompileOptions::fallback_random).

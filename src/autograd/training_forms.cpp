@@ -114,7 +114,10 @@ bool grouped_kv(Rewriter& rw, const Arg* gqa, ValueId q, ValueId* k, ValueId* v)
 
 // Whether eager's fused attention kernels refuse the call's shapes, so that torch runs its math backend:
 // q, k, v not 4-d (timm's NesT: 5-d), or k and v broadcast over q's batch or heads without enable_gqa
-// (multi-query attention spelled as a broadcast: transformers' Falcon, one k and v head for all q heads).
+// (multi-query attention spelled as a broadcast: transformers' Falcon, one k and v head for all q heads),
+// or, on the CPU, a mask neither 2-d nor 4-d, which its flash kernel refuses (sdp_utils'
+// check_attn_mask_shape; timm's TinyViT: a [heads, N, N] bias). A mask that broadcasts has its other
+// dims 1 or the scores' already.
 bool fused_kernel_refuses_shapes(const ir::Graph& g, const ir::Node& node) {
   const Arg *q = argument(node, 0, "query"), *k = argument(node, 1, "key"), *v = argument(node, 2, "value");
   if (!q || !k || !v || q->kind != Arg::Kind::Value || k->kind != Arg::Kind::Value || v->kind != Arg::Kind::Value)
@@ -123,7 +126,12 @@ bool fused_kernel_refuses_shapes(const ir::Graph& g, const ir::Node& node) {
   if (qs.size() != 4) return true;
   const Arg* gqa = argument(node, 7, "enable_gqa");
   if (gqa && passes::bool_literal(*gqa) != false) return false;
-  return ks.size() == 4 && vs.size() == 4 && (ks[0] != qs[0] || ks[1] != qs[1] || vs[0] != qs[0] || vs[1] != qs[1]);
+  if (ks.size() == 4 && vs.size() == 4 && (ks[0] != qs[0] || ks[1] != qs[1] || vs[0] != qs[0] || vs[1] != qs[1]))
+    return true;
+  const Arg* mask = argument(node, 3, "attn_mask");
+  if (g.value(q->value).type.device.type != "cpu" || !mask || mask->kind != Arg::Kind::Value) return false;
+  const size_t mask_rank = g.value(mask->value).type.sizes.size();
+  return mask_rank != 2 && mask_rank != 4;
 }
 
 // softmax(q @ k^T * scale, masked) -> dropout -> @ v, for an attention call with dropout, with a mask
@@ -196,7 +204,11 @@ bool attention_as_math(Rewriter& rw, const ir::Graph& g, const ir::Node& node, D
       return false;
     }
   }
+  // torch's math backend takes a safe softmax: a row masked whole (all -inf) gives zeros, not NaN.
   ValueId probs = rw.emit(Op::Softmax, {V(scores), Arg::of_literal(int64_t{-1})}, {}, rw.type(scores));
+  ValueId row_max = reduce(rw, Op::Amax, scores, {rank_of(rw, scores) - 1}, true);
+  ValueId masked_row = pointwise(rw, Op::Eq, {V(row_max), scalar(neg_inf, dt)}, DType::Bool);
+  probs = pointwise(rw, Op::Where, {V(masked_row), scalar(0.0, dt), V(probs)}, dt);
   if (*dropout > 0.0) probs = dropouts.apply(rw, probs, *p);
   ValueId result = product(rw, Op::Matmul, probs, vv);
   rw.bind(node.results[0], half ? convert(rw, result, out.dtype) : result);
@@ -317,6 +329,30 @@ bool max_pool_with_indices(Rewriter& rw, const ir::Graph& g, const ir::Node& nod
 }
 
 }  // namespace
+
+bool attention_math_for_inference(ir::Graph& g) {
+  Rewriter rw(g);
+  Dropouts no_dropout(false);
+  bool changed = false;
+  for (const ir::Node& node : g.nodes()) {
+    const bool math = node.op == Op::TorchCall && node.target == "torch.nn.functional.scaled_dot_product_attention" &&
+                      node.results.size() == 1 && !passes::has_effect(node) &&
+                      g.value(node.results[0]).type.device.type == "cpu" &&
+                      !g.value(node.results[0]).type.requires_grad && fused_kernel_refuses_shapes(g, node);
+    Rewriter::Mark mark = rw.mark();
+    try {
+      if (math && attention_as_math(rw, g, node, no_dropout)) {
+        changed = true;
+        continue;
+      }
+    } catch (passes::Refuse&) {
+    }
+    rw.rollback(mark);
+    rw.copy(node);
+  }
+  if (changed) g = rw.finish();
+  return changed;
+}
 
 void random_ops_for_training(ir::Graph& g, bool exact_random) {
   Rewriter rw(g);

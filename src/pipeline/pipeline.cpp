@@ -39,6 +39,9 @@ const std::vector<Step>& steps() {
          c.joint = std::move(joint->layout);
          return true;
        }},
+      {"attention_math", IRKind::Graph,
+       "inference on the CPU: attention of shapes torch's fused kernel refuses as the math form torch runs (docs/autograd.md)",
+       [](Compilation& c, const Target&) { return !c.joint && autograd::attention_math_for_inference(c.graph); }},
       {"decompose", IRKind::Graph, "rewrite composite ops into primitives (docs/decompositions.md)",
        [](Compilation& c, const Target&) { return passes::decompose(c.graph); }},
       {"dce", IRKind::Graph, "remove nodes whose results are unused and whose execution has no effect",

@@ -107,11 +107,11 @@ def test_parse_errors_carry_line_and_column(text, message):
 def test_unknown_step_lists_the_pipeline():
     result = ember_opt("--pass", "frobnicate", stdin=HEAD + "  return (%b0)\n}\n")
     assert result.returncode == 2
-    assert "unknown step 'frobnicate' (known: canonicalize, functional_writes, joint, decompose, dce, cse, channels_last, partition, lower, simplify" in result.stderr
+    assert "unknown step 'frobnicate' (known: canonicalize, functional_writes, joint, attention_math, decompose, dce, cse, channels_last, partition, lower, simplify" in result.stderr
     listed = subprocess.run([str(golden.BINARY), "--list-passes"], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
-        ["canonicalize", "graph"], ["functional_writes", "graph"], ["joint", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
+        ["canonicalize", "graph"], ["functional_writes", "graph"], ["joint", "graph"], ["attention_math", "graph"], ["decompose", "graph"], ["dce", "graph"], ["cse", "graph"],
         ["channels_last", "graph"], ["partition", "graph"], ["lower", "graph"],
         ["simplify", "loop"], ["schedule", "loop"], ["extern_outs", "loop"], ["plan", "loop"], ["collapse", "loop"], ["group", "loop"],
         ["emit", "loop"]]
