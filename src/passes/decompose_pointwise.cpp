@@ -1,6 +1,6 @@
 // decompose, pointwise family: explicit type promotion of core pointwise ops (convert inserted,
-// scalars as literals of the computation dtype's Python kind), add/sub alpha, div rounding
-// modes, rsub, square, where, masked_fill, clamp and its aliases, addcmul/addcdiv, and the activations (gelu exact
+// scalars as literals of the computation dtype's Python kind; a number first in s - x, s / x, s ** x
+// as torch computes them), add/sub alpha, div rounding modes, rsub, square, where, masked_fill, clamp and its aliases, addcmul/addcdiv, and the activations (gelu exact
 // and tanh, silu, mish, hardswish, hardsigmoid, relu6, hardtanh) computed in float32 for
 // float16/bfloat16 inputs.
 #include <cmath>

@@ -3,7 +3,8 @@
 // getitem with ints, slices, None, Ellipsis and one list of evenly spaced ints, narrow, split, chunk and unbind become slice and
 // select (clamped, non-negative); stack becomes reshapes and cat; roll a cat of slices; repeat and
 // repeat_interleave (an int count) an expand between reshapes; einsum of one or two operands bmm between
-// permutes and reshapes; dtype conversions become
+// permutes and reshapes; matmul of two batched operands (static sizes) bmm between expands and reshapes;
+// cat drops 1-d empty operands (torch's legacy rule); dtype conversions become
 // convert; factories become full/arange; linear, addmm and baddbmm become matmul/mm/bmm with a pointwise
 // epilogue; dropout that does nothing is removed.
 #include <algorithm>
