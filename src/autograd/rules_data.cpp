@@ -80,14 +80,16 @@ void contiguous_vjp(VjpCtx& c) { c.give(c.pos(0), *c.grad()); }
 void slice_vjp(VjpCtx& c) {
   const Arg& x = c.pos(0);
   if (!c.needs(x)) return;
-  auto dim = passes::int_literal(c.pos(1)), start = passes::int_literal(c.pos(2)), step = passes::int_literal(c.pos(4));
+  // By name: canonicalize leaves out a step of 1.
+  auto dim = passes::int_literal(c.arg("dim")), start = passes::int_literal(c.arg("start")),
+       step = passes::int_literal(c.arg("step"));
   // A piece joined by the joint's cat needs a constant extent (its bounds are compared there).
   if (dim && start && step == 1) {
     int64_t d = norm_dim(*dim, rank_of(c.rw, *c.grad()));
     if (sizes_of(c.rw, *c.grad()).at(static_cast<size_t>(d)).is_constant()) return c.give_slice(x, *c.grad(), d, *start);
   }
   std::vector<Arg> args{V(zeros_like(c.rw, c.in(x))), V(*c.grad())};
-  for (size_t i = 1; i < 5; ++i) args.push_back(c.rw.map(c.pos(i)));
+  for (const char* name : {"dim", "start", "end", "step"}) args.push_back(c.rw.map(c.arg(name)));
   c.give(x, c.rw.emit(Op::SliceScatter, std::move(args), {}, contiguous_type(c.rw, c.in(x))));
 }
 

@@ -63,6 +63,62 @@ Arg Arg::tuple(std::vector<Arg> items) {
   return a;
 }
 
+std::optional<int64_t> int_literal(const Arg& a) {
+  if (a.kind != Arg::Kind::Literal) return std::nullopt;
+  if (const int64_t* v = std::get_if<int64_t>(&a.literal)) return *v;
+  return std::nullopt;
+}
+
+std::optional<double> number_literal(const Arg& a) {
+  if (a.kind != Arg::Kind::Literal) return std::nullopt;
+  if (const int64_t* v = std::get_if<int64_t>(&a.literal)) return static_cast<double>(*v);
+  if (const double* v = std::get_if<double>(&a.literal)) return *v;
+  if (const bool* v = std::get_if<bool>(&a.literal)) return *v ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
+std::optional<bool> bool_literal(const Arg& a) {
+  if (a.kind != Arg::Kind::Literal) return std::nullopt;
+  if (const bool* v = std::get_if<bool>(&a.literal)) return *v;
+  return std::nullopt;
+}
+
+bool is_none(const Arg& a) {
+  return a.kind == Arg::Kind::Literal && std::holds_alternative<NoneLiteral>(a.literal);
+}
+
+std::optional<std::vector<int64_t>> int_list(const Arg& a, bool allow_single) {
+  if (allow_single) {
+    if (auto v = int_literal(a)) return std::vector<int64_t>{*v};
+  }
+  if (a.kind != Arg::Kind::List && a.kind != Arg::Kind::Tuple) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Arg& item : a.items) {
+    auto v = int_literal(item);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::optional<sym::Expr> size_literal(const Arg& a) {
+  if (auto v = int_literal(a)) return sym::Expr(*v);
+  if (a.kind != Arg::Kind::Literal) return std::nullopt;
+  if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal)) return *e;
+  return std::nullopt;
+}
+
+std::optional<std::vector<sym::Expr>> size_list(const Arg& a) {
+  if (a.kind != Arg::Kind::List && a.kind != Arg::Kind::Tuple) return std::nullopt;
+  std::vector<sym::Expr> out;
+  for (const Arg& item : a.items) {
+    auto v = size_literal(item);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
 std::string_view Node::callable() const {
   if (op == Op::TorchCall) return target;
   return op_info(op).torch_target;

@@ -86,6 +86,17 @@ struct Arg {
   static Arg tuple(std::vector<Arg> items);
 };
 
+// Literal readers: nullopt when the argument is not a literal of that kind.
+std::optional<int64_t> int_literal(const Arg& a);
+std::optional<double> number_literal(const Arg& a);  // int, float or bool
+std::optional<bool> bool_literal(const Arg& a);
+bool is_none(const Arg& a);
+// A list/tuple of int literals (or a single int when `allow_single`).
+std::optional<std::vector<int64_t>> int_list(const Arg& a, bool allow_single = false);
+// A size: an int literal, constant or symbolic; and a list/tuple of them.
+std::optional<sym::Expr> size_literal(const Arg& a);
+std::optional<std::vector<sym::Expr>> size_list(const Arg& a);
+
 struct Value {
   ValueId id = -1;
   TensorType type;

@@ -205,16 +205,18 @@ std::string lower_slice_scatter(Lowerer& L, const ir::Node& node) {
     return "expects (x, src, dim, start, end, step) and no keywords";
   const ir::ValueId x = node.args[0].value, src = node.args[1].value, r = node.results[0];
   const std::vector<Expr>& sizes = L.type(r).sizes;
-  std::optional<int64_t> dim = int_literal(node.args[2]), start = int_literal(node.args[3]), step = int_literal(node.args[5]);
-  if (!dim || !start || !step || *dim < 0 || *dim >= static_cast<int64_t>(sizes.size()) || *start < 0 || *step < 1)
-    return "bounds that are not normalized int literals";
+  std::optional<int64_t> dim = int_literal(node.args[2]), step = int_literal(node.args[5]);
+  std::optional<Expr> start = size_literal(node.args[3]);  // 0 <= start <= size (the primitive's form)
+  if (!dim || !start || !step || *dim < 0 || *dim >= static_cast<int64_t>(sizes.size()) ||
+      (start->is_constant() && start->constant() < 0) || *step < 1)
+    return "bounds that are not normalized int or size literals";
   if (L.type(src).sizes.size() != sizes.size()) return "a source of another rank";
   const size_t d = static_cast<size_t>(*dim);
   const DType cdt = compute_dtype(L.type(r).dtype);
 
   KernelBuilder kb(L.program(), sizes);
   Index idx = kb.outer_vars();
-  const Expr k = idx[d] - Expr(*start);
+  const Expr k = idx[d] - *start;
   const NodeId local = kb.index_value(k);
   NodeId inside = kb.binary(ScalarOp::LogicalAnd,
                             kb.binary(ScalarOp::Ge, local, kb.constant(Scalar{int64_t{0}}, DType::Int64), DType::Int64),

@@ -46,36 +46,6 @@ std::optional<Scalar> scalar_of(const ir::Literal& lit, DType dt) {
   return std::nullopt;
 }
 
-std::optional<int64_t> int_literal(const ir::Arg& a) {
-  if (a.kind != ir::Arg::Kind::Literal) return std::nullopt;
-  if (const int64_t* i = std::get_if<int64_t>(&a.literal)) return *i;
-  return std::nullopt;
-}
-
-std::optional<bool> bool_literal(const ir::Arg& a) {
-  if (a.kind != ir::Arg::Kind::Literal) return std::nullopt;
-  if (const bool* b = std::get_if<bool>(&a.literal)) return *b;
-  return std::nullopt;
-}
-
-std::optional<Expr> size_literal(const ir::Arg& a) {
-  if (auto v = int_literal(a)) return Expr(*v);
-  if (a.kind != ir::Arg::Kind::Literal) return std::nullopt;
-  if (const Expr* e = std::get_if<Expr>(&a.literal)) return *e;
-  return std::nullopt;
-}
-
-std::optional<std::vector<int64_t>> int_list(const ir::Arg& a) {
-  if (a.kind != ir::Arg::Kind::List && a.kind != ir::Arg::Kind::Tuple) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const ir::Arg& item : a.items) {
-    std::optional<int64_t> v = int_literal(item);
-    if (!v) return std::nullopt;
-    out.push_back(*v);
-  }
-  return out;
-}
-
 KernelBuilder::KernelBuilder(loop_ir::Program& program, std::vector<Expr> ranges) : program_(program) {
   kernel_.name = "k" + std::to_string(program.kernels.size());
   kernel_.ranges = std::move(ranges);

@@ -91,11 +91,11 @@ class KernelBuilder {
 // A literal as a Constant value of dtype `dt`; nullopt if it cannot be one exactly (a fraction
 // as an integer, a string, None).
 std::optional<loop_ir::Scalar> scalar_of(const ir::Literal& lit, DType dt);
-std::optional<int64_t> int_literal(const ir::Arg& a);
-std::optional<Expr> size_literal(const ir::Arg& a);  // an int literal, constant or symbolic
-std::optional<bool> bool_literal(const ir::Arg& a);
-// A list (or tuple) of int literals.
-std::optional<std::vector<int64_t>> int_list(const ir::Arg& a);
+// The literal readers (ir/graph.h), by their short names.
+using ir::bool_literal;
+using ir::int_list;
+using ir::int_literal;
+using ir::size_literal;
 
 // The state of one lowering: the program being built and how every graph value is seen.
 class Lowerer {

@@ -11,6 +11,7 @@
 // Reshape remaps dims in groups whose sizes multiply to the same extent (size-1 dims aside), so
 // splitting or merging dims gives short div/mod expressions rather than one flat index.
 #include "lowering/lower_internal.h"
+#include "sym/relation.h"
 
 namespace ember::lowering::detail {
 
@@ -197,32 +198,32 @@ std::string lower_expand(Lowerer& L, ir::ValueId x, ir::ValueId r) {
 }
 
 std::string lower_slice(Lowerer& L, const ir::Node& node, ir::ValueId x, ir::ValueId r) {
-  if (node.args.size() != 5 || !node.kwargs.empty()) return "expects slice(x, dim, start, end, step)";
-  std::optional<int64_t> dim = int_literal(node.args[1]), start = int_literal(node.args[2]),
-                         step = int_literal(node.args[4]);
-  std::optional<Expr> end = size_literal(node.args[3]);
-  if (!dim || !start || !end || !step) return "expects int literals";
+  // canonicalize leaves out a step of 1 (its default)
+  if (node.args.size() < 4 || node.args.size() > 5 || !node.kwargs.empty()) return "expects slice(x, dim, start, end, step)";
+  std::optional<int64_t> dim = int_literal(node.args[1]), step = node.args.size() == 5 ? int_literal(node.args[4]) : 1;
+  std::optional<Expr> start = size_literal(node.args[2]), end = size_literal(node.args[3]);
+  if (!dim || !start || !end || !step) return "expects int or size literals";
   size_t rank = L.type(x).sizes.size();
   std::optional<int64_t> d = normalize_dim(*dim, rank);
-  if (!d || *start < 0 || *step < 1) return "a slice outside the canonical form";
+  if (!d || *step < 1) return "a slice outside the canonical form";
+  // The canonical form for every size the graph serves: 0 <= start <= end <= size. torch clamps
+  // bounds the symbols' facts cannot place (the extern call does the same).
   const Expr& size = L.type(x).sizes[*d];
-  // A symbolic end is served only when it is the size itself: any other might pass the end for some
-  // symbol value (torch clamps it; the extern call does the same).
-  if (end->is_constant() && end->constant() < *start) return "a slice outside the canonical form";
-  if (size.is_constant() && end->is_constant() && end->constant() > size.constant()) return "a slice past the end";
-  if (!end->is_constant() && *end != size) return "a symbolic end other than the size";
-  // A constant end into a symbolic size is within it only for some values (no ranges here).
-  if (end->is_constant() && !size.is_constant() && end->constant() > 0) return "a constant end into a symbolic size";
-  int64_t dd = *d, s0 = *start, st = *step;
+  auto known = [&](const Expr& a, const Expr& b) {
+    return sym::statically_known(sym::Rel{a, sym::RelOp::Le, b}, L.graph().symbols) == true;
+  };
+  if (!known(0, *start) || !known(*start, *end) || !known(*end, size)) return "bounds not known to lie within the size";
+  const int64_t dd = *d, st = *step;
+  const Expr s0 = *start;
   std::optional<Layout> layout;
   if (const std::optional<Layout>& in = L.lazy(x).layout) {
     layout = *in;
-    layout->offset = in->offset + in->strides[dd] * Expr(s0);
+    layout->offset = in->offset + in->strides[dd] * s0;
     layout->strides[dd] = in->strides[dd] * Expr(st);
   }
   bind_view(L, r, x, [dd, s0, st](const Index& i) {
       Index in = i;
-      in[dd] = Expr(s0) + Expr(st) * i[dd];
+      in[dd] = s0 + Expr(st) * i[dd];
       return in;
     }, layout);
   return "";

@@ -148,17 +148,12 @@ Arg size_list_arg(const std::vector<sym::Expr>& xs) {
   return Arg::list(std::move(items));
 }
 
-sym::Expr product(const std::vector<sym::Expr>& xs) {
-  sym::Expr p = 1;
-  for (const sym::Expr& x : xs) p = p * x;
-  return p;
-}
 }  // namespace
 
 ValueId reshape_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& sizes, bool always) {
   const ir::TensorType& t = rw.type(x);
   // Symbolic counts compare structurally: one that might be equal but is not spelled so refuses.
-  if (product(t.sizes) != product(sizes)) {
+  if (sym::product(t.sizes) != sym::product(sizes)) {
     auto constant = [](const sym::Expr& e) { return e.is_constant(); };
     if (std::all_of(t.sizes.begin(), t.sizes.end(), constant) && std::all_of(sizes.begin(), sizes.end(), constant))
       throw std::logic_error("reshape builder: element counts differ");
@@ -216,12 +211,15 @@ ValueId div_count(Rewriter& rw, ValueId x, const sym::Expr& count) {
 }
 
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return slice_symbolic(rw, x, dim, start, std::max(start, end), step);
+}
+
+ValueId slice_symbolic(Rewriter& rw, ValueId x, int64_t dim, const sym::Expr& start, const sym::Expr& end, int64_t step) {
   const ir::TensorType& t = rw.type(x);
   ir::TensorType rt = t;
-  int64_t len = end > start ? (end - start + step - 1) / step : 0;
-  rt.sizes.at(dim) = len;
+  rt.sizes.at(dim) = floordiv(end - start + sym::Expr(step - 1), sym::Expr(step));
   rt.strides.at(dim) = t.strides[dim] * sym::Expr(step);
-  return rw.emit(Op::Slice, {V(x), Arg::of_literal(dim), Arg::of_literal(start), Arg::of_literal(end), Arg::of_literal(step)},
+  return rw.emit(Op::Slice, {V(x), Arg::of_literal(dim), Arg::of_size(start), Arg::of_size(end), Arg::of_literal(step)},
                  {}, std::move(rt));
 }
 

@@ -49,7 +49,10 @@ ValueId expand_symbolic(Rewriter& rw, ValueId x, const std::vector<sym::Expr>& s
 // x / count for a floating x: a float literal when the count is constant, else the symbolic int
 // itself as the divisor (lowering converts it to x's dtype, as torch converts an element count).
 ValueId div_count(Rewriter& rw, ValueId x, const sym::Expr& count);
+// x[start:end:step] along `dim`, bounds in the primitive's canonical form (0 <= start <= end <= size, step >= 1;
+// for symbolic bounds, for every value of the symbols: the caller proves it, sym/relation.h).
 ValueId slice(Rewriter& rw, ValueId x, int64_t dim, int64_t start, int64_t end, int64_t step);
+ValueId slice_symbolic(Rewriter& rw, ValueId x, int64_t dim, const sym::Expr& start, const sym::Expr& end, int64_t step);
 ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
 // cat along `dim`; the result takes `like`'s dtype, device and requires_grad.
 ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like);

@@ -14,6 +14,7 @@
 
 #include "passes/decompose_rules.h"
 #include "shapes/shape_rules.h"
+#include "sym/relation.h"
 
 namespace ember::passes::decomp {
 
@@ -87,6 +88,11 @@ void expand_rule(Ctx& c) {
   c.finish(expand_symbolic(c.rw, x, sizes));
 }
 
+// Whether `a op b` holds for every value the graph's symbols can take (sym/relation.h).
+bool known(Ctx& c, const sym::Expr& a, sym::RelOp op, const sym::Expr& b) {
+  return sym::statically_known(sym::Rel{a, op, b}, c.rw.source().symbols) == true;
+}
+
 // A graph that writes nothing in place: an advanced index makes a new tensor, where a slice would alias,
 // so a write into the result (or into a view of it) must not be one that reaches x.
 void refuse_if_graph_writes_in_place(Ctx& c) {
@@ -94,27 +100,29 @@ void refuse_if_graph_writes_in_place(Ctx& c) {
     if (other.mutates_first_arg()) refuse();
 }
 
-// The values an integer tensor of the source graph can hold, when its producers say: an arange of
-// literals, shifted by literal adds and subs, seen through views and selections (which pick a subset of
-// the values). nullopt when they do not (a graph input, anything computed otherwise).
-std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, ValueId v, int depth = 0) {
+// The least and greatest value an integer tensor of the source graph can hold, when its producers say: an
+// arange of ints or sizes, shifted by int adds and subs, seen through views and selections (which pick a
+// subset of the values). nullopt when they do not (a graph input, anything computed otherwise).
+std::optional<std::pair<sym::Expr, sym::Expr>> index_values(const ir::Graph& g, ValueId v, int depth = 0) {
   const ir::NodeId producer = g.value(v).producer;
   if (producer < 0 || depth > 32) return std::nullopt;
   const ir::Node& n = g.node(producer);
   if (n.args.empty() || n.results.size() != 1) return std::nullopt;
   switch (n.op) {
     case Op::Arange: {
-      std::vector<int64_t> ints;
+      std::vector<sym::Expr> bounds;
       for (const Arg& a : n.args) {
-        std::optional<int64_t> k = int_literal(a);
-        if (!k || bool_literal(a)) return std::nullopt;
-        ints.push_back(*k);
+        std::optional<sym::Expr> k = size_literal(a);
+        if (!k) return std::nullopt;
+        bounds.push_back(*k);
       }
-      if (ints.empty() || ints.size() > 3) return std::nullopt;
-      const int64_t start = ints.size() == 1 ? 0 : ints[0], end = ints.size() == 1 ? ints[0] : ints[1];
-      const int64_t step = ints.size() == 3 ? ints[2] : 1;
-      if (step <= 0 || end <= start) return std::nullopt;
-      return std::make_pair(start, start + (end - start - 1) / step * step);
+      if (bounds.empty() || bounds.size() > 3) return std::nullopt;
+      const sym::Expr start = bounds.size() == 1 ? 0 : bounds[0], end = bounds.size() == 1 ? bounds[0] : bounds[1];
+      const sym::Expr step = bounds.size() == 3 ? bounds[2] : 1;
+      if (!step.is_constant() || step.constant() <= 0 ||
+          sym::statically_known(sym::Rel{start, sym::RelOp::Lt, end}, g.symbols) != true)
+        return std::nullopt;
+      return std::make_pair(start, start + floordiv(end - start - 1, step) * step);
     }
     case Op::Add:
     case Op::Sub: {
@@ -122,7 +130,7 @@ std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, Valu
       if (!k || bool_literal(n.args[1]) || n.args[0].kind != Arg::Kind::Value) return std::nullopt;
       auto r = index_values(g, n.args[0].value, depth + 1);
       if (!r) return std::nullopt;
-      const int64_t shift = n.op == Op::Add ? *k : -*k;
+      const sym::Expr shift = n.op == Op::Add ? *k : -*k;
       return std::make_pair(r->first + shift, r->second + shift);
     }
     case Op::Getitem: case Op::Reshape: case Op::Unsqueeze: case Op::Squeeze: case Op::Expand: case Op::Permute:
@@ -136,14 +144,15 @@ std::optional<std::pair<int64_t, int64_t>> index_values(const ir::Graph& g, Valu
 
 // x[i0, i1, ...] with integer index tensors beside full slices and Ellipsis (numpy's advanced indexing;
 // transformers' masks index position ids by broadcast aranges: position_ids[batch_idx, q_idx]), when
-// every index is known to lie in its dim (index_values): the indexed dims are moved first and merged, the
-// indices become one flat index into them, and index_select gathers the rows. The broadcast index dims
-// take the place of the indexed dims when those are adjacent, else they lead (numpy's rule). Indices that
-// may be negative or out of range stay with torch, which wraps the one and raises its own error for the
-// other (a flat index would not see an index out of its dim but inside the merged rows).
+// every index is known to lie in its dim for every size (index_values): the indexed dims are moved first
+// and merged, the indices become one flat index into them, and index_select gathers the rows. The
+// broadcast index dims take the place of the indexed dims when those are adjacent, else they lead
+// (numpy's rule). Indices that may be negative or out of range stay with torch, which wraps the one and
+// raises its own error for the other (a flat index would not see an index out of its dim but inside the
+// merged rows).
 void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
   Rewriter& rw = c.rw;
-  const std::vector<int64_t> in = const_sizes(rw.type(x));
+  const std::vector<sym::Expr> in = rw.type(x).sizes;
   const int64_t rank = static_cast<int64_t>(in.size());
   int64_t given = 0;
   for (const Arg& it : items) given += it.kind == Arg::Kind::Value || !std::holds_alternative<ir::Ellipsis>(it.literal);
@@ -155,7 +164,9 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
       ValueId t = c.tensor(it);
       if (!ir::is_integral(rw.type(t).dtype) || rw.type(t).dtype == DType::UInt8) refuse();
       auto values = index_values(rw.source(), it.value);
-      if (!values || values->first < 0 || values->second >= in[static_cast<size_t>(dim)]) refuse();
+      if (!values || !known(c, 0, sym::RelOp::Le, values->first) ||
+          !known(c, values->second, sym::RelOp::Lt, in[static_cast<size_t>(dim)]))
+        refuse();
       indexed.emplace_back(dim++, t);
     } else if (it.kind == Arg::Kind::Literal && std::holds_alternative<ir::Ellipsis>(it.literal)) {
       if (++ellipses > 1) refuse();
@@ -168,48 +179,50 @@ void getitem_by_tensors(Ctx& c, ValueId x, const std::vector<Arg>& items) {
     }
   }
   refuse_if_graph_writes_in_place(c);
-  std::vector<int64_t> perm, rest;
-  int64_t rows = 1;
+  std::vector<int64_t> perm;
+  std::vector<sym::Expr> rest;
+  sym::Expr rows = 1;
   for (const auto& [d, t] : indexed) {
     perm.push_back(d);
-    rows *= in[static_cast<size_t>(d)];
+    rows = rows * in[static_cast<size_t>(d)];
   }
   for (int64_t d = 0; d < rank; ++d)
     if (std::find(perm.begin(), perm.end(), d) == perm.end()) {
       perm.push_back(d);
       rest.push_back(in[static_cast<size_t>(d)]);
     }
-  const std::vector<int64_t> out = const_sizes(c.result_type());
+  const std::vector<sym::Expr>& out = c.result_type().sizes;
   const size_t broadcast_rank = out.size() - rest.size();
   bool adjacent = true;
   for (size_t k = 1; k < indexed.size(); ++k) adjacent &= indexed[k].first == indexed[k - 1].first + 1;
   const size_t at = adjacent ? static_cast<size_t>(indexed.front().first) : 0;  // where the broadcast dims go
-  const std::vector<int64_t> broadcast(out.begin() + static_cast<std::ptrdiff_t>(at),
-                                       out.begin() + static_cast<std::ptrdiff_t>(at + broadcast_rank));
+  const std::vector<sym::Expr> broadcast(out.begin() + static_cast<std::ptrdiff_t>(at),
+                                         out.begin() + static_cast<std::ptrdiff_t>(at + broadcast_rank));
   // The flat index: sum of index_k * (product of the sizes of the indexed dims after k).
   ValueId flat = -1;
-  int64_t scale = rows;
-  for (const auto& [d, t] : indexed) {
-    scale /= in[static_cast<size_t>(d)];
-    ValueId k = convert(rw, t, DType::Int64);
-    if (scale != 1) k = binary(rw, Op::Mul, k, Arg::of_literal(scale));
-    flat = flat < 0 ? k : binary(rw, Op::Add, flat, V(k));
+  std::vector<sym::Expr> after;  // sizes of the indexed dims after k
+  for (size_t k = indexed.size(); k-- > 1;) after.insert(after.begin(), in[static_cast<size_t>(indexed[k].first)]);
+  for (size_t k = 0; k < indexed.size(); ++k) {
+    const sym::Expr scale = sym::product(std::vector<sym::Expr>(after.begin() + static_cast<std::ptrdiff_t>(k), after.end()));
+    ValueId i = convert(rw, indexed[k].second, DType::Int64);
+    if (scale != sym::Expr(1)) i = pointwise(rw, Op::Mul, {V(i), Arg::of_size(scale)}, DType::Int64);
+    flat = flat < 0 ? i : binary(rw, Op::Add, flat, V(i));
   }
-  if (const_sizes(rw.type(flat)) != broadcast) flat = expand(rw, flat, broadcast);
-  flat = reshape(rw, flat, {numel(broadcast)});
-  std::vector<int64_t> merged = {rows};
+  if (rw.type(flat).sizes != broadcast) flat = expand_symbolic(rw, flat, broadcast);
+  flat = reshape_symbolic(rw, flat, {sym::product(broadcast)});
+  std::vector<sym::Expr> merged = {rows};
   merged.insert(merged.end(), rest.begin(), rest.end());
   bool moved = false;
   for (size_t k = 0; k < perm.size(); ++k) moved |= perm[k] != static_cast<int64_t>(k);
-  ValueId source = reshape(rw, moved ? permute(rw, x, perm) : x, merged);
-  std::vector<int64_t> gathered = {numel(broadcast)};
+  ValueId source = reshape_symbolic(rw, moved ? permute(rw, x, perm) : x, merged);
+  std::vector<sym::Expr> gathered = {sym::product(broadcast)};
   gathered.insert(gathered.end(), rest.begin(), rest.end());
   const ir::TensorType& xt = rw.type(x);
   ValueId rows_of = rw.emit(Op::IndexSelect, {V(source), Arg::of_literal(int64_t{0}), V(flat)}, {},
-                            make_type(xt.dtype, to_exprs(gathered), xt.device, xt.requires_grad));
-  std::vector<int64_t> unflat = broadcast;
+                            make_type(xt.dtype, gathered, xt.device, xt.requires_grad));
+  std::vector<sym::Expr> unflat = broadcast;
   unflat.insert(unflat.end(), rest.begin(), rest.end());
-  ValueId r = reshape(rw, rows_of, unflat);
+  ValueId r = reshape_symbolic(rw, rows_of, unflat);
   if (at > 0) {  // [B..., rest...] -> [rest[:at], B..., rest[at:]]
     std::vector<int64_t> order;
     for (size_t k = 0; k < at; ++k) order.push_back(static_cast<int64_t>(broadcast_rank + k));
@@ -310,27 +323,56 @@ void getitem(Ctx& c) {
   c.finish(cur);
 }
 
+// A slice bound (an int or a size; a negative int counts from the end) placed in [0, size] as Python
+// clamps it, when the symbols' facts decide where it falls for every size (a constant size always);
+// Refuse otherwise (torch clamps at run time, an extern call).
+sym::Expr clamp_bound(Ctx& c, const sym::Expr& bound, const sym::Expr& size) {
+  using sym::RelOp;
+  sym::Expr k = bound;
+  if (bound.is_constant() && bound.constant() < 0) {
+    k = size + bound;
+  } else if (!known(c, 0, RelOp::Le, bound)) {
+    refuse();  // a symbolic int of either sign
+  }
+  if (known(c, 0, RelOp::Le, k) && known(c, k, RelOp::Le, size)) return k;
+  if (known(c, k, RelOp::Le, 0)) return 0;
+  if (known(c, size, RelOp::Le, k)) return size;
+  refuse();
+}
+
 // A slice's (dim, start, end, step) of input `x` normalized as the primitive takes them: dim in range,
-// 0 <= start <= end <= size, step >= 1 (Refuse otherwise).
+// 0 <= start <= end <= size for every value of the symbols, step >= 1 (Refuse otherwise).
 struct SliceBounds {
-  int64_t dim, start, end, step;
+  int64_t dim;
+  sym::Expr start, end;
+  int64_t step;
 };
 SliceBounds slice_bounds(Ctx& c, ValueId x) {
   int64_t rank = rank_of(c.rw, x);
   if (rank == 0) refuse();
-  int64_t dim = norm_dim(c.int_arg("dim"), rank);
-  int64_t size = const_sizes(c.rw.type(x))[dim];
-  int64_t step = c.int_arg("step");
+  const int64_t dim = norm_dim(c.int_arg("dim"), rank);
+  const sym::Expr size = c.rw.type(x).sizes[static_cast<size_t>(dim)];
+  const int64_t step = c.int_arg("step");
   if (step <= 0) refuse();
-  auto bound = [&](std::string_view name) { return c.none(name) ? std::nullopt : std::optional<int64_t>(c.int_arg(name)); };
-  const auto [start, end] = shapes::slice_range(bound("start"), bound("end"), size);
+  auto bound = [&](std::string_view name, const sym::Expr& absent) {
+    if (c.none(name)) return absent;
+    std::optional<sym::Expr> v = size_literal(c.arg(name));
+    if (!v) refuse();
+    return clamp_bound(c, *v, size);
+  };
+  const sym::Expr start = bound("start", 0);
+  sym::Expr end = bound("end", size);
+  if (!known(c, start, sym::RelOp::Le, end)) {
+    if (!known(c, end, sym::RelOp::Le, start)) refuse();
+    end = start;  // empty
+  }
   return {dim, start, end, step};
 }
 
 // Whether the call already spells the bounds as the primitive takes them, after `first` arguments.
 bool spells_bounds(const ir::Node& n, size_t first, const SliceBounds& b) {
   return n.kwargs.empty() && n.args.size() == first + 4 && int_literal(n.args[first]) == b.dim &&
-         int_literal(n.args[first + 1]) == b.start && int_literal(n.args[first + 2]) == b.end &&
+         size_literal(n.args[first + 1]) == b.start && size_literal(n.args[first + 2]) == b.end &&
          int_literal(n.args[first + 3]) == b.step;
 }
 
@@ -338,7 +380,7 @@ void slice_rule(Ctx& c) {
   ValueId x = c.tensor("input");
   const SliceBounds b = slice_bounds(c, x);
   if (spells_bounds(c.node, 1, b)) refuse();
-  c.finish(slice(c.rw, x, b.dim, b.start, b.end, b.step));
+  c.finish(slice_symbolic(c.rw, x, b.dim, b.start, b.end, b.step));
 }
 
 void slice_scatter_rule(Ctx& c) {
@@ -346,7 +388,7 @@ void slice_scatter_rule(Ctx& c) {
   const SliceBounds b = slice_bounds(c, x);
   if (spells_bounds(c.node, 2, b)) refuse();
   c.finish(c.rw.emit(Op::SliceScatter,
-                     {V(x), V(c.tensor("src")), Arg::of_literal(b.dim), Arg::of_literal(b.start), Arg::of_literal(b.end),
+                     {V(x), V(c.tensor("src")), Arg::of_literal(b.dim), Arg::of_size(b.start), Arg::of_size(b.end),
                       Arg::of_literal(b.step)},
                      {}, c.result_type()));
 }
@@ -561,11 +603,10 @@ void embedding(Ctx& c) {
   const ir::TensorType& w = rw.type(weight);
   const DType idt = rw.type(indices).dtype;
   if ((idt != DType::Int64 && idt != DType::Int32) || w.sizes.size() != 2 || w.dtype != r.dtype) refuse();
-  const std::vector<int64_t> at = const_sizes(rw.type(indices));
-  const std::vector<int64_t> rows = {numel(at), const_sizes(w)[1]};
-  ValueId picked = rw.emit(Op::IndexSelect, {V(weight), Arg::of_literal(int64_t{0}), V(reshape(rw, indices, {numel(at)}))},
-                           {}, make_type(w.dtype, to_exprs(rows), w.device, w.requires_grad));
-  c.finish(reshape(rw, picked, const_sizes(r)));
+  const sym::Expr count = sym::product(rw.type(indices).sizes);
+  ValueId picked = rw.emit(Op::IndexSelect, {V(weight), Arg::of_literal(int64_t{0}), V(reshape_symbolic(rw, indices, {count}))},
+                           {}, make_type(w.dtype, {count, w.sizes[1]}, w.device, w.requires_grad));
+  c.finish(reshape_symbolic(rw, picked, r.sizes));
 }
 
 // torch.diff(input, n, dim, prepend, append): prepend and append joined on by cat, then n times the
@@ -589,11 +630,12 @@ void diff(Ctx& c) {
   const int64_t n = c.int_arg("n");
   if (n < 0) refuse();
   for (int64_t k = 0; k < n; ++k) {
-    const int64_t size = const_sizes(rw.type(x))[static_cast<size_t>(dim)];
-    if (size == 0) break;
-    x = binary(rw, Op::Sub, slice(rw, x, dim, 1, size, 1), V(slice(rw, x, dim, 0, size - 1, 1)));
+    const sym::Expr size = rw.type(x).sizes[static_cast<size_t>(dim)];
+    if (size == sym::Expr(0)) break;
+    if (!known(c, 1, sym::RelOp::Le, size)) refuse();
+    x = binary(rw, Op::Sub, slice_symbolic(rw, x, dim, 1, size, 1), V(slice_symbolic(rw, x, dim, 0, size - 1, 1)));
   }
-  if (const_sizes(rw.type(x)) != const_sizes(r)) refuse();
+  if (rw.type(x).sizes != r.sizes) refuse();
   c.finish(x);
 }
 

@@ -58,15 +58,13 @@ struct Bound {
 // the signature (too many, an unknown keyword, a missing required one).
 std::optional<Bound> bind(const ir::Node& node);
 
-// Literal readers: nullopt when the argument is not a literal of that kind.
-std::optional<int64_t> int_literal(const ir::Arg& a);
-std::optional<double> number_literal(const ir::Arg& a);  // int, float or bool
-std::optional<bool> bool_literal(const ir::Arg& a);
-bool is_none(const ir::Arg& a);
-// A list/tuple of int literals (or a single int when `allow_single`).
-std::optional<std::vector<int64_t>> int_list(const ir::Arg& a, bool allow_single);
-// A size: an int literal, constant or symbolic; and a list/tuple of them.
-std::optional<sym::Expr> size_literal(const ir::Arg& a);
-std::optional<std::vector<sym::Expr>> size_list(const ir::Arg& a);
+// The literal readers (ir/graph.h), by their short names.
+using ir::bool_literal;
+using ir::int_list;
+using ir::int_literal;
+using ir::is_none;
+using ir::number_literal;
+using ir::size_list;
+using ir::size_literal;
 
 }  // namespace ember::passes

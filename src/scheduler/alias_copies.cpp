@@ -32,11 +32,6 @@ using loop_ir::ScalarOp;
 
 namespace {
 
-sym::Expr product(const std::vector<sym::Expr>& xs) {
-  sym::Expr p = 1;
-  for (const sym::Expr& x : xs) p = p * x;
-  return p;
-}
 
 // Whether converting a `stored` value to `loaded` and back gives it back exactly: the same dtype, or a
 // wider float (bf16 and f16 load as f32, the Triton and C++ targets' compute dtype).
@@ -96,7 +91,7 @@ class CopyAliases {
     // A Temp root (the program returns no Temp): a copy into an Output or Input must happen.
     if (dst.kind != Buffer::Kind::Temp || dst.offset != sym::Expr(int64_t{0}) || src.dtype != dst.dtype ||
         !round_trips(src.dtype, l.dtype) || p_.storage_root(l.buffer) == s.buffer ||
-        product(kernel.ranges) != product(dst.sizes))
+        sym::product(kernel.ranges) != sym::product(dst.sizes))
       return std::nullopt;
     const sym::Expr offset = loop_ir::simplify(loop_ir::flat_offset(src, l.index) - loop_ir::flat_offset(dst, s.index),
                                                var_ranges(kernel, l.loop));

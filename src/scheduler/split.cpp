@@ -56,11 +56,7 @@ bool outer_reduction(const Program& program, const Kernel& kernel) {
 
 namespace {
 
-int64_t product(const std::vector<sym::Expr>& ranges) {
-  int64_t p = 1;
-  for (const sym::Expr& r : ranges) p *= r.constant();
-  return p;
-}
+int64_t constant_numel(const std::vector<sym::Expr>& ranges) { return sym::product(ranges).constant(); }
 
 bool constant(const std::vector<sym::Expr>& ranges) {
   return std::all_of(ranges.begin(), ranges.end(), [](const sym::Expr& e) { return e.is_constant(); });
@@ -102,8 +98,8 @@ std::string extents(const std::vector<sym::Expr>& ranges) {
 
 // How many splits, from sizes (the header's rule); splits 0 with the reason when none.
 Plan choose_splits(const Program& program, const Kernel& k, const SplitOptions& options) {
-  const int64_t outputs = product(k.ranges);
-  const int64_t rnumel = product(k.loops[0].ranges);
+  const int64_t outputs = constant_numel(k.ranges);
+  const int64_t rnumel = constant_numel(k.loops[0].ranges);
   const bool outer = outer_reduction(program, k);
   // An outer reduction's block of columns is capped at next_pow2(points), as the Triton config is.
   auto block_of = [&](int64_t points) {
@@ -274,7 +270,7 @@ Kernel combine_kernel(const Kernel& k, int64_t splits, const std::vector<BufferI
       const NodeId d2 = add(b, make_node(ScalarOp::Mul, m2->dtype, {d, d}, 2));
       deviations.push_back(add(b, make_node(ScalarOp::ReduceSum, m2->dtype, {d2}, 2)));
     }
-    const double count = static_cast<double>(product(k.loops[0].ranges) / splits);
+    const double count = static_cast<double>(constant_numel(k.loops[0].ranges) / splits);
     for (size_t w = 0; w < welford_m2.size(); ++w) {
       const Node* m2 = welford_m2[w];
       const NodeId chunk = add_constant(b, m2->dtype, count, 3);
@@ -327,7 +323,7 @@ std::vector<FusionDecision> split_reductions(Program& program, const SplitOption
       continue;
     }
     // Only a long reduction is a candidate: a shorter one stays in registers or has nothing to split.
-    if (product(original.loops[0].ranges) < 2 * options.min_split_rnumel) {
+    if (constant_numel(original.loops[0].ranges) < 2 * options.min_split_rnumel) {
       keep();
       continue;
     }

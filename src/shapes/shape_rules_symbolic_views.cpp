@@ -94,11 +94,6 @@ bool is_constant(const Expr& e, int64_t v) { return e.is_constant() && e.constan
 // A size a shape may hold: a constant >= 0 or a symbolic size (symbols stand for sizes >= 2).
 bool is_size(const Expr& e) { return !e.is_constant() || e.constant() >= 0; }
 
-Expr product(const Exprs& xs) {
-  Expr p = 1;
-  for (const Expr& x : xs) p = p * x;
-  return p;
-}
 
 // A monomial as coefficient times sorted factors: `12*s0*s1` is (12, [s0, s1]); nullopt for sums.
 std::optional<std::pair<int64_t, Exprs>> monomial(const Expr& e) {
@@ -123,7 +118,7 @@ std::optional<Expr> exact_quotient(const Expr& a, const Expr& b) {
     if (at == rest.end()) return std::nullopt;
     rest.erase(at);
   }
-  Expr q = product(rest) * Expr(ma->first / mb->first);
+  Expr q = sym::product(rest) * Expr(ma->first / mb->first);
   if (q * b != a) return std::nullopt;
   return q;
 }
@@ -261,7 +256,7 @@ Result view_reshape(const Call& call) {
   const ir::TensorType* x = tensor_of(call.args.empty() ? nullptr : &call.args[0]);
   auto shape = size_list(call, call.op == ir::Op::View ? "size" : "shape");
   if (!x || !shape || !all_monomials(x->sizes) || !all_monomials(*shape) || !all_monomials(x->strides)) return std::nullopt;
-  Expr count = product(x->sizes);
+  Expr count = sym::product(x->sizes);
   std::optional<size_t> unknown;
   Expr known = 1;
   for (size_t i = 0; i < shape->size(); ++i) {
@@ -410,7 +405,7 @@ Result flatten(const Call& call) {
   if (*s == *e) return one(*x);  // flatten(x, d, d) returns x itself
   if (!has_default_layout(*x) || !all_monomials(x->sizes)) return std::nullopt;
   Exprs sizes(x->sizes.begin(), x->sizes.begin() + static_cast<std::ptrdiff_t>(*s));
-  sizes.push_back(product(Exprs(x->sizes.begin() + static_cast<std::ptrdiff_t>(*s),
+  sizes.push_back(sym::product(Exprs(x->sizes.begin() + static_cast<std::ptrdiff_t>(*s),
                                 x->sizes.begin() + static_cast<std::ptrdiff_t>(*e) + 1)));
   sizes.insert(sizes.end(), x->sizes.begin() + static_cast<std::ptrdiff_t>(*e) + 1, x->sizes.end());
   return one(view_type(*x, sizes, ir::contiguous_strides(sizes)));

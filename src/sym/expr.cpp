@@ -253,6 +253,12 @@ Expr mod(const Expr& a, const Expr& b) { return ExprBuilder::mod(a, b); }
 Expr max(const Expr& a, const Expr& b) { return ExprBuilder::extremum(ExprKind::Max, a, b); }
 Expr min(const Expr& a, const Expr& b) { return ExprBuilder::extremum(ExprKind::Min, a, b); }
 
+Expr product(const std::vector<Expr>& xs) {
+  Expr p = 1;
+  for (const Expr& x : xs) p = p * x;
+  return p;
+}
+
 // Printing. Sums bind loosest; the operands of `*`, `//` and `%` are parenthesized unless they
 // are atoms, so `(2*s0) // 3` never needs the reader to recall Python's left associativity.
 namespace {

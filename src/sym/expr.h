@@ -61,6 +61,9 @@ class Expr {
   friend struct ExprBuilder;
 };
 
+// The product of `xs` (1 for none): an element count from sizes.
+Expr product(const std::vector<Expr>& xs);
+
 // Thrown by the parsers below. `reason` says what is wrong, `offset` is where (a byte offset
 // into the text), so a parser that embeds expressions (the graph IR's) can report its own
 // line:column; what() reads "column N: reason".

@@ -72,11 +72,6 @@ int64_t at_hints(const sym::Expr& e, const sym::Symbols& symbols) {
   return sym::evaluate(e, hints);
 }
 
-sym::Expr product(const std::vector<sym::Expr>& ranges) {
-  sym::Expr p = 1;
-  for (const sym::Expr& r : ranges) p = p * r;
-  return p;
-}
 
 // Elements from element 0 to one past the last the strides reach (0 if a size is 0).
 sym::Expr span_of(const Buffer& b, const sym::Symbols& symbols) {
@@ -202,10 +197,10 @@ class KernelEmitter {
   // Kind, trip counts and index width, each valid for every value the symbols' ranges allow.
   void measure() {
     const sym::Symbols& symbols = program_.symbols;
-    shape_.xnumel = product(kernel_.ranges);
+    shape_.xnumel = sym::product(kernel_.ranges);
     bool ranged = false;
     for (const loop_ir::Loop& loop : kernel_.loops) {
-      shape_.loop_numel.push_back(product(loop.ranges));
+      shape_.loop_numel.push_back(sym::product(loop.ranges));
       if (loop.ranges.empty()) continue;
       shape_.rnumel = ranged ? max(shape_.rnumel, shape_.loop_numel.back()) : shape_.loop_numel.back();
       ranged = true;

@@ -147,7 +147,8 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
                             ir::TensorType* type, std::vector<int>* size_slots, std::vector<int>* stride_slots) {
   if (std::find(dyn.begin(), dyn.end(), true) == dyn.end()) return;
   // Strides become expressions of the sizes when the layout is dense in some dimension order
-  // (contiguous, or a permutation of it: what torch's ops make); another layout stays static.
+  // (contiguous, or a permutation of it: what torch's ops make) after the broadcast dims (stride 0,
+  // an expanded tensor's: 0 for every size, guarded so); another layout stays static.
   size_t rank = meta.sizes.size();
   std::vector<size_t> order(rank);  // innermost first
   for (size_t d = 0; d < rank; ++d) order[d] = d;
@@ -158,7 +159,7 @@ void Trace::symbolize_input(const SourceRef& source, const TensorMeta& meta, con
   for (size_t d : order) {
     if (meta.strides[d] == expected_value) {
       expected_value *= meta.sizes[d];
-    } else if (meta.sizes[d] != 1) {  // a size-1 dim is never stepped over: any stride reads the same
+    } else if (meta.sizes[d] != 1 && meta.strides[d] != 0) {  // a size-1 dim is never stepped over
       return;
     }
   }
