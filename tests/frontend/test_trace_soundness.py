@@ -165,3 +165,22 @@ def test_the_frames_own_kwargs_dict_is_mutated_without_a_break():
         torch.testing.assert_close(out, x * scale)
         assert kw == {"a": 1, "extra": 3}
     assert ember.stats()["graph_breaks"] == 0
+
+
+def test_a_factory_asked_for_gradients_makes_a_leaf_that_accumulates_them():
+    # torch.zeros(..., requires_grad=True) is a leaf whose .grad fills on backward; a graph's result never is
+    # one, so the call runs eagerly, a graph break with its reason.
+    def fn(x):
+        w = torch.zeros(x.shape[-1], requires_grad=True, dtype=torch.float64)
+        return w, (w * x.double()).sum()
+
+    compiled = ember.compile(fn)
+    x = torch.randn(3)
+    for _ in range(2):
+        w, loss = compiled(x)
+        assert w.requires_grad and w.is_leaf
+        loss.backward()
+        torch.testing.assert_close(w.grad, x.double())
+    assert ember.stats()["graph_breaks"] >= 1
+    reasons = [b.reason for b in ember.explain(fn)(x).break_reasons]
+    assert any("requires_grad=True" in r and "leaf" in r for r in reasons), reasons

@@ -204,6 +204,12 @@ VarRef Interpreter::call_object(const VarRef& fn, PyObject* obj, std::vector<Var
   if (is_exception_class_var(*fn)) return make_exception(obj, args, kwargs);
   bool tensors = std::any_of(args.begin(), args.end(), has_tensor) ||
                  std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return has_tensor(kv.second); });
+  // A factory asked for requires_grad=True makes a leaf that accumulates .grad; a graph's results are
+  // never leaves, so the call runs eagerly (a graph break).
+  if (kind.makes_tensors())
+    for (const auto& [name, value] : kwargs)
+      if (name == "requires_grad" && Trace::as_constant(*value) == Py_True)
+        unsupported(table.name_of(obj) + "(requires_grad=True): a leaf tensor that accumulates gradients");
   switch (kind.kind) {
     case CallableKind::CoreOp:
     case CallableKind::TorchOp:
