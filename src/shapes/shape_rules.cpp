@@ -227,12 +227,13 @@ std::optional<std::vector<ir::TensorType>> infer_result_types(ir::Op op, const s
       return infer_dropout(call);
     case ir::Op::PhiloxRand:
       return infer_philox_rand(call);
+    case ir::Op::Arange:
+      return infer_arange(call);
     // Factories take dtype and device from arguments the caller resolves; generic torch calls
     // have no rule by definition.
     case ir::Op::Zeros:
     case ir::Op::Ones:
     case ir::Op::Full:
-    case ir::Op::Arange:
     case ir::Op::Empty:
     case ir::Op::ZerosLike:
     case ir::Op::OnesLike:

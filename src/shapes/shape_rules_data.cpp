@@ -1,5 +1,5 @@
 // Shape rules of the data-movement ops that allocate their result: cat, stack, gather,
-// index_select, embedding, tril, triu, and dropout.
+// index_select, embedding, tril, triu, dropout, and the factory arange.
 //
 // These give contiguous results, with three exceptions torch makes: cat and stack follow their
 // inputs' suggested memory format (channels-last inputs give a channels-last result), so 4-D and
@@ -7,8 +7,10 @@
 // of size-1 dims (like_has_default_strides); and dropout multiplies, so its result takes
 // TensorIterator's layout, or is its input itself when it drops nothing.
 #include <algorithm>
+#include <cstdlib>
 
 #include "shapes/shape_rules_internal.h"
+#include "sym/relation.h"
 
 namespace ember::shapes::rules {
 
@@ -249,6 +251,65 @@ Result infer_philox_rand(const Call& call) {
   auto sizes = as_int_list((*b)[2]);
   if (!seed || seed->dim() != 0 || seed->dtype != ir::DType::Int64 || !offset || !sizes) return std::nullopt;
   return std::vector<ir::TensorType>{make_type(ir::DType::Float32, *sizes, contiguous_strides(*sizes), false, *seed->device)};
+}
+
+// arange(end) / arange(start, end[, step]) of ints, constant or symbolic (a float bound stays with the
+// meta kernel, whose rounding this does not model): ceil((end - start) / step) elements, int64 unless
+// `dtype` says, contiguous, on the `device` given (the trace resolves the default device itself). Bounds
+// whose order torch refuses for the step's sign, or a symbolic extent the facts do not place at >= 0, go
+// to the meta kernel too (it raises, or the trace guards). Why a rule at all: torch's meta arange is
+// Python that imports sympy on its first call, seconds of a fresh process's first compile.
+Result infer_arange(const Call& call) {
+  std::vector<sym::Expr> bounds;
+  for (const Operand& a : call.args) {
+    if (a.kind != Operand::Kind::Literal || std::holds_alternative<bool>(a.literal)) return std::nullopt;
+    if (const int64_t* v = std::get_if<int64_t>(&a.literal)) {
+      bounds.emplace_back(*v);
+    } else if (const sym::Expr* e = std::get_if<sym::Expr>(&a.literal)) {
+      bounds.push_back(*e);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (bounds.empty() || bounds.size() > 3) return std::nullopt;
+  ir::DType dtype = ir::DType::Int64;
+  bool requires_grad = false;
+  ir::Device device;
+  for (const auto& [name, operand] : call.kwargs) {
+    if (name == "dtype" && !is_none(&operand)) {
+      std::optional<ir::DType> dt = as_dtype(&operand);
+      if (!dt || !(is_integral(*dt) || is_floating(*dt)) || *dt == ir::DType::Bool) return std::nullopt;
+      dtype = *dt;
+    } else if (name == "requires_grad") {
+      std::optional<bool> b = as_bool(&operand);
+      if (!b) return std::nullopt;
+      requires_grad = *b;
+    } else if (name == "device") {
+      const ir::Device* d = operand.kind == Operand::Kind::Literal ? std::get_if<ir::Device>(&operand.literal) : nullptr;
+      if (d) device = *d;
+      else if (!is_none(&operand)) return std::nullopt;
+    } else if (!(name == "dtype" || ((name == "layout" || name == "pin_memory") && is_none(&operand)))) {
+      return std::nullopt;  // start=/end=/step=, out=, a layout
+    }
+  }
+  if (requires_grad && !is_floating(dtype)) return std::nullopt;  // torch raises
+  const sym::Expr start = bounds.size() == 1 ? sym::Expr(0) : bounds[0], end = bounds.size() == 1 ? bounds[0] : bounds[1];
+  const sym::Expr step = bounds.size() == 3 ? bounds[2] : sym::Expr(1);
+  if (!step.is_constant() || step.constant() == 0) return std::nullopt;
+  const int64_t k = step.constant();
+  // The extent ceil((end - start) / k), >= 0 for every value of the symbols.
+  const sym::Expr span = k > 0 ? end - start : start - end;
+  const sym::Expr extent = floordiv(span + sym::Expr(std::abs(k) - 1), sym::Expr(std::abs(k)));
+  static const sym::Symbols kNoFacts;  // symbols unbounded: only a constant span is placed
+  if (sym::statically_known(sym::Rel{0, sym::RelOp::Le, span}, call.facts ? *call.facts : kNoFacts) != true)
+    return std::nullopt;
+  ir::TensorType t;
+  t.dtype = dtype;
+  t.sizes = {extent};
+  t.strides = {1};
+  t.device = device;
+  t.requires_grad = requires_grad;
+  return std::vector<ir::TensorType>{t};
 }
 
 }  // namespace ember::shapes::rules

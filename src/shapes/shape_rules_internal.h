@@ -209,7 +209,8 @@ Result infer_slice_scatter(const Call& call);  // x's type; src shaped as the sl
 Result infer_embedding(const Call& call);
 Result infer_tril_triu(const Call& call);  // tril and triu
 Result infer_dropout(const Call& call);
-Result infer_philox_rand(const Call& call);  // f32 of the given sizes, on the seed's device
+Result infer_philox_rand(const Call& call);
+Result infer_arange(const Call& call);  // int bounds (constant or symbolic): int64 or the dtype asked for  // f32 of the given sizes, on the seed's device
 
 // shape_rules_symbolic.cpp: calls with symbolic sizes (pointwise and reduction families), by
 // running the rule on constant stand-ins (see the file comment).

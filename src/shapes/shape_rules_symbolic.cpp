@@ -338,6 +338,8 @@ Result infer_symbolic(ir::Op op, const std::vector<Operand>& args,
   ir::OpFamily family = ir::op_info(op).family;
   if (family == ir::OpFamily::View || op == ir::Op::Contiguous || op == ir::Op::Cat)
     return infer_symbolic_view(Call{op, args, kwargs, grad_enabled, default_dtype, facts});
+  // arange reads symbolic bounds itself: its extent is an expression of them.
+  if (op == ir::Op::Arange) return infer_arange(Call{op, args, kwargs, grad_enabled, default_dtype, facts});
   bool stand_ins = family == ir::OpFamily::Pointwise || family == ir::OpFamily::Reduction ||
                    family == ir::OpFamily::Normalization || family == ir::OpFamily::Matmul ||
                    op == ir::Op::Embedding || op == ir::Op::Gather || op == ir::Op::IndexSelect ||

@@ -1,4 +1,4 @@
-"""Rules of cat, stack, gather, index_select, embedding, tril/triu and dropout against torch."""
+"""Rules of cat, stack, gather, index_select, embedding, tril/triu, dropout and arange against torch."""
 import torch
 import torch.nn.functional as F
 
@@ -133,3 +133,28 @@ def test_dropout():
         covered = noop or (dense and x.dtype.is_floating_point)
         check("dropout", F.dropout, args, kwargs, covered=covered, seed=r.seed_value, stats=stats)
     assert stats.answered > 100, stats
+
+
+def test_arange():
+    # Int bounds (either step sign), the dtype asked for, requires_grad: answered; float bounds and bounds
+    # out of order for the step's sign (torch raises): declined.
+    r = rng("arange")
+    stats = Stats()
+    for _ in range(400):
+        n = r.randint(1, 3)
+        bounds = [r.randint(-6, 12) for _ in range(n)]
+        if n == 3 and r.random() < 0.3:
+            bounds[2] = r.choice([-3, -1, 0])
+        floats = r.random() < 0.1
+        if floats:
+            bounds[0] += 0.5
+        kwargs = {}
+        if r.random() < 0.4:
+            kwargs["dtype"] = r.choice([torch.int64, torch.int32, torch.float32, torch.float64, torch.bfloat16])
+        if r.random() < 0.2:
+            kwargs["requires_grad"] = r.random() < 0.5
+        if r.random() < 0.1:
+            kwargs["device"] = "cpu"
+        check("arange", torch.arange, bounds, kwargs, covered=not floats and "device" not in kwargs,
+              seed=r.seed_value, stats=stats)
+    assert stats.answered > 150, stats

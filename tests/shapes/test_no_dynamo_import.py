@@ -33,3 +33,36 @@ def test_compiling_common_programs_leaves_dynamo_unimported(tmp_path):
     finally:
         sys.path.pop(0)
     assert [r["case"] for r in results] == expected
+
+
+ARANGE_PROGRAM = """
+import sys
+import torch
+import ember
+
+def f(x):
+    n = x.shape[-1]
+    return (x + torch.arange(n), torch.arange(1, n, 2, dtype=torch.float32), torch.arange(n - 1, -1, -3),
+            torch.arange(n, device=x.device, requires_grad=True, dtype=torch.float64))
+
+for dynamic in (False, True):
+    ember.reset()
+    compiled = ember.compile(f, dynamic=dynamic)
+    for n in (7, 10):
+        x = torch.randn(3, n)
+        for got, want in zip(compiled(x), f(x)):
+            assert got.dtype == want.dtype and got.requires_grad == want.requires_grad, (got, want)
+            assert torch.equal(got.detach(), want.detach()), (got, want)
+assert ember.stats()["backend_errors"] == 0, ember.stats()
+print("sympy imported" if "sympy" in sys.modules else "sympy not imported")
+"""
+
+
+def test_arange_types_come_from_a_rule(tmp_path):
+    # torch's meta arange is Python whose checks import sympy (0.4 s here, 2 s on the GPU host: most of a
+    # small model's first trace); Ember's rule answers its dtype, sizes and requires_grad instead.
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent.parent / "python"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", ARANGE_PROGRAM], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1] == "sympy not imported", proc.stdout

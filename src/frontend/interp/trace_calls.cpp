@@ -368,8 +368,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   std::optional<std::vector<ir::TensorType>> factory_shape;
   bool formulas_tried = false;
   // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
-  // is symbolic: only a shape rule answers then.
-  bool core_rule = kind.kind == CallableKind::CoreOp && (!kind.makes_tensors() || symbolic_args) &&
+  // is symbolic: only a shape rule answers then. arange's rule knows its dtypes (its meta kernel
+  // imports sympy: seconds of a fresh process's first compile).
+  bool core_rule = kind.kind == CallableKind::CoreOp &&
+                   (!kind.makes_tensors() || symbolic_args || kind.op == ir::Op::Arange) &&
                    core_op_applies(kind.op, args, kwargs);
   // Generic captures, and operator-module functions the interpreter records as torch nodes (`1.0 - x`).
   bool torch_rule = (kind.kind == CallableKind::TorchOp || kind.kind == CallableKind::Operator) &&
