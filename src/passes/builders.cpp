@@ -231,10 +231,10 @@ ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index) {
   return rw.emit(Op::Select, {V(x), Arg::of_literal(dim), Arg::of_literal(index)}, {}, std::move(rt));
 }
 
-ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DType dt, const ir::Device& device) {
-  return rw.emit(Op::Full, {int_list_arg(sizes), scalar(value, dt)},
+ValueId full(Rewriter& rw, const std::vector<sym::Expr>& sizes, double value, DType dt, const ir::Device& device) {
+  return rw.emit(Op::Full, {size_list_arg(sizes), scalar(value, dt)},
                  {{"dtype", Arg::of_literal(dt)}, {"device", Arg::of_literal(device)}},
-                 make_type(dt, to_exprs(sizes), device, false));
+                 make_type(dt, sizes, device, false));
 }
 
 ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like) {
@@ -261,7 +261,7 @@ ValueId pad(Rewriter& rw, ValueId x, int64_t dim, int64_t before, int64_t after,
       parts.push_back(x);
       continue;
     }
-    std::vector<int64_t> sizes = const_sizes(type);
+    std::vector<sym::Expr> sizes = type.sizes;
     sizes.at(static_cast<size_t>(dim)) = width;
     parts.push_back(full(rw, sizes, value, type.dtype, type.device));
   }

@@ -56,14 +56,14 @@ ValueId slice_symbolic(Rewriter& rw, ValueId x, int64_t dim, const sym::Expr& st
 ValueId select(Rewriter& rw, ValueId x, int64_t dim, int64_t index);
 // cat along `dim`; the result takes `like`'s dtype, device and requires_grad.
 ValueId cat(Rewriter& rw, const std::vector<ValueId>& xs, int64_t dim, const ir::TensorType& like);
-ValueId full(Rewriter& rw, const std::vector<int64_t>& sizes, double value, DType dt, const ir::Device& device);
+ValueId full(Rewriter& rw, const std::vector<sym::Expr>& sizes, double value, DType dt, const ir::Device& device);
 // `v` copied into `want`'s strides when they are a dense layout (a permutation of contiguous strides):
 // a contiguous copy, or a permute into want's stride order, a contiguous copy and the inverse permute
 // (a channels-last copy). `v` itself for any other layout, and where the two differ only in the
 // strides of size-1 dims, which address nothing.
 ValueId relayout(Rewriter& rw, ValueId v, const ir::TensorType& want);
-// `x` padded along `dim` with `before` and `after` elements of `value` (constant sizes, widths >= 0;
-// Refuse otherwise): `full` blocks joined on by cat, which lowering turns into a select per element.
+// `x` padded along `dim` with `before` and `after` elements of `value` (widths >= 0; Refuse otherwise):
+// `full` blocks joined on by cat, which lowering turns into a select per element.
 ValueId pad(Rewriter& rw, ValueId x, int64_t dim, int64_t before, int64_t after, double value);
 
 // Dims helpers.

@@ -232,8 +232,8 @@ void group_norm(Ctx& c) {
   auto w = optional_tensor(c, "weight"), b = optional_tensor(c, "bias");
   double eps = c.number_arg("eps");
   Rewriter& rw = c.rw;
-  std::vector<int64_t> sizes = const_sizes(rw.type(x));
-  if (sizes.size() < 2 || groups <= 0 || sizes[1] % groups != 0) refuse();
+  const std::vector<sym::Expr> sizes = rw.type(x).sizes;  // the batch and spatial sizes may be symbolic
+  if (sizes.size() < 2 || groups <= 0 || !sizes[1].is_constant() || sizes[1].constant() % groups != 0) refuse();
   // Over a channels-last input, a group's channels are strided apart: its statistics would be a strided
   // reduction and the normalization would index a group per channel, where torch's CPU kernel has a
   // channels-last path (diffusers' VAE decoder, channels-last after its attention block: 13.7 against
@@ -242,12 +242,13 @@ void group_norm(Ctx& c) {
   // reduces all of [C, H, W], dense either way.
   const ir::TensorType& tx = rw.type(x);
   if (groups > 1 && ir::strictly_channels_last(tx.sizes, tx.strides)) refuse();
-  int64_t n = sizes[0], channels = sizes[1], rank = static_cast<int64_t>(sizes.size());
+  const int64_t channels = sizes[1].constant(), rank = static_cast<int64_t>(sizes.size());
   ValueId xf = floating_input(c, x, opmath(rw.type(x).dtype));
   DType dt = rw.type(xf).dtype;
-  ValueId grouped = reshape(rw, xf, {n, groups, numel(sizes) / std::max<int64_t>(n * groups, 1)});
+  const sym::Expr per_group = sym::product({sizes.begin() + 2, sizes.end()}) * sym::Expr(channels / groups);
+  ValueId grouped = reshape_symbolic(rw, xf, {sizes[0], groups, per_group});
   auto [var, mean] = var_mean(rw, grouped, {2}, 0, true);
-  ValueId y = reshape(rw, normalize(rw, grouped, mean, var, eps), sizes);
+  ValueId y = reshape_symbolic(rw, normalize(rw, grouped, mean, var, eps), sizes);
   if (w) y = binary(rw, Op::Mul, y, V(channel_param(rw, *w, channels, rank, dt)));
   if (b) y = binary(rw, Op::Add, y, V(channel_param(rw, *b, channels, rank, dt)));
   c.finish(convert(rw, y, c.result_type().dtype));

@@ -93,6 +93,23 @@ bool known(Ctx& c, const sym::Expr& a, sym::RelOp op, const sym::Expr& b) {
   return sym::statically_known(sym::Rel{a, op, b}, c.rw.source().symbols) == true;
 }
 
+// A slice bound (an int or a size; a negative int counts from the end) placed in [0, size] as Python
+// clamps it, when the symbols' facts decide where it falls for every size (a constant size always);
+// Refuse otherwise (torch clamps at run time, an extern call).
+sym::Expr clamp_bound(Ctx& c, const sym::Expr& bound, const sym::Expr& size) {
+  using sym::RelOp;
+  sym::Expr k = bound;
+  if (bound.is_constant() && bound.constant() < 0) {
+    k = size + bound;
+  } else if (!known(c, 0, RelOp::Le, bound)) {
+    refuse();  // a symbolic int of either sign
+  }
+  if (known(c, 0, RelOp::Le, k) && known(c, k, RelOp::Le, size)) return k;
+  if (known(c, k, RelOp::Le, 0)) return 0;
+  if (known(c, size, RelOp::Le, k)) return size;
+  refuse();
+}
+
 // A graph that writes nothing in place: an advanced index makes a new tensor, where a slice would alias,
 // so a write into the result (or into a view of it) must not be one that reaches x.
 void refuse_if_graph_writes_in_place(Ctx& c) {
@@ -243,8 +260,7 @@ void getitem(Ctx& c) {
     getitem_by_tensors(c, x, items);
     return;
   }
-  std::vector<int64_t> in = const_sizes(c.rw.type(x));
-  int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t rank = rank_of(c.rw, x);
   int64_t consumed = 0, ellipses = 0, lists = 0;
   for (const Arg& it : items) {
     if (it.kind == Arg::Kind::List) {  // ints: one index array (below)
@@ -276,39 +292,45 @@ void getitem(Ctx& c) {
     if (it.kind == Arg::Kind::List) {
       // One list of ints [k0, k0 + s, ...] with s > 0 (Falcon's `qkv[..., [-2], :]`) selects what
       // slice(k0, k_last + 1, s) does, in place of the dim (a single index array keeps its position).
-      int64_t size = const_sizes(rw.type(cur))[dim];
-      std::vector<int64_t> ks;
+      const sym::Expr size = rw.type(cur).sizes[static_cast<size_t>(dim)];
+      std::vector<sym::Expr> ks;
+      std::vector<int64_t> given;
       for (const Arg& item : it.items) {
         std::optional<int64_t> k = int_literal(item);
-        if (!k || bool_literal(item) || *k < -size || *k >= size) refuse();
-        ks.push_back(*k < 0 ? *k + size : *k);
+        if (!k || bool_literal(item)) refuse();
+        const sym::Expr at = *k < 0 ? size + sym::Expr(*k) : sym::Expr(*k);
+        if (!known(c, 0, sym::RelOp::Le, at) || !known(c, at, sym::RelOp::Lt, size)) refuse();  // torch's IndexError
+        ks.push_back(at);
+        given.push_back(*k);
       }
       if (ks.empty()) refuse();
-      const int64_t step = ks.size() > 1 ? ks[1] - ks[0] : 1;
+      // Evenly spaced as the indices land: k and k - size mix only when the size is constant.
+      const sym::Expr step = ks.size() > 1 ? ks[1] - ks[0] : sym::Expr(1);
+      if (!step.is_constant() || step.constant() <= 0) refuse();
       for (size_t j = 1; j < ks.size(); ++j)
-        if (step <= 0 || ks[j] - ks[j - 1] != step) refuse();
-      cur = slice(rw, cur, dim, ks.front(), ks.back() + 1, step);
+        if (ks[j] - ks[j - 1] != step) refuse();
+      cur = slice_symbolic(rw, cur, dim, ks.front(), ks.back() + 1, step.constant());
       emitted = true;
       ++dim;
     } else if (const int64_t* i = std::get_if<int64_t>(&it.literal)) {
-      int64_t size = const_sizes(rw.type(cur))[dim];
-      int64_t k = *i < 0 ? *i + size : *i;
-      if (k < 0 || k >= size) refuse();
+      const sym::Expr size = rw.type(cur).sizes[static_cast<size_t>(dim)];
+      if (!size.is_constant()) refuse();  // select's index is an int: x[-1] of a symbolic size is not
+      const int64_t n = size.constant(), k = *i < 0 ? *i + n : *i;
+      if (k < 0 || k >= n) refuse();
       cur = select(rw, cur, dim, k);
       emitted = true;
     } else if (const ir::Slice* s = std::get_if<ir::Slice>(&it.literal)) {
-      int64_t size = const_sizes(rw.type(cur))[dim];
-      int64_t step = s->step.value_or(1);
+      const sym::Expr size = rw.type(cur).sizes[static_cast<size_t>(dim)];
+      const int64_t step = s->step.value_or(1);
       if (step <= 0) refuse();
-      auto clampi = [&](std::optional<int64_t> v, int64_t dflt) {
-        if (!v) return dflt;
-        int64_t k = *v < 0 ? *v + size : *v;
-        return std::clamp<int64_t>(k, 0, size);
-      };
-      int64_t start = clampi(s->start, 0), end = clampi(s->stop, size);
-      if (end < start) end = start;
-      if (!(start == 0 && end == size && step == 1)) {
-        cur = slice(rw, cur, dim, start, end, step);
+      const sym::Expr start = s->start ? clamp_bound(c, *s->start, size) : sym::Expr(0);
+      sym::Expr end = s->stop ? clamp_bound(c, *s->stop, size) : size;
+      if (!known(c, start, sym::RelOp::Le, end)) {
+        if (!known(c, end, sym::RelOp::Le, start)) refuse();
+        end = start;  // empty
+      }
+      if (!(start == sym::Expr(0) && end == size && step == 1)) {
+        cur = slice_symbolic(rw, cur, dim, start, end, step);
         emitted = true;
       }
       ++dim;
@@ -317,27 +339,9 @@ void getitem(Ctx& c) {
     }
     // None: a new dim of size 1, added by the final reshape.
   }
-  const ir::TensorType& r = c.result_type();
-  std::vector<int64_t> want = const_sizes(r);
-  if (!emitted || const_sizes(rw.type(cur)) != want) cur = reshape(rw, cur, want, true);
+  const std::vector<sym::Expr>& want = c.result_type().sizes;
+  if (!emitted || rw.type(cur).sizes != want) cur = reshape_symbolic(rw, cur, want, true);
   c.finish(cur);
-}
-
-// A slice bound (an int or a size; a negative int counts from the end) placed in [0, size] as Python
-// clamps it, when the symbols' facts decide where it falls for every size (a constant size always);
-// Refuse otherwise (torch clamps at run time, an extern call).
-sym::Expr clamp_bound(Ctx& c, const sym::Expr& bound, const sym::Expr& size) {
-  using sym::RelOp;
-  sym::Expr k = bound;
-  if (bound.is_constant() && bound.constant() < 0) {
-    k = size + bound;
-  } else if (!known(c, 0, RelOp::Le, bound)) {
-    refuse();  // a symbolic int of either sign
-  }
-  if (known(c, 0, RelOp::Le, k) && known(c, k, RelOp::Le, size)) return k;
-  if (known(c, k, RelOp::Le, 0)) return 0;
-  if (known(c, size, RelOp::Le, k)) return size;
-  refuse();
 }
 
 // A slice's (dim, start, end, step) of input `x` normalized as the primitive takes them: dim in range,
@@ -589,7 +593,7 @@ void factory(Ctx& c, std::optional<double> value) {
   double v = value ? *value : c.number_arg("fill_value");
   if (is_integral(r.dtype) && static_cast<double>(static_cast<int64_t>(v)) != v) refuse();
   if (is_complex(r.dtype)) refuse();
-  c.finish(full(c.rw, const_sizes(r), v, r.dtype, r.device));
+  c.finish(full(c.rw, r.sizes, v, r.dtype, r.device));
 }
 
 // F.embedding: the weight's rows at the flattened indices (index_select), reshaped to the indices' sizes
@@ -711,22 +715,26 @@ void roll(Ctx& c) {
 }
 
 // x.repeat(*sizes): the leading dims added as 1s, then each dim d tiled k_d times: x as
-// [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...] and reshaped to [k0 s0, k1 s1, ...].
+// [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...] and reshaped to [k0 s0, k1 s1, ...]. Sizes and
+// counts may be symbolic (BLOOM's `alibi.repeat(batch_size, 1, 1)`).
 void repeat(Ctx& c) {
   Rewriter& rw = c.rw;
   ValueId x = c.tensor("self");
-  auto times = int_list(c.arg("sizes"), true);
-  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  std::optional<std::vector<sym::Expr>> times = size_list(c.arg("sizes"));
+  if (!times)
+    if (std::optional<sym::Expr> one = size_literal(c.arg("sizes"))) times = std::vector<sym::Expr>{*one};
+  std::vector<sym::Expr> sizes = rw.type(x).sizes;
   if (!times || times->size() < sizes.size()) refuse();
   sizes.insert(sizes.begin(), times->size() - sizes.size(), 1);
-  std::vector<int64_t> ones, wide, out;
+  std::vector<sym::Expr> ones, wide, out;
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if ((*times)[d] < 0) refuse();
+    const sym::Expr& k = (*times)[d];
+    if (k.is_constant() && k.constant() < 0) refuse();
     ones.insert(ones.end(), {1, sizes[d]});
-    wide.insert(wide.end(), {(*times)[d], sizes[d]});
-    out.push_back((*times)[d] * sizes[d]);
+    wide.insert(wide.end(), {k, sizes[d]});
+    out.push_back(k * sizes[d]);
   }
-  c.finish(reshape(rw, expand(rw, reshape(rw, x, ones), wide), out, true));
+  c.finish(reshape_symbolic(rw, expand_symbolic(rw, reshape_symbolic(rw, x, ones), wide), out, true));
 }
 
 // repeat_interleave with an int count: each element repeated in place along dim ([.., s, ..] as
@@ -738,18 +746,18 @@ void repeat_interleave(Ctx& c) {
   if (repeats.kind == Arg::Kind::Value || bool_literal(repeats)) refuse();  // a tensor of counts
   int64_t k = c.int_arg("repeats");
   if (k < 0) refuse();
-  std::vector<int64_t> sizes = const_sizes(rw.type(x));
+  std::vector<sym::Expr> sizes = rw.type(x).sizes;
   int64_t dim = 0;
   if (c.none("dim")) {
-    sizes = {numel(sizes)};
+    sizes = {sym::product(sizes)};
   } else {
     dim = norm_dim(c.int_arg("dim"), static_cast<int64_t>(sizes.size()));
   }
-  std::vector<int64_t> one = sizes, wide = sizes, out = sizes;
+  std::vector<sym::Expr> one = sizes, wide = sizes, out = sizes;
   one.insert(one.begin() + dim + 1, 1);
   wide.insert(wide.begin() + dim + 1, k);
-  out[static_cast<size_t>(dim)] *= k;
-  c.finish(reshape(rw, expand(rw, reshape(rw, x, one), wide), out, true));
+  out[static_cast<size_t>(dim)] = out[static_cast<size_t>(dim)] * sym::Expr(k);
+  c.finish(reshape_symbolic(rw, expand_symbolic(rw, reshape_symbolic(rw, x, one), wide), out, true));
 }
 
 void linear(Ctx& c) {

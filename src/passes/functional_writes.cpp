@@ -248,7 +248,7 @@ bool slice_fills_as_cats(ir::Graph& g) {
     const ir::TensorType& t = g.value(f.base).type;
     const int64_t size = t.sizes[static_cast<size_t>(f.slice.dim)].constant();
     const ValueId filled =
-        build::full(rw, const_sizes(g.value(f.view).type), f.value, t.dtype, t.device);
+        build::full(rw, to_exprs(const_sizes(g.value(f.view).type)), f.value, t.dtype, t.device);
     std::vector<ValueId> pieces;
     if (f.slice.start > 0) pieces.push_back(build::slice(rw, base, f.slice.dim, 0, f.slice.start, 1));
     pieces.push_back(filled);

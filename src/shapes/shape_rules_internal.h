@@ -227,6 +227,7 @@ Result infer_symbolic_torch_call(std::string_view qualified_name, const std::vec
 Result infer_symbolic_view(const Call& call);
 // Tensor.repeat, over sizes constant or symbolic (a torch-call rule that reads sizes as expressions).
 Result infer_repeat(const Call& call);
+Result infer_repeat_interleave(const Call& call);  // an int count, over sizes constant or symbolic
 
 // ---- Size formulas (infer_result_sizes) -------------------------------------------------------
 

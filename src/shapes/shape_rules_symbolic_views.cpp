@@ -539,6 +539,29 @@ Result infer_repeat(const Call& call) {
   return one(t);
 }
 
+// repeat_interleave(x, repeats, dim) with an int count k >= 0: x's sizes with dim's times k, or without dim
+// one dim of numel times k; contiguous. Sizes constant or symbolic. Tensor counts (data) and output_size
+// go to the meta kernel.
+Result infer_repeat_interleave(const Call& call) {
+  auto b = bind(call, {"input|self", "repeats", "dim", "*output_size"});
+  if (!b || !(*b)[0] || (*b)[3]) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  std::optional<int64_t> k = as_int((*b)[1]);
+  if (!x || !k || *k < 0) return std::nullopt;
+  Exprs sizes = x->sizes;
+  if (is_none((*b)[2])) {
+    sizes = {sym::product(sizes) * Expr(*k)};
+  } else {
+    std::optional<int64_t> dim = as_int((*b)[2]);
+    std::optional<int64_t> d = dim ? wrap(*dim, rank(*x)) : std::nullopt;
+    if (!d) return std::nullopt;
+    sizes[static_cast<size_t>(*d)] = sizes[static_cast<size_t>(*d)] * Expr(*k);
+  }
+  ir::TensorType t = view_type(*x, sizes, ir::contiguous_strides(sizes));
+  t.requires_grad = call.grad_enabled && x->requires_grad;
+  return one(t);
+}
+
 // x[idx] where idx holds advanced indices (int64/int32 tensors, lists of ints) beside full slices `:` and
 // at most one Ellipsis: the indices' broadcast shape replaces the dims they index, where those dims are
 // adjacent, else leads; the other dims follow in order. A list's ints must fall inside their dim (a

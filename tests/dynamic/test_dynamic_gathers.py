@@ -1,6 +1,6 @@
-"""Slices, F.embedding, torch.diff, slice_scatter and advanced indexing by aranges over symbolic sizes compile
-into Ember's kernels (decompose_views.cpp, lowering/views.cpp, issue 14): one graph serves every length,
-results equal eager's, and no torch call is left where the static graph has none. Bounds and indices that
+"""Slices, F.embedding, torch.diff, slice_scatter, advanced indexing by aranges and by lists of ints, repeat,
+repeat_interleave, full_like and group_norm over symbolic sizes compile into Ember's kernels (decompose_views.cpp,
+lowering/views.cpp, issue 14): one graph serves every length, results equal eager's, and no torch call is left where the static graph has none. Bounds and indices that
 the symbols' facts cannot place stay with torch (it clamps, wraps or raises), with eager's results."""
 import logging
 
@@ -53,6 +53,12 @@ CASES = {
                       <= p[torch.arange(2)[:, None, None, None], torch.arange(p.shape[1])[None, None, None, :]],
                       positions),
     "index_after_full_slice": (lambda x: x[:, torch.arange(x.shape[1] - 1) + 1].exp(), lambda t: (torch.randn(2, t),)),
+    # BLOOM's alibi.repeat(batch_size, 1, 1); Whisper's, T5's full_like, Falcon's qkv[..., [-2], :]
+    "repeat_by_size": (lambda x: x.repeat(x.shape[0], 1, 2) + 1, lambda t: (torch.randn(t, 3),)),
+    "repeat_interleave": (lambda x: x.repeat_interleave(2, dim=1) * 2, lambda t: (torch.randn(3, t),)),
+    "full_like": (lambda x: torch.full_like(x, -1.5) + x, lambda t: (torch.randn(2, t),)),
+    "list_index": (lambda x: x[..., [-2], :] * x[:, [0, 2], :].sum(1, keepdim=True), lambda t: (torch.randn(2, t, 4, 3),)),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), lambda t: (torch.randn(2, 4, t), torch.randn(4), torch.randn(4))),
 }
 
 
@@ -98,3 +104,13 @@ def test_gradients_of_symbolic_slices_are_kernels(monkeypatch, caplog):
     stats = ember.stats()
     assert stats["frames_compiled"] == 1 and stats["autograd_islands"] == 0, stats
     assert externs_of(caplog) == [], externs_of(caplog)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bloom"])
+def test_transformers_dynamic_graphs_call_no_torch_op_their_static_graphs_do_not(name):
+    # The probe of `python -m ember.bench dynamic --probe`: GPT-2's masks (getitems by aranges, diff,
+    # embedding of positions, slices) and BLOOM's alibi.repeat(batch_size, 1, 1) were extern calls only in the
+    # dynamic graph, a host dispatch each per call.
+    from ember.bench import dynamic_probe
+    row = dynamic_probe.probe_model(name)
+    assert row["ok"] and row["graphs"] == 1 and row["extra_externs"] == {}, row

@@ -258,8 +258,8 @@ def test_run_pass_names_unknown_pass_and_invalid_graph():
 
 
 def test_symbolic_sizes_decompose():
-    # layer_norm over a static last dim and a view over symbolic sizes decompose (the count of a
-    # reduction over a symbolic dim is a symbolic int); group_norm reads sizes as constants: it stays.
+    # layer_norm over a static last dim, a view and group_norm (static channels) over symbolic sizes decompose
+    # (the count of a reduction over a symbolic dim is a symbolic int).
     text = ("symbol s0 hint=4\n"
             "graph @g(%0: f32[s0, 8]{8, 1} cpu \"L['x']\") {\n"
             "  %1 = layer_norm(%0, (8,)) : f32[s0, 8]{8, 1} cpu\n"
@@ -271,7 +271,7 @@ def test_symbolic_sizes_decompose():
     assert "var_mean(" in after and "layer_norm" not in after, after
     assert "reshape(%0, [sym(8*s0)])" in after, after
     assert "div(%" in after and ", sym(s0))" in after, after
-    assert "group_norm" in after, after
+    assert "group_norm" not in after and "reshape(%0, [sym(s0), 2, 4])" in after, after
 
 
 

@@ -1,6 +1,6 @@
 """Rules that used to pin sizes under dynamic=True (issue 14's probe of transformers models,
 `python -m ember.bench dynamic --probe`): gather and index_select (stand-ins), embedding of expanded
-indices (any layout), in-place `x += y` (operator.iadd ...), Tensor.repeat (over expressions). Each
+indices (any layout), in-place `x += y` (operator.iadd ...), Tensor.repeat and repeat_interleave (over expressions). Each
 symbolic answer, with s0 replaced by a value, must be torch's meta result for that value."""
 import pytest
 import torch
@@ -84,6 +84,19 @@ def test_repeat_over_symbolic_sizes_and_repeats(n):
     got, at_n = check("torch.Tensor.repeat", torch.Tensor.repeat, [x, 2, 1, 2, 1], [(0, 2)], n)
     assert at_n == meta_result(torch.Tensor.repeat, x, 2, 1, 2, 1)
     assert shapes.infer_result_types("torch.Tensor.repeat", (x, 2, 1), {}, True, "float32", [(0, 2)]) is None
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_repeat_interleave_over_symbolic_sizes(n):
+    x = torch.empty(3, n, device="meta")
+    for name, fn in (("torch.Tensor.repeat_interleave", torch.Tensor.repeat_interleave),
+                     ("torch.repeat_interleave", torch.repeat_interleave)):
+        for args, kwargs in (([x, 2], {"dim": 1}), ([x, 3, 0], {}), ([x, 2], {})):
+            got, at_n = check(name, fn, args, [(0, 1)], n, kwargs)
+            assert at_n == meta_result(lambda *a: fn(*a, **kwargs), *args)
+        # counts in a tensor are data; output_size goes to the meta kernel
+        counts = torch.empty(n, dtype=torch.long, device="meta")
+        assert shapes.infer_result_types(name, (x, counts), {"dim": 1}, True, "float32", [(0, 1)]) is None
 
 
 @pytest.mark.parametrize("n", [3, 6])

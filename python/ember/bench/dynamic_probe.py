@@ -8,10 +8,14 @@ by its position embeddings), check every result against eager, and report:
   graphs     frames compiled over the 3 sizes (1 = no recompile)
   pins       the symbols the graphs specialized (`sN == k` relations of the shape guard), each with the reason
              and the user line that needed it, and the backend's shape fallback if any
+  extra externs  torch calls the dynamic graphs make that a static graph of the same model (compiled with
+             `dynamic=False` at the middle size) does not: ops whose symbolic form lowering leaves to torch,
+             each a host dispatch the static graph saves (`callable: reason`, with a count). Full pipeline only.
 A pin of a size that does not change between the 3 calls (ViT's image size) costs no recompile but is still
 listed. `--backend eager` probes capture only (each node run through torch): pins come from capture, so it
 finds the same ones as the full pipeline, minus the backend's shape fallbacks, in a fraction of the time.
 """
+import collections
 import re
 
 from . import report, zoo_imports, zoo_transformers as zt
@@ -70,36 +74,53 @@ def _first_tensor(out):
     return out[0]
 
 
-def probe_model(name, backend="ember"):
-    """One row: {model, sizes, graphs, pins, fallbacks, breaks, ok, error?}."""
-    import torch
-    import transformers
+def _externs(events):
+    """The extern calls of the compiled graphs' schedules (`callable: reason` -> count)."""
+    lines = (line for event, info in events if event == "compile" for line in info["schedule"].splitlines())
+    return collections.Counter(line.split(" ", 2)[2] for line in lines if line.startswith("extern: "))
 
-    import ember
+
+def _compile_events(fn):
+    """Runs fn() with Ember's compile events collected; returns them."""
     from ember import api
-    spec = _spec(name)
-    row = {"model": name, "sizes": list(_sizes(spec)), "pins": [], "fallbacks": [], "ok": True}
-    torch.manual_seed(0)
-    config = transformers.CONFIG_MAPPING[spec.model_type](**spec.config)
-    auto = transformers.AutoModelForCausalLM if spec.family == "decoder" else transformers.AutoModel
-    model = auto.from_config(config).eval()
-    ember.reset()
     events = []
     stack = getattr(api._collectors, "stack", None)
     if stack is None:
         stack = api._collectors.stack = []
     stack.append(events)
     try:
-        compiled = ember.compile(model, dynamic=True, backend=backend)
+        fn()
+    finally:
+        stack.remove(events)
+    return events
+
+
+def probe_model(name, backend="ember"):
+    """One row: {model, sizes, graphs, pins, fallbacks, breaks, extra_externs, ok, error?}."""
+    import torch
+    import transformers
+
+    import ember
+    spec = _spec(name)
+    row = {"model": name, "sizes": list(_sizes(spec)), "pins": [], "fallbacks": [], "extra_externs": {}, "ok": True}
+    torch.manual_seed(0)
+    config = transformers.CONFIG_MAPPING[spec.model_type](**spec.config)
+    auto = transformers.AutoModelForCausalLM if spec.family == "decoder" else transformers.AutoModel
+    model = auto.from_config(config).eval()
+    ember.reset()
+
+    def calls(dynamic, sizes):
+        compiled = ember.compile(model, dynamic=dynamic, backend=backend)
         with torch.no_grad():
-            for n in row["sizes"]:
+            for n in sizes:
                 args, kwargs = _inputs(spec, config, n)
                 got, want = _first_tensor(compiled(*args, **kwargs)), _first_tensor(model(*args, **kwargs))
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    events = []
+    try:
+        events = _compile_events(lambda: calls(True, row["sizes"]))
     except Exception as exc:  # noqa: BLE001 -- recorded in the row
         row["ok"], row["error"] = False, report.error_text(exc)
-    finally:
-        stack.remove(events)
     stats = ember.stats()
     row["graphs"] = stats["frames_compiled"]
     row["breaks"] = stats["graph_breaks"]
@@ -111,6 +132,10 @@ def probe_model(name, backend="ember"):
                     row["pins"].append(m.group(1))
             if info["shape_fallback"]:
                 row["fallbacks"].append(info["shape_fallback"])
+    if backend == "ember" and row["ok"]:
+        ember.reset()
+        static = _compile_events(lambda: calls(False, row["sizes"][1:2]))
+        row["extra_externs"] = dict(_externs(events) - _externs(static))
     ember.reset()
     return row
 
@@ -124,12 +149,15 @@ def run(args):
         row = probe_model(name, backend=args.backend)
         rows.append(row)
         status = "ok" if row["ok"] else "FAILED: " + row["error"].splitlines()[0]
-        print(f"  graphs {row['graphs']} over {row['sizes']}, {len(row['pins'])} pins, {status}", flush=True)
+        print(f"  graphs {row['graphs']} over {row['sizes']}, {len(row['pins'])} pins, "
+              f"{sum(row['extra_externs'].values())} extra externs, {status}", flush=True)
         for pin in row["pins"] + row["fallbacks"]:
             print(f"    {pin}", flush=True)
     ok = all(r["ok"] for r in rows)
     table = [[r["model"], str(r["graphs"]), str(len(r["pins"])), "; ".join(r["pins"] + r["fallbacks"]) or "-",
-              "ok" if r["ok"] else "failed"] for r in rows]
-    md = report.markdown_table(["model", "graphs over 3 sizes", "pins", "pins' reasons", "vs eager"], table)
+              "; ".join(f"{k} x{v}" for k, v in r["extra_externs"].items()) or "-", "ok" if r["ok"] else "failed"]
+             for r in rows]
+    md = report.markdown_table(["model", "graphs over 3 sizes", "pins", "pins' reasons", "extra externs", "vs eager"],
+                               table)
     results = {"environment": report.environment(), "backend": args.backend, "rows": rows, "ok": ok}
     return report.finish(args.out.replace("dynamic.json", "dynamic_probe.json"), results, md)
