@@ -2,6 +2,7 @@
 repeat_interleave, full_like and group_norm over symbolic sizes compile into Ember's kernels (decompose_views.cpp,
 lowering/views.cpp, issue 14): one graph serves every length, results equal eager's, and no torch call is left where the static graph has none. Bounds and indices that
 the symbols' facts cannot place stay with torch (it clamps, wraps or raises), with eager's results."""
+import contextlib
 import logging
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import ember
+from ember.testing import DEVICE
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +18,13 @@ def fresh():
     ember.reset()
     yield
     ember.reset()
+
+
+@pytest.fixture
+def on_device():
+    """Tensors made on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine: the Triton backend)."""
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
 
 
 def externs_of(caplog):
@@ -63,7 +72,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_one_graph_of_kernels_over_lengths(name, monkeypatch, caplog):
+def test_one_graph_of_kernels_over_lengths(name, monkeypatch, caplog, on_device):
     fn, make = CASES[name]
     torch.manual_seed(0)
     externs = run_over_lengths(fn, make, (5, 9, 16), monkeypatch, caplog)
@@ -72,6 +81,7 @@ def test_one_graph_of_kernels_over_lengths(name, monkeypatch, caplog):
 
 def test_indices_the_facts_cannot_place_stay_with_torch(monkeypatch, caplog):
     # arange(T) into a dim of 8: inside for T <= 8 only, so torch indexes (and raises past it), as eager.
+    # CPU only: on CUDA an index out of range is a device-side assert, fatal to the process.
     def fn(x, y):
         return x[:, torch.arange(y.shape[0])] + y
 
@@ -87,7 +97,7 @@ def test_indices_the_facts_cannot_place_stay_with_torch(monkeypatch, caplog):
     assert str(ours.value) == str(eager.value)
 
 
-def test_gradients_of_symbolic_slices_are_kernels(monkeypatch, caplog):
+def test_gradients_of_symbolic_slices_are_kernels(monkeypatch, caplog, on_device):
     # slice's gradient over a symbolic extent: a slice_scatter into zeros, no island (autograd's fallback).
     def fn(x):
         return (x[:, 1:] * 2).exp() + x[:, :-1]
