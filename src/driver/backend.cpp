@@ -2,6 +2,7 @@
 
 #include "sym/symbols.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -231,6 +232,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
         report->fallback_reason = "triton_build_only: the kernels' cubins were built; the graph runs eagerly";
         return nullptr;
       }
+      report->size_assumptions = c.triton->assumptions();
       runtime::TuneOptions tune;
       tune.coordinate_descent = target.coordinate_descent;
       tune.cache_dir = options.cache_dir;
@@ -368,6 +370,9 @@ void BackendReport::merge(const BackendReport& part, const std::string& name) {
   kernels_reused += part.kernels_reused;
   for (const auto& [step, seconds] : part.stage_seconds) stage_seconds.emplace_back(name + " " + step, seconds);
   for (const auto& [step, ir] : part.step_ir) step_ir.emplace_back(name + " " + step, ir);
+  for (const sym::Rel& rel : part.size_assumptions)
+    if (std::find(size_assumptions.begin(), size_assumptions.end(), rel) == size_assumptions.end())
+      size_assumptions.push_back(rel);
 }
 
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,

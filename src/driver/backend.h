@@ -32,6 +32,7 @@
 #include "runtime/cpp_compiler.h"
 #include "runtime/graph_runner.h"
 #include "support/options.h"
+#include "sym/relation.h"
 
 namespace ember::driver {
 
@@ -63,6 +64,9 @@ struct BackendReport {
   // Non-empty: the graph's shape symbols were specialized (compiled for the traced sizes) because
   // this stage could not serve them (sym::SymbolicUnsupported's message).
   std::string shape_fallback;
+  // Relations on the shape symbols the generated code relies on (codegen::TritonKernel::assumptions:
+  // int32 indexing), each true on the traced call: the frame guards them (a call past one recompiles).
+  std::vector<sym::Rel> size_assumptions;
   bool training = false;
   std::vector<std::string> autograd_islands;
   std::string partition;

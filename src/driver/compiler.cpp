@@ -1,9 +1,11 @@
 // Compiler: trace a frame, build its cache entry, report what happened.
 #include "driver/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
 
 #include "driver/backend.h"
@@ -351,6 +353,9 @@ std::unique_ptr<CacheEntry> Compiler::compile(const FrameView& frame, bool* erro
       runner = build_runner(trace->graph, trace->callables, table_, graph_options, *code_cache_, &backend);
     }
     if (backend.atomic_adds) trace->guards.deterministic_algorithms(false);
+    for (const sym::Rel& rel : backend.size_assumptions)
+      if (!trace->shapes.evaluate(rel, "int32 indexing of the graph's Triton kernels"))
+        throw std::logic_error("the backend assumed " + rel.str() + ", false on the traced call");
     trace->finish_shapes();
     graph_text = ir::print(trace->graph);
     guards_text = trace->guards.describe() + trace->aliases.describe();

@@ -115,6 +115,9 @@ nb::dict kernel_dict(const codegen::TritonKernel& k) {
   d["xnumel"] = size_value(k.xnumel);
   d["rnumel"] = size_value(k.rnumel);
   d["check_sites"] = k.check_sites;
+  nb::list assumed;
+  for (const sym::Rel& rel : k.assumptions) assumed.append(rel.str());
+  d["assumptions"] = assumed;
   d["signature"] = k.signature();
   return d;
 }

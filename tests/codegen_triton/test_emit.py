@@ -164,13 +164,18 @@ program @f {{
 
 
 def test_symbolic_sizes_are_parameters_valid_over_the_ranges():
-    # Unbounded s1: a looped reduction (any row length), int64 indexing, every extent masked.
+    # Unbounded s1: a looped reduction (any row length), every extent masked; int32 indexing under guards on
+    # the points and the span (both fit at the hints), as Inductor guards its 32-bit indexing.
     k = codegen.emit_triton(SYMBOLIC_ROWSUM.format(range=""))["kernels"][0]
     assert k["kind"] == "looped_reduction"
     sizes = [(p["name"], p["type"], p["value"], p["hint"]) for p in k["params"] if "buffer" not in p]
-    assert sizes == [("xnumel", "i64", "s0", 8), ("rnumel", "i64", "s1", 100), ("s0", "i64", "s0", 8),
-                     ("s1", "i64", "s1", 100)]
+    assert sizes == [("xnumel", "i32", "s0", 8), ("rnumel", "i32", "s1", 100), ("s0", "i32", "s0", 8),
+                     ("s1", "i32", "s1", 100)]
+    assert k["assumptions"] == ["s0*s1 <= 2147483647"], k["assumptions"]
     assert k["xnumel"] == "s0" and "rmask = rindex < s1" in k["source"] and "range(0, s1, RBLOCK)" in k["source"]
+    # Past INT32_MAX at the hints: int64, nothing assumed.
+    k = codegen.emit_triton(SYMBOLIC_ROWSUM.format(range="").replace("hint=100", "hint=300000000"))["kernels"][0]
+    assert all(p["type"] == "i64" for p in k["params"] if "buffer" not in p) and k["assumptions"] == []
     # Bounded s1 <= 1000: persistent over RBLOCK 1024 (the largest row), int32 indexing.
     k = codegen.emit_triton(SYMBOLIC_ROWSUM.format(range=" range=[2, 1000]").replace("symbol s0 hint=8",
                                                                                      "symbol s0 hint=8 range=[2, 4096]"))["kernels"][0]

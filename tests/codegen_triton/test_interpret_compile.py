@@ -161,3 +161,19 @@ def test_symbolic_batch_layer_norm():
             torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-4)
     s = ember.stats()
     assert s["codegen_failures"] == 0 and s["backend_errors"] == 0, s
+
+
+def test_symbolic_kernels_index_in_int32_under_a_guard():
+    # Unbounded sizes that fit int32 at the traced call: int32 index math, and the frame guards the kernel's
+    # points and span (`100*s0 <= 2147483647`), naming why; a call past it would recompile (int64 there).
+    w, b = torch.randn(100), torch.randn(100)
+    fn = lambda t: F.layer_norm(t, (100,), w, b)  # noqa: E731
+    ember.reset()
+    report = ember.explain(fn, dynamic=True, options=INTERPRET)(torch.randn(8, 100))
+    guards = "\n".join(report.guards)
+    assert "100*s0 <= 2147483647" in guards and "int32 indexing of the graph's Triton kernels" in guards, guards
+    compiled = ember.compile(fn, dynamic=True, options=INTERPRET)
+    for rows in (8, 3, 17):
+        x = torch.randn(rows, 100)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-4)

@@ -41,6 +41,17 @@ std::vector<std::pair<std::string, std::string>> TritonKernel::signature() const
   return sig;
 }
 
+std::vector<sym::Rel> TritonSource::assumptions() const {
+  std::vector<sym::Rel> out;
+  auto add = [&](const TritonKernel& k) {
+    for (const sym::Rel& r : k.assumptions)
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
+  for (const TritonKernel& k : kernels) add(k);
+  for (const MatmulTemplate& t : matmul_templates) add(t.kernel);
+  return out;
+}
+
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -81,7 +92,8 @@ sym::Expr span_of(const Buffer& b, const sym::Symbols& symbols) {
     if (sym::bound(b.strides[d], symbols).lo < 0) throw CodegenError("%" + b.name() + " has a negative stride");
     span = span + (b.sizes[d] - 1) * b.strides[d];
   }
-  return span;
+  // A dense buffer spans its element count: the same value, in the product form relations compare.
+  return b.strides == ir::contiguous_strides(b.sizes) ? sym::product(b.sizes) : span;
 }
 
 void check_symbols(const sym::Expr& e, const Node& n, const sym::Symbols& symbols) {
@@ -122,6 +134,7 @@ class KernelEmitter {
     out.kind = shape_.kind;
     out.xnumel = shape_.xnumel;
     out.rnumel = shape_.rnumel;
+    out.assumptions = assumptions_;
     out.configs = configs();
     decide_masks(out.configs);
     out.params = params();
@@ -191,7 +204,7 @@ class KernelEmitter {
       found->second |= n.op == ScalarOp::Load ? 1 : 2;
     }
     for (const auto& [root, use] : roots_) needed = max(needed, span_of(program_.buffers.at(static_cast<size_t>(root)), symbols));
-    span_needed_ = largest(needed, symbols);
+    span_needed_ = needed;
   }
 
   // Kind, trip counts and index width, each valid for every value the symbols' ranges allow.
@@ -227,15 +240,44 @@ class KernelEmitter {
       shape_.kind = TritonKernel::Kind::LoopedReduction;
       reasons_ = "# looped reduction: rnumel " + rnumel_text + " > " + std::to_string(options_.persistent_max_rnumel) + "\n";
     }
-    // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32, here
-    // for every value of the symbols; a symbol without an upper bound makes the kernel int64.
-    const int64_t points = largest(shape_.xnumel * (ranged ? shape_.rnumel : sym::Expr(1)), symbols);
-    shape_.int64 = points > kInt32Max || span_needed_ > kInt32Max;
+    // Inductor's can_use_32bit_indexing: every index value and every buffer span fits int32 for every
+    // value of the symbols; where a symbol is unbounded, int32 still when both fit at the hints, under a
+    // guard on each (a call past one recompiles, and that graph's hints choose int64), as Inductor does.
+    const sym::Expr points = shape_.xnumel * (ranged ? shape_.rnumel : sym::Expr(1));
+    const int64_t most = largest(points, symbols), span = largest(span_needed_, symbols);
+    shape_.int64 = most > kInt32Max || span > kInt32Max;
+    std::string guarded;
+    if (shape_.int64 && at_hints(points, symbols) <= kInt32Max && at_hints(span_needed_, symbols) <= kInt32Max) {
+      shape_.int64 = false;
+      for (const sym::Expr& e : {points, span_needed_}) assume_at_most(e, kInt32Max);
+      for (const sym::Rel& rel : assumptions_) guarded += (guarded.empty() ? "; guarded: " : ", ") + rel.str();
+    }
     reasons_ += std::string("# index: ") + (shape_.int64 ? "int64" : "int32") + " (xnumel*rnumel " +
-                bound_text(points) + ", largest buffer span " + bound_text(span_needed_) +
+                bound_text(most) + ", largest buffer span " + bound_text(span) + guarded +
                 (shape_.int64 ? ": past INT32_MAX)\n" : ")\n");
     if (!mentioned_program_symbols().empty())
       reasons_ += "# sizes: symbolic, every extent masked; configs from the hints (" + hint_text() + ")\n";
+  }
+
+  // Assumes `e <= limit`: one relation per operand of a max (a span is the max over its accesses), each
+  // simplified over the ranges, none the ranges already decide or another repeats.
+  void assume_at_most(const sym::Expr& e, int64_t limit) {
+    if (e.kind() == sym::ExprKind::Max) {
+      for (const sym::Expr& operand : e.operands()) assume_at_most(operand, limit);
+      return;
+    }
+    const sym::Expr simple = sym::simplify(e, program_.symbols);
+    if (largest(simple, program_.symbols) <= limit) return;
+    // One relation implies another when its side is known to be at least the other's (`s0 <= s0*s1`).
+    auto implies = [&](const sym::Expr& big, const sym::Expr& small) {
+      return sym::statically_known(sym::Rel{small, sym::RelOp::Le, big}, program_.symbols) == true;
+    };
+    for (const sym::Rel& a : assumptions_)
+      if (implies(a.lhs, simple)) return;
+    assumptions_.erase(std::remove_if(assumptions_.begin(), assumptions_.end(),
+                                      [&](const sym::Rel& a) { return implies(simple, a.lhs); }),
+                       assumptions_.end());
+    assumptions_.push_back(sym::Rel{simple, sym::RelOp::Le, limit});
   }
 
   static std::string bound_text(int64_t v) { return v == sym::Interval::kInf ? "unbounded" : std::to_string(v); }
@@ -402,7 +444,8 @@ class KernelEmitter {
   KernelShape shape_;
   std::vector<std::pair<BufferId, int>> roots_;  // root -> 1 loaded, 2 stored, 3 both
   std::set<std::string> mentioned_;               // symbols in the kernel's sizes and addresses
-  int64_t span_needed_ = 0;                       // the largest span over the symbols' ranges
+  sym::Expr span_needed_ = 0;                     // the largest span any access reaches
+  std::vector<sym::Rel> assumptions_;             // TritonKernel::assumptions
   std::string reasons_;
 };
 

@@ -39,6 +39,7 @@
 #include "codegen/cpp/cpp_codegen.h"  // CodegenError
 #include "loop_ir/loop_ir.h"
 #include "memory/memory_plan.h"
+#include "sym/relation.h"
 
 namespace ember::codegen {
 
@@ -96,6 +97,10 @@ struct TritonKernel {
   // check_index nodes become device assertions, which Triton compiles only with debug on; their
   // sites name the kernel and node, as CppSource::check_sites does.
   std::vector<std::string> check_sites;
+  // Relations on the shape symbols the code relies on, each true at the hints, for the frame to guard
+  // (a call that breaks one recompiles): int32 indexing of a kernel whose sizes are unbounded,
+  // `xnumel*rnumel <= 2147483647` and its largest buffer span's, as Inductor guards its 32-bit indexing.
+  std::vector<sym::Rel> assumptions;
   // The Triton signature: (name, type) for every parameter of the function, constexprs included
   // (type "constexpr"), in the function's order, as triton.compile's ASTSource takes it.
   std::vector<std::pair<std::string, std::string>> signature() const;
@@ -115,6 +120,8 @@ struct MatmulTemplate {
 
 struct TritonSource {
   std::vector<TritonKernel> kernels;  // kernels[k] runs program.kernels[k]
+  // Every kernel's and template's assumptions (TritonKernel::assumptions), without repeats.
+  std::vector<sym::Rel> assumptions() const;
   std::vector<MatmulTemplate> matmul_templates;  // options.matmul_templates only
   // Extern matmuls that got no template, each with the reason (EMBER_LOGS=perf, goldens).
   std::vector<std::string> matmul_refusals;
