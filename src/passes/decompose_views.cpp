@@ -110,6 +110,17 @@ sym::Expr clamp_bound(Ctx& c, const sym::Expr& bound, const sym::Expr& size) {
   refuse();
 }
 
+// Python's [start:end] of a dim of `size` (a bound absent: the dim's start or end), clamped by clamp_bound
+// and emptied when it ends before it starts: 0 <= start <= end <= size for every value of the symbols.
+std::pair<sym::Expr, sym::Expr> clamped_range(Ctx& c, const std::optional<sym::Expr>& start_at,
+                                              const std::optional<sym::Expr>& end_at, const sym::Expr& size) {
+  const sym::Expr start = start_at ? clamp_bound(c, *start_at, size) : sym::Expr(0);
+  const sym::Expr end = end_at ? clamp_bound(c, *end_at, size) : size;
+  if (known(c, start, sym::RelOp::Le, end)) return {start, end};
+  if (!known(c, end, sym::RelOp::Le, start)) refuse();
+  return {start, start};  // empty
+}
+
 // A graph that writes nothing in place: an advanced index makes a new tensor, where a slice would alias,
 // so a write into the result (or into a view of it) must not be one that reaches x.
 void refuse_if_graph_writes_in_place(Ctx& c) {
@@ -294,14 +305,12 @@ void getitem(Ctx& c) {
       // slice(k0, k_last + 1, s) does, in place of the dim (a single index array keeps its position).
       const sym::Expr size = rw.type(cur).sizes[static_cast<size_t>(dim)];
       std::vector<sym::Expr> ks;
-      std::vector<int64_t> given;
       for (const Arg& item : it.items) {
         std::optional<int64_t> k = int_literal(item);
         if (!k || bool_literal(item)) refuse();
         const sym::Expr at = *k < 0 ? size + sym::Expr(*k) : sym::Expr(*k);
         if (!known(c, 0, sym::RelOp::Le, at) || !known(c, at, sym::RelOp::Lt, size)) refuse();  // torch's IndexError
         ks.push_back(at);
-        given.push_back(*k);
       }
       if (ks.empty()) refuse();
       // Evenly spaced as the indices land: k and k - size mix only when the size is constant.
@@ -323,12 +332,8 @@ void getitem(Ctx& c) {
       const sym::Expr size = rw.type(cur).sizes[static_cast<size_t>(dim)];
       const int64_t step = s->step.value_or(1);
       if (step <= 0) refuse();
-      const sym::Expr start = s->start ? clamp_bound(c, *s->start, size) : sym::Expr(0);
-      sym::Expr end = s->stop ? clamp_bound(c, *s->stop, size) : size;
-      if (!known(c, start, sym::RelOp::Le, end)) {
-        if (!known(c, end, sym::RelOp::Le, start)) refuse();
-        end = start;  // empty
-      }
+      auto bound = [](const std::optional<int64_t>& v) { return v ? std::optional<sym::Expr>(*v) : std::nullopt; };
+      const auto [start, end] = clamped_range(c, bound(s->start), bound(s->stop), size);
       if (!(start == sym::Expr(0) && end == size && step == 1)) {
         cur = slice_symbolic(rw, cur, dim, start, end, step);
         emitted = true;
@@ -358,18 +363,13 @@ SliceBounds slice_bounds(Ctx& c, ValueId x) {
   const sym::Expr size = c.rw.type(x).sizes[static_cast<size_t>(dim)];
   const int64_t step = c.int_arg("step");
   if (step <= 0) refuse();
-  auto bound = [&](std::string_view name, const sym::Expr& absent) {
-    if (c.none(name)) return absent;
+  auto bound = [&](std::string_view name) -> std::optional<sym::Expr> {
+    if (c.none(name)) return std::nullopt;
     std::optional<sym::Expr> v = size_literal(c.arg(name));
     if (!v) refuse();
-    return clamp_bound(c, *v, size);
+    return v;
   };
-  const sym::Expr start = bound("start", 0);
-  sym::Expr end = bound("end", size);
-  if (!known(c, start, sym::RelOp::Le, end)) {
-    if (!known(c, end, sym::RelOp::Le, start)) refuse();
-    end = start;  // empty
-  }
+  const auto [start, end] = clamped_range(c, bound("start"), bound("end"), size);
   return {dim, start, end, step};
 }
 
