@@ -284,9 +284,12 @@ Result infer_arange(const Call& call) {
       std::optional<bool> b = as_bool(&operand);
       if (!b) return std::nullopt;
       requires_grad = *b;
-    } else if (name == "device") {
+    } else if (name == "device") {  // a torch.device or its string ("cuda:0")
       const ir::Device* d = operand.kind == Operand::Kind::Literal ? std::get_if<ir::Device>(&operand.literal) : nullptr;
+      const std::string* text = operand.kind == Operand::Kind::Literal ? std::get_if<std::string>(&operand.literal) : nullptr;
+      std::optional<ir::Device> parsed = text ? ir::device_from_string(*text) : std::nullopt;
       if (d) device = *d;
+      else if (parsed) device = *parsed;
       else if (!is_none(&operand)) return std::nullopt;
     } else if (!(name == "dtype" || ((name == "layout" || name == "pin_memory") && is_none(&operand)))) {
       return std::nullopt;  // start=/end=/step=, out=, a layout
