@@ -410,16 +410,21 @@ void select_rule(Ctx& c) {
   c.finish(select(c.rw, x, dim, k));
 }
 
+// narrow(x, dim, start, length): slice(start, start + length) when it lies inside the dim for every value of the
+// symbols (start and length ints or sizes; a negative int start counts from the end); else torch raises.
 void narrow(Ctx& c) {
   ValueId x = c.tensor("input");
   int64_t rank = rank_of(c.rw, x);
   if (rank == 0) refuse();
   int64_t dim = norm_dim(c.int_arg("dim"), rank);
-  int64_t size = const_sizes(c.rw.type(x))[dim];
-  int64_t start = c.int_arg("start"), length = c.int_arg("length");
-  if (start < 0) start += size;
-  if (start < 0 || length < 0 || start + length > size) refuse();
-  c.finish(slice(c.rw, x, dim, start, start + length, 1));
+  const sym::Expr size = c.rw.type(x).sizes[static_cast<size_t>(dim)];
+  std::optional<sym::Expr> start = size_literal(c.arg("start")), length = size_literal(c.arg("length"));
+  if (!start || !length) refuse();
+  if (start->is_constant() && start->constant() < 0) start = size + *start;
+  if (!known(c, 0, sym::RelOp::Le, *start) || !known(c, 0, sym::RelOp::Le, *length) ||
+      !known(c, *start + *length, sym::RelOp::Le, size))
+    refuse();
+  c.finish(slice_symbolic(c.rw, x, dim, *start, *start + *length, 1));
 }
 
 // split, chunk: consecutive slices whose lengths are the recorded results' sizes along dim.

@@ -43,6 +43,16 @@ struct Operands {
   std::deque<ir::TensorType> tensors;
   std::vector<shapes::Operand> args;
   std::vector<std::pair<std::string, shapes::Operand>> kwargs;
+  // The symbols the call names, with the facts the trace gives a size symbol: [2, inf].
+  sym::Symbols facts;
+
+  void note_symbols(const sym::Expr& e) {
+    std::set<std::string> names;
+    sym::free_symbols(e, names);
+    for (const std::string& n : names)
+      if (std::none_of(facts.begin(), facts.end(), [&](const sym::SymbolInfo& f) { return f.name == n; }))
+        facts.push_back(sym::SymbolInfo{n});
+  }
 
   shapes::Operand convert(PyObject* o) {
     frontend::TensorMeta meta;
@@ -64,7 +74,11 @@ struct Operands {
     // Tests spell a symbolic int as a string "$s0*12" (no Python value is one).
     if (PyUnicode_Check(o)) {
       const char* text = PyUnicode_AsUTF8(o);
-      if (text && text[0] == '$') return shapes::Operand::of_literal(ir::Arg::of_size(sym::parse_expr(text + 1)).literal);
+      if (text && text[0] == '$') {
+        const sym::Expr e = sym::parse_expr(text + 1);
+        note_symbols(e);
+        return shapes::Operand::of_literal(ir::Arg::of_size(e).literal);
+      }
     }
     if (PyComplex_CheckExact(o)) return shapes::Operand::of_complex({PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)});
     if (auto lit = literal_of(o)) return shapes::Operand::of_literal(std::move(*lit));
@@ -81,10 +95,10 @@ struct Operands {
 std::optional<std::vector<ir::TensorType>> infer(const std::string& op, const Operands& operands, bool grad_enabled,
                                                  ir::DType default_dtype) {
   if (auto core = ir::op_from_name(op))
-    return shapes::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype);
+    return shapes::infer_result_types(*core, operands.args, operands.kwargs, grad_enabled, default_dtype, &operands.facts);
   if (!shapes::has_torch_call_rule(op))
     throw std::invalid_argument("no core op or torch callable with a shape rule named '" + op + "'");
-  return shapes::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype);
+  return shapes::infer_torch_call_types(op, operands.args, operands.kwargs, grad_enabled, default_dtype, &operands.facts);
 }
 
 ir::DType dtype_named(const std::string& name) {
@@ -142,6 +156,7 @@ void make_symbolic(Operands& operands, const nb::list& symbolic) {
                                   std::to_string(arg));
     auto* t = const_cast<ir::TensorType*>(o->tensor);
     t->sizes[dim] = sym::parse_expr(name);
+    operands.note_symbols(t->sizes[dim]);
     changed.insert(t);
   }
   for (ir::TensorType* t : changed) restride(*t);

@@ -228,6 +228,7 @@ Result infer_symbolic_view(const Call& call);
 // Tensor.repeat, over sizes constant or symbolic (a torch-call rule that reads sizes as expressions).
 Result infer_repeat(const Call& call);
 Result infer_repeat_interleave(const Call& call);  // an int count, over sizes constant or symbolic
+Result infer_narrow(const Call& call);  // bounds inside the dim for every value of the symbols
 
 // ---- Size formulas (infer_result_sizes) -------------------------------------------------------
 

@@ -539,6 +539,31 @@ Result infer_repeat(const Call& call) {
   return one(t);
 }
 
+// narrow(x, dim, start, length) with start and length ints or sizes: a view of x whose dim is `length` long,
+// when the symbols' facts place [start, start + length) inside the dim (a negative int start counts from the
+// end); otherwise the meta kernel answers (a symbolic call pins, a static one raises there).
+Result infer_narrow(const Call& call) {
+  auto b = bind(call, {"input|self", "dim", "start", "length"});
+  if (!b || !(*b)[0] || !(*b)[3]) return std::nullopt;
+  const ir::TensorType* x = tensor_of((*b)[0]);
+  std::optional<int64_t> dim = as_int((*b)[1]);
+  std::optional<Expr> start = as_size((*b)[2]), length = as_size((*b)[3]);
+  std::optional<int64_t> d = x && dim ? wrap(*dim, rank(*x)) : std::nullopt;
+  if (!d || !start || !length) return std::nullopt;
+  const Expr& size = x->sizes[static_cast<size_t>(*d)];
+  if (start->is_constant() && start->constant() < 0) start = size + *start;
+  static const sym::Symbols kNoFacts;  // symbols unbounded: only constant bounds are placed
+  auto known = [&](const Expr& a, const Expr& b) {
+    return sym::statically_known(sym::Rel{a, sym::RelOp::Le, b}, call.facts ? *call.facts : kNoFacts) == true;
+  };
+  if (!known(0, *start) || !known(0, *length) || !known(*start + *length, size)) return std::nullopt;
+  Exprs sizes = x->sizes;
+  sizes[static_cast<size_t>(*d)] = *length;
+  ir::TensorType t = view_type(*x, sizes, x->strides);
+  t.requires_grad = call.grad_enabled && x->requires_grad;
+  return one(t);
+}
+
 // repeat_interleave(x, repeats, dim) with an int count k >= 0: x's sizes with dim's times k, or without dim
 // one dim of numel times k; contiguous. Sizes constant or symbolic. Tensor counts (data) and output_size
 // go to the meta kernel.

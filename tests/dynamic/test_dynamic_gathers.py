@@ -1,7 +1,8 @@
-"""Slices, F.embedding, torch.diff, slice_scatter, advanced indexing by aranges and by lists of ints, repeat,
-repeat_interleave, full_like and group_norm over symbolic sizes compile into Ember's kernels (decompose_views.cpp,
-lowering/views.cpp, issue 14): one graph serves every length, results equal eager's, and no torch call is left where the static graph has none. Bounds and indices that
-the symbols' facts cannot place stay with torch (it clamps, wraps or raises), with eager's results."""
+"""Slices, F.embedding, torch.diff, slice_scatter, advanced indexing by aranges and by lists of ints, narrow,
+repeat, repeat_interleave, full_like and group_norm over symbolic sizes compile into Ember's kernels
+(decompose_views.cpp, lowering/views.cpp, issue 14): one graph serves every length, results equal eager's, and
+no torch call is left where the static graph has none. Bounds and indices that the symbols' facts cannot place
+stay with torch (it clamps, wraps or raises), with eager's results."""
 import contextlib
 import logging
 
@@ -67,6 +68,8 @@ CASES = {
     "repeat_interleave": (lambda x: x.repeat_interleave(2, dim=1) * 2, lambda t: (torch.randn(3, t),)),
     "full_like": (lambda x: torch.full_like(x, -1.5) + x, lambda t: (torch.randn(2, t),)),
     "list_index": (lambda x: x[..., [-2], :] * x[:, [0, 2], :].sum(1, keepdim=True), lambda t: (torch.randn(2, t, 4, 3),)),
+    "narrow_by_size": (lambda x: x.narrow(1, 1, x.shape[1] - 2) * 2 + torch.narrow(x, 1, -2, 1),
+                       lambda t: (torch.randn(3, t),)),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), lambda t: (torch.randn(2, 4, t), torch.randn(4), torch.randn(4))),
 }
 

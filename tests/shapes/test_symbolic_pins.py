@@ -1,6 +1,6 @@
 """Rules that used to pin sizes under dynamic=True (issue 14's probe of transformers models,
 `python -m ember.bench dynamic --probe`): gather and index_select (stand-ins), embedding of expanded
-indices (any layout), in-place `x += y` (operator.iadd ...), Tensor.repeat and repeat_interleave (over expressions). Each
+indices (any layout), in-place `x += y` (operator.iadd ...), Tensor.repeat and repeat_interleave (over expressions), narrow. Each
 symbolic answer, with s0 replaced by a value, must be torch's meta result for that value."""
 import pytest
 import torch
@@ -97,6 +97,21 @@ def test_repeat_interleave_over_symbolic_sizes(n):
         # counts in a tensor are data; output_size goes to the meta kernel
         counts = torch.empty(n, dtype=torch.long, device="meta")
         assert shapes.infer_result_types(name, (x, counts), {"dim": 1}, True, "float32", [(0, 1)]) is None
+
+
+@pytest.mark.parametrize("n", [3, 7])
+def test_narrow_by_sizes(n):
+    x = torch.empty(4, n, device="meta")
+    for name, fn in (("torch.Tensor.narrow", torch.Tensor.narrow), ("torch.narrow", torch.narrow)):
+        got, at_n = check(name, fn, [x, 0, 1, 2], [(0, 1)], n)  # a constant slice of a symbolic tensor
+        assert at_n == meta_result(fn, x, 0, 1, 2)
+        got = shapes.infer_result_types(name, (x, 1, 1, "$s0 + -2"), {}, True, "float32", [(0, 1)])
+        assert got[0][1] == (4, "s0 + -2"), got
+        assert evaluate(got, n) == meta_result(fn, x, 1, 1, n - 2)
+        got = shapes.infer_result_types(name, (x, -1, -2, 2), {}, True, "float32", [(0, 1)])
+        assert evaluate(got, n) == meta_result(fn, x, -1, -2, 2)
+        # 3 elements fit for s0 >= 3 only: the rule declines (the trace pins or guards)
+        assert shapes.infer_result_types(name, (x, 1, 0, 3), {}, True, "float32", [(0, 1)]) is None
 
 
 @pytest.mark.parametrize("n", [3, 6])
