@@ -1,6 +1,8 @@
 // Checks recorded node types against the shape rules; the contract is in check_types.h.
 #include "shapes/check_types.h"
 
+#include <algorithm>
+
 #include "shapes/shape_rules.h"
 
 namespace ember::shapes {
@@ -36,9 +38,17 @@ std::vector<std::string> check_node_types(const ir::Graph& graph) {
     std::vector<std::pair<std::string, Operand>> kwargs = operands_of(node.kwargs, graph);
     std::optional<std::vector<ir::TensorType>> first;
     bool ok = false;
+    // A factory that names no device gets torch's default device (a `with torch.device(...)` block):
+    // the trace resolves it, the rule cannot, so the recorded one stands.
+    const bool default_device =
+        op_info(node.op).family == ir::OpFamily::Factory &&
+        std::none_of(node.kwargs.begin(), node.kwargs.end(), [](const auto& kv) { return kv.first == "device"; });
     for (ir::DType default_dtype : {ir::DType::Float32, ir::DType::Float64}) {
       auto ruled = infer_result_types(node.op, args, kwargs, /*grad_enabled=*/true, default_dtype);
       if (!ruled) continue;
+      if (default_device)
+        for (size_t i = 0; i < ruled->size() && i < node.results.size(); ++i)
+          (*ruled)[i].device = graph.value(node.results[i]).type.device;
       if (!first) first = ruled;
       if (agrees(*ruled, graph, node)) ok = true;
     }

@@ -75,3 +75,18 @@ def test_symbolic_sizes():
     assert problems[0].startswith("node 0 (add): recorded f64[s0, 8]"), problems
     assert problems[1].startswith("node 1 (reshape): recorded f32[7]{1} cpu, its shape rule gives f32[8*s0]"), problems
     assert problems[2].startswith("node 2 (split): recorded f32[7]{1} cpu, f32[7]{1} cpu, its shape rule gives f32[s0, 4]"), problems
+
+
+def test_a_factory_without_a_device_keeps_the_recorded_one():
+    # torch.arange(n) under `with torch.device("cuda")`: the default device is the trace's to resolve, so the
+    # rule's answer is compared without it; a device named in the call is compared, as is every other part.
+    graph = ir.parse("""graph @g() {
+  %0 = arange(2) : i64[2]{1} cuda:0
+  %1 = arange(3, device=device("cpu")) : i64[3]{1} cuda:0
+  %2 = arange(4) : i32[4]{1} cuda:0
+  return (%0, %1, %2)
+}""")
+    problems = shapes.check_node_types(graph)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("node 1 (arange): recorded i64[3]{1} cuda:0, its shape rule gives i64[3]{1} cpu")
+    assert problems[1].startswith("node 2 (arange): recorded i32[4]"), problems
