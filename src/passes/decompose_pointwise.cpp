@@ -327,6 +327,20 @@ void add_pointwise_rules(RuleMap& rules) {
     Op o = op;
     rules[name] = [o](Ctx& c) { binary_rule(c, o); };
   }
+  // torch.max(a, b) / torch.min(a, b) of two tensors are maximum / minimum (NaN-propagating, as those); their
+  // reduction forms (one tensor, a dim) stay with torch.
+  const std::pair<const char*, Op> kExtremes[] = {{"torch.max", Op::Maximum}, {"torch.Tensor.max", Op::Maximum},
+                                                  {"torch.min", Op::Minimum}, {"torch.Tensor.min", Op::Minimum}};
+  for (const auto& [name, op] : kExtremes) {
+    Op o = op;
+    rules[name] = [o](Ctx& c) {
+      const ir::Node& n = c.node;
+      if (n.args.size() != 2 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::Value ||
+          n.args[1].kind != Arg::Kind::Value)
+        refuse();
+      binary_rule(c, o);
+    };
+  }
   rules["operator.neg"] = [](Ctx& c) {
     const ir::Node& n = c.node;
     if (n.args.size() != 1 || !n.kwargs.empty()) refuse();

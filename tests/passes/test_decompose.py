@@ -150,6 +150,11 @@ def cases():
         c[f"scalar_first_pow_div_{dt}".replace("torch.", "")] = (
             lambda a, i: (2 ** a, torch.pow(2.5, a), 10000 ** (a / 8), 3 / a, 1 / a, 2.0 ** i, 3 / i),
             (x(4, 8, dtype=dt), torch.arange(-4, 4)))
+    # torch.max / torch.min of two tensors are maximum / minimum (WavLM's relative position buckets); NaNs propagate.
+    c["max_min_of_two_tensors"] = (lambda a, b, i: (torch.min(a, b), torch.max(a, torch.full_like(a, 0.5)), a.max(b),
+                                                    torch.min(i, i + 1), a.min(b.double())),
+                                   (x(4, 5).masked_fill(torch.eye(4, 5, dtype=torch.bool), float("nan")), x(4, 5),
+                                    torch.randint(0, 9, (4, 5))))
     c["sum_f16"] = (lambda a: (a.sum(-1), a.sum(), torch.sum(a, 0, dtype=torch.float32), a.amax(-1), a.amin((0, 1))),
                     (x(4, 64, dtype=torch.float16),))
     return c
