@@ -1,4 +1,5 @@
 """Ember's public API: compile, explain, stats, reset, disable, Unsupported, InternalError (DESIGN.md)."""
+import contextlib
 import dataclasses
 import functools
 from builtins import compile as builtins_compile
@@ -40,6 +41,21 @@ def _core():
 _collectors = threading.local()
 _logged_once = set()
 _warned_limit = set()
+
+
+@contextlib.contextmanager
+def collecting_events():
+    """Within the block, every compiler event of this thread is appended, as (event, info), to the list
+    it yields (explain, and the benchmarks' compile breakdowns and probes)."""
+    events = []
+    stack = getattr(_collectors, "stack", None)
+    if stack is None:
+        stack = _collectors.stack = []
+    stack.append(events)
+    try:
+        yield events
+    finally:
+        stack.remove(events)
 
 
 def _ensure_log_handler():
@@ -343,15 +359,8 @@ def explain(fn, **compile_kwargs):
     """explain(fn)(*args, **kwargs) compiles fn afresh, runs it once and reports what was captured."""
 
     def run(*args, **kwargs):
-        events = []
-        stack = getattr(_collectors, "stack", None)
-        if stack is None:
-            stack = _collectors.stack = []
-        stack.append(events)
-        try:
+        with collecting_events() as events:
             compile(fn, **compile_kwargs)(*args, **kwargs)
-        finally:
-            stack.remove(events)
         compiles = [info for event, info in events if event == "compile"]
         # A segment of a frame with no tensor op compiles to no graph (as in Dynamo).
         graphs = [info for info in compiles if info["ops"] > 0]

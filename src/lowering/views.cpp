@@ -210,7 +210,7 @@ std::string lower_slice(Lowerer& L, const ir::Node& node, ir::ValueId x, ir::Val
   // bounds the symbols' facts cannot place (the extern call does the same).
   const Expr& size = L.type(x).sizes[*d];
   auto known = [&](const Expr& a, const Expr& b) {
-    return sym::statically_known(sym::Rel{a, sym::RelOp::Le, b}, L.graph().symbols) == true;
+    return sym::provable(sym::Rel{a, sym::RelOp::Le, b}, L.graph().symbols);
   };
   if (!known(0, *start) || !known(*start, *end) || !known(*end, size)) return "bounds not known to lie within the size";
   const int64_t dd = *d, st = *step;

@@ -80,6 +80,7 @@ const RuleMap& rules() {
     add_pointwise_rules(r);
     add_reduction_rules(r);
     add_view_rules(r);
+    add_subscript_rules(r);
     return r;
   }();
   return kRules;

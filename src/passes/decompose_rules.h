@@ -14,6 +14,7 @@
 
 #include "passes/builders.h"
 #include "passes/signatures.h"
+#include "sym/relation.h"
 
 namespace ember::passes::decomp {
 
@@ -41,7 +42,13 @@ struct Ctx {
   const ir::TensorType& result_type(size_t i = 0) const;
   // Binds result i of the node to `v`; a value emitted by this rule takes the recorded type.
   void finish(ValueId v, size_t i = 0);
+  // Whether `a op b` holds for every value the graph's symbols can take (sym::provable).
+  bool provable(const sym::Expr& a, sym::RelOp op, const sym::Expr& b) const {
+    return sym::provable(sym::Rel{a, op, b}, rw.source().symbols);
+  }
 };
+
+inline int64_t rank_of(Rewriter& rw, ValueId x) { return static_cast<int64_t>(rw.type(x).sizes.size()); }
 
 using Rule = std::function<void(Ctx&)>;
 using RuleMap = std::map<std::string, Rule, std::less<>>;
@@ -49,5 +56,6 @@ using RuleMap = std::map<std::string, Rule, std::less<>>;
 void add_pointwise_rules(RuleMap& rules);
 void add_reduction_rules(RuleMap& rules);  // reductions, softmax family, norms, losses
 void add_view_rules(RuleMap& rules);       // views, data movement, conversions, factories, linear
+void add_subscript_rules(RuleMap& rules);  // getitem, slice, select, narrow, split, chunk, unbind
 
 }  // namespace ember::passes::decomp

@@ -303,9 +303,7 @@ Result infer_arange(const Call& call) {
   // The extent ceil((end - start) / k), >= 0 for every value of the symbols.
   const sym::Expr span = k > 0 ? end - start : start - end;
   const sym::Expr extent = floordiv(span + sym::Expr(std::abs(k) - 1), sym::Expr(std::abs(k)));
-  static const sym::Symbols kNoFacts;  // symbols unbounded: only a constant span is placed
-  if (sym::statically_known(sym::Rel{0, sym::RelOp::Le, span}, call.facts ? *call.facts : kNoFacts) != true)
-    return std::nullopt;
+  if (!sym::provable(sym::Rel{0, sym::RelOp::Le, span}, call.symbols())) return std::nullopt;
   ir::TensorType t;
   t.dtype = dtype;
   t.sizes = {extent};

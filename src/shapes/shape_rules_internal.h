@@ -35,6 +35,11 @@ struct Call {
   bool grad_enabled;
   ir::DType default_dtype;
   const sym::Symbols* facts = nullptr;  // the symbols' ranges, where known (shape_rules.h)
+  // The facts, or none (every symbol unbounded: only constant relations are proven).
+  const sym::Symbols& symbols() const {
+    static const sym::Symbols kNone;
+    return facts ? *facts : kNone;
+  }
 };
 
 // ---- Binding operands to parameters ----------------------------------------------------------

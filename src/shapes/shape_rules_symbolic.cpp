@@ -121,7 +121,7 @@ std::optional<std::vector<size_t>> strict_order(const ir::TensorType& t, const s
     (t.sizes[d] == sym::Expr(1) ? order : rest).push_back(d);
   }
   auto less = [&](size_t a, size_t b) {
-    return sym::statically_known(sym::Rel{t.strides[a], sym::RelOp::Lt, t.strides[b]}, symbols) == std::optional<bool>(true);
+    return sym::provable(sym::Rel{t.strides[a], sym::RelOp::Lt, t.strides[b]}, symbols);
   };
   for (size_t i = 0; i < rest.size(); ++i)
     for (size_t j = i + 1; j < rest.size(); ++j)

@@ -435,7 +435,7 @@ bool suggests_contiguous(const ir::TensorType& t) {
   std::set<std::string> names;
   for (const Expr& e : {t.strides[1], t.strides[3], t.sizes[1]}) sym::free_symbols(e, names);
   for (const std::string& n : names) symbols.push_back(sym::SymbolInfo{n});
-  return sym::statically_known(sym::Rel{t.strides[3], sym::RelOp::Lt, c}, symbols) == true;
+  return sym::provable(sym::Rel{t.strides[3], sym::RelOp::Lt, c}, symbols);
 }
 
 // cat of tensors of one dtype and device whose memory format is contiguous; the cat dim's sizes
@@ -552,10 +552,7 @@ Result infer_narrow(const Call& call) {
   if (!d || !start || !length) return std::nullopt;
   const Expr& size = x->sizes[static_cast<size_t>(*d)];
   if (start->is_constant() && start->constant() < 0) start = size + *start;
-  static const sym::Symbols kNoFacts;  // symbols unbounded: only constant bounds are placed
-  auto known = [&](const Expr& a, const Expr& b) {
-    return sym::statically_known(sym::Rel{a, sym::RelOp::Le, b}, call.facts ? *call.facts : kNoFacts) == true;
-  };
+  auto known = [&](const Expr& a, const Expr& b) { return sym::provable(sym::Rel{a, sym::RelOp::Le, b}, call.symbols()); };
   if (!known(0, *start) || !known(0, *length) || !known(*start + *length, size)) return std::nullopt;
   Exprs sizes = x->sizes;
   sizes[static_cast<size_t>(*d)] = *length;

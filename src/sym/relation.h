@@ -42,6 +42,8 @@ Rel parse_rel(std::string_view text);
 bool evaluate(const Rel& rel, const SymbolLookup& lookup);
 
 std::optional<bool> statically_known(const Rel& rel, const Symbols& symbols);
+// Whether statically_known proves `rel` (true at every assignment the facts allow).
+inline bool provable(const Rel& rel, const Symbols& symbols) { return statically_known(rel, symbols) == true; }
 
 // Whether e is a multiple of k (k >= 1) at every assignment: for aligned vector loads.
 bool statically_known_multiple_of(const Expr& e, int64_t k, const Symbols& symbols);

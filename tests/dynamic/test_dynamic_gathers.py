@@ -1,8 +1,8 @@
 """Slices, F.embedding, torch.diff, slice_scatter, advanced indexing by aranges and by lists of ints, narrow,
 repeat, repeat_interleave, full_like and group_norm over symbolic sizes compile into Ember's kernels
-(decompose_views.cpp, lowering/views.cpp, issue 14): one graph serves every length, results equal eager's, and
-no torch call is left where the static graph has none. Bounds and indices that the symbols' facts cannot place
-stay with torch (it clamps, wraps or raises), with eager's results."""
+(decompose_views.cpp, decompose_subscripts.cpp, lowering/views.cpp, issue 14): one graph serves every length,
+results equal eager's, and no torch call is left where the static graph has none. Bounds and indices that the
+symbols' facts cannot place stay with torch (it clamps, wraps or raises), with eager's results."""
 import contextlib
 import logging
 

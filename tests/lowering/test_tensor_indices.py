@@ -1,5 +1,5 @@
 """Advanced indexing with index tensors, F.embedding, torch.diff, constant F.pad and Tensor.new_* compile into
-Ember's kernels (decompose_views.cpp: index_select of the merged indexed dims, cat and slices, full) instead of
+Ember's kernels (decompose_subscripts.cpp: index_select of the merged indexed dims, cat and slices, full) instead of
 running through torch: results equal eager's, bad indices raise IndexError, gradients flow where they should."""
 import logging
 

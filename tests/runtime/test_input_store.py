@@ -13,17 +13,12 @@ import ember.api
 @contextlib.contextmanager
 def compiles():
     """The compile events' infos (loop IR, code) while the block runs."""
-    events = []
-    stack = getattr(ember.api._collectors, "stack", None)
-    if stack is None:
-        stack = ember.api._collectors.stack = []
-    stack.append(events)
     infos = []
-    try:
-        yield infos
-    finally:
-        stack.remove(events)
-        infos += [info for event, info in events if event == "compile" and info["ops"] > 0]
+    with ember.api.collecting_events() as events:
+        try:
+            yield infos
+        finally:
+            infos += [info for event, info in events if event == "compile" and info["ops"] > 0]
 
 
 def scale_shift(x, y):

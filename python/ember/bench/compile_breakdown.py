@@ -23,24 +23,19 @@ def collect():
     from ember import api
     from ember._triton import compile as triton_compile
 
-    events = []
-    stack = getattr(api._collectors, "stack", None)
-    if stack is None:
-        stack = api._collectors.stack = []
-    stack.append(events)
     triton_compile.reset_stats()
     out = {}
-    try:
-        yield out
-    finally:
-        stack.remove(events)
-        graphs = [info for event, info in events if event == "compile" and info["ops"] > 0]
-        stages = {}
-        for info in graphs:
-            for name, seconds in info["stage_seconds"]:
-                stages[name] = stages.get(name, 0.0) + seconds
-        out.update(graphs=len(graphs), trace_s=sum(info["seconds"] for info in graphs), stages_s=stages,
-                   triton=triton_compile.stats())
+    with api.collecting_events() as events:
+        try:
+            yield out
+        finally:
+            graphs = [info for event, info in events if event == "compile" and info["ops"] > 0]
+            stages = {}
+            for info in graphs:
+                for name, seconds in info["stage_seconds"]:
+                    stages[name] = stages.get(name, 0.0) + seconds
+            out.update(graphs=len(graphs), trace_s=sum(info["seconds"] for info in graphs), stages_s=stages,
+                       triton=triton_compile.stats())
 
 
 def line(breakdown):

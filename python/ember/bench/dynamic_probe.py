@@ -83,15 +83,8 @@ def _externs(events):
 def _compile_events(fn):
     """Runs fn() with Ember's compile events collected; returns them."""
     from ember import api
-    events = []
-    stack = getattr(api._collectors, "stack", None)
-    if stack is None:
-        stack = api._collectors.stack = []
-    stack.append(events)
-    try:
+    with api.collecting_events() as events:
         fn()
-    finally:
-        stack.remove(events)
     return events
 
 

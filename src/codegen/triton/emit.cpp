@@ -270,7 +270,7 @@ class KernelEmitter {
     if (largest(simple, program_.symbols) <= limit) return;
     // One relation implies another when its side is known to be at least the other's (`s0 <= s0*s1`).
     auto implies = [&](const sym::Expr& big, const sym::Expr& small) {
-      return sym::statically_known(sym::Rel{small, sym::RelOp::Le, big}, program_.symbols) == true;
+      return sym::provable(sym::Rel{small, sym::RelOp::Le, big}, program_.symbols);
     };
     for (const sym::Rel& a : assumptions_)
       if (implies(a.lhs, simple)) return;

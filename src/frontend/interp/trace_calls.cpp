@@ -367,12 +367,10 @@ VarRef Trace::record_call(PyObject* callable, const std::vector<VarRef>& args,
   // A factory's meta kernel gives its dtype and layout; its sizes are its arguments'.
   std::optional<std::vector<ir::TensorType>> factory_shape;
   bool formulas_tried = false;
-  // Factories take the meta kernel (it knows their defaults of dtype and device) unless a size
-  // is symbolic: only a shape rule answers then. arange's rule knows its dtypes (its meta kernel
-  // imports sympy: seconds of a fresh process's first compile).
-  bool core_rule = kind.kind == CallableKind::CoreOp &&
-                   (!kind.makes_tensors() || symbolic_args || kind.op == ir::Op::Arange) &&
-                   core_op_applies(kind.op, args, kwargs);
+  // Factories ask their rule too: arange's answers its dtype (its meta kernel imports sympy, seconds of
+  // a fresh process's first compile); the others have none, and the meta kernel, which knows their
+  // default dtype and device, answers unless a size is symbolic (then only a shape rule does).
+  bool core_rule = kind.kind == CallableKind::CoreOp && core_op_applies(kind.op, args, kwargs);
   // Generic captures, and operator-module functions the interpreter records as torch nodes (`1.0 - x`).
   bool torch_rule = (kind.kind == CallableKind::TorchOp || kind.kind == CallableKind::Operator) &&
                     shapes::has_torch_call_rule(name);
