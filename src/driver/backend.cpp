@@ -216,7 +216,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
       report->code = codegen::print(*c.triton);
       runtime::TritonBuildOptions tb;
       tb.cache_dir = options.cache_dir;
-      std::vector<runtime::TritonCode::Runnable> runnables;
+      std::vector<std::vector<runtime::TritonCode::Runnable>> runnables;
       // Build only: the cubins a CUDA device would run, for a graph whose tensors are on the CPU.
       const ir::Device build_for = options.triton_build_only ? ir::Device{"cuda", 0} : target.device;
       try {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -26,6 +27,7 @@ bool symbolic_size(const codegen::TritonParam& p) {
 // The bits of a divisibility class above this are the tuning bucket; a kernel with more symbolic
 // sizes leaves the rest unspecialized (never promised).
 constexpr size_t kClassBits = 32;
+constexpr uint64_t kClassMask = (uint64_t{1} << kClassBits) - 1;
 
 int ceil_log2(int64_t v) {
   int bits = 0;
@@ -125,19 +127,49 @@ TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const code
   return job;
 }
 
-uint64_t hint_class(const codegen::TritonKernel& kernel) {
+namespace {
+
+// The class of `kernel` when its symbolic Size parameters take the values `value_of` gives.
+template <class ValueOf>
+uint64_t class_at(const codegen::TritonKernel& kernel, const ValueOf& value_of) {
   uint64_t bits = 0;
   size_t k = 0;
   for (const codegen::TritonParam& p : kernel.params)
     if (symbolic_size(p)) {
-      if (k < kClassBits && p.hint % 16 == 0) bits |= uint64_t{1} << k;
+      if (k < kClassBits && value_of(p) % 16 == 0) bits |= uint64_t{1} << k;
       ++k;
     }
   return bits;
 }
 
+}  // namespace
+
+std::vector<uint64_t> ahead_classes(const codegen::TritonKernel& kernel) {
+  std::vector<uint64_t> classes{class_at(kernel, [](const codegen::TritonParam& p) { return p.hint; })};
+  std::set<std::string> names;
+  for (const codegen::TritonParam& p : kernel.params)
+    if (symbolic_size(p)) sym::free_symbols(p.value, names);
+  if (names.empty()) return classes;
+  constexpr int kValuations = 5;  // a symbol 17 << v: an odd multiple of 2^v, v = 0 .. 4
+  const bool each_combination = names.size() <= 3;
+  size_t combinations = kValuations;
+  if (each_combination)
+    for (size_t i = 1; i < names.size(); ++i) combinations *= kValuations;
+  for (size_t c = 0; c < combinations && classes.size() < kClassesAhead; ++c) {
+    std::map<std::string, int64_t> values;
+    size_t rest = c;
+    for (const std::string& name : names) {
+      values[name] = int64_t{17} << (each_combination ? rest % kValuations : c);
+      rest /= kValuations;
+    }
+    const uint64_t bits = class_at(kernel, [&](const codegen::TritonParam& p) { return sym::evaluate(p.value, values); });
+    if (std::find(classes.begin(), classes.end(), bits) == classes.end()) classes.push_back(bits);
+  }
+  return classes;
+}
+
 TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
-                       std::vector<Runnable> runnables, TuneOptions tune)
+                       std::vector<std::vector<Runnable>> runnables, TuneOptions tune)
     : source_(std::move(source)), steps_(program.steps), tune_(std::move(tune)) {
   const size_t kernels = source_.kernels.size();
   if (runnables.size() != kernels + source_.matmul_templates.size() || kernels != program.kernels.size())
@@ -150,7 +182,9 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
   matmul_at_step_.assign(steps_.size(), -1);
   for (size_t t = 0; t < source_.matmul_templates.size(); ++t) {
     const codegen::MatmulTemplate& matmul = source_.matmul_templates[t];
-    Runnable& runnable = runnables[kernels + t];
+    std::vector<Runnable>& classes = runnables[kernels + t];
+    if (classes.empty()) throw std::invalid_argument("Triton code: matmul template " + matmul.kernel.name + " has no runnable");
+    const Runnable& runnable = classes.front();
     if (runnable.interpreted) continue;  // the extern path only: templates are timed on a device
     if (runnable.candidates.empty()) {  // no fallback is silent: say why the extern path stays
       const std::string why = runnable.dropped.empty() ? "no configs" : runnable.dropped.front();
@@ -171,7 +205,7 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
                                     " does not replace an extern step and the kernel step after it");
       auto slot = std::make_unique<MatmulSlot>();
       slot->matmul = &matmul;
-      slot->launch = make_launch(program, plan, matmul.kernel, &matmul, std::move(runnable));
+      slot->launch = make_launch(program, plan, matmul.kernel, &matmul, std::move(classes));
       matmul_at_step_[s] = static_cast<int>(matmuls_.size());
       matmuls_.push_back(std::move(slot));
       break;
@@ -179,31 +213,38 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
   }
 }
 
+std::unique_ptr<TritonCode::Variant> TritonCode::new_variant(uint64_t key, Runnable runnable) {
+  auto variant = std::make_unique<Variant>();
+  variant->key = key;
+  variant->runnable = std::move(runnable);
+  if (variant->runnable.candidates.size() == 1 || variant->runnable.interpreted) {
+    variant->choice.best = variant->runnable.candidates.front();
+    variant->choice.tuned = true;
+  }
+  return variant;
+}
+
 TritonCode::Launch TritonCode::make_launch(const loop_ir::Program& program, const memory::MemoryPlan& plan,
                                            const codegen::TritonKernel& kernel, const codegen::MatmulTemplate* matmul,
-                                           Runnable runnable) {
+                                           std::vector<Runnable> classes) {
   const bool symbolic = !program.symbols.empty();
   Launch launch;
   launch.kernel = &kernel;
   launch.matmul = matmul;
-  auto variant = std::make_unique<Variant>();
-  variant->key = hint_class(kernel);
-  variant->runnable = std::move(runnable);
-  std::vector<Candidate>& candidates = variant->runnable.candidates;
-  if (candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
-  for (const Candidate& c : candidates)
-    if (!c.kernel != static_cast<bool>(variant->runnable.interpreted))
-      throw std::invalid_argument("Triton code: kernel " + kernel.name +
-                                  " needs exactly one of a cubin per config or an interpreted function");
-  interpreted_ = interpreted_ || static_cast<bool>(variant->runnable.interpreted);
   // A kernel of a symbolic program may have constant sizes (it mentions no symbol): launched as static.
-  if (kernel.xnumel.is_constant()) {
-    launch.xnumel = kernel.xnumel.constant();
-    for (Candidate& c : candidates) std::tie(c.grid, c.grid_y) = grid_of(launch, c.config, launch.xnumel);
-  }
-  if (candidates.size() == 1 || variant->runnable.interpreted) {
-    variant->choice.best = candidates.front();
-    variant->choice.tuned = true;
+  if (kernel.xnumel.is_constant()) launch.xnumel = kernel.xnumel.constant();
+  if (classes.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no runnable");
+  for (Runnable& runnable : classes) {
+    if (runnable.candidates.empty()) throw std::invalid_argument("Triton code: kernel " + kernel.name + " has no config to run");
+    for (Candidate& c : runnable.candidates) {
+      if (!c.kernel != static_cast<bool>(runnable.interpreted))
+        throw std::invalid_argument("Triton code: kernel " + kernel.name +
+                                    " needs exactly one of a cubin per config or an interpreted function");
+      if (kernel.xnumel.is_constant()) std::tie(c.grid, c.grid_y) = grid_of(launch, c.config, launch.xnumel);
+    }
+    interpreted_ = interpreted_ || static_cast<bool>(runnable.interpreted);
+    const uint64_t key = runnable.divisible;
+    launch.variants.push_back(new_variant(key, std::move(runnable)));
   }
   for (const codegen::TritonParam& p : kernel.params) {
     Arg arg;
@@ -239,14 +280,14 @@ TritonCode::Launch TritonCode::make_launch(const loop_ir::Program& program, cons
     }
     launch.args.push_back(arg);
   }
-  for (const Candidate& c : candidates)
-    if (c.kernel && c.kernel->binary().param_types.size() != launch.args.size())
-      throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
-                                  std::to_string(c.kernel->binary().param_types.size()) +
-                                  " launched parameters, its source has " + std::to_string(launch.args.size()));
+  for (const std::unique_ptr<Variant>& v : launch.variants)
+    for (const Candidate& c : v->runnable.candidates)
+      if (c.kernel && c.kernel->binary().param_types.size() != launch.args.size())
+        throw std::invalid_argument("Triton code: kernel " + kernel.name + " was compiled with " +
+                                    std::to_string(c.kernel->binary().param_types.size()) +
+                                    " launched parameters, its source has " + std::to_string(launch.args.size()));
   if (matmul == nullptr)  // a template's sites are its epilogue kernel's, listed with it
     for (const std::string& site : kernel.check_sites) check_sites_.push_back(site);
-  launch.variants.push_back(std::move(variant));
   launch.mutex = std::make_unique<std::mutex>();
   return launch;
 }
@@ -350,22 +391,19 @@ std::vector<std::string> TritonCode::build_variants(const std::vector<MissingVar
   size_t j = 0;
   for (size_t m = 0; m < missing.size(); ++m) {
     const Launch& launch = *missing[m].launch;
-    auto made = std::make_unique<Variant>();
-    made->key = missing[m].key;
-    made->runnable.build_options = options;
+    Runnable runnable;
+    runnable.divisible = missing[m].key & kClassMask;
+    runnable.build_options = options;
     for (const Candidate& c : missing[m].first->runnable.candidates) {
       std::string reason;
       std::shared_ptr<const cuda::Kernel> kernel = kernel_of(std::move(binaries[j]), errors[j], &reason);
       ++j;
-      if (kernel) made->runnable.candidates.push_back({c.config, std::move(kernel)});
-      else made->runnable.dropped.push_back(c.config.str() + ": " + (why[m] = reason));
+      if (kernel) runnable.candidates.push_back({c.config, std::move(kernel)});
+      else runnable.dropped.push_back(c.config.str() + ": " + (why[m] = reason));
     }
-    if (made->runnable.candidates.empty()) continue;
+    if (runnable.candidates.empty()) continue;
     why[m].clear();
-    if (made->runnable.candidates.size() == 1) {
-      made->choice.best = made->runnable.candidates.front();
-      made->choice.tuned = true;
-    }
+    std::unique_ptr<Variant> made = new_variant(missing[m].key, std::move(runnable));
     std::lock_guard<std::mutex> lock(*launch.mutex);
     bool present = false;  // another thread may have built it meanwhile
     for (const std::unique_ptr<Variant>& v : launch.variants) present = present || v->key == made->key;
@@ -663,45 +701,61 @@ bool TritonCode::launch_interpreted(const Launch& launch, const ember_ctx* ctx, 
   return static_cast<bool>(done);
 }
 
-std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& source, const ir::Device& device,
-                                                  const TritonBuildOptions& options, bool* all_cached) {
+std::vector<std::vector<TritonCode::Runnable>> build_runnables(const codegen::TritonSource& source,
+                                                               const ir::Device& device,
+                                                               const TritonBuildOptions& options, bool* all_cached) {
   // Kernels, then matmul templates (compiled in the same batch; one that does not compile keeps
   // the extern path).
   std::vector<const codegen::TritonKernel*> kernels;
   for (const codegen::TritonKernel& k : source.kernels) kernels.push_back(&k);
   for (const codegen::MatmulTemplate& t : source.matmul_templates) kernels.push_back(&t.kernel);
-  std::vector<TritonCode::Runnable> runnables(kernels.size());
+  std::vector<std::vector<TritonCode::Runnable>> runnables(kernels.size());
   *all_cached = true;
   if (device.type == "cuda") {
+    struct JobOf {
+      size_t kernel, klass;
+      const codegen::TritonConfig* config;
+    };
     std::vector<TritonCompileJob> jobs;
-    std::vector<std::pair<size_t, const codegen::TritonConfig*>> job_of;  // (kernel, config) per job
+    std::vector<JobOf> job_of;
     for (size_t k = 0; k < kernels.size(); ++k) {
-      runnables[k].build_options = options;
-      for (const codegen::TritonConfig& config : kernels[k]->configs) {
-        jobs.push_back(specialized_job(*kernels[k], config, true, hint_class(*kernels[k])));
-        job_of.emplace_back(k, &config);
+      for (uint64_t divisible : ahead_classes(*kernels[k])) {
+        TritonCode::Runnable& runnable = runnables[k].emplace_back();
+        runnable.divisible = divisible;
+        runnable.build_options = options;
+        for (const codegen::TritonConfig& config : kernels[k]->configs) {
+          jobs.push_back(specialized_job(*kernels[k], config, true, divisible));
+          job_of.push_back({k, runnables[k].size() - 1, &config});
+        }
       }
     }
     std::vector<std::string> errors;
     std::vector<TritonBinary> binaries = build_triton_each(jobs, options, &errors);
     std::vector<std::string> first_error(kernels.size());
     for (size_t j = 0; j < binaries.size(); ++j) {
-      auto [k, config] = job_of[j];
+      const JobOf& of = job_of[j];
+      TritonCode::Runnable& runnable = runnables[of.kernel][of.klass];
       std::string why;
       const bool hit = binaries[j].cache_hit;
       if (std::shared_ptr<const cuda::Kernel> kernel = kernel_of(std::move(binaries[j]), errors[j], &why)) {
         *all_cached = *all_cached && hit;
-        runnables[k].candidates.push_back({*config, std::move(kernel)});
+        runnable.candidates.push_back({*of.config, std::move(kernel)});
         continue;
       }
-      runnables[k].dropped.push_back(config->str() + ": " + why);
-      if (first_error[k].empty()) first_error[k] = errors[j].empty() ? why : errors[j];
+      runnable.dropped.push_back(of.config->str() + ": " + why);
+      if (of.klass == 0 && first_error[of.kernel].empty()) first_error[of.kernel] = errors[j].empty() ? why : errors[j];
     }
-    for (size_t k = 0; k < source.kernels.size(); ++k)  // not the templates: the extern path stays
-      if (runnables[k].candidates.empty())
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      // A class ahead none of whose configs compiled is left to its first launch, which says why.
+      std::vector<TritonCode::Runnable>& classes = runnables[k];
+      classes.erase(std::remove_if(classes.begin() + 1, classes.end(),
+                                   [](const TritonCode::Runnable& r) { return r.candidates.empty(); }),
+                    classes.end());
+      if (k < source.kernels.size() && classes.front().candidates.empty())  // a template keeps the extern path
         throw TritonBuildError("Triton could not compile kernel " + source.kernels[k].name + " in any of its " +
                                    std::to_string(source.kernels[k].configs.size()) + " configs",
                                first_error[k]);
+    }
     return runnables;
   }
   PyRef module = PyRef::steal(PyImport_ImportModule("ember._triton.interpret"));
@@ -714,9 +768,11 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
     PyRef fn = source_text && name ? PyRef::steal(PyObject_CallFunctionObjArgs(load.get(), source_text.get(), name.get(), nullptr))
                                    : PyRef();
     if (!fn) throw std::runtime_error("loading Triton kernel " + kernel.name + " into the interpreter: " + pybridge::take_error_message());
-    runnables[k].candidates.push_back({kernel.configs.front(), nullptr});
-    runnables[k].interpreted = std::move(fn);
+    TritonCode::Runnable& runnable = runnables[k].emplace_back();
+    runnable.candidates.push_back({kernel.configs.front(), nullptr});
+    runnable.interpreted = std::move(fn);
   }
+  for (size_t t = source.kernels.size(); t < kernels.size(); ++t) runnables[t].emplace_back();  // templates: none
   *all_cached = false;
   return runnables;
 }

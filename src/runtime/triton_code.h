@@ -35,8 +35,10 @@
 // specialization, as Triton's JIT does it (3.6: an integer argument that is a multiple of 16 gets
 // "tt.divisibility" = 16): a symbolic kernel's cubins belong to a class, the set of its symbolic
 // Size parameters that are multiples of 16, promised to Triton at compile time; each launch
-// computes its class and runs only cubins of that class (built ahead for the hints' class, others
-// on first need, through the disk cache), so no cubin ever runs on sizes that break its promise.
+// computes its class and runs only cubins of that class, so no cubin ever runs on sizes that break
+// its promise. Built with the graph: the hints' class and the classes its sizes take when each
+// symbol is an odd multiple of 1, 2, 4, 8 or 16 (ahead_classes); any other on first need, through
+// the disk cache.
 // Triton's other specialization, an argument equal to 1, never applies: symbols are >= 2. With
 // several configs, tuning is per class and size bucket (next power of two of xnumel and rnumel),
 // the bucket part of the choice's disk key.
@@ -80,8 +82,9 @@ class TritonCode : public GraphCode {
     uint32_t grid = 0;  // programs on axis 0 for the kernel's xnumel: set once by TritonCode
     uint32_t grid_y = 1;  // a matmul template's batch
   };
-  // What runs one kernel.
+  // What runs one kernel in one divisibility class.
   struct Runnable {
+    uint64_t divisible = 0;  // the class: bit k, the k-th symbolic Size parameter is a multiple of 16
     // CUDA: the kernel's configs that compiled, in its order (the heuristic's first); more than
     // one are tuned at the first launch. The interpreter: the first config, without a kernel.
     std::vector<Candidate> candidates;
@@ -91,9 +94,10 @@ class TritonCode : public GraphCode {
   };
 
   // runnables[k] runs source.kernels[k], then runnables[kernels + t] source.matmul_templates[t]
-  // (empty candidates: the template did not compile). Throws std::invalid_argument on a mismatch.
+  // (empty candidates in the first: the template did not compile), one Runnable per class built,
+  // the first the hints'. Throws std::invalid_argument on a mismatch.
   TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
-             std::vector<Runnable> runnables, TuneOptions tune);
+             std::vector<std::vector<Runnable>> runnables, TuneOptions tune);
 
   int run(ember_ctx* ctx, Env& env) const override;
   bool needs_gil() const override { return interpreted_; }
@@ -132,7 +136,7 @@ class TritonCode : public GraphCode {
     int64_t xnumel = 0;                // a program without symbols
     std::vector<size_t> sized;         // symbolic programs: args of Size parameters, their class bits
     size_t rnumel_arg = SIZE_MAX;      // the rnumel argument, for the tuning bucket
-    // The first is built with the graph (the hints' class); others are added under `mutex`.
+    // The first ones are built with the graph (the hints' class first); others are added under `mutex`.
     mutable std::vector<std::unique_ptr<Variant>> variants;
     std::unique_ptr<std::mutex> mutex;
   };
@@ -145,8 +149,10 @@ class TritonCode : public GraphCode {
   };
   static constexpr int kUndecided = 0, kExtern = 1, kTemplate = 2;
 
+  // A variant of `runnable`'s cubins under `key`, its choice made when there is nothing to tune.
+  static std::unique_ptr<Variant> new_variant(uint64_t key, Runnable runnable);
   Launch make_launch(const loop_ir::Program& program, const memory::MemoryPlan& plan, const codegen::TritonKernel& kernel,
-                     const codegen::MatmulTemplate* matmul, Runnable runnable);
+                     const codegen::MatmulTemplate* matmul, std::vector<Runnable> classes);
   // Programs along axes 0 and 1 for `config` at this xnumel.
   std::pair<uint32_t, uint32_t> grid_of(const Launch& launch, const codegen::TritonConfig& config, int64_t xnumel) const;
   // The buffers a launch loads and stores, at this call's values: saved and restored around timing.
@@ -194,13 +200,16 @@ class TritonCode : public GraphCode {
   TuneOptions tune_;
 };
 
-// The runnables of `source` for `device`: on CUDA, every config of every kernel compiled through the
-// cubin cache in one batch (in parallel), those that fail dropped with their reason (a kernel none
-// of whose configs compiles throws); on the CPU, every kernel loaded into Triton's interpreter
-// (python/ember/_triton/interpret.py). Needs the GIL. Throws TritonBuildError, CacheError, or
-// std::runtime_error with the Python error's message.
-std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& source, const ir::Device& device,
-                                                  const TritonBuildOptions& options, bool* all_cached);
+// The runnables of `source` for `device`, per kernel (then per template) and class: on CUDA, every
+// config of every kernel in each of its ahead_classes compiled through the cubin cache in one batch
+// (in parallel), those that fail dropped with their reason (a kernel none of whose configs compiles
+// in the hints' class throws; another class none of whose do is left to its first launch); on the
+// CPU, every kernel loaded into Triton's interpreter (python/ember/_triton/interpret.py), one
+// class. Needs the GIL. Throws TritonBuildError, CacheError, or std::runtime_error with the Python
+// error's message.
+std::vector<std::vector<TritonCode::Runnable>> build_runnables(const codegen::TritonSource& source,
+                                                               const ir::Device& device,
+                                                               const TritonBuildOptions& options, bool* all_cached);
 
 // The compile job of `config` of `kernel` with its promises: every pointer 16-byte aligned when
 // `aligned`, and the symbolic Size parameters whose bit is set in `divisible` (bit k: the k-th
@@ -208,7 +217,12 @@ std::vector<TritonCode::Runnable> build_runnables(const codegen::TritonSource& s
 TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const codegen::TritonConfig& config, bool aligned,
                                  uint64_t divisible);
 
-// The divisibility class of `kernel` at its Size parameters' hints: the class built ahead.
-uint64_t hint_class(const codegen::TritonKernel& kernel);
+// The divisibility classes of `kernel` built with its graph: the class of its Size parameters'
+// hints, then the classes they fall in when every symbol they mention is an odd multiple of 1, 2, 4,
+// 8 or 16 (each combination for up to three symbols, all symbols alike beyond), distinct, at most
+// kClassesAhead: the classes a model served over many sizes meets, compiled in the graph's one
+// parallel batch rather than one batch per new class at the call that meets it. A static kernel: {0}.
+std::vector<uint64_t> ahead_classes(const codegen::TritonKernel& kernel);
+constexpr size_t kClassesAhead = 8;
 
 }  // namespace ember::runtime

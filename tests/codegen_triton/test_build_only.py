@@ -66,3 +66,15 @@ def test_a_recompile_with_a_symbolic_size_builds_its_kernels():
             torch.testing.assert_close(fn(x), softmax_plus(x))
     assert breakdown["graphs"] == 2, breakdown  # static, then rows symbolic
     assert breakdown["triton"]["batches"] == 2, breakdown
+
+
+def test_a_symbolic_graph_builds_the_classes_ahead():
+    # x * 2 + 1 over [s]: xnumel = s, a multiple of 16 at the first call (s = 48) and at s = 272
+    # (17 << 4), not at 17 << 0..3: two classes of its one kernel, built in the graph's one batch
+    # (runtime/triton_code.h, ahead_classes).
+    with compile_breakdown.collect() as breakdown:
+        fn = ember.compile(lambda x: x * 2 + 1, dynamic=True, options=BUILD_ONLY)
+        x = torch.randn(48)
+        torch.testing.assert_close(fn(x), x * 2 + 1)
+    assert breakdown["graphs"] == 1 and breakdown["triton"]["batches"] == 1, breakdown
+    assert breakdown["triton"]["jobs"] == 2, breakdown
