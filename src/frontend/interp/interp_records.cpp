@@ -10,6 +10,8 @@
 // and slices -> to_tuple()'s items, keys/values/items/get/in) are the same.
 // A compiled frame that returns a record returns a tuple of its field values with a rebuilder
 // (ember.records) in place of a namedtuple type: the runtime calls cls(**fields) after the graph.
+// A class with its own construction code is built that way only (RecordVar::built_after): the
+// runtime calls it with the arguments the code gave, and the trace reads nothing from it.
 #include <algorithm>
 
 #include "frontend/interp/interpreter.h"
@@ -64,16 +66,20 @@ std::string own_construction_code(PyObject* cls, OutputBase base) {
   if (base == OutputBase::TransformersModelOutput && wrapper_name && PyUnicode_Check(wrapper_name.get()) &&
       str_of(wrapper_name.get()) == "_BCCacheNameMeta.__setattr__.<locals>.__init__")
     init = PyRef::steal(PyObject_GetAttrString(init.get(), "__wrapped__"));
+  // @dataclass compiles its __init__ from text, inside a __create_fn__ (3.11-3.13); a file name of
+  // "<string>" alone would also take code a user ran through exec() or `python -c`.
   PyRef code = init ? PyRef::steal(PyObject_GetAttrString(init.get(), "__code__")) : PyRef();
   PyRef file = code ? PyRef::steal(PyObject_GetAttrString(code.get(), "co_filename")) : PyRef();
-  if (!file || !PyUnicode_Check(file.get()) || str_of(file.get()) != "<string>") {
+  PyRef qualname = code ? PyRef::steal(PyObject_GetAttrString(code.get(), "co_qualname")) : PyRef();
+  if (!file || !PyUnicode_Check(file.get()) || str_of(file.get()) != "<string>" || !qualname ||
+      !PyUnicode_Check(qualname.get()) || str_of(qualname.get()) != "__create_fn__.<locals>.__init__") {
     PyErr_Clear();
     return "its own __init__";
   }
   PyRef post = PyRef::steal(PyObject_GetAttrString(cls, "__post_init__"));
-  PyRef qualname = post ? PyRef::steal(PyObject_GetAttrString(post.get(), "__qualname__")) : PyRef();
+  PyRef post_name = post ? PyRef::steal(PyObject_GetAttrString(post.get(), "__qualname__")) : PyRef();
   const char* expected = base == OutputBase::TransformersModelOutput ? "ModelOutput.__post_init__" : "BaseOutput.__post_init__";
-  if (!qualname || !PyUnicode_Check(qualname.get()) || str_of(qualname.get()) != expected) {
+  if (!post_name || !PyUnicode_Check(post_name.get()) || str_of(post_name.get()) != expected) {
     PyErr_Clear();
     return "its own __post_init__";
   }
@@ -86,10 +92,20 @@ bool Interpreter::is_model_output_class(PyObject* cls) { return output_base(cls)
 
 VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs) {
   const OutputBase base = output_base(cls);
-  std::string own = own_construction_code(cls, base);
-  if (!own.empty()) unsupported(std::string("constructing ") + reinterpret_cast<PyTypeObject*>(cls)->tp_name + ", which has " + own);
   auto rec = std::make_shared<RecordVar>();
   rec->cls = PyRef::borrow(cls);
+  rec->built_after = own_construction_code(cls, base);
+  if (!rec->built_after.empty()) {
+    rec->positional = args.size();
+    rec->values = args;
+    for (auto& [name, value] : kwargs) {
+      rec->fields.push_back(name);
+      rec->values.push_back(value);
+    }
+    for (auto& v : rec->values)
+      if (v->kind == VarKind::SymInt) v = trace_.specialize(v);
+    return rec;
+  }
   PyRef fields = PyRef::steal(PyObject_GetAttrString(cls, "__dataclass_fields__"));
   if (!fields || !PyDict_Check(fields.get())) {
     PyErr_Clear();
@@ -131,7 +147,16 @@ VarRef Interpreter::make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs
   return rec;
 }
 
-std::vector<VarRef> Interpreter::record_present(const RecordVar& r) {
+const RecordVar& Interpreter::known_record(const Var& rec) {
+  const auto& r = rec.as<RecordVar>();
+  if (!r.built_after.empty())
+    unsupported("reading " + describe(rec) + ", which has " + r.built_after +
+                " (Ember builds it after the graph, from the arguments it was given, and knows nothing of its fields)");
+  return r;
+}
+
+std::vector<VarRef> Interpreter::record_present(const RecordVar& record) {
+  const RecordVar& r = known_record(record);
   std::vector<VarRef> out;
   for (auto& v : r.values)
     if (!is_none(v)) out.push_back(v);
@@ -139,7 +164,7 @@ std::vector<VarRef> Interpreter::record_present(const RecordVar& r) {
 }
 
 VarRef Interpreter::record_attr(const VarRef& rec, const std::string& name) {
-  auto& r = rec->as<RecordVar>();
+  const RecordVar& r = known_record(*rec);
   for (size_t i = 0; i < r.fields.size(); ++i)
     if (r.fields[i] == name) return r.values[i];
   if (name == "to_tuple" || name == "keys" || name == "values" || name == "items" || name == "get" ||
@@ -151,7 +176,7 @@ VarRef Interpreter::record_attr(const VarRef& rec, const std::string& name) {
 
 VarRef Interpreter::record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args,
                                   Kwargs& kwargs) {
-  auto& r = rec->as<RecordVar>();
+  const RecordVar& r = known_record(*rec);
   if (!kwargs.empty()) unsupported("ModelOutput." + name + "() with keyword arguments");
   if (name == "to_tuple" && args.empty()) return make_tuple(record_present(r));
   if ((name == "keys" || name == "values" || name == "items") && args.empty()) {
@@ -178,7 +203,7 @@ VarRef Interpreter::record_method(const VarRef& rec, const std::string& name, st
 }
 
 VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
-  auto& r = rec->as<RecordVar>();
+  const RecordVar& r = known_record(*rec);
   PyObject* k = Trace::as_constant(*index);
   if (k && PyUnicode_Check(k)) {
     std::string key = str_of(k);
@@ -192,6 +217,7 @@ VarRef Interpreter::record_subscript(const VarRef& rec, const VarRef& index) {
 }
 
 void Interpreter::record_store(const VarRef& rec, const std::string& name, const VarRef& value) {
+  known_record(*rec);
   auto& r = rec->as<RecordVar>();
   std::string key = name;
   if (output_base(r.cls.get()) == OutputBase::TransformersModelOutput && (key == "past_key_values" || key == "cache_params"))
@@ -232,7 +258,8 @@ VarRef Interpreter::record_for_return(const VarRef& rec) {
   if (!records) throw PythonError();
   PyRef names = PyRef::steal(PyTuple_New(r.fields.size()));
   for (size_t i = 0; i < r.fields.size(); ++i) PyTuple_SET_ITEM(names.get(), i, PyUnicode_FromString(r.fields[i].c_str()));
-  PyRef rebuilder = PyRef::steal(PyObject_CallMethod(records.get(), "rebuilder", "OO", r.cls.get(), names.get()));
+  PyRef rebuilder = PyRef::steal(PyObject_CallMethod(records.get(), "rebuilder", "OOn", r.cls.get(), names.get(),
+                                                     static_cast<Py_ssize_t>(r.positional)));
   if (!rebuilder) throw PythonError();
   auto seq = std::make_shared<SequenceVar>(VarKind::Tuple, r.values);
   seq->named_type = std::move(rebuilder);

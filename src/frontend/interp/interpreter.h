@@ -221,6 +221,8 @@ class Interpreter {
   // transformers ModelOutputs (interp_records.cpp).
   static bool is_model_output_class(PyObject* cls);
   VarRef make_record(PyObject* cls, std::vector<VarRef>& args, Kwargs& kwargs);
+  // `rec` as a record whose fields the trace knows; Unsupported for one built after the graph.
+  const RecordVar& known_record(const Var& rec);
   std::vector<VarRef> record_present(const RecordVar& r);  // the values that are not None, in field order
   VarRef record_attr(const VarRef& rec, const std::string& name);
   VarRef record_method(const VarRef& rec, const std::string& name, std::vector<VarRef>& args, Kwargs& kwargs);

@@ -251,11 +251,19 @@ struct SliceVar : Var {
 // A ModelOutput made during the trace: its dataclass fields in order, each value a Var (None
 // when unset). As ModelOutput does, the fields whose value is not None are its dict keys, in
 // field order: to_tuple(), [int], len() and iteration see only those.
+// A class with construction code of its own (an __init__ or __post_init__ other than the
+// dataclass's and the base's: diffusers' deprecated aliases warn first) is built after the graph
+// (`built_after` says which code: "its own __init__"): what its
+// fields become is that code's business, so the trace keeps the call's arguments instead (`values`:
+// the first `positional` by position, the rest by the keywords in `fields`), reads nothing from it,
+// and the compiled frame may only return it; the runtime calls the class with them after the graph.
 struct RecordVar : Var {
   RecordVar() : Var(VarKind::Record) {}
   PyRef cls;
   std::vector<std::string> fields;
   std::vector<VarRef> values;
+  std::string built_after;
+  size_t positional = 0;
 };
 
 inline bool is_size_int(const VarRef& v) { return v->kind == VarKind::SymInt && v->as<SymIntVar>().is_size(); }
