@@ -234,7 +234,9 @@ _UNBUILT = {
     "reduce-overhead": "ember.compile(mode='reduce-overhead') replays graphs on CUDA as CUDA graphs; graphs on "
                        "the CPU get the same CPU code as 'default'",
     "max-autotune": "ember.compile(mode='max-autotune') generates the same CPU code as 'default': it searches "
-                    "kernel configurations for graphs on CUDA devices only",
+                    "kernel configurations and replays CUDA graphs for graphs on CUDA devices only",
+    "max-autotune-no-cudagraphs": "ember.compile(mode='max-autotune-no-cudagraphs') generates the same CPU code as "
+                                  "'default': it searches kernel configurations for graphs on CUDA devices only",
 }
 _warned_unbuilt = set()
 
@@ -314,7 +316,7 @@ class ExplainOutput:
     kernel_counts: list = dataclasses.field(default_factory=list)
     planned_peak_bytes: list = dataclasses.field(default_factory=list)
     backend_fallbacks: list = dataclasses.field(default_factory=list)
-    # Per graph under mode="reduce-overhead": why it is not replayed as a CUDA graph ("" if it is).
+    # Per graph under mode="reduce-overhead" or "max-autotune": why it is not replayed as a CUDA graph ("" if it is).
     cuda_graph_skips: list = dataclasses.field(default_factory=list)
     # Per graph: whether it was compiled as a training graph (forward + backward), and the ops its
     # backward differentiates through torch autograd (autograd islands: no derivative rule).

@@ -4,9 +4,10 @@
 parsed here into the typed `_C.CompileOptions` (src/support/options.h) that the C++ core receives.
 
 What each setting does today, on the CPU backend (each setting acts or says it does not):
-  - `mode`: an unknown mode is a ValueError. "reduce-overhead" replays compiled graphs on CUDA as
-    CUDA graphs (src/runtime/cuda_graph_runner.h) and "max-autotune" searches kernel configurations
-    (pipeline/target.h) for graphs on CUDA; a graph compiled to C++ (on the CPU) gets the same code as
+  - `mode`, as torch.compile's: an unknown mode is a ValueError. "reduce-overhead" replays compiled
+    graphs on CUDA as CUDA graphs (src/runtime/cuda_graph_runner.h), "max-autotune-no-cudagraphs"
+    searches kernel configurations (pipeline/target.h) for graphs on CUDA, and "max-autotune" does
+    both; a graph compiled to C++ (on the CPU) gets the same code as
     "default", and the first such graph warns once per process (until ember.reset()) naming what the
     mode does.
   - `dynamic`: None (default), True or False, carried as `_C.Dynamic` for the shape stage. Dynamic
@@ -57,7 +58,7 @@ import os
 import sys
 
 BACKENDS = ("ember", "eager")
-MODES = ("default", "reduce-overhead", "max-autotune")
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # Bit i is channel i: the same order as LogChannel in src/support/options.h (tests/api/test_logs.py
 # checks that they agree); a new channel goes at the end of both.
 LOG_CHANNELS = ("graph", "graph_breaks", "guards", "recompiles", "fallbacks", "schedule", "output_code", "perf",

@@ -246,7 +246,7 @@ std::unique_ptr<GraphRunner> compile_to_kernels(pipeline::Compilation& c, const 
   }
   report->stage_seconds.emplace_back(report->cache_hit ? "compile (cached)" : "compile",
                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  if (options.mode == Mode::ReduceOverhead) {
+  if (replays_cuda_graphs(options.mode)) {
     report->cuda_graph_skip = runtime::why_no_cuda_graph(graph->program());
     if (report->cuda_graph_skip.empty()) return std::make_unique<runtime::CudaGraphRunner>(std::move(graph));
   }

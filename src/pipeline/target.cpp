@@ -14,15 +14,11 @@ namespace {
 
 Target triton_target(const ir::Device& device, Mode mode) {
   Target t = Target::gpu(device);
-  switch (mode) {
-    case Mode::Default:
-    case Mode::ReduceOverhead: break;
-    case Mode::MaxAutotune:
-      t.triton.max_configs = kMaxAutotuneConfigs;
-      t.coordinate_descent = true;
-      // The template-or-extern choice is timed on a device: the interpreter keeps the extern.
-      t.triton.matmul_templates = device.type == "cuda";
-      break;
+  if (searches_configs(mode)) {
+    t.triton.max_configs = kMaxAutotuneConfigs;
+    t.coordinate_descent = true;
+    // The template-or-extern choice is timed on a device: the interpreter keeps the extern.
+    t.triton.matmul_templates = device.type == "cuda";
   }
   return t;
 }

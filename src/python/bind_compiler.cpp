@@ -26,7 +26,8 @@ void bind_options(nb::module_& m) {
   nb::enum_<Mode>(m, "Mode")
       .value("default", Mode::Default)
       .value("reduce_overhead", Mode::ReduceOverhead)
-      .value("max_autotune", Mode::MaxAutotune);
+      .value("max_autotune", Mode::MaxAutotune)
+      .value("max_autotune_no_cudagraphs", Mode::MaxAutotuneNoCudagraphs);
   nb::enum_<Dynamic>(m, "Dynamic").value("auto", Dynamic::Auto).value("always", Dynamic::Always).value("never", Dynamic::Never);
   // The EMBER_LOGS channels by name: options.py LOG_CHANNELS must list them in this order.
   nb::enum_<LogChannel>(m, "LogChannel", nb::is_flag())

@@ -5,9 +5,10 @@
 //
 // Settings that have no CPU meaning yet are still carried, so that the stage that will act on
 // them reads them from here; until then options.py tells the user so (one warning per process):
-//   - `mode`: ReduceOverhead (CUDA graphs: driver/backend.cpp wraps a CUDA graph's runner in
-//     runtime::CudaGraphRunner) and MaxAutotune (kernel-configuration search) are GPU backend
-//     features; on CPU every mode generates the same code as Default.
+//   - `mode`, as torch.compile's: ReduceOverhead (CUDA graphs: driver/backend.cpp wraps a CUDA
+//     graph's runner in runtime::CudaGraphRunner), MaxAutotuneNoCudagraphs (kernel-configuration
+//     search) and MaxAutotune (both) are GPU backend features; on CPU every mode generates the same
+//     code as Default.
 //   - `dynamic`: shapes are specialized and guarded whatever it says (symbolic sizes: issue 14).
 //   - `logs`: the channels the C++ stages log on (the pipeline reads kLogPerf and kLogPasses).
 #pragma once
@@ -19,7 +20,10 @@
 namespace ember {
 
 enum class Backend : uint8_t { Ember, Eager };
-enum class Mode : uint8_t { Default, ReduceOverhead, MaxAutotune };
+enum class Mode : uint8_t { Default, ReduceOverhead, MaxAutotune, MaxAutotuneNoCudagraphs };
+// What a mode turns on (torch.compile's meanings: "max-autotune" replays CUDA graphs too).
+inline bool replays_cuda_graphs(Mode m) { return m == Mode::ReduceOverhead || m == Mode::MaxAutotune; }
+inline bool searches_configs(Mode m) { return m == Mode::MaxAutotune || m == Mode::MaxAutotuneNoCudagraphs; }
 
 // When sizes become symbols (DESIGN.md, ember.compile(dynamic=...)): Auto (None: static first,
 // automatic dynamic on a recompile), Always (True: symbolic from the first call), Never (False).

@@ -76,7 +76,8 @@ def test_wrapper_keeps_metadata():
 
 
 @pytest.mark.parametrize("mode, says", [("default", None), (None, None), ("reduce-overhead", "CUDA graph"),
-                                         ("max-autotune", "CUDA devices only")])
+                                         ("max-autotune", "CUDA devices only"),
+                                         ("max-autotune-no-cudagraphs", "CUDA devices only")])
 def test_modes_accepted(mode, says):
     # The GPU modes have no CPU meaning: a CPU graph gets the same code as "default", and the first
     # one compiled warns once per process (until ember.reset()) saying what the mode does.

@@ -8,7 +8,7 @@ import torch
 import ember
 
 # Each compile with the mode warns once per process that CPU graphs get the default code: expected here.
-pytestmark = pytest.mark.filterwarnings("ignore:ember.compile\\(mode='reduce-overhead'\\)")
+pytestmark = pytest.mark.filterwarnings("ignore:ember.compile\\(mode='(reduce-overhead|max-autotune[a-z-]*)'\\)")
 
 
 def two_steps(x, y):
@@ -34,6 +34,15 @@ def test_explain_says_why_a_graph_is_not_a_cuda_graph():
     assert "Runs without CUDA graphs: the graph runs on cpu" in str(out)
     # Other modes do not ask.
     assert ember.explain(two_steps)(x, y).cuda_graph_skips == [""]
+
+
+@pytest.mark.parametrize("mode, graphs", [("max-autotune", True), ("max-autotune-no-cudagraphs", False)])
+def test_max_autotune_replays_cuda_graphs_as_torch_compiles_does(mode, graphs):
+    # torch.compile's modes: "max-autotune" searches configs and replays CUDA graphs, its
+    # "-no-cudagraphs" variant only searches (pipeline/target.cpp, driver/backend.cpp).
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    out = ember.explain(two_steps, mode=mode)(x, y)
+    assert out.cuda_graph_skips == (["the graph runs on cpu: CUDA graphs need CUDA"] if graphs else [""])
 
 
 def test_the_reason_is_logged_on_the_fallbacks_channel(monkeypatch, caplog):

@@ -122,3 +122,16 @@ def test_one_kernel_graphs_run_plainly_and_say_why():
         x = torch.randn(8, device="cuda")
         torch.testing.assert_close(f(x), one(x))
     assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("mode, records", [("max-autotune", 1), ("max-autotune-no-cudagraphs", 0)])
+def test_max_autotune_replays_its_tuned_kernels_as_cuda_graphs(mode, records, tmp_path, monkeypatch):
+    # As torch.compile's modes: the first call tunes (outside any capture), the second records.
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ember.reset()
+    f = ember.compile(two_kernels, mode=mode)
+    for step in range(4):
+        x = torch.randn(16, 64, device="cuda")
+        y = torch.randn(16, 64, device="cuda")
+        torch.testing.assert_close(f(x, y), two_kernels(x, y))
+    assert counts() == ((1, 3) if records else (0, 0))

@@ -42,6 +42,7 @@ SPEED_TARGET = 1.0          # Ember's geomean time / Inductor's, per mode; and o
 COLD_COMPILE_TARGET = 1 / 3
 BANDWIDTH_TARGET = 0.9      # fraction of the measured copy bandwidth
 CUDA_ONLY_MODES = ("reduce-overhead",)
+DEFAULT_MODES = ("default", "reduce-overhead", "max-autotune")  # issue 12's; --modes takes any of MODES
 MEMORY_CALLS = 3
 PROBE_TIMEOUT_S = 1800      # Inductor's max-autotune benchmarks every matmul of a model
 SAMPLING = {"repeat": 50, "warmup": 10, "min_sample_ms": 10.0}  # without --quick (options.py)
@@ -50,8 +51,9 @@ SAMPLING = {"repeat": 50, "warmup": 10, "min_sample_ms": 10.0}  # without --quic
 def add_arguments(parser):
     parser.add_argument("--workloads", default=",".join(gpu_workloads.BUILDERS),
                         help=f"comma-separated, in run order (default: all of {', '.join(gpu_workloads.BUILDERS)})")
-    parser.add_argument("--modes", default=",".join(MODES),
-                        help=f"comma-separated modes of both compilers (default: {','.join(MODES)})")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                        help=f"comma-separated modes of both compilers, of {', '.join(MODES)} "
+                             f"(default: {','.join(DEFAULT_MODES)})")
     options.add_sampling_arguments(parser, SAMPLING)
     options.add_no_inductor_argument(parser)
     parser.add_argument("--no-compile-times", action="store_true",
