@@ -2,8 +2,8 @@
 // become one variable, so a 28x28 plane or a [32, 32] pointwise kernel is one 784- or 1024-long
 // loop (one vector loop in C++ code instead of a short one per row). Contract in collapse.h.
 //
-// How. The innermost variables v_k, ..., v_last of one range list (extents E_k, ..., constants after
-// the first) become j = Σ v_d * P_d < E_k * ... * E_last (P_d: the product of the extents after d):
+// How. The innermost variables v_k, ..., v_last of one range list (extents E_k, ..., constants or
+// symbolic sizes) become j = Σ v_d * P_d < E_k * ... * E_last (P_d: the product of the extents after d):
 // every index expression of the scope gets v_k := j // P_k and v_d := (j // P_d) % E_d, so the
 // order of points is kept. That substitution is exact for every expression (a bijection), so the
 // only question is whether it pays: the pass keeps it only when, after simplify(), every access's
@@ -64,8 +64,8 @@ VarRanges node_ranges(const Kernel& kernel, const Node& n) {
 // extents after d up to last): v_first := j // P_first, v_d := (j // P_d) % E_d, and the variables
 // after `last` renumbered down, so that simplify's folds c*k*((j // k) % m) + c*(j % k) -> c*(j % (k*m))
 // recombine a whole run at once (collapsing pair by pair would leave (j % 49) // 7, which it does not
-// fold). nullopt when an extent after `first` is not a constant or some access or index value is no
-// longer affine in j.
+// fold). nullopt when an extent after `first` is a constant below 1 or some access or index value is
+// no longer affine in j. A symbolic extent is a size (never negative; where it is 0 there is no point).
 std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel, const Scope& scope, size_t first,
                                    size_t last) {
   const std::vector<Expr>& ranges = scope.prefix == 'i' ? kernel.ranges : kernel.loops[scope.loop].ranges;
@@ -73,7 +73,7 @@ std::optional<Kernel> collapse_run(const Program& program, const Kernel& kernel,
   sym::Replacements rename;
   Expr below = 1;  // P_d
   for (size_t d = last + 1; d-- > first;) {
-    if (d > first && (!ranges[d].is_constant() || ranges[d].constant() < 1)) return std::nullopt;
+    if (d > first && ranges[d].is_constant() && ranges[d].constant() < 1) return std::nullopt;
     const Expr quotient = floordiv(Expr::symbol(j), below);
     rename.emplace_back(var(scope.prefix, d), d == first ? quotient : mod(quotient, ranges[d]));
     below = below * ranges[d];

@@ -21,8 +21,9 @@ std::optional<int64_t> linear_coefficient(const sym::Expr& e, const std::string&
 sym::Expr flat_offset(const Buffer& buffer, const std::vector<sym::Expr>& index);
 
 // The collapse pass (collapse.cpp, docs/loop-ir.md): two adjacent variables of a loop's ranges
-// (or of the outer ranges of a kernel whose loops have none) become one when the inner extent is
-// a constant and, after the substitution u = j // E, v = j % E and simplify(), every access's
+// (or of the outer ranges of a kernel whose loops have none) become one when the inner extent E
+// (a positive constant or a symbolic size) is such that, after the substitution u = j // E,
+// v = j % E and simplify(), every access's
 // flat offset and every `index` value of their scope is still affine in the new variable (each
 // walks the pair as one contiguous run). Needs a verified program; keeps it verified, same
 // values, same order of points. Returns whether any kernel changed.

@@ -25,7 +25,7 @@
 //   (x // a) // b   ->  x // (a*b)    (sym::floordiv already does this for positive constants).
 // x // n -> 0 and x % n -> x for 0 <= x < n are the first rule with q = 0.
 // In sums: c*k*(x // k) + c*(x % k) -> c*x and c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m))
-// for positive constants k, m (true for every integer x).
+// for positive k, m, constants or symbolic (true for every integer x).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -92,54 +92,52 @@ class Simplifier {
 
  private:
   // ---- Sums.
-  // c*k*(x // k) + c*(x % k) -> c*x for a positive constant k: floor division and its remainder
-  // recombine for every integer x; likewise c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m)), so
-  // a flat index split into three or more dimensions folds pair by pair. A reshape that splits a flat index and a layout that joins it
-  // again leave this shape (group_norm's [N, G, C/G] view of [N, C]); folding it makes the access
-  // contiguous again.
-  static void fold_div_mod(std::vector<Expr>& terms) {
-    // A term as coefficient * factor, when it has exactly one non-constant factor.
-    auto split = [](const Expr& t, int64_t& coefficient) -> std::optional<Expr> {
-      coefficient = 1;
-      if (t.kind() != ExprKind::Mul) return t.is_constant() ? std::nullopt : std::optional<Expr>(t);
-      std::optional<Expr> factor;
-      for (const Expr& o : t.operands()) {
-        if (o.is_constant()) {
-          coefficient *= o.constant();
-        } else if (factor) {
-          return std::nullopt;
-        } else {
-          factor = o;
-        }
-      }
-      return factor;
+  // c*k*(x // k) + c*(x % k) -> c*x: floor division and its remainder recombine for every integer
+  // x; likewise c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m)), so a flat index split into three or
+  // more dimensions folds pair by pair. k and m are positive (positive_form: a constant, or an
+  // expression of non-negative symbols such as a symbolic extent, positive wherever the division
+  // is evaluated); c is any product of constants and factors. A reshape that splits a flat index
+  // and a layout that joins it again leave this shape (group_norm's [N, G, C/G] view of [N, C]),
+  // and so does the collapse pass over a symbolic extent ((j % s1) + s1*(j // s1) is j); folding it
+  // makes the access contiguous again.
+  void fold_div_mod(std::vector<Expr>& terms) const {
+    auto factors = [](const Expr& t) { return t.kind() == ExprKind::Mul ? t.operands() : std::vector<Expr>{t}; };
+    auto product_without = [](const std::vector<Expr>& fs, size_t skip) {
+      Expr p = 1;
+      for (size_t f = 0; f < fs.size(); ++f)
+        if (f != skip) p = p * fs[f];
+      return p;
     };
     for (bool again = true; again;) {
       again = false;
       for (size_t i = 0; i < terms.size() && !again; ++i) {
-        int64_t ci = 0;
-        std::optional<Expr> fi = split(terms[i], ci);
-        if (!fi) continue;
-        // x // k, or (x // k) % m: c*k*((x // k) % m) + c*(x % k) is c*(x % (k*m)).
-        std::optional<int64_t> m;
-        Expr quotient = *fi;
-        if (fi->kind() == ExprKind::Mod && fi->operands()[1].is_constant() && fi->operands()[1].constant() > 0) {
-          m = fi->operands()[1].constant();
-          quotient = fi->operands()[0];
-        }
-        if (quotient.kind() != ExprKind::FloorDiv || !quotient.operands()[1].is_constant()) continue;
-        const Expr& x = quotient.operands()[0];
-        const int64_t k = quotient.operands()[1].constant();
-        if (k <= 0 || ci % k != 0) continue;
-        const int64_t c = ci / k;
-        for (size_t j = 0; j < terms.size() && !again; ++j) {
-          int64_t cj = 0;
-          std::optional<Expr> fj = split(terms[j], cj);
-          if (j == i || !fj || fj->kind() != ExprKind::Mod || cj != c) continue;
-          if (fj->operands()[0] != x || fj->operands()[1] != quotient.operands()[1]) continue;
-          terms[i] = (m ? mod(x, Expr(k * *m)) : x) * Expr(c);
-          terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(j));
-          again = true;
+        const std::vector<Expr> fi = factors(terms[i]);
+        for (size_t q = 0; q < fi.size() && !again; ++q) {
+          // x // k, or (x // k) % m, times c*k.
+          std::optional<Expr> m;
+          Expr quotient = fi[q];
+          if (quotient.kind() == ExprKind::Mod && positive_form(quotient.operands()[1])) {
+            m = quotient.operands()[1];
+            quotient = quotient.operands()[0];
+          }
+          if (quotient.kind() != ExprKind::FloorDiv || !positive_form(quotient.operands()[1])) continue;
+          const Expr& x = quotient.operands()[0];
+          const Expr& k = quotient.operands()[1];
+          const Expr scale = product_without(fi, q);
+          for (size_t j = 0; j < terms.size() && !again; ++j) {
+            if (j == i) continue;
+            const std::vector<Expr> fj = factors(terms[j]);
+            for (size_t r = 0; r < fj.size(); ++r) {
+              // c*(x % k)
+              if (fj[r].kind() != ExprKind::Mod || fj[r].operands()[0] != x || fj[r].operands()[1] != k) continue;
+              const Expr c = product_without(fj, r);
+              if (scale != k * c) continue;
+              terms[i] = (m ? mod(x, k * *m) : x) * c;
+              terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(j));
+              again = true;
+              break;
+            }
+          }
         }
       }
     }

@@ -257,11 +257,11 @@ def test_extern_arguments_over_symbols_are_evaluated_per_call(cache_dir):
 
 def test_triton_takes_the_symbols_as_kernel_arguments():
     # The same symbolic program through the Triton backend (docs/codegen-triton.md, "Symbolic sizes"): the
-    # symbol is a kernel parameter, the extent is masked, and an unbounded s0 indexes in 32 bits under the
-    # guard the kernel asks for (its points fit int32 at the hint).
+    # extent is a kernel parameter (xnumel; s0 itself is none, as the body never reads it), masked, and an
+    # unbounded s0 indexes in 32 bits under the guard the kernel asks for (its points fit int32 at the hint).
     from ember._C import codegen
     kernel, = codegen.emit_triton(POINTWISE)["kernels"]
-    assert "xnumel, s0, XBLOCK: tl.constexpr)" in kernel["source"]
+    assert "xnumel, XBLOCK: tl.constexpr)" in kernel["source"]
     assert "xmask = xindex < xnumel" in kernel["source"] and "tl.int64" not in kernel["source"]
     assert kernel["assumptions"] == ["64*s0 <= 2147483647"], kernel["assumptions"]
 

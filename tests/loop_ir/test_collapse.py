@@ -78,6 +78,22 @@ def test_symbolic_outer_size_collapses_over_constant_inner(compiled_source):
     assert re.search(r"\[i0 < 42\*s\d+\]", source), source[:3000]
 
 
+def test_symbolic_inner_sizes_collapse(compiled_source):
+    # Both sizes symbolic: i1 + s1*i0 becomes (j % s1) + s1*(j // s1), which simplify folds to j
+    # (the fold with a symbolic divisor), so the kernel is one loop over s0*s1 elements; a
+    # broadcast row (x + b[None, :]) reads b at j % s1, not affine, and keeps its two loops.
+    for n, m in ((3, 5), (4, 7)):
+        x = torch.randn(n, m)
+        ember.mark_dynamic(x, 0)
+        ember.mark_dynamic(x, 1)
+        out, source = compiled_source(_pointwise, x)
+        torch.testing.assert_close(out, _pointwise(x))
+    assert re.search(r"\[i0 < s\d+\*s\d+\]", source), source[:3000]
+    b = torch.randn(7)
+    out, source = compiled_source(lambda t, u: t + u, x, b)
+    torch.testing.assert_close(out, x + b)
+
+
 def _gate(x, g):
     return x * torch.sigmoid(g)
 

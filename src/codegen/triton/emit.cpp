@@ -8,6 +8,7 @@
 // each kernel. Masks: xmask only where xnumel does not divide some candidate XBLOCK, rmask per
 // loop likewise (blocks are powers of two, so dividing the largest candidate is enough).
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 #include <set>
@@ -67,6 +68,16 @@ const char* kind_name(TritonKernel::Kind kind) {
     case TritonKernel::Kind::Matmul: return "matmul template";
   }
   return "?";
+}
+
+// Whether `text` has `name` as a whole identifier (not inside a longer one: s1 in s12 or ks1).
+bool names_identifier(const std::string& text, const std::string& name) {
+  auto identifier_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    if ((at == 0 || !identifier_char(text[at - 1])) && (end == text.size() || !identifier_char(text[end]))) return true;
+  }
+  return false;
 }
 
 bool is_program_symbol(const std::string& name, const sym::Symbols& symbols) {
@@ -139,6 +150,14 @@ class KernelEmitter {
     decide_masks(out.configs);
     out.params = params();
     const std::string body = triton::emit_body(program_, kernel_, shape_, &out.check_sites);
+    // A symbol the body never reads (its extents collapsed into xnumel, a stride only the collapsed
+    // access had) is no parameter: one fewer argument, and one fewer divisibility class to build.
+    out.params.erase(std::remove_if(out.params.begin(), out.params.end(),
+                                    [&](const TritonParam& p) {
+                                      return p.kind == TritonParam::Kind::Size && p.name != "xnumel" &&
+                                             p.name != "rnumel" && !names_identifier(body, p.name);
+                                    }),
+                     out.params.end());
 
     std::string fn = "@triton.jit\ndef KERNEL_NAME(";
     for (const TritonParam& p : out.params) fn += p.name + ", ";
