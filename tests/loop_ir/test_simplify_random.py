@@ -99,3 +99,28 @@ def test_simplify_matches_brute_force():
                     assert want == got, (f"seed {seed}: {old} -> {new} is wrong at {env} "
                                          f"(extents {extents}): {want} != {got}")
     assert changed > 0, f"seed {seed}: nothing was simplified"
+
+
+def test_division_and_remainder_by_a_symbol_recombine():
+    # c*k*(x // k) + c*(x % k) -> c*x and c*k*((x // k) % m) + c*(x % k) -> c*(x % (k*m)) with a
+    # symbolic k (the collapse pass over symbolic extents relies on it); a near miss (the wrong
+    # coefficient, another divisor) must stay what it was, and every result must keep the values.
+    folds = {
+        "s0*(i0 // s0) + i0 % s0": "i0",
+        "3*s0*((r0 // s0) % 2) + 3*(r0 % s0)": "3*(r0 % (2*s0))",
+        "s0*((i1 + 4*i0) // s0) + (i1 + 4*i0) % s0": "4*i0 + i1",
+        "2*s0*s0*(r0 // (s0*s0)) + 2*s0*((r0 // s0) % s0) + 2*(r0 % s0)": "2*r0",
+    }
+    near_misses = ["2*s0*(r0 // s0) + r0 % s0", "s0*(r0 // s0) + r0 % 3", "s0*(r0 // 2) + r0 % s0"]
+    exprs = list(folds) + near_misses
+    (after,) = simplified(make_program(random.Random(0), [((3, "s0", 7), exprs)]))
+    for old, new in zip(exprs, after):
+        if old in folds:
+            assert new.replace(" ", "") == folds[old].replace(" ", ""), (old, new)
+        else:
+            assert "//" in new or "%" in new, (old, new)
+        f_old, f_new = compile(old, "old", "eval"), compile(new, "new", "eval")
+        for s0 in (1, 2, 3, 5):
+            for i0, i1, r0 in itertools.product(range(3), range(s0), range(7)):
+                env = {"i0": i0, "i1": i1, "r0": r0, "s0": s0}
+                assert eval(f_old, {}, env) == eval(f_new, {}, env), (old, new, env)
