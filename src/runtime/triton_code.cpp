@@ -149,7 +149,7 @@ std::vector<uint64_t> ahead_classes(const codegen::TritonKernel& kernel) {
   std::set<std::string> names;
   for (const codegen::TritonParam& p : kernel.params)
     if (symbolic_size(p)) sym::free_symbols(p.value, names);
-  if (names.empty()) return classes;
+  if (names.empty() || kernel.configs.size() > 1) return classes;
   constexpr int kValuations = 5;  // a symbol 17 << v: an odd multiple of 2^v, v = 0 .. 4
   const bool each_combination = names.size() <= 3;
   size_t combinations = kValuations;

@@ -221,7 +221,8 @@ TritonCompileJob specialized_job(const codegen::TritonKernel& kernel, const code
 // hints, then the classes they fall in when every symbol they mention is an odd multiple of 1, 2, 4,
 // 8 or 16 (each combination for up to three symbols, all symbols alike beyond), distinct, at most
 // kClassesAhead: the classes a model served over many sizes meets, compiled in the graph's one
-// parallel batch rather than one batch per new class at the call that meets it. A static kernel: {0}.
+// parallel batch rather than one batch per new class at the call that meets it. A static kernel: {0};
+// a kernel with several configs (max-autotune: each class is that many jobs) only the hints' class.
 std::vector<uint64_t> ahead_classes(const codegen::TritonKernel& kernel);
 constexpr size_t kClassesAhead = 8;
 
