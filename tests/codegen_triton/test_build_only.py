@@ -78,3 +78,19 @@ def test_a_symbolic_graph_builds_the_classes_ahead():
         torch.testing.assert_close(fn(x), x * 2 + 1)
     assert breakdown["graphs"] == 1 and breakdown["triton"]["batches"] == 1, breakdown
     assert breakdown["triton"]["jobs"] == 2, breakdown
+
+
+def test_under_max_autotune_only_the_hints_class_is_built_ahead():
+    # Each class is one job per config there (up to 8): the symbolic kernel builds its configs in the
+    # hints' class only, as many jobs as the static kernel of the same size (the other classes at
+    # first need).
+    jobs = []
+    for dynamic in (False, True):
+        ember.reset()
+        with compile_breakdown.collect() as breakdown:
+            fn = ember.compile(lambda x: x * 2 + 1, dynamic=dynamic, mode="max-autotune-no-cudagraphs",
+                               options=BUILD_ONLY)
+            x = torch.randn(48)
+            torch.testing.assert_close(fn(x), x * 2 + 1)
+        jobs.append(breakdown["triton"]["jobs"])
+    assert jobs[0] > 1 and jobs[1] == jobs[0], jobs
