@@ -1,10 +1,12 @@
 // decompose, reduction family: sum, mean, amax/amin, var/std (and their _mean forms) in
 // canonical form; logsumexp, softmax, log_softmax; layer_norm, rms_norm, group_norm, batch_norm (inference,
-// and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm;
+// and training with the running statistics written back through `torch.Tensor.copy_`), _weight_norm,
+// F.normalize (p = 1, 2, inf);
 // cross_entropy and nll_loss (class indices, class dim 1); adaptive average pooling to dividing sizes,
 // max_pool2d without indices, avg_pool2d; a depthwise 1x1 conv2d (a per-channel affine).
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "passes/decompose_rules.h"
@@ -203,6 +205,34 @@ void weight_norm(Ctx& c) {
   ValueId norm = unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, vf, V(vf)), dims, true));
   ValueId scale = binary(rw, Op::Div, convert(rw, g, opmath(dt)), V(norm));
   c.finish(convert(rw, binary(rw, Op::Mul, vf, V(scale)), dt));
+}
+
+// F.normalize: x / max(||x||_p over dim, eps), torch's composite (norm, clamp_min, expand_as, div) as one
+// reduction and a pointwise tail, in opmath and rounded once; p = 2 (the square root of the sum of squares),
+// 1 (the sum of |x|) or inf (the largest |x|). Other p, and out=, stay torch's. (XCiT normalizes its queries
+// and keys this way in every block: six torch calls a call, a quarter of Ember's CPU time behind Inductor.)
+void functional_normalize(Ctx& c) {
+  ValueId x = c.tensor("input");
+  if (!c.none("out")) refuse();
+  Rewriter& rw = c.rw;
+  const std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(rw, x), false);
+  const double p = c.number_arg("p"), eps = c.number_arg("eps");
+  const DType r = c.result_type().dtype;
+  if (!is_floating_point(r) || rw.type(x).dtype != r) refuse();
+  ValueId xf = convert(rw, x, opmath(r));
+  ValueId norm;
+  if (p == 2.0) {
+    norm = unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, xf, V(xf)), dims, true));
+  } else if (p == 1.0) {
+    norm = reduce(rw, Op::Sum, unary(rw, Op::Abs, xf), dims, true);
+  } else if (std::isinf(p) && p > 0) {
+    norm = reduce(rw, Op::Amax, unary(rw, Op::Abs, xf), dims, true);
+  } else {
+    refuse();
+  }
+  const DType dt = rw.type(xf).dtype;
+  ValueId denom = pointwise(rw, Op::Clamp, {V(norm), scalar(eps, dt), Arg::of_literal(ir::NoneLiteral{})}, dt);
+  c.finish(convert(rw, binary(rw, Op::Div, xf, V(denom)), r));
 }
 
 void rms_norm(Ctx& c) {
@@ -596,6 +626,7 @@ void add_reduction_rules(RuleMap& rules) {
   rules["torch.log_softmax"] = rules["torch.nn.functional.log_softmax"] = [](Ctx& c) { softmax(c, true); };
   rules["torch.nn.functional.layer_norm"] = layer_norm;
   rules["torch.nn.functional.rms_norm"] = rms_norm;
+  rules["torch.nn.functional.normalize"] = functional_normalize;
   rules["torch.nn.functional.group_norm"] = group_norm;
   rules["torch.nn.functional.adaptive_avg_pool2d"] = [](Ctx& c) { adaptive_avg_pool(c, 2); };
   rules["torch.adaptive_avg_pool1d"] = [](Ctx& c) { adaptive_avg_pool(c, 1); };

@@ -67,6 +67,7 @@ std::vector<Entry> entries() {
       {{"torch.nn.functional.layer_norm"}, "input, normalized_shape:sizes, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.rms_norm"}, "input, normalized_shape:sizes, weight=None, eps=None"},
       {{"torch._weight_norm"}, "v, g, dim=0"},
+      {{"torch.nn.functional.normalize"}, "input, p=2.0, dim=1, eps=1e-12, out=None"},
       {{"torch.nn.functional.group_norm"}, "input, num_groups, weight=None, bias=None, eps=1e-05"},
       {{"torch.nn.functional.adaptive_avg_pool2d", "torch.adaptive_avg_pool1d"}, "input, output_size"},
       {{"torch.conv2d"}, "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1"},

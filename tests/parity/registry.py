@@ -59,7 +59,7 @@ _NO_GRAPH = "it captures no tensor op (Python values only, or its frame runs eag
 NO_KERNELS = {
     **dict.fromkeys([
         "for_over_shape", "functional_conv1d", "functional_conv2d", "functional_dropout_off",
-        "functional_dropout_train_seeded", "functional_glu_normalize",
+        "functional_dropout_train_seeded",
         "functional_unfold_fold_shuffle", "if_on_ndim",
         "if_on_shape", "index_int_slice", "index_none_ellipsis",
         "inplace_input_out_argument", "inplace_metadata_ops", "inplace_on_view_of_intermediate", "nn_bilinear",

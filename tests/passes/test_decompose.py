@@ -43,6 +43,10 @@ def cases():
         c[f"layer_norm_2d_noaffine_{n}"] = (lambda a: F.layer_norm(a, (3, 8)), (x(2, 3, 8, dtype=dt),))
         c[f"rms_norm_{n}"] = (lambda a, w: F.rms_norm(a, (8,), w), (x(2, 3, 8, dtype=dt), x(8, dtype=dt)))
         c[f"rms_norm_eps_{n}"] = (lambda a: F.rms_norm(a, [8], eps=1e-5), (x(4, 8, dtype=dt),))
+        # F.normalize: p = 2, 1 and inf over one dim or several; an all-zero row divides by eps (0, not NaN)
+        c[f"normalize_{n}"] = (lambda a: (F.normalize(a, dim=-1), F.normalize(a, p=1, dim=(0, 2)),
+                                          F.normalize(a, p=float("inf"), dim=1), F.normalize(a * 0, dim=-1, eps=1e-6)),
+                               (x(2, 3, 8, dtype=dt),))
         c[f"group_norm_{n}"] = (lambda a, w, b: F.group_norm(a, 2, w, b), (x(2, 4, 3, 3, dtype=dt), x(4), x(4)))
         # channels-last: one group decomposes (more stay torch's: test_unknown_forms_stay)
         c[f"group_norm_channels_last_{n}"] = (lambda a, w, b: F.group_norm(a, 1, w, b),
@@ -229,6 +233,11 @@ def test_unknown_forms_stay():
     text = ember.explain(lambda a: F.group_norm(a, 2))(x(2, 4, 3, 5).to(memory_format=torch.channels_last)).graphs[0]
     after = lower(text)
     assert "group_norm" in after
+    compare(text, after, make_inputs(graph_inputs(text), 1))
+    # F.normalize with a p other than 1, 2 and inf stays torch's.
+    text = ember.explain(lambda a: F.normalize(a, p=3.0))(x(2, 4, 6)).graphs[0]
+    after = lower(text)
+    assert "torch.nn.functional.normalize" in after
     compare(text, after, make_inputs(graph_inputs(text), 1))
     # Adaptive pooling to sizes that do not divide the input's (overlapping windows) stays aten's.
     text = ember.explain(lambda a: F.adaptive_avg_pool2d(a, (4, 3)))(x(2, 4, 6, 8)).graphs[0]
