@@ -155,12 +155,6 @@ ValueId norm_backward(Rewriter& rw, ValueId x, ValueId gn, ValueId n, double ord
   return mul(rw, x, scale);
 }
 
-// ||x||_p over `dims` (kept), in x's dtype: sqrt(sum(x^2)) or sum(|x|).
-ValueId norm_of(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double order) {
-  if (order == 1.0) return reduce(rw, Op::Sum, unary(rw, Op::Abs, x), dims, true);
-  return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, mul(rw, x, x), dims, true));
-}
-
 }  // namespace
 
 // torch.linalg.vector_norm(x, ord, dim, keepdim, *, dtype) (captured as its C function) and
@@ -218,7 +212,7 @@ void normalize_vjp(VjpCtx& c) {
   Sizes sizes = sizes_of(rw, x);
   ValueId xf = opmath_of(rw, x), g = opmath_of(rw, *c.grad());
   DType dt = rw.type(xf).dtype;
-  ValueId n = norm_of(rw, xf, dims, order);
+  ValueId n = vector_norm(rw, xf, dims, order);
   ValueId denom = binary_s(rw, Op::Maximum, n, eps);
   ValueId gx = binary(rw, Op::Div, g, V(expand_symbolic(rw, denom, sizes)));
   // d/d(denom) of sum(g * x / denom) = -sum(g * x) / denom^2, passed to the norm where it is >= eps.

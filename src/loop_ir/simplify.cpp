@@ -110,8 +110,10 @@ class Simplifier {
     };
     for (bool again = true; again;) {
       again = false;
+      std::vector<std::vector<Expr>> term_factors;
+      for (const Expr& t : terms) term_factors.push_back(factors(t));
       for (size_t i = 0; i < terms.size() && !again; ++i) {
-        const std::vector<Expr> fi = factors(terms[i]);
+        const std::vector<Expr>& fi = term_factors[i];
         for (size_t q = 0; q < fi.size() && !again; ++q) {
           // x // k, or (x // k) % m, times c*k.
           std::optional<Expr> m;
@@ -126,7 +128,7 @@ class Simplifier {
           const Expr scale = product_without(fi, q);
           for (size_t j = 0; j < terms.size() && !again; ++j) {
             if (j == i) continue;
-            const std::vector<Expr> fj = factors(terms[j]);
+            const std::vector<Expr>& fj = term_factors[j];
             for (size_t r = 0; r < fj.size(); ++r) {
               // c*(x % k)
               if (fj[r].kind() != ExprKind::Mod || fj[r].operands()[0] != x || fj[r].operands()[1] != k) continue;

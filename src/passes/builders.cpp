@@ -2,6 +2,7 @@
 #include "passes/builders.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "passes/signatures.h"
@@ -129,6 +130,13 @@ ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool k
   if (dims.empty() && !t.sizes.empty()) throw std::logic_error("reduce builder: no dims of a tensor of rank > 0");
   ir::TensorType rt = make_type(t.dtype, reduced_sizes(t, dims, keepdim), t.device, t.requires_grad);
   return rw.emit(op, {V(x), int_list_arg(dims), Arg::of_literal(keepdim)}, {}, std::move(rt));
+}
+
+ValueId vector_norm(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double p) {
+  if (p == 2.0) return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, x, V(x)), dims, true));
+  if (p == 1.0) return reduce(rw, Op::Sum, unary(rw, Op::Abs, x), dims, true);
+  if (std::isinf(p) && p > 0) return reduce(rw, Op::Amax, unary(rw, Op::Abs, x), dims, true);
+  refuse();
 }
 
 std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction,

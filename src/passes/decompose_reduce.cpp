@@ -6,7 +6,6 @@
 // max_pool2d without indices, avg_pool2d; a depthwise 1x1 conv2d (a per-channel affine).
 // float16/bfloat16 inputs compute in float32 and convert back, as torch's kernels do.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "passes/decompose_rules.h"
@@ -202,8 +201,7 @@ void weight_norm(Ctx& c) {
   DType dt = c.result_type().dtype;
   if (!is_floating_point(dt) || rw.type(g).dtype != dt || rw.type(v).dtype != dt) refuse();
   ValueId vf = convert(rw, v, opmath(dt));
-  ValueId norm = unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, vf, V(vf)), dims, true));
-  ValueId scale = binary(rw, Op::Div, convert(rw, g, opmath(dt)), V(norm));
+  ValueId scale = binary(rw, Op::Div, convert(rw, g, opmath(dt)), V(vector_norm(rw, vf, dims, 2.0)));
   c.finish(convert(rw, binary(rw, Op::Mul, vf, V(scale)), dt));
 }
 
@@ -220,16 +218,7 @@ void functional_normalize(Ctx& c) {
   const DType r = c.result_type().dtype;
   if (!is_floating_point(r) || rw.type(x).dtype != r) refuse();
   ValueId xf = convert(rw, x, opmath(r));
-  ValueId norm;
-  if (p == 2.0) {
-    norm = unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, xf, V(xf)), dims, true));
-  } else if (p == 1.0) {
-    norm = reduce(rw, Op::Sum, unary(rw, Op::Abs, xf), dims, true);
-  } else if (std::isinf(p) && p > 0) {
-    norm = reduce(rw, Op::Amax, unary(rw, Op::Abs, xf), dims, true);
-  } else {
-    refuse();
-  }
+  ValueId norm = vector_norm(rw, xf, dims, p);
   const DType dt = rw.type(xf).dtype;
   ValueId denom = pointwise(rw, Op::Clamp, {V(norm), scalar(eps, dt), Arg::of_literal(ir::NoneLiteral{})}, dt);
   c.finish(convert(rw, binary(rw, Op::Div, xf, V(denom)), r));
