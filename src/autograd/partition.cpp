@@ -213,32 +213,6 @@ std::vector<bool> copies_read_by_backward_externs(const ir::Graph& g, const std:
   return out;
 }
 
-// Per value: whether a node writes its storage (`z[:, 0] = v` or `z.add_(1)` on it or on a view of it).
-// Such a value is read by later nodes as the written storage, but recomputing its producer (a cheap
-// factory, `torch.zeros`) gives the value before the writes: timm ConViT fills its relative-position
-// table by setitem into zeros inside the forward, and the backward recomputed the zeros (a zero weight
-// gradient for pos_proj).
-std::vector<bool> written_storage(const ir::Graph& g) {
-  std::vector<ValueId> base(g.values().size());
-  for (size_t v = 0; v < base.size(); ++v) base[v] = static_cast<ValueId>(v);
-  auto first_value = [](const ir::Node& node) {
-    return !node.args.empty() && node.args.front().kind == Arg::Kind::Value ? node.args.front().value : ValueId{-1};
-  };
-  std::vector<bool> root_written(base.size(), false);
-  for (const ir::Node& node : g.nodes()) {
-    const ValueId x = first_value(node);
-    if (x < 0) continue;
-    // A node that may return a view (a View-family op, contiguous, a torch call not known to return
-    // new tensors: `m.diagonal()`) shares its first argument's storage.
-    if (!ir::returns_new_tensors(node.callable()))
-      for (ValueId r : node.results) base[static_cast<size_t>(r)] = base[static_cast<size_t>(x)];
-    if (node.mutates_first_arg()) root_written[static_cast<size_t>(base[static_cast<size_t>(x)])] = true;
-  }
-  std::vector<bool> written(base.size(), false);
-  for (size_t v = 0; v < base.size(); ++v) written[v] = root_written[static_cast<size_t>(base[v])];
-  return written;
-}
-
 Arg remap(const Arg& a, const std::vector<ValueId>& map) {
   Arg out = a;
   if (a.kind == Arg::Kind::Value) {
@@ -395,7 +369,11 @@ Partition partition(const Joint& joint, const PartitionOptions& options) {
   std::vector<bool> is_output(n_values, false);
   for (int i = 0; i < layout.forward_outputs; ++i) is_output[static_cast<size_t>(g.outputs()[static_cast<size_t>(i)])] = true;
   double budget = std::clamp(options.memory_budget, 0.0, 1.0);
-  const std::vector<bool> written = written_storage(g);
+  // A value whose storage is written is read by later nodes as the written storage, but recomputing its
+  // producer (a cheap factory, `torch.zeros`) gives the value before the writes: timm ConViT fills its
+  // relative-position table by setitem into zeros inside the forward, and the backward recomputed the
+  // zeros (a zero weight gradient for pos_proj).
+  const std::vector<bool> written = ir::written_storage(g);
   const std::vector<bool> copied_for_externs = copies_read_by_backward_externs(g, backward);
   for (const ir::Value& v : g.values()) {
     if (backward[static_cast<size_t>(v.id)]) continue;

@@ -10,6 +10,7 @@
 
 #include "pipeline/pipeline.h"
 #include "pybridge/errors.h"
+#include "runtime/aliased_inputs.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cpp_compiler.h"
 #include "runtime/cuda_graph_runner.h"
@@ -413,7 +414,17 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);
-  return runner;
+  // A graph that writes an input runs a call where that input shares memory with another eagerly.
+  const std::vector<bool> written = ir::written_storage(captured);
+  std::vector<bool> written_inputs;
+  std::vector<std::string> names;
+  for (const ir::GraphInput& in : captured.inputs()) {
+    written_inputs.push_back(written[static_cast<size_t>(in.value)]);
+    names.push_back(in.source);
+  }
+  if (std::find(written_inputs.begin(), written_inputs.end(), true) == written_inputs.end()) return runner;
+  return std::make_unique<runtime::AliasedInputsRunner>(std::move(runner), eager_runner(captured, callables, table),
+                                                         std::move(written_inputs), std::move(names));
 }
 
 }  // namespace ember::driver

@@ -293,4 +293,25 @@ void Graph::remove_nodes(const std::vector<bool>& remove) {
   values_ = std::move(kept_values);
 }
 
+std::vector<bool> written_storage(const Graph& g) {
+  std::vector<ValueId> base(g.values().size());
+  for (size_t v = 0; v < base.size(); ++v) base[v] = static_cast<ValueId>(v);
+  std::vector<bool> root_written(base.size(), false);
+  for (const Node& node : g.nodes()) {
+    if (node.args.empty()) continue;
+    const Arg& first = node.args.front();
+    if ((first.kind == Arg::Kind::List || first.kind == Arg::Kind::Tuple) && node.mutates_first_arg())  // _foreach_add_
+      for (const Arg& item : first.items)
+        if (item.kind == Arg::Kind::Value) root_written[static_cast<size_t>(base[static_cast<size_t>(item.value)])] = true;
+    if (first.kind != Arg::Kind::Value) continue;
+    const ValueId x = first.value;
+    if (!returns_new_tensors(node.callable()))
+      for (ValueId r : node.results) base[static_cast<size_t>(r)] = base[static_cast<size_t>(x)];
+    if (node.mutates_first_arg()) root_written[static_cast<size_t>(base[static_cast<size_t>(x)])] = true;
+  }
+  std::vector<bool> written(base.size(), false);
+  for (size_t v = 0; v < base.size(); ++v) written[v] = root_written[static_cast<size_t>(base[v])];
+  return written;
+}
+
 }  // namespace ember::ir

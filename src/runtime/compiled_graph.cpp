@@ -2,6 +2,7 @@
 // (compiled_graph.h). Ownership: every tensor a call creates or receives is held in Call::tensors
 // until the call returns; outputs leave as new references.
 #include "runtime/compiled_graph.h"
+#include "runtime/aliased_inputs.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -287,30 +288,17 @@ void CompiledGraph::drop_reused_arena() const { release_reused_arena(); }
 
 bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
                                           std::vector<std::pair<PyObject*, PyRef>>* copies) const {
-  struct Range {
-    uintptr_t start, end;
-    bool written;
-  };
   std::vector<bool> written(program_.inputs.size(), false);
   for (size_t k : written_inputs_) written[k] = true;
-  std::vector<Range> ranges;
+  std::vector<InputRange> ranges;
   for (size_t k = 0; k < program_.inputs.size(); ++k) {
     const size_t u = static_cast<size_t>(program_.inputs[k]);
     const int64_t bytes = span_of(call.sized->sizes[u], call.sized->strides[u], program_.buffers[u].dtype);
     if (bytes == 0) continue;
     const uintptr_t start = reinterpret_cast<uintptr_t>(call.pointers[u]);
-    ranges.push_back(Range{start, start + static_cast<uintptr_t>(bytes), written[k]});
+    ranges.push_back(InputRange{start, start + static_cast<uintptr_t>(bytes), written[k], static_cast<int>(k)});
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.start < b.start; });
-  // Any overlapping pair (a starts first) has b.start < a.end <= the furthest end seen before b.
-  uintptr_t end_any = 0, end_written = 0;
-  bool overlap = false;
-  for (const Range& r : ranges) {
-    overlap = overlap || r.start < end_written || (r.written && r.start < end_any);
-    end_any = std::max(end_any, r.end);
-    if (r.written) end_written = std::max(end_written, r.end);
-  }
-  if (!overlap) return true;
+  if (!written_overlap(std::move(ranges))) return true;
   for (size_t k : written_inputs_) {
     const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
     PyRef copy = copy_to_planned(call, b, inputs[k]);

@@ -23,6 +23,9 @@ struct Stats {
   uint64_t graphs = 0;           // graphs built
   uint64_t cuda_graph_records = 0;  // CUDA graphs captured (mode="reduce-overhead"; re-records included)
   uint64_t cuda_graph_replays = 0;  // calls served by replaying one
+  // Calls of a compiled graph that writes an input, run op by op because that input shared memory with
+  // another (runtime/aliased_inputs.h).
+  uint64_t aliased_input_calls = 0;
   uint64_t ops_captured = 0;     // graph nodes built
   double trace_seconds = 0;      // time spent tracing
 };

@@ -5,7 +5,7 @@ import ember
 
 KEYS = ("frames_compiled", "cache_hits", "recompiles", "graph_breaks", "eager_frames", "graphs", "ops_captured",
         "kernels_compiled", "codegen_failures", "backend_errors", "cuda_graph_records",
-        "cuda_graph_replays")
+        "cuda_graph_replays", "aliased_input_calls")
 
 
 def f(x):

@@ -1,4 +1,4 @@
-// AliasGuard (trace.h): the identity checks between the frame's lists and dicts that a trace
+// AliasGuard (trace.h): the identity checks between the frame's tensors, lists and dicts that a trace
 // relied on, checked after the GuardSet on every call and listed with the guards.
 #include <map>
 #include <unordered_map>

@@ -114,15 +114,18 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
   auto it = by_source_.find(key);
   if (it != by_source_.end()) return it->second;
   if (PyCell_Check(obj)) return by_source_[key] = wrap_cell(obj, source);
-  if (PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
+  PyTypeObject* type = Py_TYPE(obj);
+  const bool tensor = is_tensor_type(reinterpret_cast<PyObject*>(type));
+  if (tensor || PyList_CheckExact(obj) || PyDict_CheckExact(obj)) {
     auto found = container_index_.find(obj);
     if (found != container_index_.end()) {
       // Vars stay acyclic: the walks over them (plans, folding, lowering) assume so.
       if (std::find(wrapping_.begin(), wrapping_.end(), obj) != wrapping_.end())
         throw Unsupported("a list or dict that contains itself, read from the frame at " + key);
-      // A list or dict already read through another source (`f(xs, xs)`, `self.a is self.b`):
-      // the same Var, so a mutation through one name is seen through the other; `aliases`
-      // requires both sources to reach one object on later calls.
+      // A tensor, list or dict already read through another source (`f(x, x)`, `self.a is
+      // self.b`, tied weights, the locals a graph break passes on that name one tensor): the same
+      // Var (one graph input), so a mutation through one name is seen through the other;
+      // `aliases` requires both sources to reach one object on later calls.
       container_sources_.emplace_back(source, found->second);
       VarRef v = containers_[found->second].var;
       by_source_[key] = v;
@@ -130,9 +133,9 @@ VarRef Trace::wrap(PyObject* obj, const SourceRef& source) {
     }
   }
   VarRef v;
-  PyTypeObject* type = Py_TYPE(obj);
-  if (is_tensor_type(reinterpret_cast<PyObject*>(type))) {
+  if (tensor) {
     v = wrap_tensor(obj, source);
+    register_container(obj, v, source);
   } else if (PyLong_CheckExact(obj) && dynamic_int(obj, source)) {
     v = int_symbol(obj, source);
   } else if (PyLong_CheckExact(obj) && (source->kind == Source::Kind::Attr || source->kind == Source::Kind::Global ||
@@ -611,8 +614,10 @@ ValuePlan Trace::finish(const VarRef& result) {
   for (auto& [source, index] : container_sources_) ++sources_per[index];
   for (auto& c : containers_) any_mutated = any_mutated || c.mutated;
   aliases.entries.clear();
+  // (A tensor is guarded only where two sources reach it: the runtime checks that a written input
+  // shares no memory with another input, runtime/compiled_graph.h.)
   for (auto& [source, index] : container_sources_)
-    if (any_mutated || sources_per[index] > 1)
+    if ((any_mutated && containers_[index].var->kind != VarKind::Tensor) || sources_per[index] > 1)
       aliases.entries.push_back(AliasGuard::Entry{source, index, containers_[index].mutated});
   alias_cells(static_cast<int>(containers_.size()));
   return plan;

@@ -412,7 +412,7 @@ class Trace {
   std::unordered_map<ir::ValueId, int> output_index_;
   std::unordered_map<const Var*, int> identities_;  // ValuePlan::identity of lists, dicts, objects
   std::unordered_set<const Var*> planning_;          // constructed objects plan_value is inside
-  // Lists and dicts read from the frame: one Var per object, however many sources reach it.
+  // Tensors, lists and dicts read from the frame: one Var per object, however many sources reach it.
   struct Container {
     PyRef object;
     VarRef var;
@@ -427,7 +427,7 @@ class Trace {
   // Unsupported when the mutated dict `c` is the instance __dict__ of `owner`, an object read
   // from the frame (the trace reads its attributes apart from the dict).
   void refuse_instance_dict(const Container& c, const Var& owner) const;
-  // Records a list or dict read from the frame through `source` (its Var `v`, not yet filled).
+  // Records a tensor, list or dict read from the frame through `source` (its Var `v`, not yet filled).
   void register_container(PyObject* obj, const VarRef& v, const SourceRef& source);
   // Fills `v` with the items of the tuple, list or dict `obj` read through `source` (guarding its
   // length or keys), then applies what store_unread added.

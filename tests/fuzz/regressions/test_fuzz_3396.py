@@ -1,8 +1,11 @@
 """Fuzz regression (python -m ember.fuzz --seed 3396 --count 1): wrong-result under ember, ember-no-grad.
 
 call0.out['t11']: Tensor-likes are not close!; error vs float64 0.00324 > bound 1.17e-06 (eager's error 8.32e-08)
+
+Right by the oracle's second reference (session 22): bf16 arithmetic computed in float32 and rounded only where
+stored, as Inductor's kernels do, meets the fp64 rule against a reference where only explicit casts round
+(ember/fuzz/runner.py, _exact_low_precision).
 """
-import pytest
 import torch
 from ember.testing import randbool, randint, randn
 
@@ -18,7 +21,6 @@ def inputs(g):
     return (randn(g, 2),)
 
 
-@pytest.mark.xfail(strict=True, reason="known, not fixed yet (session 21's long run): a bf16 variance after an explicit cast kept in float32 and not rounded to bf16 (the same policy), where the float64 reference keeps the program's bf16 casts")
 def test_fuzz_3396():
     from ember.fuzz.runner import check_or_skip
     assert check_or_skip(program, inputs, ['ember', 'ember-no-grad']) == []
