@@ -1,7 +1,9 @@
 """Tensors that share memory among a frame's inputs (runtime/aliased_inputs.h). One tensor object reached
 through several names is one graph input, guarded `is` on later calls (`f(x, x)`, tied weights, the locals a
 graph break passes on: fuzz seeds 7216, 7609, 8233); distinct tensors that share memory with one the graph
-writes run that call op by op, with a warning and stats()["aliased_input_calls"]."""
+writes run that call op by op, with a warning and stats()["aliased_input_calls"]. Tensors are made on the test
+device (EMBER_TEST_DEVICE=cuda on the GPU machine)."""
+import contextlib
 import re
 import warnings
 
@@ -9,6 +11,13 @@ import pytest
 import torch
 
 import ember
+from ember.testing import DEVICE
+
+
+@pytest.fixture(autouse=True)
+def on_device():
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
 
 
 def graph_inputs(explained):
