@@ -266,6 +266,15 @@ def _markdown(results):
     return "\n".join(out)
 
 
+def _summarized(results, config):
+    """`results` with the geomeans, targets and ok of the workloads it holds."""
+    rows = results["workloads"]
+    results["geomean_speedup"] = compare.geomean_speedups(rows, config["compilers"])
+    results["targets"] = _targets(rows, config, results["bandwidth"])
+    results["ok"] = compare.all_ok(rows)
+    return results
+
+
 def run(args, extra_compilers=()):
     """extra_compilers: objects shaped like compilers.Compiler, measured in this process only (a test's hook)."""
     import torch
@@ -281,10 +290,10 @@ def run(args, extra_compilers=()):
         results["bandwidth"] = _copy_bandwidth(config)
         for name in config["workloads"]:
             results["workloads"][name] = _run_workload(name, registered, list(extra_compilers), config)
+            # The rows so far, on disk after each workload: a run stopped by a time limit (max-autotune's tuning
+            # can take minutes a workload) keeps what it measured.
+            report.write_results(args.out, _summarized(results, config), _markdown(results))
     rows = results["workloads"]
-    results["geomean_speedup"] = compare.geomean_speedups(rows, config["compilers"])
-    results["targets"] = _targets(rows, config, results["bandwidth"])
-    results["ok"] = compare.all_ok(rows)
-    return report.finish(args.out, results, _markdown(results),
+    return report.finish(args.out, _summarized(results, config), _markdown(results),
                          lambda png: compare.speedup_chart(rows, config["compilers"],
                                                            f"{args.device} speed-up over eager (higher is better)", png))
