@@ -87,21 +87,33 @@ bool lower_linear_bias(Lowerer& L, const ir::Node& add) {
 
 namespace {
 
-// Dims 0..rank-2 of `b` walk memory as one (each stride the next one's times its size).
+// Dims 0..rank-2 of `b` but those of size 1, which walk no memory whatever their stride says (a [T, 1, C]
+// transpose of [1, T, C]: torch.matmul does not fold it and runs bmm over T copies of the weight's view).
+std::vector<size_t> row_dims(const loop_ir::Buffer& b) {
+  std::vector<size_t> dims;
+  for (size_t k = 0; k + 1 < b.sizes.size(); ++k)
+    if (b.sizes[k] != sym::Expr(int64_t{1})) dims.push_back(k);
+  return dims;
+}
+
+// Those dims walk memory as one (each stride the next one's times its size).
 bool leading_dims_merge(const loop_ir::Buffer& b) {
-  for (size_t k = 0; k + 2 < b.sizes.size(); ++k)
-    if (b.strides[k] != b.strides[k + 1] * b.sizes[k + 1]) return false;
+  const std::vector<size_t> dims = row_dims(b);
+  for (size_t i = 0; i + 1 < dims.size(); ++i)
+    if (b.strides[dims[i]] != b.strides[dims[i + 1]] * b.sizes[dims[i + 1]]) return false;
   return true;
 }
 
 // `b`'s [..., M, X] folded to [rows, X] (rows = the product of its leading sizes), as a buffer of `kind`.
 loop_ir::Buffer folded_matrix(const loop_ir::Buffer& b, const sym::Expr& rows, loop_ir::Buffer::Kind kind) {
   const size_t rank = b.sizes.size();
+  const std::vector<size_t> dims = row_dims(b);
   loop_ir::Buffer m;
   m.kind = kind;
   m.dtype = b.dtype;
   m.sizes = {rows, b.sizes[rank - 1]};
-  m.strides = {b.strides[rank - 2], b.strides[rank - 1]};
+  // One row: any stride; the dense one.
+  m.strides = {dims.empty() ? b.sizes[rank - 1] * b.strides[rank - 1] : b.strides[dims.back()], b.strides[rank - 1]};
   m.device = b.device;
   return m;
 }

@@ -38,3 +38,23 @@ def test_a_returned_product_of_a_training_graph_takes_in_place_writes():
     out.square().sum().backward()
     ref.square().sum().backward()
     torch.testing.assert_close(lin.weight.grad, twin.weight.grad)
+
+
+def project_time_major(x, w):
+    # [B=1, T, C] -> [T, 1, C] (wav2vec2 / WavLM attention): the size-1 dim's stride is T*C, so torch.matmul does
+    # not fold and runs bmm over T views of w; size-1 dims walk no memory, and Ember folds it into one mm.
+    return torch.relu(x.transpose(0, 1) @ w)
+
+
+def test_a_size_one_dim_with_any_stride_folds(monkeypatch, caplog):
+    import logging
+    torch.manual_seed(2)
+    x, w = torch.randn(1, 7, 4), torch.randn(4, 5)
+    ember.reset()
+    monkeypatch.setenv("EMBER_LOGS", "schedule")
+    caplog.set_level(logging.INFO, logger="ember")
+    with torch.no_grad():
+        got = ember.compile(project_time_major)(x, w)
+    torch.testing.assert_close(got, project_time_major(x, w))
+    schedule = "\n".join(r.getMessage() for r in caplog.records)
+    assert 'extern () = "torch.mm"' in schedule and '"torch.matmul"' not in schedule, schedule
