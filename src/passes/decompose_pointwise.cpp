@@ -307,6 +307,52 @@ void addc(Ctx& c, Op op) {
 
 }  // namespace
 
+// torch._foreach_<op>_(xs, other) and torch._foreach_<op>(xs, other) for add, sub, mul and div over floating
+// tensors: x_i <op> other_i as primitives (a kernel each), `other` a number, a list of numbers, one tensor (a
+// 0-d clip coefficient) or a list of tensors, each of x_i's dtype and broadcasting to it; in place, then one
+// `torch._foreach_copy_(xs, results)`, which the scheduler turns into each kernel's store into x_i when x_i is
+// a graph input (docs/scheduler.md, "Stores into inputs"), as Ember's optimizer step is built
+// (clip_grad_norm_'s `_foreach_mul_`, hand-written optimizers). A form outside these stays one torch call.
+void foreach_binary(Ctx& c, Op op, bool in_place) {
+  const ir::Node& n = c.node;
+  if (n.args.size() != 2 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::List) refuse();
+  const std::vector<Arg>& xs = n.args[0].items;
+  const Arg& other = n.args[1];
+  if (xs.empty() || n.results.size() != xs.size()) refuse();
+  if (other.kind == Arg::Kind::List && other.items.size() != xs.size()) refuse();
+  std::vector<Arg> targets, values;
+  std::vector<ir::TensorType> types;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const ValueId x = c.tensor(xs[i]);
+    const ir::TensorType& t = c.rw.type(x);
+    const Arg& operand = other.kind == Arg::Kind::List ? other.items[i] : other;
+    if (!ir::is_floating(t.dtype) || operand.kind == Arg::Kind::List || operand.kind == Arg::Kind::Tuple) refuse();
+    ValueId y;
+    if (operand.kind == Arg::Kind::Literal) {
+      const std::optional<double> s = number_literal(operand);
+      if (!s || std::holds_alternative<bool>(operand.literal)) refuse();
+      y = binary_s(c.rw, op, x, *s);
+    } else {
+      const ValueId o = c.tensor(operand);
+      if (c.rw.type(o).dtype != t.dtype || c.rw.type(o).device != t.device) refuse();
+      y = binary(c.rw, op, x, Arg::of_value(o));
+    }
+    if (c.rw.type(y).sizes != t.sizes || c.rw.type(y).dtype != t.dtype) refuse();
+    if (!in_place) {
+      c.finish(y, i);
+      continue;
+    }
+    targets.push_back(Arg::of_value(x));
+    values.push_back(Arg::of_value(y));
+    types.push_back(t);
+  }
+  if (!in_place) return;
+  const std::vector<ValueId> written =
+      c.rw.emit_torch_tuple("torch._foreach_copy_", {Arg::list(std::move(targets)), Arg::list(std::move(values))}, {},
+                            std::move(types));
+  for (size_t i = 0; i < written.size(); ++i) c.finish(written[i], i);
+}
+
 void add_pointwise_rules(RuleMap& rules) {
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::FloorDivide, Op::Remainder, Op::Pow, Op::Maximum, Op::Minimum,
                 Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor,
@@ -315,6 +361,13 @@ void add_pointwise_rules(RuleMap& rules) {
   for (Op op : {Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Erf,
                 Op::Reciprocal, Op::Log1p, Op::Expm1})
     rules[ir::op_info(op).torch_target] = [op](Ctx& c) { unary_rule(c, op); };
+  const std::pair<const char*, Op> kForeach[] = {
+      {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}};
+  for (const auto& [name, op] : kForeach) {
+    Op o = op;
+    rules[std::string("torch._foreach_") + name] = [o](Ctx& c) { foreach_binary(c, o, false); };
+    rules[std::string("torch._foreach_") + name + "_"] = [o](Ctx& c) { foreach_binary(c, o, true); };
+  }
   // Python operators on tensors, captured under their operator.* names.
   const std::pair<const char*, Op> kOperators[] = {
       {"operator.add", Op::Add},        {"operator.sub", Op::Sub},       {"operator.mul", Op::Mul},

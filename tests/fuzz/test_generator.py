@@ -6,7 +6,7 @@ FEATURES = {
     "pointwise", "reduction", "view", "inplace-view", "input-mutation", "container-mutation", "indexing",
     "gather", "mask-index", "dtype", "shape-branch", "shape-loop", "value-branch", "value-loop", "item",
     "container-read", "container-loop", "side-effect",
-    "input-tensor", "input-list", "input-tuple", "input-dict", "input-log",
+    "input-tensor", "input-list", "input-tuple", "input-dict", "input-log", "input-same",
     "dtype-float32", "dtype-float16", "dtype-bfloat16", "dtype-float64", "dtype-int32", "dtype-int64", "dtype-bool",
     "output-tuple", "output-list", "output-dict", "output-single",
 }

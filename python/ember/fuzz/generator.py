@@ -6,8 +6,8 @@ flatten, permute, transpose, slices, expand, narrow), in-place ops on views of i
 of inputs and of input lists, indexing (basic, None/ellipsis, index_select, gather, boolean masks),
 dtype changes and promotion (f32, f16, bf16, f64, int32, int64, bool), Python control flow on shapes
 and on tensor values (graph breaks: a branch on a tensor, `.item()`, a loop that halves until small),
-containers as inputs (list, tuple, dict) and outputs (tuple, list, dict), and appends to a caller's
-list (a side effect).
+containers as inputs (list, tuple, dict) and outputs (tuple, list, dict), appends to a caller's
+list (a side effect), and one tensor passed as two arguments.
 
 Why statements are checked while they are generated: each candidate statement runs eagerly on the
 program's seed-0 inputs, and one that raises is dropped, so the generator needs no model of torch's
@@ -87,6 +87,12 @@ class _Builder:
                 self.inputs.append(Input("idx", "tensor", [TensorSpec(x0.shape, "int64", high=high)]))
         if r.random() < 0.2:
             self.inputs.append(Input("log", "log"))
+        # One tensor passed as two arguments (`f(x, x)`: a write through one name is read through the other).
+        # Drawn from a stream of its own, so the other seeds' programs stay what they were.
+        aside = random.Random(self.seed * 7919 + 17)
+        if aside.random() < 0.1:
+            same = aside.choice([i.name for i in self.inputs if i.kind == "tensor"])
+            self.inputs.append(Input(f"x{len(self.inputs)}_same", "same", of=same))
 
     def bind_inputs(self):
         import torch
@@ -94,7 +100,7 @@ class _Builder:
         values = load(prog.source())["inputs"](_generator(0))
         self.ns = {"torch": torch}
         for inp, value in zip(self.inputs, values):
-            if inp.kind == "tensor":
+            if inp.kind in ("tensor", "same"):
                 self.ns[inp.name] = value
         self.containers = {i.name: i for i in self.inputs if i.kind in ("list", "tuple", "dict")}
         self.container_values = {i.name: v for i, v in zip(self.inputs, values) if i.kind != "tensor"}

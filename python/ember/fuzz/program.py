@@ -41,8 +41,9 @@ class Input:
     """One argument of `program`: a tensor, a list/tuple/dict of tensors, or `log` (an empty list the
     program appends to: a side effect on a caller-owned container)."""
     name: str
-    kind: str  # "tensor", "list", "tuple", "dict", "log"
+    kind: str  # "tensor", "list", "tuple", "dict", "log", "same" (the tensor input named `of`, passed again)
     items: List[TensorSpec] = dataclasses.field(default_factory=list)
+    of: str = ""
 
     def keys(self):
         return [f"k{i}" for i in range(len(self.items))]
@@ -57,6 +58,8 @@ class Input:
             return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
         if self.kind == "dict":
             return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(self.keys(), parts)) + "}"
+        if self.kind == "same":
+            return self.of
         assert self.kind == "log", self.kind
         return "[]"
 
@@ -130,7 +133,10 @@ class Program:
         """The program as a Python module: imports, program(...), inputs(g)."""
         args = ", ".join(i.name for i in self.inputs)
         body = [line for s in self.stmts for line in s.render()] + [self.render_return()]
-        values = ", ".join(i.render(self.dims) for i in self.inputs)
+        # An input passed twice (kind "same") needs its value named: the others stay one tuple expression.
+        named = {i.of for i in self.inputs if i.kind == "same"}
+        made = [f"    {i.name} = {i.render(self.dims)}" for i in self.inputs if i.name in named]
+        values = ", ".join(i.name if i.name in named else i.render(self.dims) for i in self.inputs)
         return "\n".join([
             "import torch",
             "from ember.testing import randbool, randint, randn",
@@ -141,6 +147,7 @@ class Program:
             "",
             "",
             "def inputs(g):",
+            *made,
             f"    return ({values}{',' if len(self.inputs) == 1 else ''})",
             "",
         ])

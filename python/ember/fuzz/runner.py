@@ -51,14 +51,18 @@ def default_variants():
     return [v for v in VARIANTS if v != "ember-triton" or os.environ.get("TRITON_INTERPRET") == "1"]
 
 
-def _float64(tree):
+def _float64(tree, memo=None):
+    """The inputs with every floating tensor in float64 (the others cloned); a tensor passed twice stays one."""
     import torch
+    memo = {} if memo is None else memo
     if isinstance(tree, torch.Tensor):
-        return tree.double() if tree.is_floating_point() else tree.clone()
+        if id(tree) not in memo:
+            memo[id(tree)] = tree.double() if tree.is_floating_point() else tree.clone()
+        return memo[id(tree)]
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_float64(v) for v in tree)
+        return type(tree)(_float64(v, memo) for v in tree)
     if isinstance(tree, dict):
-        return {k: _float64(v) for k, v in tree.items()}
+        return {k: _float64(v, memo) for k, v in tree.items()}
     return tree
 
 
