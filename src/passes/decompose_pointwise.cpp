@@ -312,7 +312,7 @@ void addc(Ctx& c, Op op) {
 // 0-d clip coefficient) or a list of tensors, each of x_i's dtype and broadcasting to it; in place, then one
 // `torch._foreach_copy_(xs, results)`, which the scheduler turns into each kernel's store into x_i when x_i is
 // a graph input (docs/scheduler.md, "Stores into inputs"), as Ember's optimizer step is built
-// (clip_grad_norm_'s `_foreach_mul_`, hand-written optimizers). A form outside these stays one torch call.
+// (hand-written optimizers and gradient clipping). A form outside these stays one torch call.
 void foreach_binary(Ctx& c, Op op, bool in_place) {
   const ir::Node& n = c.node;
   if (n.args.size() != 2 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::List) refuse();
@@ -353,6 +353,25 @@ void foreach_binary(Ctx& c, Op op, bool in_place) {
   for (size_t i = 0; i < written.size(); ++i) c.finish(written[i], i);
 }
 
+// torch._foreach_norm(xs, ord) of float32/float64 tensors: each ||x||_ord over all its elements (2, 1 or inf),
+// a 0-d tensor per x; other dtypes (torch computes half types in float32) and orders stay one torch call.
+void foreach_norm(Ctx& c) {
+  const ir::Node& n = c.node;
+  if (n.args.empty() || n.args.size() > 2 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::List ||
+      n.results.size() != n.args[0].items.size())
+    refuse();
+  const std::optional<double> p = n.args.size() == 2 ? number_literal(n.args[1]) : 2.0;
+  if (!p) refuse();
+  for (size_t i = 0; i < n.results.size(); ++i) {
+    const ValueId x = c.tensor(n.args[0].items[i]);
+    const ir::TensorType& t = c.rw.type(x);
+    if ((t.dtype != DType::Float32 && t.dtype != DType::Float64) || c.result_type(i).dtype != t.dtype) refuse();
+    std::vector<int64_t> dims(t.sizes.size());
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+    c.finish(reshape(c.rw, vector_norm(c.rw, x, dims, *p), {}), i);
+  }
+}
+
 void add_pointwise_rules(RuleMap& rules) {
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::FloorDivide, Op::Remainder, Op::Pow, Op::Maximum, Op::Minimum,
                 Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor,
@@ -368,6 +387,7 @@ void add_pointwise_rules(RuleMap& rules) {
     rules[std::string("torch._foreach_") + name] = [o](Ctx& c) { foreach_binary(c, o, false); };
     rules[std::string("torch._foreach_") + name + "_"] = [o](Ctx& c) { foreach_binary(c, o, true); };
   }
+  rules["torch._foreach_norm"] = foreach_norm;
   // Python operators on tensors, captured under their operator.* names.
   const std::pair<const char*, Op> kOperators[] = {
       {"operator.add", Op::Add},        {"operator.sub", Op::Sub},       {"operator.mul", Op::Mul},
