@@ -132,10 +132,10 @@ ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool k
   return rw.emit(op, {V(x), int_list_arg(dims), Arg::of_literal(keepdim)}, {}, std::move(rt));
 }
 
-ValueId vector_norm(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double p) {
-  if (p == 2.0) return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, x, V(x)), dims, true));
-  if (p == 1.0) return reduce(rw, Op::Sum, unary(rw, Op::Abs, x), dims, true);
-  if (std::isinf(p) && p > 0) return reduce(rw, Op::Amax, unary(rw, Op::Abs, x), dims, true);
+ValueId vector_norm(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double p, bool keepdim) {
+  if (p == 2.0) return unary(rw, Op::Sqrt, reduce(rw, Op::Sum, binary(rw, Op::Mul, x, V(x)), dims, keepdim));
+  if (p == 1.0) return reduce(rw, Op::Sum, unary(rw, Op::Abs, x), dims, keepdim);
+  if (std::isinf(p) && p > 0) return reduce(rw, Op::Amax, unary(rw, Op::Abs, x), dims, keepdim);
   refuse();
 }
 

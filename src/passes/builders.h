@@ -33,9 +33,9 @@ ValueId unary(Rewriter& rw, Op op, ValueId x);
 ValueId binary(Rewriter& rw, Op op, ValueId a, Arg b);
 ValueId binary_s(Rewriter& rw, Op op, ValueId a, double b);  // b becomes a literal of a's kind
 ValueId reduce(Rewriter& rw, Op op, ValueId x, std::vector<int64_t> dims, bool keepdim);
-// ||x||_p over `dims`, kept, in x's dtype: sqrt(sum(x*x)) for p = 2, sum(|x|) for 1, amax(|x|) for
-// inf; any other p refuses.
-ValueId vector_norm(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double p);
+// ||x||_p over `dims` (kept unless `keepdim` is false), in x's dtype: sqrt(sum(x*x)) for p = 2, sum(|x|) for 1,
+// amax(|x|) for inf; any other p refuses.
+ValueId vector_norm(Rewriter& rw, ValueId x, const std::vector<int64_t>& dims, double p, bool keepdim = true);
 // var_mean: {var, mean}.
 std::pair<ValueId, ValueId> var_mean(Rewriter& rw, ValueId x, std::vector<int64_t> dims, int64_t correction, bool keepdim);
 // A reshape; `x` itself when the sizes do not change, unless `always` (a view must be a new

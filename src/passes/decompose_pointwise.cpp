@@ -366,9 +366,7 @@ void foreach_norm(Ctx& c) {
     const ValueId x = c.tensor(n.args[0].items[i]);
     const ir::TensorType& t = c.rw.type(x);
     if ((t.dtype != DType::Float32 && t.dtype != DType::Float64) || c.result_type(i).dtype != t.dtype) refuse();
-    std::vector<int64_t> dims(t.sizes.size());
-    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-    c.finish(reshape(c.rw, vector_norm(c.rw, x, dims, *p), {}), i);
+    c.finish(vector_norm(c.rw, x, all_dims(rank_of(c.rw, x)), *p, /*keepdim=*/false), i);
   }
 }
 

@@ -224,6 +224,24 @@ void functional_normalize(Ctx& c) {
   c.finish(convert(rw, binary(rw, Op::Div, xf, V(denom)), r));
 }
 
+// torch.linalg.vector_norm and Tensor.norm / torch.norm of a floating tensor: ||x||_ord over `dim` (every dim
+// for None or []), in opmath and rounded once, as torch's kernels; ord 2 ("fro" and None too), 1 or inf. Other
+// orders, dtype= and out= stay torch's.
+void norm_rule(Ctx& c, std::string_view order, bool has_out) {
+  ValueId x = c.tensor("input");
+  Rewriter& rw = c.rw;
+  if (!c.none("dtype") || (has_out && !c.none("out"))) refuse();
+  const Arg& ord = c.arg(order);
+  const std::string* name = ord.kind == Arg::Kind::Literal ? std::get_if<std::string>(&ord.literal) : nullptr;
+  if (name && *name != "fro") refuse();
+  const double p = is_none(ord) || name ? 2.0 : c.number_arg(order);
+  const DType r = c.result_type().dtype;
+  if (!is_floating(r) || rw.type(x).dtype != r) refuse();
+  const std::vector<int64_t> dims = reduction_dims(c.arg("dim"), rank_of(rw, x), true);
+  ValueId xf = convert(rw, x, opmath(r));
+  c.finish(convert(rw, vector_norm(rw, xf, dims, p, c.bool_arg("keepdim")), r));
+}
+
 void rms_norm(Ctx& c) {
   ValueId x = c.tensor("input");
   std::vector<int64_t> dims = trailing_dims(c, x);
@@ -603,6 +621,9 @@ void depthwise_conv1x1(Ctx& c) {
 void add_reduction_rules(RuleMap& rules) {
   rules["torch.sum"] = sum;
   rules["torch._weight_norm"] = weight_norm;
+  rules["torch._C._linalg.linalg_vector_norm"] = [](Ctx& c) { norm_rule(c, "ord", true); };
+  rules["torch.norm"] = [](Ctx& c) { norm_rule(c, "p", true); };
+  rules["torch.Tensor.norm"] = [](Ctx& c) { norm_rule(c, "p", false); };
   rules["torch.mean"] = mean;
   rules["torch.amax"] = [](Ctx& c) { amax_amin(c, Op::Amax); };
   rules["torch.amin"] = [](Ctx& c) { amax_amin(c, Op::Amin); };
