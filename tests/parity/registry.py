@@ -69,7 +69,7 @@ NO_KERNELS = {
         "nn_linear_float16", "nn_linear_no_bias",
         # linear with a bias: one torch.nn.functional.linear call, as eager (src/lowering/linear.cpp)
         "nn_linear", "nn_linear_3d_input", "functional_linear", "nn_dropout_eval", "nn_dropout_train_seeded",
-        "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment", "module_tensor_attr_write",
+        "training_flag_branch_eval", "ModuleIteration", "module_int_attr_increment",
         "dict_input",
         "op_matmul", "output_views_of_input", "reduce_arg_topk_sort",
         "reduce_cumulative", "shape_flatten_unflatten",
