@@ -8,6 +8,14 @@ import torch
 
 import ember
 import ember.api
+from ember.testing import DEVICE
+
+
+@pytest.fixture(autouse=True)
+def on_device():
+    """Tensors on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine: the Triton backend)."""
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """torch.linalg.vector_norm, torch.norm and Tensor.norm decompose for ord 2 ("fro", None), 1 and inf into one
 reduction in opmath, rounded once (decompose_reduce.cpp, norm_rule); other orders, dtype= and out= stay torch's.
 Values against eager; the supported forms leave no torch call."""
+import contextlib
 import math
 
 import pytest
@@ -8,6 +9,15 @@ import torch
 
 import ember
 import ember.api
+from ember.testing import DEVICE
+
+
+@pytest.fixture(autouse=True)
+def on_device():
+    """Tensors on the test device (EMBER_TEST_DEVICE=cuda on the GPU machine: the Triton backend)."""
+    with DEVICE if DEVICE.type != "cpu" else contextlib.nullcontext():
+        yield
+
 
 FORMS = {
     "Tensor.norm last dim": lambda x: x.norm(dim=-1),
