@@ -23,8 +23,13 @@ std::optional<std::pair<int, int>> written_overlap(std::vector<InputRange> range
 }
 
 AliasedInputsRunner::AliasedInputsRunner(std::unique_ptr<GraphRunner> compiled, std::unique_ptr<GraphRunner> eager,
-                                         std::vector<bool> written, std::vector<std::string> names)
-    : compiled_(std::move(compiled)), eager_(std::move(eager)), written_(std::move(written)), names_(std::move(names)) {}
+                                         std::vector<bool> written, std::vector<std::string> names,
+                                         std::vector<int64_t> static_bytes)
+    : compiled_(std::move(compiled)),
+      eager_(std::move(eager)),
+      written_(std::move(written)),
+      names_(std::move(names)),
+      static_bytes_(std::move(static_bytes)) {}
 
 bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) const {
   *ok = true;
@@ -32,19 +37,26 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) co
   ranges.reserve(written_.size());
   std::optional<std::pair<int, int>> pair;
   for (size_t k = 0; k < written_.size() && !pair; ++k) {
-    pybridge::RawTensorMeta m;
-    // A tensor the guards would not pass (a negative or conjugate view) has no range to compare: eagerly.
-    if (!pybridge::read_raw_tensor_meta(inputs[k], &m, pybridge::TensorReadPath::Auto)) pair.emplace(k, k);
-    int64_t span = 1;
-    for (int d = 0; d < m.ndim && span > 0; ++d) span = m.sizes[d] == 0 ? 0 : span + (m.sizes[d] - 1) * m.strides[d];
-    if (pair || span == 0) continue;
+    int64_t bytes = static_bytes_[k];
+    if (bytes < 0) {
+      pybridge::RawTensorMeta m;
+      // A tensor the guards would not pass (a negative or conjugate view) has no range to compare: eagerly.
+      if (!pybridge::read_raw_tensor_meta(inputs[k], &m, pybridge::TensorReadPath::Auto)) {
+        pair.emplace(k, k);
+        break;
+      }
+      int64_t span = 1;
+      for (int d = 0; d < m.ndim && span > 0; ++d) span = m.sizes[d] == 0 ? 0 : span + (m.sizes[d] - 1) * m.strides[d];
+      bytes = span * ir::dtype_itemsize(m.dtype);
+    }
+    if (bytes == 0) continue;
     void* start = nullptr;
     if (!pybridge::data_pointer(inputs[k], &start)) {
       *ok = false;
       return false;
     }
     const auto at = reinterpret_cast<uintptr_t>(start);
-    ranges.push_back(InputRange{at, at + static_cast<uintptr_t>(span * ir::dtype_itemsize(m.dtype)), written_[k], static_cast<int>(k)});
+    ranges.push_back(InputRange{at, at + static_cast<uintptr_t>(bytes), written_[k], static_cast<int>(k)});
   }
   if (!pair) pair = written_overlap(std::move(ranges));
   if (!pair) return false;

@@ -38,9 +38,10 @@ std::optional<std::pair<int, int>> written_overlap(std::vector<InputRange> range
 // two inputs).
 class AliasedInputsRunner : public GraphRunner {
  public:
-  // `written[k]`: the graph writes input k; `names[k]`: its source, for the warning.
+  // `written[k]`: the graph writes input k; `names[k]`: its source, for the warning; `static_bytes[k]`: the bytes
+  // it spans when its sizes and strides are constants (the guards hold it to them), else -1 (read per call).
   AliasedInputsRunner(std::unique_ptr<GraphRunner> compiled, std::unique_ptr<GraphRunner> eager,
-                      std::vector<bool> written, std::vector<std::string> names);
+                      std::vector<bool> written, std::vector<std::string> names, std::vector<int64_t> static_bytes);
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
   bool run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const override;
@@ -52,6 +53,7 @@ class AliasedInputsRunner : public GraphRunner {
   std::unique_ptr<GraphRunner> compiled_, eager_;
   std::vector<bool> written_;
   std::vector<std::string> names_;
+  std::vector<int64_t> static_bytes_;
   mutable bool warned_ = false;
 };
 

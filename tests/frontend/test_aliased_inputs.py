@@ -138,3 +138,17 @@ def test_tied_weights_are_one_input():
     m.head.weight = torch.nn.Parameter(torch.randn(10, 4))
     with torch.no_grad():
         torch.testing.assert_close(ember.compile(m)(ids), m(ids))
+
+
+def test_symbolic_sizes_are_read_per_call():
+    # A dynamic graph's input spans come from the call's tensors (static ones from the guarded types).
+    ember.reset()
+    f = ember.compile(write_then_read, dynamic=True)
+    f(torch.ones(3), torch.ones(3))
+    f(torch.ones(5), torch.ones(5))
+    base, ref = torch.arange(9.0), torch.arange(9.0)
+    with pytest.warns(RuntimeWarning, match="shares memory"):
+        got = f(base[:4], base[2:6])
+    torch.testing.assert_close(got, write_then_read(ref[:4], ref[2:6]))
+    torch.testing.assert_close(base, ref)
+    assert ember.stats()["aliased_input_calls"] == 1
