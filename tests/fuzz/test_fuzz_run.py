@@ -17,7 +17,7 @@ import pytest
 
 from ember.fuzz.runner import check_seeds
 
-COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "2000"))
+COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "1000"))
 CHUNK = 50
 VARIANTS = os.environ["EMBER_FUZZ_VARIANTS"].split(",") if os.environ.get("EMBER_FUZZ_VARIANTS") else None
 JOBS = int(os.environ.get("EMBER_FUZZ_JOBS", "0")) or os.cpu_count() or 1
