@@ -423,13 +423,14 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     written_inputs.push_back(written[static_cast<size_t>(in.value)]);
     names.push_back(in.source);
     const ir::TensorType& t = captured.value(in.value).type;
-    int64_t span = 1;
-    for (size_t d = 0; d < t.sizes.size() && span >= 0; ++d) {
-      if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) span = -1;
-      else if (t.sizes[d].constant() == 0) span = 0;
-      else if (span > 0) span += (t.sizes[d].constant() - 1) * t.strides[d].constant();
+    std::vector<int64_t> sizes, strides;
+    for (size_t d = 0; d < t.sizes.size(); ++d) {
+      if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) break;
+      sizes.push_back(t.sizes[d].constant());
+      strides.push_back(t.strides[d].constant());
     }
-    static_bytes.push_back(span < 0 ? -1 : span * ir::dtype_itemsize(t.dtype));
+    const bool constant = sizes.size() == t.sizes.size();
+    static_bytes.push_back(constant ? runtime::span_bytes(sizes.data(), strides.data(), sizes.size(), t.dtype) : -1);
   }
   if (std::find(written_inputs.begin(), written_inputs.end(), true) == written_inputs.end()) return runner;
   return std::make_unique<runtime::AliasedInputsRunner>(std::move(runner), eager_runner(captured, callables, table),

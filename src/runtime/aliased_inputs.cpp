@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pybridge/torch_bridge.h"
+#include "runtime/compiled_graph.h"
 #include "support/stats.h"
 
 namespace ember::runtime {
@@ -45,9 +46,7 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) co
         pair.emplace(k, k);
         break;
       }
-      int64_t span = 1;
-      for (int d = 0; d < m.ndim && span > 0; ++d) span = m.sizes[d] == 0 ? 0 : span + (m.sizes[d] - 1) * m.strides[d];
-      bytes = span * ir::dtype_itemsize(m.dtype);
+      bytes = span_bytes(m.sizes, m.strides, static_cast<size_t>(m.ndim), m.dtype);
     }
     if (bytes == 0) continue;
     void* start = nullptr;

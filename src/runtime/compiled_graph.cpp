@@ -40,14 +40,8 @@ std::vector<int64_t> evaluate_all(const std::vector<sym::Expr>& es, const Symbol
   return out;
 }
 
-// The bytes from element 0 to one past the last element the strides reach (0 if empty).
 int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, ir::DType dtype) {
-  int64_t span = 1;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return 0;
-    span += (sizes[d] - 1) * strides[d];
-  }
-  return span * ir::dtype_itemsize(dtype);
+  return span_bytes(sizes.data(), strides.data(), sizes.size(), dtype);
 }
 
 std::string describe(const Buffer& b) {
@@ -154,6 +148,15 @@ void reset_memory_stats() {
   const int64_t kept = g_memory.arena_bytes_kept;
   g_memory = MemoryStats{};
   g_memory.arena_bytes_kept = kept;
+}
+
+int64_t span_bytes(const int64_t* sizes, const int64_t* strides, size_t rank, ir::DType dtype) {
+  int64_t span = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (sizes[d] == 0) return 0;
+    span += (sizes[d] - 1) * strides[d];
+  }
+  return span * ir::dtype_itemsize(dtype);
 }
 
 int64_t span_bytes(const Buffer& b) { return span_of(evaluate_all(b.sizes, {}), evaluate_all(b.strides, {}), b.dtype); }

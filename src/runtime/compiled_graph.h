@@ -40,10 +40,13 @@
 // Stores into inputs (docs/memory.md, "Stores into inputs"). A kernel may store straight into a graph
 // input (the scheduler's rewrite of a copy into an input), which assumes graph inputs do not share
 // memory. Each call that runs such a program checks it (the address ranges of all inputs, sorted:
-// O(n log n)); where a written input overlaps another input, that call gives the kernels a copy of
-// each written input and copies the copies back after the run, in kernel order (what the copy calls
-// the program had would have done). Written inputs get their version counters bumped, as torch's
-// in-place ops bump them.
+// O(n log n), runtime/aliased_inputs.h's sweep); where a written input overlaps another input, that
+// call gives the kernels a copy of each written input and copies the copies back after the run, in
+// kernel order (what the copy calls the program had would have done). That is the program's semantics,
+// not Python's: the backend wraps every graph whose captured form writes an input in an
+// AliasedInputsRunner, which runs such a call eagerly before it gets here, so this stand-in path serves
+// only writes the captured graph does not show (batch_norm's running statistics in training). Written
+// inputs get their version counters bumped, as torch's in-place ops bump them.
 //
 // What runs the steps is a GraphCode: CppCode calls the generated library's entry; TritonCode
 // (runtime/triton_code.h) launches Triton kernels on torch's current CUDA stream, or runs them in
@@ -119,7 +122,9 @@ class CppCode : public GraphCode {
   int (*entry_)(ember_ctx*, void* const*) = nullptr;
 };
 
-// The bytes from a buffer's element 0 to one past the last element its strides reach (0 if empty).
+// The bytes from element 0 to one past the last element the strides reach (0 if empty): of a tensor's
+// sizes and strides, or of a buffer's at no symbol values.
+int64_t span_bytes(const int64_t* sizes, const int64_t* strides, size_t rank, ir::DType dtype);
 int64_t span_bytes(const loop_ir::Buffer& b);
 
 class CompiledGraph : public GraphRunner {
