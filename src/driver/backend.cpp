@@ -376,6 +376,39 @@ void BackendReport::merge(const BackendReport& part, const std::string& name) {
       size_assumptions.push_back(rel);
 }
 
+namespace {
+
+// `runner` for `captured`, or, when the captured graph writes one of its inputs, `runner` in an
+// AliasedInputsRunner, which runs a call where that input shares memory with another on the eager
+// executor (runtime/aliased_inputs.h).
+std::unique_ptr<GraphRunner> with_aliasing_checked(const ir::Graph& captured, const std::vector<PyRef>& callables,
+                                                   const frontend::TorchTable& table,
+                                                   std::unique_ptr<GraphRunner> runner) {
+  const std::vector<bool> written = ir::written_storage(captured);
+  std::vector<bool> written_inputs;
+  std::vector<std::string> names;
+  std::vector<int64_t> static_bytes;  // the guards hold an input to constant sizes and strides
+  for (const ir::GraphInput& in : captured.inputs()) {
+    written_inputs.push_back(written[static_cast<size_t>(in.value)]);
+    names.push_back(in.source);
+    const ir::TensorType& t = captured.value(in.value).type;
+    std::vector<int64_t> sizes, strides;
+    for (size_t d = 0; d < t.sizes.size(); ++d) {
+      if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) break;
+      sizes.push_back(t.sizes[d].constant());
+      strides.push_back(t.strides[d].constant());
+    }
+    const bool constant = sizes.size() == t.sizes.size();
+    static_bytes.push_back(constant ? runtime::span_bytes(sizes.data(), strides.data(), sizes.size(), t.dtype) : -1);
+  }
+  if (std::find(written_inputs.begin(), written_inputs.end(), true) == written_inputs.end()) return runner;
+  return std::make_unique<runtime::AliasedInputsRunner>(std::move(runner), eager_runner(captured, callables, table),
+                                                         std::move(written_inputs), std::move(names),
+                                                         std::move(static_bytes));
+}
+
+}  // namespace
+
 std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::vector<PyRef>& callables,
                                           const frontend::TorchTable& table, const CompileOptions& options,
                                           runtime::CodeCache& code_cache, BackendReport* report) {
@@ -414,28 +447,7 @@ std::unique_ptr<GraphRunner> build_runner(const ir::Graph& captured, const std::
     report->fallback_reason = "internal error in the backend (" + report->error_stage + "): " + e.what();
   }
   if (!runner) return eager_runner(captured, callables, table);
-  // A graph that writes an input runs a call where that input shares memory with another eagerly.
-  const std::vector<bool> written = ir::written_storage(captured);
-  std::vector<bool> written_inputs;
-  std::vector<std::string> names;
-  std::vector<int64_t> static_bytes;  // the guards hold an input to constant sizes and strides
-  for (const ir::GraphInput& in : captured.inputs()) {
-    written_inputs.push_back(written[static_cast<size_t>(in.value)]);
-    names.push_back(in.source);
-    const ir::TensorType& t = captured.value(in.value).type;
-    std::vector<int64_t> sizes, strides;
-    for (size_t d = 0; d < t.sizes.size(); ++d) {
-      if (!t.sizes[d].is_constant() || !t.strides[d].is_constant()) break;
-      sizes.push_back(t.sizes[d].constant());
-      strides.push_back(t.strides[d].constant());
-    }
-    const bool constant = sizes.size() == t.sizes.size();
-    static_bytes.push_back(constant ? runtime::span_bytes(sizes.data(), strides.data(), sizes.size(), t.dtype) : -1);
-  }
-  if (std::find(written_inputs.begin(), written_inputs.end(), true) == written_inputs.end()) return runner;
-  return std::make_unique<runtime::AliasedInputsRunner>(std::move(runner), eager_runner(captured, callables, table),
-                                                         std::move(written_inputs), std::move(names),
-                                                         std::move(static_bytes));
+  return with_aliasing_checked(captured, callables, table, std::move(runner));
 }
 
 }  // namespace ember::driver

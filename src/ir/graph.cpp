@@ -300,9 +300,15 @@ std::vector<bool> written_storage(const Graph& g) {
   for (const Node& node : g.nodes()) {
     if (node.args.empty()) continue;
     const Arg& first = node.args.front();
-    if ((first.kind == Arg::Kind::List || first.kind == Arg::Kind::Tuple) && node.mutates_first_arg())  // _foreach_add_
-      for (const Arg& item : first.items)
-        if (item.kind == Arg::Kind::Value) root_written[static_cast<size_t>(base[static_cast<size_t>(item.value)])] = true;
+    if ((first.kind == Arg::Kind::List || first.kind == Arg::Kind::Tuple) && node.mutates_first_arg()) {
+      // `_foreach_add_(xs, ...)` writes every x; its results, when it has them, are the xs.
+      for (size_t i = 0; i < first.items.size(); ++i) {
+        if (first.items[i].kind != Arg::Kind::Value) continue;
+        const ValueId root = base[static_cast<size_t>(first.items[i].value)];
+        root_written[static_cast<size_t>(root)] = true;
+        if (node.results.size() == first.items.size()) base[static_cast<size_t>(node.results[i])] = root;
+      }
+    }
     if (first.kind != Arg::Kind::Value) continue;
     const ValueId x = first.value;
     if (!returns_new_tensors(node.callable()))

@@ -198,9 +198,10 @@ Graph parse(std::string_view text);
 std::vector<std::string> verify(const Graph& graph);
 
 // Per value of `g`: whether a node writes its storage in place (`z[:, 0] = v` or `z.add_(1)` on it or on
-// a view of it, `torch._foreach_add_([z, ...], ...)`; Node::mutates_first_arg; not what a torch call writes
-// past its first argument, as batch_norm's running statistics in training). A node that may return a view (a View-family op, contiguous, a
-// torch call not known to return new tensors: `m.diagonal()`) shares its first argument's storage.
+// a view of it, `torch._foreach_add_([z, ...], ...)`; Node::mutates_first_arg; not what a torch call
+// writes past its first argument, as batch_norm's running statistics in training). A node that may
+// return a view (a View-family op, contiguous, a torch call not known to return new tensors:
+// `m.diagonal()`) shares its first argument's storage.
 std::vector<bool> written_storage(const Graph& g);
 
 }  // namespace ember::ir

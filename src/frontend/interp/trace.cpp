@@ -615,7 +615,7 @@ ValuePlan Trace::finish(const VarRef& result) {
   for (auto& c : containers_) any_mutated = any_mutated || c.mutated;
   aliases.entries.clear();
   // (A tensor is guarded only where two sources reach it: the runtime checks that a written input
-  // shares no memory with another input, runtime/compiled_graph.h.)
+  // shares no memory with another input, runtime/aliased_inputs.h.)
   for (auto& [source, index] : container_sources_)
     if ((any_mutated && containers_[index].var->kind != VarKind::Tensor) || sources_per[index] > 1)
       aliases.entries.push_back(AliasGuard::Entry{source, index, containers_[index].mutated});
