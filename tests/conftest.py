@@ -49,3 +49,31 @@ def compiled_source(monkeypatch, caplog):
             out = ember.compile(fn)(*args)
         return out, "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ember"))
     return run
+
+
+# Work in background processes from the session's start: a test module that defines
+# start_in_background(items) and stop_background() (tests/fuzz/test_fuzz_run.py: the fuzz programs, at the
+# lowest CPU priority, on the cores the other tests leave idle) has its tests run last, to collect what
+# that work found; start_in_background gets its selected tests once collection is done.
+def _background_module(item):
+    module = getattr(item, "module", None)
+    return module if hasattr(module, "start_in_background") else None
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: _background_module(item) is not None)  # stable: the order otherwise kept
+
+
+def pytest_collection_finish(session):
+    selected = {}
+    for item in session.items:
+        if (module := _background_module(item)) is not None:
+            selected.setdefault(module, []).append(item)
+    session.config._ember_background = list(selected)
+    for module, items in selected.items():
+        module.start_in_background(items)
+
+
+def pytest_sessionfinish(session):
+    for module in getattr(session.config, "_ember_background", ()):
+        module.stop_background()

@@ -5,19 +5,24 @@ ember-triton alone, on fewer programs, since the interpreter takes about 2 s a p
 A failure prints the program; `python -m ember.fuzz --seed S --count 1 --minimize --out DIR` shrinks it
 and writes its regression test (tests/fuzz/regressions).
 
-The chunks run in EMBER_FUZZ_JOBS worker processes (default: one per core), all submitted when the
-first chunk's test starts; each test waits for its own chunk. A program's time is mostly the system
-C++ compiler, a single-threaded subprocess, so one process leaves the other cores idle. Workers
-inherit the environment: the test session's EMBER_CACHE_DIR and EMBER_STRICT."""
+The chunks run in EMBER_FUZZ_JOBS worker processes (default: one per core) from the start of the test
+session, beside the other tests (tests/conftest.py runs this module's tests last): the workers run at the
+lowest CPU priority, so they take the time the other tests leave idle -- a test process is mostly one
+thread, and a program's time is mostly the system C++ compiler, a single-threaded subprocess -- and
+each test here waits for its own chunk. Workers inherit the environment (EMBER_STRICT) but compile into
+a code cache of their own, so no test sees their entries."""
+import atexit
 import concurrent.futures
 import multiprocessing
 import os
+import shutil
+import tempfile
 
 import pytest
 
-from ember.fuzz.runner import check_seeds
+from ember.fuzz.runner import background_worker, check_seeds
 
-COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "1000"))
+COUNT = int(os.environ.get("EMBER_FUZZ_COUNT", "2000"))
 CHUNK = 50
 VARIANTS = os.environ["EMBER_FUZZ_VARIANTS"].split(",") if os.environ.get("EMBER_FUZZ_VARIANTS") else None
 JOBS = int(os.environ.get("EMBER_FUZZ_JOBS", "0")) or os.cpu_count() or 1
@@ -27,17 +32,30 @@ STARTS = range(0, COUNT, CHUNK)
 KNOWN_FAILURES = {}
 
 
-@pytest.fixture(scope="module")
-def chunk_results(request):
-    selected = [item.callspec.params["start"] for item in request.session.items
-                if getattr(item, "originalname", None) == "test_fuzz_programs"]
+_pool = None
+_results = {}
+
+
+def start_in_background(items):
+    """Submits the selected chunks (tests/conftest.py calls this once collection is done)."""
+    global _pool
+    cache = tempfile.mkdtemp(prefix="ember-fuzz-cache-")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
     # spawn: a fork of a process that has run torch's thread pools can hang.
-    with concurrent.futures.ProcessPoolExecutor(JOBS, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield {start: pool.submit(check_seeds, start, min(start + CHUNK, COUNT), VARIANTS,
-                                   set(KNOWN_FAILURES)) for start in selected}
+    _pool = concurrent.futures.ProcessPoolExecutor(JOBS, mp_context=multiprocessing.get_context("spawn"),
+                                                   initializer=background_worker, initargs=(cache,))
+    for item in items:
+        start = item.callspec.params["start"]
+        _results[start] = _pool.submit(check_seeds, start, min(start + CHUNK, COUNT), VARIANTS,
+                                       set(KNOWN_FAILURES))
+
+
+def stop_background():
+    if _pool is not None:
+        _pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.mark.parametrize("start", STARTS, ids=lambda s: f"seeds{s}-{min(s + CHUNK, COUNT) - 1}")
-def test_fuzz_programs(start, chunk_results):
-    problems = chunk_results[start].result()
+def test_fuzz_programs(start):
+    problems = _results[start].result()
     assert not problems, "\n\n".join(problems)

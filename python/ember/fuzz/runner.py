@@ -249,6 +249,13 @@ def check_seeds(start, stop, variants=None, skip=()):
     return problems
 
 
+def background_worker(cache_dir):
+    """Initializer of a process that runs check_seeds beside other work (tests/fuzz/test_fuzz_run.py): the
+    lowest CPU priority, inherited by the compiler it spawns, and `cache_dir` as its code cache."""
+    os.nice(19)
+    os.environ["EMBER_CACHE_DIR"] = cache_dir
+
+
 def check_or_skip(fn, inputs_fn, variants):
     """check() for a regression test: a variant this process cannot run skips the test (pytest)."""
     runnable = [v for v in variants if v in default_variants()]
