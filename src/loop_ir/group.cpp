@@ -159,12 +159,12 @@ std::string group_refusal(const Program& program, const std::vector<int>& kernel
 }
 
 Kernel group_body(const Program& program, const Kernel& member_kernel, const std::vector<bool>* streams,
-                  const std::string& extent, Program& body_program) {
+                  const std::string& extent, Program& body_program, int64_t largest) {
   GroupMember member;
   std::optional<std::vector<Access>> acc = accesses(program, member_kernel, member, nullptr, streams);
   if (!acc) throw std::invalid_argument("group_body: @" + member_kernel.name + " is not a group member");
   // Pieces of any size down to one element; a hint of a typical piece for the heuristics.
-  body_program.symbols.push_back(sym::SymbolInfo{extent, 4096, 1});
+  body_program.symbols.push_back(sym::SymbolInfo{extent, std::min<int64_t>(4096, largest), 1, largest});
   const sym::Expr n = sym::Expr::symbol(extent);
   for (size_t k = 0; k < member.buffers.size(); ++k) {
     Buffer b;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,8 +62,10 @@ std::string group_refusal(const Program& program, const std::vector<int>& kernel
 // The common body of a group's members as a kernel of its own over a symbolic extent `extent`
 // (i0 < extent), each parameter k a buffer %b<k> of the member's dtype with unit stride (a stream
 // reads %b<k>[i0 + offset], a scalar %b<k>[offset]): what a code generator emits once for all.
-// `body_program` receives the buffers (Input k) and the symbol; `member_kernel` is any member.
+// `body_program` receives the buffers (Input k) and the symbol, whose range is [1, largest] (the largest
+// piece a code generator runs through the body); `member_kernel` is any member.
 Kernel group_body(const Program& program, const Kernel& member_kernel, const std::vector<bool>* streams,
-                  const std::string& extent, Program& body_program);
+                  const std::string& extent, Program& body_program,
+                  int64_t largest = std::numeric_limits<int64_t>::max());
 
 }  // namespace ember::loop_ir

@@ -309,13 +309,20 @@ void addc(Ctx& c, Op op) {
 
 // torch._foreach_<op>_(xs, other) and torch._foreach_<op>(xs, other) for add, sub, mul and div over floating
 // tensors: x_i <op> other_i as primitives (a kernel each), `other` a number, a list of numbers, one tensor (a
-// 0-d clip coefficient) or a list of tensors, each of x_i's dtype and broadcasting to it; in place, then one
+// 0-d clip coefficient) or a list of tensors, each of x_i's dtype and broadcasting to it (add and sub of
+// tensors may scale them by `alpha`, as torch.add does); in place, then one
 // `torch._foreach_copy_(xs, results)`, which the scheduler turns into each kernel's store into x_i when x_i is
 // a graph input (docs/scheduler.md, "Stores into inputs"), as Ember's optimizer step is built
 // (hand-written optimizers and gradient clipping). A form outside these stays one torch call.
 void foreach_binary(Ctx& c, Op op, bool in_place) {
   const ir::Node& n = c.node;
-  if (n.args.size() != 2 || !n.kwargs.empty() || n.args[0].kind != Arg::Kind::List) refuse();
+  if (n.args.size() != 2 || n.args[0].kind != Arg::Kind::List) refuse();
+  std::optional<double> alpha;
+  for (const auto& [name, value] : n.kwargs) {
+    if (name != "alpha" || (op != Op::Add && op != Op::Sub)) refuse();
+    alpha = number_literal(value);
+    if (!alpha || std::holds_alternative<bool>(value.literal)) refuse();
+  }
   const std::vector<Arg>& xs = n.args[0].items;
   const Arg& other = n.args[1];
   if (xs.empty() || n.results.size() != xs.size()) refuse();
@@ -330,11 +337,12 @@ void foreach_binary(Ctx& c, Op op, bool in_place) {
     ValueId y;
     if (operand.kind == Arg::Kind::Literal) {
       const std::optional<double> s = number_literal(operand);
-      if (!s || std::holds_alternative<bool>(operand.literal)) refuse();
+      if (!s || std::holds_alternative<bool>(operand.literal) || alpha) refuse();  // torch takes no alpha here
       y = binary_s(c.rw, op, x, *s);
     } else {
-      const ValueId o = c.tensor(operand);
+      ValueId o = c.tensor(operand);
       if (c.rw.type(o).dtype != t.dtype || c.rw.type(o).device != t.device) refuse();
+      if (alpha && *alpha != 1.0) o = binary_s(c.rw, Op::Mul, o, *alpha);
       y = binary(c.rw, op, x, Arg::of_value(o));
     }
     if (c.rw.type(y).sizes != t.sizes || c.rw.type(y).dtype != t.dtype) refuse();

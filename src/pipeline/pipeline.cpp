@@ -110,12 +110,13 @@ const std::vector<Step>& steps() {
              changed |= loop_ir::collapse_pointwise(c.program, c.program.kernels.at(static_cast<size_t>(step.index)));
          return changed;
        }},
-      // After collapse (the common body reads flat offsets) and for C++ only: the Triton backend
-      // does not emit groups (docs/scheduler.md, "Grouped kernels").
-      {"group", IRKind::Loop, "run consecutive pointwise kernels of one body as one grouped kernel (C++ target)",
+      // After collapse (the common body reads flat offsets; docs/scheduler.md, "Grouped kernels").
+      // C++: a group opens one parallel region, worth it from the parallel threshold's elements on;
+      // Triton: a group is one launch instead of one per member, worth it from two members.
+      {"group", IRKind::Loop, "run consecutive pointwise kernels of one body as one grouped kernel",
        [](Compilation& c, const Target& target) {
          // Symbolic programs are planned per call: no offsets to check members' temporaries by.
-         if (target.kind != Target::Kind::Cpu || !c.program.symbols.empty()) return false;
+         if (!c.program.symbols.empty()) return false;
          if (!c.plan) throw std::invalid_argument("group needs the memory plan: run `plan` first");
          const memory::MemoryPlan& plan = *c.plan;
          auto share_memory = [&](loop_ir::BufferId a, loop_ir::BufferId b) {
@@ -134,7 +135,8 @@ const std::vector<Step>& steps() {
            const int64_t pa = plan.offsets.at(a), pb = plan.offsets.at(b);
            return pa < pb + eb && pb < pa + ea;
          };
-         for (auto& d : scheduler::group_kernels(c.program, target.cpp.parallel_threshold, share_memory)) c.decisions.push_back(std::move(d));
+         const int64_t min_elements = target.kind == Target::Kind::Cpu ? target.cpp.parallel_threshold : 0;
+         for (auto& d : scheduler::group_kernels(c.program, min_elements, share_memory)) c.decisions.push_back(std::move(d));
          return !c.program.groups.empty();
        }},
 

@@ -80,10 +80,13 @@ nb::object size_value(const sym::Expr& e) {
 }
 
 nb::dict kernel_dict(const codegen::TritonKernel& k) {
-  static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction", "matmul"};
+  static const char* kKinds[] = {"pointwise", "persistent_reduction", "looped_reduction", "matmul", "group"};
+  static_assert(sizeof kKinds / sizeof kKinds[0] == static_cast<size_t>(codegen::TritonKernel::Kind::Group) + 1);
   nb::dict d;
   d["name"] = k.name;
   d["kind"] = kKinds[static_cast<int>(k.kind)];
+  d["members"] = k.members;
+  d["launched_by"] = k.launched_by;
   d["source"] = k.source;
   nb::list params;
   for (const codegen::TritonParam& p : k.params) {
@@ -147,7 +150,8 @@ void bind_codegen(nb::module_& m) {
       "plan"_a = nb::none());
 
   // `schedule`: run the pipeline's simplify and schedule steps first (programs straight from
-  // lowering), as the compiler does; `split_*` override the Triton target's SplitOptions (-1:
+  // lowering), as the compiler does; `grouped`: then its plan, collapse and group steps (grouped
+  // kernels; `plan` must be None); `split_*` override the Triton target's SplitOptions (-1:
   // the target's). Returns the
   // printed kernels (`printed`), else {"kernels": [dict per kernel], "program": the loop IR they
   // run, "arena_bytes", "offsets"}.
@@ -155,7 +159,7 @@ void bind_codegen(nb::module_& m) {
       "emit_triton",
       [](const std::string& text, bool schedule, int64_t persistent_max_rnumel, int max_configs, bool printed,
          const PlanArg& plan, int64_t split_min_programs, int64_t split_min_rnumel, bool matmul_templates,
-         bool allow_tf32) -> nb::object {
+         bool allow_tf32, bool grouped) -> nb::object {
         pipeline::Compilation c(parse_verified(text));
         pipeline::Target target = pipeline::Target::gpu();
         target.triton.persistent_max_rnumel = persistent_max_rnumel;
@@ -168,7 +172,13 @@ void bind_codegen(nb::module_& m) {
           for (const char* step : {"simplify", "schedule"})
             pipeline::run_step(*pipeline::find_step(step), c, target, pipeline::Instruments{});
         }
-        c.plan = plan_of(c.program, plan);
+        if (grouped) {
+          if (plan) throw std::invalid_argument("emit_triton: `grouped` plans the program itself");
+          for (const char* step : {"plan", "collapse", "group"})
+            pipeline::run_step(*pipeline::find_step(step), c, target, pipeline::Instruments{});
+        } else {
+          c.plan = plan_of(c.program, plan);
+        }
         codegen::TritonSource source = codegen::emit_triton(c.program, *c.plan, target.triton);
         if (printed) return nb::cast(codegen::print(source));
         nb::list kernels;
@@ -196,7 +206,7 @@ void bind_codegen(nb::module_& m) {
       },
       "loop_ir"_a, "schedule"_a = false, "persistent_max_rnumel"_a = codegen::TritonOptions{}.persistent_max_rnumel,
       "max_configs"_a = 1, "printed"_a = false, "plan"_a = nb::none(), "split_min_programs"_a = -1,
-      "split_min_rnumel"_a = -1, "matmul_templates"_a = false, "allow_tf32"_a = false);
+      "split_min_rnumel"_a = -1, "matmul_templates"_a = false, "allow_tf32"_a = false, "grouped"_a = false);
 
   nb::class_<CompiledProgram>(m, "CompiledProgram")
       .def("run",

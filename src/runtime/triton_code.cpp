@@ -177,8 +177,13 @@ TritonCode::TritonCode(const loop_ir::Program& program, const memory::MemoryPlan
                                 std::to_string(kernels) + " kernels for a program of " +
                                 std::to_string(program.kernels.size()));
   for (const sym::SymbolInfo& s : program.symbols) symbol_names_.push_back(s.name);
-  for (size_t k = 0; k < kernels; ++k)
+  for (size_t k = 0; k < kernels; ++k) {
+    if (source_.kernels[k].launched_by >= 0) {  // a grouped kernel's later member: its step launches nothing
+      launches_.emplace_back();
+      continue;
+    }
     launches_.push_back(make_launch(program, plan, source_.kernels[k], nullptr, std::move(runnables[k])));
+  }
   matmul_at_step_.assign(steps_.size(), -1);
   for (size_t t = 0; t < source_.matmul_templates.size(); ++t) {
     const codegen::MatmulTemplate& matmul = source_.matmul_templates[t];
@@ -317,7 +322,7 @@ int TritonCode::run(ember_ctx* ctx, Env& env) const {
       continue;
     }
     const Launch& launch = launches_[static_cast<size_t>(step.index)];
-    if (launch.sized.empty() && launch.xnumel == 0) continue;
+    if (launch.kernel == nullptr || (launch.sized.empty() && launch.xnumel == 0)) continue;
     if (!(interpreted_ ? launch_interpreted(launch, ctx, env) : launch_cuda(launch, ctx, env))) return 1;
   }
   return 0;
@@ -424,7 +429,7 @@ TritonCode::Variant* TritonCode::variant_for(const Launch& launch, const ember_c
   std::vector<MissingVariant> missing{{&launch, key, first}};
   if (launch.matmul == nullptr) {
     for (const Launch& other : launches_) {
-      if (&other == &launch || other.sized.empty()) continue;
+      if (&other == &launch || other.kernel == nullptr || other.sized.empty()) continue;
       cuda::ArgValue other_values[cuda::kMaxParams];
       const int64_t other_xnumel = arg_values(other, ctx, other_values);
       const uint64_t other_key = variant_key(other, other_values, other_xnumel);
@@ -719,6 +724,7 @@ std::vector<std::vector<TritonCode::Runnable>> build_runnables(const codegen::Tr
     std::vector<TritonCompileJob> jobs;
     std::vector<JobOf> job_of;
     for (size_t k = 0; k < kernels.size(); ++k) {
+      if (kernels[k]->launched_by >= 0) continue;  // run by a grouped kernel: nothing to build
       for (uint64_t divisible : ahead_classes(*kernels[k])) {
         TritonCode::Runnable& runnable = runnables[k].emplace_back();
         runnable.divisible = divisible;
@@ -748,6 +754,7 @@ std::vector<std::vector<TritonCode::Runnable>> build_runnables(const codegen::Tr
     for (size_t k = 0; k < kernels.size(); ++k) {
       // A class ahead none of whose configs compiled is left to its first launch, which says why.
       std::vector<TritonCode::Runnable>& classes = runnables[k];
+      if (classes.empty()) continue;  // launched_by another kernel
       classes.erase(std::remove_if(classes.begin() + 1, classes.end(),
                                    [](const TritonCode::Runnable& r) { return r.candidates.empty(); }),
                     classes.end());
@@ -763,6 +770,7 @@ std::vector<std::vector<TritonCode::Runnable>> build_runnables(const codegen::Tr
   if (!load) throw std::runtime_error("Triton's interpreter is not available: " + pybridge::take_error_message());
   for (size_t k = 0; k < source.kernels.size(); ++k) {
     const codegen::TritonKernel& kernel = source.kernels[k];
+    if (kernel.launched_by >= 0) continue;  // run by a grouped kernel
     PyRef source_text = PyRef::steal(PyUnicode_FromStringAndSize(kernel.source.data(), static_cast<Py_ssize_t>(kernel.source.size())));
     PyRef name = PyRef::steal(PyUnicode_FromStringAndSize(kernel.name.data(), static_cast<Py_ssize_t>(kernel.name.size())));
     PyRef fn = source_text && name ? PyRef::steal(PyObject_CallFunctionObjArgs(load.get(), source_text.get(), name.get(), nullptr))

@@ -1,6 +1,7 @@
 // TritonCode: the GraphCode of the Triton backend. It runs a program's steps in order from C++:
 // each kernel step is one launch of its Triton kernel, each extern step the extern callback
-// (docs/codegen-triton.md, "Runtime").
+// (docs/codegen-triton.md, "Runtime"); a grouped kernel launches at its first member's step, and
+// the steps of the members it runs besides (TritonKernel::launched_by) launch nothing.
 //
 // Two ways to run a kernel, chosen when the graph is built:
 //  - on a CUDA device: the kernel's cubin (runtime/triton_build.h) launched through the driver API
@@ -93,7 +94,8 @@ class TritonCode : public GraphCode {
     PyRef interpreted;
   };
 
-  // runnables[k] runs source.kernels[k], then runnables[kernels + t] source.matmul_templates[t]
+  // runnables[k] runs source.kernels[k] (none for a kernel launched_by another), then
+  // runnables[kernels + t] source.matmul_templates[t]
   // (empty candidates in the first: the template did not compile), one Runnable per class built,
   // the first the hints'. Throws std::invalid_argument on a mismatch.
   TritonCode(const loop_ir::Program& program, const memory::MemoryPlan& plan, codegen::TritonSource source,
@@ -130,7 +132,7 @@ class TritonCode : public GraphCode {
     Choice choice;
   };
   struct Launch {
-    const codegen::TritonKernel* kernel = nullptr;         // in source_
+    const codegen::TritonKernel* kernel = nullptr;         // in source_; null: launched_by another kernel
     const codegen::MatmulTemplate* matmul = nullptr;       // a template's launch: its grid
     std::vector<Arg> args;
     int64_t xnumel = 0;                // a program without symbols

@@ -2,10 +2,11 @@
 // over independent buffers, between two extern calls, become one group.
 //
 // Why here and not in fusion: the members stay separate kernels of the program (each its own
-// extent, its own buffers), so every pass that reads kernels still works; only the C++ code
-// generator looks at the group and emits one function, with one parallel region over all the
+// extent, its own buffers), so every pass that reads kernels still works; only the code generators
+// look at the group: the C++ one emits one function, with one parallel region over all the
 // members' elements, where the kernels alone would each open their own (76 fork/joins for an
-// optimizer step, and small tensors that run on one thread). Why after collapse: the common body
+// optimizer step, and small tensors that run on one thread); the Triton one emits one launch where
+// the kernels alone would each be launched (codegen/triton/triton_codegen.h). Why after collapse: the common body
 // needs each access flat in i0 (a [256, 768] update collapsed to [196608]).
 //
 // The run: the kernel steps between two extern calls, in order. Each body seen in the run has an
@@ -156,7 +157,7 @@ void group_run(Program& program, const std::vector<size_t>& positions, const std
                          program.kernels[b.kernels.front()].name + ".." + program.kernels[b.kernels.back()].name,
                          "@" + g.name,
                          std::to_string(b.kernels.size()) + " kernels of one pointwise body, " +
-                             std::to_string(b.elements) + " elements in one parallel region"});
+                             std::to_string(b.elements) + " elements in one grouped kernel"});
     groups.push_back(std::move(g));
   }
 }

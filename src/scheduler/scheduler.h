@@ -100,12 +100,12 @@ std::vector<FusionDecision> split_reductions(loop_ir::Program& program, const Sp
 // pointwise body over different, independent buffers become a Group of the program (76 optimizer
 // updates, one per parameter: one kernel over a table of 76 pointer sets), their steps moved next to
 // the first member's where nothing in between depends on them or shares planned memory, when the
-// members' elements add up to at least `min_elements` (the target's parallel threshold: below it
-// the group would run on one thread, as its members do, and saves nothing worth a change). Needs a
+// members' elements add up to at least `min_elements` (C++: the parallel threshold, below which the
+// group would run on one thread, as its members do, and save nothing worth a change; Triton: 0, a
+// group saves launches whatever its size). Needs a
 // scheduled, collapsed program with constant sizes; `share_memory(a, b)` says whether two Temp
 // buffers overlap in the memory plan (members run interleaved, so a member may not write memory the
-// plan reuses for another member's buffer). For targets that emit groups (the C++ one); the Triton
-// backend does not (docs/scheduler.md). Guarantees: a verifying program computing the same values,
+// plan reuses for another member's buffer). Guarantees: a verifying program computing the same values,
 // the same steps in an order the dependences allow (kernel names keep the old order); one decision
 // per group formed (Group: "k3..k78", the member count and elements).
 std::vector<FusionDecision> group_kernels(loop_ir::Program& program, int64_t min_elements,

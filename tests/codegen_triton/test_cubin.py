@@ -1,5 +1,5 @@
-"""Every kernel of the Triton goldens (tests/golden/emit_triton_*.loop), and two candidate configs of
-their matmul templates (max-autotune), compiles to an sm_90 cubin
+"""Every kernel of the Triton goldens (tests/golden/emit_triton_*.loop), their grouped kernels, and two
+candidate configs of their matmul templates (max-autotune), compiles to an sm_90 cubin
 without a GPU (triton.compile with an explicit GPUTarget never touches the driver): the PTX entry
 has one parameter per non-constexpr argument plus Triton 3.6's two scratch pointers (the launch ABI
 the C++ launcher packs), and ptxas reports no spills. Kernels with check_index compile in debug
@@ -35,6 +35,10 @@ def golden_kernels():
         emitted = codegen.emit_triton(path.read_text(), schedule=True)
         for k, kernel in enumerate(emitted["kernels"]):
             cases.append(pytest.param(kernel, kernel["configs"][0], True, id=f"{path.stem}-{k}"))
+        # Grouped kernels are formed after planning (the pipeline's group step): emit_triton_group's.
+        for k, kernel in enumerate(codegen.emit_triton(path.read_text(), schedule=True, grouped=True)["kernels"]):
+            if kernel["kind"] == "group":
+                cases.append(pytest.param(kernel, kernel["configs"][0], True, id=f"{path.stem}-grouped{k}"))
         templates = codegen.emit_triton(path.read_text(), schedule=True, matmul_templates=True, max_configs=8)
         for t in templates["matmul_templates"]:
             configs = t["kernel"]["configs"]

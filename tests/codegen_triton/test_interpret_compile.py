@@ -106,6 +106,68 @@ def test_output_code_log_shows_triton(caplog):
     assert "Triton for" in text and "@triton.jit" in text
 
 
+def _grouped_kernels(caplog, fn, *args):
+    """fn(*args) compiled through the interpreter under no_grad, and the grouped kernels it printed."""
+    with caplog.at_level(logging.INFO, logger="ember"), pytest.MonkeyPatch.context() as mp, torch.no_grad():
+        mp.setenv("EMBER_LOGS", "output_code")
+        caplog.clear()
+        out = _compile(fn)(*args)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    return out, [line for line in text.splitlines() if line.startswith("# kernel") and "(grouped kernel)" in line]
+
+
+def test_grouped_kernels_run_every_member(caplog):
+    # One foreach op over tensors of odd sizes, a one-element tensor, a view at an offset and bf16 beside
+    # float32: a grouped kernel per body (docs/codegen-triton.md, "Grouped kernels"); 70 float32 tensors
+    # (140 pointers) pass the 120-pointer budget of one launch, so they take two.
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(50, generator=g)
+    xs = [torch.randn(s, generator=g) for s in [(37,), (1,), (5, 7), (256, 130), (1, 1), (1025,)]]
+    xs += [base[3:40]] + [torch.randn(9, generator=g) for _ in range(63)]
+    xs += [torch.randn(s, generator=g).to(torch.bfloat16) for s in [(300,), (2, 3)]]
+
+    def f(xs):
+        return torch._foreach_mul(xs, 3.0)
+
+    got, grouped = _grouped_kernels(caplog, f, xs)
+    want = f(xs)
+    assert len(got) == len(want) == 72
+    for a, b in zip(got, want):  # the interpreter's float32 -> bfloat16 conversion truncates: bf16 is close only
+        torch.testing.assert_close(a, b, **({} if a.dtype == torch.bfloat16 else {"rtol": 0, "atol": 0}))
+    assert len(grouped) == 3, grouped  # float32: two launches; bfloat16: one
+
+
+def test_grouped_optimizer_step_matches_eager(caplog, monkeypatch):
+    # ember.compile(opt.step) of AdamW: the per-parameter updates are grouped kernels (one launch for all
+    # parameters, one for the step counters), over three steps, within the float64-reference rule.
+    def params():
+        g = torch.Generator().manual_seed(0)
+        return [torch.nn.Parameter(torch.randn(s, generator=g, dtype=torch.float64))
+                for s in [(64, 33), (33,), (1,), (300,), (7, 9)]]
+
+    def run(dtype, compiled):
+        ps = [torch.nn.Parameter(p.detach().to(dtype)) for p in params()]
+        opt = torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=False)
+        step = _compile(opt.step) if compiled else opt.step
+        for k in range(3):
+            g = torch.Generator().manual_seed(10 + k)
+            for p in ps:
+                p.grad = torch.randn(p.shape, generator=g, dtype=torch.float64).to(dtype)
+            step()
+        return ps
+
+    monkeypatch.setenv("EMBER_LOGS", "output_code")
+    with caplog.at_level(logging.INFO, logger="ember"):
+        got = run(torch.float32, True)
+    want, ref = run(torch.float32, False), run(torch.float64, False)
+    for g_, w, r in zip(got, want, ref):
+        eager_err = (w.double() - r).abs().max().item()
+        assert (g_.double() - r).abs().max().item() <= 2 * eager_err + 1e-6
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    members = [line.split("kernels")[1].split() for line in text.splitlines() if line.startswith("#   members: kernels")]
+    assert [len(m) for m in members] == [5, 5], members  # the step counters, the updates
+
+
 def test_option_is_checked():
     with pytest.raises(ValueError, match="unknown option"):
         ember.compile(lambda x: x, options={"triton_interpreter": True})

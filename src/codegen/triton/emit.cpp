@@ -15,6 +15,7 @@
 
 #include "codegen/triton/emit_internal.h"
 #include "codegen/triton/spelling.h"
+#include "loop_ir/group.h"
 #include "scheduler/scheduler.h"
 #include "support/sha256.h"
 #include "sym/range.h"
@@ -37,6 +38,7 @@ std::string TritonConfig::str() const {
 
 std::vector<std::pair<std::string, std::string>> TritonKernel::signature() const {
   std::vector<std::pair<std::string, std::string>> sig;
+  if (launched_by >= 0) return sig;  // no function of its own
   for (const TritonParam& p : params) sig.emplace_back(p.name, p.type);
   for (const auto& block : configs.at(0).blocks) sig.emplace_back(block.first, "constexpr");
   return sig;
@@ -66,6 +68,7 @@ const char* kind_name(TritonKernel::Kind kind) {
     case TritonKernel::Kind::PersistentReduction: return "persistent reduction";
     case TritonKernel::Kind::LoopedReduction: return "looped reduction";
     case TritonKernel::Kind::Matmul: return "matmul template";
+    case TritonKernel::Kind::Group: return "grouped kernel";
   }
   return "?";
 }
@@ -150,14 +153,7 @@ class KernelEmitter {
     decide_masks(out.configs);
     out.params = params();
     const std::string body = triton::emit_body(program_, kernel_, shape_, &out.check_sites);
-    // A symbol the body never reads (its extents collapsed into xnumel, a stride only the collapsed
-    // access had) is no parameter: one fewer argument, and one fewer divisibility class to build.
-    out.params.erase(std::remove_if(out.params.begin(), out.params.end(),
-                                    [&](const TritonParam& p) {
-                                      return p.kind == TritonParam::Kind::Size && p.name != "xnumel" &&
-                                             p.name != "rnumel" && !names_identifier(body, p.name);
-                                    }),
-                     out.params.end());
+    drop_unread_sizes(body, out.params);
 
     std::string fn = "@triton.jit\ndef KERNEL_NAME(";
     for (const TritonParam& p : out.params) fn += p.name + ", ";
@@ -173,11 +169,60 @@ class KernelEmitter {
     return out;
   }
 
+  // The root buffers a group member touches (with check_and_collect's checks), in order of first
+  // use, and each accessed buffer's element offset from its root's element 0.
+  const std::map<BufferId, sym::Expr>& member_roots() {
+    check_and_collect();
+    return shape_.root_offset;
+  }
+
+  // A grouped kernel's body (this emitter's kernel is loop_ir::group_body's): the @triton.jit helper
+  // `body(<pointers>, xnumel, xblock, XBLOCK)` computing block `xblock` of one member, its parameters
+  // (pointers by body buffer, then the sizes), its one config and the reasons for both.
+  struct GroupBody {
+    std::vector<TritonParam> params;
+    TritonConfig config;
+    std::string function, reasons;
+  };
+  GroupBody group_body() {
+    shape_.block_param = "xblock";
+    check_and_collect();
+    measure();
+    std::vector<TritonConfig> list = configs();
+    list.resize(1);  // the grouped kernel's program ranges are laid out for one XBLOCK
+    decide_masks(list);
+    GroupBody out;
+    out.config = list.front();
+    out.params = params();
+    std::vector<std::string> sites;
+    const std::string body = triton::emit_body(program_, kernel_, shape_, &sites);
+    drop_unread_sizes(body, out.params);
+    if (!assumptions_.empty() || !sites.empty())
+      throw CodegenError("a grouped kernel's body needs a guard or an index check: not a group member");
+    out.function = "@triton.jit\ndef body(";
+    for (const TritonParam& p : out.params) out.function += p.name + ", ";
+    out.function += "xblock, XBLOCK: tl.constexpr):\n" + body;
+    out.reasons = reasons_;
+    return out;
+  }
+
  private:
+  // A symbol the body never reads (its extents collapsed into xnumel, a stride only the collapsed
+  // access had) is no parameter: one fewer argument, and one fewer divisibility class to build.
+  static void drop_unread_sizes(const std::string& body, std::vector<TritonParam>& params) {
+    params.erase(std::remove_if(params.begin(), params.end(),
+                                [&](const TritonParam& p) {
+                                  return p.kind == TritonParam::Kind::Size && p.name != "xnumel" &&
+                                         p.name != "rnumel" && !names_identifier(body, p.name);
+                                }),
+                 params.end());
+  }
+
   // Every buffer the kernel touches is supported, with non-negative strides; views keep their
   // root's dtype. Records each root's parameter role in order of first use, and the shape symbols
   // the kernel's sizes and addresses mention (each becomes a parameter).
   void check_and_collect() {
+    if (shape_.symbols != nullptr) return;  // done
     const sym::Symbols& symbols = program_.symbols;
     shape_.symbols = &symbols;
     auto mention = [&](const sym::Expr& e) { sym::free_symbols(e, mentioned_); };
@@ -504,12 +549,168 @@ TileEpilogue tile_epilogue(const Program& program, const Kernel& kernel, BufferI
 
 }  // namespace triton
 
+namespace {
+
+// One member of a grouped kernel: its view through the body, and per body parameter the root
+// buffer it passes and the element of that root the parameter's pointer points at.
+struct GroupedMember {
+  int kernel = -1;
+  loop_ir::GroupMember view;
+  std::vector<BufferId> roots;
+  std::vector<int64_t> offsets;
+};
+
+// One grouped kernel over `members` (a run of a group's members): each member's blocks of XBLOCK
+// elements are a range of the grid's programs, in member order, and each program calls the body on
+// its member's pointers, element count and block.
+TritonKernel grouped_kernel(const Program& program, const std::vector<GroupedMember>& members,
+                            const KernelEmitter::GroupBody& body) {
+  TritonKernel out;
+  out.kind = TritonKernel::Kind::Group;
+  out.configs = {body.config};
+  const int64_t xblock = body.config.blocks.at(0).second;
+  // Parameters: the members' roots in order of first use, each loaded and/or stored as the body
+  // parameters it stands for are.
+  std::vector<BufferId> roots;
+  std::map<BufferId, int> use;
+  for (const GroupedMember& m : members) {
+    out.members.push_back(m.kernel);
+    for (size_t p = 0; p < m.roots.size(); ++p) {
+      if (!use.count(m.roots[p])) roots.push_back(m.roots[p]);
+      use[m.roots[p]] |= static_cast<int>(body.params.at(p).use);
+    }
+  }
+  std::map<BufferId, std::string> name;
+  int counts[4] = {};
+  static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
+  for (BufferId root : roots) {
+    TritonParam p;
+    p.kind = TritonParam::Kind::Pointer;
+    p.use = static_cast<TritonParam::Use>(use[root]);
+    p.name = name[root] = kPrefix[use[root]] + std::to_string(counts[use[root]]++);
+    p.type = std::string("*") + triton::dtype_spelling(program.buffers.at(static_cast<size_t>(root)).dtype).signature;
+    p.buffer = root;
+    out.params.push_back(p);
+  }
+  std::string fn = "@triton.jit\ndef KERNEL_NAME(";
+  for (const TritonParam& p : out.params) fn += p.name + ", ";
+  fn += "XBLOCK: tl.constexpr):\n    xpid = tl.program_id(0)\n";
+  std::string layout = "# grouped kernel: " + std::to_string(members.size()) +
+                       " members of one pointwise body (loop_ir/group.h); programs by member:\n";
+  int64_t start = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const GroupedMember& m = members[i];
+    const int64_t blocks = (m.view.extent + xblock - 1) / xblock, end = start + blocks;
+    layout += "#   " + std::to_string(m.view.extent) + " elements: [" + std::to_string(start) + ", " +
+              std::to_string(end) + ")\n";
+    std::string call = "body(";
+    for (size_t p = 0; p < body.params.size(); ++p) {
+      const TritonParam& bp = body.params[p];
+      if (bp.kind == TritonParam::Kind::Size) {
+        call += std::to_string(m.view.extent) + ", ";  // xnumel (or the extent's symbol itself)
+        continue;
+      }
+      call += name.at(m.roots.at(p)) + (m.offsets[p] == 0 ? "" : " + " + std::to_string(m.offsets[p])) + ", ";
+    }
+    call += std::string(start == 0 ? "xpid" : "xpid - " + std::to_string(start)) + ", XBLOCK)";
+    const bool last = i + 1 == members.size();
+    if (members.size() == 1) {
+      fn += "    " + call + "\n";
+    } else {
+      fn += std::string("    ") + (i == 0 ? "if" : last ? "else" : "elif") +
+            (last ? "" : " xpid < " + std::to_string(end)) + ":\n        " + call + "\n";
+    }
+    start = end;
+  }
+  out.xnumel = start * xblock;  // the grid: one program per block of every member
+  out.rnumel = 1;
+  std::string text = "import triton\nimport triton.language as tl\n";
+  if (body.function.find("eh.") != std::string::npos) text += "from ember._triton import helpers as eh\n";
+  text += "\n\n" + layout + body.reasons + body.function + "\n\n" + fn;
+  out.name = "ember_grp_" + triton::op_names(program.kernels.at(static_cast<size_t>(members.front().kernel))) +
+             sha256_hex(text).substr(0, 8);
+  const size_t at = text.find("KERNEL_NAME");
+  out.source = text.replace(at, std::string("KERNEL_NAME").size(), out.name);
+  return out;
+}
+
+// The grouped kernels of program group `group`: runs of its members whose roots number at most
+// options.max_group_params, each a TritonKernel at its first member's index in `kernels`, the other
+// members `launched_by` it (a run of one member is that member's own kernel).
+void emit_group(const Program& program, const loop_ir::Group& group, const TritonOptions& options,
+                std::vector<TritonKernel>& kernels) {
+  const std::optional<std::vector<bool>> streams = loop_ir::group_streams(program, group.kernels);
+  const std::vector<bool>* view = streams ? &*streams : nullptr;
+  std::vector<GroupedMember> members;
+  int64_t largest = 1;
+  for (int k : group.kernels) {
+    const Kernel& kernel = program.kernels.at(static_cast<size_t>(k));
+    GroupedMember m;
+    m.kernel = k;
+    std::string why;
+    std::optional<loop_ir::GroupMember> seen = loop_ir::group_member(program, kernel, &why, view);
+    if (!seen) throw CodegenError("group @" + group.name + ": kernel " + kernel.name + " is no member: " + why);
+    m.view = *seen;
+    KernelEmitter own(program, kernel, options);
+    const std::map<BufferId, sym::Expr>& offsets = own.member_roots();
+    for (size_t p = 0; p < m.view.buffers.size(); ++p) {
+      const BufferId b = m.view.buffers[p];
+      const sym::Expr offset = offsets.at(b) + sym::Expr(m.view.bases[p]);
+      if (!offset.is_constant())
+        throw CodegenError("group @" + group.name + ": %b" + std::to_string(b) + " has a symbolic offset");
+      m.roots.push_back(program.storage_root(b));
+      m.offsets.push_back(offset.constant());
+    }
+    largest = std::max(largest, m.view.extent);
+    members.push_back(std::move(m));
+  }
+  Program body_program;
+  body_program.name = "group";
+  const Kernel body_kernel =
+      loop_ir::group_body(program, program.kernels.at(static_cast<size_t>(group.kernels.front())), view, "group_n",
+                          body_program, largest);
+  const KernelEmitter::GroupBody body = KernelEmitter(body_program, body_kernel, options).group_body();
+  // Runs of members within the parameter budget.
+  std::vector<GroupedMember> run;
+  std::set<BufferId> run_roots;
+  auto flush = [&] {
+    if (run.empty()) return;
+    const int first = run.front().kernel;
+    kernels.at(static_cast<size_t>(first)) =
+        run.size() == 1 ? KernelEmitter(program, program.kernels.at(static_cast<size_t>(first)), options).emit()
+                        : grouped_kernel(program, run, body);
+    for (size_t i = 1; i < run.size(); ++i) kernels.at(static_cast<size_t>(run[i].kernel)).launched_by = first;
+    run.clear();
+    run_roots.clear();
+  };
+  for (GroupedMember& m : members) {
+    std::set<BufferId> more = run_roots;
+    more.insert(m.roots.begin(), m.roots.end());
+    if (static_cast<int64_t>(more.size()) > options.max_group_params) {
+      flush();
+      more = std::set<BufferId>(m.roots.begin(), m.roots.end());
+    }
+    run_roots = std::move(more);
+    run.push_back(std::move(m));
+  }
+  flush();
+}
+
+}  // namespace
+
 TritonSource emit_triton(const Program& program, const memory::MemoryPlan& plan, const TritonOptions& options) {
   if (plan.offsets.size() != program.buffers.size())
     throw CodegenError("the memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
                        std::to_string(program.buffers.size()) + " buffers");
   TritonSource source;
-  for (const Kernel& k : program.kernels) source.kernels.push_back(KernelEmitter(program, k, options).emit());
+  source.kernels.resize(program.kernels.size());
+  std::vector<bool> grouped(program.kernels.size(), false);
+  for (const loop_ir::Group& g : program.groups) {
+    for (int k : g.kernels) grouped.at(static_cast<size_t>(k)) = true;
+    emit_group(program, g, options, source.kernels);
+  }
+  for (size_t k = 0; k < program.kernels.size(); ++k)
+    if (!grouped[k]) source.kernels[k] = KernelEmitter(program, program.kernels[k], options).emit();
   if (options.matmul_templates) triton::add_matmul_templates(program, options, &source);
   return source;
 }
@@ -523,6 +724,11 @@ void print_kernel(const std::string& title, const TritonKernel& kernel, std::str
     *out += p.kind == TritonParam::Kind::Pointer ? "%b" + std::to_string(p.buffer) : p.value.str();
     *out += "\n";
   }
+  if (!kernel.members.empty()) {
+    *out += "#   members: kernels";
+    for (int k : kernel.members) *out += " " + std::to_string(k);
+    *out += "\n";
+  }
   for (const TritonConfig& c : kernel.configs) *out += "#   config: " + c.str() + "\n";
   for (const std::string& site : kernel.check_sites) *out += "#   check: " + site + "\n";
   *out += kernel.source + "\n";
@@ -532,7 +738,14 @@ void print_kernel(const std::string& title, const TritonKernel& kernel, std::str
 
 std::string print(const TritonSource& source) {
   std::string out;
-  for (size_t k = 0; k < source.kernels.size(); ++k) print_kernel("kernel " + std::to_string(k), source.kernels[k], &out);
+  for (size_t k = 0; k < source.kernels.size(); ++k) {
+    const TritonKernel& kernel = source.kernels[k];
+    if (kernel.launched_by >= 0) {
+      out += "# kernel " + std::to_string(k) + ": runs in kernel " + std::to_string(kernel.launched_by) + "'s launch\n\n";
+      continue;
+    }
+    print_kernel("kernel " + std::to_string(k), kernel, &out);
+  }
   for (const MatmulTemplate& t : source.matmul_templates)
     print_kernel("matmul template for extern " + std::to_string(t.extern_index) + " + kernel " + std::to_string(t.epilogue),
                  t.kernel, &out);

@@ -34,6 +34,9 @@ struct KernelShape {
   // header, and a load of `accumulator` (the matmul's result) reads the tile `acc`.
   bool tile = false;
   loop_ir::BufferId accumulator = -1;
+  // A grouped kernel's body (emit.cpp, emit_group): the block it computes is this parameter's value,
+  // not tl.program_id(0) (the grouped kernel maps its programs onto each member's blocks).
+  std::string block_param;
 };
 
 // A pointwise kernel printed as a matmul template's epilogue: its parameters (the root buffers it

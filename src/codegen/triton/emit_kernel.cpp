@@ -142,7 +142,8 @@ class BodyEmitter {
   void header() {
     if (shape_.tile) return;  // the template defines i<k> and xmask over its tile
     if (shape_.xnumel.is_constant()) line("    ", "xnumel = " + shape_.xnumel.str());
-    std::string pid = shape_.int64 ? "tl.program_id(0).to(tl.int64)" : "tl.program_id(0)";
+    const std::string block = shape_.block_param.empty() ? "tl.program_id(0)" : shape_.block_param;
+    const std::string pid = shape_.int64 ? block + ".to(tl.int64)" : block;
     line("    ", "xoffset = " + pid + " * XBLOCK");
     line("    ", std::string("xindex = xoffset + tl.arange(0, XBLOCK)") + (reduction() ? "[:, None]" : ""));
     if (shape_.xmask) line("    ", "xmask = xindex < xnumel");

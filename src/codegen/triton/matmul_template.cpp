@@ -495,6 +495,9 @@ void add_matmul_templates(const Program& p, const TritonOptions& options, Triton
         throw Refusal{"no kernel step follows it"};
       const int k = p.steps[s + 1].index;
       const Kernel& kernel = p.kernels.at(static_cast<size_t>(k));
+      for (const loop_ir::Group& g : p.groups)
+        if (std::find(g.kernels.begin(), g.kernels.end(), k) != g.kernels.end())
+          throw Refusal{"kernel " + kernel.name + " runs in grouped kernel @" + g.name};
       const TileFit fit = fit_tile(p, mm, kernel);
       if (!fit.why.empty()) throw Refusal{"kernel " + kernel.name + ": " + fit.why};
       if (std::string why = other_use(p, mm.result, k); !why.empty()) throw Refusal{why};

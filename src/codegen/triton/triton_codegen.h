@@ -56,6 +56,9 @@ struct TritonOptions {
   // torch.backends.cuda.matmul.allow_tf32 at compile time: fp32 templates' tl.dot precision. Part
   // of the template's text, so of every cache key built from it.
   bool allow_tf32 = false;
+  // The most pointer parameters of one grouped kernel (runtime/cuda/kernel.h launches at most 126
+  // parameters); a program group whose members need more runs as several grouped kernels.
+  int64_t max_group_params = 120;
 };
 
 // One non-constexpr parameter of a kernel's @triton.jit function, in order.
@@ -85,13 +88,14 @@ struct TritonConfig {
 };
 
 struct TritonKernel {
-  // Matmul: a matmul template (matmul_template.h), launched over MatmulTemplate::grid.
-  enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction, Matmul };
+  // Matmul: a matmul template (matmul_template.h), launched over MatmulTemplate::grid. Group: the
+  // members of a program group (loop_ir/group.h) in one launch (emit_group below).
+  enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction, Matmul, Group };
   Kind kind = Kind::Pointwise;
   std::string name;            // the @triton.jit function's name, derived from content
   std::string source;          // a whole Python module: imports, then the @triton.jit function
   std::vector<TritonParam> params;
-  std::vector<TritonConfig> configs;  // candidates, the heuristic's best guess first; never empty
+  std::vector<TritonConfig> configs;  // candidates, the heuristic's best guess first; never empty but launched_by's
   sym::Expr xnumel;            // outer points: the grid is ceil(xnumel / XBLOCK) programs (axis 0)
   sym::Expr rnumel;            // the longest loop's trip count (1 for pointwise kernels)
   // check_index nodes become device assertions, which Triton compiles only with debug on; their
@@ -101,6 +105,11 @@ struct TritonKernel {
   // (a call that breaks one recompiles): int32 indexing of a kernel whose sizes are unbounded,
   // `xnumel*rnumel <= 2147483647` and its largest buffer span's, as Inductor guards its 32-bit indexing.
   std::vector<sym::Rel> assumptions;
+  // Group: the program kernels it runs, in step order; it launches at the first one's step.
+  std::vector<int> members;
+  // A kernel whose work the launch of kernels[launched_by] does (a member of a grouped kernel other
+  // than its first): it has no source, parameters or configs, and its step launches nothing.
+  int launched_by = -1;
   // The Triton signature: (name, type) for every parameter of the function, constexprs included
   // (type "constexpr"), in the function's order, as triton.compile's ASTSource takes it.
   std::vector<std::pair<std::string, std::string>> signature() const;
@@ -119,7 +128,10 @@ struct MatmulTemplate {
 };
 
 struct TritonSource {
-  std::vector<TritonKernel> kernels;  // kernels[k] runs program.kernels[k]
+  // kernels[k] runs program.kernels[k], or, for the members of a program group (loop_ir/group.h),
+  // a grouped kernel at its first member's index runs a run of members (at most
+  // TritonOptions::max_group_params pointers), the others `launched_by` it.
+  std::vector<TritonKernel> kernels;
   // Every kernel's and template's assumptions (TritonKernel::assumptions), without repeats.
   std::vector<sym::Rel> assumptions() const;
   std::vector<MatmulTemplate> matmul_templates;  // options.matmul_templates only
