@@ -10,10 +10,14 @@ namespace ember::shapes {
 namespace {
 
 // The parts of a type a rule determines whatever the grad mode. The stride of a size-1 dim
-// addresses nothing (torch's own contiguity checks skip it), so it is not compared.
+// addresses nothing (torch's own contiguity checks skip it), nor does any stride of a tensor without
+// elements (torch's views of one keep strides a rule cannot know: `x[1:]` of a [1, 2] tensor, then
+// unsqueezed), so they are not compared.
 bool same_layout(const ir::TensorType& a, const ir::TensorType& b) {
   if (a.dtype != b.dtype || a.sizes != b.sizes || a.device != b.device || a.strides.size() != b.strides.size())
     return false;
+  if (std::any_of(a.sizes.begin(), a.sizes.end(), [](const auto& s) { return s.is_constant() && s.constant() == 0; }))
+    return true;
   for (size_t i = 0; i < a.strides.size(); ++i) {
     bool unit = a.sizes[i].is_constant() && a.sizes[i].constant() == 1;
     if (!unit && a.strides[i] != b.strides[i]) return false;
