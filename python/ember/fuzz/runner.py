@@ -74,34 +74,82 @@ class _Call:
 
 
 def _exact_low_precision():
-    """A torch function mode under which every float16/bfloat16 result becomes float64 as soon as it is made:
-    an explicit cast (`x.to(torch.bfloat16)`) still rounds, the arithmetic after it does not. The reference of
-    a compiler that computes low-precision arithmetic in float32 and rounds only where a value is stored, as
-    Inductor's and Ember's kernels do (scheduler/inline.cpp), where eager rounds after every op."""
+    """A torch function mode under which every float16/bfloat16 value is float64: explicit casts
+    (`x.to(torch.bfloat16)`) still round, the arithmetic after them does not. The reference of a compiler that
+    computes low-precision arithmetic in float32 and rounds only where a value is stored, as Inductor's and
+    Ember's kernels do (scheduler/inline.cpp), where eager rounds after every op. Each value keeps the dtype it
+    has in the program (`_ember_program_dtype`, from the inputs and, per op, the op run on meta tensors of those
+    dtypes), so that a cast to the dtype a value already has is none, as in eager (which returns the tensor
+    itself), rather than a rounding of the float64 value."""
     import torch
     from torch.overrides import TorchFunctionMode
 
     low = (torch.float16, torch.bfloat16)
+    casts = (torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as, torch.Tensor.half, torch.Tensor.bfloat16)
 
-    def widen(x):
-        if isinstance(x, torch.Tensor) and x.dtype in low:
-            return x.double()
-        if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) and v.dtype in low for v in x):
-            return type(x)(widen(v) for v in x)
+    def program_dtype(t):
+        return getattr(t, "_ember_program_dtype", t.dtype)
+
+    def as_meta(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=program_dtype(x), device="meta")
+        if isinstance(x, (list, tuple)):
+            return type(x)(as_meta(v) for v in x)
+        if isinstance(x, dict):
+            return {k: as_meta(v) for k, v in x.items()}
         return x
+
+    def widen(out, meta):
+        """`out` in float64 where it is float16/bfloat16, each tensor marked with its dtype in the program."""
+        if isinstance(out, torch.Tensor):
+            dtype = meta.dtype if isinstance(meta, torch.Tensor) else out.dtype
+            if out.dtype in low:
+                out = out.double()
+            if dtype in low and out.dtype == torch.float64:
+                out._ember_program_dtype = dtype
+            return out
+        if isinstance(out, (list, tuple)):
+            metas = meta if isinstance(meta, (list, tuple)) and len(meta) == len(out) else [None] * len(out)
+            return type(out)(widen(v, m) for v, m in zip(out, metas))
+        return out
 
     class Exact(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            return widen(func(*args, **(kwargs or {})))
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            try:
+                meta = func(*as_meta(args), **as_meta(kwargs))
+            except Exception:  # no meta kernel, data-dependent: the value's own dtype stands
+                meta = None
+            if (func in casts and args and isinstance(args[0], torch.Tensor) and isinstance(meta, torch.Tensor)
+                    and meta.dtype == program_dtype(args[0]) and not kwargs.get("copy")):
+                return args[0]
+            return widen(out, meta)
 
     return Exact()
+
+
+def _mark_program_dtypes(wide, original):
+    """Marks each float64 tensor of `wide` (_float64 of `original`) with its dtype in `original` where that is
+    float16/bfloat16 (the program dtypes _exact_low_precision follows)."""
+    import torch
+    if isinstance(wide, torch.Tensor) and isinstance(original, torch.Tensor):
+        if original.dtype in (torch.float16, torch.bfloat16):
+            wide._ember_program_dtype = original.dtype
+    elif isinstance(wide, (list, tuple)) and isinstance(original, (list, tuple)):
+        for w, o in zip(wide, original):
+            _mark_program_dtypes(w, o)
+    elif isinstance(wide, dict) and isinstance(original, dict):
+        for k in wide:
+            _mark_program_dtypes(wide[k], original.get(k))
+    return wide
 
 
 def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False):
     import torch
     args = inputs_fn(_generator(i))
     if cast is not None:
-        args = cast(args)
+        args = _mark_program_dtypes(cast(args), args) if exact_low_precision else cast(args)
     torch.manual_seed(2000 + i)
     try:
         with _exact_low_precision() if exact_low_precision else contextlib.nullcontext():
