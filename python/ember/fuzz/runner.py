@@ -6,7 +6,11 @@ instead of quietly running eagerly):
   ember           backend="ember";
   ember-no-grad   backend="ember" with eager and compiled calls under torch.no_grad();
   ember-triton    ember-no-grad through the GPU backend's Triton kernels in Triton's interpreter
-                  (options={"triton_interpret": True}); only when TRITON_INTERPRET=1 was set at start.
+                  (options={"triton_interpret": True}); only when TRITON_INTERPRET=1 was set at start;
+  ember-cuda      ember-no-grad on CUDA: the inputs moved to the GPU and torch's default device CUDA
+                  (factories in the program), eager on CUDA the reference; only when asked for (it
+                  compiles Triton kernels: seconds a program), and a program eager rejects on CUDA is
+                  skipped.
 Each variant calls the program twice, with inputs from seeds 0 and 1 (same shapes, new values: a
 graph that baked in a value or a guard that missed a branch shows on the second call), and compares
 with eager: outputs, the inputs after the call (mutations, appends to an input list), and how
@@ -32,7 +36,7 @@ import os
 
 from .generator import _generator, generate, load
 
-VARIANTS = ("eager-backend", "ember", "ember-no-grad", "ember-triton")
+VARIANTS = ("eager-backend", "ember", "ember-no-grad", "ember-triton", "ember-cuda")
 N_CALLS = 2
 
 
@@ -47,8 +51,24 @@ class Failure:
 
 
 def default_variants():
-    """Every variant this process can run: ember-triton needs TRITON_INTERPRET=1 from the start."""
-    return [v for v in VARIANTS if v != "ember-triton" or os.environ.get("TRITON_INTERPRET") == "1"]
+    """Every variant this process can run (ember-triton needs TRITON_INTERPRET=1 from the start), but
+    ember-cuda, which runs only when named."""
+    return [v for v in VARIANTS if v != "ember-cuda" and (v != "ember-triton" or os.environ.get("TRITON_INTERPRET") == "1")]
+
+
+def _on_device(tree, device, memo=None):
+    """The inputs with every tensor on `device` (a tensor passed twice stays one)."""
+    import torch
+    memo = {} if memo is None else memo
+    if isinstance(tree, torch.Tensor):
+        if id(tree) not in memo:
+            memo[id(tree)] = tree.to(device)
+        return memo[id(tree)]
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_on_device(v, device, memo) for v in tree)
+    if isinstance(tree, dict):
+        return {k: _on_device(v, device, memo) for k, v in tree.items()}
+    return tree
 
 
 def _float64(tree, memo=None):
@@ -145,9 +165,11 @@ def _mark_program_dtypes(wide, original):
     return wide
 
 
-def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False):
+def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False, device=None):
     import torch
     args = inputs_fn(_generator(i))
+    if device is not None:
+        args = _on_device(args, device)
     if cast is not None:
         args = _mark_program_dtypes(cast(args), args) if exact_low_precision else cast(args)
     torch.manual_seed(2000 + i)
@@ -227,12 +249,20 @@ def _differences(i, got, want, ref):
 
 
 def _variant_setup(variant):
-    """(backend, options, context manager) of a variant."""
+    """(backend, options, context manager, device of the inputs) of a variant."""
     import torch
-    no_grad = variant in ("ember-no-grad", "ember-triton")
+    no_grad = variant in ("ember-no-grad", "ember-triton", "ember-cuda")
     backend = "eager" if variant == "eager-backend" else "ember"
     options = {"strict": True, **({"triton_interpret": True} if variant == "ember-triton" else {})}
-    return backend, options, (torch.no_grad if no_grad else contextlib.nullcontext)
+    device = "cuda" if variant == "ember-cuda" else None
+
+    @contextlib.contextmanager
+    def mode():
+        with (torch.no_grad() if no_grad else contextlib.nullcontext()), \
+                (torch.device(device) if device else contextlib.nullcontext()):
+            yield
+
+    return backend, options, mode, device
 
 
 def run_variant(fn, inputs_fn, variant):
@@ -240,15 +270,17 @@ def run_variant(fn, inputs_fn, variant):
     import ember
     from ember.testing import alias_map
 
-    backend, options, mode = _variant_setup(variant)
+    backend, options, mode, device = _variant_setup(variant)
     ember.reset()
     compiled = ember.compile(fn, backend=backend, options=options)
     for i in range(N_CALLS):
         with mode():
-            want = _call(fn, inputs_fn, i)
-            ref = _call(fn, inputs_fn, i, cast=_float64)
-            got = _call(compiled, inputs_fn, i)
+            want = _call(fn, inputs_fn, i, device=device)
+            ref = _call(fn, inputs_fn, i, cast=_float64, device=device)
+            got = _call(compiled, inputs_fn, i, device=device) if want.error is None else None
         if want.error is not None:
+            if device is not None:  # a program valid on the CPU that torch rejects there: nothing to compare
+                return None
             raise ValueError(f"the program raises eagerly on input seed {i}: {want.error!r}")
         if got.error is not None:
             kind = "internal-error" if isinstance(got.error, ember.InternalError) else "crash"
@@ -258,7 +290,7 @@ def run_variant(fn, inputs_fn, variant):
             # Low-precision arithmetic computed in float32 and rounded only where stored: right when it
             # meets the rule against that reference instead (float16/bfloat16 programs only).
             with mode():
-                exact = _call(fn, inputs_fn, i, cast=_float64, exact_low_precision=True)
+                exact = _call(fn, inputs_fn, i, cast=_float64, exact_low_precision=True, device=device)
             if not _differences(i, got, want, exact):
                 why = ""
         if why:
