@@ -583,6 +583,13 @@ PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
 }
 
 PyObject* CompiledGraph::arena_tensor(Call& call, BufferId id) const {
+  if (call.arena == nullptr) {
+    // A plan of 0 bytes takes no arena (take_arena): every temporary is empty, and an extern call that reads
+    // one gets a new tensor without elements, laid out as planned.
+    PyRef& slot = call.tensors[static_cast<size_t>(id)];
+    slot = empty_like_buffer(call, program_.buffers.at(static_cast<size_t>(id)));
+    return slot.get();
+  }
   Arena& arena = *call.arena;
   PyRef& slot = arena.tensors[static_cast<size_t>(id)];
   if (slot) return slot.get();
@@ -730,6 +737,7 @@ bool CompiledGraph::run_extern(Call& call, int32_t index) const {
 }
 
 bool CompiledGraph::in_arena(const Call& call, BufferId id) const {
+  if (call.arena == nullptr) return false;  // a plan of 0 bytes: no temporary has an element (arena_tensor)
   const BufferId root = call.sized->placement[static_cast<size_t>(id)].root;
   return root >= 0 && program_.buffers[static_cast<size_t>(root)].kind == Buffer::Kind::Temp;
 }

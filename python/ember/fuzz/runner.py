@@ -100,7 +100,8 @@ def _exact_low_precision():
     Ember's kernels do (scheduler/inline.cpp), where eager rounds after every op. Each value keeps the dtype it
     has in the program (`_ember_program_dtype`, from the inputs and, per op, the op run on meta tensors of those
     dtypes), so that a cast to the dtype a value already has is none, as in eager (which returns the tensor
-    itself), rather than a rounding of the float64 value."""
+    itself), rather than a rounding of the float64 value; and an in-place write into a tensor the program has
+    in float16/bfloat16 rounds, as storing into that memory does."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -144,6 +145,11 @@ def _exact_low_precision():
             if (func in casts and args and isinstance(args[0], torch.Tensor) and isinstance(meta, torch.Tensor)
                     and meta.dtype == program_dtype(args[0]) and not kwargs.get("copy")):
                 return args[0]
+            name = getattr(func, "__name__", "")
+            if (args and isinstance(args[0], torch.Tensor) and program_dtype(args[0]) in low
+                    and (name == "__setitem__" or (name.endswith("_") and not name.startswith("__")))):
+                # An in-place write stores into memory of the program's dtype: it rounds, in every compiler.
+                args[0].copy_(args[0].to(program_dtype(args[0])).to(args[0].dtype))
             return widen(out, meta)
 
     return Exact()

@@ -153,7 +153,9 @@ class BodyEmitter {
     line("    ", std::string("rbase = tl.arange(0, RBLOCK)[None, :]") + (shape_.int64 ? ".to(tl.int64)" : ""));
   }
 
-  // v0, v1, ... recovered from a flat row-major index over `ranges` (size-1 ranges are 0).
+  // v0, v1, ... recovered from a flat row-major index over `ranges`. A size-1 range's variable is 0 as a
+  // block of the flat index's shape (`rindex * 0`), not the scalar 0: a load addressed by such variables
+  // alone must still be a block of its loop's shape (a reduction over it needs its axis).
   void split(const std::string& flat, const std::string& prefix, const std::vector<sym::Expr>& ranges,
              const std::string& indent) {
     sym::Expr inner = 1;
@@ -161,7 +163,7 @@ class BodyEmitter {
       const sym::Expr& extent = ranges[k];
       std::string v = flat;
       if (extent.is_constant() && extent.constant() == 1) {
-        v = "0";
+        v = flat + " * 0";
       } else {
         if (!(inner.is_constant() && inner.constant() == 1)) v += " // " + atom(inner);
         if (k != 0) v += " % " + atom(extent);
@@ -321,14 +323,21 @@ class BodyEmitter {
     return m;
   }
 
-  // "in_ptr0 + (addr)" widened to class `c`; returns the class it has.
-  std::string pointer(const Node& n, Cls want, Cls* got) const {
+  // "in_ptr0 + (addr)" widened to class `c`; returns the class it has. `full` (a store: tl.store
+  // broadcasts the value and mask to the pointer's shape, never the pointer to theirs): an address over
+  // the loop's lanes that no outer point moves (a row every program stores, [1, RBLOCK]) is widened to
+  // the whole block.
+  std::string pointer(const Node& n, Cls want, Cls* got, bool full = false) const {
     const sym::Expr off = offset_of(n);
     const bool lanes = per_lane(off);
     Cls c = lanes ? expr_cls(off) : Cls::X;
     std::string addr = index(off);
     if (!lanes) addr += " + tl.zeros(" + x_shape() + ", tl.int32)";
-    if (want == Cls::XR && c == Cls::X) {
+    std::set<std::string> used;
+    sym::free_symbols(off, used);
+    const bool rows_only =
+        std::none_of(used.begin(), used.end(), [&](const std::string& v) { return v[0] == 'i' || v[0] == 't'; });
+    if ((want == Cls::XR && c == Cls::X) || (full && lanes && c == Cls::XR && rows_only)) {
       addr += " + tl.zeros([XBLOCK, RBLOCK], tl.int32)";
       c = Cls::XR;
     }
@@ -500,7 +509,7 @@ class BodyEmitter {
     const TDTypeSpelling& s = spelled(b.dtype, "buffer %" + b.name());
     const NodeId value = n.operands.at(0);
     Cls c = Cls::X;
-    std::string ptr = pointer(n, cls_of(value), &c);
+    std::string ptr = pointer(n, cls_of(value), &c, /*full=*/true);
     std::string v = var(value);
     if (c == Cls::XR && cls_of(value) == Cls::X) v = "tl.broadcast_to(" + v + ", [XBLOCK, RBLOCK])";
     if (std::string(s.tl) != dtype_spelling(node_of(value).dtype).value_tl)
