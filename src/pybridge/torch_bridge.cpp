@@ -333,6 +333,7 @@ DLPackRead read_through_dlpack(const TorchBridge& bridge, PyObject* obj, RawTens
   out->ndim = t.ndim;
   out->sizes = t.shape;
   out->strides = t.strides;
+  out->data = static_cast<char*>(t.data) + t.byte_offset;
   return read_autograd_and_view_bits(bridge, obj, out) ? DLPackRead::Done : DLPackRead::Refused;
 }
 
@@ -371,6 +372,7 @@ bool dtype_from_object(const TorchBridge& bridge, PyObject* dtype_obj, ir::DType
 }
 
 bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path) {
+  out->data = nullptr;  // set by a DLPack read only
   const TorchBridge* bridge = torch_bridge();
   if (bridge == nullptr || !PyObject_TypeCheck(obj, bridge->tensor_type)) return false;
   if (path == TensorReadPath::Auto && bridge->dlpack != nullptr) {

@@ -83,6 +83,9 @@ struct RawTensorMeta {
   const int64_t* sizes = nullptr;
   const int64_t* strides = nullptr;
   bool requires_grad = false;
+  // The address of element 0 where the read went through DLPack (which carries it); null otherwise:
+  // data_pointer() then answers.
+  void* data = nullptr;
 
   RawTensorMeta() = default;
   RawTensorMeta(const RawTensorMeta&) = delete;

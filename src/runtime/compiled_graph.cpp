@@ -523,6 +523,10 @@ bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
   }
   call.tensors[static_cast<size_t>(b.id)] = PyRef::borrow(tensor);
   if (is_empty(meta)) return true;  // never dereferenced; its data pointer may be null
+  if (meta.data != nullptr) {  // read with the metadata: no second call into torch
+    call.pointers[static_cast<size_t>(b.id)] = meta.data;
+    return true;
+  }
   return data_pointer(tensor, &call.pointers[static_cast<size_t>(b.id)]);
 }
 
