@@ -573,11 +573,16 @@ TritonKernel grouped_kernel(const Program& program, const std::vector<GroupedMem
   // parameters it stands for are.
   std::vector<BufferId> roots;
   std::map<BufferId, int> use;
+  // A body pointer parameter names its buffer %b<k>, the member's k-th buffer (loop_ir::group_body).
+  auto root_of = [](const GroupedMember& m, const TritonParam& bp) { return m.roots.at(static_cast<size_t>(bp.buffer)); };
+  auto offset_of = [](const GroupedMember& m, const TritonParam& bp) { return m.offsets.at(static_cast<size_t>(bp.buffer)); };
   for (const GroupedMember& m : members) {
     out.members.push_back(m.kernel);
-    for (size_t p = 0; p < m.roots.size(); ++p) {
-      if (!use.count(m.roots[p])) roots.push_back(m.roots[p]);
-      use[m.roots[p]] |= static_cast<int>(body.params.at(p).use);
+    for (const TritonParam& bp : body.params) {
+      if (bp.kind != TritonParam::Kind::Pointer) continue;
+      const BufferId root = root_of(m, bp);
+      if (!use.count(root)) roots.push_back(root);
+      use[root] |= static_cast<int>(bp.use);
     }
   }
   std::map<BufferId, std::string> name;
@@ -604,13 +609,13 @@ TritonKernel grouped_kernel(const Program& program, const std::vector<GroupedMem
     layout += "#   " + std::to_string(m.view.extent) + " elements: [" + std::to_string(start) + ", " +
               std::to_string(end) + ")\n";
     std::string call = "body(";
-    for (size_t p = 0; p < body.params.size(); ++p) {
-      const TritonParam& bp = body.params[p];
+    for (const TritonParam& bp : body.params) {
       if (bp.kind == TritonParam::Kind::Size) {
         call += std::to_string(m.view.extent) + ", ";  // xnumel (or the extent's symbol itself)
         continue;
       }
-      call += name.at(m.roots.at(p)) + (m.offsets[p] == 0 ? "" : " + " + std::to_string(m.offsets[p])) + ", ";
+      const int64_t offset = offset_of(m, bp);
+      call += name.at(root_of(m, bp)) + (offset == 0 ? "" : " + " + std::to_string(offset)) + ", ";
     }
     call += std::string(start == 0 ? "xpid" : "xpid - " + std::to_string(start)) + ", XBLOCK)";
     const bool last = i + 1 == members.size();
