@@ -169,8 +169,8 @@ class KernelEmitter {
     return out;
   }
 
-  // The root buffers a group member touches (with check_and_collect's checks), in order of first
-  // use, and each accessed buffer's element offset from its root's element 0.
+  // Each buffer a group member accesses, with the element offset of its element 0 from its root's
+  // (check_and_collect's map, with its checks of dtypes and offsets).
   const std::map<BufferId, sym::Expr>& member_roots() {
     check_and_collect();
     return shape_.root_offset;

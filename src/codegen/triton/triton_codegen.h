@@ -89,7 +89,7 @@ struct TritonConfig {
 
 struct TritonKernel {
   // Matmul: a matmul template (matmul_template.h), launched over MatmulTemplate::grid. Group: the
-  // members of a program group (loop_ir/group.h) in one launch (emit_group below).
+  // members of a program group (loop_ir/group.h) in one launch (emit.cpp, emit_group).
   enum class Kind : uint8_t { Pointwise, PersistentReduction, LoopedReduction, Matmul, Group };
   Kind kind = Kind::Pointwise;
   std::string name;            // the @triton.jit function's name, derived from content
