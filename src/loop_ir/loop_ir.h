@@ -27,9 +27,8 @@
 // Dtypes. Every node has a dtype. Kernel bodies never compute in float16 or bfloat16: a load
 // from such a buffer yields f32 and a store into one takes f32 (round to nearest even), which
 // is how torch's own kernels compute them. The one exception, a rounding: `cast` of an f32 to
-// float16/bfloat16 (the f32 value rounded to that dtype) read only by casts back to f32 -- a
-// conversion the program asked for, kept in registers instead of a buffer (the scheduler's
-// round_in_registers). Otherwise a load yields its buffer's dtype and a
+// float16/bfloat16 (the f32 value rounded to that dtype) read only by casts back to f32 -- what a
+// bf16/f16 buffer would hold, kept in registers (the scheduler's inlining and fusion). Otherwise a load yields its buffer's dtype and a
 // store's operand has its buffer's dtype; binary operands share one dtype (lowering inserts
 // casts), compares and logical ops yield bool, `index` yields i64.
 //

@@ -51,7 +51,6 @@ struct Target {
     t.kind = Kind::Triton;
     t.device = std::move(device);
     t.split.min_programs = 2 * kH200Sms;
-    t.schedule.round_in_registers = true;
     t.schedule.inline_max_recompute = 0;
     return t;
   }

@@ -18,11 +18,9 @@
 // ranges (one pass over a row for mean and variance), or is appended. A load of a value the first
 // kernel stored is replaced by the stored value when the value is visible there (same loop, or
 // computed once per outer point); otherwise the load stays and reads memory written earlier in
-// the same outer point. bf16/f16 arithmetic stored into a bf16/f16 buffer is forwarded unrounded
-// (values stay f32 inside a fused kernel, as in Inductor); a conversion into bf16 the program asked
-// for is forwarded through a cast, a rounding in registers, where the target allows
-// (round_in_registers: a store and a reload of the same element cost the buffer's bytes twice),
-// else read back from memory. Identical nodes of a loop are
+// the same outer point. A value stored into a bf16/f16 buffer is forwarded through a cast, the
+// rounding in registers (the reader sees what memory would hold, as in eager, without a store and
+// a reload); other converting stores (into integers) are read back from memory. Identical nodes of a loop are
 // then merged, so two reductions of one input share its load (and welford_mean/welford_m2 share one
 // accumulator).
 //
@@ -156,9 +154,8 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
     ir::DType value_dtype = program.buffers[root].dtype;
     for (const Node& v : a.nodes)
       if (v.id == s.operands[0]) value_dtype = v.dtype;
-    // bf16/f16 arithmetic is forwarded unrounded (forwards_unrounded says when); other
-    // converting stores are forwarded rounded (a cast).
-    const bool converted = value_dtype != program.buffers[root].dtype && !forwards_unrounded(program, a, s);
+    // A converting store is forwarded through a cast (bf16/f16: the rounding, in registers).
+    const bool converted = value_dtype != program.buffers[root].dtype;
     const bool float_conversion = ir::is_floating(value_dtype) && ir::is_floating(program.buffers[root].dtype);
     links[n.id] = Link{&s, ranged, !n.operands.empty(), converted, float_conversion};
     read_as_written.insert(name);
@@ -217,10 +214,12 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
         forwarded[n.id] = l.store->operands[0];
         continue;
       }
-      if (visible && !l.masked && l.float_conversion && options.round_in_registers) {
-        n.loop = target;
+      if (visible && !l.masked && l.float_conversion) {
+        // Rounded where the value is computed (once per outer point when that loop has no ranges, so
+        // the consumer's loop reads a fixed f32 value: a divisor stays one), in the load's dtype.
+        n.loop = l.store->loop;
         forwarded[n.id] = append_rounding(l.store->operands[0], program.buffers[n.buffer].dtype, n, next_id,
-                                          by_loop[target]);
+                                          by_loop[l.store->loop]);
         continue;
       }
       ++kept_loads;
@@ -236,6 +235,7 @@ MergeResult merge_kernels(const Program& program, const WorkStep& step_a, const 
     for (Node& n : group) merged.nodes.push_back(std::move(n));
   renumber_nodes(merged);
   merge_duplicates(program, merged);
+  drop_exact_roundings(program, merged);
   if (static_cast<int>(merged.nodes.size()) > options.max_nodes) {
     result.refusal = "size cap: " + la + "+" + lb + " would have " + std::to_string(merged.nodes.size()) +
                      " nodes > max_nodes " + std::to_string(options.max_nodes);

@@ -8,10 +8,9 @@
 // into all of its consumers or into none (keeping it stored while also recomputing it would do
 // the work twice), and its kernel then disappears.
 //
-// A store that converts (an f32 value into a bf16 Temp the program asked for) inlines as a cast of
-// the value, the same rounding in registers, where the target allows (round_in_registers); bf16
-// arithmetic stored into bf16 inlines unrounded (forwards_unrounded), as values stay f32 inside
-// fused code.
+// A store that rounds (an f32 value into a bf16/f16 Temp: low-precision arithmetic, or a conversion
+// the program asked for) inlines as a cast of the value, the same rounding in registers; a float
+// stored into an integer Temp is not inlined.
 //
 // Candidates: a kernel with one loop without ranges and a single store at [i0, ..., i(n-1)] into
 // a Temp that nothing else needs as memory (not an output, not a View's base, not read by an
@@ -342,14 +341,15 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
       if (n.op == ScalarOp::Load && !n.operands.empty()) ++masked_loads;
     }
     std::string why;
-    // A store into a bf16/f16 temporary rounds. Low-precision arithmetic (bf16 in, bf16 out) is
-    // recomputed unrounded, as Inductor does: inside fused code values stay f32 and only what
-    // reaches memory rounds (closer to a float64 reference than eager, which rounds after every
-    // op). A conversion the program asked for (f32 stored into bf16) keeps its rounding: a cast.
-    const bool rounds = buffer.dtype != stored_dtype && !forwards_unrounded(program, producer, *store);
-    if (rounds && !(options.round_in_registers && ir::is_floating(buffer.dtype) && ir::is_floating(stored_dtype)))
+    // A store into a bf16/f16 temporary rounds, and so does its recomputation: a cast to the
+    // buffer's dtype in registers (append_rounding), so every reader sees the value eager computes
+    // (which rounds after every op) -- the stored results of reductions included, which a reader
+    // compares with recomputed operands (`where(x.amin(0) - x > 0, ...)`: docs/scheduler.md, "Rounding").
+    // Other converting stores (a float into an integer) are not recomputed.
+    const bool rounds = buffer.dtype != stored_dtype;
+    if (rounds && !(ir::is_floating(buffer.dtype) && ir::is_floating(stored_dtype)))
       why = name + " is " + ir::dtype_name(buffer.dtype) + " and the stored value " + ir::dtype_name(stored_dtype) +
-            ": a conversion the program asked for, and recomputing it would skip the rounding";
+            ": recomputing it would skip the conversion";
     for (size_t ci = 0; ci < consumers.size() && why.empty(); ++ci) {
       const size_t c = consumers[ci];
       const Kernel& consumer = steps[c].kernel;
@@ -398,7 +398,10 @@ void inline_producers(Program& program, std::vector<WorkStep>& steps, const Sche
     }
     const Node store_copy = *store;
     const Kernel producer_copy = producer;
-    for (size_t c : consumers) inline_into(producer_copy, store_copy, *dim_of, rounds, buffer.dtype, steps[c].kernel);
+    for (size_t c : consumers) {
+      inline_into(producer_copy, store_copy, *dim_of, rounds, buffer.dtype, steps[c].kernel);
+      drop_exact_roundings(program, steps[c].kernel);
+    }
     decisions.push_back({FusionDecision::Kind::Inline, name, consumer_names,
                          std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(sites) +
                              (sites == 1 ? " consumer" : " consumers")});

@@ -76,17 +76,16 @@ int count_ops(const Kernel& kernel);         // arithmetic nodes (not loads, con
 bool scalar_gather_in_reduction(const Kernel& kernel);
 bool has_index_check(const Kernel& kernel);  // a check_index node: a gather
 bool is_reduce(const Node& node);
-// True when the f32 value `store` writes into its bf16/f16 buffer may reach that buffer's readers
-// unrounded: the value is low-precision arithmetic (every float load it depends on reads a buffer
-// of the store's own dtype, and there is at least one), not a conversion into bf16/f16 that the
-// program asked for (`x.half().float()` must round). Inside a fused kernel such values stay f32,
-// as in Inductor; only stores to memory round. False for any other store.
-bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store);
-// What a load reads back from a store that converts `value` into a buffer of dtype `storage` (a
-// conversion forwards_unrounded refuses), computed in registers instead: a cast to `storage` (the
-// rounding), then one to `load`'s dtype when it differs (a load may convert too). Appends the casts
+// What a load reads back from a store that converts the float `value` into a float buffer of dtype
+// `storage`, computed in registers instead: a cast to `storage` (the rounding), then one to
+// `load`'s dtype when it differs (a load may convert too). Appends the casts
 // to `out`, in `load`'s loop, with ids from `next`; returns the id of the last.
 NodeId append_rounding(NodeId value, ir::DType storage, const Node& load, NodeId& next, std::vector<Node>& out);
+
+// Removes the roundings in registers (a cast to bf16/f16 and back, append_rounding) of values that
+// are already that dtype's: a bf16 load, its negation or absolute value, a relu's maximum with 0,
+// a where between such values. The kernel computes the same bits with fewer casts.
+void drop_exact_roundings(const Program& program, Kernel& kernel);
 
 // Renumbers nodes densely in list order (ids, operands, t-symbols); `nodes` must already be in
 // execution order. Returns nothing: the kernel is edited in place.

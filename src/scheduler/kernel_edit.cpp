@@ -8,6 +8,7 @@
 // Node references live in two places: operand lists, and `t<n>` symbols inside index expressions
 // (indirect indexing). Every edit that changes ids rewrites both.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -77,35 +78,6 @@ std::string node_symbol(NodeId id) { return "t" + std::to_string(id); }
 sym::Expr var(const char* prefix, int k) { return sym::Expr::symbol(prefix + std::to_string(k)); }
 
 bool is_reduce(const Node& node) { return loop_ir::op_info(node.op).cls == OpClass::Reduce; }
-
-bool forwards_unrounded(const Program& program, const Kernel& kernel, const Node& store) {
-  const ir::DType storage = program.buffers.at(program.storage_root(store.buffer)).dtype;
-  if (storage != ir::DType::BFloat16 && storage != ir::DType::Float16) return false;
-  std::map<NodeId, const Node*> by_id;
-  for (const Node& n : kernel.nodes) by_id[n.id] = &n;
-  if (store.operands.empty() || by_id.at(store.operands[0])->dtype != ir::DType::Float32) return false;
-  // Walk what the value depends on (operands; index expressions only address memory).
-  std::set<NodeId> seen;
-  std::vector<NodeId> work{store.operands[0]};
-  int low_precision_loads = 0;
-  while (!work.empty()) {
-    NodeId id = work.back();
-    work.pop_back();
-    if (!seen.insert(id).second) continue;
-    const Node& n = *by_id.at(id);
-    if (n.op == ScalarOp::Load) {
-      const ir::DType dt = program.buffers.at(n.buffer).dtype;
-      if (dt == storage) {
-        ++low_precision_loads;
-      } else if (dt == ir::DType::Float32 || dt == ir::DType::Float64 || dt == ir::DType::BFloat16 ||
-                 dt == ir::DType::Float16) {
-        return false;  // a wider (or other) float converted into bf16/f16: the rounding is asked for
-      }
-    }
-    work.insert(work.end(), n.operands.begin(), n.operands.end());
-  }
-  return low_precision_loads > 0;
-}
 
 NodeId append_rounding(NodeId value, ir::DType storage, const Node& load, NodeId& next, std::vector<Node>& out) {
   auto cast = [&](NodeId from, ir::DType dt) {
@@ -224,6 +196,65 @@ void merge_duplicates(const Program& program, Kernel& kernel) {
   }
   kernel.nodes = std::move(kept);
   renumber_nodes(kernel);
+}
+
+namespace {
+
+// Whether the double `v` is a value of `storage` (bfloat16: 8 significant bits, float32's exponents;
+// float16: 11 bits, exponents down to -14, then multiples of 2^-24, at most 65504).
+bool representable(double v, ir::DType storage) {
+  if (v == 0 || std::isinf(v)) return true;
+  if (std::isnan(v)) return false;  // the bits of a converted NaN are the conversion's own
+  int exponent = 0;
+  std::frexp(v, &exponent);  // |v| in [2^(exponent-1), 2^exponent)
+  const bool bf16 = storage == ir::DType::BFloat16;
+  if (bf16 ? exponent > 128 : std::fabs(v) > 65504) return false;
+  const int lowest = bf16 ? -126 : -14, bits = bf16 ? 8 : 11;
+  const double scaled = std::ldexp(v, bits - std::max(exponent, lowest + 1));
+  return scaled == std::trunc(scaled);
+}
+
+// Whether node `id`'s value is one of `storage`'s, so that rounding it to `storage` changes nothing:
+// a load of such a buffer, a rounding to it, such a constant, and what neg, abs, maximum, minimum
+// and where make of such values.
+bool exact_in(const Program& program, const std::map<NodeId, const Node*>& by_id, NodeId id, ir::DType storage) {
+  const Node& n = *by_id.at(id);
+  auto exact = [&](size_t k) { return exact_in(program, by_id, n.operands.at(k), storage); };
+  switch (n.op) {
+    case ScalarOp::Load:
+      return program.buffers.at(n.buffer).dtype == storage &&
+             (n.operands.empty() || (std::holds_alternative<double>(n.constant) &&
+                                     representable(std::get<double>(n.constant), storage)));
+    case ScalarOp::Cast: return by_id.at(n.operands.at(0))->dtype == storage;
+    case ScalarOp::Constant:
+      return std::holds_alternative<double>(n.constant) && representable(std::get<double>(n.constant), storage);
+    case ScalarOp::Neg:
+    case ScalarOp::Abs: return exact(0);
+    case ScalarOp::Maximum:
+    case ScalarOp::Minimum: return exact(0) && exact(1);
+    case ScalarOp::Where: return exact(1) && exact(2);
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void drop_exact_roundings(const Program& program, Kernel& kernel) {
+  std::map<NodeId, const Node*> by_id;
+  for (const Node& n : kernel.nodes) by_id[n.id] = &n;
+  std::map<NodeId, NodeId> replaced;  // a cast back to f32 -> the value it rounded
+  for (const Node& n : kernel.nodes) {
+    if (n.op != ScalarOp::Cast || n.dtype != ir::DType::Float32) continue;
+    const Node& rounding = *by_id.at(n.operands.at(0));
+    if (rounding.op != ScalarOp::Cast || !(rounding.dtype == ir::DType::BFloat16 || rounding.dtype == ir::DType::Float16))
+      continue;
+    const NodeId value = rounding.operands.at(0);
+    if (by_id.at(value)->dtype == ir::DType::Float32 && exact_in(program, by_id, value, rounding.dtype))
+      replaced[n.id] = value;
+  }
+  if (replaced.empty()) return;
+  for (Node& n : kernel.nodes) remap_node(n, replaced);
+  remove_dead_nodes(kernel);
 }
 
 Kernel split_pointwise(const Kernel& kernel, size_t outer) {

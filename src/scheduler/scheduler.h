@@ -46,12 +46,6 @@ struct ScheduleOptions {
   // the CPU costs tens of instructions an element; Triton kernels stay memory-bound, so the GPU
   // target recomputes (0: no bound).
   int inline_max_recompute = 2;
-  // A conversion into bf16/f16 that the program asked for (x.float() ... .to(bf16)), read again in
-  // the kernel that computes it, is a rounding in registers (a cast to bf16/f16) instead of a store
-  // and a reload: a buffer written and read for nothing, twice its bytes of traffic. Needs a code
-  // generator that spells such a cast on every path: Triton does; the C++ vectorizer does not yet
-  // (it would leave the loop scalar), so the CPU target keeps the buffer.
-  bool round_in_registers = false;
 };
 
 // Split reductions (split.cpp): a reduction with few outputs for its reduced extent runs on few

@@ -193,12 +193,10 @@ def test_a_row_every_program_stores():
         _check(f, torch.randn(6), y)
 
 
-@pytest.mark.xfail(strict=True, reason="known (fuzz seed 20693, docs/fuzzing.md): a float16 reduction stored rounded "
-                                        "is compared with its operand recomputed unrounded in the next kernel")
 def test_half_reduction_compared_with_its_recomputed_operand():
-    # amin's result is stored in float16 (rounded); the where's kernel recomputes tanh in float32 (the inlined
-    # producer, unrounded), so `amin - tanh > 0` holds at the minimum itself, where eager (both rounded) and an
-    # exact computation (neither) agree that it does not.
+    # Fuzz seed 20693 (docs/fuzzing.md): amin's result is stored in float16 (rounded) and the where's kernel
+    # recomputes tanh; unless that recomputation rounds tanh to float16 too (as eager's stored tensor is),
+    # `amin - tanh > 0` holds at the minimum itself and the other branch is taken.
     def f(x):
         t = torch.tanh(x)
         m = t.amin(dim=0, keepdim=True)

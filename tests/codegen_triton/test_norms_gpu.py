@@ -1,6 +1,6 @@
 """The memory-bound norms of the GPU benchmark on a GPU (skipped elsewhere; docs/codegen-triton.md,
 "Norms at memory bandwidth"): each is one kernel that stores only its output (no bf16 intermediate
-written and read back: scheduler.md, round_in_registers) and matches eager under the fp64-reference
+written and read back: scheduler.md, "Rounding") and matches eager under the fp64-reference
 rule. A few calls on tensors of 16 MB at most."""
 import logging
 import re

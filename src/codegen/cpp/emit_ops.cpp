@@ -107,9 +107,12 @@ std::string cast(DType from, DType to, const std::string& x) {
   return std::string("static_cast<") + value_type(to) + ">(" + x + ")";
 }
 
-// cast() in vector code, between the lane types vector_refusal admits: VecF (f32), MaskF (bool) and
-// VecI (integers in int32 lanes). Integer to integer is the identity: both ends hold the value.
+// cast() in vector code, between the lane types vector_refusal admits: VecF (f32; a bf16/f16
+// value, the rounding in registers, in f32 lanes too), MaskF (bool) and VecI (integers in int32
+// lanes). Integer to integer is the identity: both ends hold the value.
 std::string vector_cast(DType from, DType to, const std::string& x) {
+  if (to == DType::BFloat16) return "ev::round_bf16(" + x + ")";
+  if (to == DType::Float16) return "ev::round_f16(" + x + ")";
   const bool from_int = is_integer(from), to_int = is_integer(to);
   if (to == DType::Bool) {
     if (from == DType::Bool) return x;
@@ -544,10 +547,14 @@ std::string vector_refusal(const NodeEnv& env, const Node& n, const std::string&
     case OpClass::Unary:
       if (n.op == loop_ir::ScalarOp::CheckIndex) return self + " checks an integer index";
       if (n.op == loop_ir::ScalarOp::Cast) {
-        // Between f32, bool and integers in int32 lanes (an integer operand in the region passed too).
+        // Between f32, bool and integers in int32 lanes (an integer operand in the region passed too),
+        // and a rounding: f32 to bf16/f16 and back (loop_ir.h: such a value is read only by casts to f32).
         const DType from = operand_dtype(0);
-        const bool from_ok = from == DType::Float32 || from == DType::Bool || is_integer(from);
-        const bool to_ok = f32 || n.dtype == DType::Bool || (int_lanes && from != DType::Float32);
+        const bool half = n.dtype == DType::BFloat16 || n.dtype == DType::Float16;
+        const bool from_ok = from == DType::Float32 || from == DType::Bool || is_integer(from) ||
+                             ((from == DType::BFloat16 || from == DType::Float16) && f32);
+        const bool to_ok = f32 || n.dtype == DType::Bool || (int_lanes && from != DType::Float32) ||
+                           (half && from == DType::Float32);
         if (from_ok && to_ok) return "";
         return self + " casts " + ir::dtype_name(from) + " to " + ir::dtype_name(n.dtype);
       }
