@@ -1,12 +1,14 @@
 // Bindings of the compiler driver and code cache (src/runtime/cpp_compiler.h) as ember._C.codecache.
 // Options arrive as keyword arguments already resolved in Python (python/ember/options.py reads
-// CXX and EMBER_CACHE_DIR). sha256, call_i64 and ensure_cache_dir exist for tests. CodeCache is
-// the compile context: each Python instance has memos of its own (its compiler versions, header
-// digests, precompiled headers), so a test can start from empty ones; loaded libraries are
-// process-wide (call_i64 finds them by key).
+// CXX and EMBER_CACHE_DIR). sha256, ensure_cache_dir, LoadedLibrary.call_i64 and the loaded-library
+// queries exist for tests. CodeCache is the compile context: each Python instance has memos of its
+// own (its compiler versions, header digests, precompiled headers), so a test can start from empty
+// ones; loaded libraries are process-wide, kept loaded while a LoadedLibrary object (or a compiled
+// graph) holds them.
 // CompileError and CacheError become Python exceptions of those names (RuntimeError subclasses);
 // CompileError carries .command_line, .compiler_output and .source_path.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -81,6 +83,15 @@ void bind_codecache(nb::module_& m) {
       },
       "compiler"_a = "g++", "include_dirs"_a = std::vector<std::string>{}, "cache_dir"_a = "", "isa"_a = "scalar",
       "openmp"_a = true, "precompiled_header"_a = "");
+  nb::class_<runtime::LoadedLibrary>(m, "LoadedLibrary")
+      .def_prop_ro("path", &runtime::LoadedLibrary::path)
+      .def_prop_ro("key", &runtime::LoadedLibrary::key)
+      .def(
+          "call_i64",
+          [](const runtime::LoadedLibrary& self, const std::string& symbol, int64_t arg) {
+            return reinterpret_cast<int64_t (*)(int64_t)>(self.symbol(symbol.c_str()))(arg);
+          },
+          "symbol"_a, "arg"_a, "Calls `int64_t symbol(int64_t)` of the library.");
   nb::class_<runtime::CodeCache>(m, "CodeCache")
       .def(nb::init<>())
       .def(
@@ -104,24 +115,17 @@ void bind_codecache(nb::module_& m) {
               nb::gil_scoped_release release;
               r = self.compile_and_load(source, o);
             }
-            return nb::make_tuple(r.library->path(), r.cache_hit, r.seconds, r.library->key());
+            return nb::make_tuple(r.library, r.cache_hit, r.seconds);
           },
           "source"_a, "compiler"_a, "include_dirs"_a, "cache_dir"_a, "isa"_a = "scalar", "openmp"_a = true,
           "precompiled_header"_a = "", "precompiled_header_in_background"_a = false,
-          "Returns (path, cache_hit, seconds, key).")
+          "Returns (LoadedLibrary, cache_hit, seconds); the library stays loaded while it is referenced.")
       .def("compiler_version", &runtime::CodeCache::compiler_version, "compiler"_a);
   m.def(
       "ensure_cache_dir", [](const std::string& dir, uint32_t uid) { runtime::ensure_cache_dir(dir, uid); },
       "dir"_a, "uid"_a);
-  m.def(
-      "call_i64",
-      [](const std::string& key, const std::string& symbol, int64_t arg) {
-        auto library = runtime::find_loaded(key);
-        if (!library) throw std::invalid_argument("no library with key '" + key + "' is loaded in this process");
-        auto fn = reinterpret_cast<int64_t (*)(int64_t)>(library->symbol(symbol.c_str()));
-        return fn(arg);
-      },
-      "key"_a, "symbol"_a, "arg"_a);
+  m.def("is_loaded", [](const std::string& key) { return runtime::find_loaded(key) != nullptr; }, "key"_a);
+  m.def("loaded_library_count", &runtime::loaded_library_count);
 }
 
 }  // namespace ember::python

@@ -297,15 +297,36 @@ std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::strin
   }
 }
 
-// The process-wide part (cpp_compiler.h says why): loaded libraries by key, across contexts.
+// The process-wide part (cpp_compiler.h says why): loaded libraries by key, across contexts, held
+// weakly: a library stays loaded while a compiled graph (or any caller) holds it, and is dlclosed
+// after the last one goes.
 struct Memo {
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<LoadedLibrary>> libraries;
+  std::map<std::string, std::weak_ptr<LoadedLibrary>> libraries;
+  size_t swept_size = 0;                                           // libraries.size() after the last sweep
   std::map<std::string, std::shared_ptr<std::mutex>> key_mutexes;  // one compile per key at a time
+
+  // The live library of `key`, or nullptr. Caller holds `mutex`.
+  std::shared_ptr<LoadedLibrary> live(const std::string& key) {
+    auto found = libraries.find(key);
+    return found == libraries.end() ? nullptr : found->second.lock();
+  }
+  // Remembers `library` under `key` unless a live one is there already (a concurrent load: one
+  // mapping wins); returns the one to use. Entries of unloaded libraries are swept whenever the map
+  // has doubled since the last sweep, so it stays within twice the live count. Caller holds `mutex`.
+  std::shared_ptr<LoadedLibrary> remember(const std::string& key, std::shared_ptr<LoadedLibrary> library) {
+    if (auto existing = live(key)) return existing;
+    libraries[key] = library;
+    if (libraries.size() > 2 * swept_size + 64) {
+      for (auto it = libraries.begin(); it != libraries.end();) it = it->second.expired() ? libraries.erase(it) : ++it;
+      swept_size = libraries.size();
+    }
+    return library;
+  }
 };
 
 Memo& memo() {
-  static Memo* m = new Memo();  // never destroyed: libraries stay loaded until exit
+  static Memo* m = new Memo();  // never destroyed: a library dropped during exit may still look itself up
   return *m;
 }
 
@@ -373,8 +394,7 @@ CompileResult CodeCache::compile_and_load(const std::string& source, const CppCo
   std::shared_ptr<std::mutex> key_mutex;
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    auto found = m.libraries.find(key);
-    if (found != m.libraries.end()) return {found->second, true, elapsed()};
+    if (auto library = m.live(key)) return {std::move(library), true, elapsed()};
     auto& slot = m.key_mutexes[key];
     if (!slot) slot = std::make_shared<std::mutex>();
     key_mutex = slot;
@@ -382,12 +402,11 @@ CompileResult CodeCache::compile_and_load(const std::string& source, const CppCo
   std::lock_guard<std::mutex> key_lock(*key_mutex);
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    auto found = m.libraries.find(key);
-    if (found != m.libraries.end()) return {found->second, true, elapsed()};
+    if (auto library = m.live(key)) return {std::move(library), true, elapsed()};
   }
   auto remember = [&](std::shared_ptr<LoadedLibrary> library, bool hit) {
     std::lock_guard<std::mutex> lock(m.mutex);
-    m.libraries.emplace(key, library);
+    library = m.remember(key, std::move(library));
     m.key_mutexes.erase(key);
     return CompileResult{std::move(library), hit, elapsed()};
   };
@@ -422,7 +441,7 @@ std::shared_ptr<LoadedLibrary> CodeCache::load_by_key(const std::string& key, co
   if (!library) return nullptr;
   Memo& m = memo();
   std::lock_guard<std::mutex> lock(m.mutex);
-  return m.libraries.emplace(key, std::move(library)).first->second;  // a concurrent load wins: one mapping
+  return m.remember(key, std::move(library));
 }
 
 namespace {
@@ -537,8 +556,14 @@ SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppC
 std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key) {
   Memo& m = memo();
   std::lock_guard<std::mutex> lock(m.mutex);
-  auto found = m.libraries.find(key);
-  return found == m.libraries.end() ? nullptr : found->second;
+  return m.live(key);
+}
+
+size_t loaded_library_count() {
+  Memo& m = memo();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return static_cast<size_t>(
+      std::count_if(m.libraries.begin(), m.libraries.end(), [](const auto& entry) { return !entry.second.expired(); }));
 }
 
 // ---- LoadedLibrary ----

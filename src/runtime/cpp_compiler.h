@@ -17,8 +17,12 @@
 //    and not writable by group or others, following a symlink to check the real directory.
 //  - A precompiled header, if asked for, is itself an entry <cache_dir>/pch/<key>/<header>.gch
 //    with the same publication, digest and lock rules, checked once per CodeCache.
-//  - Libraries are memoized in-process by key and never dlclosed while a LoadedLibrary reference
-//    lives; the memo itself holds one, so a loaded library stays until process exit.
+//  - Libraries are memoized in-process by key, weakly: a library is dlclosed when the last
+//    LoadedLibrary reference goes (its compiled graphs are gone), so a long process that compiles
+//    and drops graphs keeps only the libraries in use mapped (each takes about five memory maps of
+//    the 65,530 a process may have: ~13,000 libraries were the end before). A library whose kernel
+//    made a thread_local scratch array (runtime.h, symbolic extents) stays mapped until that thread
+//    exits (glibc keeps a library with live thread_local destructors).
 //
 // State, and who owns it. None of it is configuration (every setting arrives in CppCompileOptions);
 // each piece is a memo keyed by everything that determines its value, guarded by its own mutex.
@@ -37,10 +41,10 @@
 //    by Python's garbage collector, holding the GIL), and the thread never touches freed memory.
 //    The build itself is published under its file lock like any entry, so a process that exits
 //    meanwhile leaves at worst a stray temporary file.
-//  - Loaded libraries, by cache key, stay process-wide (with the per-key compile mutexes): a
+//  - Loaded libraries, by cache key, are process-wide (with the per-key compile mutexes): a
 //    dlopen()ed library is a process resource, compiled graphs of every Compiler hold code pointers
-//    into it, and two contexts compiling the same source must share one load. It outlives every
-//    context: find_loaded() reads it.
+//    into it, and two contexts compiling the same source must share one load while either holds it.
+//    The memo outlives every context: find_loaded() reads it.
 //
 // Python-free, so it can move into the core library.
 #pragma once
@@ -183,9 +187,11 @@ struct SplitBuild {
 // CacheError (the first a compile raised, after every compile has finished).
 SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppCompileOptions& options, int jobs);
 
-// The library a compile_and_load of this key loaded in this process (through any context), or
-// nullptr.
+// The library a compile_and_load of this key loaded in this process (through any context) while
+// something still holds it, or nullptr.
 std::shared_ptr<LoadedLibrary> find_loaded(const std::string& key);
+// How many libraries are loaded in this process (held by something).
+size_t loaded_library_count();
 
 // Creates `dir` (parents as mkdir -p, `dir` itself 0700) and checks it: it must be a directory
 // (after following symlinks) owned by `owner` and not writable by group or others. Throws

@@ -6,6 +6,7 @@ uses: the memo of loaded libraries is process-wide and keyed by the cache key al
 would be a memo hit that never touches the disk. Disk behaviour (hits, corruption) is checked in fresh
 child processes, which have an empty memo.
 """
+import gc
 import hashlib
 import os
 import random
@@ -63,8 +64,8 @@ def run_child(script, *args):
 CHILD_COMPILE = """
 import ast
 source, opts = sys.argv[1], ast.literal_eval(sys.argv[2])
-path, hit, seconds, key = code_cache.compile_and_load(source, **opts)
-print(repr((path, hit, codecache.call_i64(key, "f", 5))))
+library, hit, seconds = code_cache.compile_and_load(source, **opts)
+print(repr((library.path, hit, library.call_i64("f", 5))))
 """
 
 
@@ -179,20 +180,48 @@ def test_compile_load_call_then_memo_hit(code_cache, tmp_path):
     o = options(tmp_path)
     source = kernel(f"memo {tmp_path}", "return x * 3 + ember_helper();").replace(
         "#include <cstdint>", "#include <cstdint>\n#include \"ember/vec.h\"")
-    path, hit, seconds, key = code_cache.compile_and_load(source, **o)
+    library, hit, seconds = code_cache.compile_and_load(source, **o)
+    path, key = library.path, library.key
     assert not hit and seconds > 0
     assert key == code_cache.cache_key(source, **o)
     assert path == os.path.join(o["cache_dir"], "cpp", key[:2], key + ".so")
     entry = os.path.dirname(path)
     assert sorted(os.listdir(entry)) == sorted(f"{key}{ext}" for ext in (".so", ".sha256", ".cpp", ".lock"))
     assert open(os.path.join(entry, key + ".cpp")).read() == source
-    assert codecache.call_i64(key, "f", 5) == 22
+    assert library.call_i64("f", 5) == 22
     with pytest.raises(RuntimeError, match="symbol 'g' is not defined"):
-        codecache.call_i64(key, "g", 5)
-    # Memo: same library, the disk is not consulted (even with the entry gone).
+        library.call_i64("g", 5)
+    # Memo: same library while it is held, the disk is not consulted (even with the entry gone).
     shutil.rmtree(entry)
-    assert code_cache.compile_and_load(source, **o)[:2] == (path, True)
-    assert codecache.call_i64(key, "f", 1) == 10
+    again, hit, _ = code_cache.compile_and_load(source, **o)
+    assert (again.path, hit) == (path, True) and again.call_i64("f", 1) == 10
+
+
+def mapped(path):
+    with open("/proc/self/maps") as maps:
+        return any(line.rstrip().endswith(path) for line in maps)
+
+
+@needs_gxx
+def test_a_library_is_unloaded_when_the_last_reference_goes(code_cache, tmp_path):
+    # A long process compiling and dropping graphs must not keep every library mapped (about 13,000 used
+    # up the 65,530 memory maps a process may have).
+    o = options(tmp_path)
+    source = kernel(f"unload {tmp_path}")
+    before = codecache.loaded_library_count()
+    library, hit, _ = code_cache.compile_and_load(source, **o)
+    path, key = library.path, library.key
+    assert not hit and codecache.is_loaded(key) and mapped(path)
+    assert codecache.loaded_library_count() == before + 1
+    same, hit, _ = code_cache.compile_and_load(source, **o)
+    assert hit and same.path == path
+    del library, same
+    gc.collect()
+    assert not codecache.is_loaded(key) and not mapped(path)
+    assert codecache.loaded_library_count() == before
+    # Loaded again from the disk entry, not compiled again.
+    library, hit, _ = code_cache.compile_and_load(source, **o)
+    assert hit and library.call_i64("f", 5) == 16 and mapped(path)
 
 
 @needs_gxx
@@ -303,8 +332,8 @@ import ast, os, time
 source, opts, go = sys.argv[1], ast.literal_eval(sys.argv[2]), sys.argv[3]
 while not os.path.exists(go):
     time.sleep(0.001)
-path, hit, seconds, key = code_cache.compile_and_load(source, **opts)
-print(repr((path, hit, codecache.call_i64(key, "f", 5))))
+library, hit, seconds = code_cache.compile_and_load(source, **opts)
+print(repr((library.path, hit, library.call_i64("f", 5))))
 """
 
 
@@ -499,14 +528,14 @@ def test_each_context_verifies_the_precompiled_header_itself(tmp_path):
 CHILD_BACKGROUND_PCH = """
 import ast, gc, glob, os, time
 source, opts = sys.argv[1], ast.literal_eval(sys.argv[2])
-path, hit, seconds, key = code_cache.compile_and_load(source, precompiled_header_in_background=True, **opts)
+library, hit, seconds = code_cache.compile_and_load(source, precompiled_header_in_background=True, **opts)
 del code_cache  # the PCH build started by this compile goes on without its context
 gc.collect()
 pattern = os.path.join(opts["cache_dir"], "pch", "*", "ember", "vec.h.gch")
 deadline = time.time() + 100
 while not glob.glob(pattern) and time.time() < deadline:
     time.sleep(0.05)
-print(repr((hit, codecache.call_i64(key, "f", 5), len(glob.glob(pattern)))))
+print(repr((hit, library.call_i64("f", 5), len(glob.glob(pattern)))))
 """
 
 
