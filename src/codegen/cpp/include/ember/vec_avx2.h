@@ -199,11 +199,22 @@ inline VecF load_bf16(const uint16_t* p) {
 inline VecF load_f16(const uint16_t* p) {
   return VecF(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-inline void store_bf16(uint16_t* p, VecF x) {
+namespace detail {
+// Each lane rounded to bfloat16 (f32_to_bf16's rule), its 16 bits in the lane's upper half.
+inline __m256i bf16_in_upper_half(VecF x) {
   __m256i u = _mm256_castps_si256(x.v);
   __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
-  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0xffff), _mm256_castps_si256(isnan(x).m));
+  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+  return _mm256_blendv_epi8(r, _mm256_set1_epi32(-1), _mm256_castps_si256(isnan(x).m));
+}
+}  // namespace detail
+// What storing into bfloat16/float16 and loading back gives, in registers.
+inline VecF round_bf16(VecF x) {
+  return VecF(_mm256_castsi256_ps(_mm256_and_si256(detail::bf16_in_upper_half(x), _mm256_set1_epi32(-65536))));
+}
+inline VecF round_f16(VecF x) { return VecF(_mm256_cvtph_ps(_mm256_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT))); }
+inline void store_bf16(uint16_t* p, VecF x) {
+  __m256i r = _mm256_srli_epi32(detail::bf16_in_upper_half(x), 16);
   __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
 }

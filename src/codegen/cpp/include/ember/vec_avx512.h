@@ -205,14 +205,20 @@ inline VecF load_f16(const uint16_t* p, int n) {
   return VecF(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(MaskF::first(n).m, p)));
 }
 namespace detail {
-inline __m256i to_bf16_bits(VecF x) {
+// Each lane rounded to bfloat16 (f32_to_bf16's rule), its 16 bits in the lane's upper half.
+inline __m512i bf16_in_upper_half(VecF x) {
   __m512i u = _mm512_castps_si512(x.v);
   __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-  r = _mm512_mask_mov_epi32(r, isnan(x).m, _mm512_set1_epi32(0xffff));
-  return _mm512_cvtepi32_epi16(r);
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  return _mm512_mask_mov_epi32(r, isnan(x).m, _mm512_set1_epi32(-1));
 }
+inline __m256i to_bf16_bits(VecF x) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_in_upper_half(x), 16)); }
 }  // namespace detail
+// What storing into bfloat16/float16 and loading back gives, in registers.
+inline VecF round_bf16(VecF x) {
+  return VecF(_mm512_castsi512_ps(_mm512_and_si512(detail::bf16_in_upper_half(x), _mm512_set1_epi32(-65536))));
+}
+inline VecF round_f16(VecF x) { return VecF(_mm512_cvtph_ps(_mm512_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT))); }
 inline void store_bf16(uint16_t* p, VecF x) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), detail::to_bf16_bits(x));
 }

@@ -1,7 +1,3 @@
-// Roundings in registers: ev::round_bf16(x) and ev::round_f16(x), each lane what storing it into a
-// bfloat16/float16 element and loading it back gives (the same bits as the scalar conversions of
-// vec_half.h on every ISA: they go through the ISA's own 16-bit store and load).
-//
 // Converting loads: integer and bool elements loaded as VecF lanes, each lane the element's
 // static_cast<float> (rounded to nearest even for int64 and int32 values past 2^24, as the scalar
 // conversion under the default rounding mode), full or the first n lanes (nothing past them is read).
@@ -19,18 +15,6 @@
 #include <cstdint>
 
 namespace ember::vec {
-
-// Through a stack array: the compiler keeps it in registers or forwards the store to the load.
-inline VecF round_bf16(VecF x) {
-  alignas(64) uint16_t bits[VecF::kSize];
-  store_bf16(bits, x);
-  return load_bf16(bits);
-}
-inline VecF round_f16(VecF x) {
-  alignas(64) uint16_t bits[VecF::kSize];
-  store_f16(bits, x);
-  return load_f16(bits);
-}
 
 // Every ISA: element by element into a float array, then one vector load.
 template <class T>

@@ -236,6 +236,9 @@ inline void store_f16(uint16_t* p, VecF x, int n) {
   for (int i = 0; i < VecF::kSize && i < n; ++i) p[i] = f32_to_f16(x.v[i]);
 }
 inline VecF load_bf16(const uint16_t* p) { return load_bf16(p, VecF::kSize); }
+// What storing into bfloat16/float16 and loading back gives.
+inline VecF round_bf16(VecF x) { return map_lanes(x, [](float v) { return bf16_to_f32(f32_to_bf16(v)); }); }
+inline VecF round_f16(VecF x) { return map_lanes(x, [](float v) { return f16_to_f32(f32_to_f16(v)); }); }
 inline VecF load_f16(const uint16_t* p) { return load_f16(p, VecF::kSize); }
 inline void store_bf16(uint16_t* p, VecF x) { store_bf16(p, x, VecF::kSize); }
 inline void store_f16(uint16_t* p, VecF x) { store_f16(p, x, VecF::kSize); }
