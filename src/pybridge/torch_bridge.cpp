@@ -403,6 +403,12 @@ bool data_pointer(PyObject* tensor, void** out) {
   return !PyErr_Occurred();
 }
 
+bool data_pointer(PyObject* tensor, const RawTensorMeta& meta, void** out) {
+  if (meta.data == nullptr) return data_pointer(tensor, out);
+  *out = meta.data;
+  return true;
+}
+
 bool current_cuda_stream(int index, void** out) {
   const TorchBridge* bridge = torch_bridge();
   if (bridge == nullptr) {

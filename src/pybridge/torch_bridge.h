@@ -103,6 +103,9 @@ bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path
 // The address of a tensor's element 0 (through DLPack's exchange table when torch has one, else
 // data_ptr()). False with a Python error set.
 bool data_pointer(PyObject* tensor, void** out);
+// The same for a tensor whose metadata `meta` was just read: its DLPack address when the read kept
+// one (no second call into torch).
+bool data_pointer(PyObject* tensor, const RawTensorMeta& meta, void** out);
 
 // Torch's current stream on CUDA device `index` (a CUstream; null is the legacy default stream),
 // through DLPack's exchange table when torch has one (no Python call), else

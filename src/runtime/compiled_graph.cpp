@@ -523,11 +523,7 @@ bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
   }
   call.tensors[static_cast<size_t>(b.id)] = PyRef::borrow(tensor);
   if (is_empty(meta)) return true;  // never dereferenced; its data pointer may be null
-  if (meta.data != nullptr) {  // read with the metadata: no second call into torch
-    call.pointers[static_cast<size_t>(b.id)] = meta.data;
-    return true;
-  }
-  return data_pointer(tensor, &call.pointers[static_cast<size_t>(b.id)]);
+  return data_pointer(tensor, meta, &call.pointers[static_cast<size_t>(b.id)]);
 }
 
 bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) const {
@@ -548,7 +544,8 @@ bool CompiledGraph::adopt_result(Call& call, BufferId id, PyObject* tensor) cons
   if (!held) return false;
   call.tensors[static_cast<size_t>(id)] = held;
   if (is_empty(meta)) return true;
-  return data_pointer(held.get(), &call.pointers[static_cast<size_t>(id)]);
+  void** out = &call.pointers[static_cast<size_t>(id)];
+  return strides_equal ? data_pointer(tensor, meta, out) : data_pointer(held.get(), out);
 }
 
 PyObject* CompiledGraph::tensor_of(Call& call, BufferId id) const {
@@ -754,7 +751,7 @@ bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* te
   void* data = nullptr;
   const bool ok = pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto) &&
                   meta.dtype == b.dtype && same_dims(call, id, meta, &strides_equal) && strides_equal &&
-                  (is_empty(meta) || data_pointer(tensor, &data));
+                  (is_empty(meta) || data_pointer(tensor, meta, &data));
   PyErr_Clear();
   const char* planned = call.arena->start + call.sized->plan.offsets[static_cast<size_t>(p.root)] +
                         p.offset * ir::dtype_itemsize(b.dtype);

@@ -123,6 +123,24 @@ void check_symbols(const sym::Expr& e, const Node& n, const sym::Symbols& symbol
   for (const sym::Expr& o : e.operands()) check_symbols(o, n, symbols);
 }
 
+// Pointer parameters of `roots` (each with its use: 1 loaded, 2 stored, 3 both), in order: named
+// in_ptr<k>, out_ptr<k> or in_out_ptr<k>, counted per use, typed by the buffer's dtype.
+std::vector<TritonParam> pointer_params(const Program& program, const std::vector<std::pair<BufferId, int>>& roots) {
+  static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
+  std::vector<TritonParam> list;
+  int counts[4] = {};
+  for (const auto& [root, use] : roots) {
+    TritonParam p;
+    p.kind = TritonParam::Kind::Pointer;
+    p.use = static_cast<TritonParam::Use>(use);
+    p.name = kPrefix[use] + std::to_string(counts[use]++);
+    p.type = std::string("*") + triton::dtype_spelling(program.buffers.at(static_cast<size_t>(root)).dtype).signature;
+    p.buffer = root;
+    list.push_back(p);
+  }
+  return list;
+}
+
 class KernelEmitter {
  public:
   KernelEmitter(const Program& p, const Kernel& k, const TritonOptions& o) : program_(p), kernel_(k), options_(o) {}
@@ -463,20 +481,8 @@ class KernelEmitter {
   }
 
   std::vector<TritonParam> params() {
-    std::vector<TritonParam> list;
-    int counts[4] = {};
-    for (const auto& [root, use] : roots_) {
-      const Buffer& b = program_.buffers.at(static_cast<size_t>(root));
-      static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
-      TritonParam p;
-      p.kind = TritonParam::Kind::Pointer;
-      p.use = static_cast<TritonParam::Use>(use);
-      p.name = kPrefix[use] + std::to_string(counts[use]++);
-      p.type = std::string("*") + triton::dtype_spelling(b.dtype).signature;
-      p.buffer = root;
-      shape_.pointer[root] = p.name;
-      list.push_back(p);
-    }
+    std::vector<TritonParam> list = pointer_params(program_, roots_);
+    for (const TritonParam& p : list) shape_.pointer[p.buffer] = p.name;
     const std::string size_type = shape_.int64 ? "i64" : "i32";
     auto size = [&](const std::string& name, const sym::Expr& value) {
       TritonParam p;
@@ -571,8 +577,8 @@ TritonKernel grouped_kernel(const Program& program, const std::vector<GroupedMem
   const int64_t xblock = body.config.blocks.at(0).second;
   // Parameters: the members' roots in order of first use, each loaded and/or stored as the body
   // parameters it stands for are.
-  std::vector<BufferId> roots;
-  std::map<BufferId, int> use;
+  std::vector<std::pair<BufferId, int>> roots;  // (root, use), in order of first use
+  std::map<BufferId, size_t> index;             // root -> its entry in roots
   // A body pointer parameter names its buffer %b<k>, the member's k-th buffer (loop_ir::group_body).
   auto root_of = [](const GroupedMember& m, const TritonParam& bp) { return m.roots.at(static_cast<size_t>(bp.buffer)); };
   auto offset_of = [](const GroupedMember& m, const TritonParam& bp) { return m.offsets.at(static_cast<size_t>(bp.buffer)); };
@@ -581,22 +587,16 @@ TritonKernel grouped_kernel(const Program& program, const std::vector<GroupedMem
     for (const TritonParam& bp : body.params) {
       if (bp.kind != TritonParam::Kind::Pointer) continue;
       const BufferId root = root_of(m, bp);
-      if (!use.count(root)) roots.push_back(root);
-      use[root] |= static_cast<int>(bp.use);
+      if (!index.count(root)) {
+        index[root] = roots.size();
+        roots.emplace_back(root, 0);
+      }
+      roots[index[root]].second |= static_cast<int>(bp.use);
     }
   }
+  out.params = pointer_params(program, roots);
   std::map<BufferId, std::string> name;
-  int counts[4] = {};
-  static const char* kPrefix[4] = {"", "in_ptr", "out_ptr", "in_out_ptr"};
-  for (BufferId root : roots) {
-    TritonParam p;
-    p.kind = TritonParam::Kind::Pointer;
-    p.use = static_cast<TritonParam::Use>(use[root]);
-    p.name = name[root] = kPrefix[use[root]] + std::to_string(counts[use[root]]++);
-    p.type = std::string("*") + triton::dtype_spelling(program.buffers.at(static_cast<size_t>(root)).dtype).signature;
-    p.buffer = root;
-    out.params.push_back(p);
-  }
+  for (const TritonParam& p : out.params) name[p.buffer] = p.name;
   std::string fn = "@triton.jit\ndef KERNEL_NAME(";
   for (const TritonParam& p : out.params) fn += p.name + ", ";
   fn += "XBLOCK: tl.constexpr):\n    xpid = tl.program_id(0)\n";

@@ -333,11 +333,12 @@ class BodyEmitter {
     Cls c = lanes ? expr_cls(off) : Cls::X;
     std::string addr = index(off);
     if (!lanes) addr += " + tl.zeros(" + x_shape() + ", tl.int32)";
-    std::set<std::string> used;
-    sym::free_symbols(off, used);
-    const bool rows_only =
-        std::none_of(used.begin(), used.end(), [&](const std::string& v) { return v[0] == 'i' || v[0] == 't'; });
-    if ((want == Cls::XR && c == Cls::X) || (full && lanes && c == Cls::XR && rows_only)) {
+    auto rows_only = [&] {  // no outer variable (i<k>) or loaded index value (t<n>) moves the address
+      std::set<std::string> used;
+      sym::free_symbols(off, used);
+      return std::none_of(used.begin(), used.end(), [&](const std::string& v) { return v[0] == 'i' || v[0] == 't'; });
+    };
+    if ((want == Cls::XR && c == Cls::X) || (full && lanes && c == Cls::XR && rows_only())) {
       addr += " + tl.zeros([XBLOCK, RBLOCK], tl.int32)";
       c = Cls::XR;
     }
