@@ -9,7 +9,8 @@ tensors and writes them back with one `torch._foreach_copy_`, which the schedule
 kernels' own stores into the optimizer's tensors (one pass over memory per tensor, as torch's fused
 step); the step counters advance in the same graph (`step + 1` written back like the state: one grouped
 kernel for all of them on the C++ target, where a `torch._foreach_add_` over 76 one-element tensors cost
-about 0.15 ms of every call).
+about 0.15 ms of every call), or, for the counters torch keeps on the CPU for CUDA parameters, in a
+compiled CPU graph of their own (`advance`) just before.
 
 Guards and recompiles: the lists are read whole (their lengths and each tensor's metadata are
 guarded); the per-parameter scalars that depend on lr and the step count are a small tensor made on
@@ -82,6 +83,12 @@ def sgd_update(groups):
     write_back(writes)
 
 
+def advance(steps):
+    # The step counters torch keeps on the CPU for CUDA parameters (neither fused nor capturable): a
+    # graph of their own on the CPU, one grouped kernel.
+    write_back([(step, step + 1) for step in steps])
+
+
 def write_back(writes):
     # After every new value is computed, so that no in-place node sits between two kernels (it would stop
     # their fusion); one node, not one per tensor (the scheduler's hazard checks grow with in-place
@@ -110,9 +117,6 @@ def _scalar_dtype(params):
     return torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
 
 
-_ONE = torch.tensor(1.0)
-
-
 class CompiledStep:
     """`ember.compile(opt.step)`: calls the compiled update, or torch's own step when it must."""
 
@@ -128,6 +132,7 @@ class CompiledStep:
             type(self.optimizer))
         self._kind = kind
         self._update = compile_fn(_namespace[f"{kind}_update"]) if kind else None
+        self._advance = compile_fn(_namespace["advance"]) if kind == "adam" else None
         # Why the latest call ran torch's own step (None: it ran the compiled update).
         self.eager_reason = None if kind else (
             f"{type(self.optimizer).__qualname__}: only SGD, Adam and AdamW steps are compiled")
@@ -150,10 +155,9 @@ class CompiledStep:
             return self._eager_step(closure)
         with torch.no_grad():
             if outside:
-                # As torch's foreach step does for CPU counters: a one-element tensor with alpha takes the
-                # overload that does not wrap the scalar into a new tensor for every counter (torch's
-                # profiler on the H100 host, 76 counters: 5.3 us a counter with the 76 copies, 1.4 without).
-                torch._foreach_add_(outside, _ONE, alpha=1.0)
+                # A compiled CPU graph: torch._foreach_add_ over 76 one-element tensors cost 1.4 us a
+                # counter (torch's profiler on the H100 host).
+                self._advance(outside)
             self._update(groups)
         # What LRScheduler's wrapper of step() records (it warns when scheduler.step() comes first), set
         # whether the scheduler wrapped step() before or after ember.compile took it.
@@ -222,11 +226,18 @@ class CompiledStep:
     @staticmethod
     def _adam_scalars(group, lr, steps, dtype, device):
         """Per parameter: bias_correction2 ** 0.5, -step_size, 1 - lr * weight_decay, computed as torch's
-        non-capturable step computes them, in Python floats from the step count after this step."""
+        non-capturable step computes them, in Python floats from the step count after this step. When
+        every parameter has the same count (the usual case), one row expanded: the traced update reads
+        the same values, and the call builds and copies 3 numbers instead of 3 per parameter (a graph
+        of its own: the expanded rows' strides are guarded)."""
         beta1, beta2 = group["betas"]
         decay = 1 - lr * group["weight_decay"]
-        rows = []
-        for step in (torch.stack(steps).tolist() if steps else []):
+
+        def row(step):
             step += 1
-            rows.append(((1 - beta2 ** step) ** 0.5, -(lr / (1 - beta1 ** step)), decay))
-        return torch.tensor(rows, dtype=dtype, device=device).reshape(len(rows), 3)
+            return ((1 - beta2 ** step) ** 0.5, -(lr / (1 - beta1 ** step)), decay)
+
+        counts = torch.stack(steps).tolist() if steps else []
+        if counts and counts.count(counts[0]) == len(counts):
+            return torch.tensor(row(counts[0]), dtype=dtype, device=device).expand(len(counts), 3)
+        return torch.tensor([row(step) for step in counts], dtype=dtype, device=device).reshape(len(counts), 3)
