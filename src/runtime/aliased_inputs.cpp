@@ -39,8 +39,9 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) co
   std::optional<std::pair<int, int>> pair;
   for (size_t k = 0; k < written_.size() && !pair; ++k) {
     int64_t bytes = static_bytes_[k];
+    void* start = nullptr;
+    pybridge::RawTensorMeta m;  // read when the span is not static; its DLPack read keeps the address
     if (bytes < 0) {
-      pybridge::RawTensorMeta m;
       // A tensor the guards would not pass (a negative or conjugate view) has no range to compare: eagerly.
       if (!pybridge::read_raw_tensor_meta(inputs[k], &m, pybridge::TensorReadPath::Auto)) {
         pair.emplace(k, k);
@@ -49,8 +50,7 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) co
       bytes = span_bytes(m.sizes, m.strides, static_cast<size_t>(m.ndim), m.dtype);
     }
     if (bytes == 0) continue;
-    void* start = nullptr;
-    if (!pybridge::data_pointer(inputs[k], &start)) {
+    if (!pybridge::data_pointer(inputs[k], m, &start)) {
       *ok = false;
       return false;
     }
