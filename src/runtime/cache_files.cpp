@@ -2,7 +2,9 @@
 // cache failure is usually the environment (permissions, a full disk) and the user must find it.
 #include "runtime/cache_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +12,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "runtime/cpp_compiler.h"
 
@@ -121,6 +126,24 @@ std::optional<std::string> read_file_if_exists(const std::string& path) {
 std::string temp_path_for(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   return path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
+}
+
+void remove_stale_temporaries(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;  // nothing to sweep; building reports a real problem with the directory
+  std::vector<std::string> stale;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    // kill(pid, 0) fails with ESRCH once no process has that id (a live one, or one of another user's: kept).
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  for (const std::string& file : stale) remove_if_exists(file);
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {

@@ -35,8 +35,13 @@ void publish_file(const std::string& temp_path, const std::string& path);
 void rename_if_exists(const std::string& from, const std::string& to);
 void remove_if_exists(const std::string& path);
 
-// A unique name in the directory of `path` for a temporary that will be renamed onto it.
+// A unique name in the directory of `path` for a temporary that will be renamed onto it:
+// `<path>.tmp.<pid>.<n>`.
 std::string temp_path_for(const std::string& path);
+// Removes the temporaries of `path` (temp_path_for's names) whose process is gone: a process that
+// exited or was killed while its compiler wrote one (a precompiled header built in the background
+// when the process exits) left it. Call it holding `path`'s lock, before building `path` again.
+void remove_stale_temporaries(const std::string& path);
 
 // flock(LOCK_EX) on `path` (created 0600) for the lifetime of the object. Blocks while another
 // process or another open of the file holds it; the kernel releases it if the holder dies.

@@ -221,6 +221,7 @@ std::string precompiled_header_dir(State& state, const CppCompileOptions& option
   for (size_t slash = 0; (slash = header.find('/', slash + 1)) != std::string::npos;) {
     ensure_private_dir(dir + "/" + header.substr(0, slash), owner);
   }
+  remove_stale_temporaries(gch);
   std::string temp = temp_path_for(gch);
   std::vector<std::string> argv{options.compiler};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -267,6 +268,7 @@ std::shared_ptr<LoadedLibrary> build_entry(const EntryPaths& p, const std::strin
   remove_if_exists(p.so);
   remove_if_exists(p.digest);
   write_file_atomic(p.source, source);
+  remove_stale_temporaries(p.so);
 
   std::string temp_so = temp_path_for(p.so);
   std::vector<std::string> argv{options.compiler};

@@ -225,6 +225,27 @@ def test_a_library_is_unloaded_when_the_last_reference_goes(code_cache, tmp_path
 
 
 @needs_gxx
+def test_temporaries_of_exited_processes_are_swept(code_cache, tmp_path):
+    # A process that exits while its compiler writes (a precompiled header built in the background) leaves
+    # `<entry>.tmp.<pid>.<n>`; the next build of that entry removes those whose process is gone.
+    o = options(tmp_path)
+    source = kernel(f"sweep {tmp_path}")
+    key = code_cache.cache_key(source, **o)
+    so = os.path.join(o["cache_dir"], "cpp", key[:2], key + ".so")
+    os.makedirs(os.path.dirname(so), mode=0o700, exist_ok=True)
+    os.chmod(o["cache_dir"], 0o700)
+    os.chmod(os.path.dirname(os.path.dirname(so)), 0o700)
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                            text=True).stdout.strip()
+    stale, live = f"{so}.tmp.{exited}.0", f"{so}.tmp.{os.getpid()}.999"
+    for path in (stale, live):
+        open(path, "w").write("half a library")
+    library, hit, _ = code_cache.compile_and_load(source, **o)
+    assert not hit and library.call_i64("f", 5) == 16
+    assert not os.path.exists(stale) and os.path.exists(live)
+
+
+@needs_gxx
 def test_fresh_process_is_a_disk_hit(tmp_path):
     cxx, log = counting_compiler(tmp_path)
     o = options(tmp_path, compiler=cxx)
