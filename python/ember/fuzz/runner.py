@@ -96,8 +96,8 @@ class _Call:
 def _exact_low_precision():
     """A torch function mode under which every float16/bfloat16 value is float64: explicit casts
     (`x.to(torch.bfloat16)`) still round, the arithmetic after them does not. The reference of a compiler that
-    computes low-precision arithmetic in float32 and rounds only where a value is stored, as Inductor's and
-    Ember's kernels do (scheduler/inline.cpp), where eager rounds after every op. Each value keeps the dtype it
+    computes low-precision arithmetic in float32 and rounds only where a value is stored, as Inductor's kernels
+    do by default (Ember's did until session 24: they now round as eager does, after every op). Each value keeps the dtype it
     has in the program (`_ember_program_dtype`, from the inputs and, per op, the op run on meta tensors of those
     dtypes), so that a cast to the dtype a value already has is none, as in eager (which returns the tensor
     itself), rather than a rounding of the float64 value; and an in-place write into a tensor the program has
