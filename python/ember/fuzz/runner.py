@@ -22,8 +22,8 @@ reference (the same program on inputs cast to float64) is at most 2x eager's + 1
 in the last place of the output's dtype for float16/bfloat16 (the Triton interpreter truncates when
 it rounds). A program with float16/bfloat16 values may instead meet that rule against a second
 reference where only explicit casts round and the arithmetic after them is float64 (_exact_low_precision:
-compiled kernels compute low-precision arithmetic in float32 and round only where a value is stored, as
-Inductor's do, where eager rounds after every op). Integer and bool tensors are right where they equal eager's or the reference's value
+a compiler may compute low-precision arithmetic in float32 and round only where a value is stored, as
+Inductor's kernels do by default, where eager rounds after every op). Integer and bool tensors are right where they equal eager's or the reference's value
 (a comparison of two floats may flip when the floats are computed more exactly).
 
 Failure kinds: "wrong-result", "aliasing", "crash" (the compiled call raised where eager did not),
