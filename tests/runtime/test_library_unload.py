@@ -41,3 +41,42 @@ def test_reset_unloads_libraries_of_live_functions(tmp_path, monkeypatch):
         assert codecache.loaded_library_count() == base
         torch.testing.assert_close(fn(x), x.cos() * 3 - 1)  # compiled again, from the disk cache
     assert codecache.loaded_library_count() > base
+
+
+def test_reset_while_other_threads_run_the_graph(tmp_path, monkeypatch):
+    # A call holds its graph (and so its libraries) while it runs, with the GIL released in the kernels: a
+    # reset from another thread unloads them only after the call.
+    import threading
+    import time
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+
+    def f(x):
+        return (x * 2).sin() + 1
+
+    fn = ember.compile(f)
+    x = torch.randn(64, 1024)
+    want = f(x)
+    stop = time.monotonic() + 2
+    errors, resets = [], []
+
+    def call():
+        with torch.no_grad():
+            while time.monotonic() < stop and not errors:
+                try:
+                    torch.testing.assert_close(fn(x), want)
+                except Exception as e:  # reported below
+                    errors.append(e)
+
+    def reset():
+        while time.monotonic() < stop:
+            ember.reset()
+            resets.append(1)
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=call) for _ in range(3)] + [threading.Thread(target=reset)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(resets) > 10
