@@ -149,6 +149,25 @@ def test_tensor_lr():
     check(torch.optim.SGD, dict(lr=torch.tensor(0.1), momentum=0.9))
 
 
+def test_cpu_counters_advance_in_a_compiled_graph():
+    # torch keeps Adam's step counters on the CPU for CUDA parameters (neither fused nor capturable);
+    # CompiledStep advances those with a compiled CPU graph of its own (`advance`), exercised here directly
+    # (with CPU parameters the counters advance inside the update's graph).
+    params = make_params(torch.float32)
+    set_grads(params, 0)
+    opt = torch.optim.AdamW(params)
+    step = ember.compile(opt.step)
+    counters = [torch.tensor(float(k)) for k in range(7)]
+    before = ember.stats()
+    with torch.no_grad():
+        step._advance(counters)
+        step._advance(counters)
+    after = ember.stats()
+    assert [c.item() for c in counters] == [k + 2.0 for k in range(7)]
+    assert after["graphs"] == before["graphs"] + 1 and after["kernels_compiled"] > before["kernels_compiled"]
+    assert after["eager_frames"] == before["eager_frames"]
+
+
 def test_what_runs_eagerly():
     params = make_params(torch.float32)
     opt = torch.optim.RMSprop(params, lr=0.01)
