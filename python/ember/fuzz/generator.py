@@ -97,7 +97,7 @@ class _Builder:
     def bind_inputs(self):
         import torch
         prog = Program(self.seed, self.dims, self.inputs, [], ["None"])
-        values = load(prog.source())["inputs"](_generator(0))
+        values = _cpu_inputs(load(prog.source()), 0)
         self.ns = {"torch": torch}
         for inp, value in zip(self.inputs, values):
             if inp.kind in ("tensor", "same"):
@@ -359,12 +359,20 @@ def load(source, filename="<ember.fuzz>"):
     return ns
 
 
+def _cpu_inputs(ns, i):
+    """Input seed i's values on the CPU, whatever EMBER_TEST_DEVICE says: programs are drawn and checked on the
+    CPU, where an invalid one raises (on CUDA an index out of range is a device-side assert that poisons the
+    process's CUDA context); the runner puts inputs on each variant's device."""
+    from .runner import _on_device
+    return _on_device(ns["inputs"](_generator(i)), "cpu")
+
+
 def runs_eagerly(prog):
     """The program runs without error on input seeds 0 and 1 (a branch may differ between them)."""
     try:
         ns = load(prog.source())
         for i in range(2):
-            ns["program"](*ns["inputs"](_generator(i)))
+            ns["program"](*_cpu_inputs(ns, i))
     except Exception:  # the program is not valid torch for these inputs
         return False
     return True
