@@ -359,11 +359,25 @@ def load(source, filename="<ember.fuzz>"):
     return ns
 
 
+def _on_device(tree, device, memo=None):
+    """The inputs with every tensor on `device` (a tensor passed twice stays one)."""
+    import torch
+    memo = {} if memo is None else memo
+    if isinstance(tree, torch.Tensor):
+        if id(tree) not in memo:
+            memo[id(tree)] = tree.to(device)
+        return memo[id(tree)]
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_on_device(v, device, memo) for v in tree)
+    if isinstance(tree, dict):
+        return {k: _on_device(v, device, memo) for k, v in tree.items()}
+    return tree
+
+
 def _cpu_inputs(ns, i):
     """Input seed i's values on the CPU, whatever EMBER_TEST_DEVICE says: programs are drawn and checked on the
     CPU, where an invalid one raises (on CUDA an index out of range is a device-side assert that poisons the
-    process's CUDA context); the runner puts inputs on each variant's device."""
-    from .runner import _on_device
+    process's CUDA context); the runner puts inputs on each variant's device (_on_device)."""
     return _on_device(ns["inputs"](_generator(i)), "cpu")
 
 

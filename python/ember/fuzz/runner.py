@@ -35,7 +35,7 @@ import contextlib
 import dataclasses
 import os
 
-from .generator import _generator, generate, load
+from .generator import _generator, _on_device, generate, load
 
 VARIANTS = ("eager-backend", "ember", "ember-no-grad", "ember-triton", "ember-cuda")
 N_CALLS = 2
@@ -55,21 +55,6 @@ def default_variants():
     """Every variant this process can run (ember-triton needs TRITON_INTERPRET=1 from the start), but
     ember-cuda, which runs only when named."""
     return [v for v in VARIANTS if v != "ember-cuda" and (v != "ember-triton" or os.environ.get("TRITON_INTERPRET") == "1")]
-
-
-def _on_device(tree, device, memo=None):
-    """The inputs with every tensor on `device` (a tensor passed twice stays one)."""
-    import torch
-    memo = {} if memo is None else memo
-    if isinstance(tree, torch.Tensor):
-        if id(tree) not in memo:
-            memo[id(tree)] = tree.to(device)
-        return memo[id(tree)]
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_on_device(v, device, memo) for v in tree)
-    if isinstance(tree, dict):
-        return {k: _on_device(v, device, memo) for k, v in tree.items()}
-    return tree
 
 
 def _float64(tree, memo=None):
