@@ -315,8 +315,9 @@ struct Memo {
   }
   // Remembers `library` under `key` unless a live one is there already (a concurrent load: one
   // mapping wins); returns the one to use. Entries of unloaded libraries are swept whenever the map
-  // has doubled since the last sweep, so it stays within twice the live count. Caller holds `mutex`.
-  std::shared_ptr<LoadedLibrary> remember(const std::string& key, std::shared_ptr<LoadedLibrary> library) {
+  // has doubled since the last sweep, so it stays within twice the live count. Caller holds `mutex`
+  // and keeps its own reference to `library`, so a losing duplicate is dlclosed after the lock.
+  std::shared_ptr<LoadedLibrary> remember(const std::string& key, const std::shared_ptr<LoadedLibrary>& library) {
     if (auto existing = live(key)) return existing;
     libraries[key] = library;
     if (libraries.size() > 2 * swept_size + 64) {
@@ -406,11 +407,10 @@ CompileResult CodeCache::compile_and_load(const std::string& source, const CppCo
     std::lock_guard<std::mutex> lock(m.mutex);
     if (auto library = m.live(key)) return {std::move(library), true, elapsed()};
   }
-  auto remember = [&](std::shared_ptr<LoadedLibrary> library, bool hit) {
+  auto remember = [&](const std::shared_ptr<LoadedLibrary>& library, bool hit) {
     std::lock_guard<std::mutex> lock(m.mutex);
-    library = m.remember(key, std::move(library));
     m.key_mutexes.erase(key);
-    return CompileResult{std::move(library), hit, elapsed()};
+    return CompileResult{m.remember(key, library), hit, elapsed()};
   };
 
   uid_t owner = geteuid();
@@ -419,9 +419,9 @@ CompileResult CodeCache::compile_and_load(const std::string& source, const CppCo
   EntryPaths paths = entry_paths(options.cache_dir, key);
   ensure_private_dir(paths.dir, owner);
 
-  if (auto library = load_published(paths, key)) return remember(std::move(library), true);
+  if (auto library = load_published(paths, key)) return remember(library, true);
   FileLock file_lock(paths.lock);
-  if (auto library = load_published(paths, key)) return remember(std::move(library), true);
+  if (auto library = load_published(paths, key)) return remember(library, true);
   std::string pch_dir;
   if (options.precompiled_header_in_background && !options.precompiled_header.empty()) {
     pch_dir = precompiled_header_dir(*state_, options, owner, /*only_if_ready=*/true);
@@ -443,7 +443,7 @@ std::shared_ptr<LoadedLibrary> CodeCache::load_by_key(const std::string& key, co
   if (!library) return nullptr;
   Memo& m = memo();
   std::lock_guard<std::mutex> lock(m.mutex);
-  return m.remember(key, std::move(library));
+  return m.remember(key, library);
 }
 
 namespace {

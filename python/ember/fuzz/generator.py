@@ -360,7 +360,8 @@ def load(source, filename="<ember.fuzz>"):
 
 
 def _on_device(tree, device, memo=None):
-    """The inputs with every tensor on `device` (a tensor passed twice stays one)."""
+    """The inputs with every tensor on `device` (a tensor passed twice stays one); a container is rebuilt only
+    when something in it moved."""
     import torch
     memo = {} if memo is None else memo
     if isinstance(tree, torch.Tensor):
@@ -368,9 +369,11 @@ def _on_device(tree, device, memo=None):
             memo[id(tree)] = tree.to(device)
         return memo[id(tree)]
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_on_device(v, device, memo) for v in tree)
+        moved = [_on_device(v, device, memo) for v in tree]
+        return tree if all(m is v for m, v in zip(moved, tree)) else type(tree)(moved)
     if isinstance(tree, dict):
-        return {k: _on_device(v, device, memo) for k, v in tree.items()}
+        moved = {k: _on_device(v, device, memo) for k, v in tree.items()}
+        return tree if all(moved[k] is v for k, v in tree.items()) else moved
     return tree
 
 
