@@ -233,36 +233,37 @@ CompiledFrame::CompiledFrame(GuardSet guards, AliasGuard aliases, std::unique_pt
       set_grad_enabled_(std::move(set_grad_enabled)),
       op_lines_(op_lines) {}
 
+namespace {
+
+// What guards_pass hands to run: the graph's inputs the guards captured (new references) and what the
+// guards read of them, which the runner reuses (each input read from torch once a call).
+struct CallState {
+  explicit CallState(int n) : captured(static_cast<size_t>(n), nullptr), reads(static_cast<size_t>(n)) {}
+  ~CallState() {
+    for (PyObject* o : captured) Py_XDECREF(o);
+  }
+  std::vector<PyObject*> captured;
+  pybridge::TensorReads reads;
+};
+
+}  // namespace
+
 bool CompiledFrame::guards_pass(const FrameView& frame, void** state) {
-  int n = guards_.capture_count();
-  auto* captured = new PyObject*[n > 0 ? n : 1];
-  if (!guards_.check(frame, captured)) {
-    delete[] captured;
-    return false;
-  }
-  if (!aliases_.holds(frame)) {
-    for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
-    delete[] captured;
-    return false;
-  }
-  *state = captured;
+  auto call = std::make_unique<CallState>(guards_.capture_count());
+  if (!guards_.check(frame, call->captured.data(), &call->reads) || !aliases_.holds(frame)) return false;
+  *state = call.release();
   return true;
 }
 
 PyObject* CompiledFrame::run(const FrameView& frame, void* state) {
-  auto* captured = static_cast<PyObject**>(state);
-  int n = guards_.capture_count();
+  std::unique_ptr<CallState> call(static_cast<CallState*>(state));
   std::vector<PyRef> outputs;
   PyRef suspended;
   if (autocast_.suspend) {
     suspended = PyRef::steal(PyObject_CallNoArgs(autocast_.suspend_fn.get()));
-    if (!suspended) {
-      for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
-      delete[] captured;
-      return nullptr;
-    }
+    if (!suspended) return nullptr;
   }
-  bool ok = runner_->run(captured, &outputs);
+  bool ok = runner_->run_with_reads(call->captured.data(), call->reads, &outputs);
   if (suspended) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -276,8 +277,7 @@ PyObject* CompiledFrame::run(const FrameView& frame, void* state) {
       PyErr_Restore(type, value, tb);
     }
   }
-  for (int i = 0; i < n; ++i) Py_DECREF(captured[i]);
-  delete[] captured;
+  call.reset();
   if (!ok) {
     if (changes_grad_mode_) restore_grad_mode();
     add_source_to_traceback(frame);

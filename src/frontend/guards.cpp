@@ -82,6 +82,7 @@ struct Node {
   std::vector<Check> checks;
   std::vector<int> children;
   std::vector<int> captures;
+  bool tensor_checked = false;  // a TensorMatch check reads the value's metadata
 };
 
 using NodeKey = std::tuple<int, int, int64_t, std::string>;
@@ -230,17 +231,28 @@ struct GuardSet::Impl {
   void add_root(Check check);
   bool same_check(const Check& a, const Check& b) const;
 
-  bool passes(const Check& c, PyObject* v, int64_t* slots) const;
+  // `into`: where a tensor check reads the tensor's metadata (null: a local read).
+  bool passes(const Check& c, PyObject* v, int64_t* slots, RawTensorMeta* into = nullptr) const;
   std::string text(const Node* node, const Check& c) const;
   // failure_text(nullptr, c, nullptr) describes a root check.
   std::string failure_text(const Node* node, const Check& c, PyObject* v) const;
-  // Whether every check of `checks` passes on v; the first failure's text goes to *why.
-  bool all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, int64_t* slots, std::string* why) const;
-  bool walk(int node, PyObject* v, PyObject** captured, int64_t* slots, std::string* why) const;
+  // What one walk over the tree fills: captured inputs (or null), their tensor reads (or null),
+  // the shape slots, and the first failure's text (or null).
+  struct Walk {
+    PyObject** captured = nullptr;
+    pybridge::TensorReads* reads = nullptr;
+    int64_t* slots = nullptr;
+    std::string* why = nullptr;
+  };
+  // Whether every check of `checks` passes on v; the first failure's text goes to *walk.why. A tensor
+  // check reads into `into` when given.
+  bool all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, const Walk& walk,
+                RawTensorMeta* into = nullptr) const;
+  bool walk(int node, PyObject* v, const Walk& walk) const;
   // walk() over `value`, a new reference read from node `id`'s source, or null where the read raised.
-  bool walk_read(int id, PyObject* value, PyObject** captured, int64_t* slots, std::string* why) const;
-  bool run(const FrameView& frame, PyObject** captured, std::string* why) const;
-  bool run_with_slots(const FrameView& frame, PyObject** captured, int64_t* slots, std::string* why) const;
+  bool walk_read(int id, PyObject* value, const Walk& walk) const;
+  bool run(const FrameView& frame, Walk walk) const;
+  bool run_with_slots(const FrameView& frame, const Walk& walk) const;
 };
 
 int GuardSet::Impl::node_for(const SourceRef& source) {
@@ -305,6 +317,7 @@ void GuardSet::Impl::add(const SourceRef& source, Check check) {
       return;
     }
   }
+  node.tensor_checked |= check.kind == CheckKind::TensorMatch;
   node.checks.push_back(check);
   ++check_count;
 }
@@ -320,12 +333,13 @@ void GuardSet::Impl::add_root(Check check) {
   ++check_count;
 }
 
-bool GuardSet::Impl::passes(const Check& c, PyObject* v, int64_t* slots) const {
+bool GuardSet::Impl::passes(const Check& c, PyObject* v, int64_t* slots, RawTensorMeta* into) const {
   switch (c.kind) {
     case CheckKind::TensorMatch: {
       const TensorExpectation& t = tensors[c.tensor];
       if (Py_TYPE(v) != t.meta.type) return false;
-      RawTensorMeta raw;
+      RawTensorMeta local;
+      RawTensorMeta& raw = into != nullptr ? *into : local;
       if (!pybridge::read_raw_tensor_meta(v, &raw, TensorReadPath::Auto)) return false;
       int ndim = static_cast<int>(t.meta.sizes.size());
       return raw.dtype == t.meta.dtype && raw.device == t.device && raw.ndim == ndim &&
@@ -480,13 +494,13 @@ std::string GuardSet::Impl::failure_text(const Node* node, const Check& c, PyObj
   return node->source->str() + " tensor: expected " + tensors[c.tensor].meta.str() + ", got " + got;
 }
 
-bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, int64_t* slots,
-                              std::string* why) const {
+bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks, PyObject* v, const Walk& walk,
+                              RawTensorMeta* into) const {
   for (const Check& c : checks) {
-    if (!passes(c, v, slots)) {
-      if (why != nullptr) {
-        *why = failure_text(node, c, v);
-        if (PyErr_Occurred()) *why += " (raised " + take_error_text() + ")";
+    if (!passes(c, v, walk.slots, into)) {
+      if (walk.why != nullptr) {
+        *walk.why = failure_text(node, c, v);
+        if (PyErr_Occurred()) *walk.why += " (raised " + take_error_text() + ")";
       }
       PyErr_Clear();
       return false;
@@ -495,56 +509,61 @@ bool GuardSet::Impl::all_pass(const Node* node, const std::vector<Check>& checks
   return true;
 }
 
-bool GuardSet::Impl::walk_read(int id, PyObject* value, PyObject** captured, int64_t* slots, std::string* why) const {
+bool GuardSet::Impl::walk_read(int id, PyObject* value, const Walk& w) const {
   if (value == nullptr) {
-    if (why != nullptr) *why = "cannot read " + nodes[id].source->str() + ": " + take_error_text();
+    if (w.why != nullptr) *w.why = "cannot read " + nodes[id].source->str() + ": " + take_error_text();
     PyErr_Clear();
     return false;
   }
-  bool ok = walk(id, value, captured, slots, why);
+  bool ok = walk(id, value, w);
   Py_DECREF(value);
   return ok;
 }
 
-bool GuardSet::Impl::walk(int id, PyObject* v, PyObject** captured, int64_t* slots, std::string* why) const {
+bool GuardSet::Impl::walk(int id, PyObject* v, const Walk& w) const {
   const Node& node = nodes[id];
-  if (!all_pass(&node, node.checks, v, slots, why)) return false;
-  if (captured != nullptr) {
-    for (int slot : node.captures) {
-      captured[slot] = Py_NewRef(v);  // each slot belongs to one node, visited once
-    }
+  // A captured input's tensor check reads into the call's reads, which the graph's runner reuses. Each
+  // slot belongs to one node, visited once.
+  const int slot = node.captures.empty() ? -1 : node.captures.front();
+  RawTensorMeta* into = w.reads != nullptr && slot >= 0 ? w.reads->slot(static_cast<size_t>(slot)) : nullptr;
+  if (!all_pass(&node, node.checks, v, w, into)) return false;
+  if (w.captured != nullptr && slot >= 0) {
+    w.captured[slot] = Py_NewRef(v);
+    if (into != nullptr && node.tensor_checked) w.reads->keep(static_cast<size_t>(slot));
   }
   for (int child_id : node.children) {
     const Node& child = nodes[child_id];
     PyObject* child_value = guards::read_step(child.source->kind, v, child.key, child.source->index);
-    if (!walk_read(child_id, child_value, captured, slots, why)) return false;
+    if (!walk_read(child_id, child_value, w)) return false;
   }
   return true;
 }
 
-bool GuardSet::Impl::run_with_slots(const FrameView& frame, PyObject** captured, int64_t* slots, std::string* why) const {
-  if (!all_pass(nullptr, root_checks, nullptr, slots, why)) return false;
+bool GuardSet::Impl::run_with_slots(const FrameView& frame, const Walk& w) const {
+  if (!all_pass(nullptr, root_checks, nullptr, w)) return false;
   for (int id : roots) {
     const Node& root = nodes[id];
     PyObject* value = guards::read_root(root.source->kind, root.key, root.source->index, frame);
-    if (!walk_read(id, value, captured, slots, why)) return false;
+    if (!walk_read(id, value, w)) return false;
   }
   if (!shape_program) return true;
-  std::optional<size_t> failed = shape_program->first_failure(slots);
+  std::optional<size_t> failed = shape_program->first_failure(w.slots);
   if (!failed) return true;
-  if (why != nullptr) *why = "shape guard: " + shape_texts[*failed];
+  if (w.why != nullptr) *w.why = "shape guard: " + shape_texts[*failed];
   return false;
 }
 
-bool GuardSet::Impl::run(const FrameView& frame, PyObject** captured, std::string* why) const {
+bool GuardSet::Impl::run(const FrameView& frame, Walk w) const {
   // The slots live on the stack (no allocation per call) unless a frame has unusually many.
   constexpr int kStackSlots = 64;
   if (slot_count <= kStackSlots) {
     int64_t slots[kStackSlots];
-    return run_with_slots(frame, captured, slots, why);
+    w.slots = slots;
+    return run_with_slots(frame, w);
   }
   std::vector<int64_t> slots(static_cast<size_t>(slot_count));
-  return run_with_slots(frame, captured, slots.data(), why);
+  w.slots = slots.data();
+  return run_with_slots(frame, w);
 }
 
 // ---- TensorMeta, read_tensor_meta, GlobalState ----
@@ -841,10 +860,13 @@ int GuardSet::capture(const SourceRef& source) {
 
 int GuardSet::capture_count() const { return impl_->capture_count; }
 
-bool GuardSet::check(const FrameView& frame, PyObject** captured) const {
+bool GuardSet::check(const FrameView& frame, PyObject** captured, pybridge::TensorReads* reads) const {
   if (impl_->capture_count > 0 && captured == nullptr) return false;
   for (int i = 0; i < impl_->capture_count; ++i) captured[i] = nullptr;
-  bool ok = impl_->run(frame, impl_->capture_count > 0 ? captured : nullptr, nullptr);
+  Impl::Walk walk;
+  walk.captured = impl_->capture_count > 0 ? captured : nullptr;
+  walk.reads = walk.captured != nullptr ? reads : nullptr;
+  bool ok = impl_->run(frame, walk);
   if (!ok) {
     for (int i = 0; i < impl_->capture_count; ++i) Py_CLEAR(captured[i]);
   }
@@ -853,7 +875,9 @@ bool GuardSet::check(const FrameView& frame, PyObject** captured) const {
 
 std::string GuardSet::first_failure(const FrameView& frame) const {
   std::string why;
-  impl_->run(frame, nullptr, &why);
+  Impl::Walk walk;
+  walk.why = &why;
+  impl_->run(frame, walk);
   return why;
 }
 

@@ -26,6 +26,10 @@
 #include "ir/graph.h"
 #include "sym/relation.h"
 
+namespace ember::pybridge {
+class TensorReads;
+}
+
 namespace ember::frontend {
 
 struct TensorMeta {
@@ -138,8 +142,10 @@ class GuardSet {
   int capture_count() const;
 
   // Returns true when every check passes; then `captured` (capture_count() entries) holds new
-  // references. On false, `captured` holds no references. Never leaves a Python error set.
-  bool check(const FrameView& frame, PyObject** captured) const;
+  // references, and `reads` (when given, capture_count() entries) keeps the metadata the tensor
+  // checks read of the captured tensors. On false, `captured` holds no references. Never leaves a
+  // Python error set.
+  bool check(const FrameView& frame, PyObject** captured, pybridge::TensorReads* reads = nullptr) const;
   // The first failing check, as text ("G['FLAG'] == True", "L['x'] tensor: expected
   // f32[4, 8]{8, 1} cpu, got f32[5, 8]{8, 1} cpu", "cannot read L['self'].w: AttributeError: ..."),
   // or "" when all pass.

@@ -3,6 +3,7 @@
 #include "pybridge/torch_bridge.h"
 
 #include "pybridge/pyref.h"
+#include "support/stats.h"
 
 namespace ember::pybridge {
 
@@ -372,6 +373,7 @@ bool dtype_from_object(const TorchBridge& bridge, PyObject* dtype_obj, ir::DType
 }
 
 bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path) {
+  ++stats().tensor_reads;
   out->data = nullptr;  // set by a DLPack read only
   const TorchBridge* bridge = torch_bridge();
   if (bridge == nullptr || !PyObject_TypeCheck(obj, bridge->tensor_type)) return false;
@@ -388,6 +390,7 @@ bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path
 }
 
 bool data_pointer(PyObject* tensor, void** out) {
+  ++stats().tensor_reads;
   const TorchBridge* bridge = torch_bridge();
   if (bridge != nullptr && bridge->dlpack != nullptr) {
     dlpack::Tensor t;

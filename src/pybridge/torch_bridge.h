@@ -18,6 +18,7 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,33 @@ enum class TensorReadPath : uint8_t { Auto, Attributes };
 // False (no Python error left set) for non-tensors and tensors Ember cannot describe: sparse or
 // nested layouts, dtypes outside ir::DType, negative or conjugate views.
 bool read_raw_tensor_meta(PyObject* obj, RawTensorMeta* out, TensorReadPath path);
+
+// What one call has read of its inputs' metadata, so that each input goes through torch's DLPack
+// exchange at most once a call (the exchange is about half the host time of a call over hundreds of
+// tensors, which read each tensor three times before: its guard, the aliased-inputs check, its
+// binding). The guards record the reads of the inputs they capture (GuardSet::check); a runner reads
+// the rest through get(). Input k must be the same object, unchanged, at every use: a call's reads
+// live from its guards to the end of its graph's run, when no Python code of the user's runs.
+class TensorReads {
+ public:
+  explicit TensorReads(size_t count) : metas_(new RawTensorMeta[count]), kept_(count, false) {}
+  // Input k's metadata (read_raw_tensor_meta's, TensorReadPath::Auto): the kept read, else read now
+  // and kept. Null (no Python error set) for what read_raw_tensor_meta refuses.
+  const RawTensorMeta* get(size_t k, PyObject* tensor) {
+    if (!kept_[k]) {
+      if (!read_raw_tensor_meta(tensor, &metas_[k], TensorReadPath::Auto)) return nullptr;
+      kept_[k] = true;
+    }
+    return &metas_[k];
+  }
+  // For a reader that reads input k itself (the guards): read into slot(k), then keep(k) on success.
+  RawTensorMeta* slot(size_t k) { return &metas_[k]; }
+  void keep(size_t k) { kept_[k] = true; }
+
+ private:
+  std::unique_ptr<RawTensorMeta[]> metas_;
+  std::vector<bool> kept_;
+};
 
 // The address of a tensor's element 0 (through DLPack's exchange table when torch has one, else
 // data_ptr()). False with a Python error set.

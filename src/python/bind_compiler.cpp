@@ -105,6 +105,7 @@ void bind_compiler(nb::module_& m) {
     d["cuda_graph_records"] = s.cuda_graph_records;
     d["cuda_graph_replays"] = s.cuda_graph_replays;
     d["aliased_input_calls"] = s.aliased_input_calls;
+    d["tensor_reads"] = s.tensor_reads;
     d["backend_errors"] = s.backend_errors;
     d["backward_graphs_compiled"] = s.backward_graphs_compiled;
     d["autograd_islands"] = s.autograd_islands;

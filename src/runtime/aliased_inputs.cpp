@@ -32,25 +32,23 @@ AliasedInputsRunner::AliasedInputsRunner(std::unique_ptr<GraphRunner> compiled, 
       names_(std::move(names)),
       static_bytes_(std::move(static_bytes)) {}
 
-bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) const {
+bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, pybridge::TensorReads& reads, bool* ok) const {
   *ok = true;
   std::vector<InputRange> ranges;
   ranges.reserve(written_.size());
   std::optional<std::pair<int, int>> pair;
   for (size_t k = 0; k < written_.size() && !pair; ++k) {
-    int64_t bytes = static_bytes_[k];
-    void* start = nullptr;
-    pybridge::RawTensorMeta m;  // read when the span is not static; its DLPack read keeps the address
-    if (bytes < 0) {
-      // A tensor the guards would not pass (a negative or conjugate view) has no range to compare: eagerly.
-      if (!pybridge::read_raw_tensor_meta(inputs[k], &m, pybridge::TensorReadPath::Auto)) {
-        pair.emplace(k, k);
-        break;
-      }
-      bytes = span_bytes(m.sizes, m.strides, static_cast<size_t>(m.ndim), m.dtype);
+    // A tensor the guards would not pass (a negative or conjugate view) has no range to compare: eagerly.
+    const pybridge::RawTensorMeta* m = reads.get(k, inputs[k]);
+    if (m == nullptr) {
+      pair.emplace(k, k);
+      break;
     }
+    const int64_t bytes = static_bytes_[k] >= 0 ? static_bytes_[k]
+                                                : span_bytes(m->sizes, m->strides, static_cast<size_t>(m->ndim), m->dtype);
     if (bytes == 0) continue;
-    if (!pybridge::data_pointer(inputs[k], m, &start)) {
+    void* start = nullptr;
+    if (!pybridge::data_pointer(inputs[k], *m, &start)) {
       *ok = false;
       return false;
     }
@@ -77,17 +75,24 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, bool* ok) co
 }
 
 bool AliasedInputsRunner::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
+  pybridge::TensorReads reads(written_.size());
+  return run_with_reads(inputs, reads, outputs);
+}
+
+bool AliasedInputsRunner::run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                                         std::vector<PyRef>* outputs) const {
   bool ok = true;
-  const bool eagerly = must_run_eagerly(inputs, &ok);
+  const bool eagerly = must_run_eagerly(inputs, reads, &ok);
   if (!ok) return false;
-  return (eagerly ? eager_ : compiled_)->run(inputs, outputs);
+  return eagerly ? eager_->run(inputs, outputs) : compiled_->run_with_reads(inputs, reads, outputs);
 }
 
 bool AliasedInputsRunner::run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const {
   std::vector<PyObject*> borrowed;
   for (const PyRef& t : inputs) borrowed.push_back(t.get());
+  pybridge::TensorReads reads(written_.size());
   bool ok = true;
-  const bool eagerly = must_run_eagerly(borrowed.data(), &ok);
+  const bool eagerly = must_run_eagerly(borrowed.data(), reads, &ok);
   if (!ok) return false;
   return (eagerly ? eager_ : compiled_)->run_owned(std::move(inputs), outputs);
 }

@@ -44,11 +44,13 @@ class AliasedInputsRunner : public GraphRunner {
                       std::vector<bool> written, std::vector<std::string> names, std::vector<int64_t> static_bytes);
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
+  bool run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                      std::vector<PyRef>* outputs) const override;
   bool run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const override;
 
  private:
   // Whether this call must run on `eager_` (false with a Python error set on failure: *ok false).
-  bool must_run_eagerly(PyObject* const* inputs, bool* ok) const;
+  bool must_run_eagerly(PyObject* const* inputs, pybridge::TensorReads& reads, bool* ok) const;
 
   std::unique_ptr<GraphRunner> compiled_, eager_;
   std::vector<bool> written_;

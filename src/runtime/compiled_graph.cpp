@@ -419,10 +419,11 @@ std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::make_sized(std::vecto
   return sized;
 }
 
-std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::sized_for(PyObject* const* inputs) const {
+std::shared_ptr<const CompiledGraph::Sized> CompiledGraph::sized_for(PyObject* const* inputs,
+                                                                     pybridge::TensorReads& reads) const {
   if (program_.symbols.empty()) return static_sized_;
   std::vector<int64_t> values(program_.symbols.size());
-  if (!binding_.read(inputs, values.data())) return nullptr;
+  if (!binding_.read(inputs, reads, values.data())) return nullptr;
   for (size_t k = 0; k < values.size(); ++k) {
     const sym::SymbolInfo& s = program_.symbols[k];
     const int64_t v = values[k];
@@ -490,14 +491,15 @@ PyRef CompiledGraph::copy_to_planned(const Call& call, const Buffer& b, PyObject
   return copy;
 }
 
-bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor) const {
+bool CompiledGraph::bind_input(Call& call, size_t k, PyObject* tensor, pybridge::TensorReads& reads) const {
   const Buffer& b = program_.buffers.at(static_cast<size_t>(program_.inputs[k]));
-  pybridge::RawTensorMeta meta;
-  if (!pybridge::read_raw_tensor_meta(tensor, &meta, pybridge::TensorReadPath::Auto)) {
+  const pybridge::RawTensorMeta* read = reads.get(k, tensor);
+  if (read == nullptr) {
     PyErr_Format(PyExc_TypeError, "ember: input %zu of compiled program @%s must be a tensor %s", k,
                  program_.name.c_str(), describe(b).c_str());
     return false;
   }
+  const pybridge::RawTensorMeta& meta = *read;
   bool strides_equal = false;
   if (meta.device != device_key_ || meta.dtype != b.dtype || !same_dims(call, b.id, meta, &strides_equal) ||
       !strides_equal) {
@@ -759,24 +761,32 @@ bool CompiledGraph::still_as_planned(const Call& call, BufferId id, PyObject* te
 }
 
 bool CompiledGraph::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
-  return run_call(inputs, nullptr, outputs);
+  pybridge::TensorReads reads(program_.inputs.size());
+  return run_call(inputs, reads, nullptr, outputs);
+}
+
+bool CompiledGraph::run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                                   std::vector<PyRef>* outputs) const {
+  return run_call(inputs, reads, nullptr, outputs);
 }
 
 bool CompiledGraph::run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const {
   std::vector<PyObject*> borrowed;
   for (const PyRef& t : inputs) borrowed.push_back(t.get());
-  return run_call(borrowed.data(), &inputs, outputs);
+  pybridge::TensorReads reads(program_.inputs.size());
+  return run_call(borrowed.data(), reads, &inputs, outputs);
 }
 
-bool CompiledGraph::run_call(PyObject* const* inputs, std::vector<PyRef>* owned, std::vector<PyRef>* outputs) const {
+bool CompiledGraph::run_call(PyObject* const* inputs, pybridge::TensorReads& reads, std::vector<PyRef>* owned,
+                             std::vector<PyRef>* outputs) const {
   Call call;
   call.graph = this;
-  call.sized = sized_for(inputs);
+  call.sized = sized_for(inputs, reads);
   if (!call.sized) return false;
   call.pointers.assign(program_.buffers.size(), nullptr);
   call.tensors.resize(program_.buffers.size());
   for (size_t k = 0; k < program_.inputs.size(); ++k)
-    if (!bind_input(call, k, inputs[k])) return false;
+    if (!bind_input(call, k, inputs[k], reads)) return false;
   // Written inputs are read again after the run (finish_input_writes): those calls keep them all.
   if (owned != nullptr && written_inputs_.empty()) {
     owned->clear();  // call.tensors holds the inputs now; `inputs` is not read past this point

@@ -140,6 +140,8 @@ class CompiledGraph : public GraphRunner {
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
+  bool run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                      std::vector<PyRef>* outputs) const override;
   bool run_owned(std::vector<PyRef> inputs, std::vector<PyRef>* outputs) const override;
 
   // Arenas up to this size are kept between calls whatever else runs.
@@ -199,12 +201,14 @@ class CompiledGraph : public GraphRunner {
   void plan_releases();  // fills release_after_extern_
   // The Sized of this call's symbol values (read from the inputs and checked against the
   // symbols' ranges); null with a Python error set.
-  std::shared_ptr<const Sized> sized_for(PyObject* const* inputs) const;
-  // run() and run_owned(): `owned` (null for run) holds the references to `inputs` the call may drop.
-  bool run_call(PyObject* const* inputs, std::vector<PyRef>* owned, std::vector<PyRef>* outputs) const;
+  std::shared_ptr<const Sized> sized_for(PyObject* const* inputs, pybridge::TensorReads& reads) const;
+  // run(), run_with_reads() and run_owned(): `owned` (null but for run_owned) holds the references to
+  // `inputs` the call may drop.
+  bool run_call(PyObject* const* inputs, pybridge::TensorReads& reads, std::vector<PyRef>* owned,
+                std::vector<PyRef>* outputs) const;
   static int call_extern(ember_ctx* ctx, int32_t index);
   bool run_extern(Call& call, int32_t index) const;
-  bool bind_input(Call& call, size_t k, PyObject* tensor) const;
+  bool bind_input(Call& call, size_t k, PyObject* tensor, pybridge::TensorReads& reads) const;
   // Stores into inputs (above): before the run, stand-ins for written inputs that overlap another
   // input (`copies`: (caller's tensor, stand-in)); after it, the copies back and the version bumps.
   bool stand_in_for_overlaps(Call& call, PyObject* const* inputs, std::vector<std::pair<PyObject*, PyRef>>* copies) const;

@@ -106,32 +106,38 @@ bool CudaGraphRunner::InputShape::same_layout(const InputShape& other) const {
   return dtype == other.dtype && sizes == other.sizes && strides == other.strides;
 }
 
-bool CudaGraphRunner::read_inputs(PyObject* const* inputs, std::vector<InputShape>* shapes) const {
+bool CudaGraphRunner::read_inputs(PyObject* const* inputs, pybridge::TensorReads& reads,
+                                  std::vector<InputShape>* shapes) const {
   shapes->resize(graph_->program().inputs.size());
   for (size_t k = 0; k < shapes->size(); ++k) {
-    pybridge::RawTensorMeta meta;
     InputShape& s = (*shapes)[k];
-    if (!pybridge::read_raw_tensor_meta(inputs[k], &meta, pybridge::TensorReadPath::Auto) ||
-        !pybridge::data_pointer(inputs[k], &s.data)) {
+    const pybridge::RawTensorMeta* meta = reads.get(k, inputs[k]);
+    if (meta == nullptr || !pybridge::data_pointer(inputs[k], *meta, &s.data)) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "ember: graph input %zu is not a tensor Ember reads", k);
       return false;
     }
-    s.dtype = meta.dtype;
-    s.sizes.assign(meta.sizes, meta.sizes + meta.ndim);
-    s.strides.assign(meta.strides, meta.strides + meta.ndim);
+    s.dtype = meta->dtype;
+    s.sizes.assign(meta->sizes, meta->sizes + meta->ndim);
+    s.strides.assign(meta->strides, meta->strides + meta->ndim);
   }
   return true;
 }
 
 bool CudaGraphRunner::run(PyObject* const* inputs, std::vector<PyRef>* outputs) const {
-  if (busy_ || state_ == State::Plain) return graph_->run(inputs, outputs);
+  pybridge::TensorReads reads(graph_->program().inputs.size());
+  return run_with_reads(inputs, reads, outputs);
+}
+
+bool CudaGraphRunner::run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                                     std::vector<PyRef>* outputs) const {
+  if (busy_ || state_ == State::Plain) return graph_->run_with_reads(inputs, reads, outputs);
   std::vector<InputShape> shapes;
-  if (!read_inputs(inputs, &shapes)) return false;
+  if (!read_inputs(inputs, reads, &shapes)) return false;
   busy_ = true;
   bool ok = true;
   switch (state_) {
     case State::Warmup:
-      ok = graph_->run(inputs, outputs);
+      ok = graph_->run_with_reads(inputs, reads, outputs);
       if (ok) state_ = State::Record;
       break;
     case State::Replay:
@@ -150,7 +156,7 @@ bool CudaGraphRunner::run(PyObject* const* inputs, std::vector<PyRef>* outputs) 
       ok = record(inputs, shapes, outputs);
       break;
     case State::Plain:
-      ok = graph_->run(inputs, outputs);
+      ok = graph_->run_with_reads(inputs, reads, outputs);
       break;
   }
   last_shapes_ = std::move(shapes);

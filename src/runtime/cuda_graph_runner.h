@@ -68,6 +68,8 @@ class CudaGraphRunner : public GraphRunner {
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
   bool run(PyObject* const* inputs, std::vector<PyRef>* outputs) const override;
+  bool run_with_reads(PyObject* const* inputs, pybridge::TensorReads& reads,
+                      std::vector<PyRef>* outputs) const override;
 
   // Why the graph now runs plainly ("" while it is graphed); for tests and logs.
   const std::string& plain_reason() const { return plain_reason_; }
@@ -87,7 +89,7 @@ class CudaGraphRunner : public GraphRunner {
   };
   enum class State : uint8_t { Warmup, Record, Replay, Plain };
 
-  bool read_inputs(PyObject* const* inputs, std::vector<InputShape>* shapes) const;
+  bool read_inputs(PyObject* const* inputs, pybridge::TensorReads& reads, std::vector<InputShape>* shapes) const;
   // Records; false with a Python error set only for errors that are the caller's (a failed
   // copy); a capture that fails leaves the runner Plain.
   bool record(PyObject* const* inputs, const std::vector<InputShape>& shapes, std::vector<PyRef>* outputs) const;

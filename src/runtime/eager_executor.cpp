@@ -129,7 +129,8 @@ bool EagerExecutor::run(PyObject* const* inputs, std::vector<PyRef>* outputs) co
   std::map<std::string, int64_t> symbols;
   if (!binding_.empty()) {
     std::vector<int64_t> values(binding_.size());
-    if (!binding_.read(inputs, values.data())) return false;
+    pybridge::TensorReads reads(input_slots_.size());
+    if (!binding_.read(inputs, reads, values.data())) return false;
     for (size_t k = 0; k < values.size(); ++k) symbols[binding_.names()[k]] = values[k];
   }
   std::vector<PyObject*> env(num_values_, nullptr);

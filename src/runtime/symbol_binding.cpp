@@ -25,9 +25,8 @@ SymbolBinding::SymbolBinding(const sym::Symbols& symbols, const std::vector<cons
   }
 }
 
-bool SymbolBinding::read(PyObject* const* inputs, int64_t* values) const {
+bool SymbolBinding::read(PyObject* const* inputs, pybridge::TensorReads& reads, int64_t* values) const {
   for (size_t k = 0; k < reads_.size(); ++k) {
-    pybridge::RawTensorMeta meta;
     const Read& r = reads_[k];
     if (r.dim < 0) {
       int overflow = 0;
@@ -38,13 +37,14 @@ bool SymbolBinding::read(PyObject* const* inputs, int64_t* values) const {
       }
       continue;
     }
-    if (!pybridge::read_raw_tensor_meta(inputs[r.input], &meta, pybridge::TensorReadPath::Auto) || meta.ndim <= r.dim) {
+    const pybridge::RawTensorMeta* meta = reads.get(static_cast<size_t>(r.input), inputs[r.input]);
+    if (meta == nullptr || meta->ndim <= r.dim) {
       if (!PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "ember: graph input %d does not have the dimension %d that binds %s", r.input,
                      r.dim, names_[k].c_str());
       return false;
     }
-    values[k] = meta.sizes[r.dim];
+    values[k] = meta->sizes[r.dim];
   }
   return true;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "pybridge/torch_bridge.h"
 #include "sym/expr.h"
 #include "sym/symbols.h"
 
@@ -31,7 +32,8 @@ class SymbolBinding {
   const std::vector<std::string>& names() const { return names_; }
   // values[k] := symbol k's value, read from `inputs` (torch tensors, then the ints). False with a
   // Python error set when an input is not a tensor of the expected rank, or not an int.
-  bool read(PyObject* const* inputs, int64_t* values) const;
+  // `reads` holds the inputs' metadata this call has read (one entry per graph input).
+  bool read(PyObject* const* inputs, pybridge::TensorReads& reads, int64_t* values) const;
 
  private:
   struct Read {

@@ -26,6 +26,9 @@ struct Stats {
   // Calls of a compiled graph that writes an input, run op by op because that input shared memory with
   // another (runtime/aliased_inputs.h).
   uint64_t aliased_input_calls = 0;
+  // Tensors' metadata or addresses read from torch (through DLPack's exchange or attributes): guards and
+  // runtime share a call's reads (pybridge::TensorReads), so a compiled call reads each input tensor once.
+  uint64_t tensor_reads = 0;
   uint64_t ops_captured = 0;     // graph nodes built
   double trace_seconds = 0;      // time spent tracing
 };
