@@ -28,7 +28,7 @@ AliasedInputsRunner::AliasedInputsRunner(std::unique_ptr<GraphRunner> compiled, 
                                          std::vector<int64_t> static_bytes)
     : compiled_(std::move(compiled)),
       eager_(std::move(eager)),
-      written_(std::move(written)),
+      written_(written.begin(), written.end()),
       names_(std::move(names)),
       static_bytes_(std::move(static_bytes)) {}
 
@@ -53,7 +53,7 @@ bool AliasedInputsRunner::must_run_eagerly(PyObject* const* inputs, pybridge::Te
       return false;
     }
     const auto at = reinterpret_cast<uintptr_t>(start);
-    ranges.push_back(InputRange{at, at + static_cast<uintptr_t>(bytes), written_[k], static_cast<int>(k)});
+    ranges.push_back(InputRange{at, at + static_cast<uintptr_t>(bytes), written_[k] != 0, static_cast<int>(k)});
   }
   if (!pair) pair = written_overlap(std::move(ranges));
   if (!pair) return false;

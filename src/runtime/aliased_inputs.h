@@ -53,7 +53,7 @@ class AliasedInputsRunner : public GraphRunner {
   bool must_run_eagerly(PyObject* const* inputs, pybridge::TensorReads& reads, bool* ok) const;
 
   std::unique_ptr<GraphRunner> compiled_, eager_;
-  std::vector<bool> written_;
+  std::vector<char> written_;  // not vector<bool>: indexed per input per call
   std::vector<std::string> names_;
   std::vector<int64_t> static_bytes_;
   mutable bool warned_ = false;

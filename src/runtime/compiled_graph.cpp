@@ -291,15 +291,15 @@ void CompiledGraph::drop_reused_arena() const { release_reused_arena(); }
 
 bool CompiledGraph::stand_in_for_overlaps(Call& call, PyObject* const* inputs,
                                           std::vector<std::pair<PyObject*, PyRef>>* copies) const {
-  std::vector<bool> written(program_.inputs.size(), false);
-  for (size_t k : written_inputs_) written[k] = true;
+  std::vector<char> written(program_.inputs.size(), 0);
+  for (size_t k : written_inputs_) written[k] = 1;
   std::vector<InputRange> ranges;
   for (size_t k = 0; k < program_.inputs.size(); ++k) {
     const size_t u = static_cast<size_t>(program_.inputs[k]);
     const int64_t bytes = span_of(call.sized->sizes[u], call.sized->strides[u], program_.buffers[u].dtype);
     if (bytes == 0) continue;
     const uintptr_t start = reinterpret_cast<uintptr_t>(call.pointers[u]);
-    ranges.push_back(InputRange{start, start + static_cast<uintptr_t>(bytes), written[k], static_cast<int>(k)});
+    ranges.push_back(InputRange{start, start + static_cast<uintptr_t>(bytes), written[k] != 0, static_cast<int>(k)});
   }
   if (!written_overlap(std::move(ranges))) return true;
   for (size_t k : written_inputs_) {
