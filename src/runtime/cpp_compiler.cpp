@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -486,7 +487,8 @@ std::vector<std::vector<size_t>> balanced_groups(const std::vector<size_t>& weig
 
 SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppCompileOptions& options, int jobs) {
   const auto start = std::chrono::steady_clock::now();
-  if (jobs < 1) {
+  const bool automatic = jobs < 1;
+  if (automatic) {
     cpu_set_t cpus;
     jobs = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   }
@@ -515,7 +517,11 @@ SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppC
   // The units: each one compile_and_load, `jobs` at a time.
   std::vector<size_t> weights;
   for (size_t i : missing) weights.push_back(source.functions[i].second.size());
-  const size_t unit_count = std::min(missing.size(), static_cast<size_t>(jobs));
+  size_t unit_count = std::min(missing.size(), static_cast<size_t>(jobs));
+  if (automatic) {
+    const size_t text = std::accumulate(weights.begin(), weights.end(), size_t{0});
+    unit_count = std::max<size_t>(1, std::min(unit_count, text / kMinUnitBytes));
+  }
   std::vector<std::vector<size_t>> groups = balanced_groups(weights, unit_count);
   std::vector<CompileResult> results(groups.size());
   std::vector<std::exception_ptr> errors(groups.size());

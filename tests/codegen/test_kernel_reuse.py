@@ -111,3 +111,33 @@ def test_damaged_index_entries_and_units_are_rebuilt(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "0", "2"]
     assert {open(e).read() for e in entries} == units
+
+
+def offsets_program(count, name, n):
+    """x + c_k for k < count: one kernel (a distinct function) per constant, each result an output."""
+    p = Program(name)
+    x = p.buffer(f"f32[{n}]{{1}} input 0")
+    for k in range(count):
+        out = p.output(f"f32[{n}]{{1}}")
+        p.kernel(f"@k{k} [i0 < {n}]")
+        p.loop()
+        p.store(out, "i0", p.node(f"add {p.node(f'load {x}[i0] : f32')}, {p.node(f'constant {k + 0.5} : f32')} : f32"))
+        p.end()
+        p.end()
+    return p.text()
+
+
+def test_automatic_units_split_only_what_pays_off(tmp_path):
+    # jobs=0 (the driver's): one unit per kMinUnitBytes (16 KB) of definitions, up to one per core. A small
+    # graph is one compiler process (a second would cost as much again for nothing).
+    small = build(blocks_program(["tanh", "exp"], "auto_small", 42), tmp_path)
+    assert (small.kernel_functions, small.units) == (2, 1)
+    check(small, ["tanh", "exp"], 42)
+    text = offsets_program(60, "auto_big", 43)
+    assert len(codegen.emit_cpp(text)) > 2 * 16384
+    big = build(text, tmp_path)
+    cores = len(os.sched_getaffinity(0))
+    assert big.units == 1 if cores == 1 else 2 <= big.units <= cores
+    x = torch.randn(43)
+    for k, got in enumerate(big.run([x])):
+        torch.testing.assert_close(got, x + (k + 0.5))
