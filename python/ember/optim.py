@@ -110,6 +110,17 @@ def is_optimizer_step(fn):
     return isinstance(owner, torch.optim.Optimizer) and getattr(fn, "__name__", "") == "step"
 
 
+def _on_device(rows, dtype, device):
+    """A small tensor of per-step factors on the parameters' device. On CUDA it goes through pinned memory
+    with a non-blocking copy: `torch.tensor(rows, device=cuda)` copies from pageable memory, which
+    synchronizes the stream, so each step waited for the GPU to finish the work queued before it (the
+    backward's kernels, in a training loop) instead of queueing its own behind them, as torch's fused step
+    does."""
+    if device.type != "cuda":
+        return torch.tensor(rows, dtype=dtype, device=device)
+    return torch.tensor(rows, dtype=dtype, pin_memory=True).to(device, non_blocking=True)
+
+
 def _scalar_dtype(params):
     # torch's kernels take a Python-float factor as float32 for float32, bfloat16 and float16 tensors
     # (their compute type) and as a double for float64 ones; float32 factors also keep the kernels
@@ -205,7 +216,7 @@ class CompiledStep:
                     bufs = [s.get("momentum_buffer") if s else None for s in states]
                     if any(b is None for b in bufs):
                         return FIRST_STEP_REASONS[1], None
-                scalars = torch.tensor([-lr], dtype=_scalar_dtype(params), device=device)
+                scalars = _on_device([-lr], _scalar_dtype(params), device)
                 groups.append((params, grads, bufs, scalars, group["weight_decay"], momentum, group["dampening"],
                                group["nesterov"], group["maximize"]))
                 continue
@@ -239,5 +250,5 @@ class CompiledStep:
 
         counts = torch.stack(steps).tolist() if steps else []
         if counts and counts.count(counts[0]) == len(counts):
-            return torch.tensor(row(counts[0]), dtype=dtype, device=device).expand(len(counts), 3)
-        return torch.tensor([row(step) for step in counts], dtype=dtype, device=device).reshape(len(counts), 3)
+            return _on_device(row(counts[0]), dtype, device).expand(len(counts), 3)
+        return _on_device([row(step) for step in counts], dtype, device).reshape(len(counts), 3)

@@ -238,3 +238,24 @@ def test_fullgraph_raises_for_what_cannot_compile():
         step(lambda: None)
     with pytest.raises(ember.Unsupported, match="only SGD, Adam and AdamW"):
         ember.compile(torch.optim.RMSprop(params).step, fullgraph=True)()
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA's synchronization debug mode")
+@pytest.mark.parametrize("opt_cls, kwargs", [(torch.optim.AdamW, {"weight_decay": 0.1}),
+                                             (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9})])
+def test_compiled_step_queues_without_synchronizing(opt_cls, kwargs):
+    # A step is queued behind the work before it, as torch's fused step is: nothing in it waits for the GPU
+    # (the per-step factors were a copy from pageable memory, which synchronizes the stream).
+    params = make_params(torch.float32)
+    set_grads(params, 0)
+    opt = opt_cls(params, **{"foreach": False, **kwargs})
+    opt.step()  # the state exists from here on
+    step = ember.compile(opt.step)
+    step()  # compiled
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert step.eager_reason is None
