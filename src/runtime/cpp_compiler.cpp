@@ -518,7 +518,7 @@ SplitBuild compile_split(CodeCache& cache, const SplitSource& source, const CppC
   std::vector<size_t> weights;
   for (size_t i : missing) weights.push_back(source.functions[i].second.size());
   size_t unit_count = std::min(missing.size(), static_cast<size_t>(jobs));
-  if (automatic) {
+  if (automatic && unit_count > 1) {
     const size_t text = std::accumulate(weights.begin(), weights.end(), size_t{0});
     unit_count = std::max<size_t>(1, std::min(unit_count, text / kMinUnitBytes));
   }

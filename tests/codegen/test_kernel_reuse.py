@@ -133,6 +133,9 @@ def test_automatic_units_split_only_what_pays_off(tmp_path):
     small = build(blocks_program(["tanh", "exp"], "auto_small", 42), tmp_path)
     assert (small.kernel_functions, small.units) == (2, 1)
     check(small, ["tanh", "exp"], 42)
+    # Built again (another graph object): every function reused, no unit compiled (not even an empty one).
+    again = build(blocks_program(["tanh", "exp"], "auto_small", 42), tmp_path)
+    assert (again.kernels_reused, again.units) == (2, 0)
     text = offsets_program(60, "auto_big", 43)
     assert len(codegen.emit_cpp(text)) > 2 * 16384
     big = build(text, tmp_path)
