@@ -90,7 +90,13 @@ def _low_precision_slack():
     another order, a transcendental one float32 ulp apart) moves a rounding by one unit of those values, and
     every value computed from it by as much, whatever the dtype or size of the outputs (a sum of bfloat16
     values near 1 that cancels to 0.01 moves by 0.004). Eager's own error then says nothing about what the
-    compiler may do, so the rule allows that much more (run_variant).
+    compiler may do, so the rule allows that much more (run_variant). It runs in the reference run, where
+    such values come from the program's explicit casts, and in eager's run, where they are every
+    float16/bfloat16 value the program makes (from low-precision inputs too): an op may round differently
+    there, not only a sum (seed 1507410: torch's CPU `rsqrt` of a bfloat16 2.75 rounds the square root to
+    bfloat16 first, 1 / bf16(sqrt(x)), and gives 0.60546875 where the correctly rounded value, Ember's, is
+    0.6015625; divided by 2.75 into a float32 output, one unit moved the result 0.0014 against a bound of
+    1e-4).
 
     It also records, in `.made_float32`, whether any op made a float32 value. The reference run has every
     input in float64, so such a value is one the program makes float32 (a cast, a dtype argument, a default
@@ -200,7 +206,7 @@ def _mark_program_dtypes(wide, original):
     return wide
 
 
-def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False, device=None):
+def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False, device=None, record=False):
     import torch
     args = inputs_fn(_generator(i))
     if device is not None:
@@ -212,7 +218,8 @@ def _call(fn, inputs_fn, i, cast=None, exact_low_precision=False, device=None):
     torch.default_generator.manual_seed(2000 + i)
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.manual_seed(2000 + i)
-    mode = (_exact_low_precision() if exact_low_precision else _low_precision_slack() if cast is not None
+    # `record`: eager's run records its low-precision values as the reference run does (_low_precision_slack).
+    mode = (_exact_low_precision() if exact_low_precision else _low_precision_slack() if cast is not None or record
             else contextlib.nullcontext())
     try:
         with mode:
@@ -322,7 +329,7 @@ def run_variant(fn, inputs_fn, variant):
     compiled = ember.compile(fn, backend=backend, options=options)
     for i in range(N_CALLS):
         with mode():
-            want = _call(fn, inputs_fn, i, device=device)
+            want = _call(fn, inputs_fn, i, device=device, record=True)
             ref = _call(fn, inputs_fn, i, cast=_float64, device=device)
             got = _call(compiled, inputs_fn, i, device=device) if want.error is None else None
         if want.error is not None:
@@ -340,11 +347,12 @@ def run_variant(fn, inputs_fn, variant):
                 exact = _call(fn, inputs_fn, i, cast=_float64, exact_low_precision=True, device=device)
             if not _differences(i, got, want, exact):
                 why = ""
-        if why and ref.low_precision_slack and not _differences(i, got, want, ref, ref.low_precision_slack):
+        slack = max(ref.low_precision_slack, want.low_precision_slack)
+        if why and slack and not _differences(i, got, want, ref, slack):
             # Values rounded to float16/bfloat16 by the program carry float32 differences upstream as one
             # unit of theirs (_low_precision_slack): a compiler that rounds as eager does moves by that much.
             why = ""
-        if why and ref.made_float32 and not _differences(i, got, want, ref, ref.low_precision_slack, float32=True):
+        if why and ref.made_float32 and not _differences(i, got, want, ref, slack, float32=True):
             # Float64 values computed from float32 ones the program made: float32's tolerances (_low_precision_slack).
             why = ""
         if why:
