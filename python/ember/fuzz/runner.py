@@ -77,8 +77,9 @@ class _Call:
     out: object
     inputs: tuple
     error: Exception = None
-    # The reference runs: one unit in the last place of the largest float16/bfloat16 value the program made
-    # (0 without such values), and whether it made float32 values; see _low_precision_slack.
+    # The recording runs (the reference's and eager's): one unit in the last place of the largest
+    # float16/bfloat16 value the program made (0 without such values), and whether it made float32 values
+    # (read of the reference run only); see _low_precision_slack.
     low_precision_slack: float = 0.0
     made_float32: bool = False
 
