@@ -228,6 +228,9 @@ bool slice_fills_as_cats(ir::Graph& g) {
     if (pb < 0 || !returns_fresh(nodes[static_cast<size_t>(pb)])) continue;
     const ir::TensorType& bt = g.value(base).type;
     if (ir::is_integral(bt.dtype) && *value != static_cast<double>(static_cast<int64_t>(*value))) continue;
+    // The cat that replaces the base is row-major: the ops after it were typed with the base's layout
+    // (a clone of a transposed view keeps the transpose: fuzz seed 1708378).
+    if (!row_major_order(bt)) continue;
     bool unseen = true;
     for (size_t r : readers[static_cast<size_t>(base)])
       if (r < w && r != static_cast<size_t>(pv) && !fill_view[r] && !returns_fresh(nodes[r])) unseen = false;

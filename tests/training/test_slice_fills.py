@@ -74,3 +74,22 @@ def test_write_seen_by_an_earlier_alias_stays_a_write():
     assert "in place" in info.backend_fallbacks[0], info.backend_fallbacks
     ember.reset()
     torch.testing.assert_close(outputs_and_grads(ember.compile(fn), inputs(fn)), outputs_and_grads(fn, inputs(fn)))
+
+
+def fill_in_a_transposed_clone(x):
+    # The clone keeps the transpose's layout, and the add after the fill was typed with it: the row-major cat
+    # would change the add's layout (fuzz seed 1708378), so the fill stays a write.
+    y = x.movedim(1, 0).clone()
+    y[1:].fill_(0.5)
+    return y + y
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_fill_in_a_transposed_clone_keeps_its_layout(grad):
+    x = torch.randn(5, 6, dtype=torch.float64, requires_grad=grad)
+    with torch.set_grad_enabled(grad):
+        got, want = ember.compile(fill_in_a_transposed_clone)(x), fill_in_a_transposed_clone(x)
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride() == (1, 6)
+    s = ember.stats()
+    assert s["backend_errors"] == 0 and s["codegen_failures"] == 0, s
